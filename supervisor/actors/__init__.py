@@ -1,0 +1,87 @@
+"""A generic actor runtime with OTP supervision, built on trio. Knows nothing of MCP.
+
+- an :class:`Address` is a bounded mailbox that outlives the actor incarnations serving it;
+- an :class:`Actor` serves its address, one request at a time or concurrently;
+- a :class:`Supervisor` starts children in order, restarts them by OTP's rules with
+  backoff, and stops them in reverse order; :func:`open_tree` runs a root one.
+"""
+
+from ._actor import Actor as Actor
+from ._actor import actor_spec as actor_spec
+from ._errors import ActorError as ActorError
+from ._errors import ActorStopped as ActorStopped
+from ._errors import ActorUnavailable as ActorUnavailable
+from ._errors import CallTimeout as CallTimeout
+from ._errors import MailboxFull as MailboxFull
+from ._errors import NoSuchChild as NoSuchChild
+from ._errors import RequestAborted as RequestAborted
+from ._errors import StartFailed as StartFailed
+from ._errors import SupervisorError as SupervisorError
+from ._errors import SupervisorGaveUp as SupervisorGaveUp
+from ._errors import SupervisorNotRunning as SupervisorNotRunning
+from ._mailbox import Address as Address
+from ._mailbox import AddressState as AddressState
+from ._mailbox import AddressStatistics as AddressStatistics
+from ._rules import RestartWindow as RestartWindow
+from ._rules import backoff_delay as backoff_delay
+from ._rules import children_to_restart as children_to_restart
+from ._rules import should_restart as should_restart
+from ._spec import Backoff as Backoff
+from ._spec import Child as Child
+from ._spec import ChildSpec as ChildSpec
+from ._spec import Crashed as Crashed
+from ._spec import ExitReason as ExitReason
+from ._spec import GiveUp as GiveUp
+from ._spec import Intensity as Intensity
+from ._spec import Normal as Normal
+from ._spec import Restart as Restart
+from ._spec import Shutdown as Shutdown
+from ._spec import Strategy as Strategy
+from ._tree import ChildState as ChildState
+from ._tree import ChildStatistics as ChildStatistics
+from ._tree import Notify as Notify
+from ._tree import Supervisor as Supervisor
+from ._tree import SupervisorStatistics as SupervisorStatistics
+from ._tree import open_tree as open_tree
+from ._tree import supervisor_spec as supervisor_spec
+
+__all__ = [
+    "Actor",
+    "ActorError",
+    "ActorStopped",
+    "ActorUnavailable",
+    "Address",
+    "AddressState",
+    "AddressStatistics",
+    "Backoff",
+    "CallTimeout",
+    "Child",
+    "ChildSpec",
+    "ChildState",
+    "ChildStatistics",
+    "Crashed",
+    "ExitReason",
+    "GiveUp",
+    "Intensity",
+    "MailboxFull",
+    "NoSuchChild",
+    "Normal",
+    "Notify",
+    "RequestAborted",
+    "Restart",
+    "RestartWindow",
+    "Shutdown",
+    "StartFailed",
+    "Strategy",
+    "Supervisor",
+    "SupervisorError",
+    "SupervisorGaveUp",
+    "SupervisorNotRunning",
+    "SupervisorStatistics",
+    "actor_spec",
+    "backoff_delay",
+    "children_to_restart",
+    "open_tree",
+    "should_restart",
+    "supervisor_spec",
+]

@@ -1,0 +1,263 @@
+"""Addresses: bounded mailboxes that outlive the incarnations serving them."""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable
+
+import attrs
+import trio
+
+from ._errors import (
+    ActorStopped,
+    ActorUnavailable,
+    CallTimeout,
+    MailboxFull,
+    RequestAborted,
+)
+
+_QUEUED, _RUNNING, _DONE, _ABANDONED = range(4)
+
+
+class Envelope:
+    """One message in a mailbox, with the slot its reply goes to.
+
+    A cast has no reply slot (``wants_reply`` is false). The handler side calls
+    :meth:`begin` before handling (false means the caller gave up: skip it), then
+    :meth:`reply` or :meth:`fail`. The caller side abandons the envelope when its
+    deadline passes or it is cancelled, which cancels a handler already running.
+    """
+
+    __slots__ = ("message", "deadline", "_event", "_state", "_value", "_error", "_scope")
+
+    def __init__(self, message: object, deadline: float, wants_reply: bool) -> None:
+        self.message = message
+        self.deadline = deadline
+        self._event = trio.Event() if wants_reply else None
+        self._state = _QUEUED
+        self._value: object = None
+        self._error: BaseException | None = None
+        self._scope: trio.CancelScope | None = None
+
+    @property
+    def wants_reply(self) -> bool:
+        return self._event is not None
+
+    @property
+    def done(self) -> bool:
+        """Replied to or failed (not merely abandoned)."""
+        return self._state == _DONE
+
+    def begin(self, scope: trio.CancelScope | None) -> bool:
+        """Mark as being handled under ``scope``; false if the caller already gave up."""
+        if self._state != _QUEUED:
+            return False
+        self._state = _RUNNING
+        self._scope = scope
+        return True
+
+    def reply(self, value: object) -> None:
+        if self._state < _DONE:
+            self._state = _DONE
+            self._value = value
+            if self._event is not None:
+                self._event.set()
+
+    def fail(self, error: BaseException) -> None:
+        if self._state < _DONE:
+            self._state = _DONE
+            self._error = error
+            if self._event is not None:
+                self._event.set()
+
+    def abandon(self) -> None:
+        """The caller stopped waiting: never start the handler, or cancel it."""
+        if self._state < _DONE:
+            if self._state == _RUNNING and self._scope is not None:
+                self._scope.cancel()
+            self._state = _ABANDONED
+
+    def unwrap(self) -> object:
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class AddressState(enum.Enum):
+    """Whether calls to an address queue or fail fast."""
+
+    #: not started yet, running, or restarting: calls queue and are served in order
+    OPEN = "open"
+    #: the child gave up restarting: calls fail fast with ActorUnavailable
+    UNAVAILABLE = "unavailable"
+    #: the child was stopped for good: calls fail fast with ActorStopped
+    STOPPED = "stopped"
+
+
+@attrs.frozen
+class AddressStatistics:
+    """A snapshot of one address."""
+
+    name: str
+    state: AddressState
+    #: messages waiting in the mailbox (including abandoned ones not yet skipped)
+    queued: int
+    capacity: float
+    calls: int
+    casts: int
+
+
+class Address:
+    """Where an actor's messages go: a bounded mailbox that outlives incarnations.
+
+    Messages queued while the actor restarts are served by the next incarnation, each
+    within its own deadline. The supervisor opens the address while the child runs or
+    waits to restart, and closes it when the child is stopped or given up on; a closed
+    address fails calls fast and fails every message still queued.
+    """
+
+    def __init__(self, name: str, capacity: int | float = 256) -> None:
+        if capacity != math.inf and (capacity < 1 or int(capacity) != capacity):
+            raise ValueError(f"mailbox capacity for {name!r} must be a positive int or inf")
+        self.name = name
+        self.capacity = capacity
+        self._send, self._receive = trio.open_memory_channel[Envelope](capacity)
+        self._state = AddressState.OPEN
+        # Makes the error a closed address raises: a fresh one each time.
+        self._closed: Callable[[], ActorStopped | ActorUnavailable] | None = None
+        self._calls = 0
+        self._casts = 0
+
+    def __repr__(self) -> str:
+        return f"<Address {self.name!r} {self._state.value}>"
+
+    @property
+    def state(self) -> AddressState:
+        return self._state
+
+    async def call(self, message: object, timeout: float | None = None) -> object:
+        """Send ``message`` and wait for the reply.
+
+        Returns the handler's reply, raises the handler's error, or raises
+        :class:`CallTimeout` once ``timeout`` seconds have passed (waiting for room in
+        a full mailbox counts against it). A closed address raises at once. A call
+        that times out or is cancelled is abandoned: never handled if still queued;
+        if already running, its handler is cancelled — except for a call without a
+        timeout, whose handler then runs to completion and its reply is dropped. A
+        call whose incarnation died while handling it raises :class:`RequestAborted`.
+        """
+        if self._closed is not None:
+            raise self._closed()
+        self._calls += 1
+        if timeout is None:
+            env = Envelope(message, math.inf, True)
+            try:
+                await self._send.send(env)
+                if self._closed is not None:
+                    self._fail_queued()
+                await env._event.wait()  # type: ignore[union-attr]
+            except BaseException:
+                env.abandon()
+                raise
+            return env.unwrap()
+        deadline = trio.current_time() + timeout
+        env = Envelope(message, deadline, True)
+        with trio.CancelScope(deadline=deadline):
+            try:
+                await self._send.send(env)
+                if self._closed is not None:
+                    self._fail_queued()
+                await env._event.wait()  # type: ignore[union-attr]
+            except BaseException:
+                env.abandon()
+                raise
+        if env.done:
+            return env.unwrap()
+        env.abandon()
+        raise CallTimeout(
+            f"actor {self.name!r} did not reply within {timeout} s",
+            actor=self.name,
+            timeout=timeout,
+        )
+
+    def cast(self, message: object) -> None:
+        """Queue ``message`` without waiting for it to be handled.
+
+        Never blocks: raises :class:`MailboxFull` if there is no room, or the closed
+        address's error.
+        """
+        if self._closed is not None:
+            raise self._closed()
+        try:
+            self._send.send_nowait(Envelope(message, math.inf, False))
+        except trio.WouldBlock:
+            raise MailboxFull(
+                f"mailbox of actor {self.name!r} is full ({self.capacity} messages); "
+                "the message was dropped — slow down or raise its capacity",
+                actor=self.name,
+            ) from None
+        self._casts += 1
+
+    def statistics(self) -> AddressStatistics:
+        return AddressStatistics(
+            name=self.name,
+            state=self._state,
+            queued=self._receive.statistics().current_buffer_used,
+            capacity=self.capacity,
+            calls=self._calls,
+            casts=self._casts,
+        )
+
+    # -- used by the supervisor and the actor runner -------------------------------------
+
+    @property
+    def receiver(self) -> trio.MemoryReceiveChannel[Envelope]:
+        return self._receive
+
+    def open(self) -> None:
+        """Accept and queue calls again."""
+        self._state = AddressState.OPEN
+        self._closed = None
+
+    def close_unavailable(self, last_error: str | None, attempts: int) -> None:
+        """Fail calls fast (and those queued) because the child was given up on."""
+        self._state = AddressState.UNAVAILABLE
+        self._closed = lambda: ActorUnavailable(
+            f"actor {self.name!r} is unavailable after {attempts} restart attempts; "
+            f"last error: {last_error}. Restart it explicitly once the cause is fixed.",
+            actor=self.name,
+            last_error=last_error,
+            attempts=attempts,
+        )
+        self._fail_queued()
+
+    def close_stopped(self) -> None:
+        """Fail calls fast (and those queued) because the child was stopped for good."""
+        self._state = AddressState.STOPPED
+        self._closed = lambda: ActorStopped(
+            f"actor {self.name!r} is stopped and will not restart by itself",
+            actor=self.name,
+        )
+        self._fail_queued()
+
+    def _fail_queued(self) -> None:
+        assert self._closed is not None
+        while True:
+            try:
+                env = self._receive.receive_nowait()
+            except trio.WouldBlock:
+                return
+            env.fail(self._closed())
+
+
+def aborted(actor: str, cause: BaseException | None) -> RequestAborted:
+    """The error for a request whose incarnation exited before replying."""
+    why = "crashed" if cause is not None else "was stopped"
+    error = RequestAborted(
+        f"actor {actor!r} {why} while handling this request; it may have taken effect "
+        "and was not retried",
+        actor=actor,
+    )
+    error.__cause__ = cause
+    return error

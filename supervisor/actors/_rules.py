@@ -1,0 +1,72 @@
+"""The supervision rules as small pure functions, each tested on its own."""
+
+from __future__ import annotations
+
+import collections
+import random
+from collections.abc import Sequence
+
+from ._spec import Backoff, Crashed, ExitReason, Intensity, Restart, Strategy
+
+
+def should_restart(restart: Restart, reason: ExitReason) -> bool:
+    """Whether a child of this restart type is restarted after exiting for this reason.
+
+    OTP: permanent always, temporary never, transient only after an abnormal exit.
+    """
+    if restart is Restart.PERMANENT:
+        return True
+    if restart is Restart.TRANSIENT:
+        return isinstance(reason, Crashed)
+    return False
+
+
+def children_to_restart(strategy: Strategy, children: Sequence[str], failed: str) -> list[str]:
+    """The children (in start order) that restart when ``failed`` has to.
+
+    ``children`` is every live child in start order, ``failed`` included.
+    """
+    if strategy is Strategy.ONE_FOR_ONE:
+        return [failed]
+    if strategy is Strategy.ONE_FOR_ALL:
+        return list(children)
+    return list(children[children.index(failed) :])
+
+
+class RestartWindow:
+    """Counts restarts within a sliding period, as OTP counts them.
+
+    ``record(now)`` adds one restart and says whether that made more than
+    ``max_restarts`` within the last ``within_seconds`` — the moment to give up.
+    """
+
+    def __init__(self, intensity: Intensity) -> None:
+        self.intensity = intensity
+        self._times: collections.deque[float] = collections.deque()
+
+    def record(self, now: float) -> bool:
+        times = self._times
+        times.append(now)
+        horizon = now - self.intensity.within_seconds
+        while times and times[0] <= horizon:
+            times.popleft()
+        return len(times) > self.intensity.max_restarts
+
+    def count(self, now: float) -> int:
+        """Restarts still inside the period at ``now``."""
+        horizon = now - self.intensity.within_seconds
+        return sum(1 for t in self._times if t > horizon)
+
+    def reset(self) -> None:
+        self._times.clear()
+
+
+def backoff_delay(backoff: Backoff, attempt: int, rng: random.Random | None = None) -> float:
+    """Seconds to wait before consecutive restart number ``attempt`` (1-based)."""
+    if attempt < 1 or backoff.initial == 0:
+        return 0.0
+    # Cap the exponent so a long crash loop never overflows a float.
+    delay = min(backoff.initial * backoff.multiplier ** min(attempt - 1, 64), backoff.maximum)
+    if backoff.jitter and rng is not None:
+        delay *= 1.0 - backoff.jitter * rng.random()
+    return delay

@@ -1,0 +1,738 @@
+"""Supervisors: start children in order, restart them by OTP's rules, stop them in reverse."""
+
+from __future__ import annotations
+
+import enum
+import math
+import random
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+
+import attrs
+import structlog
+import trio
+
+from ._errors import (
+    NoSuchChild,
+    StartFailed,
+    SupervisorError,
+    SupervisorGaveUp,
+    SupervisorNotRunning,
+    collapse,
+)
+from ._mailbox import Address, Envelope
+from ._rules import RestartWindow, backoff_delay, children_to_restart, should_restart
+from ._spec import (
+    Backoff,
+    Child,
+    ChildSpec,
+    Crashed,
+    ExitReason,
+    GiveUp,
+    Intensity,
+    Normal,
+    Restart,
+    Shutdown,
+    Strategy,
+)
+
+log = structlog.get_logger("supervisor.actors")
+
+#: ``notify(kind, **fields)``: how a supervisor reports restarts and give-ups.
+#: ``supervisor.bus.Bus.notify`` fits; it must not block or raise.
+Notify = Callable[..., None]
+
+
+class ChildState(enum.Enum):
+    """Where a child is in its life."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    #: waiting for its backoff delay before the next start
+    RESTARTING = "restarting"
+    #: given up on (``GiveUp.MARK_UNAVAILABLE``); restart it explicitly
+    UNAVAILABLE = "unavailable"
+    #: exited without restart, or terminated; restart it explicitly
+    STOPPED = "stopped"
+
+
+_LIVE = (ChildState.STARTING, ChildState.RUNNING, ChildState.RESTARTING)
+
+
+@attrs.frozen
+class ChildStatistics:
+    """A snapshot of one child."""
+
+    id: str
+    state: ChildState
+    restart: Restart
+    #: restarts performed since the child was added (or explicitly restarted)
+    restarts: int
+    #: consecutive restarts since it was last stable; drives the backoff
+    attempt: int
+    #: why its last incarnation exited, if one did
+    last_exit: str | None
+    #: when (trio clock) it is due to start again, while RESTARTING
+    next_restart_at: float | None
+
+
+@attrs.frozen
+class SupervisorStatistics:
+    """A snapshot of one supervisor and its children, in start order."""
+
+    name: str
+    strategy: Strategy
+    intensity: Intensity
+    children: tuple[ChildStatistics, ...]
+    #: restarts counted against this supervisor's intensity, ever
+    restarts: int
+
+
+@attrs.define(eq=False)
+class _Slot:
+    spec: ChildSpec
+    window: RestartWindow | None
+    state: ChildState = ChildState.STOPPED
+    incarnation: Child | None = None
+    scope: trio.CancelScope | None = None
+    done: trio.Event | None = None
+    generation: int = 0
+    stopping: bool = False
+    restarts: int = 0
+    attempt: int = 0
+    started_at: float = 0.0
+    restart_at: float | None = None
+    last_exit: ExitReason | None = None
+
+    def open_addresses(self) -> None:
+        for address in self.spec.addresses:
+            address.open()
+
+
+@attrs.frozen
+class _Exited:
+    slot: _Slot
+    generation: int
+    reason: ExitReason
+
+
+class _Status:
+    """Wraps a child's task status: once it has started, only its supervisor stops it.
+
+    Until then outside cancellation reaches it (a hung start can be cancelled); from
+    then on its scope is shielded, so even a cancelled supervisor stops its children
+    in order, each gracefully first.
+    """
+
+    __slots__ = ("_inner", "_scope", "started_ok")
+
+    def __init__(self, inner: trio.TaskStatus[None], scope: trio.CancelScope) -> None:
+        self._inner = inner
+        self._scope = scope
+        self.started_ok = False
+
+    def started(self, value: None = None) -> None:
+        self.started_ok = True
+        self._scope.shield = True
+        self._inner.started()
+
+
+_STOP = object()
+
+
+class Supervisor:
+    """A supervisor node: a child that starts, watches and restarts other children.
+
+    Children start one after the other in the given order, each counting as started once
+    it said so; they stop in reverse order, each given its ``shutdown_timeout`` to
+    finish after ``request_stop`` before it is cancelled. Shutdown is graceful even
+    when the supervisor itself is cancelled: children are shielded from outside
+    cancellation and stopped by the supervisor alone.
+
+    When a child exits, its restart type says whether it restarts
+    (:func:`should_restart`) and the strategy which siblings restart with it
+    (:func:`children_to_restart`). Each such exit counts as one restart, whatever the
+    number of siblings restarted alongside. Before restarting, the supervisor waits the
+    failed child's backoff delay; its mailbox stays open meanwhile, so calls queue.
+
+    More restarts than the intensity allows and the supervisor gives up according to
+    the child's ``give_up``: ``MARK_UNAVAILABLE`` closes only that child;
+    ``ESCALATE`` stops every child and raises :class:`SupervisorGaveUp`, which the
+    parent handles like any crash. Run it with :func:`open_tree`, or nest it with
+    :func:`supervisor_spec`.
+    """
+
+    def __init__(
+        self,
+        children: Sequence[ChildSpec] = (),
+        *,
+        name: str = "root",
+        strategy: Strategy = Strategy.ONE_FOR_ONE,
+        intensity: Intensity | None = None,
+        backoff: Backoff | None = None,
+        notify: Notify | None = None,
+        rng: random.Random | None = None,
+        close_on_exit: bool = False,
+    ) -> None:
+        self.name = name
+        self.strategy = strategy
+        self.intensity = intensity if intensity is not None else Intensity()
+        self.backoff = backoff if backoff is not None else Backoff()
+        self._notify = notify
+        self._rng = rng if rng is not None else random.Random()
+        self._close_on_exit = close_on_exit
+        self._window = RestartWindow(self.intensity)
+        self._restarts = 0
+        self._slots: list[_Slot] = []
+        self._initial_ids = frozenset(spec.id for spec in children)
+        for spec in children:
+            self._add_slot(spec)
+        self._control: trio.MemorySendChannel[object] | None = None
+        self._nursery: trio.Nursery | None = None
+        self._stop_requested = False
+
+    def __repr__(self) -> str:
+        return f"<Supervisor {self.name!r} {self.strategy.value} children={len(self._slots)}>"
+
+    # -- public API --------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Ask the supervisor to stop its children (in reverse order) and return."""
+        self._stop_requested = True
+        if self._control is not None:
+            self._control.send_nowait(_STOP)
+
+    async def start_child(self, spec: ChildSpec) -> None:
+        """Add ``spec`` as the last child and start it.
+
+        Raises :class:`StartFailed` if it fails to start (it is then not added), or
+        ``ValueError`` if a child of that id exists.
+        """
+        await self._request("start_child", spec)
+
+    async def terminate_child(self, id: str) -> None:
+        """Stop a child for good (gracefully, then cancelled). Its spec stays, unless
+        it is temporary; calls to it fail fast until :meth:`restart_child`."""
+        await self._request("terminate_child", id)
+
+    async def restart_child(self, id: str) -> None:
+        """Start again a child that is stopped or unavailable, with a fresh restart count.
+
+        Raises :class:`SupervisorError` if it is running, :class:`StartFailed` if it
+        fails to start.
+        """
+        await self._request("restart_child", id)
+
+    async def delete_child(self, id: str) -> None:
+        """Forget a child that is stopped or unavailable."""
+        await self._request("delete_child", id)
+
+    def address(self, id: str) -> Address:
+        """The mailbox of actor child ``id``."""
+        return self._slot(id).spec.address
+
+    def which_children(self) -> list[tuple[str, ChildState, Child | None]]:
+        """``(id, state, current incarnation)`` of each child, in start order."""
+        return [(s.spec.id, s.state, s.incarnation) for s in self._slots]
+
+    def statistics(self) -> SupervisorStatistics:
+        return SupervisorStatistics(
+            name=self.name,
+            strategy=self.strategy,
+            intensity=self.intensity,
+            restarts=self._restarts,
+            children=tuple(
+                ChildStatistics(
+                    id=s.spec.id,
+                    state=s.state,
+                    restart=s.spec.restart,
+                    restarts=s.restarts,
+                    attempt=s.attempt,
+                    last_exit=None if s.last_exit is None else s.last_exit.describe(),
+                    next_restart_at=s.restart_at if s.state is ChildState.RESTARTING else None,
+                )
+                for s in self._slots
+            ),
+        )
+
+    # -- running -----------------------------------------------------------------------
+
+    async def run(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> ExitReason:
+        """Start the children, supervise them until stopped, then stop them.
+
+        Returns :class:`Shutdown` once stopped on request. Raises
+        :class:`SupervisorGaveUp` after escalating, and :class:`StartFailed` if an
+        escalating child fails its first start (the children already started are
+        stopped first).
+        """
+        if self._control is not None:
+            raise SupervisorError(f"supervisor {self.name!r} is already running")
+        send, receive = trio.open_memory_channel[object](math.inf)
+        self._control = send
+        if self._stop_requested:
+            send.send_nowait(_STOP)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                try:
+                    for slot in list(self._slots):
+                        await self._first_start(slot)
+                    task_status.started()
+                    await self._supervise(receive)
+                    return Shutdown()
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await self._stop_all()
+        finally:
+            self._nursery = None
+            self._fail_requests(receive)
+            self._control = None
+            send.close()
+
+    async def _first_start(self, slot: _Slot) -> None:
+        try:
+            await self._start(slot)
+        except StartFailed as exc:
+            if slot.spec.give_up is GiveUp.MARK_UNAVAILABLE:
+                # Not worth failing its siblings for: handle it as a crash.
+                await self._exited(slot, Crashed(collapse(exc.__cause__ or exc)))
+            else:
+                raise
+
+    async def _supervise(self, receive: trio.MemoryReceiveChannel[object]) -> None:
+        while True:
+            item: object = None
+            with trio.move_on_at(self._next_restart_at()):
+                item = await receive.receive()
+            if item is _STOP:
+                return
+            if isinstance(item, _Exited):
+                slot = item.slot
+                if (
+                    slot.generation == item.generation
+                    and not slot.stopping
+                    and slot.state is ChildState.RUNNING
+                    and slot in self._slots
+                ):
+                    await self._exited(slot, item.reason)
+            elif isinstance(item, Envelope):
+                await self._serve_request(item)
+            await self._restart_due()
+
+    def _next_restart_at(self) -> float:
+        due = [s.restart_at for s in self._slots if s.state is ChildState.RESTARTING]
+        return min(due, default=math.inf)  # type: ignore[arg-type]
+
+    # -- one child ---------------------------------------------------------------------
+
+    def _add_slot(self, spec: ChildSpec) -> _Slot:
+        if any(s.spec.id == spec.id for s in self._slots):
+            raise ValueError(f"supervisor {self.name!r} already has a child {spec.id!r}")
+        own = spec.intensity
+        if own is None and spec.give_up is GiveUp.MARK_UNAVAILABLE:
+            own = self.intensity
+        slot = _Slot(spec=spec, window=None if own is None else RestartWindow(own))
+        self._slots.append(slot)
+        return slot
+
+    def _slot(self, id: str) -> _Slot:
+        for slot in self._slots:
+            if slot.spec.id == id:
+                return slot
+        raise NoSuchChild(f"supervisor {self.name!r} has no child {id!r}")
+
+    async def _start(self, slot: _Slot) -> None:
+        """Start one incarnation; raises StartFailed if it fails before it is ready."""
+        assert self._nursery is not None
+        slot.generation += 1
+        slot.stopping = False
+        slot.state = ChildState.STARTING
+        slot.restart_at = None
+        slot.done = trio.Event()
+        slot.open_addresses()
+        try:
+            incarnation = slot.spec.start()
+            slot.incarnation = incarnation
+            await self._nursery.start(self._child_task, slot, incarnation, slot.generation)
+        except Exception as exc:
+            slot.incarnation = None
+            slot.state = ChildState.STOPPED
+            raise StartFailed(
+                f"child {slot.spec.id!r} of supervisor {self.name!r} failed to start: "
+                f"{Crashed(collapse(exc)).describe()}",
+                child=slot.spec.id,
+            ) from collapse(exc)
+        slot.state = ChildState.RUNNING
+        slot.started_at = trio.current_time()
+
+    async def _child_task(
+        self,
+        slot: _Slot,
+        incarnation: Child,
+        generation: int,
+        task_status: trio.TaskStatus[None],
+    ) -> None:
+        done = slot.done
+        assert done is not None
+        scope = trio.CancelScope()
+        slot.scope = scope
+        status = _Status(task_status, scope)
+        reason: ExitReason = Shutdown()  # what being cancelled by us means
+        try:
+            with scope:
+                result = await incarnation.run(task_status=status)
+                reason = Normal() if result is None else result
+                if not status.started_ok:
+                    raise RuntimeError("returned before it said it started")
+        except BaseException as exc:
+            if not status.started_ok or isinstance(
+                exc, trio.Cancelled | KeyboardInterrupt | SystemExit
+            ):
+                done.set()
+                raise
+            reason = Crashed(collapse(exc))
+        finally:
+            done.set()
+            if slot.generation == generation:
+                slot.last_exit = reason
+        if slot.generation == generation and not slot.stopping and self._control is not None:
+            self._control.send_nowait(_Exited(slot, generation, reason))
+
+    async def _stop(self, slot: _Slot) -> None:
+        """Stop the slot's incarnation: ask, wait its shutdown_timeout, then cancel."""
+        slot.stopping = True
+        done, incarnation, scope = slot.done, slot.incarnation, slot.scope
+        slot.incarnation = None
+        if done is None or done.is_set():
+            return
+        try:
+            if incarnation is not None:
+                incarnation.request_stop()
+        except Exception:
+            log.exception("request_stop failed; cancelling", child=slot.spec.id)
+        else:
+            with trio.move_on_after(slot.spec.shutdown_timeout):
+                await done.wait()
+        if not done.is_set():
+            if scope is not None:
+                scope.cancel()
+            await done.wait()
+
+    async def _stop_all(self) -> None:
+        try:
+            for slot in reversed(self._slots):
+                if slot.state in _LIVE:
+                    await self._stop(slot)
+                    slot.state = ChildState.STOPPED
+        finally:
+            for slot in self._slots:
+                if slot.scope is not None:
+                    slot.scope.cancel()
+                if self._close_on_exit or slot.spec.id not in self._initial_ids:
+                    for address in slot.spec.addresses:
+                        address.close_stopped()
+
+    def _retire(self, slot: _Slot) -> None:
+        """The child will not run again by itself."""
+        slot.state = ChildState.STOPPED
+        slot.restart_at = None
+        for address in slot.spec.addresses:
+            address.close_stopped()
+        if slot.spec.restart is Restart.TEMPORARY and slot in self._slots:
+            self._slots.remove(slot)
+
+    # -- OTP's rules -------------------------------------------------------------------
+
+    async def _exited(self, slot: _Slot, reason: ExitReason) -> None:
+        """Apply the restart rules to a child that exited (or failed to restart)."""
+        spec = slot.spec
+        slot.last_exit = reason
+        slot.incarnation = None
+        if not should_restart(spec.restart, reason):
+            self._retire(slot)
+            return
+        now = trio.current_time()
+        backoff = spec.backoff if spec.backoff is not None else self.backoff
+        if slot.attempt and now - slot.started_at >= backoff.stable_after:
+            slot.attempt = 0  # it was stable: start the backoff and its own count over
+            if slot.window is not None:
+                slot.window.reset()
+        slot.attempt += 1
+        own_exceeded = slot.window is not None and slot.window.record(now)
+        if spec.give_up is GiveUp.MARK_UNAVAILABLE:
+            if own_exceeded:
+                self._mark_unavailable(slot, reason)
+                return
+        elif self._window.record(now) or own_exceeded:
+            self._escalate(slot, reason)
+        self._restarts += 1
+
+        restart_at = now + backoff_delay(backoff, slot.attempt, self._rng)
+        live = [s.spec.id for s in self._slots if s.state in _LIVE or s is slot]
+        victims = [self._slot(id) for id in children_to_restart(self.strategy, live, spec.id)]
+        for other in reversed(victims):
+            if other is slot:
+                continue
+            if other.state in (ChildState.STARTING, ChildState.RUNNING):
+                await self._stop(other)
+            if other.spec.restart is Restart.TEMPORARY:
+                self._retire(other)
+                continue
+            other.state = ChildState.RESTARTING
+            other.restart_at = max(restart_at, other.restart_at or restart_at)
+        slot.state = ChildState.RESTARTING
+        slot.restart_at = restart_at
+        log.warning(
+            "child exited; restarting",
+            supervisor=self.name,
+            child=spec.id,
+            reason=reason.describe(),
+            attempt=slot.attempt,
+            delay=restart_at - now,
+        )
+
+    async def _restart_due(self) -> None:
+        """Start, in start order, every child whose restart time has come."""
+        while True:
+            now = trio.current_time()
+            slot = next(
+                (
+                    s
+                    for s in self._slots
+                    if s.state is ChildState.RESTARTING and s.restart_at is not None
+                    and s.restart_at <= now
+                ),
+                None,
+            )
+            if slot is None:
+                return
+            slot.restarts += 1
+            try:
+                await self._start(slot)
+            except StartFailed as exc:
+                await self._exited(slot, Crashed(collapse(exc.__cause__ or exc)))
+                continue
+            self._emit(
+                "supervisor.child.restarted",
+                child=slot.spec.id,
+                strategy=self.strategy.value,
+                restarts=slot.restarts,
+                reason=slot.last_exit.describe() if slot.last_exit else "",
+            )
+
+    def _mark_unavailable(self, slot: _Slot, reason: ExitReason) -> None:
+        slot.state = ChildState.UNAVAILABLE
+        slot.restart_at = None
+        attempts = slot.attempt - 1
+        for address in slot.spec.addresses:
+            address.close_unavailable(reason.describe(), attempts)
+        log.error(
+            "child gave up; marked unavailable",
+            supervisor=self.name,
+            child=slot.spec.id,
+            reason=reason.describe(),
+            restarts=attempts,
+        )
+        self._emit(
+            "supervisor.child.gave_up",
+            child=slot.spec.id,
+            restarts=attempts,
+            reason=reason.describe(),
+        )
+
+    def _escalate(self, slot: _Slot, reason: ExitReason) -> None:
+        restarts = self._window.count(trio.current_time())
+        log.error(
+            "restart intensity exceeded; supervisor gives up",
+            supervisor=self.name,
+            child=slot.spec.id,
+            reason=reason.describe(),
+        )
+        self._emit(
+            "supervisor.escalated", child=slot.spec.id, restarts=restarts, reason=reason.describe()
+        )
+        error = SupervisorGaveUp(
+            f"supervisor {self.name!r} gave up: child {slot.spec.id!r} exceeded the restart "
+            f"intensity ({self.intensity.max_restarts} in {self.intensity.within_seconds} s); "
+            f"last exit: {reason.describe()}",
+            supervisor=self.name,
+            child=slot.spec.id,
+            restarts=restarts,
+        )
+        if isinstance(reason, Crashed):
+            raise error from reason.error
+        raise error
+
+    def _emit(self, kind: str, **fields: object) -> None:
+        if self._notify is not None:
+            try:
+                self._notify(kind, supervisor=self.name, **fields)
+            except Exception:
+                log.exception("notify hook failed", kind=kind)
+
+    # -- requests ----------------------------------------------------------------------
+
+    async def _request(self, op: str, arg: object) -> None:
+        if self._control is None:
+            raise SupervisorNotRunning(f"supervisor {self.name!r} is not running")
+        env = Envelope((op, arg), math.inf, True)
+        self._control.send_nowait(env)
+        try:
+            await env._event.wait()  # type: ignore[union-attr]
+        except BaseException:
+            env.abandon()
+            raise
+        env.unwrap()
+
+    def _fail_requests(self, receive: trio.MemoryReceiveChannel[object]) -> None:
+        while True:
+            try:
+                item = receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                return
+            if isinstance(item, Envelope):
+                item.fail(SupervisorNotRunning(f"supervisor {self.name!r} stopped"))
+
+    async def _serve_request(self, env: Envelope) -> None:
+        if not env.begin(trio.CancelScope()):
+            return
+        op, arg = env.message  # type: ignore[misc]
+        try:
+            await getattr(self, "_op_" + op)(arg)
+        except (SupervisorError, ValueError) as exc:
+            env.fail(exc)
+        else:
+            env.reply(None)
+
+    async def _op_start_child(self, spec: ChildSpec) -> None:
+        slot = self._add_slot(spec)
+        try:
+            await self._start(slot)
+        except StartFailed:
+            self._slots.remove(slot)
+            raise
+
+    async def _op_terminate_child(self, id: str) -> None:
+        slot = self._slot(id)
+        if slot.state in (ChildState.STARTING, ChildState.RUNNING):
+            await self._stop(slot)
+        self._retire(slot)
+
+    async def _op_restart_child(self, id: str) -> None:
+        slot = self._slot(id)
+        if slot.state not in (ChildState.STOPPED, ChildState.UNAVAILABLE):
+            raise SupervisorError(
+                f"child {id!r} of supervisor {self.name!r} is {slot.state.value}; "
+                "only a stopped or unavailable child can be restarted"
+            )
+        slot.attempt = 0
+        if slot.window is not None:
+            slot.window.reset()
+        try:
+            await self._start(slot)
+        except StartFailed:
+            self._retire(slot)
+            raise
+
+    async def _op_delete_child(self, id: str) -> None:
+        slot = self._slot(id)
+        if slot.state not in (ChildState.STOPPED, ChildState.UNAVAILABLE):
+            raise SupervisorError(
+                f"child {id!r} of supervisor {self.name!r} is {slot.state.value}; "
+                "terminate it before deleting it"
+            )
+        for address in slot.spec.addresses:
+            address.close_stopped()
+        self._slots.remove(slot)
+
+
+def supervisor_spec(
+    id: str,
+    children: Sequence[ChildSpec],
+    *,
+    strategy: Strategy = Strategy.ONE_FOR_ONE,
+    intensity: Intensity | None = None,
+    backoff: Backoff | None = None,
+    notify: Notify | None = None,
+    restart: Restart = Restart.PERMANENT,
+    shutdown_timeout: float = math.inf,
+    give_up: GiveUp = GiveUp.ESCALATE,
+    child_intensity: Intensity | None = None,
+    child_backoff: Backoff | None = None,
+) -> ChildSpec:
+    """A child spec for a nested supervisor with these children.
+
+    Each (re)start makes a fresh :class:`Supervisor` from the same child specs, so
+    children added later with ``start_child`` do not survive its restart (as in OTP).
+    ``child_intensity``/``child_backoff`` are the spec's own limits as a child of its
+    parent; ``intensity``/``backoff`` are what it applies to its children. Its
+    ``shutdown_timeout`` defaults to infinity, as OTP's does for supervisors: its own
+    children's timeouts bound it.
+    """
+    children = tuple(children)
+
+    def start() -> Supervisor:
+        return Supervisor(
+            children,
+            name=id,
+            strategy=strategy,
+            intensity=intensity,
+            backoff=backoff,
+            notify=notify,
+        )
+
+    return ChildSpec(
+        id=id,
+        start=start,
+        restart=restart,
+        shutdown_timeout=shutdown_timeout,
+        give_up=give_up,
+        intensity=child_intensity,
+        backoff=child_backoff,
+        addresses=tuple(a for c in children for a in c.addresses),
+    )
+
+
+@asynccontextmanager
+async def open_tree(
+    children: Sequence[ChildSpec] = (),
+    *,
+    name: str = "root",
+    strategy: Strategy = Strategy.ONE_FOR_ONE,
+    intensity: Intensity | None = None,
+    backoff: Backoff | None = None,
+    notify: Notify | None = None,
+    rng: random.Random | None = None,
+) -> AsyncIterator[Supervisor]:
+    """Run a root supervisor for the duration of the ``async with`` block.
+
+    Children are started (in order) before the block is entered; leaving the block
+    stops them in reverse order, and closes every address so no call can wait forever.
+    If the root gives up, the block is cancelled and :class:`SupervisorGaveUp` is
+    raised out of it.
+    """
+    root = Supervisor(
+        children,
+        name=name,
+        strategy=strategy,
+        intensity=intensity,
+        backoff=backoff,
+        notify=notify,
+        rng=rng,
+        close_on_exit=True,
+    )
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(root.run)
+            try:
+                yield root
+            finally:
+                root.request_stop()
+    except BaseExceptionGroup as group:
+        # The root's own failure is not the block's: raise it bare, not in a group.
+        error = collapse(group)
+        if isinstance(error, SupervisorGaveUp | StartFailed):
+            raise error from None
+        raise

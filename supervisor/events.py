@@ -1,0 +1,350 @@
+"""The event catalog: every event the supervisor publishes, in one place.
+
+Events are frozen, keyword-only :class:`msgspec.Struct` values. Each carries its ``kind``
+(the struct's tag, a dotted name subscribers filter on with globs such as ``mcp.*``) and
+``ts`` (unix seconds at creation); events about one MCP server also carry ``server``.
+Their JSON form is a flat object with ``kind`` and ``ts`` always present::
+
+    {"kind": "mcp.connected", "ts": 1767225600.0, "server": "github",
+     "tool_count": 12, "connect_time": 0.41}
+
+The kinds, their classes and their fields (besides ``kind`` and ``ts``)::
+
+    mcp.connecting               Connecting         server, attempt, max_attempts
+    mcp.connected                Connected          server, tool_count, connect_time
+    mcp.disconnected             Disconnected       server, reason, was_clean
+    mcp.error                    ServerError        server, error, retry_in, attempt
+    mcp.health.stale             HealthStale        server, last_ok
+    mcp.health.recovered         HealthRecovered    server, downtime
+    mcp.local.spawned            LocalSpawned       server, pid
+    mcp.local.crashed            LocalCrashed       server, exit_code, stderr_tail
+    mcp.local.shutdown           LocalShutdown      server
+    mcp.auth.started             AuthStarted        server
+    mcp.auth.completed           AuthCompleted      server
+    mcp.auth.failed              AuthFailed         server, error
+    tools.registered             ToolsRegistered    server, names
+    tools.deregistered           ToolsDeregistered  server, names
+    tools.updated                ToolsUpdated       server, names
+    tools.conflict               ToolsConflict      name, servers
+    supervisor.child.restarted   ChildRestarted     supervisor, child, strategy, restarts, reason
+    supervisor.child.gave_up     ChildGaveUp        supervisor, child, restarts, reason
+    supervisor.escalated         Escalated          supervisor, child, restarts, reason
+    bus.dropped                  BusDropped         count
+
+Build events with their class (``Connected(server="github", tool_count=12,
+connect_time=0.41)``) or by kind with :func:`make_event`; move them across a process
+boundary with :func:`encode` / :func:`decode`. :data:`AnyEvent` is the union of every
+concrete event type, for decoding events inside larger msgspec structures.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TypeAlias, get_args
+
+import msgspec
+
+__all__ = [
+    "EVENT_TYPES",
+    "AnyEvent",
+    "AuthCompleted",
+    "AuthFailed",
+    "AuthStarted",
+    "BusDropped",
+    "ChildGaveUp",
+    "ChildRestarted",
+    "Connected",
+    "Connecting",
+    "Disconnected",
+    "Escalated",
+    "Event",
+    "HealthRecovered",
+    "HealthStale",
+    "LocalCrashed",
+    "LocalShutdown",
+    "LocalSpawned",
+    "ServerError",
+    "ServerEvent",
+    "ToolsConflict",
+    "ToolsDeregistered",
+    "ToolsRegistered",
+    "ToolsUpdated",
+    "decode",
+    "encode",
+    "make_event",
+    "to_builtins",
+]
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
+    """Base of every event.
+
+    Attributes:
+      ts: When the event was created, in unix seconds (:func:`time.time`).
+    """
+
+    ts: float = msgspec.field(default_factory=time.time)
+
+    @property
+    def kind(self) -> str:
+        """The event's dotted kind, e.g. ``"mcp.connected"`` (the struct tag)."""
+        return type(self).__struct_config__.tag  # type: ignore[return-value]
+
+
+class ServerEvent(Event, frozen=True, kw_only=True):
+    """Base of the events about one MCP server.
+
+    Attributes:
+      server: The server's configured name.
+    """
+
+    server: str
+
+
+# --- connection lifecycle ---------------------------------------------------------------
+
+
+class Connecting(ServerEvent, tag="mcp.connecting", kw_only=True):
+    """A connection attempt to ``server`` has begun (attempt 1 is the first)."""
+
+    attempt: int
+    max_attempts: int
+
+
+class Connected(ServerEvent, tag="mcp.connected", kw_only=True):
+    """``server`` finished its MCP handshake; ``connect_time`` is in seconds."""
+
+    tool_count: int
+    connect_time: float
+
+
+class Disconnected(ServerEvent, tag="mcp.disconnected", kw_only=True):
+    """``server``'s connection ended; ``was_clean`` is true when we closed it on purpose."""
+
+    reason: str
+    was_clean: bool
+
+
+class ServerError(ServerEvent, tag="mcp.error", kw_only=True):
+    """A connection attempt or session of ``server`` failed.
+
+    ``retry_in`` is the backoff in seconds before the next attempt, or ``None`` when no
+    retry is scheduled (the server gave up or is not restarted).
+    """
+
+    error: str
+    retry_in: float | None
+    attempt: int
+
+
+# --- health ---------------------------------------------------------------------------
+
+
+class HealthStale(ServerEvent, tag="mcp.health.stale", kw_only=True):
+    """A health ping to ``server`` failed or timed out.
+
+    ``last_ok`` is the unix time of its last successful communication, ``None`` if never.
+    """
+
+    last_ok: float | None
+
+
+class HealthRecovered(ServerEvent, tag="mcp.health.recovered", kw_only=True):
+    """``server`` answered again after being stale; ``downtime`` is in seconds."""
+
+    downtime: float
+
+
+# --- local (stdio) servers ------------------------------------------------------------
+
+
+class LocalSpawned(ServerEvent, tag="mcp.local.spawned", kw_only=True):
+    """The subprocess of local ``server`` was started with process id ``pid``."""
+
+    pid: int
+
+
+class LocalCrashed(ServerEvent, tag="mcp.local.crashed", kw_only=True):
+    """The subprocess of local ``server`` exited unexpectedly.
+
+    ``exit_code`` is ``None`` when it is unknown; ``stderr_tail`` holds its last stderr
+    lines, oldest first.
+    """
+
+    exit_code: int | None
+    stderr_tail: list[str] = msgspec.field(default_factory=list)
+
+
+class LocalShutdown(ServerEvent, tag="mcp.local.shutdown", kw_only=True):
+    """The subprocess of local ``server`` was stopped on purpose."""
+
+
+# --- OAuth ----------------------------------------------------------------------------
+
+
+class AuthStarted(ServerEvent, tag="mcp.auth.started", kw_only=True):
+    """An OAuth authorization flow for ``server`` has begun."""
+
+
+class AuthCompleted(ServerEvent, tag="mcp.auth.completed", kw_only=True):
+    """``server``'s OAuth flow succeeded and its tokens were stored."""
+
+
+class AuthFailed(ServerEvent, tag="mcp.auth.failed", kw_only=True):
+    """``server``'s OAuth flow failed; ``error`` says why."""
+
+    error: str
+
+
+# --- tool catalog ---------------------------------------------------------------------
+
+
+class ToolsRegistered(ServerEvent, tag="tools.registered", kw_only=True):
+    """Tools of ``server`` entered the merged catalog under ``names``."""
+
+    names: list[str]
+
+
+class ToolsDeregistered(ServerEvent, tag="tools.deregistered", kw_only=True):
+    """Tools of ``server`` left the merged catalog; ``names`` are their catalog names."""
+
+    names: list[str]
+
+
+class ToolsUpdated(ServerEvent, tag="tools.updated", kw_only=True):
+    """Tools of ``server`` changed definition (e.g. after ``tools/list_changed``)."""
+
+    names: list[str]
+
+
+class ToolsConflict(Event, tag="tools.conflict", kw_only=True):
+    """More than one server offers a tool called ``name``; ``servers`` lists them."""
+
+    name: str
+    servers: list[str]
+
+
+# --- supervision ----------------------------------------------------------------------
+
+
+class ChildRestarted(Event, tag="supervisor.child.restarted", kw_only=True):
+    """Supervisor ``supervisor`` restarted ``child`` under ``strategy``.
+
+    ``restarts`` counts the restarts within the current intensity window; ``reason`` is
+    the exit that triggered it.
+    """
+
+    supervisor: str
+    child: str
+    strategy: str
+    restarts: int
+    reason: str
+
+
+class ChildGaveUp(Event, tag="supervisor.child.gave_up", kw_only=True):
+    """``child`` exceeded its restart intensity and was marked unavailable."""
+
+    supervisor: str
+    child: str
+    restarts: int
+    reason: str
+
+
+class Escalated(Event, tag="supervisor.escalated", kw_only=True):
+    """``child`` exceeded its restart intensity and ``supervisor`` failed to its parent."""
+
+    supervisor: str
+    child: str
+    restarts: int
+    reason: str
+
+
+# --- the bus itself -------------------------------------------------------------------
+
+
+class BusDropped(Event, tag="bus.dropped", kw_only=True):
+    """This subscriber's buffer overflowed: ``count`` of its oldest events were dropped.
+
+    Only the subscriber that lost events receives it, as its next event; ``count`` covers
+    the losses since its previous notice.
+    """
+
+    count: int
+
+
+AnyEvent: TypeAlias = (
+    Connecting
+    | Connected
+    | Disconnected
+    | ServerError
+    | HealthStale
+    | HealthRecovered
+    | LocalSpawned
+    | LocalCrashed
+    | LocalShutdown
+    | AuthStarted
+    | AuthCompleted
+    | AuthFailed
+    | ToolsRegistered
+    | ToolsDeregistered
+    | ToolsUpdated
+    | ToolsConflict
+    | ChildRestarted
+    | ChildGaveUp
+    | Escalated
+    | BusDropped
+)
+"""Union of every concrete event type; a msgspec decoder picks the class by ``kind``."""
+
+EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
+    {cls.__struct_config__.tag: cls for cls in get_args(AnyEvent)}
+)
+"""Every event class by its kind, in catalog order (read-only)."""
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(AnyEvent)
+
+
+def make_event(kind: str, /, **fields: object) -> Event:
+    """Build the event of ``kind`` from its fields; ``ts`` defaults to now.
+
+    Field values are not type-checked (construction is on the publishing hot path);
+    :func:`decode` validates.
+
+    Raises:
+      ValueError: ``kind`` is not in the catalog.
+      TypeError: a required field is missing or an unknown field was given.
+    """
+    try:
+        cls = EVENT_TYPES[kind]
+    except KeyError:
+        raise ValueError(
+            f"unknown event kind {kind!r}; known kinds: {', '.join(EVENT_TYPES)}"
+        ) from None
+    try:
+        return cls(**fields)
+    except TypeError as exc:
+        raise TypeError(f"bad fields for event {kind!r}: {exc}") from None
+
+
+def encode(event: Event) -> bytes:
+    """Return ``event`` as one JSON object with ``kind`` and ``ts`` among its keys."""
+    return _encoder.encode(event)
+
+
+def decode(data: bytes | str) -> Event:
+    """Parse one JSON event, choosing its class by ``kind`` and validating its fields.
+
+    Raises:
+      msgspec.ValidationError: unknown ``kind``, missing field or wrong type.
+      msgspec.DecodeError: ``data`` is not JSON.
+    """
+    return _decoder.decode(data)
+
+
+def to_builtins(event: Event) -> dict[str, object]:
+    """Return ``event`` as a plain JSON-ready dict, ``kind`` and ``ts`` included."""
+    result: dict[str, object] = msgspec.to_builtins(event)
+    return result

@@ -1,0 +1,114 @@
+"""Shared test helpers: a journal and a controllable probe actor."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+import trio
+
+from supervisor.actors import Actor, Normal, Shutdown
+
+
+class Boom(Exception):
+    """The crash our probes raise on command."""
+
+
+@attrs.define
+class Journal:
+    """Starts and stops of probe incarnations, in order, with the trio time they happened."""
+
+    entries: list[tuple[str, str, float]] = attrs.Factory(list)
+    fail_starts: dict[str, int] = attrs.Factory(dict)
+    starts_seen: dict[str, int] = attrs.Factory(dict)
+
+    def add(self, what: str, who: str) -> None:
+        self.entries.append((what, who, trio.current_time()))
+
+    def of(self, what: str) -> list[str]:
+        return [who for w, who, _ in self.entries if w == what]
+
+    def times(self, what: str, who: str) -> list[float]:
+        return [t for w, x, t in self.entries if w == what and x == who]
+
+    def clear(self) -> None:
+        self.entries.clear()
+
+
+class Probe(Actor):
+    """An actor that obeys casts: "crash", "normal", "shutdown"; answers calls.
+
+    Call messages: "whoami" → (id, incarnation number); ("sleep", s) sleeps then answers;
+    "hang" never answers; "raise" raises Boom to the caller.
+    """
+
+    def __init__(self, id: str, journal: Journal, *, concurrency: int = 1,
+                 honour_stop: bool = True) -> None:
+        self.id = id
+        self.journal = journal
+        self.max_concurrency = concurrency
+        self.honour_stop = honour_stop
+        self.number = journal.starts_seen.get(id, 0) + 1
+        journal.starts_seen[id] = self.number
+        self.cancelled_handlers = 0
+
+    async def init(self) -> None:
+        if self.journal.fail_starts.get(self.id, 0) > 0:
+            self.journal.fail_starts[self.id] -= 1
+            raise Boom(f"{self.id} failed to start")
+        self.journal.add("start", self.id)
+        self.nursery.start_soon(self._watch)
+
+    async def _watch(self) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            self.journal.add("stop", self.id)
+
+    def exit(self, reason=None) -> None:  # noqa: ANN001 - test double
+        super().exit(reason)
+
+    async def handle(self, message: object) -> object:
+        if message == "crash":
+            raise Boom(f"{self.id} crashed")
+        if message == "normal":
+            self.exit(Normal())
+            return None
+        if message == "shutdown":
+            self.exit(Shutdown())
+            return None
+        if message == "whoami":
+            return (self.id, self.number)
+        if message == "raise":
+            raise Boom("handler error")
+        if message == "hang":
+            try:
+                await trio.sleep_forever()
+            finally:
+                self.cancelled_handlers += 1
+                self.journal.add("handler-cancelled", self.id)
+        if isinstance(message, tuple) and message[0] == "sleep":
+            await trio.sleep(message[1])
+            return (self.id, self.number)
+        return message
+
+
+class StubbornProbe(Probe):
+    """A probe that ignores graceful stop requests: only cancellation ends it."""
+
+    def exit(self, reason=None) -> None:  # noqa: ANN001 - test double
+        if reason is None or isinstance(reason, Shutdown) and not self.honour_stop:
+            return
+        super().exit(reason)
+
+
+def probe(journal: Journal, **kw: object) -> Callable[[str], Callable[[], Probe]]:
+    """``probe(journal)(id)`` is a factory of Probe incarnations for ``id``."""
+    return lambda id: (lambda: Probe(id, journal, **kw))  # type: ignore[arg-type]
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 600.0) -> None:
+    """Wait (in trio time) until ``predicate()`` holds; fail after ``timeout``."""
+    with trio.fail_after(timeout):
+        while not predicate():  # noqa: ASYNC110 - a predicate over state, in trio time
+            await trio.sleep(0.001)

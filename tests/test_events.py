@@ -1,0 +1,218 @@
+from __future__ import annotations
+
+import json
+import time
+
+import msgspec
+import pytest
+
+from supervisor import events
+from supervisor.events import (
+    EVENT_TYPES,
+    BusDropped,
+    Connected,
+    Event,
+    LocalCrashed,
+    ServerError,
+    ServerEvent,
+    decode,
+    encode,
+    make_event,
+    to_builtins,
+)
+
+# One representative field set per kind; the coverage test keeps it in step with the catalog.
+SAMPLES: dict[str, dict[str, object]] = {
+    "mcp.connecting": {"server": "gh", "attempt": 2, "max_attempts": 10},
+    "mcp.connected": {"server": "gh", "tool_count": 12, "connect_time": 0.41},
+    "mcp.disconnected": {"server": "gh", "reason": "EOF", "was_clean": False},
+    "mcp.error": {"server": "gh", "error": "refused", "retry_in": 2.0, "attempt": 3},
+    "mcp.health.stale": {"server": "gh", "last_ok": 1767225600.5},
+    "mcp.health.recovered": {"server": "gh", "downtime": 12.5},
+    "mcp.local.spawned": {"server": "fs", "pid": 4242},
+    "mcp.local.crashed": {"server": "fs", "exit_code": 1, "stderr_tail": ["boom", "bye"]},
+    "mcp.local.shutdown": {"server": "fs"},
+    "mcp.auth.started": {"server": "gh"},
+    "mcp.auth.completed": {"server": "gh"},
+    "mcp.auth.failed": {"server": "gh", "error": "invalid_grant"},
+    "tools.registered": {"server": "gh", "names": ["gh_search", "gh_issue"]},
+    "tools.deregistered": {"server": "gh", "names": ["gh_search"]},
+    "tools.updated": {"server": "gh", "names": ["gh_issue"]},
+    "tools.conflict": {"name": "search", "servers": ["gh", "web"]},
+    "supervisor.child.restarted": {
+        "supervisor": "root",
+        "child": "gh",
+        "strategy": "one_for_one",
+        "restarts": 1,
+        "reason": "Crashed(OSError)",
+    },
+    "supervisor.child.gave_up": {
+        "supervisor": "root",
+        "child": "gh",
+        "restarts": 5,
+        "reason": "Crashed(OSError)",
+    },
+    "supervisor.escalated": {
+        "supervisor": "root",
+        "child": "gh",
+        "restarts": 5,
+        "reason": "Crashed(OSError)",
+    },
+    "bus.dropped": {"count": 7},
+}
+
+DESIGN_KINDS = [
+    "mcp.connecting",
+    "mcp.connected",
+    "mcp.disconnected",
+    "mcp.error",
+    "mcp.health.stale",
+    "mcp.health.recovered",
+    "mcp.local.spawned",
+    "mcp.local.crashed",
+    "mcp.local.shutdown",
+    "mcp.auth.started",
+    "mcp.auth.completed",
+    "mcp.auth.failed",
+    "tools.registered",
+    "tools.deregistered",
+    "tools.updated",
+    "tools.conflict",
+    "supervisor.child.restarted",
+    "supervisor.child.gave_up",
+    "supervisor.escalated",
+    "bus.dropped",
+]
+
+
+def test_catalog_has_exactly_the_design_kinds() -> None:
+    """The catalog holds exactly the kinds named in DESIGN.md §8, in that order."""
+    assert list(EVENT_TYPES) == DESIGN_KINDS
+    assert sorted(SAMPLES) == sorted(DESIGN_KINDS)
+
+
+def test_catalog_is_read_only() -> None:
+    """EVENT_TYPES cannot be modified by callers."""
+    with pytest.raises(TypeError):
+        EVENT_TYPES["x"] = Event  # type: ignore[index]
+
+
+def test_every_class_is_exported() -> None:
+    """Every event class is listed in the module's __all__."""
+    for cls in EVENT_TYPES.values():
+        assert cls.__name__ in events.__all__
+
+
+@pytest.mark.parametrize("kind", DESIGN_KINDS)
+def test_kind_property_is_the_tag(kind: str) -> None:
+    """An event's kind is its class's tag, and make_event picks that class."""
+    event = make_event(kind, **SAMPLES[kind])
+    assert type(event) is EVENT_TYPES[kind]
+    assert event.kind == kind
+
+
+@pytest.mark.parametrize("kind", DESIGN_KINDS)
+def test_round_trip(kind: str) -> None:
+    """Every kind survives encode then decode with its class, kind and fields."""
+    event = make_event(kind, **SAMPLES[kind])
+    back = decode(encode(event))
+    assert type(back) is type(event)
+    assert back.kind == kind
+    assert back == event
+
+
+@pytest.mark.parametrize("kind", DESIGN_KINDS)
+def test_json_has_kind_and_ts(kind: str) -> None:
+    """The JSON form is one flat object carrying kind, ts and every field."""
+    event = make_event(kind, **SAMPLES[kind])
+    obj = json.loads(encode(event))
+    assert obj["kind"] == kind
+    assert obj["ts"] == event.ts
+    for name, value in SAMPLES[kind].items():
+        assert obj[name] == value
+
+
+@pytest.mark.parametrize("kind", DESIGN_KINDS)
+def test_to_builtins_includes_kind(kind: str) -> None:
+    """to_builtins gives the same dict as the JSON form, kind included."""
+    event = make_event(kind, **SAMPLES[kind])
+    assert to_builtins(event) == json.loads(encode(event))
+
+
+def test_server_events_carry_server() -> None:
+    """Events about one server subclass ServerEvent; the others do not have server."""
+    for kind, fields in SAMPLES.items():
+        cls = EVENT_TYPES[kind]
+        assert issubclass(cls, ServerEvent) == ("server" in fields), kind
+
+
+def test_ts_defaults_to_now() -> None:
+    """ts defaults to the unix time at construction."""
+    before = time.time()
+    event = Connected(server="gh", tool_count=1, connect_time=0.1)
+    assert before <= event.ts <= time.time()
+
+
+def test_ts_can_be_given() -> None:
+    """An explicit ts is kept, e.g. for replayed events."""
+    assert BusDropped(count=1, ts=5.0).ts == 5.0
+
+
+def test_events_are_frozen() -> None:
+    """Events are immutable values."""
+    event = BusDropped(count=1)
+    with pytest.raises(AttributeError):
+        event.count = 2  # type: ignore[misc]
+
+
+def test_events_are_keyword_only() -> None:
+    """Fields must be passed by name."""
+    with pytest.raises(TypeError):
+        BusDropped(3)  # type: ignore[misc]
+
+
+def test_optional_fields_accept_none() -> None:
+    """Unknown values (retry_in, last_ok, exit_code) round-trip as None."""
+    for event in [
+        ServerError(server="gh", error="x", retry_in=None, attempt=10),
+        make_event("mcp.health.stale", server="gh", last_ok=None),
+        LocalCrashed(server="fs", exit_code=None),
+    ]:
+        assert decode(encode(event)) == event
+
+
+def test_stderr_tail_defaults_to_empty() -> None:
+    """A crash with no captured stderr has an empty stderr_tail."""
+    assert LocalCrashed(server="fs", exit_code=-9).stderr_tail == []
+
+
+def test_make_event_unknown_kind() -> None:
+    """make_event names an unknown kind in a ValueError (not a KeyError)."""
+    with pytest.raises(ValueError, match="mcp.teleported"):
+        make_event("mcp.teleported", server="gh")
+
+
+def test_make_event_bad_fields() -> None:
+    """make_event names the kind when a field is missing or unknown."""
+    with pytest.raises(TypeError, match="mcp.connected"):
+        make_event("mcp.connected", server="gh")
+    with pytest.raises(TypeError, match="mcp.local.shutdown"):
+        make_event("mcp.local.shutdown", server="fs", colour="red")
+
+
+def test_decode_accepts_str() -> None:
+    """decode takes text as well as bytes."""
+    event = BusDropped(count=3, ts=1.0)
+    assert decode(encode(event).decode()) == event
+
+
+def test_decode_rejects_unknown_kind() -> None:
+    """decode raises msgspec.ValidationError for a kind outside the catalog."""
+    with pytest.raises(msgspec.ValidationError):
+        decode(b'{"kind": "mcp.teleported", "ts": 1.0, "server": "gh"}')
+
+
+def test_decode_validates_field_types() -> None:
+    """decode rejects a field of the wrong type."""
+    with pytest.raises(msgspec.ValidationError):
+        decode(b'{"kind": "mcp.local.spawned", "ts": 1.0, "server": "fs", "pid": "x"}')
