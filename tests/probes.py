@@ -7,7 +7,7 @@ from collections.abc import Callable
 import attrs
 import trio
 
-from supervisor.actors import Actor, Normal, Shutdown
+from supervisor.actors import Actor, Child, ChildSpec, Normal, Shutdown
 
 
 class Boom(Exception):
@@ -93,13 +93,23 @@ class Probe(Actor):
         return message
 
 
-class StubbornProbe(Probe):
-    """A probe that ignores graceful stop requests: only cancellation ends it."""
+class Deaf:
+    """Wraps a child so that it ignores graceful stop requests: only cancellation ends it."""
 
-    def exit(self, reason=None) -> None:  # noqa: ANN001 - test double
-        if reason is None or isinstance(reason, Shutdown) and not self.honour_stop:
-            return
-        super().exit(reason)
+    def __init__(self, inner: Child) -> None:
+        self.inner = inner
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED):  # noqa: ANN201
+        return await self.inner.run(task_status=task_status)
+
+    def request_stop(self) -> None:
+        pass
+
+
+def deaf(spec: ChildSpec) -> ChildSpec:
+    """The same child spec, but its incarnations ignore stop requests."""
+    start = spec.start
+    return attrs.evolve(spec, start=lambda: Deaf(start()))
 
 
 def probe(journal: Journal, **kw: object) -> Callable[[str], Callable[[], Probe]]:

@@ -627,7 +627,7 @@ class Supervisor:
                 f"child {id!r} of supervisor {self.name!r} is {slot.state.value}; "
                 "only a stopped or unavailable child can be restarted"
             )
-        slot.attempt = 0
+        slot.attempt = slot.restarts = 0
         if slot.window is not None:
             slot.window.reset()
         try:
@@ -734,5 +734,5 @@ async def open_tree(
         # The root's own failure is not the block's: raise it bare, not in a group.
         error = collapse(group)
         if isinstance(error, SupervisorGaveUp | StartFailed):
-            raise error from None
+            raise error  # keeps its __cause__: the child's error
         raise

@@ -1,0 +1,502 @@
+"""The supervision tree follows OTP's rules: restart types, strategies, intensity, order."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import trio
+import trio.testing
+
+from supervisor.actors import (
+    ActorStopped,
+    ActorUnavailable,
+    Backoff,
+    ChildSpec,
+    ChildState,
+    GiveUp,
+    Intensity,
+    NoSuchChild,
+    Restart,
+    StartFailed,
+    Strategy,
+    SupervisorError,
+    SupervisorGaveUp,
+    SupervisorNotRunning,
+    actor_spec,
+    open_tree,
+    supervisor_spec,
+)
+from supervisor.bus import Bus
+
+from .probes import Journal, Probe, deaf
+
+GENEROUS = Intensity(max_restarts=100, within_seconds=1)
+
+
+def spec(journal: Journal, id: str, **kw: object) -> ChildSpec:
+    kw.setdefault("backoff", Backoff.none())
+    return actor_spec(id, lambda: Probe(id, journal), **kw)  # type: ignore[arg-type]
+
+
+class Notices:
+    """Collects what the tree reports through its notify hook."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, dict[str, object]]] = []
+
+    def __call__(self, kind: str, **fields: object) -> None:
+        self.items.append((kind, fields))
+
+    def kinds(self) -> list[str]:
+        return [k for k, _ in self.items]
+
+    def of(self, kind: str) -> list[dict[str, object]]:
+        return [f for k, f in self.items if k == kind]
+
+
+# -- restart type x exit reason x strategy ------------------------------------------------
+
+# Written out by hand from OTP's rules, not computed by the code under test.
+RESTARTS = {
+    (Restart.PERMANENT, "crash"): True,
+    (Restart.PERMANENT, "normal"): True,
+    (Restart.PERMANENT, "shutdown"): True,
+    (Restart.TRANSIENT, "crash"): True,
+    (Restart.TRANSIENT, "normal"): False,
+    (Restart.TRANSIENT, "shutdown"): False,
+    (Restart.TEMPORARY, "crash"): False,
+    (Restart.TEMPORARY, "normal"): False,
+    (Restart.TEMPORARY, "shutdown"): False,
+}
+VICTIMS = {
+    Strategy.ONE_FOR_ONE: ["b"],
+    Strategy.ONE_FOR_ALL: ["a", "b", "c"],
+    Strategy.REST_FOR_ONE: ["b", "c"],
+}
+
+
+@pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
+@pytest.mark.parametrize("exit", ["crash", "normal", "shutdown"])
+@pytest.mark.parametrize("restart", list(Restart), ids=lambda r: r.value)
+async def test_restart_matrix(
+    journal: Journal, restart: Restart, exit: str, strategy: Strategy
+) -> None:
+    """The exiting child's restart type and reason decide; the strategy picks the siblings."""
+    notices = Notices()
+    children = [spec(journal, "a"), spec(journal, "b", restart=restart), spec(journal, "c")]
+    async with open_tree(children, strategy=strategy, intensity=GENEROUS, notify=notices) as sup:
+        journal.clear()
+        children[1].address.cast(exit)
+        await trio.testing.wait_all_tasks_blocked()
+        events = [(what, who) for what, who, _ in journal.entries]
+        states = {id: state for id, state, _ in sup.which_children()}
+        if RESTARTS[(restart, exit)]:
+            victims = VICTIMS[strategy]
+            others = [v for v in victims if v != "b"]
+            assert events == (
+                [("stop", "b")]
+                + [("stop", v) for v in reversed(others)]
+                + [("start", v) for v in victims]
+            )
+            assert [n["child"] for n in notices.of("supervisor.child.restarted")] == victims
+            restarted = notices.of("supervisor.child.restarted")
+            assert all(n["strategy"] == strategy.value for n in restarted)
+            assert set(states.values()) == {ChildState.RUNNING}
+            assert sup.statistics().restarts == 1
+            assert await children[1].address.call("whoami") == ("b", 2)
+        else:
+            assert events == [("stop", "b")]
+            assert notices.items == []
+            if restart is Restart.TEMPORARY:
+                assert "b" not in states  # OTP forgets temporary children that exit
+            else:
+                assert states["b"] is ChildState.STOPPED
+            assert states["a"] is states["c"] is ChildState.RUNNING
+            with pytest.raises(ActorStopped):
+                await children[1].address.call("whoami")
+
+
+async def test_one_for_all_removes_temporary_siblings(journal: Journal) -> None:
+    """Temporary siblings stopped for a one_for_all restart are not restarted."""
+    children = [spec(journal, "a", restart=Restart.TEMPORARY), spec(journal, "b")]
+    async with open_tree(children, strategy=Strategy.ONE_FOR_ALL, intensity=GENEROUS) as sup:
+        children[1].address.cast("crash")
+        await trio.testing.wait_all_tasks_blocked()
+        assert [id for id, _, _ in sup.which_children()] == ["b"]
+        assert journal.of("start") == ["a", "b", "b"]
+
+
+# -- order -------------------------------------------------------------------------------
+
+
+async def test_start_in_order_stop_in_reverse(journal: Journal) -> None:
+    """Children start in the given order and stop in the reverse order."""
+    async with open_tree([spec(journal, x) for x in "abcd"]):
+        assert journal.of("start") == ["a", "b", "c", "d"]
+    assert journal.of("stop") == ["d", "c", "b", "a"]
+
+
+async def test_each_child_is_ready_before_the_next_starts(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A child counts as started only once it said so; the next waits for that."""
+
+    class Slow(Probe):
+        async def init(self) -> None:
+            await trio.sleep(3)
+            await super().init()
+
+    children = [actor_spec("slow", lambda: Slow("slow", journal)), spec(journal, "next")]
+    async with open_tree(children):
+        slow, nxt = journal.times("start", "slow")[0], journal.times("start", "next")[0]
+        assert slow == nxt == pytest.approx(3)
+
+
+async def test_shutdown_is_graceful_then_cancelled(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A child that ignores the stop request is cancelled after its shutdown_timeout."""
+    stubborn = deaf(spec(journal, "b", shutdown_timeout=3))
+    async with open_tree([spec(journal, "a"), stubborn, spec(journal, "c")]):
+        pass
+    assert journal.of("stop") == ["c", "b", "a"]
+    c_stop, b_stop = journal.times("stop", "c")[0], journal.times("stop", "b")[0]
+    assert b_stop - c_stop == pytest.approx(3)
+    assert journal.times("stop", "a")[0] == pytest.approx(b_stop)
+
+
+async def test_cancelling_the_root_stops_everything_in_order(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Cancelling the root still stops every child, in reverse order, gracefully first."""
+    stubborn = deaf(spec(journal, "b", shutdown_timeout=2))
+    inner = supervisor_spec("inner", [spec(journal, "x"), spec(journal, "y")])
+    with trio.move_on_after(10) as scope:
+        async with open_tree([spec(journal, "a"), stubborn, inner, spec(journal, "c")]):
+            await trio.sleep_forever()
+    assert scope.cancelled_caught
+    assert journal.of("start") == ["a", "b", "x", "y", "c"]
+    assert journal.of("stop") == ["c", "y", "x", "b", "a"]
+    # The stubborn child got its full shutdown_timeout before being cancelled.
+    assert journal.times("stop", "b")[0] - journal.times("stop", "x")[0] == pytest.approx(2)
+
+
+async def test_cancelling_a_hung_start_is_possible(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A child stuck before it is ready can be cancelled from outside."""
+
+    class Hung(Probe):
+        async def init(self) -> None:
+            await trio.sleep_forever()
+
+    with trio.move_on_after(5) as scope:
+        async with open_tree([spec(journal, "a"), actor_spec("h", lambda: Hung("h", journal))]):
+            pytest.fail("the tree must not report started")
+    assert scope.cancelled_caught
+    assert journal.of("stop") == ["a"]
+
+
+# -- intensity ---------------------------------------------------------------------------
+
+
+async def crash_and_settle(address: object, times: int = 1) -> None:
+    for _ in range(times):
+        address.cast("crash")  # type: ignore[attr-defined]
+        await trio.testing.wait_all_tasks_blocked()
+
+
+async def test_intensity_exceeded_stops_children_and_escalates(journal: Journal) -> None:
+    """One restart more than max_restarts within the period: children stop, root fails."""
+    notices = Notices()
+    children = [spec(journal, "a"), spec(journal, "b"), spec(journal, "c")]
+    with pytest.raises(SupervisorGaveUp) as info:
+        async with open_tree(
+            children, intensity=Intensity(max_restarts=2, within_seconds=10), notify=notices
+        ):
+            await crash_and_settle(children[1].address, 3)
+            pytest.fail("the root should have given up")
+    assert info.value.child == "b"
+    assert "exceeded the restart intensity (2 in 10 s)" in str(info.value)
+    assert journal.of("start") == ["a", "b", "c", "b", "b"]
+    assert journal.of("stop")[-2:] == ["c", "a"]
+    assert notices.kinds()[-1] == "supervisor.escalated"
+    assert notices.of("supervisor.escalated")[0]["child"] == "b"
+
+
+async def test_siblings_restarted_alongside_do_not_count(journal: Journal) -> None:
+    """A one_for_all restart of three children counts as one restart."""
+    children = [spec(journal, "a"), spec(journal, "b"), spec(journal, "c")]
+    with pytest.raises(SupervisorGaveUp):
+        async with open_tree(
+            children,
+            strategy=Strategy.ONE_FOR_ALL,
+            intensity=Intensity(max_restarts=1, within_seconds=10),
+        ) as sup:
+            await crash_and_settle(children[0].address)
+            assert sup.statistics().restarts == 1
+            assert all(c.state is ChildState.RUNNING for c in sup.statistics().children)
+            await crash_and_settle(children[2].address)
+            pytest.fail("the second restart should exceed the intensity")
+
+
+async def test_restarts_outside_the_period_are_forgotten(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Crashes further apart than the period never add up to giving up."""
+    child = spec(journal, "a")
+    async with open_tree([child], intensity=Intensity(max_restarts=1, within_seconds=10)):
+        for _ in range(5):
+            await crash_and_settle(child.address)
+            await trio.sleep(11)
+        assert await child.address.call("whoami") == ("a", 6)
+
+
+async def test_mark_unavailable_leaves_siblings_untouched(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A mark-unavailable child that exceeds its intensity is closed alone; siblings run on."""
+    notices = Notices()
+    flaky = spec(
+        journal,
+        "b",
+        give_up=GiveUp.MARK_UNAVAILABLE,
+        intensity=Intensity(max_restarts=2, within_seconds=60),
+    )
+    children = [spec(journal, "a"), flaky, spec(journal, "c")]
+    async with open_tree(
+        children, strategy=Strategy.ONE_FOR_ALL, intensity=Intensity(1, 60), notify=notices
+    ) as sup:
+        journal.clear()
+        await crash_and_settle(flaky.address, 3)
+        states = {id: state for id, state, _ in sup.which_children()}
+        assert states == {
+            "a": ChildState.RUNNING, "b": ChildState.UNAVAILABLE, "c": ChildState.RUNNING
+        }
+        # one_for_all restarted the siblings for the first two crashes, not for the give-up
+        assert journal.of("start").count("a") == 2
+        gave_up = notices.of("supervisor.child.gave_up")
+        assert gave_up == [
+            {"supervisor": "root", "child": "b", "restarts": 2, "reason": "Boom: b crashed"}
+        ]
+        with pytest.raises(ActorUnavailable):
+            await flaky.address.call("whoami")
+        assert await children[0].address.call("whoami") == ("a", 3)
+        # The supervisor's own intensity (1) was not used up by b's three crashes.
+        await sup.restart_child("b")
+        assert await flaky.address.call("whoami") == ("b", 4)
+        assert sup.statistics().children[1].restarts == 0
+
+
+async def test_escalating_child_with_its_own_limit(journal: Journal) -> None:
+    """An escalating child's own intensity, when set, escalates before the supervisor's."""
+    strict = spec(journal, "s", intensity=Intensity(max_restarts=1, within_seconds=60))
+    with pytest.raises(SupervisorGaveUp):
+        async with open_tree([spec(journal, "a"), strict], intensity=GENEROUS):
+            await crash_and_settle(strict.address, 2)
+            pytest.fail("expected escalation")
+
+
+async def test_nested_supervisor_give_up_is_handled_by_parent(journal: Journal) -> None:
+    """An inner supervisor that gives up is restarted by its parent's strategy."""
+    notices = Notices()
+    p, q = spec(journal, "p"), spec(journal, "q")
+    inner = supervisor_spec(
+        "inner",
+        [p, q],
+        strategy=Strategy.REST_FOR_ONE,
+        intensity=Intensity(max_restarts=1, within_seconds=60),
+        notify=notices,
+        child_backoff=Backoff.none(),
+    )
+    x = spec(journal, "x")
+    async with open_tree([x, inner], intensity=GENEROUS, notify=notices) as sup:
+        journal.clear()
+        await crash_and_settle(p.address, 2)
+        assert notices.kinds() == [
+            "supervisor.child.restarted",  # inner restarts p (rest_for_one: and q)
+            "supervisor.child.restarted",
+            "supervisor.escalated",  # p's second crash: inner gives up
+            "supervisor.child.restarted",  # root restarts inner
+        ]
+        assert notices.items[-1][1]["child"] == "inner"
+        assert "x" not in journal.of("stop")
+        # p's crash stopped it; giving up stopped q; the root restarted both in order.
+        assert journal.of("stop")[-2:] == ["p", "q"]
+        assert journal.of("start")[-2:] == ["p", "q"]
+        # Calls to the inner actors work again through the same addresses.
+        assert await p.address.call("whoami") == ("p", 3)
+        assert sup.statistics().restarts == 1
+
+
+async def test_nested_give_ups_exhaust_the_parent(journal: Journal) -> None:
+    """Repeated inner give-ups count against the parent, which then gives up too."""
+    p = spec(journal, "p")
+    inner = supervisor_spec(
+        "inner", [p], intensity=Intensity(0, 60), child_backoff=Backoff.none()
+    )
+    with pytest.raises(SupervisorGaveUp) as info:
+        async with open_tree([inner], intensity=Intensity(max_restarts=1, within_seconds=60)):
+            await crash_and_settle(p.address, 2)
+            pytest.fail("expected the root to give up")
+    assert info.value.supervisor == "root" and info.value.child == "inner"
+    assert isinstance(info.value.__cause__, SupervisorGaveUp)
+
+
+# -- backoff -----------------------------------------------------------------------------
+
+
+async def test_backoff_sequence_and_reset(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Restart delays double up to the cap, and start over once the child was stable."""
+    child = spec(
+        journal, "a", backoff=Backoff(initial=1, maximum=8, stable_after=50), intensity=GENEROUS
+    )
+    async with open_tree([child], intensity=Intensity(100, 1000)) as sup:
+        for _ in range(5):
+            await child.address.call("whoami")  # wait for the restart to happen
+            child.address.cast("crash")
+        await child.address.call("whoami")
+        starts = journal.times("start", "a")
+        assert [round(b - a, 6) for a, b in zip(starts, starts[1:], strict=False)] == [
+            1, 2, 4, 8, 8
+        ]
+        assert sup.statistics().children[0].attempt == 5
+        await trio.sleep(50)  # stable now
+        child.address.cast("crash")
+        await child.address.call("whoami")
+        starts = journal.times("start", "a")
+        assert starts[-1] - starts[-2] == pytest.approx(50 + 1)
+        assert sup.statistics().children[0].attempt == 1
+
+
+async def test_backoff_jitter_applies(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """With jitter each delay lies between (1 - jitter) and 1 times the plain delay."""
+    child = spec(journal, "a", backoff=Backoff(initial=4, maximum=4, jitter=0.5))
+    async with open_tree([child], intensity=Intensity(100, 1), rng=random.Random(1)):
+        for _ in range(6):
+            await child.address.call("whoami")
+            child.address.cast("crash")
+        await child.address.call("whoami")
+    starts = journal.times("start", "a")
+    delays = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert all(2 <= d <= 4 for d in delays)
+    assert len({round(d, 6) for d in delays}) > 1
+
+
+async def test_restart_statistics_while_waiting(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """statistics() shows a child waiting out its backoff and when it is due."""
+    child = spec(journal, "a", backoff=Backoff(initial=7))
+    async with open_tree([child]) as sup:
+        child.address.cast("crash")
+        await trio.testing.wait_all_tasks_blocked()
+        (stats,) = sup.statistics().children
+        assert stats.state is ChildState.RESTARTING
+        assert stats.next_restart_at == pytest.approx(trio.current_time() + 7)
+        assert stats.last_exit == "Boom: a crashed"
+
+
+# -- start failures ----------------------------------------------------------------------
+
+
+async def test_escalating_child_failing_its_first_start_fails_the_tree(
+    journal: Journal,
+) -> None:
+    """As in OTP, a child that cannot start fails the supervisor's start; others stop."""
+    journal.fail_starts["b"] = 1
+    with pytest.raises(StartFailed, match="'b' of supervisor 'root' failed to start"):
+        async with open_tree([spec(journal, "a"), spec(journal, "b"), spec(journal, "c")]):
+            pytest.fail("must not start")
+    assert journal.of("start") == ["a"]
+    assert journal.of("stop") == ["a"]
+
+
+async def test_mark_unavailable_child_failing_to_start_is_retried(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A mark-unavailable child that fails its first start is retried, siblings unharmed."""
+    journal.fail_starts["b"] = 2
+    flaky = spec(journal, "b", give_up=GiveUp.MARK_UNAVAILABLE, backoff=Backoff(initial=1))
+    async with open_tree([spec(journal, "a"), flaky, spec(journal, "c")]):
+        assert journal.of("start") == ["a", "c"]
+        assert await flaky.address.call("whoami", timeout=10) == ("b", 3)
+        assert journal.times("start", "b")[0] == pytest.approx(1 + 2)
+
+
+async def test_failed_restarts_count_as_restarts(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A restart whose start fails counts against the intensity and is tried again."""
+    child = spec(journal, "a", backoff=Backoff(initial=1))
+    async with open_tree([child], intensity=Intensity(5, 100)) as sup:
+        journal.fail_starts["a"] = 2
+        child.address.cast("crash")
+        assert await child.address.call("whoami", timeout=60) == ("a", 4)
+        assert sup.statistics().restarts == 3
+        assert sup.statistics().children[0].restarts == 3
+
+
+# -- dynamic children --------------------------------------------------------------------
+
+
+async def test_dynamic_children(journal: Journal) -> None:
+    """start_child, terminate_child, restart_child and delete_child behave as in OTP."""
+    async with open_tree([spec(journal, "a")]) as sup:
+        extra = spec(journal, "z")
+        await sup.start_child(extra)
+        assert await extra.address.call("whoami") == ("z", 1)
+        with pytest.raises(ValueError, match="already has a child 'z'"):
+            await sup.start_child(spec(journal, "z"))
+        with pytest.raises(SupervisorError, match="is running"):
+            await sup.restart_child("z")
+        with pytest.raises(SupervisorError, match="terminate it before"):
+            await sup.delete_child("z")
+        await sup.terminate_child("z")
+        assert journal.of("stop") == ["z"]
+        with pytest.raises(ActorStopped):
+            await extra.address.call("whoami")
+        await sup.restart_child("z")
+        assert await extra.address.call("whoami") == ("z", 2)
+        await sup.terminate_child("z")
+        await sup.delete_child("z")
+        assert [id for id, _, _ in sup.which_children()] == ["a"]
+        with pytest.raises(NoSuchChild):
+            await sup.terminate_child("nope")
+        journal.fail_starts["y"] = 1
+        with pytest.raises(StartFailed):
+            await sup.start_child(spec(journal, "y"))
+        assert [id for id, _, _ in sup.which_children()] == ["a"]
+    with pytest.raises(SupervisorNotRunning):
+        await sup.start_child(spec(journal, "late"))
+
+
+async def test_dynamic_children_stop_with_the_tree(journal: Journal) -> None:
+    """Children added at run time stop with the others, in reverse start order."""
+    async with open_tree([spec(journal, "a")]) as sup:
+        await sup.start_child(spec(journal, "b"))
+    assert journal.of("stop") == ["b", "a"]
+
+
+# -- events ------------------------------------------------------------------------------
+
+
+async def test_tree_events_reach_bus_subscribers(journal: Journal) -> None:
+    """With the bus's notify as hook, subscribers see restarts and give-ups as events."""
+    bus = Bus()
+    flaky = spec(journal, "b", give_up=GiveUp.MARK_UNAVAILABLE, intensity=Intensity(1, 60))
+    async with bus.subscribe("supervisor.*") as events:
+        async with open_tree([spec(journal, "a"), flaky], notify=bus.notify, name="top"):
+            await crash_and_settle(flaky.address, 2)
+        got = events.drain()
+    assert [e.kind for e in got] == ["supervisor.child.restarted", "supervisor.child.gave_up"]
+    restarted, gave_up = got
+    assert (restarted.supervisor, restarted.child, restarted.strategy, restarted.restarts) == (
+        "top", "b", "one_for_one", 1
+    )
+    assert (gave_up.child, gave_up.restarts, gave_up.reason) == ("b", 1, "Boom: b crashed")
