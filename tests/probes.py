@@ -112,11 +112,6 @@ def deaf(spec: ChildSpec) -> ChildSpec:
     return attrs.evolve(spec, start=lambda: Deaf(start()))
 
 
-def probe(journal: Journal, **kw: object) -> Callable[[str], Callable[[], Probe]]:
-    """``probe(journal)(id)`` is a factory of Probe incarnations for ``id``."""
-    return lambda id: (lambda: Probe(id, journal, **kw))  # type: ignore[arg-type]
-
-
 async def until(predicate: Callable[[], bool], timeout: float = 600.0) -> None:
     """Wait (in trio time) until ``predicate()`` holds; fail after ``timeout``."""
     with trio.fail_after(timeout):
