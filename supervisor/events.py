@@ -232,8 +232,10 @@ class ToolsConflict(Event, tag="tools.conflict", kw_only=True):
 class ChildRestarted(Event, tag="supervisor.child.restarted", kw_only=True):
     """Supervisor ``supervisor`` restarted ``child`` under ``strategy``.
 
-    ``restarts`` counts the restarts within the current intensity window; ``reason`` is
-    the exit that triggered it.
+    One event per child started again, siblings restarted alongside included.
+    ``restarts`` counts this child's restarts since it was added (or explicitly
+    restarted); ``reason`` is how its previous incarnation exited (``shutdown`` for a
+    sibling the strategy stopped).
     """
 
     supervisor: str
@@ -244,7 +246,11 @@ class ChildRestarted(Event, tag="supervisor.child.restarted", kw_only=True):
 
 
 class ChildGaveUp(Event, tag="supervisor.child.gave_up", kw_only=True):
-    """``child`` exceeded its restart intensity and was marked unavailable."""
+    """``child`` exceeded its restart intensity and was marked unavailable.
+
+    ``restarts`` is how many consecutive restarts were tried before giving up;
+    ``reason`` is the exit that exceeded the intensity.
+    """
 
     supervisor: str
     child: str
@@ -253,7 +259,10 @@ class ChildGaveUp(Event, tag="supervisor.child.gave_up", kw_only=True):
 
 
 class Escalated(Event, tag="supervisor.escalated", kw_only=True):
-    """``child`` exceeded its restart intensity and ``supervisor`` failed to its parent."""
+    """``child`` exceeded the restart intensity and ``supervisor`` failed to its parent.
+
+    ``restarts`` is how many restarts the supervisor's intensity window held.
+    """
 
     supervisor: str
     child: str

@@ -30,7 +30,6 @@ import json as _json
 import os
 import re
 import sys
-import threading
 from collections.abc import Callable, Iterable
 from typing import TextIO, cast
 
@@ -94,14 +93,13 @@ class SecretRedactor:
     ``<unprintable TypeName>``: a processor that raised would make the log call
     itself raise.
 
-    Registration and redaction are thread-safe: the registry is a copy-on-write
-    set, and a compiled pattern is only ever used for the exact set it was built
-    from, so a secret counts from the moment :meth:`add` returns.
+    The registry is a copy-on-write set, and a compiled pattern is only ever used
+    for the exact set it was built from, so a secret counts from the moment
+    :meth:`add` returns.
     """
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._secrets: frozenset[str] = frozenset()
-        self._write_lock = threading.Lock()
         # The pattern together with the set it was compiled from; rebuilt lazily
         # on first use after the set changes.
         self._compiled: tuple[frozenset[str], re.Pattern[str]] | None = None
@@ -133,20 +131,17 @@ class SecretRedactor:
         """
         if len(secret) < MIN_SECRET_LENGTH:
             return
-        with self._write_lock:
-            if secret not in self._secrets:
-                self._secrets = self._secrets | {secret}
+        if secret not in self._secrets:
+            self._secrets = self._secrets | {secret}
 
     def discard(self, secret: str) -> None:
         """Stop redacting *secret*; does nothing if it is not registered."""
-        with self._write_lock:
-            if secret in self._secrets:
-                self._secrets = self._secrets - {secret}
+        if secret in self._secrets:
+            self._secrets = self._secrets - {secret}
 
     def clear(self) -> None:
         """Forget every registered secret."""
-        with self._write_lock:
-            self._secrets = frozenset()
+        self._secrets = frozenset()
 
     def redact(self, text: str) -> str:
         """Return *text* with every occurrence of every secret replaced by ``***``.
@@ -312,9 +307,12 @@ def configure_logging(
     global _configured
     if _configured and not force:
         return
+    _configure(level, sys.stderr if stream is None else stream, json)
+    _configured = True
+
+
+def _configure(level: str | int, stream: TextIO, json: bool | None) -> None:
     min_level = _level_number(level)
-    if stream is None:
-        stream = sys.stderr
     tty = _isatty(stream)
     use_json = (not tty) if json is None else json
 
@@ -340,7 +338,32 @@ def configure_logging(
         logger_factory=_NamedPrintLoggerFactory(stream),
         cache_logger_on_first_use=True,
     )
-    _configured = True
+
+
+class _Stderr:
+    """Whatever ``sys.stderr`` is when a line is written (test runners swap it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return _isatty(sys.stderr)
+
+
+def _install_default() -> None:
+    """Until someone configures structlog, log warnings to stderr, secrets redacted.
+
+    structlog's own default prints every level to standard output, which is where a
+    CLI's ``--json`` document and a stdio MCP server's protocol go, and it does not
+    redact. This default is replaced by :func:`configure_logging` (which still works
+    once after it) or by the application's own ``structlog.configure`` — add
+    :data:`redactor` to your processors, just before the renderer, if you do that.
+    """
+    if not structlog.is_configured():
+        _configure("warning", cast(TextIO, _Stderr()), json=False)
 
 
 def get_logger(name: str | None = None, **initial: object) -> FilteringBoundLogger:
@@ -418,3 +441,6 @@ def _json_default(obj: object) -> str:
     # the redactor never saw; msgspec/orjson would encode dataclass and attrs
     # fields directly, including ones hidden from repr() — hence stdlib json.)
     return repr(obj)
+
+
+_install_default()

@@ -49,6 +49,7 @@ def _reset_logging() -> Iterator[None]:
     reset()
     yield
     reset()
+    log._install_default()  # leave the library's default for the tests that follow
 
 
 def lines(stream: io.StringIO) -> list[str]:
@@ -447,3 +448,27 @@ class TestSecretRedactor:
         redactor = SecretRedactor([SECRET])
         assert SECRET not in repr(redactor)
         assert SECRET in redactor
+
+
+def test_default_before_configuration_is_stderr_and_redacted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Unconfigured, the library logs warnings to stderr (never stdout), secrets redacted."""
+    log._install_default()
+    log.register_secret("s3cr3t-value")
+    logger = log.get_logger("supervisor.test")
+    logger.info("not shown")
+    logger.warning("child exited", reason="token s3cr3t-value refused")
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "child exited" in err and "token *** refused" in err
+    assert "not shown" not in err and "s3cr3t-value" not in err
+
+
+def test_configure_logging_replaces_the_default() -> None:
+    """The import-time default does not use up configure_logging's one call."""
+    log._install_default()
+    stream = io.StringIO()
+    log.configure_logging(stream=stream, level="info")
+    log.get_logger("x").info("hello")
+    assert json.loads(stream.getvalue())["event"] == "hello"

@@ -500,3 +500,36 @@ async def test_tree_events_reach_bus_subscribers(journal: Journal) -> None:
         "top", "b", "one_for_one", 1
     )
     assert (gave_up.child, gave_up.restarts, gave_up.reason) == ("b", 1, "Boom: b crashed")
+
+
+async def test_nested_supervisors_report_through_the_parent_hook(journal: Journal) -> None:
+    """A nested supervisor without its own notify hook uses its parent's."""
+    notices = Notices()
+    p = spec(journal, "p")
+    inner = supervisor_spec("inner", [p], intensity=GENEROUS)
+    async with open_tree([inner], notify=notices) as sup:
+        assert sup.address("p") is p.address  # actors below nested supervisors are found
+        await crash_and_settle(p.address)
+    assert notices.of("supervisor.child.restarted") == [
+        {"supervisor": "inner", "child": "p", "strategy": "one_for_one", "restarts": 1,
+         "reason": "Boom: p crashed"}
+    ]
+    with pytest.raises(NoSuchChild):
+        sup.address("nobody")
+
+
+async def test_an_error_in_the_block_comes_out_bare(journal: Journal) -> None:
+    """open_tree's nursery is its own business: the block's error is raised unwrapped."""
+    with pytest.raises(KeyError, match="mine"):
+        async with open_tree([spec(journal, "a")]):
+            raise KeyError("mine")
+    assert journal.of("stop") == ["a"]
+
+
+async def test_a_child_is_running_as_soon_as_it_answers(journal: Journal) -> None:
+    """statistics() never shows a child that already serves calls as still starting."""
+    child = spec(journal, "a")
+    async with open_tree([child]) as sup:
+        child.address.cast("crash")
+        assert await child.address.call("whoami") == ("a", 2)
+        assert sup.statistics().children[0].state is ChildState.RUNNING

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from supervisor.actors import (
     Backoff,
-    ChildState,
     GiveUp,
     Intensity,
     Restart,

@@ -84,7 +84,8 @@ class SupervisorStatistics:
     strategy: Strategy
     intensity: Intensity
     children: tuple[ChildStatistics, ...]
-    #: restarts counted against this supervisor's intensity, ever
+    #: restarts this supervisor decided on, ever: one per exit that triggered one,
+    #: however many siblings restarted with it
     restarts: int
 
 
@@ -124,16 +125,19 @@ class _Status:
     in order, each gracefully first.
     """
 
-    __slots__ = ("_inner", "_scope", "started_ok")
+    __slots__ = ("_inner", "_scope", "_slot", "started_ok")
 
-    def __init__(self, inner: trio.TaskStatus[None], scope: trio.CancelScope) -> None:
+    def __init__(self, inner: trio.TaskStatus[None], scope: trio.CancelScope, slot: _Slot) -> None:
         self._inner = inner
         self._scope = scope
+        self._slot = slot
         self.started_ok = False
 
     def started(self, value: None = None) -> None:
         self.started_ok = True
         self._scope.shield = True
+        self._slot.state = ChildState.RUNNING
+        self._slot.started_at = trio.current_time()
         self._inner.started()
 
 
@@ -228,8 +232,12 @@ class Supervisor:
         await self._request("delete_child", id)
 
     def address(self, id: str) -> Address:
-        """The mailbox of actor child ``id``."""
-        return self._slot(id).spec.address
+        """The mailbox of actor ``id``: a child, or an actor below a nested supervisor."""
+        for slot in self._slots:
+            for address in slot.spec.addresses:
+                if address.name == id:
+                    return address
+        raise NoSuchChild(f"supervisor {self.name!r} has no actor {id!r} below it")
 
     def which_children(self) -> list[tuple[str, ChildState, Child | None]]:
         """``(id, state, current incarnation)`` of each child, in start order."""
@@ -354,6 +362,8 @@ class Supervisor:
         slot.open_addresses()
         try:
             incarnation = slot.spec.start()
+            if isinstance(incarnation, Supervisor) and incarnation._notify is None:
+                incarnation._notify = self._notify  # nested supervisors report to ours
             slot.incarnation = incarnation
             await self._nursery.start(self._child_task, slot, incarnation, slot.generation)
         except Exception as exc:
@@ -364,8 +374,6 @@ class Supervisor:
                 f"{Crashed(collapse(exc)).describe()}",
                 child=slot.spec.id,
             ) from collapse(exc)
-        slot.state = ChildState.RUNNING
-        slot.started_at = trio.current_time()
 
     async def _child_task(
         self,
@@ -378,7 +386,7 @@ class Supervisor:
         assert done is not None
         scope = trio.CancelScope()
         slot.scope = scope
-        status = _Status(task_status, scope)
+        status = _Status(task_status, scope, slot)
         reason: ExitReason = Shutdown()  # what being cancelled by us means
         try:
             with scope:
@@ -667,9 +675,10 @@ def supervisor_spec(
     Each (re)start makes a fresh :class:`Supervisor` from the same child specs, so
     children added later with ``start_child`` do not survive its restart (as in OTP).
     ``child_intensity``/``child_backoff`` are the spec's own limits as a child of its
-    parent; ``intensity``/``backoff`` are what it applies to its children. Its
-    ``shutdown_timeout`` defaults to infinity, as OTP's does for supervisors: its own
-    children's timeouts bound it.
+    parent; ``intensity``/``backoff`` are what it applies to its children. Without
+    ``notify`` it reports through its parent's hook. Its ``shutdown_timeout``
+    defaults to infinity, as OTP's does for supervisors: its own children's timeouts
+    bound it.
     """
     children = tuple(children)
 
@@ -711,7 +720,7 @@ async def open_tree(
     Children are started (in order) before the block is entered; leaving the block
     stops them in reverse order, and closes every address so no call can wait forever.
     If the root gives up, the block is cancelled and :class:`SupervisorGaveUp` is
-    raised out of it.
+    raised out of it. A single error is raised as it is, not inside an exception group.
     """
     root = Supervisor(
         children,
@@ -731,8 +740,9 @@ async def open_tree(
             finally:
                 root.request_stop()
     except BaseExceptionGroup as group:
-        # The root's own failure is not the block's: raise it bare, not in a group.
+        # The nursery is ours, not the caller's: one error (the root's failure or the
+        # block's own) comes out bare, as if there were no nursery.
         error = collapse(group)
-        if isinstance(error, SupervisorGaveUp | StartFailed):
-            raise error  # keeps its __cause__: the child's error
-        raise
+        if error is group:
+            raise
+        raise error from error.__cause__
