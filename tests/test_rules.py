@@ -71,8 +71,8 @@ def test_window_forgets_restarts_outside_the_period() -> None:
     """Restarts older than the period no longer count."""
     window = RestartWindow(Intensity(max_restarts=1, within_seconds=5))
     assert window.record(0) is False
-    assert window.record(5) is False  # the one at t=0 is exactly a period old: gone
-    assert window.record(9) is True
+    assert window.record(6) is False  # the one at t=0 is more than a period old: gone
+    assert window.record(11) is True  # the one at t=6 is exactly a period old: counts
     assert window.count(100) == 0
 
 

@@ -20,6 +20,7 @@ from supervisor.actors import (
     Restart,
     StartFailed,
     Strategy,
+    Supervisor,
     SupervisorError,
     SupervisorGaveUp,
     SupervisorNotRunning,
@@ -29,7 +30,7 @@ from supervisor.actors import (
 )
 from supervisor.bus import Bus
 
-from .probes import Journal, Probe, deaf
+from .probes import Journal, Probe, deaf, until
 
 GENEROUS = Intensity(max_restarts=100, within_seconds=1)
 
@@ -218,7 +219,8 @@ async def test_intensity_exceeded_stops_children_and_escalates(journal: Journal)
             await crash_and_settle(children[1].address, 3)
             pytest.fail("the root should have given up")
     assert info.value.child == "b"
-    assert "exceeded the restart intensity (2 in 10 s)" in str(info.value)
+    assert "exceeded the supervisor's restart intensity (2 in 10 s)" in str(info.value)
+    assert info.value.restarts == 2
     assert journal.of("start") == ["a", "b", "c", "b", "b"]
     assert journal.of("stop")[-2:] == ["c", "a"]
     assert notices.kinds()[-1] == "supervisor.escalated"
@@ -533,3 +535,80 @@ async def test_a_child_is_running_as_soon_as_it_answers(journal: Journal) -> Non
         child.address.cast("crash")
         assert await child.address.call("whoami") == ("a", 2)
         assert sup.statistics().children[0].state is ChildState.RUNNING
+
+
+async def test_failed_restarts_are_not_stable(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A child that ran long, then keeps failing to start, still runs out of attempts."""
+    flaky = spec(
+        journal,
+        "f",
+        give_up=GiveUp.MARK_UNAVAILABLE,
+        intensity=Intensity(max_restarts=3, within_seconds=1000),
+        backoff=Backoff(initial=1, stable_after=30),
+    )
+    async with open_tree([flaky]) as sup:
+        await trio.sleep(100)  # stable for a long time
+        journal.fail_starts["f"] = 10**6
+        flaky.address.cast("crash")
+        await until(lambda: sup.statistics().children[0].state is ChildState.UNAVAILABLE)
+        assert trio.current_time() == pytest.approx(100 + 1 + 2 + 4)
+
+
+async def test_a_nested_supervisors_shutdown_timeout_bounds_its_children(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """When a nested supervisor's own shutdown_timeout runs out, its children are cancelled."""
+    slow = deaf(spec(journal, "slow", shutdown_timeout=100))
+    inner = supervisor_spec("inner", [slow], shutdown_timeout=2)
+    async with open_tree([inner]):
+        pass
+    assert trio.current_time() == pytest.approx(2)
+    assert journal.of("stop") == ["slow"]
+
+
+async def test_a_child_that_failed_to_be_added_fails_its_calls(journal: Journal) -> None:
+    """start_child that fails closes the new child's address: calls fail, never hang."""
+    journal.fail_starts["y"] = 1
+    y = spec(journal, "y")
+    async with open_tree() as sup:
+        with pytest.raises(StartFailed):
+            await sup.start_child(y)
+        with pytest.raises(ActorStopped):
+            await y.address.call("whoami")
+
+
+async def test_run_raises_the_give_up_bare(journal: Journal) -> None:
+    """Supervisor.run raises SupervisorGaveUp itself, not inside an exception group."""
+    child = spec(journal, "a")
+    sup = Supervisor([child], intensity=Intensity(0, 10))
+
+    async def crash_soon() -> None:
+        await trio.testing.wait_all_tasks_blocked()
+        child.address.cast("crash")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(crash_soon)
+        with pytest.raises(SupervisorGaveUp):
+            await sup.run()
+
+
+async def test_jitter_below_the_root_is_reproducible(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Nested supervisors draw jitter from the root's generator: same seed, same delays."""
+
+    async def run_once(seed: int) -> list[float]:
+        journal = Journal()
+        p = spec(journal, "p", backoff=Backoff(initial=4, maximum=4, jitter=0.9))
+        inner = supervisor_spec("inner", [p], intensity=GENEROUS)
+        async with open_tree([inner], rng=random.Random(seed)):
+            for _ in range(4):
+                await p.address.call("whoami")
+                p.address.cast("crash")
+            await p.address.call("whoami")
+        starts = journal.times("start", "p")
+        return [round(b - a, 9) for a, b in zip(starts, starts[1:], strict=False)]
+
+    assert await run_once(5) == await run_once(5) != await run_once(6)

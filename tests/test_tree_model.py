@@ -53,7 +53,7 @@ class Model:
         return [c for c in self.children if c.state == "running"]
 
     def _exceeds(self, window: list[float]) -> bool:
-        window[:] = [t for t in window if t > self.now - self.intensity.within_seconds]
+        window[:] = [t for t in window if t >= self.now - self.intensity.within_seconds]
         window.append(self.now)
         return len(window) > self.intensity.max_restarts
 

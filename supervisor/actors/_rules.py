@@ -37,7 +37,8 @@ class RestartWindow:
     """Counts restarts within a sliding period, as OTP counts them.
 
     ``record(now)`` adds one restart and says whether that made more than
-    ``max_restarts`` within the last ``within_seconds`` — the moment to give up.
+    ``max_restarts`` within the last ``within_seconds`` — the moment to give up. As in
+    OTP's ``add_restart``, a restart exactly ``within_seconds`` old still counts.
     """
 
     def __init__(self, intensity: Intensity) -> None:
@@ -48,14 +49,14 @@ class RestartWindow:
         times = self._times
         times.append(now)
         horizon = now - self.intensity.within_seconds
-        while times and times[0] <= horizon:
+        while times and times[0] < horizon:
             times.popleft()
         return len(times) > self.intensity.max_restarts
 
     def count(self, now: float) -> int:
         """Restarts still inside the period at ``now``."""
         horizon = now - self.intensity.within_seconds
-        return sum(1 for t in self._times if t > horizon)
+        return sum(1 for t in self._times if t >= horizon)
 
     def reset(self) -> None:
         self._times.clear()

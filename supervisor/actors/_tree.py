@@ -164,6 +164,12 @@ class Supervisor:
     ``ESCALATE`` stops every child and raises :class:`SupervisorGaveUp`, which the
     parent handles like any crash. Run it with :func:`open_tree`, or nest it with
     :func:`supervisor_spec`.
+
+    The defaults are OTP's spirit: restart at once (``Backoff.none()``), give up after
+    more than 3 restarts within 5 s (``Intensity()``). With a backoff, choose a period
+    long enough to hold ``max_restarts`` delays, or the window never fills up and the
+    supervisor never gives up; a child's own ``intensity`` with a long period and
+    ``GiveUp.MARK_UNAVAILABLE`` expresses "give up after N attempts in a row".
     """
 
     def __init__(
@@ -181,9 +187,9 @@ class Supervisor:
         self.name = name
         self.strategy = strategy
         self.intensity = intensity if intensity is not None else Intensity()
-        self.backoff = backoff if backoff is not None else Backoff()
+        self.backoff = backoff if backoff is not None else Backoff.none()
         self._notify = notify
-        self._rng = rng if rng is not None else random.Random()
+        self._rng = rng  # None: the parent's, or a fresh one at run()
         self._close_on_exit = close_on_exit
         self._window = RestartWindow(self.intensity)
         self._restarts = 0
@@ -194,6 +200,7 @@ class Supervisor:
         self._control: trio.MemorySendChannel[object] | None = None
         self._nursery: trio.Nursery | None = None
         self._stop_requested = False
+        self._killed = False
 
     def __repr__(self) -> str:
         return f"<Supervisor {self.name!r} {self.strategy.value} children={len(self._slots)}>"
@@ -273,10 +280,12 @@ class Supervisor:
         Returns :class:`Shutdown` once stopped on request. Raises
         :class:`SupervisorGaveUp` after escalating, and :class:`StartFailed` if an
         escalating child fails its first start (the children already started are
-        stopped first).
+        stopped first) — bare, not in an exception group.
         """
         if self._control is not None:
             raise SupervisorError(f"supervisor {self.name!r} is already running")
+        if self._rng is None:
+            self._rng = random.Random()
         send, receive = trio.open_memory_channel[object](math.inf)
         self._control = send
         if self._stop_requested:
@@ -293,6 +302,12 @@ class Supervisor:
                 finally:
                     with trio.CancelScope(shield=True):
                         await self._stop_all()
+        except BaseExceptionGroup as group:
+            # Raised in the nursery's own body: not worth a group around it.
+            error = collapse(group)
+            if error is group:
+                raise
+            raise error from error.__cause__
         finally:
             self._nursery = None
             self._fail_requests(receive)
@@ -362,13 +377,19 @@ class Supervisor:
         slot.open_addresses()
         try:
             incarnation = slot.spec.start()
-            if isinstance(incarnation, Supervisor) and incarnation._notify is None:
-                incarnation._notify = self._notify  # nested supervisors report to ours
+            if isinstance(incarnation, Supervisor):
+                # Nested supervisors report through our hook and draw jitter from our
+                # generator, unless given their own.
+                if incarnation._notify is None:
+                    incarnation._notify = self._notify
+                if incarnation._rng is None:
+                    incarnation._rng = self._rng
             slot.incarnation = incarnation
             await self._nursery.start(self._child_task, slot, incarnation, slot.generation)
         except Exception as exc:
             slot.incarnation = None
             slot.state = ChildState.STOPPED
+            slot.started_at = trio.current_time()  # it was never up: not stable either
             raise StartFailed(
                 f"child {slot.spec.id!r} of supervisor {self.name!r} failed to start: "
                 f"{Crashed(collapse(exc)).describe()}",
@@ -416,17 +437,28 @@ class Supervisor:
         if done is None or done.is_set():
             return
         try:
-            if incarnation is not None:
+            if incarnation is not None and not self._killed:
                 incarnation.request_stop()
         except Exception:
             log.exception("request_stop failed; cancelling", child=slot.spec.id)
         else:
-            with trio.move_on_after(slot.spec.shutdown_timeout):
+            with trio.move_on_after(0 if self._killed else slot.spec.shutdown_timeout):
                 await done.wait()
         if not done.is_set():
+            if isinstance(incarnation, Supervisor):
+                incarnation._kill()  # its own children are shielded from our cancel
             if scope is not None:
                 scope.cancel()
             await done.wait()
+
+    def _kill(self) -> None:
+        """Our parent's patience ran out: cancel every child now, ours and below."""
+        self._killed = True
+        for slot in self._slots:
+            if isinstance(slot.incarnation, Supervisor):
+                slot.incarnation._kill()
+            if slot.scope is not None:
+                slot.scope.cancel()
 
     async def _stop_all(self) -> None:
         try:
@@ -473,8 +505,8 @@ class Supervisor:
             if own_exceeded:
                 self._mark_unavailable(slot, reason)
                 return
-        elif self._window.record(now) or own_exceeded:
-            self._escalate(slot, reason)
+        elif own_exceeded or self._window.record(now):
+            self._escalate(slot, reason, own=own_exceeded)
         self._restarts += 1
 
         restart_at = now + backoff_delay(backoff, slot.attempt, self._rng)
@@ -550,8 +582,14 @@ class Supervisor:
             reason=reason.describe(),
         )
 
-    def _escalate(self, slot: _Slot, reason: ExitReason) -> None:
-        restarts = self._window.count(trio.current_time())
+    def _escalate(self, slot: _Slot, reason: ExitReason, own: bool) -> None:
+        """Give up: report it and raise SupervisorGaveUp (the caller's finally stops all)."""
+        if own and slot.window is not None:
+            limit, restarts = slot.window.intensity, slot.attempt - 1
+            whose = "its own restart intensity"
+        else:
+            limit, restarts = self.intensity, self._window.count(trio.current_time()) - 1
+            whose = "the supervisor's restart intensity"
         log.error(
             "restart intensity exceeded; supervisor gives up",
             supervisor=self.name,
@@ -562,8 +600,8 @@ class Supervisor:
             "supervisor.escalated", child=slot.spec.id, restarts=restarts, reason=reason.describe()
         )
         error = SupervisorGaveUp(
-            f"supervisor {self.name!r} gave up: child {slot.spec.id!r} exceeded the restart "
-            f"intensity ({self.intensity.max_restarts} in {self.intensity.within_seconds} s); "
+            f"supervisor {self.name!r} gave up: child {slot.spec.id!r} exceeded {whose} "
+            f"({limit.max_restarts} in {limit.within_seconds:g} s); "
             f"last exit: {reason.describe()}",
             supervisor=self.name,
             child=slot.spec.id,
@@ -620,6 +658,8 @@ class Supervisor:
             await self._start(slot)
         except StartFailed:
             self._slots.remove(slot)
+            for address in spec.addresses:
+                address.close_stopped()
             raise
 
     async def _op_terminate_child(self, id: str) -> None:
@@ -664,6 +704,7 @@ def supervisor_spec(
     intensity: Intensity | None = None,
     backoff: Backoff | None = None,
     notify: Notify | None = None,
+    rng: random.Random | None = None,
     restart: Restart = Restart.PERMANENT,
     shutdown_timeout: float = math.inf,
     give_up: GiveUp = GiveUp.ESCALATE,
@@ -676,7 +717,8 @@ def supervisor_spec(
     children added later with ``start_child`` do not survive its restart (as in OTP).
     ``child_intensity``/``child_backoff`` are the spec's own limits as a child of its
     parent; ``intensity``/``backoff`` are what it applies to its children. Without
-    ``notify`` it reports through its parent's hook. Its ``shutdown_timeout``
+    ``notify`` it reports through its parent's hook, without ``rng`` it draws jitter
+    from its parent's generator. Its ``shutdown_timeout``
     defaults to infinity, as OTP's does for supervisors: its own children's timeouts
     bound it.
     """
@@ -690,6 +732,7 @@ def supervisor_spec(
             intensity=intensity,
             backoff=backoff,
             notify=notify,
+            rng=rng,
         )
 
     return ChildSpec(
