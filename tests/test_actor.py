@@ -22,6 +22,7 @@ from supervisor.actors import (
     RequestAborted,
     Restart,
     actor_spec,
+    before_effect,
     open_tree,
 )
 
@@ -332,3 +333,89 @@ async def test_background_task_failure_crashes_the_incarnation(
     async with open_tree([spec]) as sup:
         await until(lambda: sup.statistics().children[0].restarts >= 2)
         assert sup.statistics().children[0].last_exit == "Boom: background failure"
+
+
+class Careful(Probe):
+    """Waits (before any effect) for a gate to open, then answers with its incarnation."""
+
+    gate: trio.Event
+
+    async def handle(self, message: object) -> object:
+        if isinstance(message, tuple) and message[0] == "careful":
+            with before_effect():
+                await Careful.gate.wait()
+            if message[1] == "then-hang":
+                await trio.sleep_forever()
+            return (message[1], self.number)
+        return await super().handle(message)
+
+
+async def test_requests_before_their_effect_survive_a_crash(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A request still inside before_effect() when its incarnation dies is served again."""
+    Careful.gate = trio.Event()
+    spec = actor_spec(
+        "c", lambda: Careful("c", journal, concurrency=8), backoff=Backoff(initial=1)
+    )
+    results: list[object] = []
+
+    async def ask(tag: str) -> None:
+        results.append(await spec.address.call(("careful", tag), timeout=60))
+
+    async with open_tree([spec]):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, "first")
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(ask, "second")
+            await trio.testing.wait_all_tasks_blocked()
+            spec.address.cast("crash")
+            await trio.testing.wait_all_tasks_blocked()
+            assert spec.address.statistics().queued == 2
+            assert [e.message for e in spec.address._requeued] == [
+                ("careful", "first"), ("careful", "second")  # given back in order
+            ]
+            Careful.gate.set()
+    assert sorted(results) == [("first", 2), ("second", 2)]
+
+
+async def test_requests_past_their_effect_are_aborted(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Once a handler left before_effect(), a crash fails its request: it may have acted."""
+    Careful.gate = trio.Event()
+    Careful.gate.set()
+    spec = actor_spec("c", lambda: Careful("c", journal, concurrency=8), backoff=Backoff.none())
+    async with open_tree([spec]), trio.open_nursery() as nursery:
+
+        async def ask() -> None:
+            with pytest.raises(RequestAborted):
+                await spec.address.call(("careful", "then-hang"), timeout=60)
+
+        nursery.start_soon(ask)
+        await trio.testing.wait_all_tasks_blocked()
+        spec.address.cast("crash")
+
+
+async def test_given_back_requests_fail_when_the_actor_stops_for_good(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Requests given back by a dead incarnation fail fast once the actor is stopped."""
+    Careful.gate = trio.Event()
+    spec = actor_spec(
+        "c",
+        lambda: Careful("c", journal, concurrency=8),
+        restart=Restart.TRANSIENT,
+        backoff=Backoff(initial=10),
+    )
+    async with open_tree([spec]) as sup, trio.open_nursery() as nursery:
+
+        async def ask() -> None:
+            with pytest.raises(ActorStopped):
+                await spec.address.call(("careful", "x"), timeout=60)
+
+        nursery.start_soon(ask)
+        await trio.testing.wait_all_tasks_blocked()
+        spec.address.cast("crash")
+        await trio.testing.wait_all_tasks_blocked()
+        await sup.terminate_child("c")

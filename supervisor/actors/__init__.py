@@ -8,6 +8,7 @@
 
 from ._actor import Actor as Actor
 from ._actor import actor_spec as actor_spec
+from ._actor import before_effect as before_effect
 from ._errors import ActorError as ActorError
 from ._errors import ActorStopped as ActorStopped
 from ._errors import ActorUnavailable as ActorUnavailable
@@ -80,6 +81,7 @@ __all__ = [
     "SupervisorStatistics",
     "actor_spec",
     "backoff_delay",
+    "before_effect",
     "children_to_restart",
     "open_tree",
     "should_restart",

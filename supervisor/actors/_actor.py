@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 import trio
@@ -11,6 +13,36 @@ import trio
 from ._errors import collapse
 from ._mailbox import Address, Envelope, aborted
 from ._spec import Backoff, ChildSpec, ExitReason, GiveUp, Intensity, Restart, Shutdown
+
+_current: contextvars.ContextVar[Envelope | None] = contextvars.ContextVar(
+    "supervisor_actors_current_request", default=None
+)
+
+
+@contextlib.contextmanager
+def before_effect() -> Iterator[None]:
+    """Mark the current request as not having taken effect while inside this block.
+
+    Use it in a handler around work that cannot have affected anything yet — waiting
+    for a connection, say. If the incarnation dies inside the block, the request is not
+    failed with :class:`RequestAborted`: it goes back to the front of the mailbox and
+    the next incarnation serves it, within the caller's deadline. Outside any request
+    (a background task) it does nothing.
+    """
+    env = _current.get()
+    if env is None:
+        yield
+        return
+    env.requeue = True
+    try:
+        yield
+    except trio.Cancelled:
+        raise  # the incarnation is dying (or the caller left): the request stays unacted
+    except BaseException:
+        env.requeue = False
+        raise
+    env.requeue = False
+
 
 # A sequential actor that always finds a message waiting still yields to the scheduler
 # this often, so a busy mailbox cannot starve the rest of the program.
@@ -81,7 +113,7 @@ class _Runner(Generic[A]):
         self._stopping = False
         self._serve_scope: trio.CancelScope | None = None
         self._parked = False
-        self._in_flight: set[Envelope] = set()
+        self._in_flight: dict[Envelope, None] = {}  # ordered: given back in order
 
     def request_stop(self) -> None:
         self.stop(Shutdown())
@@ -113,7 +145,10 @@ class _Runner(Generic[A]):
             if isinstance(cause, trio.Cancelled):
                 cause = None
             for env in self._in_flight:
-                env.fail(aborted(self.address.name, cause))
+                if env.requeue:
+                    self.address.requeue(env)
+                else:
+                    env.fail(aborted(self.address.name, cause))
             raise
         finally:
             actor._runner = None
@@ -128,9 +163,13 @@ class _Runner(Generic[A]):
         receiver = self.address.receiver
         streak = 0
         late: Envelope | None = None
+        address = self.address
         with trio.CancelScope() as scope:
             self._serve_scope = scope
             while not self._stopping:
+                if (env := address.take_requeued()) is not None:
+                    await self._handle(env)
+                    continue
                 try:
                     env = receiver.receive_nowait()
                 except trio.WouldBlock:
@@ -152,14 +191,15 @@ class _Runner(Generic[A]):
             await self._handle(late)
 
     async def _serve_concurrently(self, handlers: trio.Nursery, limit: int) -> None:
-        receiver = self.address.receiver
+        address = self.address
+        receiver = address.receiver
         slots = trio.Semaphore(limit)
         with trio.CancelScope() as scope:
             self._serve_scope = scope
             while not self._stopping:
                 self._parked = True
                 await slots.acquire()
-                env = await receiver.receive()
+                env = address.take_requeued() or await receiver.receive()
                 self._parked = False
                 handlers.start_soon(self._handle_then_release, env, slots)
                 if scope.cancel_called:
@@ -185,22 +225,25 @@ class _Runner(Generic[A]):
             await self._invoke(env)
         if scope.cancelled_caught:
             # Deadline passed or caller abandoned: the caller already has its answer.
-            self._in_flight.discard(env)
+            self._in_flight.pop(env, None)
 
     async def _invoke(self, env: Envelope) -> None:
-        self._in_flight.add(env)
+        self._in_flight[env] = None
+        token = _current.set(env)
         try:
             result = await self.actor.handle(env.message)
         except Exception as exc:
-            self._in_flight.discard(env)
+            self._in_flight.pop(env, None)
             if not env.wants_reply:
                 raise  # a failed cast has nobody to tell: crash, as OTP does
             env.fail(exc)
             if self.actor.crash_on_error:
                 raise
         else:
-            self._in_flight.discard(env)
+            self._in_flight.pop(env, None)
             env.reply(result)
+        finally:
+            _current.reset(token)
 
 
 def actor_spec(
@@ -233,4 +276,4 @@ def actor_spec(
     )
 
 
-__all__ = ["Actor", "actor_spec"]
+__all__ = ["Actor", "actor_spec", "before_effect"]

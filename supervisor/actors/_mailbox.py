@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import enum
 import math
 from collections.abc import Callable
@@ -29,11 +30,13 @@ class Envelope:
     deadline passes or it is cancelled, which cancels a handler already running.
     """
 
-    __slots__ = ("message", "deadline", "_event", "_state", "_value", "_error", "_scope")
+    __slots__ = ("message", "deadline", "requeue", "_event", "_state", "_value", "_error", "_scope")
 
     def __init__(self, message: object, deadline: float, wants_reply: bool) -> None:
         self.message = message
         self.deadline = deadline
+        #: set by the handler while nothing it did can have taken effect yet
+        self.requeue = False
         self._event = trio.Event() if wants_reply else None
         self._state = _QUEUED
         self._value: object = None
@@ -70,6 +73,15 @@ class Envelope:
             self._error = error
             if self._event is not None:
                 self._event.set()
+
+    def back_to_queue(self) -> bool:
+        """Undo :meth:`begin` (the handler had no effect); false if the caller gave up."""
+        if self._state != _RUNNING:
+            return False
+        self._state = _QUEUED
+        self._scope = None
+        self.requeue = False
+        return True
 
     def abandon(self) -> None:
         """The caller stopped waiting: never start the handler, or cancel it."""
@@ -123,6 +135,8 @@ class Address:
         self.name = name
         self.capacity = capacity
         self._send, self._receive = trio.open_memory_channel[Envelope](capacity)
+        # Requests a dead incarnation took but had not acted on: served first, in order.
+        self._requeued: collections.deque[Envelope] = collections.deque()
         self._state = AddressState.OPEN
         # Makes the error a closed address raises: a fresh one each time.
         self._closed: Callable[[], ActorStopped | ActorUnavailable] | None = None
@@ -203,7 +217,7 @@ class Address:
         return AddressStatistics(
             name=self.name,
             state=self._state,
-            queued=self._receive.statistics().current_buffer_used,
+            queued=self._receive.statistics().current_buffer_used + len(self._requeued),
             capacity=self.capacity,
             calls=self._calls,
             casts=self._casts,
@@ -214,6 +228,17 @@ class Address:
     @property
     def receiver(self) -> trio.MemoryReceiveChannel[Envelope]:
         return self._receive
+
+    def requeue(self, envelope: Envelope) -> None:
+        """Give back a request whose handler had no effect: it is served first next time."""
+        if envelope.back_to_queue():
+            self._requeued.append(envelope)
+            if self._closed is not None:
+                self._fail_queued()
+
+    def take_requeued(self) -> Envelope | None:
+        """The oldest given-back request, if any."""
+        return self._requeued.popleft() if self._requeued else None
 
     def open(self) -> None:
         """Accept and queue calls again."""
@@ -243,6 +268,8 @@ class Address:
 
     def _fail_queued(self) -> None:
         assert self._closed is not None
+        while self._requeued:
+            self._requeued.popleft().fail(self._closed())
         while True:
             try:
                 env = self._receive.receive_nowait()

@@ -1,0 +1,397 @@
+"""Transports: how the server actor talks to one MCP server.
+
+Each transport is an SDK ``Transport`` — an async context manager yielding the
+``(read_stream, write_stream)`` pair of ``SessionMessage`` that ``mcp.Client`` drives —
+with one addition the SDK's own transports lack: it *reports how the connection ended*.
+``closed`` is set when the connection is gone for good (the process exited, the stream
+ended, the peer broke the protocol) and ``failure`` says why, so the server actor learns
+of a death from the transport itself rather than from a request that later fails.
+
+- :class:`StdioTransport` spawns a local server (its own process group), exposes its
+  ``pid``, its exit code and a ring buffer of its stderr lines, and shuts it down in the
+  MCP spec's order: close stdin, wait, SIGTERM to the group, wait, SIGKILL.
+- :func:`http_transport` and :func:`sse_transport` wrap the SDK's Streamable HTTP and
+  legacy SSE clients with headers and timeouts.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from types import TracebackType
+
+import anyio
+import httpx2
+import mcp_types as types
+import trio
+from mcp.client._transport import TransportStreams
+from mcp.client.sse import sse_client
+from mcp.client.stdio import get_default_environment
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+
+from .actors import SupervisorError
+from .log import get_logger, redact
+
+log = get_logger("supervisor.transports")
+
+#: Default bound on one JSON-RPC message (DESIGN §6 limits).
+MAX_MESSAGE_BYTES = 16 * 2**20
+#: How long a server gets to exit after its stdin closes, then after SIGTERM.
+GRACE_SECONDS = 2.0
+KILL_AFTER_SECONDS = 2.0
+#: How many stderr lines a transport keeps.
+STDERR_LINES = 200
+_PREVIEW = 120
+
+_ToSession = anyio.abc.ObjectSendStream[SessionMessage | Exception]
+
+
+class TransportError(SupervisorError):
+    """The connection to an MCP server failed or ended."""
+
+
+class ServerExited(TransportError):
+    """The server process exited. ``exit_code`` is its status (negative: a signal)."""
+
+    def __init__(self, message: str, *, exit_code: int | None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class ProtocolViolation(TransportError):
+    """The server wrote something that is not an MCP message (the connection is dropped)."""
+
+
+class StdioTransport:
+    """Spawn an MCP server and talk to it over its stdin and stdout.
+
+    The child gets a minimal platform environment (``PATH``, ``HOME``, … as the SDK
+    chooses) plus ``env`` — not the whole parent environment, unless ``inherit_env`` —
+    and runs in its own process group, so shutdown reaches anything it spawned.
+
+    While entered: ``pid`` is the server's pid, each stderr line (decoded, redacted) goes
+    to ``on_stderr`` and into ``stderr_tail``; a line on stdout that is not JSON-RPC, or
+    longer than ``max_message_bytes``, is a :class:`ProtocolViolation` that closes the
+    connection. ``closed`` is set when the connection is gone (exit, end of stdout,
+    violation) and ``failure`` holds why; requests still waiting then fail with the SDK's
+    "Connection closed". Leaving closes stdin, waits ``grace`` seconds, sends SIGTERM to
+    the process group, waits ``kill_after`` more, then SIGKILL — shielded from
+    cancellation and bounded, so leaving never hangs and leaves no process behind.
+    A transport is entered once; a restart makes a new one.
+    """
+
+    def __init__(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        inherit_env: bool = False,
+        name: str | None = None,
+        on_stderr: Callable[[str], None] | None = None,
+        stderr_lines: int = STDERR_LINES,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+        grace: float = GRACE_SECONDS,
+        kill_after: float = KILL_AFTER_SECONDS,
+    ) -> None:
+        self.command = command
+        self.args = list(args)
+        self.env = dict(env or {})
+        self.cwd = cwd
+        self.inherit_env = inherit_env
+        self.name = name or command
+        self.on_stderr = on_stderr
+        self.max_message_bytes = max_message_bytes
+        self.grace = grace
+        self.kill_after = kill_after
+        self.pid: int | None = None
+        self.returncode: int | None = None
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=stderr_lines)
+        self.closed = trio.Event()
+        self.failure: TransportError | None = None
+        self._process: trio.Process | None = None
+        self._stack: AsyncExitStack | None = None
+
+    def __repr__(self) -> str:
+        return f"<StdioTransport {self.name!r} pid={self.pid}>"
+
+    async def __aenter__(self) -> TransportStreams:
+        if self._stack is not None or self.closed.is_set():
+            raise RuntimeError("a StdioTransport can be entered only once")
+        stack = AsyncExitStack()
+        streams = await stack.enter_async_context(self._run())
+        self._stack = stack
+        return streams
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._stack is not None
+        return await self._stack.__aexit__(exc_type, exc, tb)
+
+    def _environment(self) -> dict[str, str]:
+        base = dict(os.environ) if self.inherit_env else get_default_environment()
+        return base | self.env
+
+    def _fail(self, error: TransportError) -> None:
+        if self.failure is None:
+            self.failure = error
+        self.closed.set()
+
+    @asynccontextmanager
+    async def _run(self) -> AsyncIterator[TransportStreams]:
+        try:
+            process = await trio.lowlevel.open_process(
+                [self.command, *self.args],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self._environment(),
+                cwd=self.cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ServerExited(
+                f"MCP server {self.name!r} could not be started: {exc.strerror or exc} "
+                f"(command {self.command!r}); check the command and its PATH",
+                exit_code=None,
+            ) from exc
+        self._process = process
+        self.pid = process.pid
+        # No await until the nursery is entered: a cancellation here would leak it.
+        to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._read_stdout, process, to_session)
+                nursery.start_soon(self._write_stdin, process, from_session)
+                nursery.start_soon(self._read_stderr, process)
+                nursery.start_soon(self._watch_exit, process, to_session)
+                try:
+                    yield read_stream, write_stream
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await self._stop(process)
+                        for stream in (read_stream, write_stream, to_session, from_session):
+                            await stream.aclose()
+                    nursery.cancel_scope.cancel()
+        finally:
+            # Belt and braces: whatever happened above, the group gets no reprieve.
+            self._kill_group(signal.SIGKILL)
+
+    async def _read_stdout(
+        self, process: trio.Process, to_session: _ToSession
+    ) -> None:
+        assert process.stdout is not None
+        buffer = bytearray()
+        try:
+            while True:
+                chunk = await process.stdout.receive_some(65536)
+                if not chunk:
+                    break
+                buffer += chunk
+                while (end := buffer.find(b"\n")) >= 0:
+                    line = bytes(buffer[:end])
+                    del buffer[: end + 1]
+                    if line.strip():
+                        await to_session.send(self._parse(line))
+                if len(buffer) > self.max_message_bytes:
+                    raise ProtocolViolation(
+                        f"MCP server {self.name!r} sent a message larger than "
+                        f"{self.max_message_bytes} bytes; raise supervisor.limits."
+                        "maxMessageBytes if that is expected"
+                    )
+        except ProtocolViolation as exc:
+            self._fail(exc)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, trio.ClosedResourceError):
+            pass  # the session went away, or we are shutting down
+        except OSError as exc:
+            self._fail(TransportError(f"reading from MCP server {self.name!r} failed: {exc}"))
+        else:
+            # End of stdout: the process is exiting, or closed its stdout on purpose.
+            await process.wait()
+            self._note_exit(process)
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await to_session.aclose()
+
+    def _parse(self, line: bytes) -> SessionMessage:
+        try:
+            return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+        except ValueError:
+            preview = redact(line[:_PREVIEW].decode("utf-8", "replace"))
+            raise ProtocolViolation(
+                f"MCP server {self.name!r} wrote a line to stdout that is not a JSON-RPC "
+                f"message: {preview!r}; stdout is reserved for MCP messages, so the server "
+                "must log to stderr"
+            ) from None
+
+    async def _write_stdin(
+        self, process: trio.Process, from_session: anyio.abc.ObjectReceiveStream[SessionMessage]
+    ) -> None:
+        assert process.stdin is not None
+        try:
+            async for message in from_session:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await process.stdin.send_all(data.encode() + b"\n")
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass  # the process is gone: its exit is reported by _watch_exit
+
+    async def _read_stderr(self, process: trio.Process) -> None:
+        assert process.stderr is not None
+        buffer = bytearray()
+        with suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+            while True:
+                chunk = await process.stderr.receive_some(65536)
+                if not chunk:
+                    break
+                buffer += chunk
+                while (end := buffer.find(b"\n")) >= 0:
+                    self._stderr_line(bytes(buffer[:end]))
+                    del buffer[: end + 1]
+                if len(buffer) > 65536:  # a line without end: keep it bounded
+                    self._stderr_line(bytes(buffer))
+                    buffer.clear()
+        if buffer:
+            self._stderr_line(bytes(buffer))
+
+    def _stderr_line(self, raw: bytes) -> None:
+        line = redact(raw.decode("utf-8", "replace").rstrip("\r"))
+        self.stderr_tail.append(line)
+        if self.on_stderr is not None:
+            self.on_stderr(line)
+
+    async def _watch_exit(
+        self, process: trio.Process, to_session: _ToSession
+    ) -> None:
+        await process.wait()
+        self._note_exit(process)
+        # Wake requests waiting for a reply that will never come.
+        await to_session.aclose()
+
+    def _note_exit(self, process: trio.Process) -> None:
+        if self.returncode is not None:
+            return
+        self.returncode = process.returncode
+        code = self.returncode
+        if code is not None and code < 0:
+            how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with code {code}"
+        last = f"; last stderr line: {self.stderr_tail[-1]!r}" if self.stderr_tail else ""
+        message = f"MCP server {self.name!r} (pid {self.pid}) {how}{last}"
+        self._fail(ServerExited(message, exit_code=code))
+
+    async def _stop(self, process: trio.Process) -> None:
+        """Close stdin, wait, SIGTERM the group, wait, SIGKILL: every wait bounded."""
+        if process.returncode is None:
+            assert process.stdin is not None
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await process.stdin.aclose()
+            with trio.move_on_after(self.grace):
+                await process.wait()
+        if process.returncode is None:
+            self._kill_group(signal.SIGTERM)
+            with trio.move_on_after(self.kill_after):
+                await process.wait()
+        if process.returncode is None:
+            self._kill_group(signal.SIGKILL)
+            with trio.move_on_after(self.kill_after):
+                await process.wait()
+        # Members of the group may outlive the leader (a wrapper script's children).
+        if self._group_alive():
+            self._kill_group(signal.SIGTERM)
+            with trio.move_on_after(self.kill_after):
+                # No event tells when a process group is empty: poll it, briefly.
+                while self._group_alive():  # noqa: ASYNC110
+                    await trio.sleep(0.01)
+            self._kill_group(signal.SIGKILL)
+        if self.returncode is None and process.returncode is not None:
+            self._note_exit(process)
+
+    def _kill_group(self, sig: signal.Signals) -> None:
+        if self.pid is not None:
+            with suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, sig)
+
+    def _group_alive(self) -> bool:
+        if self.pid is None:
+            return False
+        try:
+            os.killpg(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def http_client(
+    headers: Mapping[str, str] | None = None,
+    *,
+    timeout: float = 30.0,
+    read_timeout: float = 300.0,
+    auth: httpx2.Auth | None = None,
+) -> httpx2.AsyncClient:
+    """The HTTP client a remote transport uses: headers, timeouts and auth in one place."""
+    return httpx2.AsyncClient(
+        headers=dict(headers or {}),
+        timeout=httpx2.Timeout(timeout, read=read_timeout),
+        auth=auth,
+    )
+
+
+@asynccontextmanager
+async def http_transport(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+    read_timeout: float = 300.0,
+    auth: httpx2.Auth | None = None,
+) -> AsyncIterator[TransportStreams]:
+    """The SDK's Streamable HTTP client transport, with our headers and timeouts."""
+    client = http_client(headers, timeout=timeout, read_timeout=read_timeout, auth=auth)
+    async with client, streamable_http_client(url, http_client=client) as streams:
+        yield streams
+
+
+@asynccontextmanager
+async def sse_transport(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+    read_timeout: float = 300.0,
+    auth: httpx2.Auth | None = None,
+) -> AsyncIterator[TransportStreams]:
+    """The SDK's legacy SSE client transport, with our headers and timeouts."""
+    async with sse_client(
+        url,
+        headers=dict(headers or {}),
+        timeout=timeout,
+        sse_read_timeout=read_timeout if read_timeout != math.inf else 86400.0,
+        auth=auth,
+    ) as streams:
+        yield streams
+
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "ProtocolViolation",
+    "ServerExited",
+    "StdioTransport",
+    "TransportError",
+    "http_client",
+    "http_transport",
+    "sse_transport",
+]
