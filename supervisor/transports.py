@@ -17,6 +17,7 @@ of a death from the transport itself rather than from a request that later fails
 from __future__ import annotations
 
 import collections
+import contextvars
 import math
 import os
 import signal
@@ -52,6 +53,50 @@ _PREVIEW = 120
 _ToSession = anyio.abc.ObjectSendStream[SessionMessage | Exception]
 
 
+class Receipt:
+    """Whether a request reached the server, as far as the transport can tell.
+
+    Set :data:`delivery` to a receipt around sending one request. ``delivered`` stays
+    ``None`` on a transport that cannot tell; a transport that can sets it to ``False``
+    when the request is queued and ``True`` once it has been handed to the server (for
+    stdio: written into its stdin pipe). A request still ``False`` when the connection
+    dies never reached the server, so sending it again is safe.
+    """
+
+    __slots__ = ("delivered",)
+
+    def __init__(self) -> None:
+        self.delivered: bool | None = None
+
+
+#: The receipt of the request being sent from the current task, if any.
+delivery: contextvars.ContextVar[Receipt | None] = contextvars.ContextVar(
+    "supervisor_transport_delivery", default=None
+)
+
+
+class _ReceiptStream:
+    """A write stream that remembers, with each message, the sender's receipt."""
+
+    def __init__(self, inner: anyio.abc.ObjectSendStream[tuple[Receipt | None, SessionMessage]]):
+        self._inner = inner
+
+    async def send(self, item: SessionMessage) -> None:
+        receipt = delivery.get()
+        if receipt is not None:
+            receipt.delivered = False
+        await self._inner.send((receipt, item))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _ReceiptStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
 class TransportError(SupervisorError):
     """The connection to an MCP server failed or ended."""
 
@@ -83,8 +128,11 @@ class StdioTransport:
     "Connection closed". Leaving closes stdin, waits ``grace`` seconds, sends SIGTERM to
     the process group, waits ``kill_after`` more, then SIGKILL — shielded from
     cancellation and bounded, so leaving never hangs and leaves no process behind.
-    A transport is entered once; a restart makes a new one.
+    A transport is entered once; a restart makes a new one. It tracks delivery: see
+    :class:`Receipt`.
     """
+
+    tracks_delivery = True
 
     def __init__(
         self,
@@ -118,6 +166,7 @@ class StdioTransport:
         self.failure: TransportError | None = None
         self._process: trio.Process | None = None
         self._stack: AsyncExitStack | None = None
+        self._stopping = False  # our own shutdown: the exit it causes is no failure
 
     def __repr__(self) -> str:
         return f"<StdioTransport {self.name!r} pid={self.pid}>"
@@ -170,7 +219,10 @@ class StdioTransport:
         self.pid = process.pid
         # No await until the nursery is entered: a cancellation here would leak it.
         to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+        raw_write, from_session = anyio.create_memory_object_stream[
+            tuple[Receipt | None, SessionMessage]
+        ](0)
+        write_stream = _ReceiptStream(raw_write)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._read_stdout, process, to_session)
@@ -180,18 +232,17 @@ class StdioTransport:
                 try:
                     yield read_stream, write_stream
                 finally:
+                    self._stopping = True
                     with trio.CancelScope(shield=True):
                         await self._stop(process)
-                        for stream in (read_stream, write_stream, to_session, from_session):
+                        for stream in (read_stream, raw_write, to_session, from_session):
                             await stream.aclose()
                     nursery.cancel_scope.cancel()
         finally:
             # Belt and braces: whatever happened above, the group gets no reprieve.
             self._kill_group(signal.SIGKILL)
 
-    async def _read_stdout(
-        self, process: trio.Process, to_session: _ToSession
-    ) -> None:
+    async def _read_stdout(self, process: trio.Process, to_session: _ToSession) -> None:
         assert process.stdout is not None
         buffer = bytearray()
         try:
@@ -236,13 +287,17 @@ class StdioTransport:
             ) from None
 
     async def _write_stdin(
-        self, process: trio.Process, from_session: anyio.abc.ObjectReceiveStream[SessionMessage]
+        self,
+        process: trio.Process,
+        from_session: anyio.abc.ObjectReceiveStream[tuple[Receipt | None, SessionMessage]],
     ) -> None:
         assert process.stdin is not None
         try:
-            async for message in from_session:
+            async for receipt, message in from_session:
                 data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                 await process.stdin.send_all(data.encode() + b"\n")
+                if receipt is not None:
+                    receipt.delivered = True
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the process is gone: its exit is reported by _watch_exit
 
@@ -270,9 +325,7 @@ class StdioTransport:
         if self.on_stderr is not None:
             self.on_stderr(line)
 
-    async def _watch_exit(
-        self, process: trio.Process, to_session: _ToSession
-    ) -> None:
+    async def _watch_exit(self, process: trio.Process, to_session: _ToSession) -> None:
         await process.wait()
         self._note_exit(process)
         # Wake requests waiting for a reply that will never come.
@@ -289,7 +342,10 @@ class StdioTransport:
             how = f"exited with code {code}"
         last = f"; last stderr line: {self.stderr_tail[-1]!r}" if self.stderr_tail else ""
         message = f"MCP server {self.name!r} (pid {self.pid}) {how}{last}"
-        self._fail(ServerExited(message, exit_code=code))
+        if self._stopping:
+            self.closed.set()
+        else:
+            self._fail(ServerExited(message, exit_code=code))
 
     async def _stop(self, process: trio.Process) -> None:
         """Close stdin, wait, SIGTERM the group, wait, SIGKILL: every wait bounded."""
@@ -387,6 +443,8 @@ async def sse_transport(
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "Receipt",
+    "delivery",
     "ProtocolViolation",
     "ServerExited",
     "StdioTransport",

@@ -20,6 +20,7 @@ from ._errors import StartFailed as StartFailed
 from ._errors import SupervisorError as SupervisorError
 from ._errors import SupervisorGaveUp as SupervisorGaveUp
 from ._errors import SupervisorNotRunning as SupervisorNotRunning
+from ._errors import collapse as collapse
 from ._mailbox import Address as Address
 from ._mailbox import AddressState as AddressState
 from ._mailbox import AddressStatistics as AddressStatistics
@@ -83,6 +84,7 @@ __all__ = [
     "backoff_delay",
     "before_effect",
     "children_to_restart",
+    "collapse",
     "open_tree",
     "should_restart",
     "supervisor_spec",

@@ -86,6 +86,12 @@ class Actor:
         """Answer one message."""
         raise NotImplementedError(f"{type(self).__name__} does not handle {message!r}")
 
+    @property
+    def stopping(self) -> bool:
+        """Whether this incarnation was asked to stop (or has ended)."""
+        runner = self._runner
+        return runner is None or runner._stopping
+
     def exit(self, reason: ExitReason | None = None) -> None:
         """Stop taking messages, finish those in flight, then exit with ``reason``.
 

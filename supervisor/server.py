@@ -1,0 +1,768 @@
+"""The server actor: one MCP server's connection lifecycle and health.
+
+Each configured server is a :class:`ManagedServer` — its config, its mailbox
+(:class:`~supervisor.actors.Address`) and its :class:`Health` — which outlives the
+:class:`ServerActor` incarnations that hold one SDK ``Client`` each. The supervision tree
+restarts incarnations with the server's backoff and gives up on it (``failed``) after its
+attempts; it never affects another server.
+
+States (DESIGN §5)::
+
+    idle ──► connecting ──► connected ──► disconnected ──► connecting ──► …
+                 │                                              │
+                 └──────────────► failed (gave up) ◄────────────┘        stopped
+
+An incarnation connects lazily — on the first call or tool listing — unless the server is
+``lazy: false`` or the incarnation replaces one that died. Calls wait (in the mailbox, or
+before being sent) while the server connects or restarts, each within its own deadline.
+A call already sent when the connection dies fails with :class:`CallMayHaveTakenEffect`
+and is never re-sent.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Protocol
+
+import attrs
+import mcp_types as types
+import msgspec
+import trio
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from . import events
+from .actors import (
+    Actor,
+    ActorStopped,
+    ActorUnavailable,
+    AddressState,
+    Backoff,
+    CallTimeout,
+    ChildSpec,
+    GiveUp,
+    Intensity,
+    RequestAborted,
+    Restart,
+    SupervisorError,
+    actor_spec,
+    backoff_delay,
+    before_effect,
+    collapse,
+)
+from .log import get_logger, redact
+from .transports import (
+    ProtocolViolation,
+    Receipt,
+    ServerExited,
+    StdioTransport,
+    TransportError,
+    delivery,
+    http_transport,
+    sse_transport,
+)
+
+if TYPE_CHECKING:
+    from mcp.client._transport import TransportStreams
+
+log = get_logger("supervisor.server")
+
+#: How long a ping may take before the connection counts as stale.
+PING_TIMEOUT = 10.0
+#: Requests one connection serves at once; more wait in the mailbox.
+MAX_IN_FLIGHT = 256
+#: Calls that may wait in one server's mailbox.
+MAILBOX = 4096
+#: Latency samples kept for the p50/p99 in the health record.
+LATENCY_SAMPLES = 512
+
+
+# -- errors ------------------------------------------------------------------------------
+
+
+class ServerError(SupervisorError):
+    """Something went wrong with one MCP server; ``server`` names it."""
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+
+class ServerUnavailable(ServerError):
+    """The server gave up restarting (``failed``) or was stopped: calls fail fast."""
+
+
+class ConnectTimeout(ServerError, TimeoutError):
+    """The MCP handshake did not complete within ``initTimeout``."""
+
+
+class StaleConnection(ServerError):
+    """A ping went unanswered: the connection is restarted."""
+
+
+class CatalogTooLarge(ServerError):
+    """The server lists more tools, or a bigger catalog, than the limits allow."""
+
+
+class CallMayHaveTakenEffect(ServerError):
+    """The connection died while the call was in flight: it may have run, and was not
+    retried. ``tool`` names the tool."""
+
+    def __init__(self, message: str, *, server: str, tool: str) -> None:
+        super().__init__(message, server=server)
+        self.tool = tool
+
+
+class ToolCallTimeout(ServerError, TimeoutError):
+    """The call did not complete within its timeout (it may still run on the server)."""
+
+    def __init__(self, message: str, *, server: str, tool: str, timeout: float | None) -> None:
+        super().__init__(message, server=server)
+        self.tool = tool
+        self.timeout = timeout
+
+
+class ServerRequestError(ServerError):
+    """The server answered a request with an MCP error (``code``, ``message``)."""
+
+    def __init__(self, message: str, *, server: str, code: int) -> None:
+        super().__init__(message, server=server)
+        self.code = code
+
+
+# -- configuration the actor needs --------------------------------------------------------
+
+
+class ServerSettings(Protocol):
+    """What a server actor reads from its configuration (``supervisor.config.ServerConfig``)."""
+
+    name: str
+    type: str
+    command: str | None
+    args: list[str] | tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: str | None
+    inherit_env: bool
+    url: str | None
+    headers: Mapping[str, str]
+    lazy: bool
+    timeout: float
+    init_timeout: float
+    ping_interval: float
+    restart_on_crash: bool
+    max_attempts: int
+    backoff: Backoff
+
+
+@attrs.frozen
+class Limits:
+    """Bounds on what one server may send."""
+
+    max_tools: int = 1000
+    max_catalog_bytes: int = 2 * 2**20
+    max_message_bytes: int = 16 * 2**20
+
+
+# -- health --------------------------------------------------------------------------------
+
+
+class ServerStatus(enum.Enum):
+    IDLE = "idle"
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    DISCONNECTED = "disconnected"
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A snapshot of one server's health (DESIGN §5); times are unix seconds."""
+
+    server: str
+    type: str
+    status: str
+    connected_since: float | None
+    last_ok: float | None
+    last_error: str | None
+    error_count: int
+    consecutive_failures: int
+    restarts: int
+    tool_count: int | None
+    connect_time: float | None
+    next_retry_at: float | None
+    retry_attempt: int
+    calls_ok: int
+    calls_failed: int
+    latency_p50_ms: float | None
+    latency_p99_ms: float | None
+    pid: int | None
+
+
+@attrs.define
+class Health:
+    """One server's running health, kept across incarnations."""
+
+    status: ServerStatus = ServerStatus.IDLE
+    connected_since: float | None = None
+    disconnected_at: float | None = None
+    last_ok: float | None = None
+    last_error: str | None = None
+    error_count: int = 0
+    consecutive_failures: int = 0
+    restarts: int = 0
+    tool_count: int | None = None
+    connect_time: float | None = None
+    next_retry_at: float | None = None
+    calls_ok: int = 0
+    calls_failed: int = 0
+    pid: int | None = None
+    latencies: collections.deque[float] = attrs.Factory(
+        lambda: collections.deque(maxlen=LATENCY_SAMPLES)
+    )
+
+    def percentile(self, q: float) -> float | None:
+        if not self.latencies:
+            return None
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+# -- messages ------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class CallTool:
+    tool: str
+    arguments: Mapping[str, object] | None
+
+
+@attrs.frozen
+class ListTools:
+    pass
+
+
+# -- the server (outlives incarnations) ----------------------------------------------------
+
+
+class ManagedServer:
+    """One configured MCP server: config, mailbox, health and event reporting.
+
+    ``error`` is set for a server whose configuration could not be completed (a missing
+    environment variable): it never starts and its calls fail fast with that error.
+    """
+
+    def __init__(
+        self,
+        config: ServerSettings,
+        *,
+        publish: Callable[[events.Event], None],
+        client_options: Mapping[str, object] | None = None,
+        limits: Limits | None = None,
+        error: str | None = None,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self.publish = publish
+        self.client_options = dict(client_options or {})
+        self.limits = limits or Limits()
+        self.error = error
+        self.health = Health()
+        self.tools: list[types.Tool] = []
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
+        self.incarnations = 0
+        # Consecutive failed incarnations, counted as the supervision tree counts them
+        # (reset only after a connection that stayed up ``backoff.stable_after``).
+        self.attempt = 0
+        self._up_since: float | None = None
+        self.spec: ChildSpec = actor_spec(
+            self.name,
+            lambda: ServerActor(self),
+            mailbox=MAILBOX,
+            restart=Restart.PERMANENT if config.restart_on_crash else Restart.TEMPORARY,
+            give_up=GiveUp.MARK_UNAVAILABLE,
+            intensity=Intensity(max_restarts=config.max_attempts, within_seconds=math.inf),
+            backoff=config.backoff,
+            shutdown_timeout=10.0,
+        )
+        if error is not None:
+            self.health.status = ServerStatus.FAILED
+            self.health.last_error = error
+
+    @property
+    def address(self):  # noqa: ANN201 - the spec's Address
+        return self.spec.address
+
+    @property
+    def is_local(self) -> bool:
+        return self.config.type == "stdio"
+
+    def status(self) -> ServerStatus:
+        state = self.address.state
+        if self.error is not None or state is AddressState.UNAVAILABLE:
+            return ServerStatus.FAILED
+        if state is AddressState.STOPPED:
+            return ServerStatus.STOPPED
+        return self.health.status
+
+    def record(self, stats_attempt: int = 0, next_restart_at: float | None = None) -> HealthRecord:
+        """The health record (DESIGN §5) as of now."""
+        h = self.health
+        next_retry = None
+        if next_restart_at is not None:
+            next_retry = time.time() + max(0.0, next_restart_at - trio.current_time())
+        return HealthRecord(
+            server=self.name,
+            type=self.config.type,
+            status=self.status().value,
+            connected_since=h.connected_since,
+            last_ok=h.last_ok,
+            last_error=h.last_error,
+            error_count=h.error_count,
+            consecutive_failures=h.consecutive_failures,
+            restarts=h.restarts,
+            tool_count=h.tool_count,
+            connect_time=h.connect_time,
+            next_retry_at=next_retry,
+            retry_attempt=stats_attempt,
+            calls_ok=h.calls_ok,
+            calls_failed=h.calls_failed,
+            latency_p50_ms=h.percentile(0.50),
+            latency_p99_ms=h.percentile(0.99),
+            pid=h.pid,
+        )
+
+    def transport(self) -> TransportLike:
+        """A fresh transport for one connection attempt."""
+        c = self.config
+        if c.type == "stdio":
+            assert c.command is not None
+            return StdioTransport(
+                c.command,
+                list(c.args),
+                env=c.env,
+                cwd=c.cwd,
+                inherit_env=c.inherit_env,
+                name=self.name,
+                on_stderr=self._stderr_line,
+                max_message_bytes=self.limits.max_message_bytes,
+            )
+        assert c.url is not None
+        if c.type == "sse":
+            return _Remote(sse_transport(c.url, headers=c.headers, timeout=c.timeout))
+        if c.type == "ws":
+            from .ws import websocket_client
+
+            return _Remote(
+                websocket_client(
+                    c.url, headers=c.headers, max_message_size=self.limits.max_message_bytes
+                )
+            )
+        return _Remote(http_transport(c.url, headers=c.headers, timeout=c.timeout))
+
+    def _stderr_line(self, line: str) -> None:
+        self.stderr_tail.append(line)
+        log.debug("server stderr", server=self.name, line=line)
+
+    def emit(self, event: events.Event) -> None:
+        try:
+            self.publish(event)
+        except Exception:
+            log.exception("publishing an event failed", server=self.name, kind=event.kind)
+
+    # -- façade-side calls ---------------------------------------------------------------
+
+    async def call_tool(
+        self, tool: str, arguments: Mapping[str, object] | None, timeout: float | None
+    ) -> types.CallToolResult:
+        """Call ``tool`` through the mailbox, translating actor errors into server errors."""
+        if self.error is not None:
+            raise ServerUnavailable(
+                f"MCP server {self.name!r} is not configured correctly: {self.error}",
+                server=self.name,
+            )
+        limit = self.config.timeout if timeout is None else timeout
+        try:
+            return await self.address.call(CallTool(tool, arguments), timeout=limit)  # type: ignore[return-value]
+        except ActorUnavailable as exc:
+            raise ServerUnavailable(
+                f"MCP server {self.name!r} is unavailable after {exc.attempts} attempts; "
+                f"last error: {self.health.last_error or exc.last_error}. Fix the cause, "
+                f"then restart it (handle.restart({self.name!r}))",
+                server=self.name,
+            ) from None
+        except ActorStopped:
+            raise ServerUnavailable(
+                f"MCP server {self.name!r} is stopped; restart it to use it again",
+                server=self.name,
+            ) from None
+        except CallMayHaveTakenEffect:
+            raise
+        except RequestAborted as exc:
+            raise CallMayHaveTakenEffect(
+                f"the connection to MCP server {self.name!r} died while tool {tool!r} was "
+                "running: it may have taken effect and was not retried",
+                server=self.name,
+                tool=tool,
+            ) from exc.__cause__
+        except CallTimeout:
+            raise ToolCallTimeout(
+                f"MCP server {self.name!r} did not answer tool {tool!r} within {limit} s "
+                "(the call may still be running there)",
+                server=self.name,
+                tool=tool,
+                timeout=limit,
+            ) from None
+
+    async def list_tools(self, timeout: float | None = None) -> list[types.Tool]:
+        limit = self.config.init_timeout + self.config.timeout if timeout is None else timeout
+        return await self.address.call(ListTools(), timeout=limit)  # type: ignore[return-value]
+
+
+class TransportLike(Protocol):
+    """A transport as the server actor uses it (see :mod:`supervisor.transports`)."""
+
+    closed: trio.Event
+    failure: TransportError | None
+
+    async def __aenter__(self) -> TransportStreams: ...
+    async def __aexit__(self, *exc: object) -> bool | None: ...
+
+
+class _Remote:
+    """Adapts an SDK-style remote transport: its end is only seen through failed requests."""
+
+    def __init__(self, inner) -> None:  # noqa: ANN001 - any SDK transport
+        self._inner = inner
+        self.closed = trio.Event()
+        self.failure: TransportError | None = None
+
+    async def __aenter__(self) -> TransportStreams:
+        return await self._inner.__aenter__()
+
+    async def __aexit__(self, *exc: object) -> bool | None:
+        return await self._inner.__aexit__(*exc)
+
+
+async def _first(*waits: Callable[[], Awaitable[object]]) -> None:
+    """Return as soon as any of ``waits`` returns."""
+    async with trio.open_nursery() as nursery:
+
+        async def one(wait: Callable[[], Awaitable[object]]) -> None:
+            await wait()
+            nursery.cancel_scope.cancel()
+
+        for wait in waits:
+            nursery.start_soon(one, wait)
+
+
+# -- one incarnation -------------------------------------------------------------------------
+
+
+class ServerActor(Actor):
+    """One incarnation: at most one SDK ``Client`` session with the server."""
+
+    max_concurrency = MAX_IN_FLIGHT
+
+    def __init__(self, server: ManagedServer) -> None:
+        self.server = server
+        server.incarnations += 1
+        self.number = server.incarnations
+        self.client: Client | None = None
+        self._wanted = trio.Event()
+        self._ready = trio.Event()
+        self._lost = trio.Event()  # a request found the connection closed
+        self.transport: TransportLike | None = None
+
+    async def init(self) -> None:
+        server = self.server
+        if self.number > 1:
+            server.health.restarts += 1
+        eager = not server.config.lazy or self.number > 1 or server.address.statistics().queued > 0
+        if eager:
+            self._wanted.set()
+        self.nursery.start_soon(self._connection)
+
+    async def _connected(self) -> Client:
+        self._wanted.set()
+        await self._ready.wait()
+        assert self.client is not None
+        return self.client
+
+    # -- requests ----------------------------------------------------------------------
+
+    async def handle(self, message: object) -> object:
+        with before_effect():  # nothing is sent until connected: a failure re-queues it
+            client = await self._connected()
+        if isinstance(message, CallTool):
+            return await self._call_tool(client, message)
+        if isinstance(message, ListTools):
+            return list(self.server.tools)
+        raise TypeError(f"server actor cannot handle {message!r}")
+
+    async def _call_tool(self, client: Client, message: CallTool) -> types.CallToolResult:
+        server = self.server
+        health = server.health
+        start = trio.current_time()
+        transport = self.transport
+        receipt = Receipt()
+        if getattr(transport, "tracks_delivery", False):
+            receipt.delivered = False
+        if self._lost.is_set() or (transport is not None and transport.closed.is_set()):
+            await self._requeue()  # the connection is known dead: don't send on it
+        token = delivery.set(receipt)
+        try:
+            result = await client.call_tool(message.tool, dict(message.arguments or {}))
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED and receipt.delivered is False:
+                await self._requeue()  # it never reached the server
+            health.calls_failed += 1
+            if exc.code == types.CONNECTION_CLOSED:
+                raise CallMayHaveTakenEffect(
+                    f"the connection to MCP server {server.name!r} closed while tool "
+                    f"{message.tool!r} was running: it may have taken effect and was not "
+                    "retried",
+                    server=server.name,
+                    tool=message.tool,
+                ) from exc
+            raise ServerRequestError(
+                f"MCP server {server.name!r} refused tool {message.tool!r}: {exc.message} "
+                f"(MCP error {exc.code})",
+                server=server.name,
+                code=exc.code,
+            ) from exc
+        except BaseException:
+            health.calls_failed += 1
+            raise
+        finally:
+            delivery.reset(token)
+        now = trio.current_time()
+        health.latencies.append(now - start)
+        health.last_ok = time.time()
+        if result.is_error:
+            health.calls_failed += 1
+        else:
+            health.calls_ok += 1
+        return result
+
+    async def _requeue(self) -> None:
+        """Give the current request back: this incarnation's connection is dead, and the
+        request never reached the server, so the next incarnation sends it."""
+        self._lost.set()  # makes sure the connection task notices and the incarnation ends
+        with before_effect():
+            await trio.sleep_forever()
+
+    # -- the connection ----------------------------------------------------------------
+
+    async def _connection(self) -> None:
+        await self._wanted.wait()
+        server = self.server
+        health = server.health
+        config = server.config
+        attempt = server.attempt + 1
+        health.status = ServerStatus.CONNECTING
+        server.emit(
+            events.Connecting(
+                server=server.name, attempt=attempt, max_attempts=config.max_attempts + 1
+            )
+        )
+        transport = self.transport = server.transport()
+        began = trio.current_time()
+        connected = False
+        try:
+            # The handshake's deadline is lifted once it is done; the client context
+            # (and the nurseries inside it) stays within this one scope throughout.
+            with trio.CancelScope(deadline=began + config.init_timeout) as handshake:
+                try:
+                    async with self._client(transport) as client:
+                        tools = await self._list_all_tools(client)
+                        handshake.deadline = math.inf
+                        connected = True
+                        self._on_connected(client, tools, trio.current_time() - began)
+                        async with trio.open_nursery() as watchers:
+                            if config.ping_interval and config.ping_interval > 0:
+                                watchers.start_soon(self._ping, client)
+                            await _first(transport.closed.wait, self._lost.wait)
+                            raise transport.failure or TransportError(
+                                f"the connection to MCP server {server.name!r} closed"
+                            )
+                except MCPError as exc:
+                    raise transport.failure or ServerRequestError(
+                        f"MCP server {server.name!r} failed the handshake: {exc.message}",
+                        server=server.name,
+                        code=exc.code,
+                    ) from exc
+            if handshake.cancelled_caught:
+                raise transport.failure or ConnectTimeout(
+                    f"MCP server {server.name!r} did not complete the MCP handshake within "
+                    f"{config.init_timeout} s (initTimeout)",
+                    server=server.name,
+                )
+        except BaseException as exc:
+            if self.stopping or isinstance(collapse(exc), trio.Cancelled):
+                self._on_stopped(transport, connected)
+            else:
+                self._on_failed(transport, connected, exc)
+            raise
+
+    @asynccontextmanager
+    async def _client(self, transport: TransportLike) -> AsyncIterator[Client]:
+        options = dict(self.server.client_options)
+        user_handler = options.pop("message_handler", None)
+
+        async def message_handler(message: object) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                self.nursery.start_soon(self._relist)
+            if user_handler is not None:
+                await user_handler(message)  # type: ignore[operator]
+
+        async with Client(transport, message_handler=message_handler, **options) as client:  # type: ignore[arg-type]
+            if isinstance(transport, StdioTransport) and transport.pid is not None:
+                self.server.health.pid = transport.pid
+                self.server.emit(events.LocalSpawned(server=self.server.name, pid=transport.pid))
+            yield client
+
+    async def _list_all_tools(self, client: Client) -> list[types.Tool]:
+        limits = self.server.limits
+        tools: list[types.Tool] = []
+        cursor: str | None = None
+        size = 0
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            size += sum(len(t.model_dump_json()) for t in page.tools)
+            if len(tools) > limits.max_tools or size > limits.max_catalog_bytes:
+                raise CatalogTooLarge(
+                    f"MCP server {self.server.name!r} lists {len(tools)} tools "
+                    f"({size} bytes), more than the limits ({limits.max_tools} tools, "
+                    f"{limits.max_catalog_bytes} bytes); raise supervisor.limits if that is "
+                    "expected",
+                    server=self.server.name,
+                )
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+
+    async def _relist(self) -> None:
+        if self.client is None:
+            return
+        tools = await self._list_all_tools(self.client)
+        server = self.server
+        before = {t.name for t in server.tools}
+        server.tools = tools
+        server.health.tool_count = len(tools)
+        server.emit(
+            events.ToolsUpdated(server=server.name, names=sorted({t.name for t in tools} ^ before))
+        )
+
+    async def _ping(self, client: Client) -> None:
+        server = self.server
+        while True:
+            await trio.sleep(server.config.ping_interval)
+            with trio.move_on_after(PING_TIMEOUT) as scope:
+                try:
+                    await client.send_ping()
+                except MCPError:
+                    scope.cancel()
+            if scope.cancelled_caught:
+                server.emit(events.HealthStale(server=server.name, last_ok=server.health.last_ok))
+                raise StaleConnection(
+                    f"MCP server {server.name!r} did not answer a ping within {PING_TIMEOUT} s",
+                    server=server.name,
+                )
+            server.health.last_ok = time.time()
+
+    def _on_connected(self, client: Client, tools: list[types.Tool], took: float) -> None:
+        server = self.server
+        health = server.health
+        now = time.time()
+        recovered = health.disconnected_at
+        self.client = client
+        server.tools = tools
+        health.status = ServerStatus.CONNECTED
+        health.connected_since = now
+        health.last_ok = now
+        health.consecutive_failures = 0
+        server._up_since = trio.current_time()
+        health.tool_count = len(tools)
+        health.connect_time = took
+        health.next_retry_at = None
+        self._ready.set()
+        server.emit(events.Connected(server=server.name, tool_count=len(tools), connect_time=took))
+        if recovered is not None:
+            health.disconnected_at = None
+            server.emit(events.HealthRecovered(server=server.name, downtime=now - recovered))
+        log.info("connected", server=server.name, tools=len(tools), connect_time=round(took, 3))
+
+    def _on_failed(self, transport: TransportLike, connected: bool, exc: BaseException) -> None:
+        server = self.server
+        health = server.health
+        error = transport.failure or exc
+        text = redact(str(error) or type(error).__name__)
+        health.status = ServerStatus.DISCONNECTED
+        health.last_error = text
+        health.error_count += 1
+        health.consecutive_failures += 1
+        if health.disconnected_at is None:
+            health.disconnected_at = time.time()
+        self.client = None
+        if isinstance(transport, StdioTransport) and transport.pid is not None:
+            server.emit(
+                events.LocalCrashed(
+                    server=server.name,
+                    exit_code=transport.returncode,
+                    stderr_tail=list(transport.stderr_tail)[-20:],
+                )
+            )
+        if connected:
+            server.emit(events.Disconnected(server=server.name, reason=text, was_clean=False))
+        up = server._up_since
+        if up is not None and trio.current_time() - up >= server.config.backoff.stable_after:
+            server.attempt = 0  # it had been stable: the tree starts its count over too
+        server._up_since = None
+        server.attempt += 1
+        attempt = server.attempt
+        gives_up = attempt > server.config.max_attempts or not server.config.restart_on_crash
+        retry_in = None if gives_up else backoff_delay(server.config.backoff, attempt)
+        if retry_in is not None:
+            health.next_retry_at = time.time() + retry_in
+        server.emit(
+            events.ServerError(server=server.name, error=text, retry_in=retry_in, attempt=attempt)
+        )
+        log.warning("server connection failed", server=server.name, error=text, retry_in=retry_in)
+
+    def _on_stopped(self, transport: TransportLike, connected: bool) -> None:
+        server = self.server
+        self.client = None
+        if connected:
+            server.emit(events.Disconnected(server=server.name, reason="stopped", was_clean=True))
+        if isinstance(transport, StdioTransport) and transport.pid is not None:
+            server.emit(events.LocalShutdown(server=server.name))
+        if server.health.status is not ServerStatus.FAILED:
+            server.health.status = ServerStatus.IDLE if not connected else ServerStatus.DISCONNECTED
+
+
+__all__ = [
+    "CallMayHaveTakenEffect",
+    "CallTool",
+    "CatalogTooLarge",
+    "ConnectTimeout",
+    "Health",
+    "HealthRecord",
+    "Limits",
+    "ListTools",
+    "ManagedServer",
+    "ServerActor",
+    "ServerError",
+    "ServerRequestError",
+    "ServerStatus",
+    "ServerUnavailable",
+    "StaleConnection",
+    "ToolCallTimeout",
+    "ProtocolViolation",
+    "ServerExited",
+]

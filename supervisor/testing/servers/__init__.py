@@ -1,0 +1,131 @@
+"""Fixture MCP servers for tests: well-behaved, crashing, hanging, garbling, changing, slow.
+
+Run one with ``python -m supervisor.testing.servers KIND [--transport stdio|http|sse]
+[--host H] [--port N] [--crash-after N] [--count-file PATH] [--stderr-line TEXT]
+[--garbage MODE] [--exit-code N]``, or in-process under trio with ``make_server`` and
+``serve_http``. The kinds:
+
+``echo``
+    Tools ``echo(text)`` (annotated read-only, idempotent), ``add(a, b)`` (integers, not
+    annotated) and ``count()`` (tool executions this process did, ``count`` excluded).
+``crash``
+    ``echo``'s tools; the ``--crash-after N``-th tool call (default 1) is executed and
+    recorded, then the process ends with ``os._exit(exit code)`` without answering it,
+    after a ``fixture crashing after N tool calls ...`` line on stderr.
+``exit-on-start``
+    Writes the ``--stderr-line`` text (if any) and ``fixture exit-on-start exiting with
+    code C pid=P`` on stderr, then exits with ``--exit-code`` (default 1) before reading
+    anything and without importing the SDK; over HTTP it never listens.
+``hang-init``
+    Never answers anything, the first message (``server/discover`` from a default
+    ``mcp.Client``; ``initialize`` in legacy mode) included. Over stdio it reads stdin
+    until EOF and reports the first message's method on stderr
+    (``fixture hang-init received server/discover; never answering``); over HTTP every
+    request is accepted and never gets even a status line.
+``garbage``
+    Non-JSON lines on stdout (``garbage line N: this is not JSON-RPC ...``), by
+    ``--garbage`` mode: ``only`` (default) — one at start and one per line read, never a
+    valid message; ``before`` — three garbage lines, then a working ``echo`` server;
+    ``after-first`` — an ``echo`` server whose first message (the answer to discover or
+    initialize) is sent and every later one replaced by a garbage line. Over HTTP (``only``):
+    every POST gets ``200 application/json`` with a garbage body, every GET one garbage
+    SSE event (no ``endpoint`` event, so an SSE client never gets connected).
+``changing``
+    ``echo``'s tools plus ``add_tool(name)`` / ``remove_tool(name)``, which change the tool
+    list and announce it: ``notifications/tools/list_changed`` for handshake-era clients,
+    a ``subscriptions/listen`` event for 2026-07-28 clients; ``tools.listChanged`` is
+    advertised in both eras (see ``make_server``).
+``slow``
+    ``echo``'s tools plus ``sleep(seconds)``, answered after sleeping.
+
+Every other process writes ``fixture KIND ready pid=P transport=T`` on stderr once serving
+(HTTP: once bound, with ``url=``), then the ``--stderr-line`` text if given — a stand-in
+for a secret a supervisor must redact. HTTP fixtures then write ``LISTENING <url>`` on
+stderr and on stdout. With ``--count-file`` (or ``$MCP_FIXTURE_COUNT_FILE``) every tool
+execution appends the tool's name as a line *before* answering: ``count_executions``
+tells what ran, crashes included.
+
+In-process under trio: ``make_server(kind, ...)`` builds the ``MCPServer``;
+``serve_http`` serves it (or a bare ASGI app such as ``hang_app``/``garbage_app``) with
+hypercorn until cancelled, and ``start_http`` starts that in a nursery and returns a handle
+whose ``stop()`` frees the port for a restart. ``stdio_params``/``stdio_server_parameters``
+give the subprocess command line; ``spawn_http``/``open_http_fixture`` run an HTTP fixture
+in a subprocess.
+
+Importing this package does not import the ``mcp`` SDK; ``make_server``, ``serve_http``,
+``start_http`` and ``HttpServer`` load it on first access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+from ._counting import COUNT_FILE_ENV as COUNT_FILE_ENV
+from ._counting import count_executions as count_executions
+from ._names import GARBAGE_MODES as GARBAGE_MODES
+from ._names import KINDS as KINDS
+from ._names import MCP_SERVER_KINDS as MCP_SERVER_KINDS
+from ._names import GarbageMode as GarbageMode
+from ._names import HttpTransport as HttpTransport
+from ._names import MCPServerKind as MCPServerKind
+from ._names import ServerKind as ServerKind
+from ._procs import LISTENING_PREFIX as LISTENING_PREFIX
+from ._procs import FixtureStartError as FixtureStartError
+from ._procs import HttpFixture as HttpFixture
+from ._procs import open_http_fixture as open_http_fixture
+from ._procs import spawn_http as spawn_http
+from ._procs import stdio_params as stdio_params
+from ._procs import stdio_server_parameters as stdio_server_parameters
+from ._raw import ASGIApp as ASGIApp
+from ._raw import garbage_app as garbage_app
+from ._raw import hang_app as hang_app
+
+if TYPE_CHECKING:
+    from ._http import HttpServer as HttpServer
+    from ._http import serve_http as serve_http
+    from ._http import start_http as start_http
+    from ._kinds import make_server as make_server
+
+_LAZY = {
+    "HttpServer": "._http",
+    "make_server": "._kinds",
+    "serve_http": "._http",
+    "start_http": "._http",
+}
+"""Attributes whose modules import the ``mcp`` SDK (≈0.5 s): loaded on first access."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "ASGIApp",
+    "COUNT_FILE_ENV",
+    "GARBAGE_MODES",
+    "KINDS",
+    "LISTENING_PREFIX",
+    "MCP_SERVER_KINDS",
+    "FixtureStartError",
+    "GarbageMode",
+    "HttpFixture",
+    "HttpServer",
+    "HttpTransport",
+    "MCPServerKind",
+    "ServerKind",
+    "count_executions",
+    "garbage_app",
+    "hang_app",
+    "make_server",
+    "open_http_fixture",
+    "serve_http",
+    "spawn_http",
+    "start_http",
+    "stdio_params",
+    "stdio_server_parameters",
+]

@@ -1,0 +1,127 @@
+"""The fixture servers that are real ``MCPServer`` instances: echo, crash, changing, slow."""
+
+from __future__ import annotations
+
+import os
+from functools import partial
+
+import anyio
+from mcp.server.lowlevel import NotificationOptions
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ToolAnnotations
+
+from ._counting import ExecutionRecorder
+from ._names import MCP_SERVER_KINDS, MCPServerKind
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
+
+
+def make_server(
+    kind: MCPServerKind,
+    *,
+    crash_after: int | None = None,
+    count_file: str | os.PathLike[str] | None = None,
+    exit_code: int = 1,
+) -> MCPServer:
+    """Build the fixture ``MCPServer`` of `kind`.
+
+    Every kind has the tools ``echo(text) -> text`` (annotated read-only and idempotent),
+    ``add(a, b) -> a + b`` (integers; no annotations, so treat it as side-effecting) and
+    ``count() -> int``, the number of tool executions this server did (``count`` itself is
+    an observer: never counted, never recorded, never crashes). Besides:
+
+    - ``crash``: ends its process with ``os._exit(exit_code)`` right after executing (and
+      recording) its ``crash_after``-th tool call (default 1), without answering it. In a
+      test process this ends the test run: run it as a subprocess.
+    - ``changing``: ``add_tool(name)`` registers a tool `name` (no arguments, returns its
+      name) and ``remove_tool(name)`` removes one; each then announces the change both ways
+      the SDK knows: ``notifications/tools/list_changed`` on the connection's standalone
+      channel (reaches handshake-era clients' message handlers; dropped on 2026-07-28
+      connections) and a ``ToolsListChanged`` event on the subscription bus (reaches
+      2026-07-28 clients inside ``Client.listen(tools_list_changed=True)``). Its
+      capabilities say ``tools.listChanged: true`` in both eras (the SDK's default
+      handshake says false).
+    - ``slow``: ``sleep(seconds)`` sleeps, then answers ``"slept <seconds>"``.
+
+    `crash_after` applies to any kind, so an ``echo`` server can crash too. With
+    `count_file`, every execution appends its tool name as one line *before* answering
+    (read it with ``count_executions``); the file survives the crash.
+    """
+    if kind not in MCP_SERVER_KINDS:
+        raise ValueError(f"{kind!r} is not an MCPServer kind; choose from {MCP_SERVER_KINDS}")
+    if kind == "crash" and crash_after is None:
+        crash_after = 1
+    recorder = ExecutionRecorder(
+        count_file=count_file, crash_after=crash_after, exit_code=exit_code
+    )
+    server: MCPServer = MCPServer(f"fixture-{kind}", log_level="WARNING")
+
+    @server.tool(annotations=_READ_ONLY)
+    async def echo(text: str) -> str:
+        """Return `text` unchanged."""
+        recorder.record("echo")
+        return text
+
+    @server.tool()
+    async def add(a: int, b: int) -> int:
+        """Return a + b."""
+        recorder.record("add")
+        return a + b
+
+    @server.tool(annotations=_READ_ONLY)
+    async def count() -> int:
+        """Return how many tool executions this server process did (not counting `count`)."""
+        return recorder.executions
+
+    if kind == "slow":
+
+        @server.tool(annotations=_READ_ONLY)
+        async def sleep(seconds: float) -> str:
+            """Sleep `seconds`, then answer."""
+            await anyio.sleep(seconds)
+            recorder.record("sleep")
+            return f"slept {seconds}"
+
+    if kind == "changing":
+        _add_changing_tools(server, recorder)
+    return server
+
+
+def _add_changing_tools(server: MCPServer, recorder: ExecutionRecorder) -> None:
+    # Advertise tools.listChanged on the handshake too (2026-07-28 derives it from the
+    # served `subscriptions/listen`). The SDK only takes NotificationOptions as an argument
+    # of the low-level `create_initialization_options()` (its TODO L53), which every
+    # transport calls without arguments: bind the option on this server's instance.
+    lowlevel = server._lowlevel_server  # pyright: ignore[reportPrivateUsage]
+    notifications = NotificationOptions(tools_changed=True)
+    lowlevel.create_initialization_options = partial(  # type: ignore[method-assign]
+        lowlevel.create_initialization_options, notifications
+    )
+
+    async def announce(ctx: Context) -> None:
+        # Handshake era: a notification on the standalone channel (stdio: the pipe; HTTP:
+        # the GET stream). The SDK drops it silently on 2026-07-28 connections, where
+        # change notifications only travel on `subscriptions/listen` streams (the bus).
+        await ctx.request_context.session.send_tool_list_changed()
+        await ctx.notify_tools_changed()
+
+    @server.tool()
+    async def add_tool(name: str, ctx: Context) -> str:
+        """Register a tool called `name` and announce that the tool list changed."""
+
+        async def added() -> str:
+            recorder.record(name)
+            return name
+
+        server.add_tool(added, name=name, description=f"Added at run time by add_tool({name!r}).")
+        recorder.record("add_tool")
+        await announce(ctx)
+        return f"added {name}"
+
+    @server.tool()
+    async def remove_tool(name: str, ctx: Context) -> str:
+        """Remove the tool called `name` and announce that the tool list changed."""
+        server.remove_tool(name)
+        recorder.record("remove_tool")
+        await announce(ctx)
+        return f"removed {name}"

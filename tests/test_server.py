@@ -1,0 +1,249 @@
+"""Server actors against real fixture servers: lifecycle, restarts, health, cleanup."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from supervisor.actors import Backoff, open_tree
+from supervisor.events import Event
+from supervisor.server import (
+    CallMayHaveTakenEffect,
+    ManagedServer,
+    ServerStatus,
+    ServerUnavailable,
+)
+from supervisor.testing.servers import count_executions, stdio_params
+
+
+@attrs.define
+class Settings:
+    """The fields a server actor reads, as ``supervisor.config`` provides them."""
+
+    name: str
+    command: str
+    args: list[str]
+    type: str = "stdio"
+    env: dict[str, str] = attrs.Factory(dict)
+    cwd: str | None = None
+    inherit_env: bool = False
+    url: str | None = None
+    headers: dict[str, str] = attrs.Factory(dict)
+    lazy: bool = True
+    timeout: float = 30.0
+    init_timeout: float = 10.0
+    ping_interval: float = 300.0
+    restart_on_crash: bool = True
+    max_attempts: int = 5
+    backoff: Backoff = Backoff(initial=0.2, maximum=1.0)
+
+
+def settings(name: str, kind: str, **kw: object) -> Settings:
+    fixture = {
+        k: kw.pop(k)
+        for k in ("crash_after", "count_file", "stderr_line", "garbage", "exit_code")
+        if k in kw
+    }
+    command, args = stdio_params(kind, **fixture)  # type: ignore[arg-type]
+    return Settings(name=name, command=command, args=args, **kw)  # type: ignore[arg-type]
+
+
+class Recorder:
+    """Every event published, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    def kinds(self, server: str | None = None) -> list[str]:
+        return [
+            e.kind for e in self.events if server is None or getattr(e, "server", None) == server
+        ]
+
+
+def managed(config: Settings, recorder: Recorder) -> ManagedServer:
+    return ManagedServer(config, publish=recorder)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def wait_for(predicate, timeout: float = 20.0) -> None:  # noqa: ANN001
+    with trio.fail_after(timeout):
+        while not predicate():  # noqa: ASYNC110 - polling observable state with a deadline
+            await trio.sleep(0.01)
+
+
+async def test_stdio_server_connects_lazily_lists_and_calls() -> None:
+    """Nothing starts until first needed; then it connects, lists tools and calls one."""
+    rec = Recorder()
+    echo = managed(settings("echo", "echo"), rec)
+    async with open_tree([echo.spec]):
+        assert echo.status() is ServerStatus.IDLE and echo.health.pid is None
+        result = await echo.call_tool("echo", {"text": "hello"}, None)
+        assert result.content[0].text == "hello"
+        assert {t.name for t in await echo.list_tools()} >= {"echo", "add", "count"}
+        record = echo.record()
+        assert record.status == "connected" and record.tool_count == len(echo.tools)
+        assert record.calls_ok == 1 and record.pid == echo.health.pid
+    assert rec.kinds("echo")[:3] == ["mcp.connecting", "mcp.local.spawned", "mcp.connected"]
+    spawned = next(e for e in rec.events if e.kind == "mcp.local.spawned")
+    assert spawned.pid == record.pid
+    assert rec.kinds("echo")[-2:] == ["mcp.disconnected", "mcp.local.shutdown"]
+    assert not alive(record.pid)
+
+
+async def test_kill_9_then_the_next_call_succeeds() -> None:
+    """kill -9 mid-session: crashed, connecting, connected, and the next call is answered."""
+    rec = Recorder()
+    echo = managed(settings("echo", "echo", lazy=False), rec)
+    async with open_tree([echo.spec]):
+        await wait_for(lambda: echo.status() is ServerStatus.CONNECTED)
+        first_pid = echo.health.pid
+        assert first_pid is not None
+        rec.events.clear()
+        os.kill(first_pid, signal.SIGKILL)
+        # "Next" call: once the death is known. (A call racing the kill itself may have
+        # been written to the dying process's stdin: it fails as may-have-taken-effect.)
+        await wait_for(lambda: "mcp.local.crashed" in rec.kinds())
+        result = await echo.call_tool("echo", {"text": "after"}, None)
+        assert result.content[0].text == "after"
+        assert echo.health.pid != first_pid and echo.health.restarts == 1
+    kinds = rec.kinds("echo")
+    crashed = kinds.index("mcp.local.crashed")
+    connecting = kinds.index("mcp.connecting", crashed)
+    assert kinds.index("mcp.connected", connecting) > connecting
+    crash = next(e for e in rec.events if e.kind == "mcp.local.crashed")
+    assert crash.exit_code == -signal.SIGKILL
+    assert any("ready" in line for line in crash.stderr_tail)
+
+
+async def test_call_in_flight_at_a_crash_fails_and_is_not_resent(tmp_path) -> None:  # noqa: ANN001
+    """A call the server ran before dying fails as may-have-taken-effect; never re-sent."""
+    count = tmp_path / "count"
+    rec = Recorder()
+    crashy = managed(settings("crashy", "crash", crash_after=2, count_file=count), rec)
+    async with open_tree([crashy.spec]):
+        assert (await crashy.call_tool("echo", {"text": "one"}, None)).content[0].text == "one"
+        with pytest.raises(CallMayHaveTakenEffect, match="may have taken effect") as info:
+            await crashy.call_tool("echo", {"text": "two"}, None)
+        assert info.value.server == "crashy" and info.value.tool == "echo"
+        # The next call goes to a fresh process (which will crash on its own 2nd call).
+        assert (await crashy.call_tool("add", {"a": 1, "b": 2}, None)).content[0].text == "3"
+    assert count_executions(count) == {"echo": 2, "add": 1}
+
+
+async def test_calls_queued_during_a_restart_are_served() -> None:
+    """Calls made while the server waits out its backoff are answered after the restart."""
+    rec = Recorder()
+    echo = managed(settings("echo", "echo", lazy=False, backoff=Backoff(initial=0.5)), rec)
+    results: list[str] = []
+
+    async def call(i: int) -> None:
+        result = await echo.call_tool("echo", {"text": f"q{i}"}, None)
+        results.append(result.content[0].text)
+
+    async with open_tree([echo.spec]):
+        await wait_for(lambda: echo.status() is ServerStatus.CONNECTED)
+        os.kill(echo.health.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        await wait_for(lambda: echo.status() is ServerStatus.DISCONNECTED)
+        async with trio.open_nursery() as nursery:
+            for i in range(5):
+                nursery.start_soon(call, i)
+    assert sorted(results) == [f"q{i}" for i in range(5)]
+
+
+async def test_a_server_that_never_starts_fails_fast_after_its_attempts() -> None:
+    """exit-on-start: after max_attempts restarts the server is failed; calls fail fast."""
+    rec = Recorder()
+    broken = managed(
+        settings(
+            "jira",
+            "exit-on-start",
+            exit_code=3,
+            max_attempts=2,
+            lazy=False,
+            backoff=Backoff(initial=0.05),
+        ),
+        rec,
+    )
+    echo = managed(settings("echo", "echo"), rec)
+    async with open_tree([broken.spec, echo.spec]):
+        await wait_for(lambda: broken.status() is ServerStatus.FAILED)
+        with pytest.raises(ServerUnavailable) as info:
+            await broken.call_tool("echo", {"text": "x"}, None)
+        message = str(info.value)
+        assert "MCP server 'jira' is unavailable after 2 attempts; last error:" in message
+        assert "exited with code 3" in message
+        # Its sibling never noticed.
+        assert (await echo.call_tool("echo", {"text": "fine"}, None)).content[0].text == "fine"
+        assert echo.health.restarts == 0
+    errors = [e for e in rec.events if e.kind == "mcp.error" and e.server == "jira"]
+    assert [e.attempt for e in errors] == [1, 2, 3]
+    assert errors[-1].retry_in is None and errors[0].retry_in == pytest.approx(0.05)
+    assert "supervisor.child.gave_up" not in rec.kinds()  # that goes through the tree's hook
+
+
+async def test_initialize_never_answered_fails_within_init_timeout() -> None:
+    """A server that never answers the handshake fails with a timeout naming initTimeout."""
+    rec = Recorder()
+    hung = managed(settings("hung", "hang-init", init_timeout=1.0, max_attempts=0, lazy=False), rec)
+    async with open_tree([hung.spec]):
+        start = trio.current_time()
+        await wait_for(lambda: hung.status() is ServerStatus.FAILED)
+        assert trio.current_time() - start < 5
+        assert "did not complete the MCP handshake within 1.0 s (initTimeout)" in (
+            hung.health.last_error or ""
+        )
+
+
+async def test_garbage_on_stdout_is_a_clear_error_and_the_tree_survives() -> None:
+    """Non-JSON on stdout fails that server with an error saying so; others work on."""
+    rec = Recorder()
+    noisy = managed(settings("noisy", "garbage", max_attempts=0, lazy=False), rec)
+    echo = managed(settings("echo", "echo"), rec)
+    async with open_tree([noisy.spec, echo.spec]):
+        await wait_for(lambda: noisy.status() is ServerStatus.FAILED)
+        assert "wrote a line to stdout that is not a JSON-RPC message" in (
+            noisy.health.last_error or ""
+        )
+        assert "must log to stderr" in (noisy.health.last_error or "")
+        assert (await echo.call_tool("echo", {"text": "ok"}, None)).content[0].text == "ok"
+
+
+@pytest.mark.parametrize("how", ["normal", "exception", "cancelled"])
+async def test_no_process_is_left_behind(how: str) -> None:
+    """However the tree ends — normally, by an exception, by cancellation — no server lives."""
+    rec = Recorder()
+    servers = [managed(settings(f"s{i}", "echo", lazy=False), rec) for i in range(3)]
+
+    class Boom(Exception):
+        pass
+
+    pids: list[int] = []
+    with trio.move_on_after(30) as scope:
+        try:
+            async with open_tree([s.spec for s in servers]):
+                await wait_for(lambda: all(s.status() is ServerStatus.CONNECTED for s in servers))
+                pids = [s.health.pid for s in servers]  # type: ignore[misc]
+                if how == "exception":
+                    raise Boom
+                if how == "cancelled":
+                    scope.cancel()
+                    await trio.sleep_forever()
+        except Boom:
+            pass
+    assert len(pids) == 3
+    assert not any(alive(pid) for pid in pids)
