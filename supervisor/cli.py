@@ -30,6 +30,66 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return trio.run(run_demo, sys.stdout)
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    from .config import ConfigError, command_line, load_config, masked_url
+    from .log import redact
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        for error in exc.errors:
+            print(error, file=sys.stderr)
+        if args.json:
+            errors = [{"path": e.path, "message": e.message} for e in exc.errors]
+            json.dump({"ok": False, "path": args.config, "errors": errors}, sys.stdout)
+            sys.stdout.write("\n")
+        return EXIT_USAGE
+
+    # A server invalid only because of its environment fails the check, unless disabled.
+    failures = [e for s in config.servers.values() if not s.disabled for e in s.errors]
+    for server in config.servers.values():
+        for error in server.errors:
+            note = " (server is disabled)" if server.disabled else ""
+            print(f"{error}{note}", file=sys.stderr)
+    rows = []
+    for server in config.servers.values():
+        kind = "remote" if server.remote_fallback else server.type.value
+        target = redact(masked_url(server.url) if server.url else command_line(server))
+        rows.append((server, kind, target))
+    if args.json:
+        document = {
+            "ok": not failures,
+            "path": args.config,
+            "servers": [
+                {
+                    "name": server.name,
+                    "type": kind,
+                    "target": target,
+                    "disabled": server.disabled,
+                    "lazy": server.lazy,
+                    "prefix": server.prefix,
+                    "errors": [{"path": e.path, "message": e.message} for e in server.errors],
+                }
+                for server, kind, target in rows
+            ],
+            "errors": [{"path": e.path, "message": e.message} for e in failures],
+        }
+        json.dump(document, sys.stdout)
+        sys.stdout.write("\n")
+    elif not failures:
+        count = len(rows)
+        print(f"{args.config}: {count} server{'s' if count != 1 else ''}")
+        width = max((len(server.name) for server, _, _ in rows), default=0)
+        for server, kind, target in rows:
+            flags = "".join(
+                f"  ({flag})"
+                for flag, on in (("disabled", server.disabled), ("invalid", not server.valid))
+                if on
+            )
+            print(f"  {server.name:<{width}}  {kind:<6}  {target}{flags}")
+    return EXIT_USAGE if failures else EXIT_OK
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench import format_table, run_bench
 
@@ -68,6 +128,18 @@ def build_parser() -> argparse.ArgumentParser:
         "a give-up, printing what happens.",
     )
     demo.set_defaults(handler=_cmd_demo)
+
+    check = commands.add_parser(
+        "check",
+        parents=[verbosity],
+        help="validate a config file",
+        description="Load and validate a config file: exit 0 printing its servers, or 2 "
+        "listing every problem on stderr, one per line, each starting with its field path. "
+        "A server that needs an environment variable which is not set is a problem.",
+    )
+    check.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    check.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    check.set_defaults(handler=_cmd_check)
 
     bench = commands.add_parser(
         "bench",

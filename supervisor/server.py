@@ -362,7 +362,9 @@ class ManagedServer:
                     c.url, headers=c.headers, max_message_size=self.limits.max_message_bytes
                 )
             )
-        return _Remote(http_transport(c.url, headers=c.headers, timeout=c.timeout))
+        return _Remote(
+            http_transport(c.url, headers=c.headers, timeout=c.timeout), tracks_delivery=True
+        )
 
     def _stderr_line(self, line: str) -> None:
         self.stderr_tail.append(line)
@@ -436,8 +438,9 @@ class TransportLike(Protocol):
 class _Remote:
     """Adapts an SDK-style remote transport: its end is only seen through failed requests."""
 
-    def __init__(self, inner) -> None:  # noqa: ANN001 - any SDK transport
+    def __init__(self, inner, *, tracks_delivery: bool = False) -> None:  # noqa: ANN001
         self._inner = inner
+        self.tracks_delivery = tracks_delivery
         self.closed = trio.Event()
         self.failure: TransportError | None = None
 
@@ -516,7 +519,9 @@ class ServerActor(Actor):
             await self._requeue()  # the connection is known dead: don't send on it
         token = delivery.set(receipt)
         try:
-            result = await client.call_tool(message.tool, dict(message.arguments or {}))
+            # Until the request is out, a dying connection gives it back to the mailbox.
+            with before_effect(until=lambda: receipt.delivered is not False):
+                result = await client.call_tool(message.tool, dict(message.arguments or {}))
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED and receipt.delivered is False:
                 await self._requeue()  # it never reached the server

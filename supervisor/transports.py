@@ -391,6 +391,35 @@ class StdioTransport:
         return True
 
 
+class _ReceiptTransport(httpx2.AsyncBaseTransport):
+    """Marks the sender's :class:`Receipt` once a request got past connecting.
+
+    The SDK sends each request from a task that carries the sender's context, so the
+    receipt set around ``call_tool`` is visible here. A request that failed to connect
+    never reached the server; any other outcome may have.
+    """
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        receipt = delivery.get()
+        try:
+            response = await self._inner.handle_async_request(request)
+        except (httpx2.ConnectError, httpx2.ConnectTimeout):
+            raise
+        except BaseException:
+            if receipt is not None:
+                receipt.delivered = True
+            raise
+        if receipt is not None:
+            receipt.delivered = True
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 def http_client(
     headers: Mapping[str, str] | None = None,
     *,
@@ -398,11 +427,16 @@ def http_client(
     read_timeout: float = 300.0,
     auth: httpx2.Auth | None = None,
 ) -> httpx2.AsyncClient:
-    """The HTTP client a remote transport uses: headers, timeouts and auth in one place."""
+    """The HTTP client a remote transport uses: headers, timeouts and auth in one place.
+
+    It tracks delivery (see :class:`Receipt`): a request that could not even connect is
+    known not to have reached the server.
+    """
     return httpx2.AsyncClient(
         headers=dict(headers or {}),
         timeout=httpx2.Timeout(timeout, read=read_timeout),
         auth=auth,
+        transport=_ReceiptTransport(httpx2.AsyncHTTPTransport()),
     )
 
 

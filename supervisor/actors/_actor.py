@@ -20,20 +20,22 @@ _current: contextvars.ContextVar[Envelope | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def before_effect() -> Iterator[None]:
+def before_effect(until: Callable[[], bool] | None = None) -> Iterator[None]:
     """Mark the current request as not having taken effect while inside this block.
 
     Use it in a handler around work that cannot have affected anything yet — waiting
     for a connection, say. If the incarnation dies inside the block, the request is not
     failed with :class:`RequestAborted`: it goes back to the front of the mailbox and
-    the next incarnation serves it, within the caller's deadline. Outside any request
-    (a background task) it does nothing.
+    the next incarnation serves it, within the caller's deadline. With ``until``, the
+    block may take effect part-way: the request is given back only if ``until()`` is
+    still false when the incarnation dies (say, "the request was written out").
+    Outside any request (a background task) it does nothing.
     """
     env = _current.get()
     if env is None:
         yield
         return
-    env.requeue = True
+    env.requeue = True if until is None else until
     try:
         yield
     except trio.Cancelled:
@@ -151,7 +153,8 @@ class _Runner(Generic[A]):
             if isinstance(cause, trio.Cancelled):
                 cause = None
             for env in self._in_flight:
-                if env.requeue:
+                requeue = env.requeue
+                if requeue is True or (callable(requeue) and not requeue()):
                     self.address.requeue(env)
                 else:
                     env.fail(aborted(self.address.name, cause))

@@ -35,8 +35,9 @@ class Envelope:
     def __init__(self, message: object, deadline: float, wants_reply: bool) -> None:
         self.message = message
         self.deadline = deadline
-        #: set by the handler while nothing it did can have taken effect yet
-        self.requeue = False
+        #: true (or a predicate false) while nothing the handler did can have taken
+        #: effect yet: see ``before_effect``
+        self.requeue: bool | Callable[[], bool] = False
         self._event = trio.Event() if wants_reply else None
         self._state = _QUEUED
         self._value: object = None
