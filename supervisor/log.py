@@ -281,9 +281,8 @@ def configure_logging(
     """Configure structlog for the whole process.
 
     Only the first call has an effect; later calls return immediately unless
-    *force* is true. Loggers that have already logged keep the configuration
-    they were first used with (they cache it), so call this before anything
-    logs — *force* is meant for tests and for a CLI that reconfigures early.
+    *force* is true (for tests, and for a CLI that reconfigures). Every logger,
+    module-level ones included, follows the configuration in force when it logs.
 
     Args:
         level: The minimum level that is emitted: a name (``"debug"``,
@@ -336,7 +335,9 @@ def _configure(level: str | int, stream: TextIO, json: bool | None) -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(min_level),
         logger_factory=_NamedPrintLoggerFactory(stream),
-        cache_logger_on_first_use=True,
+        # Not cached: a reconfiguration (the CLI's, a test's) reaches every logger,
+        # including module-level ones that logged before it; logging is off the hot path.
+        cache_logger_on_first_use=False,
     )
 
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 import collections
 import enum
 import math
+import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Protocol
 
@@ -144,17 +145,18 @@ class ServerSettings(Protocol):
     name: str
     type: str
     command: str | None
-    args: list[str] | tuple[str, ...]
+    args: Sequence[str]
     env: Mapping[str, str]
-    cwd: str | None
+    cwd: str | os.PathLike[str] | None
     inherit_env: bool
     url: str | None
     headers: Mapping[str, str]
     lazy: bool
     timeout: float
     init_timeout: float
+    #: seconds between pings; 0 disables them
     ping_interval: float
-    restart_on_crash: bool
+    #: restarts tried in a row before the server is failed (0: fail at the first error)
     max_attempts: int
     backoff: Backoff
 
@@ -283,7 +285,7 @@ class ManagedServer:
             self.name,
             lambda: ServerActor(self),
             mailbox=MAILBOX,
-            restart=Restart.PERMANENT if config.restart_on_crash else Restart.TEMPORARY,
+            restart=Restart.PERMANENT,
             give_up=GiveUp.MARK_UNAVAILABLE,
             intensity=Intensity(max_restarts=config.max_attempts, within_seconds=math.inf),
             backoff=config.backoff,
@@ -317,7 +319,7 @@ class ManagedServer:
             next_retry = time.time() + max(0.0, next_restart_at - trio.current_time())
         return HealthRecord(
             server=self.name,
-            type=self.config.type,
+            type=str(self.config.type),
             status=self.status().value,
             connected_since=h.connected_since,
             last_ok=h.last_ok,
@@ -449,6 +451,23 @@ class _Remote:
 
     async def __aexit__(self, *exc: object) -> bool | None:
         return await self._inner.__aexit__(*exc)
+
+
+def _describe(error: BaseException) -> str:
+    """One line for an error, the one that matters inside exception groups."""
+    error = collapse(error)
+    extra = ""
+    if isinstance(error, BaseExceptionGroup):
+        leaves = [e for e in _leaves(error) if not isinstance(e, trio.Cancelled)] or [error]
+        error, extra = leaves[0], (f" (and {len(leaves) - 1} more)" if len(leaves) > 1 else "")
+    return (str(error) or type(error).__name__) + extra
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    found: list[BaseException] = []
+    for e in group.exceptions:
+        found.extend(_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])
+    return found
 
 
 async def _first(*waits: Callable[[], Awaitable[object]]) -> None:
@@ -706,8 +725,7 @@ class ServerActor(Actor):
     def _on_failed(self, transport: TransportLike, connected: bool, exc: BaseException) -> None:
         server = self.server
         health = server.health
-        error = transport.failure or exc
-        text = redact(str(error) or type(error).__name__)
+        text = redact(_describe(transport.failure or exc))
         health.status = ServerStatus.DISCONNECTED
         health.last_error = text
         health.error_count += 1
@@ -731,7 +749,7 @@ class ServerActor(Actor):
         server._up_since = None
         server.attempt += 1
         attempt = server.attempt
-        gives_up = attempt > server.config.max_attempts or not server.config.restart_on_crash
+        gives_up = attempt > server.config.max_attempts
         retry_in = None if gives_up else backoff_delay(server.config.backoff, attempt)
         if retry_in is not None:
             health.next_retry_at = time.time() + retry_in

@@ -392,11 +392,12 @@ class StdioTransport:
 
 
 class _ReceiptTransport(httpx2.AsyncBaseTransport):
-    """Marks the sender's :class:`Receipt` once a request got past connecting.
+    """Marks the sender's :class:`Receipt` when a request starts going out on the wire.
 
     The SDK sends each request from a task that carries the sender's context, so the
-    receipt set around ``call_tool`` is visible here. A request that failed to connect
-    never reached the server; any other outcome may have.
+    receipt set around ``call_tool`` is visible here. httpcore's trace events tell when
+    the request's headers start being written: before that (a refused connection, a
+    cancellation while connecting) the server cannot have seen it.
     """
 
     def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
@@ -404,17 +405,17 @@ class _ReceiptTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         receipt = delivery.get()
-        try:
-            response = await self._inner.handle_async_request(request)
-        except (httpx2.ConnectError, httpx2.ConnectTimeout):
-            raise
-        except BaseException:
-            if receipt is not None:
-                receipt.delivered = True
-            raise
         if receipt is not None:
-            receipt.delivered = True
-        return response
+            outer = request.extensions.get("trace")
+
+            async def trace(event: str, info: dict[str, object]) -> None:
+                if event.endswith("send_request_headers.started"):
+                    receipt.delivered = True
+                if outer is not None:
+                    await outer(event, info)
+
+            request.extensions["trace"] = trace
+        return await self._inner.handle_async_request(request)
 
     async def aclose(self) -> None:
         await self._inner.aclose()

@@ -38,7 +38,6 @@ class Settings:
     timeout: float = 30.0
     init_timeout: float = 10.0
     ping_interval: float = 300.0
-    restart_on_crash: bool = True
     max_attempts: int = 5
     backoff: Backoff = Backoff(initial=0.2, maximum=1.0)
 

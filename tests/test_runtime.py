@@ -1,0 +1,191 @@
+"""open_supervisor end to end: real servers over stdio, HTTP, SSE and WebSocket."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+
+import msgspec
+import pytest
+import structlog
+import trio
+
+from supervisor import log
+from supervisor.events import encode
+from supervisor.runtime import UnknownTool, open_supervisor
+from supervisor.server import ServerUnavailable, ToolCallTimeout
+from supervisor.testing.servers import make_server, start_http, stdio_params
+from supervisor.ws import serve_websocket
+
+
+def stdio(kind: str, **kw: object) -> dict[str, object]:
+    fixture = {k: kw.pop(k) for k in ("crash_after", "count_file", "stderr_line") if k in kw}
+    command, args = stdio_params(kind, **fixture)  # type: ignore[arg-type]
+    return {"command": command, "args": args, **kw}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def wait_status(sup, name: str, status: str, timeout: float = 20) -> None:  # noqa: ANN001
+    with trio.fail_after(timeout):
+        while sup.status()[name].status != status:  # noqa: ASYNC110 - state with a deadline
+            await trio.sleep(0.01)
+
+
+async def test_calls_go_to_the_right_server_by_merged_name() -> None:
+    """github_echo goes to github's echo; an unknown prefix is a clear error."""
+    config = {"mcpServers": {"github": stdio("echo"), "jira": stdio("echo", prefix="j")}}
+    async with open_supervisor(config) as sup:
+        assert (await sup.call("github_echo", {"text": "a"})).content[0].text == "a"
+        assert (await sup.call("j_add", {"a": 2, "b": 3})).content[0].text == "5"
+        with pytest.raises(UnknownTool, match="no tool named 'nope_echo'"):
+            await sup.call("nope_echo", {"text": "x"})
+        status = sup.status()
+        assert status["github"].status == "connected" and status["jira"].tool_count == 3
+
+
+async def test_missing_variable_fails_that_server_only() -> None:
+    """A missing ${VAR} fails its server, naming the variable and never a value."""
+    config = {
+        "mcpServers": {
+            "good": stdio("echo", env={"TOKEN": "${PRESENT_TOKEN}"}),
+            "bad": stdio("echo", env={"TOKEN": "${ABSENT_TOKEN}", "OTHER": "${PRESENT_TOKEN}"}),
+        }
+    }
+    from supervisor.config import load_config
+
+    cfg = load_config(config, environ={"PRESENT_TOKEN": "value-that-is-secret-123"})
+    async with open_supervisor(cfg) as sup:
+        assert (await sup.call("good_echo", {"text": "ok"})).content[0].text == "ok"
+        with pytest.raises(ServerUnavailable) as info:
+            await sup.call("bad_echo", {"text": "x"})
+        assert "ABSENT_TOKEN" in str(info.value)
+        assert "value-that-is-secret-123" not in str(info.value)
+        record = sup.status()["bad"]
+        assert record.status == "failed" and "ABSENT_TOKEN" in (record.last_error or "")
+
+
+async def test_http_server_restarted_on_the_same_port_recovers() -> None:
+    """Stop an HTTP server, start it again on the same port: calls meanwhile succeed."""
+    async with trio.open_nursery() as nursery:
+        web = await start_http(nursery, make_server("echo"))
+        config = {
+            "mcpServers": {
+                "web": {"url": web.url, "type": "http", "reconnect": {"initial": 0.1, "max": 0.2}}
+            }
+        }
+        async with open_supervisor(config) as sup:
+            assert (await sup.call("web_echo", {"text": "before"})).content[0].text == "before"
+            await web.stop()
+            results: list[str] = []
+
+            async def call(i: int) -> None:
+                result = await sup.call("web_echo", {"text": f"during{i}"}, timeout=20)
+                results.append(result.content[0].text)
+
+            async with trio.open_nursery() as calls:
+                for i in range(3):
+                    calls.start_soon(call, i)
+                await wait_status(sup, "web", "disconnected")
+                web = await start_http(nursery, make_server("echo"), port=web.port)
+            assert sorted(results) == ["during0", "during1", "during2"]
+            assert sup.status()["web"].status == "connected"
+        await web.stop()
+
+
+async def test_server_down_for_good_fails_after_its_attempts() -> None:
+    """Nothing listening: failed after the configured attempts, fast failures, siblings fine."""
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    config = {
+        "mcpServers": {
+            "gone": {"url": url, "type": "http", "lazy": False,
+                     "reconnect": {"maxAttempts": 2, "initial": 0.05, "max": 0.1}},
+            "echo": stdio("echo"),
+        }
+    }
+    async with open_supervisor(config) as sup:
+        await wait_status(sup, "gone", "failed")
+        with trio.fail_after(1):
+            with pytest.raises(ServerUnavailable, match="unavailable after 2 attempts"):
+                await sup.call("gone_echo", {"text": "x"})
+        assert (await sup.call("echo_echo", {"text": "y"})).content[0].text == "y"
+        assert sup.status()["echo"].restarts == 0
+
+
+async def test_one_timeout_does_not_disturb_fifty_in_flight() -> None:
+    """One call timing out on a connection leaves 50 others in flight on it untouched."""
+    config = {"mcpServers": {"slow": stdio("slow")}}
+    async with open_supervisor(config) as sup:
+        await sup.connect_all()
+        answers: list[str] = []
+
+        async def ok(i: int) -> None:
+            result = await sup.call("slow_sleep", {"seconds": 1.0}, timeout=30)
+            answers.append(result.content[0].text)
+
+        async with trio.open_nursery() as nursery:
+            for i in range(50):
+                nursery.start_soon(ok, i)
+            with pytest.raises(ToolCallTimeout, match="did not answer tool 'sleep' within 0.3 s"):
+                await sup.call("slow_sleep", {"seconds": 30}, timeout=0.3)
+        assert len(answers) == 50
+        assert sup.status()["slow"].restarts == 0
+
+
+@pytest.mark.parametrize("transport", ["sse", "ws"])
+async def test_sse_and_websocket_servers(transport: str) -> None:
+    """Legacy SSE and WebSocket servers connect, list and call like the others."""
+    async with trio.open_nursery() as nursery:
+        if transport == "sse":
+            server = await start_http(nursery, make_server("echo"), transport="sse")
+            url, stop = server.url, server.stop
+        else:
+            url = await nursery.start(serve_websocket, make_server("echo"))
+            stop = None
+        config = {"mcpServers": {"remote": {"url": url, "type": transport}}}
+        async with open_supervisor(config) as sup:
+            assert (await sup.call("remote_add", {"a": 1, "b": 1})).content[0].text == "2"
+            assert sup.status()["remote"].tool_count == 3
+        if stop is not None:
+            await stop()
+        nursery.cancel_scope.cancel()
+
+
+async def test_secrets_never_reach_logs_events_or_status() -> None:
+    """A secret from env or headers appears in no log line, event or status output."""
+    env_secret = "env-secret-0123456789abcdef"
+    header_secret = "header-secret-9876543210zyx"
+    stream = io.StringIO()
+    log.configure_logging(level="debug", stream=stream, json=True, force=True)
+    try:
+        async with trio.open_nursery() as nursery:
+            web = await start_http(nursery, make_server("echo"))
+            config = {
+                "mcpServers": {
+                    "local": stdio("echo", env={"API_TOKEN": env_secret},
+                                   stderr_line=f"starting with token {env_secret}"),
+                    "web": {"url": web.url, "type": "http",
+                            "headers": {"Authorization": f"Bearer {header_secret}"}},
+                }
+            }
+            async with open_supervisor(config) as sup, sup.subscribe("*") as events:
+                await sup.call("local_echo", {"text": "hi"})
+                await sup.call("web_echo", {"text": "hi"})
+                status = msgspec.json.encode(sup.status()).decode()
+                await sup.stop("local")
+                seen = b"".join(encode(e) for e in events.drain()).decode()
+            await web.stop()
+    finally:
+        structlog.reset_defaults()
+        log._configured = False
+        log._install_default()
+    logs = stream.getvalue()
+    assert "starting with token ***" in logs  # the stderr line was logged, redacted
+    for text in (logs, status, seen):
+        assert env_secret not in text and header_secret not in text
+    json.loads(status)
