@@ -2,6 +2,9 @@
 
 This is the public façade; everything here is re-exported from a focused module:
 
+- :func:`open_supervisor` / :func:`load_config` — run configured MCP servers
+  (:mod:`supervisor.runtime`, :mod:`supervisor.config`, :mod:`supervisor.server`);
+- :mod:`supervisor.errors` — every error, under :class:`SupervisorError`;
 - :mod:`supervisor.actors` — the generic actor runtime and OTP supervision tree;
 - :mod:`supervisor.events` — the event catalog; :mod:`supervisor.bus` — the event bus;
 - :mod:`supervisor.log` — structlog configuration and secret redaction.
@@ -20,10 +23,22 @@ from .actors import SupervisorError as SupervisorError
 from .actors import SupervisorGaveUp as SupervisorGaveUp
 from .bus import Bus as Bus
 from .bus import Subscription as Subscription
+from .config import Config as Config
+from .config import ServerConfig as ServerConfig
+from .config import load_config as load_config
+from .errors import CallMayHaveTakenEffect as CallMayHaveTakenEffect
+from .errors import ConfigError as ConfigError
+from .errors import ServerError as ServerError
+from .errors import ServerUnavailable as ServerUnavailable
+from .errors import ToolCallTimeout as ToolCallTimeout
+from .errors import UnknownTool as UnknownTool
 from .events import Event as Event
 from .log import configure_logging as configure_logging
 from .log import get_logger as get_logger
 from .log import register_secret as register_secret
+from .runtime import SupervisorHandle as SupervisorHandle
+from .runtime import open_supervisor as open_supervisor
+from .server import HealthRecord as HealthRecord
 
 try:
     __version__ = version("mcp-supervisor")
@@ -35,14 +50,26 @@ __all__ = [
     "ActorStopped",
     "ActorUnavailable",
     "Bus",
+    "CallMayHaveTakenEffect",
     "CallTimeout",
+    "Config",
+    "ConfigError",
     "Event",
+    "HealthRecord",
     "RequestAborted",
+    "ServerConfig",
+    "ServerError",
+    "ServerUnavailable",
     "Subscription",
     "SupervisorError",
     "SupervisorGaveUp",
+    "SupervisorHandle",
+    "ToolCallTimeout",
+    "UnknownTool",
     "__version__",
     "configure_logging",
     "get_logger",
+    "load_config",
+    "open_supervisor",
     "register_secret",
 ]

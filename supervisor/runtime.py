@@ -27,18 +27,11 @@ from .actors import AddressState, SupervisorError, open_tree
 from .actors._tree import Supervisor
 from .bus import Bus, Subscription
 from .config import Config, load_config
+from .errors import UnknownServer, UnknownTool
 from .log import get_logger
 from .server import HealthRecord, Limits, ManagedServer
 
 log = get_logger("supervisor.runtime")
-
-
-class UnknownTool(SupervisorError, LookupError):
-    """No configured server offers a tool of that name."""
-
-
-class UnknownServer(SupervisorError, LookupError):
-    """No configured server has that name."""
 
 
 class SupervisorHandle:

@@ -281,6 +281,8 @@ class ManagedServer:
         # (reset only after a connection that stayed up ``backoff.stable_after``).
         self.attempt = 0
         self._up_since: float | None = None
+        # A `type: remote` server that turned out to speak only legacy SSE.
+        self.use_sse = False
         self.spec: ChildSpec = actor_spec(
             self.name,
             lambda: ServerActor(self),
@@ -364,9 +366,13 @@ class ManagedServer:
                     c.url, headers=c.headers, max_message_size=self.limits.max_message_bytes
                 )
             )
-        return _Remote(
-            http_transport(c.url, headers=c.headers, timeout=c.timeout), tracks_delivery=True
+        if self.use_sse:
+            return _Remote(sse_transport(c.url, headers=c.headers, timeout=c.timeout))
+        remote = _Remote(None, tracks_delivery=True)
+        remote._inner = http_transport(
+            c.url, headers=c.headers, timeout=c.timeout, on_status=remote.saw_status
         )
+        return remote
 
     def _stderr_line(self, line: str) -> None:
         self.stderr_tail.append(line)
@@ -444,6 +450,12 @@ class _Remote:
         self._inner = inner
         self.tracks_delivery = tracks_delivery
         self.closed = trio.Event()
+        #: HTTP status of the first response, for the legacy-SSE fallback
+        self.first_status: int | None = None
+
+    def saw_status(self, status: int) -> None:
+        if self.first_status is None:
+            self.first_status = status
         self.failure: TransportError | None = None
 
     async def __aenter__(self) -> TransportStreams:
@@ -451,6 +463,18 @@ class _Remote:
 
     async def __aexit__(self, *exc: object) -> bool | None:
         return await self._inner.__aexit__(*exc)
+
+
+def _session_expired(error: MCPError) -> bool:
+    """The server does not know our (legacy Streamable HTTP) session: it restarted.
+
+    The SDK reports the server's 404 as its JSON-RPC error body, or as "Session
+    terminated" when the 404 has none; either way the request was not processed.
+    """
+    return error.code == types.INVALID_REQUEST and error.message in (
+        "Session not found",
+        "Session terminated",
+    )
 
 
 def _describe(error: BaseException) -> str:
@@ -498,6 +522,7 @@ class ServerActor(Actor):
         self._wanted = trio.Event()
         self._ready = trio.Event()
         self._lost = trio.Event()  # a request found the connection closed
+        self._renew = trio.Event()  # a request found its session forgotten by the server
         self.transport: TransportLike | None = None
 
     async def init(self) -> None:
@@ -509,11 +534,14 @@ class ServerActor(Actor):
             self._wanted.set()
         self.nursery.start_soon(self._connection)
 
-    async def _connected(self) -> Client:
+    async def _connected(self, not_this: Client | None = None) -> Client:
         self._wanted.set()
-        await self._ready.wait()
-        assert self.client is not None
-        return self.client
+        while True:
+            await self._ready.wait()
+            client = self.client
+            if client is not None and client is not not_this:
+                return client
+            await trio.lowlevel.checkpoint()  # a session is being renewed: wait for it
 
     # -- requests ----------------------------------------------------------------------
 
@@ -540,7 +568,15 @@ class ServerActor(Actor):
         try:
             # Until the request is out, a dying connection gives it back to the mailbox.
             with before_effect(until=lambda: receipt.delivered is not False):
-                result = await client.call_tool(message.tool, dict(message.arguments or {}))
+                try:
+                    result = await client.call_tool(message.tool, dict(message.arguments or {}))
+                except MCPError as exc:
+                    if not _session_expired(exc):
+                        raise
+                    # The server rejected it unseen: renew the session, send it once more.
+                    with before_effect():
+                        client = await self._new_session(client)
+                    result = await client.call_tool(message.tool, dict(message.arguments or {}))
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED and receipt.delivered is False:
                 await self._requeue()  # it never reached the server
@@ -584,6 +620,19 @@ class ServerActor(Actor):
 
     async def _connection(self) -> None:
         await self._wanted.wait()
+        # One session after another: a server that forgot our session (it restarted
+        # behind the same URL) gets a new one within this incarnation, and a `remote`
+        # server that refuses Streamable HTTP is tried again over legacy SSE.
+        while (why := await self._session()) is not None:
+            if why == "session expired":
+                self.server.emit(
+                    events.Disconnected(server=self.server.name, reason=why, was_clean=False)
+                )
+            else:
+                log.info(why, server=self.server.name)
+
+    async def _session(self) -> str | None:
+        """Connect and serve one session; why it must be started over, else it raises."""
         server = self.server
         health = server.health
         config = server.config
@@ -610,28 +659,58 @@ class ServerActor(Actor):
                         async with trio.open_nursery() as watchers:
                             if config.ping_interval and config.ping_interval > 0:
                                 watchers.start_soon(self._ping, client)
-                            await _first(transport.closed.wait, self._lost.wait)
-                            raise transport.failure or TransportError(
-                                f"the connection to MCP server {server.name!r} closed"
-                            )
-                except MCPError as exc:
+                            await _first(transport.closed.wait, self._lost.wait, self._renew.wait)
+                            watchers.cancel_scope.cancel()
+                        if not (transport.closed.is_set() or self._lost.is_set()):
+                            self._renew = trio.Event()
+                            self._ready = trio.Event()
+                            self.client = None
+                            return "session expired"  # leaving the client ends the session
+                        raise transport.failure or TransportError(
+                            f"the connection to MCP server {server.name!r} closed"
+                        )
+                except Exception as exc:  # the SDK wraps its errors in exception groups
+                    error = collapse(exc)
+                    if not isinstance(error, MCPError):
+                        raise
+                    if self._falls_back(transport, connected):
+                        return "Streamable HTTP refused (HTTP 4xx): falling back to legacy SSE"
                     raise transport.failure or ServerRequestError(
-                        f"MCP server {server.name!r} failed the handshake: {exc.message}",
+                        f"MCP server {server.name!r} failed the handshake: {error.message}",
                         server=server.name,
-                        code=exc.code,
-                    ) from exc
+                        code=error.code,
+                    ) from error
             if handshake.cancelled_caught:
                 raise transport.failure or ConnectTimeout(
                     f"MCP server {server.name!r} did not complete the MCP handshake within "
                     f"{config.init_timeout} s (initTimeout)",
                     server=server.name,
                 )
+            raise AssertionError("unreachable")  # pragma: no cover
         except BaseException as exc:
             if self.stopping or isinstance(collapse(exc), trio.Cancelled):
                 self._on_stopped(transport, connected)
             else:
                 self._on_failed(transport, connected, exc)
             raise
+
+    def _falls_back(self, transport: TransportLike, connected: bool) -> bool:
+        """A ``type: remote`` server answered the first POST with a 4xx: per the MCP
+        spec's backwards compatibility, try it as a legacy SSE server (and keep to it)."""
+        status = getattr(transport, "first_status", None)
+        config = self.server.config
+        if connected or self.server.use_sse or not getattr(config, "remote_fallback", False):
+            return False
+        if status is None or not 400 <= status < 500:
+            return False
+        self.server.use_sse = True
+        return True
+
+    async def _new_session(self, expired: Client) -> Client:
+        """The server forgot ``expired``'s session: get (or wait for) a new one."""
+        if self.client is expired:
+            self._renew.set()
+        return await self._connected(not_this=expired)
 
     @asynccontextmanager
     async def _client(self, transport: TransportLike) -> AsyncIterator[Client]:

@@ -22,7 +22,7 @@ import math
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from types import TracebackType
 
@@ -427,17 +427,26 @@ def http_client(
     timeout: float = 30.0,
     read_timeout: float = 300.0,
     auth: httpx2.Auth | None = None,
+    on_status: Callable[[int], None] | None = None,
 ) -> httpx2.AsyncClient:
     """The HTTP client a remote transport uses: headers, timeouts and auth in one place.
 
     It tracks delivery (see :class:`Receipt`): a request that could not even connect is
-    known not to have reached the server.
+    known not to have reached the server. ``on_status`` sees every response's status.
     """
+    hooks: dict[str, list[Callable[[httpx2.Response], Awaitable[None]]]] = {}
+    if on_status is not None:
+
+        async def record(response: httpx2.Response) -> None:
+            on_status(response.status_code)
+
+        hooks["response"] = [record]
     return httpx2.AsyncClient(
         headers=dict(headers or {}),
         timeout=httpx2.Timeout(timeout, read=read_timeout),
         auth=auth,
         transport=_ReceiptTransport(httpx2.AsyncHTTPTransport()),
+        event_hooks=hooks,
     )
 
 
@@ -449,9 +458,12 @@ async def http_transport(
     timeout: float = 30.0,
     read_timeout: float = 300.0,
     auth: httpx2.Auth | None = None,
+    on_status: Callable[[int], None] | None = None,
 ) -> AsyncIterator[TransportStreams]:
     """The SDK's Streamable HTTP client transport, with our headers and timeouts."""
-    client = http_client(headers, timeout=timeout, read_timeout=read_timeout, auth=auth)
+    client = http_client(
+        headers, timeout=timeout, read_timeout=read_timeout, auth=auth, on_status=on_status
+    )
     async with client, streamable_http_client(url, http_client=client) as streams:
         yield streams
 

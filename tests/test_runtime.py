@@ -189,3 +189,38 @@ async def test_secrets_never_reach_logs_events_or_status() -> None:
     for text in (logs, status, seen):
         assert env_secret not in text and header_secret not in text
     json.loads(status)
+
+
+async def test_a_forgotten_session_is_renewed_transparently() -> None:
+    """Legacy Streamable HTTP: a server restarted behind the same URL no longer knows our
+    session id; the next call gets a new session and succeeds, without a restart."""
+    async with trio.open_nursery() as nursery:
+        web = await start_http(nursery, make_server("echo"))
+        config = {"mcpServers": {"web": {"url": web.url, "type": "http"}}}
+        async with open_supervisor(config, mode="legacy") as sup, sup.subscribe("mcp.*") as ev:
+            assert (await sup.call("web_echo", {"text": "one"})).content[0].text == "one"
+            await web.stop()
+            web = await start_http(nursery, make_server("echo"), port=web.port)
+            assert (await sup.call("web_echo", {"text": "two"})).content[0].text == "two"
+            record = sup.status()["web"]
+            assert record.restarts == 0 and record.status == "connected"
+            kinds = [(e.kind, getattr(e, "reason", None)) for e in ev.drain()]
+            assert ("mcp.disconnected", "session expired") in kinds
+            assert kinds[-1][0] == "mcp.connected"
+        await web.stop()
+
+
+async def test_remote_server_falls_back_to_legacy_sse() -> None:
+    """A `remote` URL whose first POST gets a 4xx is retried as a legacy SSE server."""
+    async with trio.open_nursery() as nursery:
+        sse = await start_http(nursery, make_server("echo"), transport="sse")
+        for entry in ({"url": sse.url}, {"url": sse.url, "type": "remote"}):
+            async with open_supervisor({"mcpServers": {"old": entry}}) as sup:
+                assert (await sup.call("old_echo", {"text": "hi"})).content[0].text == "hi"
+                assert sup.status()["old"].restarts == 0
+        # An explicit http type never falls back: the 4xx is the error.
+        explicit = {"url": sse.url, "type": "http", "reconnect": False}
+        async with open_supervisor({"mcpServers": {"new": explicit}}) as sup:
+            with pytest.raises(ServerUnavailable):
+                await sup.call("new_echo", {"text": "hi"})
+        await sse.stop()

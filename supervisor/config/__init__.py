@@ -1,0 +1,74 @@
+"""Config: one JSON file (or mapping) describing the MCP servers and the supervisor (DESIGN §6).
+
+:func:`load_config` reads the file, validates every field in one pass, expands ``${VAR}``
+references and returns a frozen :class:`Config`. The formats other tools write are read as
+they are, detected by their top-level key:
+
+- ``mcpServers`` — Claude Code (``.mcp.json``), Cursor (``.cursor/mcp.json``), Claude
+  Desktop and most clients;
+- ``mcp`` — OpenCode (``opencode.json``): ``type: local|remote``, ``command`` as an array,
+  ``environment``, ``enabled``, ``timeout`` in milliseconds; also the nested
+  ``mcp.servers`` form (OpenCode v2, VS Code ``settings.json``);
+- ``servers`` — VS Code (``.vscode/mcp.json``), whose top-level ``inputs`` are ignored;
+
+plus our own ``supervisor`` section. Several server sections in one file are merged; a
+name defined twice is an error naming both places.
+
+Two kinds of problem are told apart:
+
+- **structural** ones (unknown fields, wrong types, bad values, malformed ``${...}``) make
+  :func:`load_config` raise :class:`~supervisor.errors.ConfigError` listing all of them;
+- **environmental** ones (an environment variable that is not set, a VS Code
+  ``${input:...}``, an ``envFile`` that cannot be read, a URL that only turns bad once
+  expanded) make *that server* invalid: it is still in :attr:`Config.servers`, with
+  :attr:`ServerConfig.errors` saying why, and the other servers are unaffected.
+
+No error message ever contains the value of a variable, an ``env`` entry or a header.
+Values that look secret are registered with :func:`supervisor.log.register_secret`, so logs
+never show them, and ``repr()`` of a config masks them (see :meth:`Config.secrets`).
+
+docs/config.md describes every field.
+
+This package is a façade over focused private modules:
+
+- ``_model`` — the frozen values: :class:`Config`, :class:`ServerConfig`, :class:`Settings`,
+  :class:`Limits`, :class:`AuthConfig`, :class:`ServerType`;
+- ``_load`` — :func:`load_config`: reading the file (size limit, JSONC), the two phases;
+- ``_formats`` — the top level: which client format, where the servers are;
+- ``_server`` — one server entry, field by field, before expansion;
+- ``_auth`` — a server's ``auth`` (``oauth``) object;
+- ``_settings`` — the ``supervisor`` section and backoff fields;
+- ``_validate`` — single-field checks, error collection, field paths;
+- ``_expand`` — ``${VAR}`` expansion, ``envFile`` files, the final :class:`ServerConfig`;
+- ``_secrets`` — what counts as secret, and masked display (:func:`masked_url`,
+  :func:`command_line`).
+"""
+
+from __future__ import annotations
+
+from ..errors import ConfigError as ConfigError
+from ..errors import FieldError as FieldError
+from ._load import load_config as load_config
+from ._model import DEFAULT_MAX_CONFIG_BYTES as DEFAULT_MAX_CONFIG_BYTES
+from ._model import AuthConfig as AuthConfig
+from ._model import Config as Config
+from ._model import Limits as Limits
+from ._model import ServerConfig as ServerConfig
+from ._model import ServerType as ServerType
+from ._model import Settings as Settings
+from ._model import ToolPolicy as ToolPolicy
+from ._secrets import command_line as command_line
+from ._secrets import masked_url as masked_url
+
+__all__ = [
+    "DEFAULT_MAX_CONFIG_BYTES",
+    "AuthConfig",
+    "Config",
+    "ConfigError",
+    "FieldError",
+    "Limits",
+    "ServerConfig",
+    "ServerType",
+    "Settings",
+    "load_config",
+]

@@ -1,0 +1,115 @@
+"""A remote server's ``auth`` object (``oauth`` as Claude Code and OpenCode spell it).
+
+Its field names are the union of what the clients write (``clientId``, Cursor's
+``CLIENT_ID``, OpenCode v2's ``client_id``, ``scope`` or ``scopes``); two spellings of
+one field in the same object are an error. ``${...}`` is not expanded here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from ._model import AuthConfig
+from ._validate import _Bad, _choice, _Errors, _fields, _int, _join, _nonempty, _object, _str, _want
+
+_GRANTS = ("authorization_code", "client_credentials")
+_AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def _scopes(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(value.split())
+    _want(value, list | tuple, "a string or an array of strings")
+    assert isinstance(value, list | tuple)
+    for item in value:
+        if not isinstance(item, str) or not item or any(c.isspace() for c in item):
+            raise _Bad("must be scopes without spaces")
+    return tuple(value)
+
+
+def _loopback_http(value: object) -> str:
+    url = _str(value)
+    parts = urlsplit(url)
+    if parts.scheme != "http" or parts.hostname not in _LOOPBACK_HOSTS:
+        raise _Bad("must be an http:// URL on a loopback host (127.0.0.1, localhost or [::1])")
+    try:
+        parts.port  # noqa: B018 - validates the port
+    except ValueError:
+        raise _Bad("has an invalid port") from None
+    return url
+
+
+def _metadata_url(value: object) -> str:
+    url = _str(value)
+    parts = urlsplit(url)
+    loopback = parts.hostname in _LOOPBACK_HOSTS
+    if not parts.hostname or not (parts.scheme == "https" or (parts.scheme == "http" and loopback)):
+        raise _Bad("must be an https:// URL")
+    return url
+
+
+def _port(value: object) -> int:
+    port = _int(value, minimum=1)
+    if port > 65535:
+        raise _Bad("must be a port number, 1-65535")
+    return port
+
+
+_AUTH_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
+    "grant": ("grant", lambda v: _choice(v, _GRANTS)),
+    "clientId": ("client_id", _nonempty),
+    "CLIENT_ID": ("client_id", _nonempty),  # Cursor
+    "client_id": ("client_id", _nonempty),  # OpenCode v2
+    "clientSecret": ("client_secret", _nonempty),
+    "CLIENT_SECRET": ("client_secret", _nonempty),
+    "client_secret": ("client_secret", _nonempty),
+    "scopes": ("scopes", _scopes),
+    "scope": ("scopes", _scopes),  # OpenCode
+    "redirectUri": ("redirect_uri", _loopback_http),
+    "callbackPort": ("callback_port", _port),
+    "tokenEndpointAuthMethod": (
+        "token_endpoint_auth_method",
+        lambda v: _choice(v, _AUTH_METHODS),
+    ),
+    "authServerMetadataUrl": ("auth_server_metadata_url", _metadata_url),
+    "clientName": ("client_name", _nonempty),
+}
+
+
+def _parse_auth(errors: _Errors, value: object, path: str) -> AuthConfig | None:
+    if isinstance(value, bool):
+        return AuthConfig(enabled=value)
+    mapping = _object(value, "true, false or an object")
+    got: dict[str, object] = {}
+    given: dict[str, str] = {}
+    for key, item, p in _fields(errors, mapping, path):
+        spec = _AUTH_KEYS.get(key)
+        if spec is None:
+            errors.add(p, "unknown field")
+            continue
+        attribute, parse = spec
+        if attribute in given:
+            errors.add(p, f'duplicates "{given[attribute]}"; set only one of them')
+            continue
+        given[attribute] = key
+        if isinstance(item, str) and ("${" in item or "{env:" in item):
+            errors.add(
+                p,
+                "${...} is not expanded here (only in command, args, env, envFile, cwd, url "
+                "and headers)",
+            )
+            continue
+        try:
+            got[attribute] = parse(item)
+        except _Bad as exc:
+            errors.add(p, str(exc))
+    auth = AuthConfig(**got)  # type: ignore[arg-type]
+    if auth.grant == "client_credentials" and not (auth.client_id and auth.client_secret):
+        errors.add(path, "the client_credentials grant needs clientId and clientSecret")
+    if auth.redirect_uri and auth.callback_port:
+        port = urlsplit(auth.redirect_uri).port
+        if port is not None and port != auth.callback_port:
+            errors.add(_join(path, given["callback_port"]), "does not match redirectUri's port")
+    return auth

@@ -1,0 +1,265 @@
+"""Expansion: ``${VAR}`` references, ``envFile`` files, and a validated server made final.
+
+Templates are the strings of ``command``, ``args``, ``env``, ``envFile``, ``cwd``, ``url``
+and ``headers``; in them ``${NAME}``, ``${NAME:-default}``, ``${env:NAME}``, the built-ins
+``${PROJECT_ROOT}``, ``${workspaceFolder}`` and ``${userHome}``, and (in OpenCode's ``mcp``
+section) ``{env:NAME}`` are replaced; ``$${`` is a literal ``${``. A malformed reference is
+a structural error (:func:`_parse_template` raises); a variable that is not set is an
+environmental one: :func:`_build_server` records it in :attr:`ServerConfig.errors` and
+leaves that field unexpanded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from ..errors import FieldError
+from ._model import ServerConfig, Settings
+from ._validate import _Bad, _join, _url_problem
+
+if TYPE_CHECKING:
+    from ._server import _Draft
+
+_REFERENCE = re.compile(r"\$\$\{|\$\{([^{}]*)\}|\$\{")
+#: OpenCode's own syntax, read in the ``mcp`` section: ``{env:NAME}`` (and ``{file:...}``).
+_OPENCODE_REFERENCE = re.compile(r"\$\$\{|\$\{([^{}]*)\}|\$\{|\{env:([^{}]*)\}|\{file:[^{}]*\}")
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_BUILTINS = ("PROJECT_ROOT", "workspaceFolder", "userHome")
+
+
+class _Var(msgspec.Struct, frozen=True):
+    name: str
+    default: str | None = None
+    builtin: bool = False
+    input: bool = False
+
+
+def _parse_template(template: str, opencode: bool = False) -> list[str | _Var]:
+    """Split a template into literal text and variable references; ``_Bad`` if malformed.
+
+    ``opencode`` also reads OpenCode's ``{env:NAME}``.
+    """
+    parts: list[str | _Var] = []
+    end = 0
+    for m in (_OPENCODE_REFERENCE if opencode else _REFERENCE).finditer(template):
+        parts.append(template[end : m.start()])
+        end = m.end()
+        if m.group() == "$${":
+            parts.append("${")
+            continue
+        if m.group().startswith("{file:"):
+            raise _Bad("OpenCode's {file:...} is not supported; use ${NAME} instead")
+        if m.group().startswith("{env:"):
+            parts.append(_parse_reference("env:" + m.group(2)))
+            continue
+        inner = m.group(1)
+        if inner is None:
+            raise _Bad("unterminated or nested ${...}; write $${ for a literal ${")
+        parts.append(_parse_reference(inner))
+    parts.append(template[end:])
+    return [p for p in parts if p != ""]
+
+
+def _parse_reference(inner: str) -> _Var:
+    if inner.startswith("input:"):
+        return _Var(inner[len("input:") :], input=True)
+    namespaced = inner.startswith("env:")
+    if namespaced:
+        inner = inner[len("env:") :]
+    name, sep, default = inner.partition(":-")
+    if not _VARIABLE.match(name):
+        raise _Bad(
+            "unsupported ${...}: use ${NAME}, ${NAME:-default}, ${env:NAME}, "
+            "${PROJECT_ROOT}, ${workspaceFolder} or ${userHome}"
+        )
+    builtin = not namespaced and name in _BUILTINS
+    return _Var(name, default if sep else None, builtin=builtin)
+
+
+def _is_literal(template: str, opencode: bool) -> bool:
+    """Whether a (well-formed) template contains no variable references."""
+    try:
+        return all(isinstance(part, str) for part in _parse_template(template, opencode))
+    except _Bad:
+        return False
+
+
+class _Expander:
+    def __init__(self, environ: Mapping[str, str], root: Path, workspace: Path) -> None:
+        self.environ = environ
+        self.builtins = {
+            "PROJECT_ROOT": str(root),
+            "workspaceFolder": str(workspace),
+            "userHome": str(Path.home()),
+        }
+
+    def expand(
+        self, template: str, path: str, problems: list[FieldError], opencode: bool = False
+    ) -> str:
+        """``template`` expanded; on a missing variable, a problem is recorded and the
+        template is returned unexpanded."""
+        out: list[str] = []
+        ok = True
+        for part in _parse_template(template, opencode):
+            if isinstance(part, str):
+                out.append(part)
+            elif part.input:
+                problems.append(
+                    FieldError(
+                        path,
+                        f"VS Code input variable ${{input:{part.name}}} is not supported "
+                        "(it is prompted for interactively); set an environment variable "
+                        "and write ${NAME} instead",
+                    )
+                )
+                ok = False
+            elif part.builtin:
+                out.append(self.builtins[part.name])
+            else:
+                value = self.environ.get(part.name)
+                if not value and part.default is not None:
+                    value = part.default
+                if value is None:
+                    problems.append(
+                        FieldError(path, f"environment variable {part.name} is not set")
+                    )
+                    ok = False
+                else:
+                    out.append(value)
+        return "".join(out) if ok else template
+
+
+def _read_env_file(
+    path: Path, field: str, limit: int, problems: list[FieldError]
+) -> dict[str, str]:
+    """Parse a dotenv file: ``KEY=VALUE`` lines, ``export``, quotes, ``#`` comments.
+
+    Values are taken literally (no ``${...}`` expansion inside the file).
+    """
+    try:
+        with path.open("rb") as f:
+            data = f.read(limit + 1)
+    except FileNotFoundError:
+        problems.append(FieldError(field, "env file not found"))
+        return {}
+    except OSError as exc:
+        problems.append(FieldError(field, f"cannot read env file: {exc.strerror or exc}"))
+        return {}
+    if len(data) > limit:
+        problems.append(FieldError(field, f"env file is larger than {limit} bytes"))
+        return {}
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        problems.append(FieldError(field, "env file is not UTF-8 text"))
+        return {}
+    env: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not _VARIABLE.match(key):
+            problems.append(FieldError(field, f"env file line {number}: expected NAME=VALUE"))
+            continue
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            quote, value = value[0], value[1:-1]
+            if quote == '"':
+                value = value.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+        else:
+            value = re.sub(r"\s+#.*\Z", "", value)
+        env[key] = value
+    return env
+
+
+def _workspace_folder(path: Path | None, root: Path) -> Path:
+    """``${workspaceFolder}``: the project root, or its parent for ``.vscode/``, ``.cursor/``."""
+    if path is not None and root == path.parent and root.name in (".vscode", ".cursor"):
+        return root.parent
+    return root
+
+
+def _build_server(
+    draft: _Draft, settings: Settings, expander: _Expander, base: Path, limit: int
+) -> ServerConfig:
+    """The final :class:`ServerConfig` of a structurally valid server: templates expanded,
+    the ``envFile`` read, paths resolved against ``base``, defaults from ``settings``."""
+    v = draft.values
+    problems: list[FieldError] = []
+
+    def expand(attribute: str) -> list[str]:
+        opencode = draft.style == "mcp"
+        return [expander.expand(t, p, problems, opencode) for p, t in draft.templates(attribute)]
+
+    def expanded(attribute: str) -> str | None:
+        """The one string of a field, or ``None`` if absent or not expandable."""
+        if attribute not in v:
+            return None
+        before = len(problems)
+        (text,) = expand(attribute)
+        return text if len(problems) == before else None
+
+    command_words = expand("command")
+    args = tuple(command_words[1:] + expand("args"))
+    env: dict[str, str] = {}
+    env_file = expanded("env_file")
+    if env_file is not None:
+        env_file_path = draft.key_path("env_file")
+        env.update(_read_env_file(base / env_file, env_file_path, limit, problems))
+    env.update(zip(_keys(v.get("env")), expand("env"), strict=True))
+    headers = dict(zip(_keys(v.get("headers")), expand("headers"), strict=True))
+    for name, value in headers.items():
+        if any(c in value for c in "\r\n\x00"):
+            problem = "header value contains a line break or NUL"
+            problems.append(FieldError(_join(draft.key_path("headers"), name), problem))
+    cwd = expanded("cwd")
+    if cwd is None and "cwd" in v:
+        cwd = str(v["cwd"])  # not expandable: keep the template
+    url = expanded("url")
+    if url is not None:
+        problem = _url_problem(url, draft.type)
+        if problem:
+            problems.append(FieldError(draft.key_path("url"), problem))
+    elif "url" in v:
+        url = str(v["url"])
+
+    return ServerConfig(
+        name=draft.name,
+        path=draft.path,
+        type=draft.type,
+        remote_fallback=draft.remote_fallback,
+        command=command_words[0] if command_words else None,
+        args=args,
+        env=MappingProxyType(env),
+        cwd=None if cwd is None else base / cwd,
+        inherit_env=bool(v.get("inherit_env", False)),
+        url=url,
+        headers=MappingProxyType(headers),
+        auth=v.get("auth"),  # type: ignore[arg-type]
+        prefix=str(v.get("prefix", draft.name)),
+        description=v.get("description"),  # type: ignore[arg-type]
+        disabled=bool(v.get("disabled", False)),
+        lazy=bool(v.get("lazy", True)),
+        timeout=float(v.get("timeout", settings.request_timeout)),  # type: ignore[arg-type]
+        init_timeout=float(v.get("init_timeout", settings.init_timeout)),  # type: ignore[arg-type]
+        ping_interval=float(v.get("ping_interval", settings.ping_interval)),  # type: ignore[arg-type]
+        backoff=draft.backoff,
+        max_attempts=draft.max_attempts,
+        approve=v.get("approve"),  # type: ignore[arg-type]
+        auto_approve=v.get("auto_approve"),  # type: ignore[arg-type]
+        errors=tuple(problems),
+    )
+
+
+def _keys(value: object) -> list[str]:
+    return list(value) if isinstance(value, dict) else []

@@ -1,0 +1,107 @@
+"""The top level of a config file: which client wrote it, and where its servers are.
+
+The server sections are told apart by their key — ``mcpServers`` (Claude Code, Cursor,
+Claude Desktop), ``mcp`` (OpenCode; nested ``mcp.servers`` for OpenCode v2 and VS Code
+``settings.json``) and ``servers`` (VS Code ``.vscode/mcp.json``) — beside our own
+``supervisor`` section. All sections present are read, in file order; a server name
+defined in two of them is an error naming both places.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Mapping
+
+from ._model import Settings
+from ._server import _Draft
+from ._settings import _parse_settings
+from ._validate import _Errors, _fields, _join, _kind
+
+_SERVER_SECTIONS = ("mcpServers", "mcp", "servers")
+_TOP_LEVEL = (*_SERVER_SECTIONS, "supervisor")
+_IGNORED_TOP_LEVEL = ("$schema", "inputs")
+
+
+class _Document:
+    """The top level: find the server sections and the ``supervisor`` section."""
+
+    def __init__(self, errors: _Errors, label: str) -> None:
+        self.errors = errors
+        self.label = label
+
+    def parse(self, document: object) -> tuple[Settings, list[_Draft]]:
+        errors = self.errors
+        if not isinstance(document, Mapping):
+            errors.add(self.label, f"must be a JSON object, not {_kind(document)}")
+            return Settings(), []
+        settings = Settings()
+        if "supervisor" in document:
+            settings = _parse_settings(errors, document["supervisor"], "supervisor")
+        foreign_app_config = "mcp" in document  # opencode.json, VS Code settings.json
+        for key, _, p in _fields(errors, document, ""):
+            if key in _TOP_LEVEL or key in _IGNORED_TOP_LEVEL:
+                continue
+            close = difflib.get_close_matches(key, _TOP_LEVEL, n=1, cutoff=0.75)
+            if close:
+                errors.add(p, f'unknown top-level key; did you mean "{close[0]}"?')
+            elif not foreign_app_config:
+                errors.add(
+                    p,
+                    'unknown top-level key; expected "mcpServers", "mcp", "servers" '
+                    'or "supervisor"',
+                )
+        if not any(key in document for key in _SERVER_SECTIONS):
+            errors.add(
+                self.label,
+                'no MCP servers: expected a top-level "mcpServers", "mcp" or "servers" object',
+            )
+        if "inputs" in document:
+            _check_inputs(errors, document["inputs"], "inputs")
+
+        drafts: list[_Draft] = []
+        defined: dict[str, str] = {}
+        for section in (k for k in document if k in _SERVER_SECTIONS):
+            for name, raw, p, style in self._entries(document[section], section):
+                if name in defined:
+                    errors.add(p, f'server "{name}" is also defined at {defined[name]}')
+                    continue
+                defined[name] = p
+                draft = _Draft.parse(errors, settings, style, name, raw, p)
+                if draft is not None:
+                    drafts.append(draft)
+        return settings, drafts
+
+    def _entries(self, value: object, section: str) -> Iterator[tuple[str, object, str, str]]:
+        errors = self.errors
+        if not isinstance(value, Mapping):
+            errors.add(
+                section,
+                f"must be an object mapping server names to their settings, not {_kind(value)}",
+            )
+            return
+        path = section
+        if section == "mcp" and _is_nested(value):
+            # OpenCode v2 and VS Code settings.json: {"mcp": {"servers": {...}}}
+            for key, item, p in _fields(errors, value, section):
+                if key == "inputs":
+                    _check_inputs(errors, item, p)
+                elif key != "servers":
+                    errors.add(p, "unknown field")
+            value = value["servers"]
+            path = _join(section, "servers")
+            assert isinstance(value, Mapping)
+        for name, raw, p in _fields(errors, value, path):
+            yield name, raw, p, section
+
+
+def _is_nested(value: Mapping[str, object]) -> bool:
+    servers = value.get("servers")
+    return isinstance(servers, Mapping) and not any(
+        k in servers for k in ("type", "command", "url")
+    )
+
+
+def _check_inputs(errors: _Errors, value: object, path: str) -> None:
+    """VS Code's ``inputs`` (prompted variables) are ignored, but must be an array."""
+    if not isinstance(value, list | tuple):
+        errors.add(path, f"must be an array, not {_kind(value)}")

@@ -1,0 +1,165 @@
+""":func:`load_config`: read a config file (size-limited, JSONC), validate it, expand it.
+
+Loading runs in two phases. The structural one (:mod:`._formats`, :mod:`._server`,
+:mod:`._settings`) checks the whole document and raises one :class:`ConfigError` listing
+every problem; the environmental one (:mod:`._expand`) expands each server on its own and
+records what is missing in that server's :attr:`ServerConfig.errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import ConfigError, FieldError
+from ..log import register_secret
+from ._expand import _build_server, _Expander, _workspace_folder
+from ._formats import _Document
+from ._model import DEFAULT_MAX_CONFIG_BYTES, Config
+from ._validate import _Errors
+
+
+def load_config(
+    source: str | os.PathLike[str] | Mapping[str, object],
+    *,
+    environ: Mapping[str, str] | None = None,
+    project_root: str | os.PathLike[str] | None = None,
+    max_config_bytes: int | None = None,
+) -> Config:
+    """Load, validate and normalise a config: a JSON file's path, or the parsed mapping.
+
+    ``${VAR}`` references are expanded from ``environ`` (default :data:`os.environ`);
+    ``${PROJECT_ROOT}`` is ``project_root``, by default the config file's directory (the
+    current directory for a mapping). Relative ``cwd`` and ``envFile`` paths are resolved
+    against the config file's directory (``project_root`` for a mapping). The file may use
+    comments and trailing commas (JSONC), as VS Code and OpenCode allow.
+
+    The file's size is checked *before* it is parsed, against ``max_config_bytes``
+    (default :data:`DEFAULT_MAX_CONFIG_BYTES`, 256 KiB), so the file's own
+    ``supervisor.limits.maxConfigBytes`` cannot raise the limit for itself; a smaller
+    value there is enforced after parsing. To read a larger file, pass the limit here
+    (for instance a reload passing the running config's ``settings.limits``).
+
+    Raises :class:`ConfigError` for a missing, unreadable, oversized or malformed file and
+    for every structural error, all listed at once. A server that is invalid only because
+    of its environment (an unset variable, say) does not raise: see
+    :attr:`ServerConfig.errors`. Every value :meth:`Config.secrets` lists is registered
+    with :func:`supervisor.log.register_secret` before this returns.
+    """
+    env = os.environ if environ is None else environ
+    limit = DEFAULT_MAX_CONFIG_BYTES if max_config_bytes is None else max_config_bytes
+    size: int | None = None
+    if isinstance(source, Mapping):
+        path: Path | None = None
+        base = Path(project_root if project_root is not None else os.getcwd()).absolute()
+        root_label = "<config>"
+        document: object = source
+    elif isinstance(source, str | os.PathLike):
+        path = Path(os.fspath(source)).absolute()
+        base = path.parent
+        root_label = os.fspath(source)
+        document, size = _read_document(path, root_label, limit)
+    else:
+        raise TypeError(f"load_config() takes a path or a mapping, not {type(source).__name__}")
+    root = Path(project_root).absolute() if project_root is not None else base
+
+    errors = _Errors()
+    settings, drafts = _Document(errors, root_label).parse(document)
+    if (
+        size is not None
+        and _sets_config_limit(document)
+        and size > settings.limits.max_config_bytes
+    ):
+        errors.add(
+            "supervisor.limits.maxConfigBytes",
+            f"the file is {size} bytes, more than this limit of "
+            f"{settings.limits.max_config_bytes} bytes",
+        )
+    if errors.items:
+        raise ConfigError(errors.items, path=None if path is None else root_label)
+
+    expander = _Expander(env, root, _workspace_folder(path, root))
+    servers = {d.name: _build_server(d, settings, expander, base, limit) for d in drafts}
+    config = Config(servers=servers, settings=settings, path=path, project_root=root)
+    for secret in config.secrets():
+        register_secret(secret)
+    return config
+
+
+def _sets_config_limit(document: object) -> bool:
+    supervisor = document.get("supervisor") if isinstance(document, Mapping) else None
+    limits = supervisor.get("limits") if isinstance(supervisor, Mapping) else None
+    return isinstance(limits, Mapping) and "maxConfigBytes" in limits
+
+
+def _read_document(path: Path, label: str, limit: int) -> tuple[object, int]:
+    """Read and parse the file, refusing it before parsing if it is larger than ``limit``."""
+
+    def fail(message: str) -> ConfigError:
+        return ConfigError([FieldError(label, message)], path=label)
+
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                raise fail(_too_large(size, limit))
+            data = f.read(limit + 1)
+    except FileNotFoundError:
+        raise fail("no such file") from None
+    except IsADirectoryError:
+        raise fail("is a directory, not a config file") from None
+    except OSError as exc:
+        raise fail(f"cannot read the file: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise fail(_too_large(len(data), limit))
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise fail(f"not UTF-8 text (byte {exc.start})") from None
+    try:
+        document = json.loads(_strip_jsonc(text), object_pairs_hook=_Object)
+    except json.JSONDecodeError as exc:
+        raise fail(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    return document, len(data)
+
+
+def _too_large(size: int, limit: int) -> str:
+    return (
+        f"the file is {size} bytes, more than the {limit}-byte limit (checked before "
+        "parsing, so supervisor.limits.maxConfigBytes in the file cannot raise it)"
+    )
+
+
+class _Object(dict[str, object]):
+    """A parsed JSON object that remembers the keys it saw more than once."""
+
+    def __init__(self, pairs: list[tuple[str, object]]) -> None:
+        super().__init__(pairs)
+        counts = Counter(key for key, _ in pairs)
+        self.duplicates = [key for key, n in counts.items() if n > 1]
+
+
+_COMMENTS = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
+_TRAILING_COMMAS = re.compile(r'"(?:[^"\\]|\\.)*"|,(?=\s*[}\]])')
+
+
+def _strip_jsonc(text: str) -> str:
+    """Blank out comments, then trailing commas, keeping every line and column in place."""
+
+    def blank(m: re.Match[str]) -> str:
+        s = m.group()
+        if s.startswith('"'):
+            return s
+        if s == ",":
+            before = m.start() - 1
+            while before >= 0 and m.string[before].isspace():
+                before -= 1
+            if before < 0 or m.string[before] in "{[,":
+                return s  # not a trailing comma: leave the error to the JSON parser
+        return re.sub(r"[^\n]", " ", s)
+
+    return _TRAILING_COMMAS.sub(blank, _COMMENTS.sub(blank, text))

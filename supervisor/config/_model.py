@@ -1,0 +1,223 @@
+"""The values a loaded config is made of: :class:`Config`, :class:`ServerConfig`,
+:class:`Settings`, :class:`Limits`, :class:`AuthConfig` and :class:`ServerType`.
+
+All are frozen; ``repr()`` masks what looks secret (see :mod:`._secrets`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal, TypeAlias
+
+import msgspec
+
+from ..actors import Backoff, Intensity, Strategy
+from ..errors import FieldError
+from ._secrets import _masked_repr, _query, _secret_args, _secretish
+
+#: The size limit a config file is checked against before it is parsed (256 KiB).
+DEFAULT_MAX_CONFIG_BYTES = 262_144
+
+#: ``True`` (every tool), ``False`` (none) or tool names and globs.
+ToolPolicy: TypeAlias = bool | tuple[str, ...]
+
+
+class ServerType(enum.StrEnum):
+    """How the supervisor talks to a server (a string enum: ``ServerType.STDIO == "stdio"``)."""
+
+    #: a local subprocess speaking JSON-RPC on its stdin and stdout
+    STDIO = "stdio"
+    #: Streamable HTTP
+    HTTP = "http"
+    #: the legacy HTTP+SSE transport
+    SSE = "sse"
+    #: WebSocket (subprotocol ``mcp``)
+    WS = "ws"
+
+
+class Limits(msgspec.Struct, frozen=True, kw_only=True):
+    """Size limits that protect the supervisor from oversized input (bytes or counts)."""
+
+    #: largest config file read; see :func:`load_config` for when a change takes effect
+    max_config_bytes: int = DEFAULT_MAX_CONFIG_BYTES
+    #: most tools one server may list
+    max_tools_per_server: int = 1000
+    #: largest tool catalog (tools, resources, prompts as JSON) one server may list
+    max_catalog_bytes: int = 2_097_152
+    #: largest single JSON-RPC message accepted from a server
+    max_message_bytes: int = 16_777_216
+
+
+def _local_backoff() -> Backoff:
+    return Backoff(initial=1.0, maximum=30.0, multiplier=2.0, jitter=0.0, stable_after=30.0)
+
+
+def _remote_backoff() -> Backoff:
+    return Backoff(initial=1.0, maximum=60.0, multiplier=2.0, jitter=0.0, stable_after=30.0)
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``supervisor`` section: tree-wide policy and the defaults servers inherit.
+
+    Times are in seconds; a ``ping_interval`` of 0 disables periodic pings.
+    """
+
+    strategy: Strategy = Strategy.ONE_FOR_ONE
+    intensity: Intensity = msgspec.field(default_factory=Intensity)
+    #: delays between restarts of a local (stdio) server, and how many are tried
+    local_backoff: Backoff = msgspec.field(default_factory=_local_backoff)
+    local_max_attempts: int = 5
+    #: delays between reconnections to a remote (http, sse, ws) server, and how many
+    remote_backoff: Backoff = msgspec.field(default_factory=_remote_backoff)
+    remote_max_attempts: int = 10
+    limits: Limits = msgspec.field(default_factory=Limits)
+    request_timeout: float = 30.0
+    init_timeout: float = 10.0
+    ping_interval: float = 300.0
+    ping_timeout: float = 10.0
+
+
+class AuthConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """OAuth settings of one remote server (``auth``, or ``oauth`` as Claude Code and
+    OpenCode spell it). Everything is optional: without a ``client_id`` the client is
+    registered dynamically (RFC 7591).
+
+    ``enabled=False`` (written ``"auth": false``) turns OAuth off for a server that
+    authenticates with static headers. ``repr()`` masks ``client_secret``.
+    """
+
+    enabled: bool = True
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    client_id: str | None = None
+    client_secret: str | None = None
+    #: scopes to request; empty means "what the server's metadata advertises"
+    scopes: tuple[str, ...] = ()
+    #: where the authorization server sends the browser back: an http loopback URL
+    redirect_uri: str | None = None
+    #: the loopback port of the callback server, when ``redirect_uri`` is not given
+    callback_port: int | None = None
+    token_endpoint_auth_method: (
+        Literal["none", "client_secret_basic", "client_secret_post"] | None
+    ) = None
+    #: skip discovery and read the authorization server's metadata from here
+    auth_server_metadata_url: str | None = None
+    #: ``client_name`` sent at dynamic client registration
+    client_name: str | None = None
+
+    def __repr__(self) -> str:
+        return _masked_repr(self, {"client_secret"})
+
+
+class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """One configured MCP server, normalised: defaults applied, variables expanded.
+
+    A server whose ``errors`` is not empty is *invalid*: a variable it needs is not set
+    (or similar), and fields that could not be expanded still hold their ``${...}`` text.
+    Never start an invalid server; report its ``error`` instead.
+
+    ``remote_fallback`` (``type: remote``, or a ``url`` without a ``type``) means: Streamable
+    HTTP, falling back to legacy SSE when the first POST is answered with a 4xx.
+    ``max_attempts`` is how many restarts (local) or reconnections (remote) are tried, with
+    ``backoff`` between them, before the server is marked failed; 0 means never.
+    ``approve`` and ``auto_approve`` are ``True`` (every tool), a tuple of tool names or
+    globs, or ``None`` when not set. ``repr()`` masks ``env`` and ``headers`` values and
+    anything else that looks secret.
+    """
+
+    name: str
+    #: where the server was defined, e.g. ``mcpServers.github``
+    path: str
+    type: ServerType
+    remote_fallback: bool = False
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = msgspec.field(default_factory=lambda: MappingProxyType({}))
+    cwd: Path | None = None
+    inherit_env: bool = False
+    url: str | None = None
+    headers: Mapping[str, str] = msgspec.field(default_factory=lambda: MappingProxyType({}))
+    auth: AuthConfig | None = None
+    prefix: str = ""
+    description: str | None = None
+    disabled: bool = False
+    lazy: bool = True
+    #: seconds one request may take (JSON ``timeout`` / ``timeoutMs``)
+    timeout: float = 30.0
+    init_timeout: float = 10.0
+    #: seconds between pings of an idle connection; 0 disables them
+    ping_interval: float = 300.0
+    backoff: Backoff = msgspec.field(default_factory=_local_backoff)
+    max_attempts: int = 5
+    approve: ToolPolicy | None = None
+    auto_approve: ToolPolicy | None = None
+    errors: tuple[FieldError, ...] = ()
+
+    @property
+    def valid(self) -> bool:
+        """Whether the server can be started (it has no errors)."""
+        return not self.errors
+
+    @property
+    def error(self) -> str | None:
+        """The errors as one message, one per line, or ``None`` for a valid server."""
+        return "\n".join(map(str, self.errors)) if self.errors else None
+
+    @property
+    def restart_on_crash(self) -> bool:
+        """Whether the server is restarted (reconnected) at all: ``max_attempts > 0``."""
+        return self.max_attempts > 0
+
+    @property
+    def is_remote(self) -> bool:
+        """Whether the server is reached over the network (http, sse or ws)."""
+        return self.type is not ServerType.STDIO
+
+    def secrets(self) -> list[str]:
+        """The values of this server that are treated as secrets (see :meth:`Config.secrets`)."""
+        found: list[str] = []
+        for value in self.headers.values():  # "Bearer xyz": the whole value, and "xyz"
+            found += [value, *(w for w in value.split() if len(w) >= 8)]
+        found += [v for k, v in self.env.items() if len(v) >= 8 or _secretish(k)]
+        found += _secret_args(self.args)
+        if self.url is not None:
+            found += [v for k, v in _query(self.url) if _secretish(k)]
+        if self.auth is not None and self.auth.client_secret:
+            found.append(self.auth.client_secret)
+        return [s for s in dict.fromkeys(found) if s]
+
+    def __repr__(self) -> str:
+        return _masked_repr(self, {"env", "headers"})
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True):
+    """A loaded config: the servers in file order, the supervisor settings, and where the
+    config came from (``path`` is ``None`` for a mapping). ``project_root`` is what
+    ``${PROJECT_ROOT}`` expanded to."""
+
+    servers: dict[str, ServerConfig]
+    settings: Settings
+    path: Path | None
+    project_root: Path
+
+    @property
+    def invalid(self) -> dict[str, tuple[FieldError, ...]]:
+        """The servers that cannot be started, by name, with their errors."""
+        return {name: s.errors for name, s in self.servers.items() if s.errors}
+
+    def secrets(self) -> list[str]:
+        """Every value in this config treated as a secret, without duplicates.
+
+        That is: every header value; every ``env`` value (including those read from an
+        ``envFile``) that is at least 8 characters long or whose name looks secret (it
+        contains TOKEN, KEY, SECRET, PASSWORD, PASS, AUTH, CREDENTIAL, PRIVATE, COOKIE or
+        SESSION, or is PAT); values of URL query parameters with such names; command-line
+        arguments given to an option with such a name (``--api-key X``, ``--token=X``); and
+        OAuth client secrets. :func:`load_config` registers them all for redaction.
+        """
+        found: list[str] = []
+        for server in self.servers.values():
+            found += server.secrets()
+        return list(dict.fromkeys(found))

@@ -1,0 +1,369 @@
+"""One server entry, checked field by field and between fields, before any expansion.
+
+Every client's spelling of a field is read (``environment`` for ``env``, ``oauth`` for
+``auth``, ``enabled`` for ``disabled``, ``timeoutMs``, OpenCode's ``command`` array and
+millisecond ``timeout``); fields other clients define that we do not support are
+rejected with what to do instead. The result is a :class:`_Draft`, which
+:func:`~._expand._build_server` turns into a :class:`ServerConfig`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+
+from ..actors import Backoff
+from ._auth import _parse_auth
+from ._expand import _is_literal, _parse_template
+from ._model import ServerType, Settings, ToolPolicy
+from ._settings import _BACKOFF_FIELDS, _backoff
+from ._validate import (
+    _Bad,
+    _bool,
+    _Errors,
+    _fields,
+    _int,
+    _join,
+    _kind,
+    _nonempty,
+    _number,
+    _object,
+    _parse_object,
+    _seconds,
+    _str,
+    _str_list,
+    _url_problem,
+    _want,
+)
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+_PREFIX = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})?\Z")
+_ENV_NAME = re.compile(r"[^=\x00]+\Z")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+_TYPES: dict[str, tuple[ServerType, bool]] = {
+    "stdio": (ServerType.STDIO, False),
+    "local": (ServerType.STDIO, False),
+    "http": (ServerType.HTTP, False),
+    "streamable-http": (ServerType.HTTP, False),
+    "streamableHttp": (ServerType.HTTP, False),
+    "sse": (ServerType.SSE, False),
+    "ws": (ServerType.WS, False),
+    "websocket": (ServerType.WS, False),
+    "remote": (ServerType.HTTP, True),
+}
+
+#: Fields other clients define that we do not support, and what to do instead.
+_FOREIGN_FIELDS = {
+    "headersHelper": "not supported (a Claude Code command that prints headers); put the "
+    'headers in "headers", using ${VAR} for secrets',
+    "dev": "not supported (VS Code's development mode: watch and debug); remove it",
+    "sandboxEnabled": "not supported (VS Code's sandbox for local servers); remove it",
+    "sandbox": "not supported (VS Code's sandbox for local servers); remove it",
+    "transportType": 'not supported; use "type"',
+    "transport": 'not supported; use "type"',
+}
+
+#: JSON key -> the draft attribute it sets (aliases share an attribute).
+_SERVER_KEYS = {
+    "type": "type",
+    "command": "command",
+    "args": "args",
+    "env": "env",
+    "environment": "env",
+    "envFile": "env_file",
+    "cwd": "cwd",
+    "inheritEnv": "inherit_env",
+    "url": "url",
+    "headers": "headers",
+    "auth": "auth",
+    "oauth": "auth",
+    "prefix": "prefix",
+    "description": "description",
+    "disabled": "disabled",
+    "enabled": "disabled",
+    "lazy": "lazy",
+    "timeout": "timeout",
+    "timeoutMs": "timeout",
+    "initTimeout": "init_timeout",
+    "restartOnCrash": "restart_on_crash",
+    "maxRestarts": "max_restarts",
+    "reconnect": "reconnect",
+    "pingInterval": "ping_interval",
+    "approve": "approve",
+    "autoApprove": "auto_approve",
+}
+_LOCAL_ONLY = ("args", "env", "env_file", "cwd", "inherit_env", "restart_on_crash", "max_restarts")
+_REMOTE_ONLY = ("headers", "auth", "reconnect")
+#: Fields whose strings are templates: ``${VAR}`` expands there and nowhere else.
+_TEMPLATES = ("command", "args", "env", "env_file", "cwd", "url", "headers")
+
+
+class _Draft:
+    """A server's fields after structural validation, before expansion."""
+
+    def __init__(self, name: str, path: str, style: str) -> None:
+        self.name = name
+        self.path = path
+        self.style = style
+        self.values: dict[str, object] = {}
+        self.keys: dict[str, str] = {}  # attribute -> the JSON key it came from
+        self.type = ServerType.STDIO
+        self.remote_fallback = False
+        self.backoff = Backoff()
+        self.max_attempts = 0
+
+    def key_path(self, attribute: str) -> str:
+        return _join(self.path, self.keys.get(attribute, attribute))
+
+    @classmethod
+    def parse(
+        cls, errors: _Errors, settings: Settings, style: str, name: str, raw: object, path: str
+    ) -> _Draft | None:
+        if not _NAME.match(name):
+            errors.add(
+                path,
+                "invalid server name: use 1-64 letters, digits, '_', '-' or '.', "
+                "starting with a letter or digit",
+            )
+        try:
+            fields = _object(raw, "an object")
+        except _Bad as exc:
+            errors.add(path, str(exc))
+            return None
+        draft = cls(name, path, style)
+        for key, value, p in _fields(errors, fields, path):
+            attribute = _SERVER_KEYS.get(key)
+            if attribute is None:
+                errors.add(p, _FOREIGN_FIELDS.get(key, "unknown field"))
+                continue
+            if attribute in draft.keys:
+                errors.add(p, f'duplicates "{draft.keys[attribute]}"; set only one of them')
+                continue
+            draft.keys[attribute] = key
+            try:
+                draft._set(key, attribute, value, p, errors)
+            except _Bad as exc:
+                errors.add(p, str(exc))
+        draft._check(errors)
+        draft._restarts(errors, settings)
+        return draft
+
+    def _set(self, key: str, attribute: str, value: object, path: str, errors: _Errors) -> None:
+        v = self.values
+        if key == "type":
+            type_name = _str(value)
+            if type_name not in _TYPES:
+                raise _Bad(
+                    'must be one of "stdio" (or "local"), "http" (or "streamable-http"), '
+                    '"sse", "ws" or "remote"'
+                )
+            v["type"] = type_name
+        elif key == "command":
+            if isinstance(value, list | tuple):  # OpenCode: the whole command line as an array
+                if not value:
+                    raise _Bad("must not be empty")
+                words = _str_list(errors, value, path)
+                if len(words) == len(value):
+                    v["command"], v["command_args"] = _nonempty(words[0]), words[1:]
+            else:
+                _want(value, str, "a string or an array of strings")
+                v["command"] = _nonempty(value)
+        elif key == "args":
+            _want(value, list | tuple, "an array of strings")
+            v["args"] = _str_list(errors, value, path)  # type: ignore[arg-type]
+        elif attribute in ("env", "headers"):
+            v[attribute] = _str_map(errors, value, path, attribute)
+        elif key in ("envFile", "cwd", "url"):
+            v[attribute] = _nonempty(value)
+        elif key in ("inheritEnv", "disabled", "lazy", "restartOnCrash"):
+            v[attribute] = _bool(value)
+        elif key == "enabled":
+            v["disabled"] = not _bool(value)
+        elif key == "prefix":
+            prefix = _str(value)
+            if not _PREFIX.match(prefix):
+                raise _Bad(
+                    "must be empty or 1-64 letters, digits, '_', '-' or '.', "
+                    "starting with a letter or digit"
+                )
+            v["prefix"] = prefix
+        elif key == "description":
+            v["description"] = _str(value)
+        elif key == "timeout" and self.style == "mcp":
+            self._opencode_timeout(value, path, errors)
+        elif key == "timeout":
+            v["timeout"] = _seconds(value)
+        elif key == "timeoutMs":
+            v["timeout"] = _number(value) / 1000
+        elif key == "initTimeout":
+            v["init_timeout"] = _seconds(value)
+        elif key == "maxRestarts":
+            v["max_restarts"] = _int(value)
+        elif key == "pingInterval":
+            v["ping_interval"] = _number(value, inclusive=True)
+        elif key == "reconnect":
+            if isinstance(value, bool):
+                v["reconnect"] = value
+            else:
+                _want(value, Mapping, "true, false or an object")
+                v["reconnect"] = _parse_object(errors, value, path, _BACKOFF_FIELDS) or {}
+        elif key in ("approve", "autoApprove"):
+            v[attribute] = _tool_policy(errors, value, path)
+        elif attribute == "auth":
+            v["auth"] = _parse_auth(errors, value, path)
+
+    def _opencode_timeout(self, value: object, path: str, errors: _Errors) -> None:
+        """OpenCode's ``timeout``: milliseconds, or ``{"startup": ms, "request": ms}``."""
+        if isinstance(value, Mapping):
+            got = _parse_object(errors, value, path, {"startup": _number, "request": _number})
+            if got and "startup" in got:
+                if "init_timeout" in self.keys:
+                    errors.add(_join(path, "startup"), 'duplicates "initTimeout"')
+                else:
+                    self.keys["init_timeout"] = "timeout.startup"
+                    self.values["init_timeout"] = float(got["startup"]) / 1000  # type: ignore[arg-type]
+            if got and "request" in got:
+                self.values["timeout"] = float(got["request"]) / 1000  # type: ignore[arg-type]
+        else:
+            _want(value, int | float, "a number of milliseconds or an object")
+            self.values["timeout"] = _number(value) / 1000
+
+    def _check(self, errors: _Errors) -> None:
+        """Rules between fields, skipping those that involve a field already reported."""
+        v = self.values
+        has_command, has_url = "command" in self.keys, "url" in self.keys
+        if has_command and has_url:
+            errors.add(
+                self.path,
+                'has both "command" and "url"; a server is either local (command) or remote (url)',
+            )
+            return
+        if not has_command and not has_url:
+            errors.add(
+                self.path, 'needs either "command" (a local server) or "url" (a remote server)'
+            )
+            return
+        if any(a in self.keys and a not in v for a in ("type", "command", "url")):
+            return  # already reported
+        if "type" in v:
+            type_name = v["type"]
+            assert isinstance(type_name, str)
+            self.type, self.remote_fallback = _TYPES[type_name]
+            if self.type is ServerType.STDIO and not has_command:
+                errors.add(self.key_path("type"), f'"{type_name}" needs "command", not "url"')
+                return
+            if self.type is not ServerType.STDIO and not has_url:
+                errors.add(self.key_path("type"), f'"{type_name}" needs "url", not "command"')
+                return
+        elif has_command:
+            self.type = ServerType.STDIO
+        else:
+            url = v["url"]
+            assert isinstance(url, str)
+            ws = url.lower().startswith(("ws://", "wss://"))
+            self.type = ServerType.WS if ws else ServerType.HTTP
+            self.remote_fallback = not ws
+        if self.type is ServerType.STDIO:
+            for attribute in _REMOTE_ONLY:
+                if attribute in self.keys:
+                    hint = (
+                        "; for a local server use restartOnCrash and maxRestarts"
+                        if attribute == "reconnect"
+                        else ""
+                    )
+                    errors.add(self.key_path(attribute), f"applies to remote servers only{hint}")
+        else:
+            for attribute in _LOCAL_ONLY:
+                if attribute in self.keys:
+                    hint = (
+                        "; for a remote server use reconnect"
+                        if attribute in ("restart_on_crash", "max_restarts")
+                        else ""
+                    )
+                    errors.add(
+                        self.key_path(attribute),
+                        f"applies to local (stdio) servers only{hint}",
+                    )
+        if self.type is ServerType.WS and "auth" in self.keys:
+            errors.add(
+                self.key_path("auth"),
+                'OAuth is not available for WebSocket servers; send credentials in "headers"',
+            )
+        if v.get("restart_on_crash") is False and v.get("max_restarts", 0) != 0:
+            errors.add(self.key_path("max_restarts"), "has no effect with restartOnCrash: false")
+        for attribute in _TEMPLATES:
+            for path, template in self.templates(attribute):
+                try:
+                    _parse_template(template, self.style == "mcp")
+                except _Bad as exc:
+                    errors.add(path, str(exc))
+        url = v.get("url")
+        if isinstance(url, str) and _is_literal(url, self.style == "mcp"):
+            problem = _url_problem(url, self.type)
+            if problem:
+                errors.add(self.key_path("url"), problem)
+
+    def _restarts(self, errors: _Errors, settings: Settings) -> None:
+        """The backoff and attempts: the type's defaults, then this server's fields."""
+        v = self.values
+        if self.type is ServerType.STDIO:
+            self.backoff, self.max_attempts = settings.local_backoff, settings.local_max_attempts
+            max_restarts = v.get("max_restarts", self.max_attempts)
+            assert isinstance(max_restarts, int)
+            self.max_attempts = 0 if v.get("restart_on_crash") is False else max_restarts
+            return
+        self.backoff, self.max_attempts = settings.remote_backoff, settings.remote_max_attempts
+        reconnect = v.get("reconnect", True)
+        if reconnect is False:
+            self.max_attempts = 0
+        elif isinstance(reconnect, dict):
+            self.backoff, self.max_attempts = _backoff(
+                errors, reconnect, self.backoff, self.max_attempts, self.key_path("reconnect")
+            )
+
+    def templates(self, attribute: str) -> Iterator[tuple[str, str]]:
+        """(path, template) of each string in a field where ``${VAR}`` expands."""
+        value = self.values.get(attribute)
+        path = self.key_path(attribute)
+        if attribute == "command":
+            if isinstance(value, str):
+                yield (_join(path, 0) if "command_args" in self.values else path), value
+            for i, word in enumerate(self.values.get("command_args", ()), 1):  # type: ignore[arg-type]
+                yield _join(path, i), word
+        elif isinstance(value, str):
+            yield path, value
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                yield _join(path, i), item
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                yield _join(path, key), item
+
+
+def _str_map(errors: _Errors, value: object, path: str, what: str) -> dict[str, str]:
+    mapping = _object(value, "an object of strings")
+    out: dict[str, str] = {}
+    for key, item, p in _fields(errors, mapping, path):
+        if what == "env" and not _ENV_NAME.match(key):
+            errors.add(p, "invalid environment variable name")
+        elif what == "headers" and not _HEADER_NAME.match(key):
+            errors.add(p, "invalid header name")
+        elif isinstance(item, str):
+            out[key] = item
+        elif what == "env" and isinstance(item, int | float) and not isinstance(item, bool):
+            out[key] = str(item)  # VS Code allows numbers in env
+        else:
+            errors.add(p, f"must be a string, not {_kind(item)}")
+    return out
+
+
+def _tool_policy(errors: _Errors, value: object, path: str) -> ToolPolicy:
+    if isinstance(value, bool):
+        return value
+    _want(value, list | tuple, "true, false or an array of tool names")
+    assert isinstance(value, list | tuple)
+    names = _str_list(errors, value, path)
+    for i, name in enumerate(names):
+        if not name.strip():
+            errors.add(_join(path, i), "must not be empty")
+    return tuple(names)

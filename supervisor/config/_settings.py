@@ -1,0 +1,128 @@
+"""The ``supervisor`` section, and the backoff fields it shares with a server's ``reconnect``.
+
+:func:`_parse_settings` validates the section field by field into :class:`Settings`;
+fields not given keep the defaults of :class:`Settings`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import attrs
+import msgspec
+
+from ..actors import Backoff, Intensity, Strategy
+from ._model import Limits, Settings
+from ._validate import _choice, _Errors, _fraction, _int, _join, _number, _parse_object, _seconds
+
+_BACKOFF_FIELDS: dict[str, Callable[[object], object]] = {
+    "initial": lambda v: _number(v, inclusive=True),
+    "max": lambda v: _number(v, inclusive=True),
+    "multiplier": lambda v: _number(v, minimum=1.0, inclusive=True),
+    "jitter": lambda v: _fraction(v),
+    "stableAfter": lambda v: _number(v, inclusive=True),
+    "maxAttempts": lambda v: _int(v),
+}
+
+
+def _backoff(
+    errors: _Errors, fields: Mapping[str, object], base: Backoff, attempts: int, path: str
+) -> tuple[Backoff, int]:
+    """``base`` and ``attempts`` with the given backoff fields applied."""
+    changes = {
+        name: fields[key]
+        for key, name in (
+            ("initial", "initial"),
+            ("max", "maximum"),
+            ("multiplier", "multiplier"),
+            ("jitter", "jitter"),
+            ("stableAfter", "stable_after"),
+        )
+        if key in fields
+    }
+    backoff = attrs.evolve(base, **changes)
+    if backoff.maximum < backoff.initial:
+        errors.add(path, "max must be at least initial")
+        backoff = attrs.evolve(backoff, maximum=backoff.initial)
+    max_attempts = fields.get("maxAttempts", attempts)
+    assert isinstance(max_attempts, int)
+    return backoff, max_attempts
+
+
+_LIMITS = {
+    "maxConfigBytes": "max_config_bytes",
+    "maxToolsPerServer": "max_tools_per_server",
+    "maxCatalogBytes": "max_catalog_bytes",
+    "maxMessageBytes": "max_message_bytes",
+}
+_STRATEGIES = {s.value: s for s in Strategy}
+
+
+def _id(value: object) -> object:
+    """A parser that accepts anything: the field is an object parsed on its own later."""
+    return value
+
+
+def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
+    parsers: dict[str, Callable[[object], object]] = {
+        "strategy": lambda v: _STRATEGIES[_choice(v, list(_STRATEGIES))],
+        "intensity": _id,
+        "backoff": _id,
+        "limits": _id,
+        "requestTimeout": _seconds,
+        "initTimeout": _seconds,
+        "pingInterval": lambda v: _number(v, inclusive=True),
+        "pingTimeout": _seconds,
+    }
+    fields = _parse_object(errors, value, path, parsers)
+    if fields is None:
+        return Settings()
+    settings = Settings()
+    changes: dict[str, object] = {}
+    for key, name in (
+        ("strategy", "strategy"),
+        ("requestTimeout", "request_timeout"),
+        ("initTimeout", "init_timeout"),
+        ("pingInterval", "ping_interval"),
+        ("pingTimeout", "ping_timeout"),
+    ):
+        if key in fields:
+            changes[name] = fields[key]
+    if "intensity" in fields:
+        p = _join(path, "intensity")
+        got = _parse_object(
+            errors,
+            fields["intensity"],
+            p,
+            {
+                "maxRestarts": lambda v: _int(v),
+                "withinSeconds": lambda v: _number(v),
+            },
+        )
+        if got:
+            changes["intensity"] = Intensity(
+                max_restarts=got.get("maxRestarts", settings.intensity.max_restarts),  # type: ignore[arg-type]
+                within_seconds=got.get("withinSeconds", settings.intensity.within_seconds),  # type: ignore[arg-type]
+            )
+    if "backoff" in fields:
+        p = _join(path, "backoff")
+        kinds = _parse_object(errors, fields["backoff"], p, {"local": _id, "remote": _id})
+        for kind, (base, attempts) in {
+            "local": (settings.local_backoff, settings.local_max_attempts),
+            "remote": (settings.remote_backoff, settings.remote_max_attempts),
+        }.items():
+            if kinds and kind in kinds:
+                kp = _join(p, kind)
+                got = _parse_object(errors, kinds[kind], kp, _BACKOFF_FIELDS)
+                if got is not None:
+                    b, n = _backoff(errors, got, base, attempts, kp)
+                    changes[f"{kind}_backoff"] = b
+                    changes[f"{kind}_max_attempts"] = n
+    if "limits" in fields:
+        p = _join(path, "limits")
+        got = _parse_object(
+            errors, fields["limits"], p, {k: lambda v: _int(v, minimum=1) for k in _LIMITS}
+        )
+        if got:
+            changes["limits"] = Limits(**{_LIMITS[k]: v for k, v in got.items()})  # type: ignore[arg-type]
+    return msgspec.structs.replace(settings, **changes)

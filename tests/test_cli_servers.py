@@ -1,0 +1,75 @@
+"""The server commands of the CLI, run as real processes: status and events."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+from supervisor.testing.servers import stdio_params
+
+
+def write_config(tmp_path: pathlib.Path, servers: dict[str, object]) -> str:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return str(path)
+
+
+def fixture(kind: str, **extra: object) -> dict[str, object]:
+    command, args = stdio_params(kind)  # type: ignore[arg-type]
+    return {"command": command, "args": args, **extra}
+
+
+def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args], capture_output=True, text=True,
+        timeout=timeout,
+    )
+
+
+def test_status_json_reports_every_server(tmp_path: pathlib.Path) -> None:
+    """status --json connects every server: one JSON document; exit 1 if one failed."""
+    config = write_config(
+        tmp_path,
+        {"echo": fixture("echo"), "broken": fixture("exit-on-start", maxRestarts=0)},
+    )
+    done = run("status", "--config", config, "--json")
+    assert done.returncode == 1, done.stderr
+    document = json.loads(done.stdout)
+    by_name = {s["server"]: s for s in document["servers"]}
+    assert by_name["echo"]["status"] == "connected" and by_name["echo"]["tool_count"] == 3
+    assert by_name["broken"]["status"] == "failed"
+    assert "exited with code 1" in by_name["broken"]["last_error"]
+
+
+def test_status_table_when_all_are_connected(tmp_path: pathlib.Path) -> None:
+    """status prints a table on stdout and exits 0 when every server is connected."""
+    config = write_config(tmp_path, {"alpha": fixture("echo"), "beta": fixture("echo")})
+    done = run("status", "--config", config)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:3] == ["server", "type", "status"]
+    assert {line.split()[0] for line in lines[1:]} == {"alpha", "beta"}
+    assert all(" connected " in line for line in lines[1:])
+
+
+def test_events_prints_json_lines(tmp_path: pathlib.Path) -> None:
+    """events --filter 'mcp.*' --duration S prints one JSON event per line, then exits 0."""
+    config = write_config(tmp_path, {"echo": fixture("echo")})
+    done = run("events", "--config", config, "--filter", "mcp.*", "--duration", "4")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    kinds = [e["kind"] for e in events]
+    assert kinds[:3] == ["mcp.connecting", "mcp.local.spawned", "mcp.connected"]
+    assert all(k.startswith("mcp.") for k in kinds)
+    assert all("ts" in e and e["server"] == "echo" for e in events)
+
+
+def test_server_commands_reject_a_broken_config(tmp_path: pathlib.Path) -> None:
+    """A config error is exit 2 with the field path on stderr, for status and events."""
+    config = write_config(tmp_path, {"x": {"command": "true", "heders": {}}})
+    for command in ("status", "events"):
+        done = run(command, "--config", config)
+        assert done.returncode == 2
+        assert "mcpServers.x.heders: unknown field" in done.stderr
