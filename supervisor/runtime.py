@@ -179,6 +179,7 @@ async def open_supervisor(
     config: Config | Mapping[str, object] | str | os.PathLike[str],
     *,
     bus: Bus | None = None,
+    retry_idempotent: bool = False,
     **client_options: object,
 ) -> AsyncIterator[SupervisorHandle]:
     """Supervise every enabled server of ``config`` for the duration of the block.
@@ -188,6 +189,10 @@ async def open_supervisor(
     ``elicitation_callback``, ``list_roots_callback``, ``logging_callback``,
     ``message_handler``, ``client_info``; without a handler a server's request gets the
     proper MCP error. Servers connect lazily unless ``lazy: false``.
+
+    A call in flight when its connection dies is never re-sent — it may have taken effect
+    — unless ``retry_idempotent`` is set and the server annotates the tool read-only or
+    idempotent: then the call is sent again once the server is back.
     """
     cfg = config if isinstance(config, Config) else load_config(config)
     bus = bus if bus is not None else Bus()
@@ -202,6 +207,8 @@ async def open_supervisor(
             client_options=client_options,
             limits=limits,
             error=server_config.error,
+            ping_timeout=cfg.settings.ping_timeout,
+            retry_idempotent=retry_idempotent,
         )
     specs = [s.spec for s in servers.values() if s.error is None]
     settings = cfg.settings

@@ -26,6 +26,7 @@ import enum
 import math
 import os
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Protocol
@@ -35,7 +36,9 @@ import mcp_types as types
 import msgspec
 import trio
 from mcp import Client
-from mcp.shared.exceptions import MCPError
+from mcp.client._memory import InMemoryTransport
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from . import events
 from .actors import (
@@ -266,8 +269,12 @@ class ManagedServer:
         client_options: Mapping[str, object] | None = None,
         limits: Limits | None = None,
         error: str | None = None,
+        ping_timeout: float = PING_TIMEOUT,
+        retry_idempotent: bool = False,
     ) -> None:
         self.config = config
+        self.ping_timeout = ping_timeout
+        self.retry_idempotent = retry_idempotent
         self.name = config.name
         self.publish = publish
         self.client_options = dict(client_options or {})
@@ -355,6 +362,8 @@ class ManagedServer:
                 on_stderr=self._stderr_line,
                 max_message_bytes=self.limits.max_message_bytes,
             )
+        if c.type == "memory":
+            return _Remote(InMemoryTransport(c.app))  # type: ignore[attr-defined]
         assert c.url is not None
         if c.type == "sse":
             return _Remote(sse_transport(c.url, headers=c.headers, timeout=c.timeout))
@@ -465,6 +474,17 @@ class _Remote:
         return await self._inner.__aexit__(*exc)
 
 
+async def _probe(client: Client) -> None:
+    """The cheapest request the connection's protocol version has: any answer is life."""
+    version = client.protocol_version
+    if version in MODERN_PROTOCOL_VERSIONS:
+        await client.session.send_discover(version)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        await client.send_ping()
+
+
 def _session_expired(error: MCPError) -> bool:
     """The server does not know our (legacy Streamable HTTP) session: it restarted.
 
@@ -564,10 +584,12 @@ class ServerActor(Actor):
             receipt.delivered = False
         if self._lost.is_set() or (transport is not None and transport.closed.is_set()):
             await self._requeue()  # the connection is known dead: don't send on it
+        # Until the request is out, a dying connection gives it back to the mailbox; with
+        # the embedder's opt-in, so does a read-only or idempotent tool's, even after.
+        safe = server.retry_idempotent and self._idempotent(message.tool)
         token = delivery.set(receipt)
         try:
-            # Until the request is out, a dying connection gives it back to the mailbox.
-            with before_effect(until=lambda: receipt.delivered is not False):
+            with before_effect(until=None if safe else lambda: receipt.delivered is not False):
                 try:
                     result = await client.call_tool(message.tool, dict(message.arguments or {}))
                 except MCPError as exc:
@@ -578,8 +600,8 @@ class ServerActor(Actor):
                         client = await self._new_session(client)
                     result = await client.call_tool(message.tool, dict(message.arguments or {}))
         except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED and receipt.delivered is False:
-                await self._requeue()  # it never reached the server
+            if exc.code == types.CONNECTION_CLOSED and (safe or receipt.delivered is False):
+                await self._requeue()  # it never reached the server, or may run twice
             health.calls_failed += 1
             if exc.code == types.CONNECTION_CLOSED:
                 raise CallMayHaveTakenEffect(
@@ -608,6 +630,14 @@ class ServerActor(Actor):
         else:
             health.calls_ok += 1
         return result
+
+    def _idempotent(self, tool: str) -> bool:
+        """Whether the server annotates ``tool`` read-only or idempotent."""
+        for listed in self.server.tools:
+            if listed.name == tool and listed.annotations is not None:
+                hints = listed.annotations
+                return bool(hints.read_only_hint or hints.idempotent_hint)
+        return False
 
     async def _requeue(self) -> None:
         """Give the current request back: this incarnation's connection is dead, and the
@@ -763,18 +793,26 @@ class ServerActor(Actor):
         )
 
     async def _ping(self, client: Client) -> None:
+        """Probe the server every ``pingInterval``; no answer within the timeout is stale.
+
+        Handshake-era servers get ``ping``; 2026-07-28 servers (which dropped it) get a
+        ``server/discover``. Any answer counts, an MCP error included: it proves the
+        server is there.
+        """
         server = self.server
         while True:
             await trio.sleep(server.config.ping_interval)
-            with trio.move_on_after(PING_TIMEOUT) as scope:
+            with trio.move_on_after(server.ping_timeout) as scope:
                 try:
-                    await client.send_ping()
-                except MCPError:
-                    scope.cancel()
+                    await _probe(client)
+                except MCPError as exc:
+                    if exc.code == types.CONNECTION_CLOSED:
+                        scope.cancel()
             if scope.cancelled_caught:
                 server.emit(events.HealthStale(server=server.name, last_ok=server.health.last_ok))
                 raise StaleConnection(
-                    f"MCP server {server.name!r} did not answer a ping within {PING_TIMEOUT} s",
+                    f"MCP server {server.name!r} did not answer a ping within "
+                    f"{server.ping_timeout} s",
                     server=server.name,
                 )
             server.health.last_ok = time.time()

@@ -70,8 +70,10 @@ async def test_missing_variable_fails_that_server_only() -> None:
         assert record.status == "failed" and "ABSENT_TOKEN" in (record.last_error or "")
 
 
-async def test_http_server_restarted_on_the_same_port_recovers() -> None:
-    """Stop an HTTP server, start it again on the same port: calls meanwhile succeed."""
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_http_server_restarted_on_the_same_port_recovers(mode: str) -> None:
+    """Stop an HTTP server, start it again on the same port: calls meanwhile succeed
+    (a legacy session, unknown to the new server, is replaced by a new one)."""
     async with trio.open_nursery() as nursery:
         web = await start_http(nursery, make_server("echo"))
         config = {
@@ -79,7 +81,7 @@ async def test_http_server_restarted_on_the_same_port_recovers() -> None:
                 "web": {"url": web.url, "type": "http", "reconnect": {"initial": 0.1, "max": 0.2}}
             }
         }
-        async with open_supervisor(config) as sup:
+        async with open_supervisor(config, mode=mode) as sup:
             assert (await sup.call("web_echo", {"text": "before"})).content[0].text == "before"
             await web.stop()
             results: list[str] = []
@@ -224,3 +226,27 @@ async def test_remote_server_falls_back_to_legacy_sse() -> None:
             with pytest.raises(ServerUnavailable):
                 await sup.call("new_echo", {"text": "hi"})
         await sse.stop()
+
+
+async def test_stop_and_restart_a_server() -> None:
+    """stop() fails its calls fast; restart() brings it back; a failed one too."""
+    config = {"mcpServers": {"echo": stdio("echo"), "other": stdio("echo")}}
+    async with open_supervisor(config) as sup:
+        await sup.connect_all()
+        pid = sup.status()["echo"].pid
+        await sup.stop("echo")
+        assert sup.status()["echo"].status == "stopped"
+        with pytest.raises(ServerUnavailable, match="'echo' is stopped"):
+            await sup.call("echo_echo", {"text": "x"})
+        await sup.restart("echo")
+        assert (await sup.call("echo_echo", {"text": "back"})).content[0].text == "back"
+        assert sup.status()["echo"].pid != pid
+        # restart() of a running server replaces its process.
+        pid = sup.status()["other"].pid
+        await sup.restart("other")
+        assert (await sup.call("other_echo", {"text": "new"})).content[0].text == "new"
+        assert sup.status()["other"].pid != pid
+        from supervisor.errors import UnknownServer
+
+        with pytest.raises(UnknownServer, match="no MCP server named 'nope'"):
+            await sup.stop("nope")

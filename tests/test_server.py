@@ -9,6 +9,8 @@ import attrs
 import pytest
 import trio
 import trio.testing
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel
 
 from supervisor.actors import Backoff, open_tree
 from supervisor.events import Event
@@ -40,6 +42,7 @@ class Settings:
     ping_interval: float = 300.0
     max_attempts: int = 5
     backoff: Backoff = Backoff(initial=0.2, maximum=1.0)
+    app: object = None  # the in-process server of a "memory" server
 
 
 def settings(name: str, kind: str, **kw: object) -> Settings:
@@ -246,3 +249,88 @@ async def test_no_process_is_left_behind(how: str) -> None:
             pass
     assert len(pids) == 3
     assert not any(alive(pid) for pid in pids)
+
+
+class Answer(BaseModel):
+    name: str
+
+
+def elicitation_app() -> object:
+    app = MCPServer("asks")
+
+    @app.tool()
+    async def ask(ctx: Context) -> str:
+        answer = await ctx.elicit("your name?", Answer)
+        return f"{answer.action}:{getattr(answer, 'data', None)}"
+
+    return app
+
+
+async def test_server_requests_go_to_the_embedders_handlers() -> None:
+    """A server's elicitation reaches the handler passed in; without one it gets an error."""
+    import mcp_types as types
+
+    from supervisor.server import ServerRequestError
+
+    async def elicit(context: object, params: object) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"name": "bob"})
+
+    rec = Recorder()
+    config = Settings(name="asks", command="", args=[], type="memory", app=elicitation_app())
+    answered = ManagedServer(
+        config, publish=rec, client_options={"mode": "legacy", "elicitation_callback": elicit}
+    )
+    bare = ManagedServer(
+        attrs.evolve(config, name="bare"), publish=rec, client_options={"mode": "legacy"}
+    )
+    async with open_tree([answered.spec, bare.spec]):
+        result = await answered.call_tool("ask", {}, None)
+        assert result.content[0].text == "accept:name='bob'"
+        with pytest.raises(ServerRequestError, match="Elicitation not supported"):
+            await bare.call_tool("ask", {}, None)
+        assert bare.health.restarts == 0
+
+
+async def test_idempotent_tools_are_resent_only_with_the_opt_in(tmp_path) -> None:  # noqa: ANN001
+    """With retry_idempotent, a read-only tool in flight at a crash is sent again."""
+    count = tmp_path / "count"
+    rec = Recorder()
+    config = settings("c", "crash", crash_after=2, count_file=count)
+    opted = ManagedServer(config, publish=rec, retry_idempotent=True)
+    async with open_tree([opted.spec]):
+        await opted.call_tool("add", {"a": 1, "b": 1}, None)
+        # echo is annotated read-only and idempotent: the crash is absorbed, it runs again.
+        assert (await opted.call_tool("echo", {"text": "twice"}, None)).content[0].text == "twice"
+    assert count_executions(count) == {"add": 1, "echo": 2}
+    assert opted.health.restarts == 1
+
+
+async def test_a_server_that_stops_answering_pings_is_restarted() -> None:
+    """A stopped (SIGSTOP) server misses its ping: stale, restarted, usable again."""
+    rec = Recorder()
+    config = settings("frozen", "echo", lazy=False, ping_interval=0.2)
+    frozen = ManagedServer(config, publish=rec, ping_timeout=0.5)
+    async with open_tree([frozen.spec]):
+        await wait_for(lambda: frozen.status() is ServerStatus.CONNECTED)
+        pid = frozen.health.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        await wait_for(lambda: "mcp.health.stale" in rec.kinds())
+        assert (await frozen.call_tool("echo", {"text": "back"}, None)).content[0].text == "back"
+        assert frozen.health.pid != pid and frozen.health.restarts == 1
+    assert not alive(pid)
+    stale = next(e for e in rec.events if e.kind == "mcp.health.stale")
+    assert stale.last_ok is not None
+    assert "did not answer a ping within 0.5 s" in (frozen.health.last_error or "")
+
+
+async def test_pings_keep_a_healthy_connection() -> None:
+    """Pings that are answered (ping, or discover on 2026-07-28) keep the connection."""
+    rec = Recorder()
+    config = settings("healthy", "echo", lazy=False, ping_interval=0.1)
+    healthy = ManagedServer(config, publish=rec, ping_timeout=5)
+    async with open_tree([healthy.spec]):
+        await wait_for(lambda: healthy.status() is ServerStatus.CONNECTED)
+        first_ok = healthy.health.last_ok
+        await wait_for(lambda: (healthy.health.last_ok or 0) > (first_ok or 0) + 0.25)
+        assert healthy.health.restarts == 0 and "mcp.health.stale" not in rec.kinds()
