@@ -27,6 +27,7 @@ the stream unredacted.
 from __future__ import annotations
 
 import json as _json
+import logging
 import os
 import re
 import sys
@@ -45,6 +46,7 @@ __all__ = [
     "redact",
     "redactor",
     "register_secret",
+    "reset_logging",
 ]
 
 #: What every occurrence of a secret is replaced with.
@@ -306,11 +308,40 @@ def configure_logging(
     global _configured
     if _configured and not force:
         return
-    _configure(level, sys.stderr if stream is None else stream, json)
+    renderer = _configure(level, sys.stderr if stream is None else stream, json)
+    _bridge_stdlib(level, sys.stderr if stream is None else stream, renderer)
     _configured = True
 
 
-def _configure(level: str | int, stream: TextIO, json: bool | None) -> None:
+def _bridge_stdlib(level: str | int, stream: TextIO, renderer: Processor) -> None:
+    """Send the standard library's log records (the SDK's, httpx's) through the same
+    renderer and the redactor, on the same stream, replacing our earlier handler."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_supervisor_bridge", False):
+            root.removeHandler(handler)
+    handler = logging.StreamHandler(stream)
+    handler._supervisor_bridge = True  # type: ignore[attr-defined]
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.stdlib.add_log_level,
+                structlog.stdlib.add_logger_name,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                structlog.processors.format_exc_info,
+            ],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                redactor,
+                renderer,
+            ],
+        )
+    )
+    root.addHandler(handler)
+    root.setLevel(_level_number(level))
+
+
+def _configure(level: str | int, stream: TextIO, json: bool | None) -> Processor:
     min_level = _level_number(level)
     tty = _isatty(stream)
     use_json = (not tty) if json is None else json
@@ -339,6 +370,7 @@ def _configure(level: str | int, stream: TextIO, json: bool | None) -> None:
         # including module-level ones that logged before it; logging is off the hot path.
         cache_logger_on_first_use=False,
     )
+    return renderer
 
 
 class _Stderr:
@@ -442,6 +474,19 @@ def _json_default(obj: object) -> str:
     # the redactor never saw; msgspec/orjson would encode dataclass and attrs
     # fields directly, including ones hidden from repr() — hence stdlib json.)
     return repr(obj)
+
+
+def reset_logging() -> None:
+    """Undo :func:`configure_logging` (for tests): structlog's configuration, our standard
+    library handler and the once-flag; the library's stderr default is put back."""
+    global _configured
+    structlog.reset_defaults()
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, "_supervisor_bridge", False):
+            root.removeHandler(handler)
+    _configured = False
+    _install_default()
 
 
 _install_default()

@@ -41,15 +41,15 @@ class HidesInStr:
 @pytest.fixture(autouse=True)
 def _reset_logging() -> Iterator[None]:
     def reset() -> None:
-        structlog.reset_defaults()
+        log.reset_logging()
+        structlog.reset_defaults()  # tests start from structlog's own defaults
         structlog.contextvars.clear_contextvars()
-        log._configured = False
         log.redactor.clear()
 
     reset()
     yield
     reset()
-    log._install_default()  # leave the library's default for the tests that follow
+    log.reset_logging()  # leave the library's default for the tests that follow
 
 
 def lines(stream: io.StringIO) -> list[str]:
@@ -472,3 +472,19 @@ def test_configure_logging_replaces_the_default() -> None:
     log.configure_logging(stream=stream, level="info")
     log.get_logger("x").info("hello")
     assert json.loads(stream.getvalue())["event"] == "hello"
+
+
+def test_standard_library_records_are_redacted_too() -> None:
+    """Records of stdlib loggers (the SDK's, httpx's) go out on our stream, redacted."""
+    import logging
+
+    stream = io.StringIO()
+    configure_logging(stream=stream, json=True, force=True, level="info")
+    try:
+        log.register_secret("stdlib-secret-value")
+        logging.getLogger("mcp.client.test").error("token %s refused", "stdlib-secret-value")
+        line = json.loads(stream.getvalue().splitlines()[-1])
+        assert line["event"] == "token *** refused"
+        assert line["level"] == "error" and line["logger"] == "mcp.client.test"
+    finally:
+        log.reset_logging()

@@ -8,7 +8,6 @@ import socket
 
 import msgspec
 import pytest
-import structlog
 import trio
 
 from supervisor import log
@@ -183,9 +182,7 @@ async def test_secrets_never_reach_logs_events_or_status() -> None:
                 seen = b"".join(encode(e) for e in events.drain()).decode()
             await web.stop()
     finally:
-        structlog.reset_defaults()
-        log._configured = False
-        log._install_default()
+        log.reset_logging()
     logs = stream.getvalue()
     assert "starting with token ***" in logs  # the stderr line was logged, redacted
     for text in (logs, status, seen):
