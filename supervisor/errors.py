@@ -51,14 +51,6 @@ from .actors import StartFailed as StartFailed
 from .actors import SupervisorError as SupervisorError
 from .actors import SupervisorGaveUp as SupervisorGaveUp
 from .actors import SupervisorNotRunning as SupervisorNotRunning
-from .server import CallMayHaveTakenEffect as CallMayHaveTakenEffect
-from .server import CatalogTooLarge as CatalogTooLarge
-from .server import ConnectTimeout as ConnectTimeout
-from .server import ServerError as ServerError
-from .server import ServerRequestError as ServerRequestError
-from .server import ServerUnavailable as ServerUnavailable
-from .server import StaleConnection as StaleConnection
-from .server import ToolCallTimeout as ToolCallTimeout
 from .transports import ProtocolViolation as ProtocolViolation
 from .transports import ServerExited as ServerExited
 from .transports import TransportError as TransportError
@@ -133,3 +125,55 @@ class UnknownTool(SupervisorError, LookupError):
 
 class UnknownServer(SupervisorError, LookupError):
     """No configured server has that name."""
+
+
+# -- MCP servers --------------------------------------------------------------------
+
+class ServerError(SupervisorError):
+    """Something went wrong with one MCP server; ``server`` names it."""
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+
+class ServerUnavailable(ServerError):
+    """The server gave up restarting (``failed``) or was stopped: calls fail fast."""
+
+
+class ConnectTimeout(ServerError, TimeoutError):
+    """The MCP handshake did not complete within ``initTimeout``."""
+
+
+class StaleConnection(ServerError):
+    """A ping went unanswered: the connection is restarted."""
+
+
+class CatalogTooLarge(ServerError):
+    """The server lists more tools, or a bigger catalog, than the limits allow."""
+
+
+class CallMayHaveTakenEffect(ServerError):
+    """The connection died while the call was in flight: it may have run, and was not
+    retried. ``tool`` names the tool."""
+
+    def __init__(self, message: str, *, server: str, tool: str) -> None:
+        super().__init__(message, server=server)
+        self.tool = tool
+
+
+class ToolCallTimeout(ServerError, TimeoutError):
+    """The call did not complete within its timeout (it may still run on the server)."""
+
+    def __init__(self, message: str, *, server: str, tool: str, timeout: float | None) -> None:
+        super().__init__(message, server=server)
+        self.tool = tool
+        self.timeout = timeout
+
+
+class ServerRequestError(ServerError):
+    """The server answered a request with an MCP error (``code``, ``message``)."""
+
+    def __init__(self, message: str, *, server: str, code: int) -> None:
+        super().__init__(message, server=server)
+        self.code = code

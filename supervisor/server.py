@@ -53,11 +53,20 @@ from .actors import (
     Intensity,
     RequestAborted,
     Restart,
-    SupervisorError,
     actor_spec,
     backoff_delay,
     before_effect,
     collapse,
+)
+from .errors import (
+    CallMayHaveTakenEffect,
+    CatalogTooLarge,
+    ConnectTimeout,
+    ServerError,
+    ServerRequestError,
+    ServerUnavailable,
+    StaleConnection,
+    ToolCallTimeout,
 )
 from .log import get_logger, redact
 from .transports import (
@@ -84,59 +93,6 @@ MAX_IN_FLIGHT = 256
 MAILBOX = 4096
 #: Latency samples kept for the p50/p99 in the health record.
 LATENCY_SAMPLES = 512
-
-
-# -- errors ------------------------------------------------------------------------------
-
-
-class ServerError(SupervisorError):
-    """Something went wrong with one MCP server; ``server`` names it."""
-
-    def __init__(self, message: str, *, server: str) -> None:
-        super().__init__(message)
-        self.server = server
-
-
-class ServerUnavailable(ServerError):
-    """The server gave up restarting (``failed``) or was stopped: calls fail fast."""
-
-
-class ConnectTimeout(ServerError, TimeoutError):
-    """The MCP handshake did not complete within ``initTimeout``."""
-
-
-class StaleConnection(ServerError):
-    """A ping went unanswered: the connection is restarted."""
-
-
-class CatalogTooLarge(ServerError):
-    """The server lists more tools, or a bigger catalog, than the limits allow."""
-
-
-class CallMayHaveTakenEffect(ServerError):
-    """The connection died while the call was in flight: it may have run, and was not
-    retried. ``tool`` names the tool."""
-
-    def __init__(self, message: str, *, server: str, tool: str) -> None:
-        super().__init__(message, server=server)
-        self.tool = tool
-
-
-class ToolCallTimeout(ServerError, TimeoutError):
-    """The call did not complete within its timeout (it may still run on the server)."""
-
-    def __init__(self, message: str, *, server: str, tool: str, timeout: float | None) -> None:
-        super().__init__(message, server=server)
-        self.tool = tool
-        self.timeout = timeout
-
-
-class ServerRequestError(ServerError):
-    """The server answered a request with an MCP error (``code``, ``message``)."""
-
-    def __init__(self, message: str, *, server: str, code: int) -> None:
-        super().__init__(message, server=server)
-        self.code = code
 
 
 # -- configuration the actor needs --------------------------------------------------------
