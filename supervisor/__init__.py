@@ -29,6 +29,7 @@ from .config import load_config as load_config
 from .errors import CallMayHaveTakenEffect as CallMayHaveTakenEffect
 from .errors import ConfigError as ConfigError
 from .errors import ServerError as ServerError
+from .errors import ServerRequestError as ServerRequestError
 from .errors import ServerUnavailable as ServerUnavailable
 from .errors import ToolCallTimeout as ToolCallTimeout
 from .errors import UnknownTool as UnknownTool
@@ -59,6 +60,7 @@ __all__ = [
     "RequestAborted",
     "ServerConfig",
     "ServerError",
+    "ServerRequestError",
     "ServerUnavailable",
     "Subscription",
     "SupervisorError",

@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Protocol
 
+import anyio
 import attrs
 import mcp_types as types
 import msgspec
@@ -316,6 +317,7 @@ class ManagedServer:
                 inherit_env=c.inherit_env,
                 name=self.name,
                 on_stderr=self._stderr_line,
+                on_spawn=self._spawned,
                 max_message_bytes=self.limits.max_message_bytes,
             )
         if c.type == "memory":
@@ -338,6 +340,10 @@ class ManagedServer:
             c.url, headers=c.headers, timeout=c.timeout, on_status=remote.saw_status
         )
         return remote
+
+    def _spawned(self, pid: int) -> None:
+        self.health.pid = pid
+        self.emit(events.LocalSpawned(server=self.name, pid=pid))
 
     def _stderr_line(self, line: str) -> None:
         self.stderr_tail.append(line)
@@ -415,19 +421,62 @@ class _Remote:
         self._inner = inner
         self.tracks_delivery = tracks_delivery
         self.closed = trio.Event()
+        self.failure: TransportError | None = None
         #: HTTP status of the first response, for the legacy-SSE fallback
         self.first_status: int | None = None
 
     def saw_status(self, status: int) -> None:
         if self.first_status is None:
             self.first_status = status
-        self.failure: TransportError | None = None
 
     async def __aenter__(self) -> TransportStreams:
-        return await self._inner.__aenter__()
+        read, write = await self._inner.__aenter__()
+        return _Watched(read, self), write
 
     async def __aexit__(self, *exc: object) -> bool | None:
         return await self._inner.__aexit__(*exc)
+
+    def ended(self) -> None:
+        """The server's side of the stream ended: the connection is gone."""
+        if not self.closed.is_set():
+            self.failure = TransportError("the server closed the connection")
+            self.closed.set()
+
+
+class _Watched:
+    """A transport's read stream that tells its :class:`_Remote` when it ends."""
+
+    def __init__(self, inner, remote: _Remote) -> None:  # noqa: ANN001 - an SDK ReadStream
+        self._inner = inner
+        self._remote = remote
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)  # last_context, close, ...
+
+    async def receive(self) -> object:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._remote.ended()
+            raise
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> object:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Watched:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 async def _probe(client: Client) -> None:
@@ -503,6 +552,9 @@ class ServerActor(Actor):
 
     async def init(self) -> None:
         server = self.server
+        # Stability is measured as the supervision tree measures it: from the start of
+        # the incarnation, so our attempt count and retry_in match its backoff.
+        server._up_since = trio.current_time()
         if self.number > 1:
             server.health.restarts += 1
         eager = not server.config.lazy or self.number > 1 or server.address.statistics().queued > 0
@@ -556,8 +608,10 @@ class ServerActor(Actor):
                         client = await self._new_session(client)
                     result = await client.call_tool(message.tool, dict(message.arguments or {}))
         except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED and (safe or receipt.delivered is False):
-                await self._requeue()  # it never reached the server, or may run twice
+            if exc.code == types.CONNECTION_CLOSED:
+                self._lost.set()  # the connection is dead: this incarnation ends
+                if safe or receipt.delivered is False:
+                    await self._requeue()  # it never reached the server, or may run twice
             health.calls_failed += 1
             if exc.code == types.CONNECTION_CLOSED:
                 raise CallMayHaveTakenEffect(
@@ -622,11 +676,11 @@ class ServerActor(Actor):
         server = self.server
         health = server.health
         config = server.config
-        attempt = server.attempt + 1
+        # attempt 0 is the first connection; 1..max_attempts are the retries after it.
         health.status = ServerStatus.CONNECTING
         server.emit(
             events.Connecting(
-                server=server.name, attempt=attempt, max_attempts=config.max_attempts + 1
+                server=server.name, attempt=server.attempt, max_attempts=config.max_attempts
             )
         )
         transport = self.transport = server.transport()
@@ -710,9 +764,6 @@ class ServerActor(Actor):
                 await user_handler(message)  # type: ignore[operator]
 
         async with Client(transport, message_handler=message_handler, **options) as client:  # type: ignore[arg-type]
-            if isinstance(transport, StdioTransport) and transport.pid is not None:
-                self.server.health.pid = transport.pid
-                self.server.emit(events.LocalSpawned(server=self.server.name, pid=transport.pid))
             yield client
 
     async def _list_all_tools(self, client: Client) -> list[types.Tool]:
@@ -758,13 +809,14 @@ class ServerActor(Actor):
         server = self.server
         while True:
             await trio.sleep(server.config.ping_interval)
-            with trio.move_on_after(server.ping_timeout) as scope:
+            answered = False
+            with trio.move_on_after(server.ping_timeout):
                 try:
                     await _probe(client)
+                    answered = True
                 except MCPError as exc:
-                    if exc.code == types.CONNECTION_CLOSED:
-                        scope.cancel()
-            if scope.cancelled_caught:
+                    answered = exc.code != types.CONNECTION_CLOSED
+            if not answered:
                 server.emit(events.HealthStale(server=server.name, last_ok=server.health.last_ok))
                 raise StaleConnection(
                     f"MCP server {server.name!r} did not answer a ping within "
@@ -784,7 +836,6 @@ class ServerActor(Actor):
         health.connected_since = now
         health.last_ok = now
         health.consecutive_failures = 0
-        server._up_since = trio.current_time()
         health.tool_count = len(tools)
         health.connect_time = took
         health.next_retry_at = None
@@ -800,6 +851,7 @@ class ServerActor(Actor):
         health = server.health
         text = redact(_describe(transport.failure or exc))
         health.status = ServerStatus.DISCONNECTED
+        health.connected_since = None
         health.last_error = text
         health.error_count += 1
         health.consecutive_failures += 1

@@ -120,16 +120,16 @@ class StdioTransport:
     chooses) plus ``env`` — not the whole parent environment, unless ``inherit_env`` —
     and runs in its own process group, so shutdown reaches anything it spawned.
 
-    While entered: ``pid`` is the server's pid, each stderr line (decoded, redacted) goes
-    to ``on_stderr`` and into ``stderr_tail``; a line on stdout that is not JSON-RPC, or
-    longer than ``max_message_bytes``, is a :class:`ProtocolViolation` that closes the
-    connection. ``closed`` is set when the connection is gone (exit, end of stdout,
-    violation) and ``failure`` holds why; requests still waiting then fail with the SDK's
-    "Connection closed". Leaving closes stdin, waits ``grace`` seconds, sends SIGTERM to
-    the process group, waits ``kill_after`` more, then SIGKILL — shielded from
-    cancellation and bounded, so leaving never hangs and leaves no process behind.
-    A transport is entered once; a restart makes a new one. It tracks delivery: see
-    :class:`Receipt`.
+    While entered: ``pid`` is the server's pid (``on_spawn`` hears it), each stderr line
+    (decoded, redacted) goes to ``on_stderr`` and into ``stderr_tail``; a line on stdout
+    that is not JSON-RPC, or longer than ``max_message_bytes``, is a
+    :class:`ProtocolViolation` that closes the connection. ``closed`` is set when the
+    connection is gone (exit, end of stdout, violation) and ``failure`` holds why;
+    requests still waiting then fail with the SDK's "Connection closed". Leaving closes
+    stdin, waits ``grace`` seconds, sends SIGTERM to the process group, waits
+    ``kill_after`` more, then SIGKILL — shielded from cancellation and bounded, so
+    leaving never hangs and leaves no process behind. A transport is entered once; a
+    restart makes a new one. It tracks delivery: see :class:`Receipt`.
     """
 
     tracks_delivery = True
@@ -144,6 +144,7 @@ class StdioTransport:
         inherit_env: bool = False,
         name: str | None = None,
         on_stderr: Callable[[str], None] | None = None,
+        on_spawn: Callable[[int], None] | None = None,
         stderr_lines: int = STDERR_LINES,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         grace: float = GRACE_SECONDS,
@@ -156,6 +157,7 @@ class StdioTransport:
         self.inherit_env = inherit_env
         self.name = name or command
         self.on_stderr = on_stderr
+        self.on_spawn = on_spawn
         self.max_message_bytes = max_message_bytes
         self.grace = grace
         self.kill_after = kill_after
@@ -217,6 +219,8 @@ class StdioTransport:
             ) from exc
         self._process = process
         self.pid = process.pid
+        if self.on_spawn is not None:
+            self.on_spawn(process.pid)
         # No await until the nursery is entered: a cancellation here would leak it.
         to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         raw_write, from_session = anyio.create_memory_object_stream[

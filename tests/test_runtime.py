@@ -247,3 +247,33 @@ async def test_stop_and_restart_a_server() -> None:
 
         with pytest.raises(UnknownServer, match="no MCP server named 'nope'"):
             await sup.stop("nope")
+
+
+async def test_a_dropped_websocket_connection_recovers() -> None:
+    """The WebSocket server goes away and comes back on the same port: the drop is
+    noticed at once (an mcp.error with the reason), and calls work again."""
+    from urllib.parse import urlsplit
+
+    async with trio.open_nursery() as nursery:
+
+        async def serve(port: int, task_status: trio.TaskStatus[str]) -> None:
+            with scope:
+                await serve_websocket(make_server("echo"), port=port, task_status=task_status)
+
+        scope = trio.CancelScope()
+        url = await nursery.start(serve, 0)
+        port = urlsplit(url).port
+        config = {"mcpServers": {"ws": {"url": url, "reconnect": {"initial": 0.1, "max": 0.2}}}}
+        async with open_supervisor(config) as sup, sup.subscribe("mcp.error") as errors:
+            assert (await sup.call("ws_echo", {"text": "one"})).content[0].text == "one"
+            scope.cancel()
+            with trio.fail_after(10):
+                first = await errors.receive()
+            assert first.server == "ws" and first.error and first.retry_in is not None
+            assert sup.status()["ws"].last_error == first.error
+            scope = trio.CancelScope()
+            await nursery.start(serve, port)
+            result = await sup.call("ws_echo", {"text": "two"}, timeout=20)
+            assert result.content[0].text == "two"
+            assert sup.status()["ws"].restarts >= 1
+        scope.cancel()
