@@ -1,0 +1,68 @@
+"""The server actor: one MCP server's connection lifecycle and health.
+
+Each configured server is a :class:`ManagedServer` — its config, its mailbox
+(:class:`~supervisor.actors.Address`) and its :class:`Health` — which outlives the
+:class:`ServerActor` incarnations that hold one SDK ``Client`` each. The supervision tree
+restarts incarnations with the server's backoff and gives up on it (``failed``) after its
+attempts; it never affects another server.
+
+States (DESIGN §5)::
+
+    idle ──► connecting ──► connected ──► disconnected ──► connecting ──► …
+                 │                                              │
+                 └──────────────► failed (gave up) ◄────────────┘        stopped
+
+An incarnation connects lazily — on the first call or tool listing — unless the server is
+``lazy: false`` or the incarnation replaces one that died. Calls wait (in the mailbox, or
+before being sent) while the server connects or restarts, each within its own deadline.
+A call already sent when the connection dies fails with :class:`CallMayHaveTakenEffect`
+and is never re-sent.
+"""
+
+from ..errors import CallMayHaveTakenEffect as CallMayHaveTakenEffect
+from ..errors import CatalogTooLarge as CatalogTooLarge
+from ..errors import ConnectTimeout as ConnectTimeout
+from ..errors import ServerError as ServerError
+from ..errors import ServerRequestError as ServerRequestError
+from ..errors import ServerUnavailable as ServerUnavailable
+from ..errors import StaleConnection as StaleConnection
+from ..errors import ToolCallTimeout as ToolCallTimeout
+from ..transports import ProtocolViolation as ProtocolViolation
+from ..transports import ServerExited as ServerExited
+from ._actor import MAX_IN_FLIGHT as MAX_IN_FLIGHT
+from ._actor import PING_TIMEOUT as PING_TIMEOUT
+from ._actor import CallTool as CallTool
+from ._actor import ListTools as ListTools
+from ._actor import ServerActor as ServerActor
+from ._health import Health as Health
+from ._health import HealthRecord as HealthRecord
+from ._health import ServerStatus as ServerStatus
+from ._managed import MAILBOX as MAILBOX
+from ._managed import Limits as Limits
+from ._managed import ManagedServer as ManagedServer
+from ._managed import ServerSettings as ServerSettings
+
+__all__ = [
+    "MAILBOX",
+    "MAX_IN_FLIGHT",
+    "PING_TIMEOUT",
+    "CallMayHaveTakenEffect",
+    "CallTool",
+    "CatalogTooLarge",
+    "ConnectTimeout",
+    "Health",
+    "HealthRecord",
+    "Limits",
+    "ListTools",
+    "ManagedServer",
+    "ProtocolViolation",
+    "ServerActor",
+    "ServerError",
+    "ServerExited",
+    "ServerRequestError",
+    "ServerSettings",
+    "ServerStatus",
+    "ServerUnavailable",
+    "StaleConnection",
+    "ToolCallTimeout",
+]

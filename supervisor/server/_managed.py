@@ -1,0 +1,279 @@
+"""One configured server: config, mailbox, health and the translation of its errors."""
+
+from __future__ import annotations
+
+import collections
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+import attrs
+import mcp_types as types
+import trio
+from mcp.client._memory import InMemoryTransport
+
+from .. import events
+from ..actors import (
+    ActorStopped,
+    ActorUnavailable,
+    AddressState,
+    Backoff,
+    CallTimeout,
+    ChildSpec,
+    GiveUp,
+    Intensity,
+    RequestAborted,
+    Restart,
+    actor_spec,
+)
+from ..errors import (
+    CallMayHaveTakenEffect,
+    ServerUnavailable,
+    ToolCallTimeout,
+)
+from ..log import get_logger
+from ..transports import (
+    StdioTransport,
+    http_transport,
+    sse_transport,
+)
+from ._actor import PING_TIMEOUT, CallTool, ListTools, ServerActor
+from ._health import Health, HealthRecord, ServerStatus
+from ._remote import TransportLike, _Remote
+
+log = get_logger("supervisor.server")
+
+#: Calls that may wait in one server's mailbox.
+MAILBOX = 4096
+
+
+# -- configuration the actor needs --------------------------------------------------------
+
+
+class ServerSettings(Protocol):
+    """What a server actor reads from its configuration (``supervisor.config.ServerConfig``)."""
+
+    name: str
+    type: str
+    command: str | None
+    args: Sequence[str]
+    env: Mapping[str, str]
+    cwd: str | os.PathLike[str] | None
+    inherit_env: bool
+    url: str | None
+    headers: Mapping[str, str]
+    lazy: bool
+    timeout: float
+    init_timeout: float
+    #: seconds between pings; 0 disables them
+    ping_interval: float
+    #: restarts tried in a row before the server is failed (0: fail at the first error)
+    max_attempts: int
+    backoff: Backoff
+
+
+@attrs.frozen
+class Limits:
+    """Bounds on what one server may send."""
+
+    max_tools: int = 1000
+    max_catalog_bytes: int = 2 * 2**20
+    max_message_bytes: int = 16 * 2**20
+
+
+# -- the server (outlives incarnations) ----------------------------------------------------
+
+
+class ManagedServer:
+    """One configured MCP server: config, mailbox, health and event reporting.
+
+    ``error`` is set for a server whose configuration could not be completed (a missing
+    environment variable): it never starts and its calls fail fast with that error.
+    """
+
+    def __init__(
+        self,
+        config: ServerSettings,
+        *,
+        publish: Callable[[events.Event], None],
+        client_options: Mapping[str, object] | None = None,
+        limits: Limits | None = None,
+        error: str | None = None,
+        ping_timeout: float = PING_TIMEOUT,
+        retry_idempotent: bool = False,
+    ) -> None:
+        self.config = config
+        self.ping_timeout = ping_timeout
+        self.retry_idempotent = retry_idempotent
+        self.name = config.name
+        self.publish = publish
+        self.client_options = dict(client_options or {})
+        self.limits = limits or Limits()
+        self.error = error
+        self.health = Health()
+        self.tools: list[types.Tool] = []
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
+        self.incarnations = 0
+        # Consecutive failed incarnations, counted as the supervision tree counts them
+        # (reset only after a connection that stayed up ``backoff.stable_after``).
+        self.attempt = 0
+        self._up_since: float | None = None
+        # A `type: remote` server that turned out to speak only legacy SSE.
+        self.use_sse = False
+        self.spec: ChildSpec = actor_spec(
+            self.name,
+            lambda: ServerActor(self),
+            mailbox=MAILBOX,
+            restart=Restart.PERMANENT,
+            give_up=GiveUp.MARK_UNAVAILABLE,
+            intensity=Intensity(max_restarts=config.max_attempts, within_seconds=math.inf),
+            backoff=config.backoff,
+            shutdown_timeout=10.0,
+        )
+        if error is not None:
+            self.health.status = ServerStatus.FAILED
+            self.health.last_error = error
+
+    @property
+    def address(self):  # noqa: ANN201 - the spec's Address
+        return self.spec.address
+
+    @property
+    def is_local(self) -> bool:
+        return self.config.type == "stdio"
+
+    def status(self) -> ServerStatus:
+        state = self.address.state
+        if self.error is not None or state is AddressState.UNAVAILABLE:
+            return ServerStatus.FAILED
+        if state is AddressState.STOPPED:
+            return ServerStatus.STOPPED
+        return self.health.status
+
+    def record(self, stats_attempt: int = 0, next_restart_at: float | None = None) -> HealthRecord:
+        """The health record (DESIGN §5) as of now."""
+        h = self.health
+        next_retry = None
+        if next_restart_at is not None:
+            next_retry = time.time() + max(0.0, next_restart_at - trio.current_time())
+        return HealthRecord(
+            server=self.name,
+            type=str(self.config.type),
+            status=self.status().value,
+            connected_since=h.connected_since,
+            last_ok=h.last_ok,
+            last_error=h.last_error,
+            error_count=h.error_count,
+            consecutive_failures=h.consecutive_failures,
+            restarts=h.restarts,
+            tool_count=h.tool_count,
+            connect_time=h.connect_time,
+            next_retry_at=next_retry,
+            retry_attempt=stats_attempt,
+            calls_ok=h.calls_ok,
+            calls_failed=h.calls_failed,
+            latency_p50_ms=h.percentile(0.50),
+            latency_p99_ms=h.percentile(0.99),
+            pid=h.pid,
+        )
+
+    def transport(self) -> TransportLike:
+        """A fresh transport for one connection attempt."""
+        c = self.config
+        if c.type == "stdio":
+            assert c.command is not None
+            return StdioTransport(
+                c.command,
+                list(c.args),
+                env=c.env,
+                cwd=c.cwd,
+                inherit_env=c.inherit_env,
+                name=self.name,
+                on_stderr=self._stderr_line,
+                on_spawn=self._spawned,
+                max_message_bytes=self.limits.max_message_bytes,
+            )
+        if c.type == "memory":
+            return _Remote(InMemoryTransport(c.app))  # type: ignore[attr-defined]
+        assert c.url is not None
+        if c.type == "sse":
+            return _Remote(sse_transport(c.url, headers=c.headers, timeout=c.timeout))
+        if c.type == "ws":
+            from ..ws import websocket_client
+
+            return _Remote(
+                websocket_client(
+                    c.url, headers=c.headers, max_message_size=self.limits.max_message_bytes
+                )
+            )
+        if self.use_sse:
+            return _Remote(sse_transport(c.url, headers=c.headers, timeout=c.timeout))
+        remote = _Remote(None, tracks_delivery=True)
+        remote._inner = http_transport(
+            c.url, headers=c.headers, timeout=c.timeout, on_status=remote.saw_status
+        )
+        return remote
+
+    def _spawned(self, pid: int) -> None:
+        self.health.pid = pid
+        self.emit(events.LocalSpawned(server=self.name, pid=pid))
+
+    def _stderr_line(self, line: str) -> None:
+        self.stderr_tail.append(line)
+        log.debug("server stderr", server=self.name, line=line)
+
+    def emit(self, event: events.Event) -> None:
+        try:
+            self.publish(event)
+        except Exception:
+            log.exception("publishing an event failed", server=self.name, kind=event.kind)
+
+    # -- façade-side calls ---------------------------------------------------------------
+
+    async def call_tool(
+        self, tool: str, arguments: Mapping[str, object] | None, timeout: float | None
+    ) -> types.CallToolResult:
+        """Call ``tool`` through the mailbox, translating actor errors into server errors."""
+        if self.error is not None:
+            raise ServerUnavailable(
+                f"MCP server {self.name!r} is not configured correctly: {self.error}",
+                server=self.name,
+            )
+        limit = self.config.timeout if timeout is None else timeout
+        try:
+            return await self.address.call(CallTool(tool, arguments), timeout=limit)  # type: ignore[return-value]
+        except ActorUnavailable as exc:
+            raise ServerUnavailable(
+                f"MCP server {self.name!r} is unavailable after {exc.attempts} attempts; "
+                f"last error: {self.health.last_error or exc.last_error}. Fix the cause, "
+                f"then restart it (handle.restart({self.name!r}))",
+                server=self.name,
+            ) from None
+        except ActorStopped:
+            raise ServerUnavailable(
+                f"MCP server {self.name!r} is stopped; restart it to use it again",
+                server=self.name,
+            ) from None
+        except CallMayHaveTakenEffect:
+            raise
+        except RequestAborted as exc:
+            raise CallMayHaveTakenEffect(
+                f"the connection to MCP server {self.name!r} died while tool {tool!r} was "
+                "running: it may have taken effect and was not retried",
+                server=self.name,
+                tool=tool,
+            ) from exc.__cause__
+        except CallTimeout:
+            raise ToolCallTimeout(
+                f"MCP server {self.name!r} did not answer tool {tool!r} within {limit} s "
+                "(the call may still be running there)",
+                server=self.name,
+                tool=tool,
+                timeout=limit,
+            ) from None
+
+    async def list_tools(self, timeout: float | None = None) -> list[types.Tool]:
+        limit = self.config.init_timeout + self.config.timeout if timeout is None else timeout
+        return await self.address.call(ListTools(), timeout=limit)  # type: ignore[return-value]

@@ -1,0 +1,88 @@
+"""Remote transports as the server actor uses them: their end made visible."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+import anyio
+import trio
+
+from ..transports import TransportError
+
+if TYPE_CHECKING:
+    from mcp.client._transport import TransportStreams
+
+
+class TransportLike(Protocol):
+    """A transport as the server actor uses it (see :mod:`supervisor.transports`)."""
+
+    closed: trio.Event
+    failure: TransportError | None
+
+    async def __aenter__(self) -> TransportStreams: ...
+    async def __aexit__(self, *exc: object) -> bool | None: ...
+
+
+class _Remote:
+    """Adapts an SDK-style remote transport: its end is only seen through failed requests."""
+
+    def __init__(self, inner, *, tracks_delivery: bool = False) -> None:  # noqa: ANN001
+        self._inner = inner
+        self.tracks_delivery = tracks_delivery
+        self.closed = trio.Event()
+        self.failure: TransportError | None = None
+        #: HTTP status of the first response, for the legacy-SSE fallback
+        self.first_status: int | None = None
+
+    def saw_status(self, status: int) -> None:
+        if self.first_status is None:
+            self.first_status = status
+
+    async def __aenter__(self) -> TransportStreams:
+        read, write = await self._inner.__aenter__()
+        return _Watched(read, self), write
+
+    async def __aexit__(self, *exc: object) -> bool | None:
+        return await self._inner.__aexit__(*exc)
+
+    def ended(self) -> None:
+        """The server's side of the stream ended: the connection is gone."""
+        if not self.closed.is_set():
+            self.failure = TransportError("the server closed the connection")
+            self.closed.set()
+
+
+class _Watched:
+    """A transport's read stream that tells its :class:`_Remote` when it ends."""
+
+    def __init__(self, inner, remote: _Remote) -> None:  # noqa: ANN001 - an SDK ReadStream
+        self._inner = inner
+        self._remote = remote
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)  # last_context, close, ...
+
+    async def receive(self) -> object:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._remote.ended()
+            raise
+
+    def __aiter__(self) -> _Watched:
+        return self
+
+    async def __anext__(self) -> object:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Watched:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
