@@ -277,3 +277,45 @@ async def test_a_dropped_websocket_connection_recovers() -> None:
             assert result.content[0].text == "two"
             assert sup.status()["ws"].restarts >= 1
         scope.cancel()
+
+
+def fixture_children() -> list[int]:
+    """Pids of this process's children that run a fixture server (from /proc)."""
+    import os
+    import pathlib
+
+    found = []
+    for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == os.getpid() and b"supervisor.testing.servers" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.parametrize("how", ["normal", "exception", "cancelled"])
+async def test_no_server_process_remains_after_open_supervisor(how: str) -> None:
+    """However the block ends, no server process of ours is left in the process tree."""
+    config = {"mcpServers": {f"s{i}": stdio("echo", lazy=False) for i in range(3)}}
+
+    class Boom(Exception):
+        pass
+
+    seen: list[int] = []
+    with trio.move_on_after(60) as scope:
+        try:
+            async with open_supervisor(config) as sup:
+                await sup.connect_all()
+                seen = fixture_children()
+                assert len(seen) == 3
+                if how == "exception":
+                    raise Boom
+                if how == "cancelled":
+                    scope.cancel()
+                    await trio.sleep_forever()
+        except Boom:
+            pass
+    assert seen and fixture_children() == []
