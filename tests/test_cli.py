@@ -37,26 +37,22 @@ def test_demo_shows_a_restart_and_a_give_up() -> None:
 
 
 def test_bench_json_quick_is_one_document_of_positive_figures() -> None:
-    """`bench --json --quick` prints one JSON object with every key, a positive number each."""
+    """`bench --json --quick` prints one JSON object with every key, a positive number each;
+    the same report makes a table naming each key and its target."""
     result = run_cli("bench", "--json", "--quick")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     keys = {m.key for m in bench.MEASUREMENTS}
-    assert set(report) == keys | {"meta", "targets"}
+    assert keys <= set(report)
     for key in keys:
         assert isinstance(report[key], int | float) and report[key] > 0, key
     assert report["targets"]["mailbox_call_us"] == "<= 15"
     assert report["targets"]["bus_events_per_s"] == ">= 200000"
     assert report["meta"]["quick"] is True
     assert report["meta"]["cpu_count"] >= 1
-
-
-def test_bench_table_names_every_key() -> None:
-    """`bench --quick` without --json prints a table naming each key and its target."""
-    result = run_cli("bench", "--quick")
-    assert result.returncode == 0, result.stderr
+    table = bench.format_table(report)
     for m in bench.MEASUREMENTS:
-        assert m.key in result.stdout
+        assert m.key in table
 
 
 @pytest.mark.parametrize(
@@ -70,11 +66,15 @@ def test_usage_error_exits_2_with_usage_on_stderr(args: tuple[str, ...]) -> None
     assert result.stdout == ""
 
 
-@pytest.mark.parametrize("measurement", bench.MEASUREMENTS, ids=lambda m: m.key)
+IN_PROCESS = [m for m in bench.MEASUREMENTS if m.key.startswith(("mailbox", "bus"))]
+
+
+@pytest.mark.parametrize("measurement", IN_PROCESS, ids=lambda m: m.key)
 async def test_bench_function_returns_a_positive_figure(
     measurement: bench.Measurement,
 ) -> None:
-    """Each bench function measures one tiny round and returns a positive finite figure."""
+    """Each in-process bench function measures one tiny round: a positive finite figure
+    (the server keys are covered, with tiny sizes, in test_bench.py)."""
     value = await measurement.run(20)
     assert 0 < value < float("inf")
 

@@ -1,0 +1,187 @@
+"""The bench keys measured against real fixture servers, on tiny sizes, and the machinery
+that runs suites (shared resources, their own round counts, computed targets)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from supervisor import bench
+
+
+def _children() -> set[int]:
+    """Pids of this process's live (non-zombie) child processes."""
+    me = os.getpid()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces, so split after the last ")"
+        state, ppid = stat.rpartition(")")[2].split()[:2]
+        if int(ppid) == me and state != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+async def _no_new_children(before: set[int]) -> set[int]:
+    """Children started since ``before`` still alive after a short grace period."""
+    with trio.move_on_after(5):
+        while _children() - before:  # noqa: ASYNC110 - polling /proc, bounded
+            await trio.sleep(0.05)
+    return _children() - before
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+@pytest.mark.parametrize(
+    ("function", "n"),
+    [
+        pytest.param(bench.call_overhead_ratio_seq, 5, id="call_overhead_ratio_seq"),
+        pytest.param(bench.call_overhead_ratio_concurrent, 5, id="call_overhead_ratio_concurrent"),
+        pytest.param(bench.startup_8_ratio, 2, id="startup_8_ratio"),
+        pytest.param(bench.shutdown_8_ratio, 2, id="shutdown_8_ratio"),
+        pytest.param(bench.recovery_s, 1, id="recovery_s"),
+        pytest.param(bench.rss_per_server_kb, 2, id="rss_per_server_kb"),
+    ],
+)
+async def test_server_measurement_returns_a_positive_figure_and_leaves_no_process(
+    function: Callable[[int], Awaitable[float]], n: int
+) -> None:
+    """Each real-server measurement returns a positive finite figure on a tiny round, and
+    every fixture process it started has exited by the time it returns."""
+    before = _children()
+    with trio.fail_after(30):
+        value = await function(n)
+    assert 0 < value < math.inf
+    assert not await _no_new_children(before)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+async def test_recovery_includes_the_initial_backoff() -> None:
+    """recovery_s starts at the kill, so it is at least the 1 s initial backoff; the
+    connect time it reports (recovery_connect_s) is the restarted server's, well below
+    the total. The new server is a child of ours (so the process check above sees them)."""
+    before = _children()
+    with trio.fail_after(30):
+        async with bench.RECOVERIES.open() as round_:
+            figures = await round_({bench.RECOVERY: 1})
+            assert len(_children() - before) == 1
+    assert bench.recovery_backoff_initial() == 1.0
+    assert figures[bench.RECOVERY] >= 1.0
+    assert 0 < figures[bench.RECOVERY_CONNECT] < figures[bench.RECOVERY]
+
+
+def test_recovery_target_is_backoff_initial_plus_one_and_a_half_connects() -> None:
+    """DESIGN §9: recovery_s ≤ backoff_initial + 1.5 × connect, computed from the medians."""
+    assert bench._recovery_target({bench.RECOVERY_CONNECT: 0.5}) == "<= 1.750"
+    assert bench._recovery_target({}) is None
+
+
+def test_rounds_are_spread_evenly() -> None:
+    """A suite with r of R rounds runs in r of them, spread out; R of R runs in each."""
+    assert [i for i in range(15) if bench._due(i, 5, 15)] == [2, 5, 8, 11, 14]
+    assert all(bench._due(i, 15, 15) for i in range(15))
+    assert [i for i in range(5) if bench._due(i, 1, 5)] == [4]
+
+
+async def test_run_bench_opens_a_suite_once_and_reports_each_member() -> None:
+    """run_bench opens each suite once around all rounds, runs it its own number of rounds
+    (interleaved with plain measurements), gives each member its median and computes a
+    target from the medians where one is a function."""
+    log: list[str] = []
+
+    @asynccontextmanager
+    async def open_fake() -> AsyncIterator[bench.RoundFn]:
+        log.append("open")
+        figures = iter(range(1, 100))
+
+        async def round_(sizes: Mapping[str, int]) -> dict[str, float]:
+            log.append(f"round {dict(sizes)}")
+            value = float(next(figures))
+            return {"fake_a": value, "fake_b": value * 10, "ignored": 0.0}
+
+        yield round_
+        log.append("close")
+
+    async def plain(n: int) -> float:
+        log.append(f"plain {n}")
+        return 7.0
+
+    suite = bench.Suite("fake", open_fake, rounds=9, quick_rounds=2)
+    measurements = [
+        bench.Measurement("plain", plain, "<= 8", "x", 30, 30),
+        suite.measurement("fake_a", target=None, unit="x", size=3, quick_size=2),
+        suite.measurement(
+            "fake_b",
+            target=lambda medians: f"<= {medians['fake_a'] * 100:g}",
+            unit="x",
+            size=3,
+            quick_size=2,
+            note="b is ten times a",
+        ),
+    ]
+    report = await bench.run_bench(quick=True, measurements=measurements)
+
+    assert set(report) == {"plain", "fake_a", "fake_b", "meta", "targets"}
+    assert log[0] == "plain 3"  # the plain measurement's warm-up
+    assert log[1] == "open" and log[-1] == "close"
+    rounds = [entry for entry in log if entry.startswith("round")]
+    assert rounds == ["round {'fake_a': 2, 'fake_b': 2}"] * 2
+    assert log.count("plain 30") == bench.QUICK_ROUNDS
+    assert (report["fake_a"], report["fake_b"]) == (1.5, 15.0)
+    assert report["targets"] == {"plain": "<= 8", "fake_a": None, "fake_b": "<= 150"}
+    meta = report["meta"]
+    assert isinstance(meta, dict)
+    assert meta["rounds_by_key"] == {"plain": bench.QUICK_ROUNDS, "fake_a": 2, "fake_b": 2}
+    assert meta["notes"] == {"fake_b": "b is ten times a"}
+    table = bench.format_table(report, measurements)
+    assert "<= 150" in table and "fake_b" in table
+
+
+async def test_a_suite_member_runs_alone_as_a_measurement() -> None:
+    """A member's ``run(n)`` opens its suite, measures one round of just that key at size
+    n, and closes it again."""
+    log: list[object] = []
+
+    @asynccontextmanager
+    async def open_fake() -> AsyncIterator[bench.RoundFn]:
+        log.append("open")
+
+        async def round_(sizes: Mapping[str, int]) -> dict[str, float]:
+            log.append(dict(sizes))
+            return {"a": 1.0, "b": 2.0}
+
+        yield round_
+        log.append("close")
+
+    suite = bench.Suite("fake", open_fake, rounds=1, quick_rounds=1)
+    b = suite.measurement("b", target=None, unit="x", size=5, quick_size=5)
+    assert await b.run(4) == 2.0
+    assert log == ["open", {"b": 4}, "close"]
+
+
+def test_every_registered_key_has_a_design_target_or_is_marked_informative() -> None:
+    """The DESIGN §9 keys this suite measures carry their targets."""
+    targets = {m.key: m.target for m in bench.MEASUREMENTS}
+    assert targets["call_overhead_ratio_seq"] == "<= 1.05"
+    assert targets["call_overhead_ratio_concurrent"] == "<= 1.05"
+    assert targets["startup_8_ratio"] == "<= 1.1"
+    assert targets["shutdown_8_ratio"] == "<= 1.1"
+    assert targets["rss_per_server_kb"] == "<= 300"
+    assert callable(targets["recovery_s"])
+    assert targets["recovery_connect_s"] is None
+
+
+def test_rss_probe_usage() -> None:
+    """The fresh-process RSS probe's entry point refuses anything but ``rss N``."""
+    assert bench._main(["rss", "0"]) == 2
+    assert bench._main([]) == 2
