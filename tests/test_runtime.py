@@ -319,3 +319,42 @@ async def test_no_server_process_remains_after_open_supervisor(how: str) -> None
         except Boom:
             pass
     assert seen and fixture_children() == []
+
+
+async def test_stopping_a_server_lets_calls_in_flight_finish() -> None:
+    """stop() is graceful: a call already running is answered before the process stops."""
+    config = {"mcpServers": {"slow": stdio("slow")}}
+    async with open_supervisor(config) as sup:
+        await sup.connect_all()
+        answers: list[str] = []
+
+        async def long_call() -> None:
+            result = await sup.call("slow_sleep", {"seconds": 0.5})
+            answers.append(result.content[0].text)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(long_call)
+            await trio.sleep(0.1)  # let it reach the server
+            await sup.stop("slow")
+        assert answers == ["slept 0.5"]
+        assert sup.status()["slow"].status == "stopped"
+
+
+async def test_a_remote_server_dying_mid_call_fails_the_call_promptly() -> None:
+    """An HTTP server that goes away during a call: the call fails at once as
+    may-have-taken-effect, rather than waiting for its timeout."""
+    from supervisor.server import CallMayHaveTakenEffect
+
+    async with trio.open_nursery() as nursery:
+        web = await start_http(nursery, make_server("slow"))
+        config = {"mcpServers": {"web": {"url": web.url, "type": "http"}}}
+        async with open_supervisor(config) as sup:
+            await sup.connect_all()
+
+            async def stop_soon() -> None:
+                await trio.sleep(0.2)
+                await web.stop()
+
+            nursery.start_soon(stop_soon)
+            with trio.fail_after(10), pytest.raises(CallMayHaveTakenEffect):
+                await sup.call("web_sleep", {"seconds": 30}, timeout=60)

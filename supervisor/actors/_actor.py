@@ -84,6 +84,10 @@ class Actor:
     async def init(self) -> None:
         """Prepare before the incarnation counts as started; errors here fail the start."""
 
+    async def drain(self) -> None:
+        """Graceful stop: called once the mailbox's requests in flight are done, before
+        the background tasks are cancelled — finish any other work in flight here."""
+
     async def handle(self, message: object) -> object:
         """Answer one message."""
         raise NotImplementedError(f"{type(self).__name__} does not handle {message!r}")
@@ -147,6 +151,7 @@ class _Runner(Generic[A]):
                 else:
                     async with trio.open_nursery() as handlers:
                         await self._serve_concurrently(handlers, actor.max_concurrency)
+                await actor.drain()
                 background.cancel_scope.cancel()
         except BaseException as exc:
             cause = collapse(exc)

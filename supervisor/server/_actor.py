@@ -117,6 +117,10 @@ async def _first(*waits: Callable[[], Awaitable[object]]) -> None:
             nursery.start_soon(one, wait)
 
 
+class _NotSent(Exception):
+    """The call did not reach the server (or may be sent again): send it once more."""
+
+
 # -- one incarnation -------------------------------------------------------------------------
 
 
@@ -134,6 +138,10 @@ class ServerActor(Actor):
         self._ready = trio.Event()
         self._lost = trio.Event()  # a request found the connection closed
         self._renew = trio.Event()  # a request found its session forgotten by the server
+        self._direct_scopes: set[trio.CancelScope] = set()
+        self._in_flight_direct = 0
+        self._no_direct = trio.Event()
+        self._closing = False
         self.transport: TransportLike | None = None
 
     async def init(self) -> None:
@@ -141,6 +149,7 @@ class ServerActor(Actor):
         # Stability is measured as the supervision tree measures it: from the start of
         # the incarnation, so our attempt count and retry_in match its backoff.
         server._up_since = trio.current_time()
+        server.current = self
         if self.number > 1:
             server.health.restarts += 1
         eager = not server.config.lazy or self.number > 1 or server.address.statistics().queued > 0
@@ -163,21 +172,31 @@ class ServerActor(Actor):
         with before_effect():  # nothing is sent until connected: a failure re-queues it
             client = await self._connected()
         if isinstance(message, CallTool):
-            return await self._call_tool(client, message)
+            try:
+                return await self._call_tool(client, message, self._receipt(), renew=True)
+            except _NotSent:
+                await self._requeue()
         if isinstance(message, ListTools):
             return list(self.server.tools)
         raise TypeError(f"server actor cannot handle {message!r}")
 
-    async def _call_tool(self, client: Client, message: CallTool) -> types.CallToolResult:
+    def _receipt(self) -> Receipt:
+        receipt = Receipt()
+        if getattr(self.transport, "tracks_delivery", False):
+            receipt.delivered = False
+        return receipt
+
+    async def _call_tool(
+        self, client: Client, message: CallTool, receipt: Receipt, *, renew: bool
+    ) -> types.CallToolResult:
+        """Send one tool call on ``client``; raises :class:`_NotSent` when it is known not
+        to have reached the server (or may be sent again, by the embedder's opt-in)."""
         server = self.server
         health = server.health
         start = trio.current_time()
         transport = self.transport
-        receipt = Receipt()
-        if getattr(transport, "tracks_delivery", False):
-            receipt.delivered = False
         if self._lost.is_set() or (transport is not None and transport.closed.is_set()):
-            await self._requeue()  # the connection is known dead: don't send on it
+            raise _NotSent  # the connection is known dead: don't send on it
         # Until the request is out, a dying connection gives it back to the mailbox; with
         # the embedder's opt-in, so does a read-only or idempotent tool's, even after.
         safe = server.retry_idempotent and self._idempotent(message.tool)
@@ -189,6 +208,8 @@ class ServerActor(Actor):
                 except MCPError as exc:
                     if not _session_expired(exc):
                         raise
+                    if not renew:
+                        raise _NotSent from None  # the mailbox path renews the session
                     # The server rejected it unseen: renew the session, send it once more.
                     with before_effect():
                         client = await self._new_session(client)
@@ -197,7 +218,7 @@ class ServerActor(Actor):
             if exc.code == types.CONNECTION_CLOSED:
                 self._lost.set()  # the connection is dead: this incarnation ends
                 if safe or receipt.delivered is False:
-                    await self._requeue()  # it never reached the server, or may run twice
+                    raise _NotSent from None  # it never reached the server, or may run twice
             health.calls_failed += 1
             if exc.code == types.CONNECTION_CLOSED:
                 raise CallMayHaveTakenEffect(
@@ -227,6 +248,64 @@ class ServerActor(Actor):
             health.calls_ok += 1
         return result
 
+    # -- direct calls ------------------------------------------------------------------
+
+    def direct(self) -> Client | None:
+        """The client, if a call may skip the mailbox: connected, not stopping, not
+        dying, with room for one more request in flight."""
+        client = self.client
+        if (
+            client is None
+            or self._closing
+            or self._lost.is_set()
+            or self._in_flight_direct >= MAX_IN_FLIGHT
+        ):
+            return None
+        return client
+
+    async def call_directly(self, client: Client, message: CallTool) -> types.CallToolResult:
+        """Run a call in the caller's own task, on the connected client — the mailbox is
+        for waiting (connecting, restarting); a connected server needs no queue.
+
+        Raises :class:`_NotSent` when the call must go through the mailbox after all (the
+        connection died before the request went out, or its session expired); the
+        incarnation's end wakes it like it aborts the mailbox's requests.
+        """
+        receipt = self._receipt()
+        scope = trio.CancelScope()
+        self._direct_scopes.add(scope)
+        self._in_flight_direct += 1
+        try:
+            with scope:
+                return await self._call_tool(client, message, receipt, renew=False)
+            # Cancelled by the end of this incarnation (not by the caller: that raises).
+            safe = self.server.retry_idempotent and self._idempotent(message.tool)
+            if safe or receipt.delivered is False:
+                raise _NotSent
+            raise CallMayHaveTakenEffect(
+                f"the connection to MCP server {self.server.name!r} died while tool "
+                f"{message.tool!r} was running: it may have taken effect and was not retried",
+                server=self.server.name,
+                tool=message.tool,
+            )
+        finally:
+            self._direct_scopes.discard(scope)
+            self._in_flight_direct -= 1
+            if self._in_flight_direct == 0:
+                self._no_direct.set()
+
+    async def drain(self) -> None:
+        """Graceful stop: no new direct calls; wait for those in flight to finish."""
+        self._closing = True
+        if self._in_flight_direct:
+            self._no_direct = trio.Event()
+            await self._no_direct.wait()
+
+    def _end_direct_calls(self) -> None:
+        self._closing = True
+        for scope in list(self._direct_scopes):
+            scope.cancel()
+
     def _idempotent(self, tool: str) -> bool:
         """Whether the server annotates ``tool`` read-only or idempotent."""
         for listed in self.server.tools:
@@ -245,17 +324,23 @@ class ServerActor(Actor):
     # -- the connection ----------------------------------------------------------------
 
     async def _connection(self) -> None:
-        await self._wanted.wait()
         # One session after another: a server that forgot our session (it restarted
         # behind the same URL) gets a new one within this incarnation, and a `remote`
         # server that refuses Streamable HTTP is tried again over legacy SSE.
-        while (why := await self._session()) is not None:
-            if why == "session expired":
-                self.server.emit(
-                    events.Disconnected(server=self.server.name, reason=why, was_clean=False)
-                )
-            else:
-                log.info(why, server=self.server.name)
+        try:
+            await self._wanted.wait()
+            while (why := await self._session()) is not None:
+                if why == "session expired":
+                    self.server.emit(
+                        events.Disconnected(server=self.server.name, reason=why, was_clean=False)
+                    )
+                else:
+                    log.info(why, server=self.server.name)
+        finally:
+            self.client = None
+            self._end_direct_calls()
+            if self.server.current is self:
+                self.server.current = None
 
     async def _session(self) -> str | None:
         """Connect and serve one session; why it must be started over, else it raises."""

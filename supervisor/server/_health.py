@@ -12,7 +12,6 @@ import msgspec
 LATENCY_SAMPLES = 512
 
 
-
 class ServerStatus(enum.Enum):
     IDLE = "idle"
     CONNECTING = "connecting"

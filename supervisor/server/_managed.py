@@ -20,7 +20,6 @@ from ..actors import (
     ActorUnavailable,
     AddressState,
     Backoff,
-    CallTimeout,
     ChildSpec,
     GiveUp,
     Intensity,
@@ -39,7 +38,7 @@ from ..transports import (
     http_transport,
     sse_transport,
 )
-from ._actor import PING_TIMEOUT, CallTool, ListTools, ServerActor
+from ._actor import PING_TIMEOUT, CallTool, ListTools, ServerActor, _NotSent
 from ._health import Health, HealthRecord, ServerStatus
 from ._remote import TransportLike, _Remote
 
@@ -116,6 +115,8 @@ class ManagedServer:
         self.tools: list[types.Tool] = []
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
         self.incarnations = 0
+        #: the live incarnation, whose connection calls may use directly
+        self.current: ServerActor | None = None
         # Consecutive failed incarnations, counted as the supervision tree counts them
         # (reset only after a connection that stayed up ``backoff.stable_after``).
         self.attempt = 0
@@ -242,8 +243,25 @@ class ManagedServer:
                 server=self.name,
             )
         limit = self.config.timeout if timeout is None else timeout
+        message = CallTool(tool, arguments)
         try:
-            return await self.address.call(CallTool(tool, arguments), timeout=limit)  # type: ignore[return-value]
+            with trio.fail_after(limit):
+                actor = self.current
+                client = actor.direct() if actor is not None else None
+                if client is not None:
+                    try:
+                        return await actor.call_directly(client, message)  # type: ignore[union-attr]
+                    except _NotSent:
+                        pass  # the mailbox gets it to the next connection
+                return await self.address.call(message)  # type: ignore[return-value]
+        except trio.TooSlowError:
+            raise ToolCallTimeout(
+                f"MCP server {self.name!r} did not answer tool {tool!r} within {limit} s "
+                "(the call may still be running there)",
+                server=self.name,
+                tool=tool,
+                timeout=limit,
+            ) from None
         except ActorUnavailable as exc:
             raise ServerUnavailable(
                 f"MCP server {self.name!r} is unavailable after {exc.attempts} attempts; "
@@ -265,14 +283,6 @@ class ManagedServer:
                 server=self.name,
                 tool=tool,
             ) from exc.__cause__
-        except CallTimeout:
-            raise ToolCallTimeout(
-                f"MCP server {self.name!r} did not answer tool {tool!r} within {limit} s "
-                "(the call may still be running there)",
-                server=self.name,
-                tool=tool,
-                timeout=limit,
-            ) from None
 
     async def list_tools(self, timeout: float | None = None) -> list[types.Tool]:
         limit = self.config.init_timeout + self.config.timeout if timeout is None else timeout
