@@ -142,6 +142,7 @@ class ServerActor(Actor):
         self._in_flight_direct = 0
         self._no_direct = trio.Event()
         self._closing = False
+        self._ended = False
         self.transport: TransportLike | None = None
 
     async def init(self) -> None:
@@ -173,12 +174,23 @@ class ServerActor(Actor):
             client = await self._connected()
         if isinstance(message, CallTool):
             try:
-                return await self._call_tool(client, message, self._receipt(), renew=True)
+                return await self._call_tool(client, message, self._receipt(), direct=False)
             except _NotSent:
                 await self._requeue()
         if isinstance(message, ListTools):
             return list(self.server.tools)
         raise TypeError(f"server actor cannot handle {message!r}")
+
+    async def _send(self, client: Client, message: CallTool) -> types.CallToolResult:
+        try:
+            return await client.call_tool(message.tool, dict(message.arguments or {}))
+        except MCPError as exc:
+            if not _session_expired(exc):
+                raise
+        # The server rejected it unseen: renew the session, send it once more.
+        with before_effect():
+            client = await self._new_session(client)
+        return await client.call_tool(message.tool, dict(message.arguments or {}))
 
     def _receipt(self) -> Receipt:
         receipt = Receipt()
@@ -187,7 +199,7 @@ class ServerActor(Actor):
         return receipt
 
     async def _call_tool(
-        self, client: Client, message: CallTool, receipt: Receipt, *, renew: bool
+        self, client: Client, message: CallTool, receipt: Receipt, *, direct: bool
     ) -> types.CallToolResult:
         """Send one tool call on ``client``; raises :class:`_NotSent` when it is known not
         to have reached the server (or may be sent again, by the embedder's opt-in)."""
@@ -202,19 +214,14 @@ class ServerActor(Actor):
         safe = server.retry_idempotent and self._idempotent(message.tool)
         token = delivery.set(receipt)
         try:
-            with before_effect(until=None if safe else lambda: receipt.delivered is not False):
-                try:
-                    result = await client.call_tool(message.tool, dict(message.arguments or {}))
-                except MCPError as exc:
-                    if not _session_expired(exc):
-                        raise
-                    if not renew:
-                        raise _NotSent from None  # the mailbox path renews the session
-                    # The server rejected it unseen: renew the session, send it once more.
-                    with before_effect():
-                        client = await self._new_session(client)
-                    result = await client.call_tool(message.tool, dict(message.arguments or {}))
+            if direct:  # the caller's task: its end is handled by call_directly
+                result = await client.call_tool(message.tool, dict(message.arguments or {}))
+            else:
+                with before_effect(until=None if safe else lambda: receipt.delivered is not False):
+                    result = await self._send(client, message)
         except MCPError as exc:
+            if direct and _session_expired(exc):
+                raise _NotSent from None  # the mailbox path renews the session
             if exc.code == types.CONNECTION_CLOSED:
                 self._lost.set()  # the connection is dead: this incarnation ends
                 if safe or receipt.delivered is False:
@@ -263,22 +270,27 @@ class ServerActor(Actor):
             return None
         return client
 
-    async def call_directly(self, client: Client, message: CallTool) -> types.CallToolResult:
+    async def call_directly(
+        self, client: Client, message: CallTool, deadline: float
+    ) -> types.CallToolResult:
         """Run a call in the caller's own task, on the connected client — the mailbox is
         for waiting (connecting, restarting); a connected server needs no queue.
 
         Raises :class:`_NotSent` when the call must go through the mailbox after all (the
         connection died before the request went out, or its session expired); the
-        incarnation's end wakes it like it aborts the mailbox's requests.
+        incarnation's end wakes it like it aborts the mailbox's requests. Raises
+        :class:`trio.TooSlowError` at ``deadline``.
         """
         receipt = self._receipt()
-        scope = trio.CancelScope()
+        scope = trio.CancelScope(deadline=deadline)
         self._direct_scopes.add(scope)
         self._in_flight_direct += 1
         try:
             with scope:
-                return await self._call_tool(client, message, receipt, renew=False)
-            # Cancelled by the end of this incarnation (not by the caller: that raises).
+                return await self._call_tool(client, message, receipt, direct=True)
+            if not self._ended:
+                raise trio.TooSlowError
+            # Cancelled by the end of this incarnation.
             safe = self.server.retry_idempotent and self._idempotent(message.tool)
             if safe or receipt.delivered is False:
                 raise _NotSent
@@ -302,7 +314,7 @@ class ServerActor(Actor):
             await self._no_direct.wait()
 
     def _end_direct_calls(self) -> None:
-        self._closing = True
+        self._closing = self._ended = True
         for scope in list(self._direct_scopes):
             scope.cancel()
 

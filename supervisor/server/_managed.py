@@ -20,6 +20,7 @@ from ..actors import (
     ActorUnavailable,
     AddressState,
     Backoff,
+    CallTimeout,
     ChildSpec,
     GiveUp,
     Intensity,
@@ -245,16 +246,18 @@ class ManagedServer:
         limit = self.config.timeout if timeout is None else timeout
         message = CallTool(tool, arguments)
         try:
-            with trio.fail_after(limit):
-                actor = self.current
-                client = actor.direct() if actor is not None else None
-                if client is not None:
-                    try:
-                        return await actor.call_directly(client, message)  # type: ignore[union-attr]
-                    except _NotSent:
-                        pass  # the mailbox gets it to the next connection
-                return await self.address.call(message)  # type: ignore[return-value]
-        except trio.TooSlowError:
+            actor = self.current
+            client = actor.direct() if actor is not None else None
+            if client is None:
+                return await self.address.call(message, limit)  # type: ignore[return-value]
+            deadline = trio.current_time() + limit
+            try:
+                return await actor.call_directly(client, message, deadline)  # type: ignore[union-attr]
+            except _NotSent:
+                pass  # the mailbox gets it to the next connection
+            left = deadline - trio.current_time()
+            return await self.address.call(message, max(left, 0.0))  # type: ignore[return-value]
+        except (trio.TooSlowError, CallTimeout):
             raise ToolCallTimeout(
                 f"MCP server {self.name!r} did not answer tool {tool!r} within {limit} s "
                 "(the call may still be running there)",
