@@ -23,8 +23,7 @@ from contextlib import asynccontextmanager
 import mcp_types as types
 import trio
 
-from .actors import AddressState, SupervisorError, open_tree
-from .actors._tree import Supervisor
+from .actors import AddressState, Supervisor, SupervisorError, open_tree
 from .bus import Bus, Subscription
 from .config import Config, load_config
 from .errors import UnknownServer, UnknownTool

@@ -24,6 +24,8 @@ from ._errors import collapse as collapse
 from ._mailbox import Address as Address
 from ._mailbox import AddressState as AddressState
 from ._mailbox import AddressStatistics as AddressStatistics
+from ._root import open_tree as open_tree
+from ._root import supervisor_spec as supervisor_spec
 from ._rules import RestartWindow as RestartWindow
 from ._rules import backoff_delay as backoff_delay
 from ._rules import children_to_restart as children_to_restart
@@ -39,13 +41,11 @@ from ._spec import Normal as Normal
 from ._spec import Restart as Restart
 from ._spec import Shutdown as Shutdown
 from ._spec import Strategy as Strategy
-from ._tree import ChildState as ChildState
-from ._tree import ChildStatistics as ChildStatistics
-from ._tree import Notify as Notify
+from ._stats import ChildState as ChildState
+from ._stats import ChildStatistics as ChildStatistics
+from ._stats import Notify as Notify
+from ._stats import SupervisorStatistics as SupervisorStatistics
 from ._tree import Supervisor as Supervisor
-from ._tree import SupervisorStatistics as SupervisorStatistics
-from ._tree import open_tree as open_tree
-from ._tree import supervisor_spec as supervisor_spec
 
 __all__ = [
     "Actor",

@@ -21,6 +21,9 @@ config, tools) add their own subclasses of :class:`SupervisorError`.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class SupervisorError(Exception):
     """Root of every error this package raises."""
@@ -135,3 +138,19 @@ def collapse(exc: BaseException) -> BaseException:
     if not real and leaves:
         return leaves[0]
     return exc
+
+
+@contextlib.contextmanager
+def collapsing() -> Iterator[None]:
+    """Around a nursery of our own: its one error comes out bare, as if there were none.
+
+    An exception group leaving the block that :func:`collapse` reduces to one error is
+    raised as that error, its ``__cause__`` kept; any other group is re-raised unchanged.
+    """
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        error = collapse(group)
+        if error is group:
+            raise
+        raise error from error.__cause__

@@ -165,28 +165,14 @@ class Address:
         if self._closed is not None:
             raise self._closed()
         self._calls += 1
-        if timeout is None:
+        if timeout is None:  # no deadline: no cancel scope, which costs as much as the rest
             env = Envelope(message, math.inf, True)
-            try:
-                await self._send.send(env)
-                if self._closed is not None:
-                    self._fail_queued()
-                await env._event.wait()  # type: ignore[union-attr]
-            except BaseException:
-                env.abandon()
-                raise
+            await self._deliver(env)
             return env.unwrap()
         deadline = trio.current_time() + timeout
         env = Envelope(message, deadline, True)
         with trio.CancelScope(deadline=deadline):
-            try:
-                await self._send.send(env)
-                if self._closed is not None:
-                    self._fail_queued()
-                await env._event.wait()  # type: ignore[union-attr]
-            except BaseException:
-                env.abandon()
-                raise
+            await self._deliver(env)
         if env.done:
             return env.unwrap()
         env.abandon()
@@ -195,6 +181,17 @@ class Address:
             actor=self.name,
             timeout=timeout,
         )
+
+    async def _deliver(self, env: Envelope) -> None:
+        """Queue ``env`` (waiting for room) and wait for its reply; abandon it if cut short."""
+        try:
+            await self._send.send(env)
+            if self._closed is not None:
+                self._fail_queued()
+            await env._event.wait()  # type: ignore[union-attr]
+        except BaseException:
+            env.abandon()
+            raise
 
     def cast(self, message: object) -> None:
         """Queue ``message`` without waiting for it to be handled.

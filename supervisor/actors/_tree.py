@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import enum
 import math
 import random
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 
 import attrs
 import structlog
@@ -17,10 +15,11 @@ from ._errors import (
     StartFailed,
     SupervisorError,
     SupervisorGaveUp,
-    SupervisorNotRunning,
     collapse,
+    collapsing,
 )
 from ._mailbox import Address, Envelope
+from ._requests import DynamicChildren
 from ._rules import RestartWindow, backoff_delay, children_to_restart, should_restart
 from ._spec import (
     Backoff,
@@ -35,58 +34,11 @@ from ._spec import (
     Shutdown,
     Strategy,
 )
+from ._stats import ChildState, ChildStatistics, Notify, SupervisorStatistics
 
 log = structlog.get_logger("supervisor.actors")
 
-#: ``notify(kind, **fields)``: how a supervisor reports restarts and give-ups.
-#: ``supervisor.bus.Bus.notify`` fits; it must not block or raise.
-Notify = Callable[..., None]
-
-
-class ChildState(enum.Enum):
-    """Where a child is in its life."""
-
-    STARTING = "starting"
-    RUNNING = "running"
-    #: waiting for its backoff delay before the next start
-    RESTARTING = "restarting"
-    #: given up on (``GiveUp.MARK_UNAVAILABLE``); restart it explicitly
-    UNAVAILABLE = "unavailable"
-    #: exited without restart, or terminated; restart it explicitly
-    STOPPED = "stopped"
-
-
 _LIVE = (ChildState.STARTING, ChildState.RUNNING, ChildState.RESTARTING)
-
-
-@attrs.frozen
-class ChildStatistics:
-    """A snapshot of one child."""
-
-    id: str
-    state: ChildState
-    restart: Restart
-    #: restarts performed since the child was added (or explicitly restarted)
-    restarts: int
-    #: consecutive restarts since it was last stable; drives the backoff
-    attempt: int
-    #: why its last incarnation exited, if one did
-    last_exit: str | None
-    #: when (trio clock) it is due to start again, while RESTARTING
-    next_restart_at: float | None
-
-
-@attrs.frozen
-class SupervisorStatistics:
-    """A snapshot of one supervisor and its children, in start order."""
-
-    name: str
-    strategy: Strategy
-    intensity: Intensity
-    children: tuple[ChildStatistics, ...]
-    #: restarts this supervisor decided on, ever: one per exit that triggered one,
-    #: however many siblings restarted with it
-    restarts: int
 
 
 @attrs.define(eq=False)
@@ -108,6 +60,16 @@ class _Slot:
     def open_addresses(self) -> None:
         for address in self.spec.addresses:
             address.open()
+
+    def close_addresses(self) -> None:
+        for address in self.spec.addresses:
+            address.close_stopped()
+
+    def start_over(self) -> None:
+        """Start the backoff and the child's own restart count over."""
+        self.attempt = 0
+        if self.window is not None:
+            self.window.reset()
 
 
 @attrs.frozen
@@ -144,7 +106,7 @@ class _Status:
 _STOP = object()
 
 
-class Supervisor:
+class Supervisor(DynamicChildren):
     """A supervisor node: a child that starts, watches and restarts other children.
 
     Children start one after the other in the given order, each counting as started once
@@ -205,38 +167,13 @@ class Supervisor:
     def __repr__(self) -> str:
         return f"<Supervisor {self.name!r} {self.strategy.value} children={len(self._slots)}>"
 
-    # -- public API --------------------------------------------------------------------
+    # -- public API (adding and removing children: DynamicChildren) --------------------
 
     def request_stop(self) -> None:
         """Ask the supervisor to stop its children (in reverse order) and return."""
         self._stop_requested = True
         if self._control is not None:
             self._control.send_nowait(_STOP)
-
-    async def start_child(self, spec: ChildSpec) -> None:
-        """Add ``spec`` as the last child and start it.
-
-        Raises :class:`StartFailed` if it fails to start (it is then not added), or
-        ``ValueError`` if a child of that id exists.
-        """
-        await self._request("start_child", spec)
-
-    async def terminate_child(self, id: str) -> None:
-        """Stop a child for good (gracefully, then cancelled). Its spec stays, unless
-        it is temporary; calls to it fail fast until :meth:`restart_child`."""
-        await self._request("terminate_child", id)
-
-    async def restart_child(self, id: str) -> None:
-        """Start again a child that is stopped or unavailable, with a fresh restart count.
-
-        Raises :class:`SupervisorError` if it is running, :class:`StartFailed` if it
-        fails to start.
-        """
-        await self._request("restart_child", id)
-
-    async def delete_child(self, id: str) -> None:
-        """Forget a child that is stopped or unavailable."""
-        await self._request("delete_child", id)
 
     def address(self, id: str) -> Address:
         """The mailbox of actor ``id``: a child, or an actor below a nested supervisor."""
@@ -291,23 +228,19 @@ class Supervisor:
         if self._stop_requested:
             send.send_nowait(_STOP)
         try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                try:
-                    for slot in list(self._slots):
-                        await self._first_start(slot)
-                    task_status.started()
-                    await self._supervise(receive)
-                    return Shutdown()
-                finally:
-                    with trio.CancelScope(shield=True):
-                        await self._stop_all()
-        except BaseExceptionGroup as group:
             # Raised in the nursery's own body: not worth a group around it.
-            error = collapse(group)
-            if error is group:
-                raise
-            raise error from error.__cause__
+            with collapsing():
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    try:
+                        for slot in list(self._slots):
+                            await self._first_start(slot)
+                        task_status.started()
+                        await self._supervise(receive)
+                        return Shutdown()
+                    finally:
+                        with trio.CancelScope(shield=True):
+                            await self._stop_all()
         finally:
             self._nursery = None
             self._fail_requests(receive)
@@ -471,15 +404,13 @@ class Supervisor:
                 if slot.scope is not None:
                     slot.scope.cancel()
                 if self._close_on_exit or slot.spec.id not in self._initial_ids:
-                    for address in slot.spec.addresses:
-                        address.close_stopped()
+                    slot.close_addresses()
 
     def _retire(self, slot: _Slot) -> None:
         """The child will not run again by itself."""
         slot.state = ChildState.STOPPED
         slot.restart_at = None
-        for address in slot.spec.addresses:
-            address.close_stopped()
+        slot.close_addresses()
         if slot.spec.restart is Restart.TEMPORARY and slot in self._slots:
             self._slots.remove(slot)
 
@@ -496,9 +427,7 @@ class Supervisor:
         now = trio.current_time()
         backoff = spec.backoff if spec.backoff is not None else self.backoff
         if slot.attempt and now - slot.started_at >= backoff.stable_after:
-            slot.attempt = 0  # it was stable: start the backoff and its own count over
-            if slot.window is not None:
-                slot.window.reset()
+            slot.start_over()  # it was stable
         slot.attempt += 1
         own_exceeded = slot.window is not None and slot.window.record(now)
         if spec.give_up is GiveUp.MARK_UNAVAILABLE:
@@ -617,175 +546,3 @@ class Supervisor:
                 self._notify(kind, supervisor=self.name, **fields)
             except Exception:
                 log.exception("notify hook failed", kind=kind)
-
-    # -- requests ----------------------------------------------------------------------
-
-    async def _request(self, op: str, arg: object) -> None:
-        if self._control is None:
-            raise SupervisorNotRunning(f"supervisor {self.name!r} is not running")
-        env = Envelope((op, arg), math.inf, True)
-        self._control.send_nowait(env)
-        try:
-            await env._event.wait()  # type: ignore[union-attr]
-        except BaseException:
-            env.abandon()
-            raise
-        env.unwrap()
-
-    def _fail_requests(self, receive: trio.MemoryReceiveChannel[object]) -> None:
-        while True:
-            try:
-                item = receive.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                return
-            if isinstance(item, Envelope):
-                item.fail(SupervisorNotRunning(f"supervisor {self.name!r} stopped"))
-
-    async def _serve_request(self, env: Envelope) -> None:
-        if not env.begin(trio.CancelScope()):
-            return
-        op, arg = env.message  # type: ignore[misc]
-        try:
-            await getattr(self, "_op_" + op)(arg)
-        except (SupervisorError, ValueError) as exc:
-            env.fail(exc)
-        else:
-            env.reply(None)
-
-    async def _op_start_child(self, spec: ChildSpec) -> None:
-        slot = self._add_slot(spec)
-        try:
-            await self._start(slot)
-        except StartFailed:
-            self._slots.remove(slot)
-            for address in spec.addresses:
-                address.close_stopped()
-            raise
-
-    async def _op_terminate_child(self, id: str) -> None:
-        slot = self._slot(id)
-        if slot.state in (ChildState.STARTING, ChildState.RUNNING):
-            await self._stop(slot)
-        self._retire(slot)
-
-    async def _op_restart_child(self, id: str) -> None:
-        slot = self._slot(id)
-        if slot.state not in (ChildState.STOPPED, ChildState.UNAVAILABLE):
-            raise SupervisorError(
-                f"child {id!r} of supervisor {self.name!r} is {slot.state.value}; "
-                "only a stopped or unavailable child can be restarted"
-            )
-        slot.attempt = slot.restarts = 0
-        if slot.window is not None:
-            slot.window.reset()
-        try:
-            await self._start(slot)
-        except StartFailed:
-            self._retire(slot)
-            raise
-
-    async def _op_delete_child(self, id: str) -> None:
-        slot = self._slot(id)
-        if slot.state not in (ChildState.STOPPED, ChildState.UNAVAILABLE):
-            raise SupervisorError(
-                f"child {id!r} of supervisor {self.name!r} is {slot.state.value}; "
-                "terminate it before deleting it"
-            )
-        for address in slot.spec.addresses:
-            address.close_stopped()
-        self._slots.remove(slot)
-
-
-def supervisor_spec(
-    id: str,
-    children: Sequence[ChildSpec],
-    *,
-    strategy: Strategy = Strategy.ONE_FOR_ONE,
-    intensity: Intensity | None = None,
-    backoff: Backoff | None = None,
-    notify: Notify | None = None,
-    rng: random.Random | None = None,
-    restart: Restart = Restart.PERMANENT,
-    shutdown_timeout: float = math.inf,
-    give_up: GiveUp = GiveUp.ESCALATE,
-    child_intensity: Intensity | None = None,
-    child_backoff: Backoff | None = None,
-) -> ChildSpec:
-    """A child spec for a nested supervisor with these children.
-
-    Each (re)start makes a fresh :class:`Supervisor` from the same child specs, so
-    children added later with ``start_child`` do not survive its restart (as in OTP).
-    ``child_intensity``/``child_backoff`` are the spec's own limits as a child of its
-    parent; ``intensity``/``backoff`` are what it applies to its children. Without
-    ``notify`` it reports through its parent's hook, without ``rng`` it draws jitter
-    from its parent's generator. Its ``shutdown_timeout``
-    defaults to infinity, as OTP's does for supervisors: its own children's timeouts
-    bound it.
-    """
-    children = tuple(children)
-
-    def start() -> Supervisor:
-        return Supervisor(
-            children,
-            name=id,
-            strategy=strategy,
-            intensity=intensity,
-            backoff=backoff,
-            notify=notify,
-            rng=rng,
-        )
-
-    return ChildSpec(
-        id=id,
-        start=start,
-        restart=restart,
-        shutdown_timeout=shutdown_timeout,
-        give_up=give_up,
-        intensity=child_intensity,
-        backoff=child_backoff,
-        addresses=tuple(a for c in children for a in c.addresses),
-    )
-
-
-@asynccontextmanager
-async def open_tree(
-    children: Sequence[ChildSpec] = (),
-    *,
-    name: str = "root",
-    strategy: Strategy = Strategy.ONE_FOR_ONE,
-    intensity: Intensity | None = None,
-    backoff: Backoff | None = None,
-    notify: Notify | None = None,
-    rng: random.Random | None = None,
-) -> AsyncIterator[Supervisor]:
-    """Run a root supervisor for the duration of the ``async with`` block.
-
-    Children are started (in order) before the block is entered; leaving the block
-    stops them in reverse order, and closes every address so no call can wait forever.
-    If the root gives up, the block is cancelled and :class:`SupervisorGaveUp` is
-    raised out of it. A single error is raised as it is, not inside an exception group.
-    """
-    root = Supervisor(
-        children,
-        name=name,
-        strategy=strategy,
-        intensity=intensity,
-        backoff=backoff,
-        notify=notify,
-        rng=rng,
-        close_on_exit=True,
-    )
-    try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(root.run)
-            try:
-                yield root
-            finally:
-                root.request_stop()
-    except BaseExceptionGroup as group:
-        # The nursery is ours, not the caller's: one error (the root's failure or the
-        # block's own) comes out bare, as if there were no nursery.
-        error = collapse(group)
-        if error is group:
-            raise
-        raise error from error.__cause__

@@ -1,0 +1,105 @@
+"""Running supervisors: the root of a tree, or one nested as a child of another."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import trio
+
+from ._errors import collapsing
+from ._spec import Backoff, ChildSpec, GiveUp, Intensity, Restart, Strategy
+from ._stats import Notify
+from ._tree import Supervisor
+
+
+def supervisor_spec(
+    id: str,
+    children: Sequence[ChildSpec],
+    *,
+    strategy: Strategy = Strategy.ONE_FOR_ONE,
+    intensity: Intensity | None = None,
+    backoff: Backoff | None = None,
+    notify: Notify | None = None,
+    rng: random.Random | None = None,
+    restart: Restart = Restart.PERMANENT,
+    shutdown_timeout: float = math.inf,
+    give_up: GiveUp = GiveUp.ESCALATE,
+    child_intensity: Intensity | None = None,
+    child_backoff: Backoff | None = None,
+) -> ChildSpec:
+    """A child spec for a nested supervisor with these children.
+
+    Each (re)start makes a fresh :class:`Supervisor` from the same child specs, so
+    children added later with ``start_child`` do not survive its restart (as in OTP).
+    ``child_intensity``/``child_backoff`` are the spec's own limits as a child of its
+    parent; ``intensity``/``backoff`` are what it applies to its children. Without
+    ``notify`` it reports through its parent's hook, without ``rng`` it draws jitter
+    from its parent's generator. Its ``shutdown_timeout``
+    defaults to infinity, as OTP's does for supervisors: its own children's timeouts
+    bound it.
+    """
+    children = tuple(children)
+
+    def start() -> Supervisor:
+        return Supervisor(
+            children,
+            name=id,
+            strategy=strategy,
+            intensity=intensity,
+            backoff=backoff,
+            notify=notify,
+            rng=rng,
+        )
+
+    return ChildSpec(
+        id=id,
+        start=start,
+        restart=restart,
+        shutdown_timeout=shutdown_timeout,
+        give_up=give_up,
+        intensity=child_intensity,
+        backoff=child_backoff,
+        addresses=tuple(a for c in children for a in c.addresses),
+    )
+
+
+@asynccontextmanager
+async def open_tree(
+    children: Sequence[ChildSpec] = (),
+    *,
+    name: str = "root",
+    strategy: Strategy = Strategy.ONE_FOR_ONE,
+    intensity: Intensity | None = None,
+    backoff: Backoff | None = None,
+    notify: Notify | None = None,
+    rng: random.Random | None = None,
+) -> AsyncIterator[Supervisor]:
+    """Run a root supervisor for the duration of the ``async with`` block.
+
+    Children are started (in order) before the block is entered; leaving the block
+    stops them in reverse order, and closes every address so no call can wait forever.
+    If the root gives up, the block is cancelled and :class:`SupervisorGaveUp` is
+    raised out of it. A single error is raised as it is, not inside an exception group.
+    """
+    root = Supervisor(
+        children,
+        name=name,
+        strategy=strategy,
+        intensity=intensity,
+        backoff=backoff,
+        notify=notify,
+        rng=rng,
+        close_on_exit=True,
+    )
+    # The nursery is ours, not the caller's: one error (the root's failure or the
+    # block's own) comes out bare, as if there were no nursery.
+    with collapsing():
+        async with trio.open_nursery() as nursery:
+            await nursery.start(root.run)
+            try:
+                yield root
+            finally:
+                root.request_stop()

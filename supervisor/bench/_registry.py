@@ -1,0 +1,100 @@
+"""The registry: every key ``mcp-supervisor bench`` measures, with its DESIGN §9 target,
+unit and round sizes, in report order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._inprocess import bus_events_per_s, mailbox_call_timeout_us, mailbox_call_us
+from ._memory import MEMORY, RSS
+from ._servers import (
+    _CONCURRENT_BATCHES,
+    CALL_CONCURRENT,
+    CALL_SEQ,
+    CALLS,
+    RECOVERIES,
+    RECOVERY,
+    RECOVERY_CONNECT,
+    SHUTDOWN,
+    STARTUP,
+    STARTUPS,
+    _recovery_target,
+)
+from ._suite import Measurement
+
+MEASUREMENTS: Sequence[Measurement] = (
+    Measurement("mailbox_call_us", mailbox_call_us, "<= 15", "µs/call", 20_000, 2_000),
+    Measurement("mailbox_call_timeout_us", mailbox_call_timeout_us, None, "µs/call", 20_000, 2_000),
+    Measurement("bus_events_per_s", bus_events_per_s, ">= 200000", "events/s", 50_000, 5_000, 0),
+    CALLS.measurement(
+        CALL_SEQ,
+        target="<= 1.05",
+        unit="ratio",
+        size=500,
+        quick_size=100,
+        digits=3,
+        note="supervisor.call ÷ bare mcp.Client.call_tool, sequential echo calls over stdio, "
+        "blocks of 50 alternating between the two",
+    ),
+    CALLS.measurement(
+        CALL_CONCURRENT,
+        target="<= 1.05",
+        unit="ratio",
+        size=200,
+        quick_size=200,
+        digits=3,
+        note="time until all of n calls started at once are answered, supervisor ÷ bare "
+        f"client; {_CONCURRENT_BATCHES} batches each per round, alternating",
+    ),
+    STARTUPS.measurement(
+        STARTUP,
+        target="<= 1.1",
+        unit="ratio",
+        size=8,
+        quick_size=8,
+        digits=3,
+        note="entering open_supervisor with 8 eager stdio servers until all are connected "
+        "(tools listed) ÷ 8 bare mcp.Clients entered concurrently until all are connected",
+    ),
+    STARTUPS.measurement(
+        SHUTDOWN,
+        target="<= 1.1",
+        unit="ratio",
+        size=8,
+        quick_size=8,
+        digits=3,
+        note="leaving open_supervisor with 8 connected stdio servers ÷ exiting 8 bare "
+        "clients concurrently, each until every server process has exited",
+    ),
+    RECOVERIES.measurement(
+        RECOVERY,
+        target=_recovery_target,
+        unit="s",
+        size=1,
+        quick_size=1,
+        digits=3,
+        note="from kill -9 of a connected stdio server until the call made as soon as "
+        "mcp.local.crashed arrives is answered; default initial backoff; target = "
+        "backoff_initial + 1.5 × recovery_connect_s",
+    ),
+    RECOVERIES.measurement(
+        RECOVERY_CONNECT,
+        target=None,
+        unit="s",
+        size=1,
+        quick_size=1,
+        digits=3,
+        note="connect time (spawn to tool list) of the restarted server in the recovery "
+        "rounds, from its health record",
+    ),
+    MEMORY.measurement(
+        RSS,
+        target="<= 300",
+        unit="KiB/server",
+        size=8,
+        quick_size=4,
+        digits=0,
+        note="VmRSS growth per connected stdio server of a fresh client process (after one "
+        "warm-up server); our process only, not the server processes",
+    ),
+)
