@@ -334,3 +334,20 @@ async def test_pings_keep_a_healthy_connection() -> None:
         first_ok = healthy.health.last_ok
         await wait_for(lambda: (healthy.health.last_ok or 0) > (first_ok or 0) + 0.25)
         assert healthy.health.restarts == 0 and "mcp.health.stale" not in rec.kinds()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_changed_tool_list_is_fetched_again(mode: str) -> None:
+    """A server announcing a new tool (listen stream on 2026-07-28, the notification on
+    handshake-era connections) gets its list re-fetched: tools.updated names the tool."""
+    rec = Recorder()
+    changing = ManagedServer(
+        settings("changing", "changing"), publish=rec, client_options={"mode": mode}
+    )
+    async with open_tree([changing.spec]):
+        await changing.call_tool("add_tool", {"name": "extra"}, None)
+        await wait_for(lambda: any(e.kind == "tools.updated" for e in rec.events))
+        updated = next(e for e in rec.events if e.kind == "tools.updated")
+        assert updated.server == "changing" and updated.names == ["extra"]
+        assert "extra" in {t.name for t in changing.tools}
+        assert changing.health.tool_count == len(changing.tools)

@@ -13,6 +13,7 @@ import attrs
 import mcp_types as types
 import trio
 from mcp import Client
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, ToolsListChanged
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -143,6 +144,8 @@ class ServerActor(Actor):
         self._no_direct = trio.Event()
         self._closing = False
         self._ended = False
+        self._relisting = False
+        self._relist_again = False
         self.transport: TransportLike | None = None
 
     async def init(self) -> None:
@@ -375,11 +378,14 @@ class ServerActor(Actor):
             with trio.CancelScope(deadline=began + config.init_timeout) as handshake:
                 try:
                     async with self._client(transport) as client:
-                        tools = await self._list_all_tools(client)
-                        handshake.deadline = math.inf
-                        connected = True
-                        self._on_connected(client, tools, trio.current_time() - began)
                         async with trio.open_nursery() as watchers:
+                            # Listen for changes before listing: none can slip in between.
+                            if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                                await watchers.start(self._listen_for_changes, client)
+                            tools = await self._list_all_tools(client)
+                            handshake.deadline = math.inf
+                            connected = True
+                            self._on_connected(client, tools, trio.current_time() - began)
                             if config.ping_interval and config.ping_interval > 0:
                                 watchers.start_soon(self._ping, client)
                             await _first(transport.closed.wait, self._lost.wait, self._renew.wait)
@@ -471,16 +477,51 @@ class ServerActor(Actor):
                 return tools
 
     async def _relist(self) -> None:
-        if self.client is None:
+        """Fetch the tool list again after a change notice. A burst of notices costs at
+        most two fetches: one running, and one more for everything that came meanwhile."""
+        if self._relisting:
+            self._relist_again = True
             return
-        tools = await self._list_all_tools(self.client)
-        server = self.server
-        before = {t.name for t in server.tools}
-        server.tools = tools
-        server.health.tool_count = len(tools)
-        server.emit(
-            events.ToolsUpdated(server=server.name, names=sorted({t.name for t in tools} ^ before))
-        )
+        self._relisting = True
+        try:
+            while self.client is not None:
+                self._relist_again = False
+                tools = await self._list_all_tools(self.client)
+                server = self.server
+                before = {t.name: t for t in server.tools}
+                server.tools = tools
+                server.health.tool_count = len(tools)
+                changed = {t.name for t in tools if before.pop(t.name, None) != t} | set(before)
+                if changed:
+                    server.emit(events.ToolsUpdated(server=server.name, names=sorted(changed)))
+                if not self._relist_again:
+                    return
+        finally:
+            self._relisting = False
+
+    async def _listen_for_changes(
+        self, client: Client, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """On 2026-07-28 connections change notices come on a `subscriptions/listen`
+        stream; open it (and again, if it drops while the connection lives). Reports
+        started once the first subscription is acknowledged (or refused)."""
+        while True:
+            try:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    task_status.started()
+                    task_status = trio.TASK_STATUS_IGNORED
+                    async for event in subscription:
+                        if isinstance(event, ToolsListChanged):
+                            self.nursery.start_soon(self._relist)
+                return  # closed gracefully
+            except (ListenNotSupportedError, MCPError) as exc:
+                log.debug("no change notices", server=self.server.name, reason=str(exc))
+                task_status.started()
+                return
+            except SubscriptionLost:
+                task_status.started()
+                task_status = trio.TASK_STATUS_IGNORED
+                await trio.sleep(1.0)
 
     async def _ping(self, client: Client) -> None:
         """Probe the server every ``pingInterval``; no answer within the timeout is stale.
