@@ -27,7 +27,14 @@
     ├── TransportError              a connection failed or ended
     │   ├── ServerExited            the server process exited (.exit_code)
     │   └── ProtocolViolation       the server wrote something that is not MCP
-    └── WebSocketError              a WebSocket connection failed (.url)
+    ├── WebSocketError              a WebSocket connection failed (.url)
+    ├── ToolSchemaInvalid           a tool's own input or output schema is not valid (.tool)
+    ├── ToolArgumentsInvalid        arguments do not match the tool's schema (.tool, .errors)
+    ├── ToolOutputInvalid           structuredContent does not match the outputSchema
+    ├── ToolError                   the tool ran and reported an error (isError; .text)
+    ├── ApprovalDenied              the approval callback refused the call
+    │   └── ApprovalRequired        approval is needed and nobody can give it (headless)
+    └── ToolNameConflict            two tools want one name and the clash policy is error
 
 The actor runtime's errors are defined in :mod:`supervisor.actors` (which knows nothing of
 MCP) and re-exported here unchanged; the MCP layers add their own subclasses below
@@ -60,6 +67,8 @@ __all__ = [
     "ActorError",
     "ActorStopped",
     "ActorUnavailable",
+    "ApprovalDenied",
+    "ApprovalRequired",
     "CallMayHaveTakenEffect",
     "CallTimeout",
     "CatalogTooLarge",
@@ -79,7 +88,12 @@ __all__ = [
     "SupervisorError",
     "SupervisorGaveUp",
     "SupervisorNotRunning",
+    "ToolArgumentsInvalid",
     "ToolCallTimeout",
+    "ToolError",
+    "ToolNameConflict",
+    "ToolOutputInvalid",
+    "ToolSchemaInvalid",
     "TransportError",
     "UnknownServer",
     "UnknownTool",
@@ -177,3 +191,89 @@ class ServerRequestError(ServerError):
     def __init__(self, message: str, *, server: str, code: int) -> None:
         super().__init__(message, server=server)
         self.code = code
+
+
+# -- tools ------------------------------------------------------------------------------
+
+class ToolSchemaInvalid(SupervisorError):
+    """A tool's ``inputSchema`` (or ``outputSchema``) is not a valid JSON Schema; ``tool``
+    names the tool. The registry skips such tools and counts them as unsupported."""
+
+    def __init__(self, message: str, *, tool: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+
+
+class ToolArgumentsInvalid(SupervisorError, ValueError):
+    """The arguments of a call do not match the tool's ``inputSchema``; the call was not sent.
+
+    ``errors`` lists ``(path, message)`` pairs in path order, ``path`` being a JSON path
+    such as ``labels[0].name`` or ``(root)``. The message names the tool, then one error per
+    line::
+
+        tool 'github_create_issue': title: 42 is not of type 'string'
+    """
+
+    def __init__(self, tool: str, errors: Iterable[tuple[str, str]]) -> None:
+        self.tool = tool
+        self.errors: list[tuple[str, str]] = list(errors)
+        super().__init__(_tool_errors_message(tool, self.errors, "invalid arguments"))
+
+
+class ToolOutputInvalid(SupervisorError):
+    """A result's ``structuredContent`` does not match the tool's ``outputSchema``.
+
+    ``tool`` and ``errors`` are as for :class:`ToolArgumentsInvalid`. The tool did run.
+    """
+
+    def __init__(self, tool: str, errors: Iterable[tuple[str, str]]) -> None:
+        self.tool = tool
+        self.errors: list[tuple[str, str]] = list(errors)
+        super().__init__(_tool_errors_message(tool, self.errors, "invalid structured output"))
+
+
+class ToolError(SupervisorError):
+    """The tool ran and reported failure (``isError``); ``text`` is what it said."""
+
+    def __init__(self, message: str, *, tool: str, text: str, server: str | None = None) -> None:
+        super().__init__(message)
+        self.tool = tool
+        self.text = text
+        self.server = server
+
+
+class ApprovalDenied(SupervisorError, PermissionError):
+    """The call needed approval and the approval callback refused it; it was not sent.
+
+    ``server`` and ``tool`` (the merged name) say which call; ``reason`` why it needed
+    approval (see :func:`supervisor.tools.approval_reason`).
+    """
+
+    def __init__(self, message: str, *, server: str, tool: str, reason: str) -> None:
+        super().__init__(message)
+        self.server = server
+        self.tool = tool
+        self.reason = reason
+
+
+class ApprovalRequired(ApprovalDenied):
+    """The call needed approval and there is no approval callback (headless): it fails
+    closed, and the message says how to grant approval."""
+
+
+def _tool_errors_message(tool: str, errors: list[tuple[str, str]], what: str) -> str:
+    if len(errors) == 1:
+        return f"tool {tool!r}: {errors[0][0]}: {errors[0][1]}"
+    lines = [f"  {path}: {message}" for path, message in errors]
+    return "\n".join([f"tool {tool!r}: {len(lines) or 'no'} {what}", *lines])
+
+
+class ToolNameConflict(SupervisorError, ValueError):
+    """Two tools (or a tool and a built-in) want the merged ``name`` and the clash policy
+    is ``error``; ``servers`` lists who wants it, in config order (``"<built-in>"`` for an
+    embedder's built-in tool)."""
+
+    def __init__(self, message: str, *, name: str, servers: list[str]) -> None:
+        super().__init__(message)
+        self.name = name
+        self.servers = servers

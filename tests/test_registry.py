@@ -1,0 +1,255 @@
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+import trio
+from mcp_types import Tool
+
+from supervisor.errors import ToolNameConflict, UnknownServer, UnknownTool
+from supervisor.events import ToolsConflict, ToolsDeregistered, ToolsRegistered, ToolsUpdated
+from supervisor.registry import (
+    Catalog,
+    Conflict,
+    NamingPolicy,
+    _sample_tools,
+    diff,
+    merge,
+    registry_merge_ms_32k,
+    search_ms_32k,
+)
+
+NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}
+
+
+def tool(name: object, description: str | None = "", schema: object = None) -> Tool:
+    return Tool.model_construct(
+        name=name, description=description, input_schema=SCHEMA if schema is None else schema
+    )
+
+
+def two_searches(prefix_a: str = "web", prefix_b: str = "docs") -> list:
+    return [
+        ("web", prefix_a, [tool("search", "Search the web")]),
+        ("docs", prefix_b, [tool("search", "Search the docs")]),
+    ]
+
+
+class TestNames:
+    def test_distinct_prefixes_do_not_clash(self) -> None:
+        """With the default template, distinct prefixes keep both `search` tools apart."""
+        catalog = merge(two_searches())
+        assert list(catalog) == ["web_search", "docs_search"]
+        assert catalog.conflicts == ()
+        entry = catalog["docs_search"]
+        assert (entry.server, entry.original_name, entry.source) == ("docs", "search", "mcp")
+
+    def test_empty_prefixes_clash_and_later_server_gets_suffix(self) -> None:
+        """With empty prefixes the later server gets `search_2` and a conflict names both."""
+        catalog = merge(two_searches("", ""))
+        assert catalog["search"].server == "web"
+        assert catalog["search_2"].server == "docs"
+        assert catalog.conflicts == (Conflict("search", ("web", "docs")),)
+        event = catalog.conflicts[0].event()
+        assert isinstance(event, ToolsConflict)
+        assert (event.name, event.servers) == ("search", ["web", "docs"])
+
+    def test_suffixes_count_up(self) -> None:
+        """A third clashing server gets `_3`."""
+        servers = [*two_searches("", ""), ("code", "", [tool("search")])]
+        catalog = merge(servers)
+        assert catalog["search_3"].server == "code"
+        assert catalog.conflicts == (Conflict("search", ("web", "docs", "code")),)
+
+    def test_hash_policy_gives_stable_short_suffix(self) -> None:
+        """The `hash` policy suffixes a stable hash of server and original name."""
+        policy = NamingPolicy(clash="hash")
+        first = merge(two_searches("", ""), policy)
+        again = merge(two_searches("", ""), policy)
+        (other,) = [n for n in first if n != "search"]
+        assert re.fullmatch(r"search_[0-9a-f]{6}", other)
+        assert list(first) == list(again)
+        assert first.conflicts[0].servers == ("web", "docs")
+
+    def test_error_policy_raises(self) -> None:
+        """The `error` policy refuses a clash, naming both servers."""
+        with pytest.raises(ToolNameConflict) as info:
+            merge(two_searches("", ""), NamingPolicy(clash="error"))
+        assert info.value.name == "search"
+        assert info.value.servers == ["web", "docs"]
+
+    def test_mcp_style_template(self) -> None:
+        """The `mcp__{server}__{tool}` template uses the server name, keeping double underscores."""
+        catalog = merge(two_searches("", ""), NamingPolicy(template="mcp__{server}__{tool}"))
+        assert list(catalog) == ["mcp__web__search", "mcp__docs__search"]
+
+    def test_odd_names_are_normalised_readably(self) -> None:
+        """Spaces, dots and accents become readable valid names."""
+        tools = [tool("read file"), tool("fs.read"), tool("café-menü"), tool("检索")]
+        names = list(merge([("my server", "my.srv", tools)]))
+        assert names[:3] == ["my_srv_read_file", "my_srv_fs_read", "my_srv_cafe-menu"]
+        assert names[3].startswith("my_srv_t")
+        assert all(NAME.match(n) for n in names)
+
+    def test_long_names_stay_valid_readable_and_distinct(self) -> None:
+        """Two 100-character names differing only at the end stay distinct and ≤ 64 chars."""
+        a, b = "x" * 99 + "a", "x" * 99 + "b"
+        catalog = merge([("s", "s", [tool(a), tool(b)])])
+        names = list(catalog)
+        assert len(set(names)) == 2
+        assert all(NAME.match(n) and n.startswith("s_xxxx") for n in names)
+        assert catalog.conflicts == ()
+
+    def test_builtin_clash_keeps_prefixed_name(self) -> None:
+        """A tool wanting a built-in's name gets the server-prefixed form and a warning conflict."""
+        catalog = merge(two_searches("", "docs"), builtins=frozenset({"search"}))
+        assert "search" not in catalog
+        assert catalog["web_search"].server == "web"
+        assert Conflict("search", ("web",), builtin=True) in catalog.conflicts
+
+    def test_builtin_clash_with_prefix_uses_suffix(self) -> None:
+        """A prefixed name equal to a built-in falls back to the clash policy."""
+        catalog = merge(two_searches(), builtins={"web_search"})
+        assert catalog["web_search_2"].server == "web"
+        assert catalog.conflicts == (Conflict("web_search", ("web",), builtin=True),)
+
+
+class TestMerge:
+    def test_invalid_tools_are_counted_not_fatal(self) -> None:
+        """Bad names, bad schemas and duplicates are skipped; the other tools remain."""
+        tools = [
+            tool("ok"),
+            tool(""),
+            tool(42),
+            tool("noschema", schema=["not", "a", "dict"]),
+            tool("array", schema={"type": "array"}),
+            tool("ok"),
+            tool("fine"),
+        ]
+        catalog = merge([("s", "s", tools), ("t", "t", [tool("x")])])
+        assert list(catalog) == ["s_ok", "s_fine", "t_x"]
+        assert dict(catalog.unsupported) == {"s": 5, "t": 0}
+        assert [e.name for e in catalog.by_server["s"]] == ["s_ok", "s_fine"]
+
+    def test_fingerprint_tracks_definition(self) -> None:
+        """The fingerprint changes with the description and is independent of key order."""
+        a = merge([("s", "s", [tool("t", "d", {"type": "object", "properties": {}})])])
+        b = merge([("s", "s", [tool("t", "d", {"properties": {}, "type": "object"})])])
+        c = merge([("s", "s", [tool("t", "other", {"type": "object", "properties": {}})])])
+        assert a["s_t"].fingerprint == b["s_t"].fingerprint != c["s_t"].fingerprint
+
+    def test_resolve_unknown_names_close_match(self) -> None:
+        """Resolving a typo raises UnknownTool suggesting the close name."""
+        with pytest.raises(UnknownTool, match="web_search"):
+            merge(two_searches()).resolve("web_serch")
+
+
+class TestDiff:
+    def test_registered_deregistered_updated(self) -> None:
+        """Diff reports added, removed and changed tools per server, and builds events."""
+        old = merge([("s", "s", [tool("a"), tool("b", "old")]), ("t", "t", [tool("x")])])
+        new = merge([("s", "s", [tool("b", "new"), tool("c")]), ("t", "t", [tool("x")])])
+        changes = diff(old, new)
+        registered, deregistered, updated = changes
+        assert registered == {"s": ["s_c"]}
+        assert deregistered == {"s": ["s_a"]}
+        assert updated == {"s": ["s_b"]}
+        kinds = [(type(e), e.names) for e in changes.events()]
+        assert kinds == [
+            (ToolsDeregistered, ["s_a"]),
+            (ToolsRegistered, ["s_c"]),
+            (ToolsUpdated, ["s_b"]),
+        ]
+
+    def test_server_gone_deregisters_everything(self) -> None:
+        """A server missing from the new catalog deregisters all its tools."""
+        old = merge([("s", "s", [tool("a"), tool("b")])])
+        assert diff(old, merge([])).deregistered == {"s": ["s_a", "s_b"]}
+
+
+def small_catalog() -> Catalog:
+    return merge(
+        [
+            (
+                "gh",
+                "gh",
+                [
+                    tool("search_issues", "Search issues in a repository"),
+                    tool("createIssue", "Open a new issue"),
+                    tool("get_file", "Read a file from the repository"),
+                ],
+            ),
+            (
+                "fs",
+                "fs",
+                [
+                    tool("read_file", "Read a file from disk"),
+                    tool("list_dir", "List a directory; shows each file"),
+                    tool("search", "Search file contents"),
+                ],
+            ),
+        ]
+    )
+
+
+class TestLazyExposure:
+    def test_list_pages_and_filters(self) -> None:
+        """List pages through the catalog in order and filters by server."""
+        catalog = small_catalog()
+        assert [s.name for s in catalog.list(limit=2, offset=2)] == ["gh_get_file", "fs_read_file"]
+        assert [s.name for s in catalog.list("fs", limit=1, offset=1)] == ["fs_list_dir"]
+        assert catalog.list(offset=10) == []
+        with pytest.raises(UnknownServer):
+            catalog.list("nope")
+
+    def test_search_ranks_exact_then_name_then_prefix_then_description(self) -> None:
+        """Exact name beats name words, which beat prefixes, which beat descriptions."""
+        catalog = small_catalog()
+        assert [s.name for s in catalog.search("fs_search")][0] == "fs_search"
+        assert [s.name for s in catalog.search("read file")] == [
+            "fs_read_file",
+            "gh_get_file",
+            "fs_list_dir",
+            "fs_search",
+        ]
+        assert [s.name for s in catalog.search("issue")] == ["gh_createIssue", "gh_search_issues"]
+        assert catalog.search("zebra") == []
+        assert [s.name for s in catalog.search("the")] == ["gh_get_file"]
+
+    def test_search_is_deterministic(self) -> None:
+        """The same query over equal catalogs gives the same order, ties by name."""
+        assert small_catalog().search("file", limit=3) == small_catalog().search("file", limit=3)
+        assert [s.name for s in small_catalog().search("search")][:2] == [
+            "fs_search",
+            "gh_search_issues",
+        ]
+
+    def test_load_returns_schemas_and_suggests_close_names(self) -> None:
+        """Load returns full entries and, for a typo, names the close match."""
+        catalog = small_catalog()
+        (entry,) = catalog.load(["fs_read_file"])
+        assert entry.input_schema == SCHEMA
+        with pytest.raises(UnknownTool, match=r"fs_red_file.*did you mean fs_read_file"):
+            catalog.load(["fs_read_file", "fs_red_file"])
+
+
+class TestPerformance:
+    def test_merge_and_search_32k_are_bounded(self) -> None:
+        """Merging 32 × 1000 tools takes well under half a second; searching it is quick."""
+        servers = _sample_tools()
+        start = time.perf_counter()
+        catalog = merge(servers)
+        assert time.perf_counter() - start < 0.5
+        assert len(catalog) == 32_000
+        assert all(n == 0 for n in catalog.unsupported.values())
+        catalog.search("warm up")
+        start = time.perf_counter()
+        catalog.search("create issue")
+        assert time.perf_counter() - start < 0.05
+
+    def test_bench_helpers_return_milliseconds(self) -> None:
+        """The bench helpers return positive medians."""
+        assert trio.run(registry_merge_ms_32k, 1) > 0
+        assert trio.run(search_ms_32k, 3) > 0
