@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import bisect
 import difflib
+import gc
 import hashlib
 import heapq
 import itertools
@@ -399,9 +400,25 @@ def merge(
     ``"error"`` and two tools (or a tool and a built-in) want the same name. A server
     listed twice keeps only its first listing's tools.
     """
-    policy = policy or NamingPolicy()
+    # Tens of thousands of small acyclic allocations: pausing the cycle collector
+    # meanwhile keeps it from rescanning a big heap many times over (it runs again after).
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _merge(servers, policy or NamingPolicy(), builtins)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _merge(
+    servers: Iterable[ServerTools],
+    policy: NamingPolicy,
+    builtins: frozenset[str] | set[str],
+) -> Catalog:
     entries: dict[str, Entry] = {}
-    owners: dict[str, list[str]] = {}  # wanted name -> servers that wanted it
+    owners: dict[str, str] = {}  # merged name -> the server that got it first
+    clashes: dict[str, list[str]] = {}  # wanted name -> every server that wanted it
     builtin_clashes: dict[str, list[str]] = {}
     by_server: dict[str, tuple[Entry, ...]] = {}
     unsupported: dict[str, int] = {}
@@ -436,10 +453,10 @@ def merge(
             if name in builtins or name in entries:
                 name = _settle(
                     name, server, prefix, original, policy, entries, builtins, owners,
-                    builtin_clashes,
+                    clashes, builtin_clashes,
                 )
             else:
-                owners[name] = [server]
+                owners[name] = server
             blob = encode((server, original, description, schema))
             entry = Entry(
                 name=name,
@@ -455,9 +472,7 @@ def merge(
         by_server[server] = tuple(mine)
         unsupported[server] = bad
     conflicts = [Conflict(n, tuple(s), builtin=True) for n, s in builtin_clashes.items()]
-    conflicts += [
-        Conflict(n, tuple(dict.fromkeys(s))) for n, s in owners.items() if len(s) > 1
-    ]
+    conflicts += [Conflict(n, tuple(dict.fromkeys(s))) for n, s in clashes.items()]
     return Catalog(entries, by_server, unsupported, conflicts)
 
 
@@ -469,7 +484,8 @@ def _settle(
     policy: NamingPolicy,
     entries: Mapping[str, Entry],
     builtins: frozenset[str] | set[str],
-    owners: dict[str, list[str]],
+    owners: dict[str, str],
+    clashes: dict[str, list[str]],
     builtin_clashes: dict[str, list[str]],
 ) -> str:
     """A free name for a tool whose ``wanted`` name is taken; records the conflict."""
@@ -482,11 +498,11 @@ def _settle(
             head, tail = policy.affixes(server, server)
             qualified = _fit(head + _part(original, server, original) + tail, server, original)
             if not taken(qualified):
-                owners.setdefault(qualified, []).append(server)
+                owners.setdefault(qualified, server)
                 return qualified
         servers = ["<built-in>", server]
     else:
-        servers = [*owners.get(wanted, []), server]
+        servers = [*clashes.get(wanted, [owners[wanted]] if wanted in owners else []), server]
     if policy.clash == "error":
         raise ToolNameConflict(
             f"tool name {wanted!r} is wanted by {' and '.join(servers)}; set a distinct "
@@ -494,7 +510,8 @@ def _settle(
             name=wanted,
             servers=servers,
         )
-    owners.setdefault(wanted, []).append(server)
+    if wanted not in builtins:
+        clashes.setdefault(wanted, [owners[wanted]] if wanted in owners else []).append(server)
     if policy.clash == "hash":
         candidate = _with_suffix(wanted, "_" + _short_hash(server, original, size=6))
         if not taken(candidate):

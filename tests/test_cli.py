@@ -66,7 +66,9 @@ def test_usage_error_exits_2_with_usage_on_stderr(args: tuple[str, ...]) -> None
     assert result.stdout == ""
 
 
-IN_PROCESS = [m for m in bench.MEASUREMENTS if m.key.startswith(("mailbox", "bus"))]
+IN_PROCESS = [
+    m for m in bench.MEASUREMENTS if m.key.startswith(("mailbox", "bus", "registry", "search"))
+]
 
 
 @pytest.mark.parametrize("measurement", IN_PROCESS, ids=lambda m: m.key)

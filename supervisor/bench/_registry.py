@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..registry import registry_merge_ms_32k, search_ms_32k
 from ._inprocess import bus_events_per_s, mailbox_call_timeout_us, mailbox_call_us
 from ._memory import MEMORY, RSS
 from ._servers import (
@@ -26,6 +27,26 @@ MEASUREMENTS: Sequence[Measurement] = (
     Measurement("mailbox_call_us", mailbox_call_us, "<= 15", "µs/call", 20_000, 2_000),
     Measurement("mailbox_call_timeout_us", mailbox_call_timeout_us, None, "µs/call", 20_000, 2_000),
     Measurement("bus_events_per_s", bus_events_per_s, ">= 200000", "events/s", 50_000, 5_000, 0),
+    Measurement(
+        "registry_merge_ms_32k",
+        registry_merge_ms_32k,
+        "<= 50",
+        "ms",
+        5,
+        2,
+        note="registry.merge of 32 servers × 1000 tools (names, clashes, fingerprints); "
+        "median of n merges per round",
+    ),
+    Measurement(
+        "search_ms_32k",
+        search_ms_32k,
+        "<= 5",
+        "ms",
+        50,
+        20,
+        note="one Catalog.search over 32 × 1000 tools, its index built beforehand; median "
+        "of n searches per round",
+    ),
     CALLS.measurement(
         CALL_SEQ,
         target="<= 1.05",
