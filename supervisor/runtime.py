@@ -115,7 +115,7 @@ class SupervisorHandle:
         for server in self._servers.values():
             prefix = server.config.prefix
             full = f"{prefix}_" if prefix else ""
-            if name.startswith(full) and any(t.name == name[len(full) :] for t in server.tools):
+            if name.startswith(full) and server.tool(name[len(full) :]) is not None:
                 return server, name[len(full) :]
         candidates = [
             s

@@ -323,11 +323,11 @@ class ServerActor(Actor):
 
     def _idempotent(self, tool: str) -> bool:
         """Whether the server annotates ``tool`` read-only or idempotent."""
-        for listed in self.server.tools:
-            if listed.name == tool and listed.annotations is not None:
-                hints = listed.annotations
-                return bool(hints.read_only_hint or hints.idempotent_hint)
-        return False
+        listed = self.server.tool(tool)
+        if listed is None or listed.annotations is None:
+            return False
+        hints = listed.annotations
+        return bool(hints.read_only_hint or hints.idempotent_hint)
 
     async def _requeue(self) -> None:
         """Give the current request back: this incarnation's connection is dead, and the

@@ -113,7 +113,8 @@ class ManagedServer:
         self.limits = limits or Limits()
         self.error = error
         self.health = Health()
-        self.tools: list[types.Tool] = []
+        self._tools: list[types.Tool] = []
+        self._by_name: dict[str, types.Tool] = {}
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
         self.incarnations = 0
         #: the live incarnation, whose connection calls may use directly
@@ -141,6 +142,20 @@ class ManagedServer:
     @property
     def address(self):  # noqa: ANN201 - the spec's Address
         return self.spec.address
+
+    @property
+    def tools(self) -> list[types.Tool]:
+        """The tools the server listed last (kept while it restarts)."""
+        return self._tools
+
+    @tools.setter
+    def tools(self, tools: list[types.Tool]) -> None:
+        self._tools = tools
+        self._by_name = {t.name: t for t in tools}
+
+    def tool(self, name: str) -> types.Tool | None:
+        """The listed tool of that (original) name, if any."""
+        return self._by_name.get(name)
 
     @property
     def is_local(self) -> bool:
