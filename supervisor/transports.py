@@ -34,6 +34,7 @@ from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
+from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
 from .actors import SupervisorError
@@ -352,29 +353,18 @@ class StdioTransport:
             self._fail(ServerExited(message, exit_code=code))
 
     async def _stop(self, process: trio.Process) -> None:
-        """Close stdin, wait, SIGTERM the group, wait, SIGKILL: every wait bounded."""
+        """Close stdin and wait; then the SDK's escalation for the whole process group
+        (SIGTERM, wait for every member, SIGKILL) — which also reaches members that
+        outlive the leader; every wait bounded."""
         if process.returncode is None:
             assert process.stdin is not None
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await process.stdin.aclose()
             with trio.move_on_after(self.grace):
                 await process.wait()
-        if process.returncode is None:
-            self._kill_group(signal.SIGTERM)
-            with trio.move_on_after(self.kill_after):
-                await process.wait()
-        if process.returncode is None:
-            self._kill_group(signal.SIGKILL)
-            with trio.move_on_after(self.kill_after):
-                await process.wait()
-        # Members of the group may outlive the leader (a wrapper script's children).
-        if self._group_alive():
-            self._kill_group(signal.SIGTERM)
-            with trio.move_on_after(self.kill_after):
-                # No event tells when a process group is empty: poll it, briefly.
-                while self._group_alive():  # noqa: ASYNC110
-                    await trio.sleep(0.01)
-            self._kill_group(signal.SIGKILL)
+        await terminate_posix_process_tree(process, self.kill_after)  # type: ignore[arg-type]
+        with trio.move_on_after(self.kill_after):
+            await process.wait()
         if self.returncode is None and process.returncode is not None:
             self._note_exit(process)
 
@@ -382,17 +372,6 @@ class StdioTransport:
         if self.pid is not None:
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
-
-    def _group_alive(self) -> bool:
-        if self.pid is None:
-            return False
-        try:
-            os.killpg(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
 
 
 class _ReceiptTransport(httpx2.AsyncBaseTransport):
