@@ -47,7 +47,7 @@ import statistics
 import time
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Literal, NamedTuple
 
@@ -231,6 +231,15 @@ class Catalog(Mapping[str, Entry]):
         self.unsupported: Mapping[str, int] = MappingProxyType(unsupported)
         self.conflicts: tuple[Conflict, ...] = tuple(conflicts)
         self._index_cache: _SearchIndex | None = None
+
+    def only(self, servers: Collection[str]) -> Catalog:
+        """The same names, keeping only the entries of ``servers`` (say, those up now)."""
+        return Catalog(
+            {n: e for n, e in self._entries.items() if e.server in servers},
+            {s: es for s, es in self.by_server.items() if s in servers},
+            dict(self.unsupported),
+            self.conflicts,
+        )
 
     @property
     def _index(self) -> _SearchIndex:

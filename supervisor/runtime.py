@@ -25,10 +25,13 @@ import trio
 
 from .actors import AddressState, Supervisor, SupervisorError, open_tree
 from .bus import Bus, Subscription
+from .catalog import LiveCatalog
 from .config import Config, load_config
-from .errors import UnknownServer, UnknownTool
+from .errors import ToolArgumentsInvalid, UnknownServer, UnknownTool
 from .log import get_logger
+from .registry import Catalog, Entry
 from .server import HealthRecord, Limits, ManagedServer
+from .tools import validate_arguments
 
 log = get_logger("supervisor.runtime")
 
@@ -41,12 +44,18 @@ class SupervisorHandle:
     """
 
     def __init__(
-        self, config: Config, bus: Bus, tree: Supervisor, servers: Mapping[str, ManagedServer]
+        self,
+        config: Config,
+        bus: Bus,
+        tree: Supervisor,
+        servers: Mapping[str, ManagedServer],
+        catalog: LiveCatalog,
     ) -> None:
         self.config = config
         self.bus = bus
         self._tree = tree
         self._servers = dict(servers)
+        self._catalog = catalog
 
     # -- servers -----------------------------------------------------------------------
 
@@ -110,8 +119,25 @@ class SupervisorHandle:
 
     # -- tools -------------------------------------------------------------------------
 
+    @property
+    def catalog(self) -> Catalog:
+        """The merged catalog of the connected servers' tools (see :mod:`supervisor.registry`)."""
+        return self._catalog.current
+
+    def search(self, query: str, limit: int = 10) -> list[Entry]:
+        """The catalog's best matches for ``query`` (names and descriptions)."""
+        return self._catalog.current.search(query, limit)
+
     def resolve(self, name: str) -> tuple[ManagedServer, str]:
-        """The server and its own tool name for a merged tool name."""
+        """The server and its own tool name for a merged tool name.
+
+        The catalog answers for every server whose tools are known (clash suffixes
+        included; one that is restarting keeps its names and the call waits for it); a
+        server never connected yet (lazy) is found by its prefix.
+        """
+        entry = self._catalog.named.get(name)
+        if entry is not None:
+            return self._servers[entry.server], entry.original_name
         for server in self._servers.values():
             prefix = server.config.prefix
             full = f"{prefix}_" if prefix else ""
@@ -146,9 +172,17 @@ class SupervisorHandle:
         stopped server, :class:`~supervisor.server.CallMayHaveTakenEffect` when the
         connection died during the call, :class:`~supervisor.server.ToolCallTimeout`,
         :class:`~supervisor.server.ServerRequestError` for an MCP error answer, and
-        :class:`UnknownTool`. A tool's own failure is a result with ``is_error`` set.
+        :class:`UnknownTool`, and :class:`~supervisor.errors.ToolArgumentsInvalid` (naming
+        each wrong field) without sending when the arguments do not fit the tool's schema.
+        A tool's own failure is a result with ``is_error`` set.
         """
         server, tool = self.resolve(name)
+        listed = server.tool(tool)
+        if listed is not None:  # arguments that cannot be right never reach the server
+            try:
+                validate_arguments(listed, arguments or {})
+            except ToolArgumentsInvalid as exc:
+                raise ToolArgumentsInvalid(name, exc.errors) from None  # the name called
         return await server.call_tool(tool, arguments, timeout)
 
     async def tools(self) -> dict[str, list[types.Tool]]:
@@ -209,6 +243,7 @@ async def open_supervisor(
             ping_timeout=cfg.settings.ping_timeout,
             retry_idempotent=retry_idempotent,
         )
+    catalog = LiveCatalog(list(servers.values()), publish=bus.publish)
     specs = [s.spec for s in servers.values() if s.error is None]
     settings = cfg.settings
     async with open_tree(
@@ -218,7 +253,7 @@ async def open_supervisor(
         intensity=settings.intensity,
         notify=bus.notify,
     ) as tree:
-        yield SupervisorHandle(cfg, bus, tree, servers)
+        yield SupervisorHandle(cfg, bus, tree, servers, catalog)
 
 
 __all__ = ["SupervisorHandle", "UnknownServer", "UnknownTool", "open_supervisor"]

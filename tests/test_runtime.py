@@ -358,3 +358,38 @@ async def test_a_remote_server_dying_mid_call_fails_the_call_promptly() -> None:
             nursery.start_soon(stop_soon)
             with trio.fail_after(10), pytest.raises(CallMayHaveTakenEffect):
                 await sup.call("web_sleep", {"seconds": 30}, timeout=60)
+
+
+async def test_the_live_catalog_names_routes_and_guards_calls(tmp_path) -> None:  # noqa: ANN001
+    """Two unprefixed servers both offering echo: the later one's is echo_2 (with a
+    tools.conflict event); calls route by the catalog; bad arguments never leave."""
+    from supervisor.errors import ToolArgumentsInvalid
+    from supervisor.testing.servers import count_executions
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    config = {
+        "mcpServers": {
+            "one": stdio("echo", prefix="", count_file=first),
+            "two": stdio("echo", prefix="", count_file=second),
+        }
+    }
+    bus = __import__("supervisor").Bus()
+    async with bus.subscribe("tools.*") as events, open_supervisor(config, bus=bus) as sup:
+        await sup.connect_all()
+        assert {"echo", "echo_2", "add", "add_2"} <= set(sup.catalog)
+        assert sup.catalog["echo_2"].server == "two"
+        assert (await sup.call("echo_2", {"text": "b"})).content[0].text == "b"
+        assert (await sup.call("echo", {"text": "a"})).content[0].text == "a"
+        with pytest.raises(ToolArgumentsInvalid, match=r"tool 'add_2': a: 'three' is not of type"):
+            await sup.call("add_2", {"a": "three", "b": 1})
+        assert [e.name for e in sup.search("echo", limit=2)] == ["echo", "echo_2"]
+        seen = events.drain()
+    kinds = [e.kind for e in seen]
+    # Whichever connected first, config order decides the names in the end.
+    last = {e.server: e.names for e in seen if e.kind == "tools.registered"}
+    assert last == {"one": ["add", "count", "echo"], "two": ["add_2", "count_2", "echo_2"]}
+    assert "tools.conflict" in kinds
+    conflict = next(e for e in seen if e.kind == "tools.conflict" and e.name == "echo")
+    assert conflict.servers == ["one", "two"]
+    assert count_executions(first) == {"echo": 1}
+    assert count_executions(second) == {"echo": 1}  # the invalid add never ran

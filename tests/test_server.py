@@ -43,6 +43,7 @@ class Settings:
     max_attempts: int = 5
     backoff: Backoff = Backoff(initial=0.2, maximum=1.0)
     app: object = None  # the in-process server of a "memory" server
+    prefix: str = ""
 
 
 def settings(name: str, kind: str, **kw: object) -> Settings:
@@ -339,15 +340,21 @@ async def test_pings_keep_a_healthy_connection() -> None:
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_a_changed_tool_list_is_fetched_again(mode: str) -> None:
     """A server announcing a new tool (listen stream on 2026-07-28, the notification on
-    handshake-era connections) gets its list re-fetched: tools.updated names the tool."""
+    handshake-era connections) gets its list re-fetched; the live catalog registers it."""
+    from supervisor.catalog import LiveCatalog
+
     rec = Recorder()
     changing = ManagedServer(
         settings("changing", "changing"), publish=rec, client_options={"mode": mode}
     )
+    changing.config.prefix = "changing"  # type: ignore[attr-defined]
+    catalog = LiveCatalog([changing], publish=rec)
     async with open_tree([changing.spec]):
         await changing.call_tool("add_tool", {"name": "extra"}, None)
-        await wait_for(lambda: any(e.kind == "tools.updated" for e in rec.events))
-        updated = next(e for e in rec.events if e.kind == "tools.updated")
-        assert updated.server == "changing" and updated.names == ["extra"]
-        assert "extra" in {t.name for t in changing.tools}
+        await wait_for(lambda: "changing_extra" in catalog.current)
         assert changing.health.tool_count == len(changing.tools)
+    registered = [e for e in rec.events if e.kind == "tools.registered"]
+    assert "changing_echo" in registered[0].names
+    assert registered[-1].server == "changing" and registered[-1].names == ["changing_extra"]
+    # Stopped: the server withdrew its tools.
+    assert rec.events[-1].kind == "tools.deregistered" and len(catalog.current) == 0

@@ -491,9 +491,8 @@ class ServerActor(Actor):
                 before = {t.name: t for t in server.tools}
                 server.tools = tools
                 server.health.tool_count = len(tools)
-                changed = {t.name for t in tools if before.pop(t.name, None) != t} | set(before)
-                if changed:
-                    server.emit(events.ToolsUpdated(server=server.name, names=sorted(changed)))
+                if {t.name: t for t in tools} != before:
+                    server.changed()  # the live catalog publishes what changed
                 if not self._relist_again:
                     return
         finally:
@@ -569,6 +568,7 @@ class ServerActor(Actor):
             health.disconnected_at = None
             server.emit(events.HealthRecovered(server=server.name, downtime=now - recovered))
         log.info("connected", server=server.name, tools=len(tools), connect_time=round(took, 3))
+        server.changed()
 
     def _on_failed(self, transport: TransportLike, connected: bool, exc: BaseException) -> None:
         server = self.server
@@ -606,6 +606,7 @@ class ServerActor(Actor):
             events.ServerError(server=server.name, error=text, retry_in=retry_in, attempt=attempt)
         )
         log.warning("server connection failed", server=server.name, error=text, retry_in=retry_in)
+        server.changed()
 
     def _on_stopped(self, transport: TransportLike, connected: bool) -> None:
         server = self.server
@@ -616,3 +617,4 @@ class ServerActor(Actor):
             server.emit(events.LocalShutdown(server=server.name))
         if server.health.status is not ServerStatus.FAILED:
             server.health.status = ServerStatus.IDLE if not connected else ServerStatus.DISCONNECTED
+        server.changed()

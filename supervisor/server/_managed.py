@@ -115,6 +115,8 @@ class ManagedServer:
         self.health = Health()
         self._tools: list[types.Tool] = []
         self._by_name: dict[str, types.Tool] = {}
+        #: called when the tools on offer may have changed (a new list, connected, down)
+        self.on_change: Callable[[], None] | None = None
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
         self.incarnations = 0
         #: the live incarnation, whose connection calls may use directly
@@ -240,6 +242,14 @@ class ManagedServer:
     def _stderr_line(self, line: str) -> None:
         self.stderr_tail.append(line)
         log.debug("server stderr", server=self.name, line=line)
+
+    def changed(self) -> None:
+        """Tell ``on_change`` (the live catalog) that the tools on offer may differ."""
+        if self.on_change is not None:
+            try:
+                self.on_change()
+            except Exception:
+                log.exception("on_change failed", server=self.name)
 
     def emit(self, event: events.Event) -> None:
         try:
