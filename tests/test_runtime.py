@@ -17,6 +17,8 @@ from supervisor.server import ServerUnavailable, ToolCallTimeout
 from supervisor.testing.servers import make_server, start_http, stdio_params
 from supervisor.ws import serve_websocket
 
+from .probes import until
+
 
 def stdio(kind: str, **kw: object) -> dict[str, object]:
     fixture = {k: kw.pop(k) for k in ("crash_after", "count_file", "stderr_line") if k in kw}
@@ -31,9 +33,12 @@ def free_port() -> int:
 
 
 async def wait_status(sup, name: str, status: str, timeout: float = 20) -> None:  # noqa: ANN001
-    with trio.fail_after(timeout):
-        while sup.status()[name].status != status:  # noqa: ASYNC110 - state with a deadline
-            await trio.sleep(0.01)
+    await until(lambda: sup.status()[name].status == status, timeout)
+
+
+async def in_flight(sup, name: str) -> None:  # noqa: ANN001
+    """Wait until a call to server ``name`` is on its connection."""
+    await until(lambda: getattr(sup.server(name).current, "_in_flight_direct", 0) > 0, 20)
 
 
 async def test_calls_go_to_the_right_server_by_merged_name() -> None:
@@ -334,7 +339,7 @@ async def test_stopping_a_server_lets_calls_in_flight_finish() -> None:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(long_call)
-            await trio.sleep(0.1)  # let it reach the server
+            await in_flight(sup, "slow")
             await sup.stop("slow")
         assert answers == ["slept 0.5"]
         assert sup.status()["slow"].status == "stopped"
@@ -352,7 +357,7 @@ async def test_a_remote_server_dying_mid_call_fails_the_call_promptly() -> None:
             await sup.connect_all()
 
             async def stop_soon() -> None:
-                await trio.sleep(0.2)
+                await in_flight(sup, "web")
                 await web.stop()
 
             nursery.start_soon(stop_soon)

@@ -22,6 +22,8 @@ from supervisor.server import (
 )
 from supervisor.testing.servers import count_executions, stdio_params
 
+from .probes import until
+
 
 @attrs.define
 class Settings:
@@ -84,9 +86,7 @@ def alive(pid: int) -> bool:
 
 
 async def wait_for(predicate, timeout: float = 20.0) -> None:  # noqa: ANN001
-    with trio.fail_after(timeout):
-        while not predicate():  # noqa: ASYNC110 - polling observable state with a deadline
-            await trio.sleep(0.01)
+    await until(predicate, timeout)
 
 
 async def test_stdio_server_connects_lazily_lists_and_calls() -> None:

@@ -114,6 +114,13 @@ class SupervisorNotRunning(SupervisorError):
     """A request reached a supervisor that has not started or has already stopped."""
 
 
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside (nested) exception groups, in order; ``[exc]`` for a bare one."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return [exc]
+    return [leaf for e in exc.exceptions for leaf in leaves(e)]
+
+
 def collapse(exc: BaseException) -> BaseException:
     """The one error worth reporting inside nested exception groups.
 
@@ -124,19 +131,12 @@ def collapse(exc: BaseException) -> BaseException:
 
     if not isinstance(exc, BaseExceptionGroup):
         return exc
-    leaves: list[BaseException] = []
-    stack: list[BaseException] = [exc]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, BaseExceptionGroup):
-            stack.extend(e.exceptions)
-        else:
-            leaves.append(e)
-    real = [e for e in leaves if not isinstance(e, trio.Cancelled)]
+    leaves_ = leaves(exc)
+    real = [e for e in leaves_ if not isinstance(e, trio.Cancelled)]
     if len(real) == 1:
         return real[0]
-    if not real and leaves:
-        return leaves[0]
+    if not real and leaves_:
+        return leaves_[0]
     return exc
 
 

@@ -23,6 +23,7 @@ from ..actors import (
     backoff_delay,
     before_effect,
     collapse,
+    leaves,
 )
 from ..errors import (
     CallMayHaveTakenEffect,
@@ -94,16 +95,9 @@ def _describe(error: BaseException) -> str:
     error = collapse(error)
     extra = ""
     if isinstance(error, BaseExceptionGroup):
-        leaves = [e for e in _leaves(error) if not isinstance(e, trio.Cancelled)] or [error]
-        error, extra = leaves[0], (f" (and {len(leaves) - 1} more)" if len(leaves) > 1 else "")
+        real = [e for e in leaves(error) if not isinstance(e, trio.Cancelled)] or [error]
+        error, extra = real[0], (f" (and {len(real) - 1} more)" if len(real) > 1 else "")
     return (str(error) or type(error).__name__) + extra
-
-
-def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
-    found: list[BaseException] = []
-    for e in group.exceptions:
-        found.extend(_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])
-    return found
 
 
 async def _first(*waits: Callable[[], Awaitable[object]]) -> None:
@@ -540,6 +534,7 @@ class ServerActor(Actor):
                 except MCPError as exc:
                     answered = exc.code != types.CONNECTION_CLOSED
             if not answered:
+                self._lost.set()  # from now on no call is sent on this connection
                 server.emit(events.HealthStale(server=server.name, last_ok=server.health.last_ok))
                 raise StaleConnection(
                     f"MCP server {server.name!r} did not answer a ping within "
