@@ -26,8 +26,10 @@ What it shows:
   offering the same tool. After a death or a timeout the call may already have run, so
   it falls back only for tools annotated read-only or idempotent; otherwise it reports
   the call as not retried;
-- an error *answer* (an MCP error, or a tool result with ``isError``) is the request's
-  fault, not the server's: no fallback;
+- an error *answer* (an MCP error, or ``ToolError`` for a tool result with ``isError``)
+  is the request's fault, not the server's: no fallback;
+- calls are approved by the agent's own policy (``approve_call``): everything except
+  destructive tools (``delete_*``, ``destructiveHint``…), which it refuses;
 - a server the supervisor gave up on (``failed``) is restarted by the agent after a
   cool-down (``--revive-after``);
 - Ctrl-C (or SIGTERM) stops the loop cleanly: the supervisor stops every server, and a
@@ -53,6 +55,7 @@ import attrs
 import trio
 
 from supervisor import (
+    ApprovalRequest,
     Bus,
     CallMayHaveTakenEffect,
     ConfigError,
@@ -60,6 +63,7 @@ from supervisor import (
     SupervisorError,
     SupervisorHandle,
     ToolCallTimeout,
+    ToolError,
     configure_logging,
     load_config,
     open_supervisor,
@@ -289,18 +293,20 @@ async def perform(
             stats.failed += 1
             return (f"{task.tool}: {route.server} {kind}, not retried: it may have run "
                     "and the tool is not idempotent")
+        except ToolError as exc:
+            # The tool ran and said it failed: the request's fault, not the server's.
+            stats.errors["tool error"] += 1
+            stats.failed += 1
+            return f"{task.tool}: {route.server} tool error {shorten(exc.text, 40)}"
         except SupervisorError as exc:
-            # An error answer (ServerRequestError) or a bad tool name: not the server's fault.
+            # An error answer (ServerRequestError), a refused approval or a bad tool name:
+            # not the server's fault.
             kind = type(exc).__name__
             stats.errors[kind] += 1
             stats.failed += 1
             return f"{task.tool}: {route.server} {kind}: {shorten(str(exc), 80)}"
         took = (trio.current_time() - started) * 1000
-        answer = shorten(preview(result), 40)
-        if result.is_error:
-            stats.errors["tool error"] += 1
-            stats.failed += 1
-            return f"{task.tool}: {route.server} tool error {answer}"
+        answer = shorten(repr(result.text), 40)
         stats.ok += 1
         stats.answered_by[route.server] += 1
         if route is not options[0]:
@@ -312,15 +318,12 @@ async def perform(
     return f"{task.tool}: {', '.join(notes)} -> no server left to try"
 
 
-def preview(result: object) -> str:
-    """The text of a tool result's first content block (or its structured content)."""
-    content = getattr(result, "content", None) or []
-    for block in content:
-        text = getattr(block, "text", None)
-        if text is not None:
-            return repr(text)
-    structured = getattr(result, "structured_content", None)
-    return json.dumps(structured) if structured is not None else "(no content)"
+async def approve_call(request: ApprovalRequest) -> bool:
+    """The agent's approval policy: every call it makes, except a destructive one."""
+    destructive = request.reason in ("destructive name", "destructive annotation")
+    if destructive:
+        say(f"  agent  refused {request.tool} ({request.reason})")
+    return not destructive
 
 
 def shorten(text: str, width: int) -> str:
@@ -373,7 +376,7 @@ async def main(args: argparse.Namespace) -> int:
     # `lazy: false` start connecting as soon as it does.
     bus = Bus()
     with bus.subscribe("mcp.*", "supervisor.*") as events:
-        async with open_supervisor(config, bus=bus) as sup:
+        async with open_supervisor(config, bus=bus, approve=approve_call) as sup:
             await sup.tools()  # connect every server once, to learn what it offers
             fleet = Fleet(sup)
             if not any(routes(sup, task) for task in args.tasks):

@@ -5,6 +5,8 @@ This is the public façade; everything here is re-exported from a focused module
 - :func:`open_supervisor` / :func:`load_config` — run configured MCP servers
   (:mod:`supervisor.runtime`, :mod:`supervisor.config`, :mod:`supervisor.server`);
 - :mod:`supervisor.errors` — every error, under :class:`SupervisorError`;
+- :mod:`supervisor.registry`, :mod:`supervisor.tools` — the merged catalog, results and
+  the approval policy;
 - :mod:`supervisor.actors` — the generic actor runtime and OTP supervision tree;
 - :mod:`supervisor.events` — the event catalog; :mod:`supervisor.bus` — the event bus;
 - :mod:`supervisor.log` — structlog configuration and secret redaction.
@@ -26,20 +28,34 @@ from .bus import Subscription as Subscription
 from .config import Config as Config
 from .config import ServerConfig as ServerConfig
 from .config import load_config as load_config
+from .errors import ApprovalDenied as ApprovalDenied
+from .errors import ApprovalRequired as ApprovalRequired
 from .errors import CallMayHaveTakenEffect as CallMayHaveTakenEffect
 from .errors import ConfigError as ConfigError
+from .errors import PromptArgumentsInvalid as PromptArgumentsInvalid
+from .errors import RequestTimeout as RequestTimeout
 from .errors import ServerError as ServerError
 from .errors import ServerRequestError as ServerRequestError
 from .errors import ServerUnavailable as ServerUnavailable
+from .errors import ToolArgumentsInvalid as ToolArgumentsInvalid
 from .errors import ToolCallTimeout as ToolCallTimeout
+from .errors import ToolError as ToolError
+from .errors import ToolOutputInvalid as ToolOutputInvalid
+from .errors import UnknownPrompt as UnknownPrompt
+from .errors import UnknownResource as UnknownResource
+from .errors import UnknownServer as UnknownServer
 from .errors import UnknownTool as UnknownTool
 from .events import Event as Event
 from .log import configure_logging as configure_logging
 from .log import get_logger as get_logger
 from .log import register_secret as register_secret
+from .registry import Catalog as Catalog
+from .registry import Entry as Entry
 from .runtime import SupervisorHandle as SupervisorHandle
 from .runtime import open_supervisor as open_supervisor
 from .server import HealthRecord as HealthRecord
+from .tools import ApprovalRequest as ApprovalRequest
+from .tools import ToolResult as ToolResult
 
 try:
     __version__ = version("mcp-supervisor")
@@ -50,14 +66,21 @@ __all__ = [
     "ActorError",
     "ActorStopped",
     "ActorUnavailable",
+    "ApprovalDenied",
+    "ApprovalRequest",
+    "ApprovalRequired",
     "Bus",
     "CallMayHaveTakenEffect",
     "CallTimeout",
+    "Catalog",
     "Config",
     "ConfigError",
+    "Entry",
     "Event",
     "HealthRecord",
+    "PromptArgumentsInvalid",
     "RequestAborted",
+    "RequestTimeout",
     "ServerConfig",
     "ServerError",
     "ServerRequestError",
@@ -66,12 +89,19 @@ __all__ = [
     "SupervisorError",
     "SupervisorGaveUp",
     "SupervisorHandle",
+    "ToolArgumentsInvalid",
     "ToolCallTimeout",
+    "ToolError",
+    "ToolOutputInvalid",
+    "ToolResult",
+    "UnknownPrompt",
+    "UnknownResource",
+    "UnknownServer",
     "UnknownTool",
-    "__version__",
     "configure_logging",
     "get_logger",
     "load_config",
     "open_supervisor",
     "register_secret",
+    "__version__",
 ]

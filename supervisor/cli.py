@@ -2,18 +2,31 @@
 
 Human output goes to standard output, diagnostics and logs to standard error. Exit codes:
 0 ok, 1 runtime failure, 2 usage error (argparse's own code).
+
+``call`` sorts its failures by whether trying again the same way could ever work: a tool
+that reported an error, a server failure, or approval refused by the person at the prompt
+is 1; bad ARGS_JSON, an unknown tool, arguments that do not fit the tool's schema, and a
+call needing approval with nobody to give it (no terminal, no ``--yes``) are refused
+before anything is sent, the same way every time, and are 2 — like a config error.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import trio
 
 from .log import configure_logging, get_logger
+
+if TYPE_CHECKING:
+    from .registry import Entry
+    from .tools import ApprovalCallback, ApprovalRequest, MediaContent, ToolResult
 
 __all__ = ["main"]
 
@@ -158,6 +171,278 @@ async def _events(config: object, pattern: str, duration: float | None) -> int:
     return EXIT_OK
 
 
+# -- tools and call ----------------------------------------------------------------------
+
+
+def _cmd_tools(args: argparse.Namespace) -> int:
+    config = _load(args.config)
+    if config is None:
+        return EXIT_USAGE
+    return trio.run(_tools, config, args.json, args.search, args.limit)
+
+
+async def _tools(config: object, as_json: bool, query: str | None, limit: int) -> int:
+    from .runtime import open_supervisor
+
+    async with open_supervisor(config) as sup:  # type: ignore[arg-type]
+        catalog = await sup.tools()
+        records = sup.status()
+    if query is None:
+        entries = list(catalog.values())
+    else:
+        entries = catalog.load(summary.name for summary in catalog.search(query, limit))
+    servers: list[dict[str, object]] = []
+    down = []
+    for name, record in records.items():
+        up = record.status == "connected"
+        servers.append(
+            {
+                "name": name,
+                "status": record.status,
+                "tool_count": len(catalog.by_server.get(name, ())),
+                "unsupported": catalog.unsupported.get(name, 0),
+                "skipped": list(catalog.invalid.get(name, ())),
+                "error": None if up else record.last_error,
+            }
+        )
+        for why in catalog.invalid.get(name, ()):
+            print(f"mcp-supervisor tools: server {name!r} skipped {why}", file=sys.stderr)
+        if not up:
+            down.append(name)
+            why = record.last_error or "not connected"
+            print(
+                f"mcp-supervisor tools: server {name!r} is {record.status}: {why}", file=sys.stderr
+            )
+    if as_json:
+        document: dict[str, object] = {
+            "tools": [
+                {
+                    "name": e.name,
+                    "server": e.server,
+                    "original_name": e.original_name,
+                    "description": e.description,
+                    "input_schema": e.input_schema,
+                }
+                for e in entries
+            ],
+            "servers": servers,
+        }
+        if query is not None:
+            document["search"] = query
+        json.dump(document, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(_tools_table(entries))
+        connected = len(records) - len(down)
+        unsupported = sum(catalog.unsupported.get(name, 0) for name in records)
+        print(_tools_footer(len(entries), len(catalog), connected, unsupported, down, query))
+    return EXIT_FAILURE if records and len(down) == len(records) else EXIT_OK
+
+
+def _tools_table(entries: Sequence[Entry]) -> str:
+    """A fixed-width table: name, server, the first line of the description."""
+    import shutil
+
+    rows = [("name", "server", "description")]
+    for e in entries:
+        rows.append((e.name, e.server, e.description.strip().split("\n", 1)[0]))
+    width = shutil.get_terminal_size((120, 24)).columns
+    name_w = max(len(r[0]) for r in rows)
+    server_w = max(len(r[1]) for r in rows)
+    lines = []
+    for name, server, description in rows:
+        line = f"{name:<{name_w}}  {server:<{server_w}}  {description}".rstrip()
+        lines.append(line if len(line) <= width else line[: width - 1] + "…")
+    return "\n".join(lines)
+
+
+def _tools_footer(
+    shown: int, total: int, connected: int, unsupported: int, down: Sequence[str], query: str | None
+) -> str:
+    """``N tools from M servers``, or ``K matches for 'Q' among N tools from M servers``,
+    then what was skipped and which servers are not connected."""
+
+    def count(n: int, one: str, many: str) -> str:
+        return f"{n} {one if n == 1 else many}"
+
+    line = f"{count(total, 'tool', 'tools')} from {count(connected, 'server', 'servers')}"
+    if query is not None:
+        line = f"{count(shown, 'match', 'matches')} for {query!r} among {line}"
+    if unsupported:
+        line += f"; {count(unsupported, 'tool', 'tools')} skipped as unsupported"
+    if down:
+        line += f"; not connected: {', '.join(down)} (see stderr)"
+    return line
+
+
+def _cmd_call(args: argparse.Namespace) -> int:
+    raw = sys.stdin.read() if args.arguments == "-" else args.arguments
+    try:
+        arguments = json.loads(raw)
+    except ValueError as exc:
+        where = "standard input" if args.arguments == "-" else "ARGS_JSON"
+        print(f"mcp-supervisor call: {where} is not valid JSON: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not isinstance(arguments, dict):
+        print(
+            "mcp-supervisor call: the arguments must be a JSON object, like "
+            f'\'{{"text": "hi"}}\', not {type(arguments).__name__} {raw.strip()[:60]}',
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    config = _load(args.config)
+    if config is None:
+        return EXIT_USAGE
+    approve: ApprovalCallback | None = None
+    if args.yes:
+        approve = _approve_all
+    elif os.isatty(0) and os.isatty(2):
+        approve = _ask_on_terminal
+    return trio.run(_call, config, args.tool, arguments, args.json, approve)
+
+
+async def _approve_all(request: ApprovalRequest) -> bool:
+    log.info("approved by --yes", server=request.server, tool=request.tool, reason=request.reason)
+    return True
+
+
+async def _ask_on_terminal(request: ApprovalRequest) -> bool:
+    """Ask on stderr, read one line from the terminal on stdin: only y or yes approves."""
+    shown = json.dumps(dict(request.arguments))
+    if len(shown) > 200:
+        shown = shown[:199] + "…"
+    sys.stderr.write(f"  arguments: {shown}\n")
+    sys.stderr.write(f"Call {request.tool} on {request.server} ({request.reason})? [y/N] ")
+    sys.stderr.flush()
+    answer = b""
+    async with trio.lowlevel.FdStream(os.dup(0)) as stdin:
+        while b"\n" not in answer:
+            chunk = await stdin.receive_some(1024)
+            if not chunk:
+                sys.stderr.write("\n")
+                break
+            answer += chunk
+    return answer.decode(errors="replace").strip().lower() in ("y", "yes")
+
+
+async def _call(
+    config: object,
+    name: str,
+    arguments: dict[str, object],
+    as_json: bool,
+    approve: ApprovalCallback | None,
+) -> int:
+    from .errors import (
+        ApprovalDenied,
+        ApprovalRequired,
+        SupervisorError,
+        ToolArgumentsInvalid,
+        ToolError,
+        UnknownTool,
+    )
+    from .runtime import open_supervisor
+    from .tools import ToolResult
+
+    def fail(exc: SupervisorError, code: int, said: str | None = None) -> int:
+        print(f"mcp-supervisor call: {said or f'{type(exc).__name__}: {exc}'}", file=sys.stderr)
+        if as_json:
+            error: dict[str, object] = {"type": type(exc).__name__, "message": str(exc)}
+            if isinstance(exc, ToolArgumentsInvalid):
+                error["errors"] = [{"path": p, "message": m} for p, m in exc.errors]
+            _print_json({"tool": name, "error": error})
+        return code
+
+    async with open_supervisor(config, approve=approve) as sup:  # type: ignore[arg-type]
+        try:
+            try:
+                result = await sup.call(name, arguments)
+            except UnknownTool:
+                # Tools of servers never connected are known by their prefix only. Unless
+                # the connected ones have a close match, connect them all once: then either
+                # the tool is there after all, or the close matches can be named.
+                catalog = sup.catalog
+                if not difflib.get_close_matches(name, catalog, n=1, cutoff=0.6):
+                    catalog = await sup.tools()
+                if name not in catalog:
+                    catalog.resolve(name)  # raises UnknownTool, naming close matches
+                result = await sup.call(name, arguments)
+        except ToolError as exc:
+            print(f"mcp-supervisor call: {exc}", file=sys.stderr)
+            if as_json and isinstance(exc.result, ToolResult):
+                _print_json(_result_document(exc.result, exc.server))
+            return EXIT_FAILURE
+        except (UnknownTool, ToolArgumentsInvalid, ApprovalRequired) as exc:
+            # refused before anything was sent, the same way on every try: a usage error
+            return fail(exc, EXIT_USAGE)
+        except ApprovalDenied as exc:  # someone said no
+            said = f"not approved; {name} was not called" if approve is _ask_on_terminal else None
+            return fail(exc, EXIT_FAILURE, said)
+        except SupervisorError as exc:
+            return fail(exc, EXIT_FAILURE)
+        server = sup.resolve(name)[0].name
+    if as_json:
+        _print_json(_result_document(result, server))
+    else:
+        _print_result(result)
+    return EXIT_OK
+
+
+def _print_json(document: object) -> None:
+    json.dump(document, sys.stdout)
+    sys.stdout.write("\n")
+
+
+def _result_document(result: ToolResult, server: str | None) -> dict[str, object]:
+    def media(items: Sequence[MediaContent]) -> list[dict[str, object]]:
+        return [{"mime_type": m.mime_type, "size": m.size, "data": m.data} for m in items]
+
+    return {
+        "tool": result.tool,
+        "server": server,
+        "text": result.text,
+        "structured": result.structured,
+        "is_error": result.is_error,
+        "images": media(result.images),
+        "audio": media(result.audio),
+        "resources": [
+            {
+                "kind": r.kind,
+                "uri": r.uri,
+                "mime_type": r.mime_type,
+                "name": r.name,
+                "size": r.size,
+                "text": r.text,
+                "blob": r.blob,
+            }
+            for r in result.resources
+        ],
+        "spilled_to": None if result.spilled_to is None else str(result.spilled_to),
+    }
+
+
+def _print_result(result: ToolResult) -> None:
+    """The text (a preview naming the spill file when it was too big), then a line per
+    image, audio clip and resource; the structured content when there is no text."""
+    if result.text:
+        print(result.text)
+    elif result.structured is not None:
+        print(json.dumps(result.structured, indent=2))
+    for kind, items in (("image", result.images), ("audio", result.audio)):
+        for m in items:
+            print(f"[{kind}: {m.mime_type}, {m.size} bytes]")
+    for r in result.resources:
+        details = ", ".join(
+            part
+            for part in (
+                r.mime_type,
+                None if r.size is None else f"{r.size} bytes",
+                None if r.name is None else f"name {r.name!r}",
+            )
+            if part
+        )
+        print(f"[resource ({r.kind}): {r.uri}{', ' + details if details else ''}]")
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench import format_table, run_bench
 
@@ -236,6 +521,55 @@ def build_parser() -> argparse.ArgumentParser:
         "--duration", type=float, default=None, metavar="S", help="stop after S seconds"
     )
     events.set_defaults(handler=_cmd_events)
+
+    tools = commands.add_parser(
+        "tools",
+        parents=[verbosity],
+        help="connect every enabled server and list the merged tool catalog",
+        description="Connect every enabled server (lazy ones too) and print the merged "
+        "catalog: a table of name, server and description, or with --json one document "
+        "whose 'tools' entries carry name, server, original_name, description and "
+        "input_schema. Servers that could not be connected are named on stderr. Exit 0; "
+        "1 if no server could be connected; 2 for a config error.",
+    )
+    tools.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    tools.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    tools.add_argument(
+        "--search",
+        metavar="Q",
+        help="only the tools matching Q (names and descriptions), best first",
+    )
+    tools.add_argument(
+        "--limit", type=int, default=20, metavar="N", help="at most N matches (default: 20)"
+    )
+    tools.set_defaults(handler=_cmd_tools)
+
+    call = commands.add_parser(
+        "call",
+        parents=[verbosity],
+        help="call one tool and print its result",
+        description="Call TOOL (its merged name, as 'tools' lists it) with the JSON object "
+        "ARGS_JSON ('-': read it from stdin; default {}). Only the server offering the "
+        "tool is connected. A call that needs approval asks on the terminal, is approved "
+        "by --yes, and fails closed otherwise. Exit 0 ok; 1 the tool reported an error "
+        "(its text on stderr), a server failure, or approval refused at the prompt; 2 bad "
+        "ARGS_JSON, an unknown tool, arguments that do not match the tool's schema, "
+        "approval needed without a terminal or --yes, or a config error.",
+    )
+    call.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    call.add_argument("tool", metavar="TOOL", help="the tool's merged name, e.g. notes_add_note")
+    call.add_argument(
+        "arguments",
+        nargs="?",
+        default="{}",
+        metavar="ARGS_JSON",
+        help="the arguments, a JSON object; '-' reads it from stdin (default: {})",
+    )
+    call.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    call.add_argument(
+        "-y", "--yes", action="store_true", help="approve the call if it needs approval"
+    )
+    call.set_defaults(handler=_cmd_call)
 
     bench = commands.add_parser(
         "bench",

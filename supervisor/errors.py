@@ -15,6 +15,8 @@
     ├── SupervisorNotRunning        a request to a supervisor that is not running
     ├── ConfigError                 a config file or mapping is unusable; .errors lists why
     ├── UnknownTool                 no server offers a tool of that (merged) name
+    ├── UnknownResource             no server lists that resource URI nor a matching template
+    ├── UnknownPrompt               no server offers a prompt of that (merged) name
     ├── UnknownServer               no configured server of that name
     ├── ServerError                 something went wrong with one MCP server (.server)
     │   ├── ServerUnavailable       failed after its attempts, or stopped: fails fast
@@ -23,6 +25,7 @@
     │   ├── CatalogTooLarge         more tools (or bytes) than the limits allow
     │   ├── CallMayHaveTakenEffect  the connection died during the call; not retried
     │   ├── ToolCallTimeout         the call took longer than its timeout
+    │   ├── RequestTimeout          a resource read or prompt request took longer than that
     │   └── ServerRequestError      the server answered with an MCP error (.code)
     ├── TransportError              a connection failed or ended
     │   ├── ServerExited            the server process exited (.exit_code)
@@ -31,6 +34,7 @@
     ├── ToolSchemaInvalid           a tool's own input or output schema is not valid (.tool)
     ├── ToolArgumentsInvalid        arguments do not match the tool's schema (.tool, .errors)
     ├── ToolOutputInvalid           structuredContent does not match the outputSchema
+    ├── PromptArgumentsInvalid      prompt arguments missing or not strings (.prompt, .errors)
     ├── ToolError                   the tool ran and reported an error (isError; .text)
     ├── ApprovalDenied              the approval callback refused the call
     │   └── ApprovalRequired        approval is needed and nobody can give it (headless)
@@ -77,8 +81,10 @@ __all__ = [
     "FieldError",
     "MailboxFull",
     "NoSuchChild",
+    "PromptArgumentsInvalid",
     "ProtocolViolation",
     "RequestAborted",
+    "RequestTimeout",
     "ServerError",
     "ServerExited",
     "ServerRequestError",
@@ -95,6 +101,8 @@ __all__ = [
     "ToolOutputInvalid",
     "ToolSchemaInvalid",
     "TransportError",
+    "UnknownPrompt",
+    "UnknownResource",
     "UnknownServer",
     "UnknownTool",
     "WebSocketError",
@@ -141,6 +149,23 @@ class UnknownServer(SupervisorError, LookupError):
     """No configured server has that name."""
 
 
+class UnknownResource(SupervisorError, LookupError):
+    """No server lists a resource of that URI, and no server's resource template matches it
+    (``uri``); the message names close matches and the servers' templates."""
+
+    def __init__(self, message: str, *, uri: str) -> None:
+        super().__init__(message)
+        self.uri = uri
+
+
+class UnknownPrompt(SupervisorError, LookupError):
+    """No server offers a prompt of that (merged) ``name``; the message names close matches."""
+
+    def __init__(self, message: str, *, name: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
 # -- MCP servers --------------------------------------------------------------------
 
 class ServerError(SupervisorError):
@@ -182,6 +207,16 @@ class ToolCallTimeout(ServerError, TimeoutError):
     def __init__(self, message: str, *, server: str, tool: str, timeout: float | None) -> None:
         super().__init__(message, server=server)
         self.tool = tool
+        self.timeout = timeout
+
+
+class RequestTimeout(ServerError, TimeoutError):
+    """A resource read or a prompt request did not complete within its ``timeout``;
+    ``request`` says which (``resource 'notes://index'``, ``prompt 'summarize'``)."""
+
+    def __init__(self, message: str, *, server: str, request: str, timeout: float) -> None:
+        super().__init__(message, server=server)
+        self.request = request
         self.timeout = timeout
 
 
@@ -232,14 +267,41 @@ class ToolOutputInvalid(SupervisorError):
         super().__init__(_tool_errors_message(tool, self.errors, "invalid structured output"))
 
 
-class ToolError(SupervisorError):
-    """The tool ran and reported failure (``isError``); ``text`` is what it said."""
+class PromptArgumentsInvalid(SupervisorError, ValueError):
+    """The arguments for a prompt do not fit what it declares; the request was not sent.
 
-    def __init__(self, message: str, *, tool: str, text: str, server: str | None = None) -> None:
+    ``prompt`` is the merged name; ``errors`` lists ``(argument, message)`` pairs — a
+    required argument missing, or a value that is not a string (MCP prompt arguments are
+    strings). The message names the prompt, then one error per line.
+    """
+
+    def __init__(self, prompt: str, errors: Iterable[tuple[str, str]]) -> None:
+        self.prompt = prompt
+        self.errors: list[tuple[str, str]] = list(errors)
+        lines = [f"  {name}: {message}" for name, message in self.errors]
+        super().__init__("\n".join([f"prompt {prompt!r}: invalid arguments", *lines]))
+
+
+class ToolError(SupervisorError):
+    """The tool ran and reported failure (``isError``): ``text`` is what it said, ``tool``
+    the name it was called by, ``server`` its server, and ``result`` the whole normalised
+    result (a :class:`supervisor.tools.ToolResult`, when there is one) — an agent usually
+    hands ``text`` back to the model rather than stopping."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        tool: str,
+        text: str,
+        server: str | None = None,
+        result: object | None = None,
+    ) -> None:
         super().__init__(message)
         self.tool = tool
         self.text = text
         self.server = server
+        self.result = result
 
 
 class ApprovalDenied(SupervisorError, PermissionError):

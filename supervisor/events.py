@@ -25,7 +25,7 @@ The kinds, their classes and their fields (besides ``kind`` and ``ts``)::
     tools.registered             ToolsRegistered    server, names
     tools.deregistered           ToolsDeregistered  server, names
     tools.updated                ToolsUpdated       server, names
-    tools.conflict               ToolsConflict      name, servers
+    tools.conflict               ToolsConflict      name, servers, builtin
     supervisor.child.restarted   ChildRestarted     supervisor, child, strategy, restarts, reason
     supervisor.child.gave_up     ChildGaveUp        supervisor, child, restarts, reason
     supervisor.escalated         Escalated          supervisor, child, restarts, reason
@@ -220,10 +220,18 @@ class ToolsUpdated(ServerEvent, tag="tools.updated", kw_only=True):
 
 
 class ToolsConflict(Event, tag="tools.conflict", kw_only=True):
-    """More than one server offers a tool called ``name``; ``servers`` lists them."""
+    """More than one server offers a tool called ``name``; ``servers`` lists them.
+
+    ``builtin`` is true when ``name`` is an embedder's built-in tool (a warning: the MCP
+    tool kept a prefixed name); ``servers`` then starts with ``"<built-in>"``. ``refused``
+    is true under the ``error`` clash policy: the tools of every server after the first
+    were left out of the catalog.
+    """
 
     name: str
     servers: list[str]
+    builtin: bool = False
+    refused: bool = False
 
 
 # --- supervision ----------------------------------------------------------------------

@@ -17,26 +17,42 @@ reported as failed with that error; the others run. Leaving the block stops ever
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 
 import mcp_types as types
 import trio
 
-from .actors import AddressState, Supervisor, SupervisorError, open_tree
+from .actors import AddressState, Supervisor, SupervisorError, collapsing, open_tree
 from .bus import Bus, Subscription
 from .catalog import LiveCatalog
 from .config import Config, load_config
-from .errors import ToolArgumentsInvalid, UnknownServer, UnknownTool
+from .errors import (
+    ServerUnavailable,
+    ToolArgumentsInvalid,
+    ToolOutputInvalid,
+    UnknownServer,
+    UnknownTool,
+)
 from .log import get_logger
-from .registry import Catalog, Entry
+from .registry import Catalog, Entry, NamingPolicy
+from .resources import ResourcesMixin
 from .server import HealthRecord, Limits, ManagedServer
-from .tools import validate_arguments
+from .tools import (
+    ApprovalCallback,
+    ApprovalReason,
+    ApprovalRequest,
+    ToolResult,
+    approval_reason,
+    check_approval,
+    normalize_result,
+    validate_arguments,
+)
 
 log = get_logger("supervisor.runtime")
 
 
-class SupervisorHandle:
+class SupervisorHandle(ResourcesMixin):
     """What ``open_supervisor`` yields: call tools, watch health, restart and stop servers.
 
     Tool names are ``<prefix>_<tool>`` (the prefix defaults to the server's name; an
@@ -50,12 +66,20 @@ class SupervisorHandle:
         tree: Supervisor,
         servers: Mapping[str, ManagedServer],
         catalog: LiveCatalog,
+        *,
+        policy: NamingPolicy,
+        approve: ApprovalCallback | None = None,
+        spill_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.config = config
         self.bus = bus
         self._tree = tree
         self._servers = dict(servers)
         self._catalog = catalog
+        self._policy = policy
+        self._approve = approve
+        self._spill_dir = spill_dir
+        self._reasons: dict[tuple[str, str], tuple[types.Tool, ApprovalReason | None]] = {}
 
     # -- servers -----------------------------------------------------------------------
 
@@ -86,19 +110,20 @@ class SupervisorHandle:
         """Connect every server that is not connected yet, concurrently; return once each
         is connected or has failed (or ``timeout`` passed). Errors are in ``status()``."""
 
-        async def one(server: ManagedServer) -> None:
-            limit = timeout
-            if limit is None:
-                limit = server.config.init_timeout + server.config.timeout
-            try:
-                await server.list_tools(timeout=limit)
-            except SupervisorError as exc:
-                log.debug("connect failed", server=server.name, error=str(exc))
-
         async with trio.open_nursery() as nursery:
             for server in self._servers.values():
-                if server.error is None and server.address.state is AddressState.OPEN:
-                    nursery.start_soon(one, server)
+                nursery.start_soon(self._connect, server, timeout)
+
+    async def _connect(self, server: ManagedServer, timeout: float | None) -> None:
+        if server.error is not None or server.address.state is not AddressState.OPEN:
+            return
+        limit = timeout
+        if limit is None:
+            limit = server.config.init_timeout + server.config.timeout
+        try:
+            await server.list_tools(timeout=limit)
+        except SupervisorError as exc:
+            log.debug("connect failed", server=server.name, error=str(exc))
 
     async def restart(self, name: str) -> None:
         """Restart a server now, with a fresh attempt count: a failed or stopped one comes
@@ -165,30 +190,99 @@ class SupervisorHandle:
         arguments: Mapping[str, object] | None = None,
         *,
         timeout: float | None = None,
-    ) -> types.CallToolResult:
-        """Call a tool by its merged name; the server's request timeout applies by default.
+    ) -> ToolResult:
+        """Call a tool by its merged name and return its normalised result.
 
-        Raises :class:`~supervisor.server.ServerUnavailable` at once for a failed or
-        stopped server, :class:`~supervisor.server.CallMayHaveTakenEffect` when the
-        connection died during the call, :class:`~supervisor.server.ToolCallTimeout`,
-        :class:`~supervisor.server.ServerRequestError` for an MCP error answer, and
-        :class:`UnknownTool`, and :class:`~supervisor.errors.ToolArgumentsInvalid` (naming
-        each wrong field) without sending when the arguments do not fit the tool's schema.
-        A tool's own failure is a result with ``is_error`` set.
+        In order: the name is resolved (:class:`~supervisor.errors.UnknownTool`, naming
+        close matches); a server not connected yet is connected first, to learn the tool's
+        schema and annotations; the arguments are checked against the tool's
+        ``inputSchema`` (:class:`~supervisor.errors.ToolArgumentsInvalid`, naming each
+        wrong field); the server's approval policy is applied — the ``approve`` callback
+        decides, and without one a call that needs approval fails closed
+        (:class:`~supervisor.errors.ApprovalRequired`; a refusal is
+        :class:`~supervisor.errors.ApprovalDenied`). Only then is the call sent, with the
+        server's request timeout unless ``timeout`` is given.
+
+        The result is a :class:`~supervisor.tools.ToolResult` (text joined, media and
+        resources kept, large text spilled to a private file, ``structuredContent``
+        checked against the ``outputSchema``: :class:`~supervisor.errors.ToolOutputInvalid`).
+        A tool that reports failure raises :class:`~supervisor.errors.ToolError`, whose
+        ``text`` is what it said. Failures of the server raise
+        :class:`~supervisor.errors.ServerUnavailable` (failed or stopped: at once),
+        :class:`~supervisor.errors.ToolCallTimeout`, or
+        :class:`~supervisor.errors.CallMayHaveTakenEffect` (the connection died during the
+        call, which is not re-sent), :class:`~supervisor.errors.ServerRequestError` (an MCP
+        error answer).
         """
-        server, tool = self.resolve(name)
-        listed = server.tool(tool)
-        if listed is not None:  # arguments that cannot be right never reach the server
-            try:
-                validate_arguments(listed, arguments or {})
-            except ToolArgumentsInvalid as exc:
-                raise ToolArgumentsInvalid(name, exc.errors) from None  # the name called
-        return await server.call_tool(tool, arguments, timeout)
+        arguments = {} if arguments is None else arguments
+        server, original = self.resolve(name)
+        listed = server.tool(original)
+        if listed is None:
+            server, original, listed = await self._learn(name, server, original, timeout)
+        try:
+            validate_arguments(listed, arguments)
+        except ToolArgumentsInvalid as exc:
+            raise ToolArgumentsInvalid(name, exc.errors) from None  # the name called
+        reason = self._approval_reason(server, original, listed)
+        if reason is not None:
+            request = ApprovalRequest(
+                server=server.name,
+                tool=name,
+                original_name=original,
+                arguments=arguments,
+                reason=reason,
+            )
+            await check_approval(True, self._approve, request)
+        try:
+            raw = await server.call_tool(original, arguments, timeout)
+        except ToolOutputInvalid as exc:
+            raise ToolOutputInvalid(name, exc.errors) from exc.__cause__
+        # The SDK client has checked structuredContent against the outputSchema already.
+        result = normalize_result(raw, tool=name, spill_dir=self._spill_dir)
+        result.raise_for_error(server=server.name)
+        return result
 
-    async def tools(self) -> dict[str, list[types.Tool]]:
-        """Each server's tools by server name (connecting lazy servers to find out)."""
+    async def _learn(
+        self, name: str, server: ManagedServer, original: str, timeout: float | None
+    ) -> tuple[ManagedServer, str, types.Tool]:
+        """Connect ``server`` (never connected yet) and look ``name`` up in what it lists."""
+        limit = timeout
+        if limit is None:
+            limit = server.config.init_timeout + server.config.timeout
+        await self._connect(server, limit)
+        server, original = self.resolve(name)
+        listed = server.tool(original)
+        if listed is not None:
+            return server, original, listed
+        if server.tools:  # it listed its tools, and this is not one of them
+            raise self._catalog.named._unknown([name])
+        server.check_available()  # failed, stopped or misconfigured: say so
+        why = (
+            f"did not list its tools within {limit} s; "
+            f"last error: {server.health.last_error or 'none'}"
+        )
+        raise ServerUnavailable(
+            f"MCP server {server.name!r} {why} (calling {name!r})", server=server.name
+        )
+
+    def _approval_reason(
+        self, server: ManagedServer, original: str, tool: types.Tool
+    ) -> ApprovalReason | None:
+        # The policy is fixed per server and tool definition: decided once per tool
+        # object the server listed (a new listing brings new objects).
+        key = (server.name, original)
+        cached = self._reasons.get(key)
+        if cached is not None and cached[0] is tool:
+            return cached[1]
+        reason = approval_reason(server.config, tool, original)
+        self._reasons[key] = (tool, reason)
+        return reason
+
+    async def tools(self) -> Catalog:
+        """The merged catalog, once every server has connected or failed (lazy servers are
+        connected to find out what they offer); see :attr:`catalog`."""
         await self.connect_all()
-        return {name: list(server.tools) for name, server in self._servers.items()}
+        return self._catalog.current
 
     # -- events ------------------------------------------------------------------------
 
@@ -212,12 +306,21 @@ async def open_supervisor(
     config: Config | Mapping[str, object] | str | os.PathLike[str],
     *,
     bus: Bus | None = None,
+    approve: ApprovalCallback | None = None,
+    builtins: Iterable[str] = (),
+    spill_dir: str | os.PathLike[str] | None = None,
     retry_idempotent: bool = False,
     **client_options: object,
 ) -> AsyncIterator[SupervisorHandle]:
     """Supervise every enabled server of ``config`` for the duration of the block.
 
     ``config`` is a :class:`~supervisor.config.Config`, a path, or a parsed mapping.
+    ``approve`` is the approval callback (:data:`supervisor.tools.ApprovalCallback`):
+    it decides every call that the server's ``approve``/``autoApprove`` policy says needs
+    approval; without it such calls fail closed. ``builtins`` are the names of the
+    embedder's own tools: an MCP tool never takes one (it keeps a prefixed name, and a
+    ``tools.conflict`` warning is published). Text results larger than the preview go to
+    files in ``spill_dir`` (default: a private temporary directory).
     ``client_options`` go to each server's SDK ``mcp.Client``: ``sampling_callback``,
     ``elicitation_callback``, ``list_roots_callback``, ``logging_callback``,
     ``message_handler``, ``client_info``; without a handler a server's request gets the
@@ -243,17 +346,37 @@ async def open_supervisor(
             ping_timeout=cfg.settings.ping_timeout,
             retry_idempotent=retry_idempotent,
         )
-    catalog = LiveCatalog(list(servers.values()), publish=bus.publish)
+    policy = NamingPolicy(cfg.settings.tool_name_template, cfg.settings.tool_clash)
+    catalog = LiveCatalog(
+        list(servers.values()), publish=bus.publish, policy=policy, builtins=frozenset(builtins)
+    )
     specs = [s.spec for s in servers.values() if s.error is None]
     settings = cfg.settings
-    async with open_tree(
-        specs,
-        name="servers",
-        strategy=settings.strategy,
-        intensity=settings.intensity,
-        notify=bus.notify,
-    ) as tree:
-        yield SupervisorHandle(cfg, bus, tree, servers, catalog)
+    # The catalog's refresher outlives the tree, to publish what the tree's closing
+    # changed. The nursery is ours: the block's own error comes out bare.
+    with collapsing():
+        async with trio.open_nursery() as background:
+            await background.start(catalog.run)
+            try:
+                async with open_tree(
+                    specs,
+                    name="servers",
+                    strategy=settings.strategy,
+                    intensity=settings.intensity,
+                    notify=bus.notify,
+                ) as tree:
+                    yield SupervisorHandle(
+                        cfg,
+                        bus,
+                        tree,
+                        servers,
+                        catalog,
+                        policy=policy,
+                        approve=approve,
+                        spill_dir=spill_dir,
+                    )
+            finally:
+                background.cancel_scope.cancel()
 
 
 __all__ = ["SupervisorHandle", "UnknownServer", "UnknownTool", "open_supervisor"]

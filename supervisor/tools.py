@@ -59,6 +59,7 @@ __all__ = [
     "approval_reason",
     "check_approval",
     "fingerprint",
+    "invalid_output",
     "is_destructive_name",
     "needs_approval",
     "normalize_result",
@@ -212,6 +213,23 @@ def _errors(
     return sorted(dict.fromkeys(found))
 
 
+def invalid_output(tool: str, error: RuntimeError) -> ToolOutputInvalid | None:
+    """The SDK client's own check of a result against the tool's ``outputSchema`` (it
+    raises a bare ``RuntimeError``) as :class:`~supervisor.errors.ToolOutputInvalid`
+    naming the path; ``None`` for any other ``RuntimeError``."""
+    cause = error.__cause__
+    if isinstance(cause, jsonschema.ValidationError):
+        return ToolOutputInvalid(tool, [(_path(cause.absolute_path), _short(cause.message))])
+    said = str(error)
+    if said.endswith("has an output schema but did not return structured content"):
+        return ToolOutputInvalid(
+            tool, [("(root)", "no structuredContent, but the tool declares an outputSchema")]
+        )
+    if said.startswith("Invalid schema for tool"):
+        return ToolOutputInvalid(tool, [("(root)", f"the outputSchema is unusable: {said}")])
+    return None
+
+
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
@@ -287,6 +305,8 @@ class ToolResult:
     structured: object | None = None
     is_error: bool = False
     spilled_to: Path | None = None
+    #: the result exactly as the server sent it
+    raw: types.CallToolResult | None = attrs.field(default=None, eq=False, repr=False)
 
     def raise_for_error(self, *, server: str | None = None) -> None:
         """Raise :class:`~supervisor.errors.ToolError` with the tool's text if ``is_error``;
@@ -298,6 +318,7 @@ class ToolResult:
                 tool=self.tool,
                 text=self.text,
                 server=server,
+                result=self,
             )
 
 
@@ -374,6 +395,7 @@ def normalize_result(
         structured=structured,
         is_error=bool(result.is_error),
         spilled_to=spilled_to,
+        raw=result,
     )
 
 

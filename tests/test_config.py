@@ -818,6 +818,42 @@ class TestRestartDefaults:
         ]
 
 
+class TestToolNames:
+    def test_template_and_clash_policy(self) -> None:
+        servers: dict[str, object] = {"mcpServers": {}}
+        config = one(
+            {"supervisor": {"toolNames": {"template": "mcp__{server}__{tool}"}}, **servers}
+        )
+        assert config.settings.tool_name_template == "mcp__{server}__{tool}"
+        assert config.settings.tool_clash == "suffix"
+        config = one({"supervisor": {"toolNames": {"clash": "hash"}}, **servers})
+        assert (config.settings.tool_name_template, config.settings.tool_clash) == (
+            "{prefix}_{tool}",
+            "hash",
+        )
+
+    def test_bad_templates_and_policies_name_the_field(self) -> None:
+        assert errors_of(
+            {
+                "supervisor": {"toolNames": {"template": "{srv}_{tool}", "clash": "rename"}},
+                "mcpServers": {},
+            }
+        ) == [
+            "supervisor.toolNames.template: has an unknown placeholder {srv}; use {prefix}, "
+            "{server} and {tool}",
+            'supervisor.toolNames.clash: must be one of "suffix", "hash", "error"',
+        ]
+        for template in ("{prefix}", "{tool}_{tool}"):
+            names = {"toolNames": {"template": template}}
+            assert errors_of({"supervisor": names, "mcpServers": {}}) == [
+                "supervisor.toolNames.template: must contain {tool} exactly once"
+            ]
+        names = {"toolNames": {"template": "a}{tool}"}}
+        assert errors_of({"supervisor": names, "mcpServers": {}}) == [
+            "supervisor.toolNames.template: has an unbalanced brace"
+        ]
+
+
 class TestSecrets:
     def test_secrets_are_collected_and_registered(self) -> None:
         """Header values, long or secret-named env values, secret query parameters and

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
@@ -98,3 +99,44 @@ def test_agent_loop_rejects_a_task_without_a_config() -> None:
     done = run_agent_loop("--task", "echo", "--rounds", "1")
     assert done.returncode == 2
     assert "--task needs --config" in done.stderr
+
+
+WORKFLOW = ROOT / "examples" / "workflow.py"
+
+
+def test_workflow_archives_summaries_and_handles_each_error(tmp_path: pathlib.Path) -> None:
+    """workflow.py archives a summary of every inbox note (the last one made locally once
+    the text server is stopped), handles a tool error, invalid arguments and a refused
+    delete, and exits 0 leaving the inbox whole."""
+    done = subprocess.run(
+        [sys.executable, str(WORKFLOW), "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "servers: inbox 4 tools, text 3 tools, archive 4 tools" in out
+    for title in ("ideas", "release", "standup"):
+        assert f"{title}: summarised by the text server; archive says: added note '{title}'" in out
+    assert 'groceries: not archived: inbox said "Error executing tool get_note: no note ' in out
+    assert (
+        "bad note refused before sending: (root): 'body' is a required property; "
+        "title: 7 is not of type 'string'" in out
+    )
+    assert "approval: refused inbox_delete_note (destructive annotation)" in out
+    assert "text server: stopped" in out
+    assert "text server unavailable (ServerUnavailable): summarising locally" in out
+    assert "retro: summarised locally; archive says: added note 'retro'" in out
+
+    archive = json.loads((tmp_path / "archive.json").read_text())
+    assert archive == {
+        "ideas": "Cache the parsed schema per tool. Show restart … [13 words]",
+        "release": "Version 2.4 ships on Thursday once the changelog … [19 words]",
+        "standup": "Alice finished the retry logic for the uploader. … [26 words]",
+        "retro": "The outage review went well: alerts fired on … [23 words]",
+    }
+    inbox = json.loads((tmp_path / "inbox.json").read_text())
+    assert set(inbox) == {"ideas", "release", "standup", "retro"}  # nothing was deleted
+    assert "archive: 4 notes" in out

@@ -99,7 +99,7 @@ def test_count_executions_of_a_missing_file_is_empty(tmp_path: Path) -> None:
 
 
 def test_make_server_refuses_the_raw_kinds() -> None:
-    """Only echo, crash, changing and slow are MCPServers."""
+    """Only echo, crash, changing, slow and rich are MCPServers."""
     with pytest.raises(ValueError, match="hang-init"):
         make_server("hang-init")  # type: ignore[arg-type]
 
@@ -459,3 +459,219 @@ async def test_crash_over_http_tears_the_client_down(tmp_path: Path) -> None:
                 pytest.fail("the crashing call returned")
     assert [type(e) for e in leaves(raised.value)] == [httpx2.RemoteProtocolError]
     assert count_executions(count_file) == {"echo": 2}
+
+
+# --- rich ------------------------------------------------------------------------------
+
+
+async def test_rich_over_stdio(errlog: Errlog) -> None:
+    """The rich kind: every content kind, output schemas served unvalidated, isError,
+    destructive names and hints, embedded resources, resources, templates and prompts.
+
+    The SDK client validates structured content against the listed outputSchema itself
+    (RuntimeError "Invalid structured content"): structured_bad's value reached it as sent.
+    """
+    import base64
+
+    async with Client(stdio_client(stdio_server_parameters("rich"), errlog=errlog.file)) as client:
+        assert client.protocol_version == MODERN
+        capabilities = client.server_capabilities
+        assert capabilities.resources is not None and capabilities.prompts is not None
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert {"echo", "add", "count", "image", "audio", "big_text", "fail"} <= set(tools)
+        assert text_of(await client.call_tool("echo", {"text": "hi"})) == "hi"
+
+        image = (await client.call_tool("image", {})).content
+        assert isinstance(image[0], mcp_types.ImageContent) and image[0].mime_type == "image/png"
+        assert base64.b64decode(image[0].data).startswith(b"\x89PNG\r\n\x1a\n")
+        assert isinstance(image[1], mcp_types.TextContent) and image[1].text == "an image"
+        (audio,) = (await client.call_tool("audio", {})).content
+        assert isinstance(audio, mcp_types.AudioContent) and audio.mime_type == "audio/wav"
+        assert base64.b64decode(audio.data).startswith(b"RIFF")
+        big = text_of(await client.call_tool("big_text", {"kib": 3}))
+        assert len(big.encode("ascii")) == 3 * 1024 and big.startswith("line 1\nline 2\n")
+
+        schema = {"type": "object", "properties": {"count": {"type": "integer"}}}
+        for name in ("structured_ok", "structured_bad"):
+            assert tools[name].output_schema == {**schema, "required": ["count"]}
+        assert (await client.call_tool("structured_ok", {})).structured_content == {"count": 3}
+        with pytest.raises(RuntimeError, match="'three' is not of type 'integer'"):
+            await client.call_tool("structured_bad", {})
+
+        failed = await client.call_tool("fail", {"message": "it broke"})
+        assert failed.is_error and text_of(failed) == "it broke"
+        assert tools["delete_note"].annotations is None
+        wipe_hints = tools["wipe"].annotations
+        assert wipe_hints is not None and wipe_hints.destructive_hint is True
+        assert text_of(await client.call_tool("delete_note", {"title": "x"})) == "ok"
+        assert text_of(await client.call_tool("wipe", {})) == "ok"
+        note, link = (await client.call_tool("embedded", {})).content
+        assert isinstance(note, mcp_types.EmbeddedResource)
+        assert isinstance(note.resource, mcp_types.TextResourceContents)
+        assert (note.resource.uri, note.resource.mime_type) == ("note://hello", "text/plain")
+        assert isinstance(link, mcp_types.ResourceLink) and link.uri == "notes://index"
+
+        resources = {r.uri: r for r in (await client.list_resources()).resources}
+        assert set(resources) == {"notes://index", "notes://logo"}
+        assert resources["notes://logo"].mime_type == "image/png"
+        (index,) = (await client.read_resource("notes://index")).contents
+        assert isinstance(index, mcp_types.TextResourceContents)
+        assert index.text.splitlines() == ["hello", "todo"]
+        (logo,) = (await client.read_resource("notes://logo")).contents
+        assert isinstance(logo, mcp_types.BlobResourceContents) and logo.mime_type == "image/png"
+        assert base64.b64decode(logo.blob).startswith(b"\x89PNG")
+        (template,) = (await client.list_resource_templates()).resource_templates
+        assert template.uri_template == "note://{title}"
+        (read,) = (await client.read_resource("note://groceries")).contents
+        assert isinstance(read, mcp_types.TextResourceContents) and read.text == "note groceries"
+
+        prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+        assert set(prompts) == {"summarize", "greet"}
+        assert [(a.name, a.required) for a in prompts["summarize"].arguments or []] == [
+            ("title", True)
+        ]
+        assert not prompts["greet"].arguments
+        (message,) = (await client.get_prompt("summarize", {"title": "todo"})).messages
+        assert message.role == "user"
+        assert isinstance(message.content, mcp_types.TextContent)
+        assert message.content.text == "Summarize note todo"
+        assert len((await client.get_prompt("greet")).messages) == 1
+
+        async with client.listen(resources_list_changed=True) as events:
+            assert text_of(await client.call_tool("add_note", {"title": "new"})) == "added new"
+            with trio.fail_after(10):
+                event = await events.__anext__()
+        assert type(event).__name__ == "ResourcesListChanged"
+        uris = {r.uri for r in (await client.list_resources(cache_mode="refresh")).resources}
+        assert "notes://new" in uris
+
+
+# -- big ---------------------------------------------------------------------------------
+
+
+def big_client(errlog: Errlog, *options: str, count_file: Path | None = None) -> object:
+    """A stdio transport to a ``big`` fixture with ``options`` on its command line."""
+    from mcp.client.stdio import StdioServerParameters
+
+    command, args = stdio_params("big", count_file=count_file)
+    params = StdioServerParameters(command=command, args=[*args, *options])
+    return stdio_client(params, errlog=errlog.file)
+
+
+async def list_all(client: Client) -> list[mcp_types.Tool]:
+    tools: list[mcp_types.Tool] = []
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+        tools += page.tools
+        if not (cursor := page.next_cursor):
+            return tools
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_big_lists_its_tools_in_pages_with_the_invalid_ones(
+    mode: str, tmp_path: Path, errlog: Errlog
+) -> None:
+    """big pages its list and lists what MCPServer would refuse (a property of type
+    "nonsense", a negative minLength, a duplicate and an empty name): the SDK client
+    accepts it in both eras. Fetches are counted (count file and list_count)."""
+    count_file = tmp_path / "count"
+    server = big_client(errlog, "--tools", "250", "--page-size", "100", "--invalid", "4",
+                        "--extra-tool", "search", count_file=count_file)
+    async with Client(server, mode=mode) as client:  # type: ignore[arg-type]
+        tools = client.server_capabilities.tools
+        assert tools is not None and tools.list_changed
+        listed = await list_all(client)
+        names = [t.name for t in listed]
+        assert len(names) == 250 + 1 + 3 + 1 + 4
+        assert names[:2] == ["tool_0000", "tool_0001"] and names[249] == "tool_0249"
+        assert names[250:] == ["search", "burst", "change_during", "list_count", "generation_0",
+                               "bad_type_0", "bad_bound_1", "tool_0000", ""]
+        assert listed[255].input_schema["properties"] == {"x": {"type": "nonsense"}}
+        assert text_of(await client.call_tool("tool_0007", {"x": 3})) == "tool_0007 x=3"
+        assert text_of(await client.call_tool("search", {"text": "q"})) == "search: q"
+        counts = (await client.call_tool("list_count", {})).structured_content
+        assert counts == {"fetches": 1, "pages": 3}
+    assert count_executions(count_file) == {"tools/list": 1, "tool_0007": 1, "search": 1}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_big_burst_announces_every_change_before_answering(
+    mode: str, errlog: Errlog
+) -> None:
+    """burst(n) changes the list n times and announces each change before it answers:
+    n notifications (handshake era); on 2026-07-28 n listen events, which the SDK client
+    merges while they wait unread (identical events are deduplicated against its backlog)."""
+    seen = 0
+
+    async def handler(message: object) -> None:
+        nonlocal seen
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            seen += 1
+
+    server = big_client(errlog, "--tools", "3")
+    async with Client(server, mode=mode, message_handler=handler) as client:  # type: ignore[arg-type]
+        if mode == "legacy":
+            answer = text_of(await client.call_tool("burst", {"n": 20}))
+            with trio.fail_after(10):
+                while seen < 20:  # noqa: ASYNC110 - counted by the handler, in order
+                    await trio.sleep(0.01)
+        else:
+            assert client.protocol_version == MODERN
+            async with client.listen(tools_list_changed=True) as events:
+                answer = text_of(await client.call_tool("burst", {"n": 20}))
+                with trio.fail_after(10):
+                    event = await events.__anext__()
+                assert type(event).__name__ == "ToolsListChanged"
+        assert answer == "sent 20 list_changed; generation 20"
+        names = {t.name for t in await list_all(client)}
+        assert "generation_20" in names and "generation_0" not in names
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_big_change_during_answers_once_the_new_list_was_fetched(
+    mode: str, errlog: Errlog
+) -> None:
+    """change_during announces its change while its call is in flight and answers only
+    after a tools/list fetch served the new list."""
+    notified = trio.Event()
+    answered = trio.Event()
+    answers: list[str] = []
+
+    async def handler(message: object) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            notified.set()
+
+    server = big_client(errlog, "--tools", "150", "--page-size", "50")
+    async with Client(server, mode=mode, message_handler=handler) as client:  # type: ignore[arg-type]
+
+        async def call() -> None:
+            answers.append(text_of(await client.call_tool("change_during", {"name": "late"})))
+            answered.set()
+
+        async with trio.open_nursery() as nursery:
+            if mode == "legacy":
+                nursery.start_soon(call)
+                with trio.fail_after(10):
+                    await notified.wait()
+            else:
+                async with client.listen(tools_list_changed=True) as events:
+                    nursery.start_soon(call)
+                    with trio.fail_after(10):
+                        await events.__anext__()
+            assert not answered.is_set()  # the call is still in flight
+            assert "late" in {t.name for t in await list_all(client)}
+            with trio.fail_after(10):
+                await answered.wait()
+        assert answers == ["added late; the new list was fetched"]
+        assert text_of(await client.call_tool("late", {})) == "late"
+
+
+async def test_big_over_streamable_http_in_a_subprocess() -> None:
+    """big serves Streamable HTTP too (its default 1000 tools, in both eras)."""
+    async with open_http_fixture("big") as fixture:
+        for mode in ("auto", "legacy"):
+            async with Client(fixture.url, mode=mode) as client:  # type: ignore[arg-type]
+                names = [t.name for t in await list_all(client)]
+                assert len(names) == 1004 and names[999] == "tool_0999"
+                assert text_of(await client.call_tool("tool_0999", {"x": 0})) == "tool_0999 x=0"

@@ -3,8 +3,11 @@ from __future__ import annotations
 import re
 import time
 
+import jsonschema
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp_types import Tool
 
 from supervisor.errors import ToolNameConflict, UnknownServer, UnknownTool
@@ -12,9 +15,11 @@ from supervisor.events import ToolsConflict, ToolsDeregistered, ToolsRegistered,
 from supervisor.registry import (
     Catalog,
     Conflict,
+    Listing,
     NamingPolicy,
     _sample_tools,
     diff,
+    listing_ms_32k,
     merge,
     registry_merge_ms_32k,
     search_ms_32k,
@@ -28,6 +33,22 @@ def tool(name: object, description: str | None = "", schema: object = None) -> T
     return Tool.model_construct(
         name=name, description=description, input_schema=SCHEMA if schema is None else schema
     )
+
+
+def count_encodes(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Record every canonical encoding done for a fingerprint from now on."""
+    import supervisor.registry as registry
+
+    real = registry._ENCODER
+    seen: list[object] = []
+
+    class Counting:
+        def encode(self, value: object) -> bytes:
+            seen.append(value)
+            return real.encode(value)
+
+    monkeypatch.setattr(registry, "_ENCODER", Counting())
+    return seen
 
 
 def two_searches(prefix_a: str = "web", prefix_b: str = "docs") -> list:
@@ -80,6 +101,31 @@ class TestNames:
         assert info.value.name == "search"
         assert info.value.servers == ["web", "docs"]
 
+    def test_error_policy_refuses_the_later_tool_when_asked(self) -> None:
+        """With ``refuse`` (a running supervisor), the later tool is left out instead."""
+        kb = [tool("search"), tool("lookup"), tool("find")]
+        servers = [*two_searches("", ""), ("kb", "", kb), ("x", "", [tool("kb_find")])]
+        policy = NamingPolicy(clash="error")
+        catalog = merge(servers, policy, {"lookup", "find"}, refuse=True)
+        # a built-in's name: the MCP tool keeps its prefixed name (a warning), unless that
+        # is taken too
+        assert list(catalog) == ["search", "kb_lookup", "kb_find"]
+        assert catalog["search"].server == "web" and catalog.by_server["docs"] == ()
+        assert [(c.name, c.servers, c.builtin, c.refused) for c in catalog.conflicts] == [
+            ("lookup", ("kb",), True, False),
+            ("find", ("kb",), True, False),
+            ("search", ("web", "docs", "kb"), False, True),
+            ("kb_find", ("kb", "x"), False, True),
+        ]
+        catalog = merge([("kb", "", kb)], policy, {"lookup", "find", "kb_find"}, refuse=True)
+        assert list(catalog) == ["search", "kb_lookup"]
+        assert [(c.name, c.builtin, c.refused) for c in catalog.conflicts] == [
+            ("lookup", True, False),
+            ("find", True, True),
+        ]
+        event = catalog.conflicts[1].event()
+        assert (event.servers, event.builtin, event.refused) == (["<built-in>", "kb"], True, True)
+
     def test_mcp_style_template(self) -> None:
         """The `mcp__{server}__{tool}` template uses the server name, keeping double underscores."""
         catalog = merge(two_searches("", ""), NamingPolicy(template="mcp__{server}__{tool}"))
@@ -109,6 +155,14 @@ class TestNames:
         assert catalog["web_search"].server == "web"
         assert Conflict("search", ("web",), builtin=True) in catalog.conflicts
 
+    def test_builtin_conflict_event_names_the_builtin_first(self) -> None:
+        """A built-in clash's event is marked builtin and lists "<built-in>" first."""
+        catalog = merge(two_searches("", "docs"), builtins=frozenset({"search"}))
+        (conflict,) = catalog.conflicts
+        event = conflict.event()
+        assert (event.name, event.servers, event.builtin) == ("search", ["<built-in>", "web"], True)
+        assert merge(two_searches("", "")).conflicts[0].event().builtin is False
+
     def test_builtin_clash_with_prefix_uses_suffix(self) -> None:
         """A prefixed name equal to a built-in falls back to the clash policy."""
         catalog = merge(two_searches(), builtins={"web_search"})
@@ -132,6 +186,95 @@ class TestMerge:
         assert list(catalog) == ["s_ok", "s_fine", "t_x"]
         assert dict(catalog.unsupported) == {"s": 5, "t": 0}
         assert [e.name for e in catalog.by_server["s"]] == ["s_ok", "s_fine"]
+
+    @pytest.mark.parametrize(
+        ("schema", "why"),
+        [
+            ({"type": "object", "properties": {"x": {"type": "nonsense"}}}, "Invalid enum"),
+            ({"type": "object", "properties": {"x": {"type": "string", "minLength": -1}}},
+             ">= 0"),
+            ({"type": "object", "required": "x"}, "required"),
+            ({"type": "object", "properties": {"x": 3}}, "properties"),
+            ({"type": "object", "properties": {"x": {"anyOf": [{"type": "nope"}]}}}, "anyOf"),
+            ({"type": "object", "properties": {"x": {"items": {"minimum": "1"}}}}, "minimum"),
+            ({"type": "object", "description": 42}, "description"),
+            ({"properties": {}}, '"type": "object"'),
+        ],
+        ids=["bad-type", "negative-bound", "required-str", "property-int", "nested-anyof",
+             "items-minimum-str", "description-int", "no-type"],
+    )
+    def test_schemas_that_are_not_json_schema_are_skipped(self, schema: dict, why: str) -> None:
+        """An input schema that is not valid JSON Schema skips its tool, with a reason."""
+        catalog = merge([("s", "s", [tool("bad", schema=schema), tool("ok")])])
+        assert list(catalog) == ["s_ok"]
+        assert catalog.unsupported["s"] == 1
+        (reason,) = catalog.invalid["s"]
+        assert reason.startswith("tool 'bad': its inputSchema") and why in reason
+        with pytest.raises(jsonschema.SchemaError):  # the full check agrees
+            if schema.get("type") == "object":
+                jsonschema.Draft202012Validator.check_schema(schema)
+            else:
+                raise jsonschema.SchemaError("not an object schema")
+
+    def test_rich_valid_schemas_are_kept(self) -> None:
+        """References, combinators, boolean schemas and unknown keywords pass."""
+        schema = {
+            "type": "object",
+            "$defs": {"id": {"type": ["string", "integer"], "minLength": 1}},
+            "properties": {
+                "a": True,
+                "b": {"anyOf": [{"$ref": "#/$defs/id"}, {"type": "null"}]},
+                "c": {"type": "array", "items": {"enum": [1, "x", None]}, "maxItems": 3},
+                "d": {"not": {"const": 0}, "x-vendor": {"anything": ["goes"]}},
+            },
+            "additionalProperties": False,
+            "required": ["a"],
+        }
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert list(merge([("s", "s", [tool("ok", schema=schema)])])) == ["s_ok"]
+
+    def test_an_older_draft_is_checked_by_its_own_metaschema(self) -> None:
+        """A schema declaring draft-04 may use its forms (a boolean exclusiveMinimum,
+        draft-03's boolean required) when its own metaschema accepts them."""
+        draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+                  "properties": {"n": {"type": "number", "minimum": 0,
+                                       "exclusiveMinimum": True}}}
+        draft3 = {"$schema": "http://json-schema.org/draft-03/schema#", "type": "object",
+                  "properties": {"n": {"type": "any", "required": True}}}
+        bad3 = {"$schema": "http://json-schema.org/draft-03/schema#", "type": "object",
+                "properties": {"n": {"type": "nonsense", "required": "yes"}}}
+        catalog = merge([("s", "s", [tool("four", schema=draft4), tool("three", schema=draft3),
+                                     tool("bad", schema=bad3)])])
+        assert list(catalog) == ["s_four", "s_three"]
+        assert catalog.invalid["s"][0].startswith("tool 'bad': its inputSchema is not a valid")
+
+    def test_a_listing_is_checked_once_and_merges_like_its_tools(self) -> None:
+        """A Listing is the listed sequence (invalid tools included) with its problems;
+        merging it gives what merging the plain list gives."""
+        tools = [tool("a"), tool(""), tool("a"), tool("b")]
+        listing = Listing(tools)
+        assert len(listing) == 4 and listing[1].name == "" and list(listing) == tools
+        assert listing[1:3] == (tools[1], tools[2])
+        assert listing.problems == (
+            "tool '': its name is empty",
+            "tool 'a': the server already listed a tool of that name",
+        )
+        from_listing = merge([("s", "s", listing)])
+        from_list = merge([("s", "s", tools)])
+        assert list(from_listing) == list(from_list) == ["s_a", "s_b"]
+        assert from_listing.invalid == from_list.invalid == {"s": listing.problems}
+        assert from_listing["s_a"].tool is tools[0]
+
+    def test_fingerprint_is_computed_when_read_never_by_a_merge(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A merge encodes nothing for fingerprints; reading one does, the same each time."""
+        encoded = count_encodes(monkeypatch)
+        entry = merge([("s", "s", [tool("t", "d")])])["s_t"]
+        assert encoded == []
+        first = entry.fingerprint
+        assert re.fullmatch(r"[0-9a-f]{16}", first) and entry.fingerprint == first
+        assert len(encoded) == 2
 
     def test_fingerprint_tracks_definition(self) -> None:
         """The fingerprint changes with the description and is independent of key order."""
@@ -162,6 +305,19 @@ class TestDiff:
             (ToolsRegistered, ["s_c"]),
             (ToolsUpdated, ["s_b"]),
         ]
+
+    def test_same_tool_objects_are_not_hashed(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Entries of the very same listed Tool are the same definition: no fingerprint is
+        computed. Tools listed anew are compared by fingerprint."""
+        tools = [tool("a", "x"), tool("b", "y")]
+        old = merge([("s", "s", tools)])
+        new = merge([("s", "s", list(tools))])
+        encoded = count_encodes(monkeypatch)
+        assert diff(old, new) == ({}, {}, {})
+        assert encoded == []
+        relisted = merge([("s", "s", [tool("a", "x"), tool("b", "changed")])])
+        assert diff(new, relisted).updated == {"s": ["s_b"]}
+        assert len(encoded) == 4  # both tools of the one server, before and after
 
     def test_server_gone_deregisters_everything(self) -> None:
         """A server missing from the new catalog deregisters all its tools."""
@@ -252,4 +408,60 @@ class TestPerformance:
     def test_bench_helpers_return_milliseconds(self) -> None:
         """The bench helpers return positive medians."""
         assert trio.run(registry_merge_ms_32k, 1) > 0
+        assert trio.run(listing_ms_32k, 1) > 0
         assert trio.run(search_ms_32k, 3) > 0
+
+
+# -- the shape check never refuses what the full metaschema check accepts ----------------
+
+_TYPES = ["array", "boolean", "integer", "null", "number", "object", "string"]
+_ANY = st.one_of(
+    st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2, allow_nan=False),
+    st.integers(2**63, 2**70), st.sampled_from(["string", "nonsense", "#/$defs/a", ""]),
+    st.lists(st.sampled_from(["string", "nope", 1]), max_size=2),
+)
+
+
+def _schemas() -> st.SearchStrategy[object]:
+    """Schemas whose keywords mostly have the right type (a quarter of them do not)."""
+
+    def extend(sub: st.SearchStrategy[object]) -> st.SearchStrategy[object]:
+        names = st.sampled_from(["a", "b"])
+        subs = st.lists(sub, min_size=1, max_size=2)
+        number = st.one_of(st.integers(-5, 5), st.floats(-2, 2, allow_nan=False))
+        count = st.integers(0, 5)
+        good: dict[str, st.SearchStrategy[object]] = {
+            "type": st.one_of(st.sampled_from(_TYPES),
+                              st.lists(st.sampled_from(_TYPES), min_size=1, max_size=2,
+                                       unique=True)),
+            "properties": st.dictionaries(names, sub, max_size=2),
+            "items": sub,
+            "additionalProperties": sub,
+            "required": st.lists(names, unique=True, max_size=2),
+            "enum": st.lists(_ANY, min_size=1, max_size=2),
+            "anyOf": subs, "oneOf": subs, "allOf": subs, "not": sub,
+            "$ref": st.just("#/$defs/a"),
+            "$defs": st.dictionaries(names, sub, max_size=1),
+            "definitions": st.dictionaries(names, sub, max_size=1),
+            "minimum": number, "maximum": number,
+            "minLength": count, "maxLength": count, "minItems": count, "maxItems": count,
+            "title": st.text(max_size=3), "description": st.text(max_size=3),
+            "pattern": st.just("^a"), "x-extra": _ANY,
+        }
+        entry = st.sampled_from(sorted(good)).flatmap(
+            lambda k: st.tuples(st.just(k), st.one_of(good[k], good[k], good[k], _ANY))
+        )
+        return st.lists(entry, max_size=4).map(dict)
+
+    return st.recursive(st.one_of(st.booleans(), st.just({})), extend, max_leaves=10)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_schemas())
+def test_no_schema_jsonschema_accepts_is_refused(inner: object) -> None:
+    """Whatever the shape check refuses, jsonschema's Draft 2020-12 check refuses too."""
+    schema = {"type": "object", "properties": {"p": inner}}
+    refused = not list(merge([("s", "s", [tool("t", schema=schema)])]))
+    if refused:
+        with pytest.raises(jsonschema.SchemaError):
+            jsonschema.Draft202012Validator.check_schema(schema)

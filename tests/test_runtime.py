@@ -23,7 +23,7 @@ from .probes import until
 def stdio(kind: str, **kw: object) -> dict[str, object]:
     fixture = {k: kw.pop(k) for k in ("crash_after", "count_file", "stderr_line") if k in kw}
     command, args = stdio_params(kind, **fixture)  # type: ignore[arg-type]
-    return {"command": command, "args": args, **kw}
+    return {"command": command, "args": args, "approve": False, **kw}
 
 
 def free_port() -> int:
@@ -45,8 +45,8 @@ async def test_calls_go_to_the_right_server_by_merged_name() -> None:
     """github_echo goes to github's echo; an unknown prefix is a clear error."""
     config = {"mcpServers": {"github": stdio("echo"), "jira": stdio("echo", prefix="j")}}
     async with open_supervisor(config) as sup:
-        assert (await sup.call("github_echo", {"text": "a"})).content[0].text == "a"
-        assert (await sup.call("j_add", {"a": 2, "b": 3})).content[0].text == "5"
+        assert (await sup.call("github_echo", {"text": "a"})).text == "a"
+        assert (await sup.call("j_add", {"a": 2, "b": 3})).text == "5"
         with pytest.raises(UnknownTool, match="no tool named 'nope_echo'"):
             await sup.call("nope_echo", {"text": "x"})
         status = sup.status()
@@ -65,7 +65,7 @@ async def test_missing_variable_fails_that_server_only() -> None:
 
     cfg = load_config(config, environ={"PRESENT_TOKEN": "value-that-is-secret-123"})
     async with open_supervisor(cfg) as sup:
-        assert (await sup.call("good_echo", {"text": "ok"})).content[0].text == "ok"
+        assert (await sup.call("good_echo", {"text": "ok"})).text == "ok"
         with pytest.raises(ServerUnavailable) as info:
             await sup.call("bad_echo", {"text": "x"})
         assert "ABSENT_TOKEN" in str(info.value)
@@ -82,17 +82,22 @@ async def test_http_server_restarted_on_the_same_port_recovers(mode: str) -> Non
         web = await start_http(nursery, make_server("echo"))
         config = {
             "mcpServers": {
-                "web": {"url": web.url, "type": "http", "reconnect": {"initial": 0.1, "max": 0.2}}
+                "web": {
+                    "url": web.url,
+                    "type": "http",
+                    "approve": False,
+                    "reconnect": {"initial": 0.1, "max": 0.2},
+                }
             }
         }
         async with open_supervisor(config, mode=mode) as sup:
-            assert (await sup.call("web_echo", {"text": "before"})).content[0].text == "before"
+            assert (await sup.call("web_echo", {"text": "before"})).text == "before"
             await web.stop()
             results: list[str] = []
 
             async def call(i: int) -> None:
                 result = await sup.call("web_echo", {"text": f"during{i}"}, timeout=20)
-                results.append(result.content[0].text)
+                results.append(result.text)
 
             async with trio.open_nursery() as calls:
                 for i in range(3):
@@ -109,8 +114,13 @@ async def test_server_down_for_good_fails_after_its_attempts() -> None:
     url = f"http://127.0.0.1:{free_port()}/mcp"
     config = {
         "mcpServers": {
-            "gone": {"url": url, "type": "http", "lazy": False,
-                     "reconnect": {"maxAttempts": 2, "initial": 0.05, "max": 0.1}},
+            "gone": {
+                "url": url,
+                "approve": False,
+                "type": "http",
+                "lazy": False,
+                "reconnect": {"maxAttempts": 2, "initial": 0.05, "max": 0.1},
+            },
             "echo": stdio("echo"),
         }
     }
@@ -119,7 +129,7 @@ async def test_server_down_for_good_fails_after_its_attempts() -> None:
         with trio.fail_after(1):
             with pytest.raises(ServerUnavailable, match="unavailable after 2 attempts"):
                 await sup.call("gone_echo", {"text": "x"})
-        assert (await sup.call("echo_echo", {"text": "y"})).content[0].text == "y"
+        assert (await sup.call("echo_echo", {"text": "y"})).text == "y"
         assert sup.status()["echo"].restarts == 0
 
 
@@ -132,7 +142,7 @@ async def test_one_timeout_does_not_disturb_fifty_in_flight() -> None:
 
         async def ok(i: int) -> None:
             result = await sup.call("slow_sleep", {"seconds": 1.0}, timeout=30)
-            answers.append(result.content[0].text)
+            answers.append(result.text)
 
         async with trio.open_nursery() as nursery:
             for i in range(50):
@@ -153,9 +163,9 @@ async def test_sse_and_websocket_servers(transport: str) -> None:
         else:
             url = await nursery.start(serve_websocket, make_server("echo"))
             stop = None
-        config = {"mcpServers": {"remote": {"url": url, "type": transport}}}
+        config = {"mcpServers": {"remote": {"url": url, "type": transport, "approve": False}}}
         async with open_supervisor(config) as sup:
-            assert (await sup.call("remote_add", {"a": 1, "b": 1})).content[0].text == "2"
+            assert (await sup.call("remote_add", {"a": 1, "b": 1})).text == "2"
             assert sup.status()["remote"].tool_count == 3
         if stop is not None:
             await stop()
@@ -173,10 +183,17 @@ async def test_secrets_never_reach_logs_events_or_status() -> None:
             web = await start_http(nursery, make_server("echo"))
             config = {
                 "mcpServers": {
-                    "local": stdio("echo", env={"API_TOKEN": env_secret},
-                                   stderr_line=f"starting with token {env_secret}"),
-                    "web": {"url": web.url, "type": "http",
-                            "headers": {"Authorization": f"Bearer {header_secret}"}},
+                    "local": stdio(
+                        "echo",
+                        env={"API_TOKEN": env_secret},
+                        stderr_line=f"starting with token {env_secret}",
+                    ),
+                    "web": {
+                        "url": web.url,
+                        "approve": False,
+                        "type": "http",
+                        "headers": {"Authorization": f"Bearer {header_secret}"},
+                    },
                 }
             }
             async with open_supervisor(config) as sup, sup.subscribe("*") as events:
@@ -200,12 +217,12 @@ async def test_a_forgotten_session_is_renewed_transparently() -> None:
     session id; the next call gets a new session and succeeds, without a restart."""
     async with trio.open_nursery() as nursery:
         web = await start_http(nursery, make_server("echo"))
-        config = {"mcpServers": {"web": {"url": web.url, "type": "http"}}}
+        config = {"mcpServers": {"web": {"url": web.url, "type": "http", "approve": False}}}
         async with open_supervisor(config, mode="legacy") as sup, sup.subscribe("mcp.*") as ev:
-            assert (await sup.call("web_echo", {"text": "one"})).content[0].text == "one"
+            assert (await sup.call("web_echo", {"text": "one"})).text == "one"
             await web.stop()
             web = await start_http(nursery, make_server("echo"), port=web.port)
-            assert (await sup.call("web_echo", {"text": "two"})).content[0].text == "two"
+            assert (await sup.call("web_echo", {"text": "two"})).text == "two"
             record = sup.status()["web"]
             assert record.restarts == 0 and record.status == "connected"
             kinds = [(e.kind, getattr(e, "reason", None)) for e in ev.drain()]
@@ -218,12 +235,15 @@ async def test_remote_server_falls_back_to_legacy_sse() -> None:
     """A `remote` URL whose first POST gets a 4xx is retried as a legacy SSE server."""
     async with trio.open_nursery() as nursery:
         sse = await start_http(nursery, make_server("echo"), transport="sse")
-        for entry in ({"url": sse.url}, {"url": sse.url, "type": "remote"}):
+        for entry in (
+            {"url": sse.url, "approve": False},
+            {"url": sse.url, "type": "remote", "approve": False},
+        ):
             async with open_supervisor({"mcpServers": {"old": entry}}) as sup:
-                assert (await sup.call("old_echo", {"text": "hi"})).content[0].text == "hi"
+                assert (await sup.call("old_echo", {"text": "hi"})).text == "hi"
                 assert sup.status()["old"].restarts == 0
         # An explicit http type never falls back: the 4xx is the error.
-        explicit = {"url": sse.url, "type": "http", "reconnect": False}
+        explicit = {"url": sse.url, "type": "http", "reconnect": False, "approve": False}
         async with open_supervisor({"mcpServers": {"new": explicit}}) as sup:
             with pytest.raises(ServerUnavailable):
                 await sup.call("new_echo", {"text": "hi"})
@@ -241,12 +261,12 @@ async def test_stop_and_restart_a_server() -> None:
         with pytest.raises(ServerUnavailable, match="'echo' is stopped"):
             await sup.call("echo_echo", {"text": "x"})
         await sup.restart("echo")
-        assert (await sup.call("echo_echo", {"text": "back"})).content[0].text == "back"
+        assert (await sup.call("echo_echo", {"text": "back"})).text == "back"
         assert sup.status()["echo"].pid != pid
         # restart() of a running server replaces its process.
         pid = sup.status()["other"].pid
         await sup.restart("other")
-        assert (await sup.call("other_echo", {"text": "new"})).content[0].text == "new"
+        assert (await sup.call("other_echo", {"text": "new"})).text == "new"
         assert sup.status()["other"].pid != pid
         from supervisor.errors import UnknownServer
 
@@ -268,9 +288,13 @@ async def test_a_dropped_websocket_connection_recovers() -> None:
         scope = trio.CancelScope()
         url = await nursery.start(serve, 0)
         port = urlsplit(url).port
-        config = {"mcpServers": {"ws": {"url": url, "reconnect": {"initial": 0.1, "max": 0.2}}}}
+        config = {
+            "mcpServers": {
+                "ws": {"url": url, "approve": False, "reconnect": {"initial": 0.1, "max": 0.2}}
+            }
+        }
         async with open_supervisor(config) as sup, sup.subscribe("mcp.error") as errors:
-            assert (await sup.call("ws_echo", {"text": "one"})).content[0].text == "one"
+            assert (await sup.call("ws_echo", {"text": "one"})).text == "one"
             scope.cancel()
             with trio.fail_after(10):
                 first = await errors.receive()
@@ -279,7 +303,7 @@ async def test_a_dropped_websocket_connection_recovers() -> None:
             scope = trio.CancelScope()
             await nursery.start(serve, port)
             result = await sup.call("ws_echo", {"text": "two"}, timeout=20)
-            assert result.content[0].text == "two"
+            assert result.text == "two"
             assert sup.status()["ws"].restarts >= 1
         scope.cancel()
 
@@ -335,7 +359,7 @@ async def test_stopping_a_server_lets_calls_in_flight_finish() -> None:
 
         async def long_call() -> None:
             result = await sup.call("slow_sleep", {"seconds": 0.5})
-            answers.append(result.content[0].text)
+            answers.append(result.text)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(long_call)
@@ -352,7 +376,7 @@ async def test_a_remote_server_dying_mid_call_fails_the_call_promptly() -> None:
 
     async with trio.open_nursery() as nursery:
         web = await start_http(nursery, make_server("slow"))
-        config = {"mcpServers": {"web": {"url": web.url, "type": "http"}}}
+        config = {"mcpServers": {"web": {"url": web.url, "type": "http", "approve": False}}}
         async with open_supervisor(config) as sup:
             await sup.connect_all()
 
@@ -383,8 +407,8 @@ async def test_the_live_catalog_names_routes_and_guards_calls(tmp_path) -> None:
         await sup.connect_all()
         assert {"echo", "echo_2", "add", "add_2"} <= set(sup.catalog)
         assert sup.catalog["echo_2"].server == "two"
-        assert (await sup.call("echo_2", {"text": "b"})).content[0].text == "b"
-        assert (await sup.call("echo", {"text": "a"})).content[0].text == "a"
+        assert (await sup.call("echo_2", {"text": "b"})).text == "b"
+        assert (await sup.call("echo", {"text": "a"})).text == "a"
         with pytest.raises(ToolArgumentsInvalid, match=r"tool 'add_2': a: 'three' is not of type"):
             await sup.call("add_2", {"a": "three", "b": 1})
         assert [e.name for e in sup.search("echo", limit=2)] == ["echo", "echo_2"]

@@ -21,6 +21,7 @@ from ._errors import SupervisorError as SupervisorError
 from ._errors import SupervisorGaveUp as SupervisorGaveUp
 from ._errors import SupervisorNotRunning as SupervisorNotRunning
 from ._errors import collapse as collapse
+from ._errors import collapsing as collapsing
 from ._errors import leaves as leaves
 from ._mailbox import Address as Address
 from ._mailbox import AddressState as AddressState
@@ -86,6 +87,7 @@ __all__ = [
     "before_effect",
     "children_to_restart",
     "collapse",
+    "collapsing",
     "leaves",
     "open_tree",
     "should_restart",

@@ -193,6 +193,11 @@ class Address:
             env.abandon()
             raise
 
+    def check_open(self) -> None:
+        """Raise what a call would raise at once on a closed address; return if it is open."""
+        if self._closed is not None:
+            raise self._closed()
+
     def cast(self, message: object) -> None:
         """Queue ``message`` without waiting for it to be handled.
 

@@ -14,6 +14,7 @@ from mcp.client.stdio import stdio_client
 
 from ..runtime import SupervisorHandle
 from ..testing.servers import stdio_params, stdio_server_parameters
+from ..tools import ToolResult
 
 
 class BenchError(RuntimeError):
@@ -28,9 +29,13 @@ _SERVER_TIMEOUT = 60.0
 
 
 def _echo_config(names: Sequence[str], **settings: object) -> dict[str, object]:
-    """A config with one eager stdio echo fixture per name (tools ``<name>_echo`` …)."""
+    """A config with one eager stdio echo fixture per name (tools ``<name>_echo`` …),
+    trusted: its calls need no approval, as the bare client's do not."""
     command, args = stdio_params("echo")
-    servers = {name: {"command": command, "args": list(args), "lazy": False} for name in names}
+    servers = {
+        name: {"command": command, "args": list(args), "lazy": False, "approve": False}
+        for name in names
+    }
     config: dict[str, object] = {"mcpServers": servers}
     if settings:
         config["supervisor"] = dict(settings)
@@ -65,7 +70,11 @@ async def _bare_client() -> AsyncIterator[Client]:
 
 
 def _check_echo(result: object, via: str) -> None:
-    content = getattr(result, "content", None)
-    text = getattr(content[0], "text", None) if content else None
+    """Check an echo answer: a supervisor ``ToolResult`` or the bare SDK's result."""
+    if isinstance(result, ToolResult):
+        text = result.text
+    else:
+        content = getattr(result, "content", None)
+        text = getattr(content[0], "text", None) if content else None
     if getattr(result, "is_error", True) or text != _ECHO_ARGS["text"]:
         raise BenchError(f"the echo fixture answered {result!r} {via}")

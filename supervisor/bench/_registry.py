@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..registry import registry_merge_ms_32k, search_ms_32k
+from ..registry import listing_ms_32k, registry_merge_ms_32k, search_ms_32k
 from ._inprocess import bus_events_per_s, mailbox_call_timeout_us, mailbox_call_us
 from ._memory import MEMORY, RSS
 from ._servers import (
@@ -34,8 +34,19 @@ MEASUREMENTS: Sequence[Measurement] = (
         "ms",
         5,
         2,
-        note="registry.merge of 32 servers × 1000 tools (names, clashes, fingerprints); "
-        "median of n merges per round",
+        note="registry.merge of 32 servers × 1000 tools (names, clashes) from fresh "
+        "Listings, each server's list checked beforehand, once, as when it arrives "
+        "(listing_ms_32k); median of n merges per round",
+    ),
+    Measurement(
+        "listing_ms_32k",
+        listing_ms_32k,
+        None,
+        "ms",
+        5,
+        2,
+        note="checking 32 × 1000 listed tools (names, descriptions, input schemas) into "
+        "Listings, done once per tool list a server sends; median of n per round",
     ),
     Measurement(
         "search_ms_32k",

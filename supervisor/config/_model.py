@@ -78,6 +78,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     init_timeout: float = 10.0
     ping_interval: float = 300.0
     ping_timeout: float = 10.0
+    #: how merged tool names are formed: ``{prefix}``, ``{server}``, ``{tool}``
+    tool_name_template: str = "{prefix}_{tool}"
+    #: what a name clash between servers' tools does: ``suffix``, ``hash`` or ``error``
+    tool_clash: Literal["suffix", "hash", "error"] = "suffix"
 
 
 class AuthConfig(msgspec.Struct, frozen=True, kw_only=True):

@@ -6,6 +6,7 @@ fields not given keep the defaults of :class:`Settings`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 
 import attrs
@@ -13,7 +14,18 @@ import msgspec
 
 from ..actors import Backoff, Intensity, Strategy
 from ._model import Limits, Settings
-from ._validate import _choice, _Errors, _fraction, _int, _join, _number, _parse_object, _seconds
+from ._validate import (
+    _Bad,
+    _choice,
+    _Errors,
+    _fraction,
+    _int,
+    _join,
+    _number,
+    _parse_object,
+    _seconds,
+    _str,
+)
 
 _BACKOFF_FIELDS: dict[str, Callable[[object], object]] = {
     "initial": lambda v: _number(v, inclusive=True),
@@ -73,6 +85,7 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
         "initTimeout": _seconds,
         "pingInterval": lambda v: _number(v, inclusive=True),
         "pingTimeout": _seconds,
+        "toolNames": _id,
     }
     fields = _parse_object(errors, value, path, parsers)
     if fields is None:
@@ -125,4 +138,40 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
         )
         if got:
             changes["limits"] = Limits(**{_LIMITS[k]: v for k, v in got.items()})  # type: ignore[arg-type]
+    if "toolNames" in fields:
+        p = _join(path, "toolNames")
+        got = _parse_object(
+            errors,
+            fields["toolNames"],
+            p,
+            {"template": _template, "clash": lambda v: _choice(v, _CLASHES)},
+        )
+        if got:
+            if "template" in got:
+                changes["tool_name_template"] = got["template"]
+            if "clash" in got:
+                changes["tool_clash"] = got["clash"]
     return msgspec.structs.replace(settings, **changes)
+
+
+_CLASHES = ("suffix", "hash", "error")
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+def _template(value: object) -> str:
+    """A tool name template: text with ``{tool}`` once and optionally ``{prefix}`` or
+    ``{server}``; nothing else in braces."""
+    text = _str(value)
+    names = _PLACEHOLDER.findall(text)
+    unknown = [n for n in names if n not in ("prefix", "server", "tool")]
+    if unknown:
+        raise _Bad(
+            f"has an unknown placeholder {{{unknown[0]}}}; use {{prefix}}, {{server}} "
+            "and {tool}"
+        )
+    if names.count("tool") != 1:
+        raise _Bad("must contain {tool} exactly once")
+    rest = _PLACEHOLDER.sub("", text)
+    if "{" in rest or "}" in rest:
+        raise _Bad("has an unbalanced brace")
+    return text

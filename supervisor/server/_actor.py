@@ -5,15 +5,21 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import attrs
 import mcp_types as types
 import trio
 from mcp import Client
-from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost, ToolsListChanged
+from mcp.client.subscriptions import (
+    ListenNotSupportedError,
+    PromptsListChanged,
+    ResourcesListChanged,
+    SubscriptionLost,
+    ToolsListChanged,
+)
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -33,6 +39,7 @@ from ..errors import (
     StaleConnection,
 )
 from ..log import get_logger, redact
+from ..tools import invalid_output
 from ..transports import (
     Receipt,
     StdioTransport,
@@ -65,6 +72,30 @@ class CallTool:
 @attrs.frozen
 class ListTools:
     pass
+
+
+@attrs.define(eq=False)
+class ReadResource:
+    """Read ``uri``. Read-only: if the connection dies with it in flight, it is sent once
+    more on the next connection (``sends`` counts how often it went out)."""
+
+    uri: str
+    sends: int = 0
+
+
+@attrs.define(eq=False)
+class GetPrompt:
+    """Get the prompt ``name`` with ``arguments``; re-sent once, like :class:`ReadResource`."""
+
+    name: str
+    arguments: Mapping[str, str] | None
+    sends: int = 0
+
+
+_T = TypeVar("_T")
+
+Listing = Literal["resources", "prompts"]
+"""What a ``list_changed`` notice asks to fetch again (resources include templates)."""
 
 
 async def _probe(client: Client) -> None:
@@ -140,6 +171,8 @@ class ServerActor(Actor):
         self._ended = False
         self._relisting = False
         self._relist_again = False
+        self._refetching: set[Listing] = set()
+        self._refetch_again: set[Listing] = set()
         self.transport: TransportLike | None = None
 
     async def init(self) -> None:
@@ -176,7 +209,69 @@ class ServerActor(Actor):
                 await self._requeue()
         if isinstance(message, ListTools):
             return list(self.server.tools)
+        if isinstance(message, ReadResource):
+            uri = message.uri
+            return await self._fetch(
+                client, message, f"resource {uri!r}", lambda c: c.read_resource(uri)
+            )
+        if isinstance(message, GetPrompt):
+            name, arguments = message.name, message.arguments
+            return await self._fetch(
+                client,
+                message,
+                f"prompt {name!r}",
+                lambda c: c.get_prompt(name, None if arguments is None else dict(arguments)),
+            )
         raise TypeError(f"server actor cannot handle {message!r}")
+
+    async def _fetch(
+        self,
+        client: Client,
+        message: ReadResource | GetPrompt,
+        what: str,
+        send: Callable[[Client], Awaitable[_T]],
+    ) -> _T:
+        """Send a read-only request (a resource read, a prompt). If the connection dies
+        with it in flight, it goes back to the mailbox and out again on the next
+        connection — once; a second loss is a :class:`ServerRequestError`."""
+        server = self.server
+        transport = self.transport
+        if self._lost.is_set() or (transport is not None and transport.closed.is_set()):
+            await self._requeue()  # the connection is known dead: not sent, not counted
+        message.sends += 1
+        again = message.sends == 1
+        receipt = self._receipt()
+        token = delivery.set(receipt)
+        try:
+            with before_effect(until=None if again else lambda: receipt.delivered is not False):
+                try:
+                    result = await send(client)
+                except MCPError as exc:
+                    if not _session_expired(exc):
+                        raise
+                    # Rejected unseen: renew the session, send it once more.
+                    result = await send(await self._new_session(client))
+        except MCPError as exc:
+            if exc.code == types.CONNECTION_CLOSED:
+                self._lost.set()  # the connection is dead: this incarnation ends
+                if again or receipt.delivered is False:
+                    await self._requeue()
+                raise ServerRequestError(
+                    f"the connection to MCP server {server.name!r} closed twice with {what} "
+                    "in flight (it was sent again once); try again once it is back",
+                    server=server.name,
+                    code=exc.code,
+                ) from exc
+            raise ServerRequestError(
+                f"MCP server {server.name!r} refused {what}: {exc.message} "
+                f"(MCP error {exc.code})",
+                server=server.name,
+                code=exc.code,
+            ) from exc
+        finally:
+            delivery.reset(token)
+        server.health.last_ok = time.time()
+        return result
 
     async def _send(self, client: Client, message: CallTool) -> types.CallToolResult:
         try:
@@ -238,6 +333,13 @@ class ServerActor(Actor):
                 server=server.name,
                 code=exc.code,
             ) from exc
+        except RuntimeError as exc:
+            health.calls_failed += 1
+            invalid = invalid_output(message.tool, exc)
+            if invalid is None:
+                raise
+            health.last_ok = time.time()  # the server answered; the answer was wrong
+            raise invalid from exc
         except BaseException:
             health.calls_failed += 1
             raise
@@ -379,6 +481,7 @@ class ServerActor(Actor):
                             tools = await self._list_all_tools(client)
                             handshake.deadline = math.inf
                             connected = True
+                            await self._list_extras(client, ("resources", "prompts"))
                             self._on_connected(client, tools, trio.current_time() - began)
                             if config.ping_interval and config.ping_interval > 0:
                                 watchers.start_soon(self._ping, client)
@@ -443,6 +546,10 @@ class ServerActor(Actor):
         async def message_handler(message: object) -> None:
             if isinstance(message, types.ToolListChangedNotification):
                 self.nursery.start_soon(self._relist)
+            elif isinstance(message, types.ResourceListChangedNotification):
+                self.nursery.start_soon(self._refetch, "resources")
+            elif isinstance(message, types.PromptListChangedNotification):
+                self.nursery.start_soon(self._refetch, "prompts")
             if user_handler is not None:
                 await user_handler(message)  # type: ignore[operator]
 
@@ -492,20 +599,140 @@ class ServerActor(Actor):
         finally:
             self._relisting = False
 
+    async def _list_pages(
+        self, what: str, fetch: Callable[[str | None], Awaitable[tuple[Sequence[_T], str | None]]]
+    ) -> list[_T]:
+        """Every page of one listing (``fetch(cursor)`` → items, next cursor), within the
+        server's limits (:class:`~supervisor.server.Limits`, as for tools)."""
+        limits = self.server.limits
+        items: list[_T] = []
+        cursor: str | None = None
+        size = 0
+        while True:
+            page, cursor = await fetch(cursor)
+            items.extend(page)
+            size += sum(len(item.model_dump_json()) for item in page)  # type: ignore[attr-defined]
+            if len(items) > limits.max_tools or size > limits.max_catalog_bytes:
+                raise CatalogTooLarge(
+                    f"MCP server {self.server.name!r} lists {len(items)} {what} ({size} "
+                    f"bytes), more than the limits ({limits.max_tools} items, "
+                    f"{limits.max_catalog_bytes} bytes); raise supervisor.limits if that is "
+                    "expected",
+                    server=self.server.name,
+                )
+            if not cursor:
+                return items
+
+    async def _list_extras(self, client: Client, which: Sequence[Listing]) -> bool:
+        """List the server's resources (with templates) and/or prompts, as its capabilities
+        advertise them, onto the :class:`ManagedServer`; what it does not advertise is
+        empty. A listing that fails or takes longer than the server's ``timeout`` is
+        logged and keeps the previous list: the tools are served regardless. Returns
+        whether anything changed."""
+        server = self.server
+        capabilities = client.server_capabilities
+        before = (server.resources, server.resource_templates, server.prompts)
+
+        async def resources() -> None:
+            if capabilities.resources is None:
+                server.resources = []
+                return
+
+            async def page(cursor: str | None) -> tuple[list[types.Resource], str | None]:
+                got = await client.list_resources(cursor=cursor, cache_mode="refresh")
+                return got.resources, got.next_cursor
+
+            server.resources = await self._list_pages("resources", page)
+
+        async def templates() -> None:
+            if capabilities.resources is None:
+                server.resource_templates = []
+                return
+
+            async def page(cursor: str | None) -> tuple[list[types.ResourceTemplate], str | None]:
+                got = await client.list_resource_templates(cursor=cursor, cache_mode="refresh")
+                return got.resource_templates, got.next_cursor
+
+            try:
+                server.resource_templates = await self._list_pages("resource templates", page)
+            except MCPError as exc:
+                if exc.code != types.METHOD_NOT_FOUND:
+                    raise
+                server.resource_templates = []  # resources without templates: common
+
+        async def prompts() -> None:
+            if capabilities.prompts is None:
+                server.prompts = []
+                return
+
+            async def page(cursor: str | None) -> tuple[list[types.Prompt], str | None]:
+                got = await client.list_prompts(cursor=cursor, cache_mode="refresh")
+                return got.prompts, got.next_cursor
+
+            server.prompts = await self._list_pages("prompts", page)
+
+        async def guarded(what: str, listing: Callable[[], Awaitable[None]]) -> None:
+            with trio.move_on_after(server.config.timeout) as scope:
+                try:
+                    await listing()
+                except Exception as exc:  # the tools are served all the same
+                    log.warning(
+                        f"listing {what} failed", server=server.name, error=_describe(exc)
+                    )
+            if scope.cancelled_caught:
+                log.warning(
+                    f"listing {what} timed out", server=server.name, timeout=server.config.timeout
+                )
+
+        async with trio.open_nursery() as nursery:
+            if "resources" in which:
+                nursery.start_soon(guarded, "resources", resources)
+                nursery.start_soon(guarded, "resource templates", templates)
+            if "prompts" in which:
+                nursery.start_soon(guarded, "prompts", prompts)
+        server.listed = True
+        return (server.resources, server.resource_templates, server.prompts) != before
+
+    async def _refetch(self, what: Listing) -> None:
+        """Fetch resources (and templates) or prompts again after a change notice;
+        coalesced like :meth:`_relist`: at most one fetch running and one more queued."""
+        if what in self._refetching:
+            self._refetch_again.add(what)
+            return
+        self._refetching.add(what)
+        try:
+            while (client := self.client) is not None:
+                self._refetch_again.discard(what)
+                if await self._list_extras(client, (what,)):
+                    self.server.changed()
+                if what not in self._refetch_again:
+                    return
+        finally:
+            self._refetching.discard(what)
+
     async def _listen_for_changes(
         self, client: Client, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """On 2026-07-28 connections change notices come on a `subscriptions/listen`
         stream; open it (and again, if it drops while the connection lives). Reports
         started once the first subscription is acknowledged (or refused)."""
+        capabilities = client.server_capabilities
         while True:
             try:
-                async with client.listen(tools_list_changed=True) as subscription:
+                async with client.listen(
+                    tools_list_changed=True,
+                    resources_list_changed=capabilities.resources is not None,
+                    prompts_list_changed=capabilities.prompts is not None,
+                ) as subscription:
                     task_status.started()
                     task_status = trio.TASK_STATUS_IGNORED
                     async for event in subscription:
                         if isinstance(event, ToolsListChanged):
                             self.nursery.start_soon(self._relist)
+                        elif isinstance(event, ResourcesListChanged):
+                            self.nursery.start_soon(self._refetch, "resources")
+                        elif isinstance(event, PromptsListChanged):
+                            self.nursery.start_soon(self._refetch, "prompts")
                 return  # closed gracefully
             except (ListenNotSupportedError, MCPError) as exc:
                 log.debug("no change notices", server=self.server.name, reason=str(exc))

@@ -34,6 +34,8 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
     consecutive_failures: int
     restarts: int
     tool_count: int | None
+    #: listed tools the catalog skips as invalid (bad schema, bad or duplicate name)
+    unsupported_tools: int | None
     connect_time: float | None
     next_retry_at: float | None
     retry_attempt: int
@@ -57,6 +59,7 @@ class Health:
     consecutive_failures: int = 0
     restarts: int = 0
     tool_count: int | None = None
+    unsupported_tools: int | None = None
     connect_time: float | None = None
     next_retry_at: float | None = None
     calls_ok: int = 0

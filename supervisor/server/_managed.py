@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 import attrs
@@ -30,6 +31,8 @@ from ..actors import (
 )
 from ..errors import (
     CallMayHaveTakenEffect,
+    RequestTimeout,
+    ServerRequestError,
     ServerUnavailable,
     ToolCallTimeout,
 )
@@ -39,7 +42,15 @@ from ..transports import (
     http_transport,
     sse_transport,
 )
-from ._actor import PING_TIMEOUT, CallTool, ListTools, ServerActor, _NotSent
+from ._actor import (
+    PING_TIMEOUT,
+    CallTool,
+    GetPrompt,
+    ListTools,
+    ReadResource,
+    ServerActor,
+    _NotSent,
+)
 from ._health import Health, HealthRecord, ServerStatus
 from ._remote import TransportLike, _Remote
 
@@ -115,6 +126,12 @@ class ManagedServer:
         self.health = Health()
         self._tools: list[types.Tool] = []
         self._by_name: dict[str, types.Tool] = {}
+        # Resources, templates and prompts as last listed (kept while it restarts); empty
+        # when the server does not advertise them. `listed`: some connection listed them.
+        self.resources: list[types.Resource] = []
+        self.resource_templates: list[types.ResourceTemplate] = []
+        self.prompts: list[types.Prompt] = []
+        self.listed = False
         #: called when the tools on offer may have changed (a new list, connected, down)
         self.on_change: Callable[[], None] | None = None
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
@@ -153,7 +170,8 @@ class ManagedServer:
     @tools.setter
     def tools(self, tools: list[types.Tool]) -> None:
         self._tools = tools
-        self._by_name = {t.name: t for t in tools}
+        # A name listed twice is the first tool's (as in the catalog: the rest are invalid).
+        self._by_name = {t.name: t for t in reversed(tools)}
 
     def tool(self, name: str) -> types.Tool | None:
         """The listed tool of that (original) name, if any."""
@@ -188,6 +206,7 @@ class ManagedServer:
             consecutive_failures=h.consecutive_failures,
             restarts=h.restarts,
             tool_count=h.tool_count,
+            unsupported_tools=h.unsupported_tools,
             connect_time=h.connect_time,
             next_retry_at=next_retry,
             retry_attempt=stats_attempt,
@@ -264,13 +283,10 @@ class ManagedServer:
     ) -> types.CallToolResult:
         """Call ``tool`` through the mailbox, translating actor errors into server errors."""
         if self.error is not None:
-            raise ServerUnavailable(
-                f"MCP server {self.name!r} is not configured correctly: {self.error}",
-                server=self.name,
-            )
+            self.check_available()
         limit = self.config.timeout if timeout is None else timeout
         message = CallTool(tool, arguments)
-        try:
+        with self._translated(tool, limit):
             actor = self.current
             client = actor.direct() if actor is not None else None
             if client is None:
@@ -282,6 +298,23 @@ class ManagedServer:
                 pass  # the mailbox gets it to the next connection
             left = deadline - trio.current_time()
             return await self.address.call(message, max(left, 0.0))  # type: ignore[return-value]
+
+    def check_available(self) -> None:
+        """Raise the :class:`~supervisor.errors.ServerUnavailable` a call would fail with
+        at once (misconfigured, failed, stopped); return if calls may be sent or wait."""
+        if self.error is not None:
+            raise ServerUnavailable(
+                f"MCP server {self.name!r} is not configured correctly: {self.error}",
+                server=self.name,
+            )
+        with self._translated("", 0.0):
+            self.address.check_open()
+
+    @contextlib.contextmanager
+    def _translated(self, tool: str, limit: float) -> Iterator[None]:
+        """Actor errors, said in terms of this server and ``tool``."""
+        try:
+            yield
         except (trio.TooSlowError, CallTimeout):
             raise ToolCallTimeout(
                 f"MCP server {self.name!r} did not answer tool {tool!r} within {limit} s "
@@ -315,3 +348,73 @@ class ManagedServer:
     async def list_tools(self, timeout: float | None = None) -> list[types.Tool]:
         limit = self.config.init_timeout + self.config.timeout if timeout is None else timeout
         return await self.address.call(ListTools(), timeout=limit)  # type: ignore[return-value]
+
+    # -- resources and prompts -----------------------------------------------------------
+
+    def prompt(self, name: str) -> types.Prompt | None:
+        """The listed prompt of that (original) name, if any."""
+        return next((p for p in self.prompts if p.name == name), None)
+
+    async def read_resource(
+        self, uri: str, timeout: float | None = None
+    ) -> types.ReadResourceResult:
+        """Read ``uri`` through the mailbox (waiting while the server connects or
+        restarts), within ``timeout`` (default: the server's request timeout).
+
+        Reading is read-only: a read in flight when the connection dies is sent once more
+        on the next connection. Raises :class:`ServerUnavailable` at once for a failed or
+        stopped server, :class:`RequestTimeout`, and :class:`ServerRequestError` for an
+        MCP error answer (an unknown URI, say) or a second lost connection.
+        """
+        message = ReadResource(uri)
+        return await self._request(message, f"resource {uri!r}", timeout)  # type: ignore[return-value]
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> types.GetPromptResult:
+        """Get the prompt ``name`` (its original name) with ``arguments``; waits, retries
+        and raises as :meth:`read_resource` does."""
+        message = GetPrompt(name, None if arguments is None else dict(arguments))
+        return await self._request(message, f"prompt {name!r}", timeout)  # type: ignore[return-value]
+
+    async def _request(
+        self, message: ReadResource | GetPrompt, what: str, timeout: float | None
+    ) -> object:
+        """Send ``message`` through the mailbox, saying actor errors in terms of ``what``."""
+        if self.error is not None:
+            raise ServerUnavailable(
+                f"MCP server {self.name!r} is not configured correctly: {self.error}",
+                server=self.name,
+            )
+        limit = self.config.timeout if timeout is None else timeout
+        try:
+            return await self.address.call(message, limit)
+        except (trio.TooSlowError, CallTimeout):
+            raise RequestTimeout(
+                f"MCP server {self.name!r} did not answer {what} within {limit} s",
+                server=self.name,
+                request=what,
+                timeout=limit,
+            ) from None
+        except ActorUnavailable as exc:
+            raise ServerUnavailable(
+                f"MCP server {self.name!r} is unavailable after {exc.attempts} attempts; "
+                f"last error: {self.health.last_error or exc.last_error}. Fix the cause, "
+                f"then restart it (handle.restart({self.name!r}))",
+                server=self.name,
+            ) from None
+        except ActorStopped:
+            raise ServerUnavailable(
+                f"MCP server {self.name!r} is stopped; restart it to use it again",
+                server=self.name,
+            ) from None
+        except RequestAborted as exc:
+            raise ServerRequestError(
+                f"the connection to MCP server {self.name!r} died twice with {what} in "
+                "flight (it was sent again once); try again once it is back",
+                server=self.name,
+                code=types.CONNECTION_CLOSED,
+            ) from exc.__cause__

@@ -37,6 +37,34 @@ Run one with ``python -m supervisor.testing.servers KIND [--transport stdio|http
     advertised in both eras (see ``make_server``).
 ``slow``
     ``echo``'s tools plus ``sleep(seconds)``, answered after sleeping.
+``rich``
+    ``echo``'s tools plus one of each content and result kind: ``image()`` (a 1×1 PNG
+    ``ImageContent`` and the text ``an image``), ``audio()`` (an ``audio/wav``
+    ``AudioContent``), ``big_text(kib)`` (exactly ``kib`` × 1024 ASCII bytes of ``line N``
+    lines), ``structured_ok()`` / ``structured_bad()`` (both declare the output schema
+    ``{"count": integer}``; they return ``{"count": 3}`` and ``{"count": "three"}``, sent
+    unvalidated), ``fail(message)`` (``isError`` with ``message``), ``delete_note(title)``
+    (destructive by name only) and ``wipe()`` (annotated ``destructiveHint``), both
+    answering ``ok``, ``embedded()`` (an ``EmbeddedResource`` ``note://hello`` and a
+    ``ResourceLink`` to ``notes://index``), and ``add_note(title)``, which adds the resource
+    ``notes://<title>`` and announces ``resources/list_changed`` both ways ``changing`` does.
+    Resources ``notes://index`` (text, the note titles, one a line) and ``notes://logo``
+    (``image/png`` blob), the template ``note://{title}`` (``note <title>``; each read is
+    recorded as the execution ``note``, so ``--crash-after`` can crash a read); prompts
+    ``summarize(title)`` (a user message ``Summarize note <title>``) and ``greet()``.
+    Its handshake advertises ``resources.listChanged`` and ``prompts.listChanged``.
+``big``
+    A low-level ``Server`` (stdio or Streamable HTTP) listing ``--tools N`` numbered tools
+    ``tool_0000`` … (default 1000; ``x: integer``) in pages of ``--page-size`` (100), each
+    ``--extra-tool NAME`` (``NAME(text)``), ``burst(n)`` (changes the list n times, sending
+    ``list_changed`` after each, back to back, then answers; a ``tools/list`` arriving
+    meanwhile is answered after the last one), ``change_during(name)`` (adds a tool
+    ``name`` and announces it, then answers only once a ``tools/list`` fetch has served the
+    new list), ``list_count()`` (fetches and pages served, as JSON), a marker
+    ``generation_<g>`` counting the bursts' changes, and ``--invalid K`` bad definitions
+    (invalid property schemas, a duplicate name, an empty name). With ``--count-file`` each
+    fetch (a ``tools/list`` without cursor) is also recorded, as the line ``tools/list``.
+    Changes are announced both ways ``changing`` does.
 
 Every other process writes ``fixture KIND ready pid=P transport=T`` on stderr once serving
 (HTTP: once bound, with ``url=``), then the ``--stderr-line`` text if given — a stand-in

@@ -1,4 +1,4 @@
-"""The fixture servers that are real ``MCPServer`` instances: echo, crash, changing, slow."""
+"""The fixture servers that are real ``MCPServer`` instances: echo, crash, changing, slow, rich."""
 
 from __future__ import annotations
 
@@ -42,6 +42,8 @@ def make_server(
       capabilities say ``tools.listChanged: true`` in both eras (the SDK's default
       handshake says false).
     - ``slow``: ``sleep(seconds)`` sleeps, then answers ``"slept <seconds>"``.
+    - ``rich``: every kind of content, structured output, resources and prompts (see the
+      package docstring and ``_rich.add_rich_features``).
 
     `crash_after` applies to any kind, so an ``echo`` server can crash too. With
     `count_file`, every execution appends its tool name as one line *before* answering
@@ -84,6 +86,10 @@ def make_server(
 
     if kind == "changing":
         _add_changing_tools(server, recorder)
+    if kind == "rich":
+        from ._rich import add_rich_features
+
+        add_rich_features(server, recorder)
     return server
 
 

@@ -24,6 +24,8 @@ from ._raw import ASGIApp, garbage_app, garbage_line, garbage_stdio, hang_app, h
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
+    from ._big import BigServer
+
 GARBAGE_BEFORE_LINES = 3
 """How many garbage lines ``--garbage before`` writes ahead of the real server."""
 
@@ -61,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--exit-code", type=int, default=1, help="exit code of exit-on-start and crashes"
     )
+    big = parser.add_argument_group("big", "options of the big kind")
+    big.add_argument("--tools", type=int, metavar="N", help="numbered tools (default 1000)")
+    big.add_argument("--page-size", type=int, metavar="N", help="tools/list page size (100)")
+    big.add_argument("--invalid", type=int, metavar="K", help="bad tool definitions (0)")
+    big.add_argument(
+        "--extra-tool", action="append", metavar="NAME", help="a tool NAME(text) (repeatable)"
+    )
     return parser
 
 
@@ -77,6 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if transport != "stdio" and garbage != "only":
             parser.error(f"--garbage {garbage} is stdio-only; over HTTP garbage is 'only'")
     count_file: str | None = args.count_file or os.environ.get(COUNT_FILE_ENV) or None
+    big_options = (args.tools, args.page_size, args.invalid, args.extra_tool)
+    if kind != "big" and any(o is not None for o in big_options):
+        parser.error("--tools, --page-size, --invalid and --extra-tool apply to big only")
+    if kind == "big" and transport == "sse":
+        parser.error("big serves stdio and Streamable HTTP only")
 
     if kind == "exit-on-start":
         if args.stderr_line is not None:
@@ -112,6 +126,20 @@ def _build(kind: ServerKind, count_file: str | None, args: argparse.Namespace) -
     )
 
 
+def _build_big(count_file: str | None, args: argparse.Namespace) -> BigServer:
+    from ._big import DEFAULT_PAGE_SIZE, DEFAULT_TOOLS, make_big
+
+    return make_big(
+        tools=DEFAULT_TOOLS if args.tools is None else args.tools,
+        page_size=DEFAULT_PAGE_SIZE if args.page_size is None else args.page_size,
+        invalid=args.invalid or 0,
+        extra_tools=args.extra_tool or (),
+        count_file=count_file,
+        crash_after=args.crash_after,
+        exit_code=args.exit_code,
+    )
+
+
 def _run_stdio(
     kind: ServerKind, garbage: GarbageMode | None, count_file: str | None, args: argparse.Namespace
 ) -> int:
@@ -121,6 +149,13 @@ def _run_stdio(
     if garbage == "only":
         _announce(kind, "stdio", args.stderr_line)
         return garbage_stdio()
+    if kind == "big":
+        from ._big import serve_big_stdio
+
+        big = _build_big(count_file, args)
+        _announce(kind, "stdio", args.stderr_line)
+        trio.run(serve_big_stdio, big)
+        return 0
     server = _build(kind, count_file, args)
     _announce(kind, "stdio", args.stderr_line)
     if garbage == "before":
@@ -170,6 +205,8 @@ async def _run_http(
         app = hang_app
     elif kind == "garbage":
         app = garbage_app
+    elif kind == "big":
+        app = _build_big(count_file, args).server.streamable_http_app(host=args.host)
     else:
         app = _build(kind, count_file, args)
     async with trio.open_nursery() as nursery:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-ServerKind = Literal["echo", "crash", "exit-on-start", "hang-init", "garbage", "changing", "slow"]
+ServerKind = Literal[
+    "echo", "crash", "exit-on-start", "hang-init", "garbage", "changing", "slow", "rich", "big"
+]
 """Every fixture kind; ``python -m supervisor.testing.servers KIND`` runs any of them."""
 
-MCPServerKind = Literal["echo", "crash", "changing", "slow"]
+MCPServerKind = Literal["echo", "crash", "changing", "slow", "rich"]
 """The kinds that are ``MCPServer`` instances (``make_server`` builds these)."""
 
 GarbageMode = Literal["only", "before", "after-first"]

@@ -1,0 +1,296 @@
+"""The tools and call commands of the CLI, run as real processes against fixture servers."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pathlib
+import pty
+import select
+import subprocess
+import sys
+
+import pytest
+
+from supervisor.testing.servers import count_executions, stdio_params
+
+TIMEOUT = 60
+ENTRY_KEYS = {"name", "server", "original_name", "description", "input_schema"}
+
+
+def write_config(tmp_path: pathlib.Path, servers: dict[str, object]) -> str:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return str(path)
+
+
+def fixture(kind: str, *, count_file: pathlib.Path | None = None, **extra: object) -> dict:
+    command, args = stdio_params(kind, count_file=count_file)  # type: ignore[arg-type]
+    return {"command": command, "args": args, **extra}
+
+
+def marker(path: pathlib.Path) -> dict[str, object]:
+    """A server whose process, if it is ever started, creates ``path`` and exits."""
+    code = f"open({str(path)!r}, 'w').close(); raise SystemExit(1)"
+    return {"command": sys.executable, "args": ["-c", code], "maxRestarts": 0}
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args],
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
+# -- tools --------------------------------------------------------------------------------
+
+
+def test_tools_json_is_the_merged_catalog_in_config_order(tmp_path: pathlib.Path) -> None:
+    """tools --json connects every server, lazy ones included: one document whose 'tools'
+    entries have exactly the documented keys, in config order (prefix "" gives bare names);
+    a server that cannot start is named in 'servers' and on stderr, and the exit is 0."""
+    config = write_config(
+        tmp_path,
+        {
+            "alpha": fixture("echo"),
+            "broken": fixture("exit-on-start", maxRestarts=0),
+            "beta": fixture("echo", prefix=""),
+        },
+    )
+    done = run("tools", "--config", config, "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    tools = document["tools"]
+    assert [t["name"] for t in tools] == [
+        "alpha_echo", "alpha_add", "alpha_count", "echo", "add", "count"
+    ]  # fmt: skip
+    assert all(set(t) == ENTRY_KEYS for t in tools)
+    add = tools[1]
+    assert (add["server"], add["original_name"]) == ("alpha", "add")
+    assert add["description"] == "Return a + b."
+    assert set(add["input_schema"]["properties"]) == {"a", "b"}
+    assert tools[3]["server"] == "beta" and tools[3]["original_name"] == "echo"
+    servers = {s["name"]: s for s in document["servers"]}
+    assert servers["alpha"]["status"] == "connected" and servers["alpha"]["tool_count"] == 3
+    assert servers["alpha"]["unsupported"] == 0 and servers["alpha"]["skipped"] == []
+    assert servers["broken"]["status"] == "failed"
+    assert "exited with code 1" in servers["broken"]["error"]
+    assert "server 'broken' is failed" in done.stderr
+
+
+def test_tools_search_lists_only_the_matches(tmp_path: pathlib.Path) -> None:
+    """tools --search Q --json lists the search's matches, best first, in the same shape."""
+    config = write_config(tmp_path, {"alpha": fixture("echo")})
+    done = run("tools", "--config", config, "--json", "--search", "add numbers")
+    assert done.returncode == 0, done.stderr
+    tools = json.loads(done.stdout)["tools"]
+    assert [t["name"] for t in tools] == ["alpha_add"]
+    assert set(tools[0]) == ENTRY_KEYS and tools[0]["input_schema"]["required"] == ["a", "b"]
+
+
+def test_tools_table_and_footer(tmp_path: pathlib.Path) -> None:
+    """tools prints a table of name, server and description, and a footer counting tools
+    and servers and naming the ones not connected (whose errors go to stderr)."""
+    config = write_config(
+        tmp_path, {"alpha": fixture("echo"), "broken": fixture("exit-on-start", maxRestarts=0)}
+    )
+    done = run("tools", "--config", config)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["name", "server", "description"]
+    assert lines[2].split() == ["alpha_add", "alpha", "Return", "a", "+", "b."]
+    assert lines[2].index("alpha ") == lines[0].index("server")  # fixed-width columns
+    assert lines[-1] == "3 tools from 1 server; not connected: broken (see stderr)"
+    assert "server 'broken' is failed: " in done.stderr
+
+
+def test_tools_exits_1_when_no_server_connects(tmp_path: pathlib.Path) -> None:
+    """With every server failed there is no catalog: exit 1, still with a footer."""
+    config = write_config(tmp_path, {"broken": fixture("exit-on-start", maxRestarts=0)})
+    done = run("tools", "--config", config)
+    assert done.returncode == 1
+    footer = done.stdout.splitlines()[-1]
+    assert footer == "0 tools from 0 servers; not connected: broken (see stderr)"
+
+
+@pytest.mark.parametrize("command", [("tools",), ("call", "x_echo")], ids=["tools", "call"])
+def test_a_config_error_exits_2(tmp_path: pathlib.Path, command: tuple[str, ...]) -> None:
+    """A config that does not load is exit 2 with the field path on stderr."""
+    config = write_config(tmp_path, {"x": {"command": "true", "heders": {}}})
+    done = run(*command, "--config", config)
+    assert done.returncode == 2
+    assert "mcpServers.x.heders: unknown field" in done.stderr
+    assert done.stdout == ""
+
+
+# -- call ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def rich(tmp_path: pathlib.Path) -> tuple[str, pathlib.Path, pathlib.Path]:
+    """A config with the ``rich`` fixture (``r``; echo, image and fail auto-approved,
+    counting executions) and a server that leaves a marker file if it is ever started."""
+    counts, started = tmp_path / "counts", tmp_path / "other-started"
+    config = write_config(
+        tmp_path,
+        {
+            "r": fixture("rich", count_file=counts, autoApprove=["echo", "image", "fail"]),
+            "other": marker(started),
+        },
+    )
+    return config, counts, started
+
+
+def test_call_prints_the_text_and_starts_only_the_tools_server(rich) -> None:
+    """call prints the result's text and exits 0; the other server is never started."""
+    config, counts, started = rich
+    done = run("call", "--config", config, "r_echo", '{"text": "hello"}')
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "hello\n"
+    assert count_executions(counts) == {"echo": 1}
+    assert not started.exists()
+
+
+def test_call_json_and_human_output_of_an_image(rich) -> None:
+    """--json is one document with the text, the image (type, size, data) and no error;
+    the human output is the text, then a line for the image."""
+    config, _, _ = rich
+    done = run("call", "--config", config, "r_image", "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert {k: document[k] for k in ("tool", "server", "text", "is_error", "spilled_to")} == {
+        "tool": "r_image", "server": "r", "text": "an image", "is_error": False,
+        "spilled_to": None,
+    }  # fmt: skip
+    (image,) = document["images"]
+    assert image["mime_type"] == "image/png"
+    assert image["size"] == len(base64.b64decode(image["data"])) > 0
+    assert document["audio"] == [] and document["resources"] == []
+    assert document["structured"] is None
+
+    done = run("call", "--config", config, "r_image")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"an image\n[image: image/png, {image['size']} bytes]\n"
+
+
+def test_call_with_invalid_arguments_exits_2_naming_the_field(rich) -> None:
+    """Arguments that do not fit the schema: exit 2, the field named, nothing executed."""
+    config, counts, _ = rich
+    done = run("call", "--config", config, "r_echo", '{"text": 42}')
+    assert done.returncode == 2
+    assert "text: 42 is not of type 'string'" in done.stderr
+    assert done.stdout == ""
+    assert count_executions(counts) == {}
+
+
+def test_call_of_a_failing_tool_exits_1_with_its_text(rich) -> None:
+    """A tool that reports isError: exit 1, its text on stderr; --json still prints the
+    result document, with is_error true."""
+    config, _, _ = rich
+    done = run("call", "--config", config, "r_fail", '{"message": "disk full"}', "--json")
+    assert done.returncode == 1
+    assert "disk full" in done.stderr
+    document = json.loads(done.stdout)
+    assert document["is_error"] is True and document["text"] == "disk full"
+
+
+def test_call_needing_approval_fails_closed_without_yes(rich) -> None:
+    """Headless without --yes, a tool needing approval is refused before it is sent (exit 2,
+    the message says how to allow it); with --yes (arguments from stdin) it runs."""
+    config, counts, _ = rich
+    done = run("call", "--config", config, "r_delete_note", '{"title": "x"}')
+    assert done.returncode == 2
+    assert "ApprovalRequired" in done.stderr and "--yes" in done.stderr
+    assert count_executions(counts) == {}
+
+    done = run("call", "--config", config, "r_delete_note", "-", "--yes", stdin='{"title": "x"}')
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n"
+    assert count_executions(counts) == {"delete_note": 1}
+
+
+def test_call_of_an_unknown_tool_exits_2_with_close_matches(rich) -> None:
+    """An unknown tool: exit 2 naming close matches; only the prefix's server started."""
+    config, _, started = rich
+    done = run("call", "--config", config, "r_ech", '{"text": "x"}')
+    assert done.returncode == 2
+    assert "no tool named 'r_ech' (did you mean r_echo" in done.stderr
+    assert not started.exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        pytest.param('{"text": ', "ARGS_JSON is not valid JSON", id="not-json"),
+        pytest.param('["hello"]', "the arguments must be a JSON object", id="not-an-object"),
+    ],
+)
+def test_call_with_bad_args_json_exits_2_before_starting_anything(
+    tmp_path: pathlib.Path, arguments: str, said: str
+) -> None:
+    """ARGS_JSON that is not a JSON object: exit 2 with a clear message, no server started."""
+    started = tmp_path / "started"
+    config = write_config(tmp_path, {"x": marker(started)})
+    done = run("call", "--config", config, "x_echo", arguments)
+    assert done.returncode == 2
+    assert said in done.stderr
+    assert not started.exists()
+
+
+def ask_on_a_terminal(config: str, answer: bytes) -> tuple[int, str, str]:
+    """Run call with stdin and stderr on a pseudo-terminal; answer the prompt once it shows.
+    Returns the exit code, stdout and what the terminal showed."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "call", "--config", config, "r_delete_note",
+         '{"title": "x"}'],
+        stdin=terminal, stderr=terminal, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    os.close(terminal)
+    shown = b""
+    try:
+        while b"[y/N]" not in shown:
+            ready, _, _ = select.select([controller], [], [], TIMEOUT)
+            assert ready, f"no prompt; the terminal showed {shown!r}"
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: the process closed the terminal
+                chunk = b""
+            assert chunk, f"no prompt; the terminal showed {shown!r}"
+            shown += chunk
+        os.write(controller, answer)
+        out, _ = process.communicate(timeout=TIMEOUT)
+        while select.select([controller], [], [], 0)[0]:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+    return process.returncode, out, shown.decode(errors="replace")
+
+
+def test_call_asks_on_a_terminal(rich) -> None:
+    """With a terminal on stdin and stderr, call asks; y runs the tool, n exits 1 unsent."""
+    config, counts, _ = rich
+    code, out, shown = ask_on_a_terminal(config, b"n\n")
+    assert "Call r_delete_note on r (destructive name)? [y/N]" in shown
+    assert code == 1 and out == ""
+    assert "not approved; r_delete_note was not called" in shown
+    assert count_executions(counts) == {}
+
+    code, out, shown = ask_on_a_terminal(config, b"y\n")
+    assert code == 0, shown
+    assert out == "ok\n"
+    assert count_executions(counts) == {"delete_note": 1}
