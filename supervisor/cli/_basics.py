@@ -1,0 +1,126 @@
+"""``demo``, ``check`` and ``bench``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import trio
+
+from ._common import EXIT_OK, EXIT_USAGE, Commands, Parents
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from ..demo import run_demo
+
+    return trio.run(run_demo, sys.stdout)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from ..config import ConfigError, command_line, load_config, masked_url
+    from ..log import redact
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        for error in exc.errors:
+            print(error, file=sys.stderr)
+        if args.json:
+            errors = [{"path": e.path, "message": e.message} for e in exc.errors]
+            json.dump({"ok": False, "path": args.config, "errors": errors}, sys.stdout)
+            sys.stdout.write("\n")
+        return EXIT_USAGE
+
+    # A server invalid only because of its environment fails the check, unless disabled.
+    failures = [e for s in config.servers.values() if not s.disabled for e in s.errors]
+    for server in config.servers.values():
+        for error in server.errors:
+            note = " (server is disabled)" if server.disabled else ""
+            print(f"{error}{note}", file=sys.stderr)
+    rows = []
+    for server in config.servers.values():
+        kind = "remote" if server.remote_fallback else server.type.value
+        target = redact(masked_url(server.url) if server.url else command_line(server))
+        rows.append((server, kind, target))
+    if args.json:
+        document = {
+            "ok": not failures,
+            "path": args.config,
+            "servers": [
+                {
+                    "name": server.name,
+                    "type": kind,
+                    "target": target,
+                    "disabled": server.disabled,
+                    "lazy": server.lazy,
+                    "prefix": server.prefix,
+                    "errors": [{"path": e.path, "message": e.message} for e in server.errors],
+                }
+                for server, kind, target in rows
+            ],
+            "errors": [{"path": e.path, "message": e.message} for e in failures],
+        }
+        json.dump(document, sys.stdout)
+        sys.stdout.write("\n")
+    elif not failures:
+        count = len(rows)
+        print(f"{args.config}: {count} server{'s' if count != 1 else ''}")
+        width = max((len(server.name) for server, _, _ in rows), default=0)
+        for server, kind, target in rows:
+            flags = "".join(
+                f"  ({flag})"
+                for flag, on in (("disabled", server.disabled), ("invalid", not server.valid))
+                if on
+            )
+            print(f"  {server.name:<{width}}  {kind:<6}  {target}{flags}")
+    return EXIT_USAGE if failures else EXIT_OK
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from ..bench import format_table, run_bench
+
+    report = trio.run(run_bench, args.quick)
+    if args.json:
+        json.dump(report, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(format_table(report))
+    return EXIT_OK
+
+
+def register(commands: Commands, parents: Parents) -> None:
+    """Add ``demo`` and ``check`` to the subcommands."""
+    demo = commands.add_parser(
+        "demo",
+        parents=parents,
+        help="the quick start: a supervision tree, a crash and its recovery, then exit",
+        description="Run a small in-process supervision tree through crashes, restarts and "
+        "a give-up, printing what happens.",
+    )
+    demo.set_defaults(handler=_cmd_demo)
+
+    check = commands.add_parser(
+        "check",
+        parents=parents,
+        help="validate a config file",
+        description="Load and validate a config file: exit 0 printing its servers, or 2 "
+        "listing every problem on stderr, one per line, each starting with its field path. "
+        "A server that needs an environment variable which is not set is a problem.",
+    )
+    check.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    check.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    check.set_defaults(handler=_cmd_check)
+
+
+def register_bench(commands: Commands, parents: Parents) -> None:
+    """Add ``bench`` to the subcommands (listed last)."""
+    bench = commands.add_parser(
+        "bench",
+        parents=parents,
+        help="run the benchmark suite",
+        description="Measure the runtime's figures (DESIGN §9) and print them.",
+    )
+    bench.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    bench.add_argument("--quick", action="store_true", help="fewer, smaller rounds (seconds)")
+    bench.set_defaults(handler=_cmd_bench)

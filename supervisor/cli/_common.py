@@ -1,0 +1,38 @@
+"""What every subcommand shares: exit codes, config loading, JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TypeAlias
+
+from ..log import get_logger
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+#: ``parser.add_subparsers()``'s result, to which each module adds its commands
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+#: the parent parsers every subcommand takes (``-v``)
+Parents: TypeAlias = "list[argparse.ArgumentParser]"
+
+log = get_logger("supervisor.cli")
+
+
+def load(path: str) -> Any:  # noqa: ANN401 - a Config, or None after reporting errors
+    from ..config import ConfigError, load_config
+
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        for error in exc.errors:
+            print(error, file=sys.stderr)
+        return None
+
+
+def print_json(document: object) -> None:
+    """One JSON document on standard output, and a newline."""
+    json.dump(document, sys.stdout)
+    sys.stdout.write("\n")
