@@ -33,6 +33,7 @@ import mcp_types as types
 import msgspec
 import referencing.exceptions
 
+from ._quickcheck import quick_check
 from .config import ToolPolicy
 from .errors import (
     ApprovalDenied,
@@ -124,6 +125,9 @@ class ArgumentValidator:
             raise ValueError("maxsize must be at least 1")
         self._maxsize = maxsize
         self._cache: OrderedDict[str, jsonschema.protocols.Validator] = OrderedDict()
+        # Quick accepts for flat input schemas (see supervisor._quickcheck), by fingerprint;
+        # None where the schema needs the full validator.
+        self._quick: dict[str, Callable[[object], bool] | None] = {}
         self._hits = 0
         self._compilations = 0
 
@@ -147,8 +151,15 @@ class ArgumentValidator:
         """Raise :class:`~supervisor.errors.ToolArgumentsInvalid` listing every error if
         ``arguments`` does not match the tool's ``inputSchema``; return ``None`` if it does.
         """
-        validator = self._validator(fingerprint(tool), tool.name, tool.input_schema, "inputSchema")
+        key = fingerprint(tool)
+        validator = self._validator(key, tool.name, tool.input_schema, "inputSchema")
         instance = dict(arguments) if isinstance(arguments, Mapping) else arguments
+        try:
+            quick = self._quick[key]
+        except KeyError:
+            quick = self._quick[key] = quick_check(tool.input_schema)
+        if quick is not None and quick(instance):
+            return  # valid: the full validator would find nothing
         errors = _errors(validator, instance, tool.name, "inputSchema")
         if errors:
             raise ToolArgumentsInvalid(tool.name, errors)
@@ -175,7 +186,8 @@ class ArgumentValidator:
         self._compilations += 1
         self._cache[key] = validator
         if len(self._cache) > self._maxsize:
-            self._cache.popitem(last=False)
+            evicted, _ = self._cache.popitem(last=False)
+            self._quick.pop(evicted, None)
         return validator
 
 
