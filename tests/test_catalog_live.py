@@ -152,7 +152,7 @@ class TestCoalescing:
     ) -> None:
         """A server that drops and comes back with the same tools within one round
         publishes nothing; the same tool objects are never hashed."""
-        import supervisor.registry as registry
+        import supervisor.registry._catalog as registry
 
         a = managed("a")
         catalog, published = live([a])

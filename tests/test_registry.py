@@ -37,7 +37,7 @@ def tool(name: object, description: str | None = "", schema: object = None) -> T
 
 def count_encodes(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """Record every canonical encoding done for a fingerprint from now on."""
-    import supervisor.registry as registry
+    import supervisor.registry._catalog as registry
 
     real = registry._ENCODER
     seen: list[object] = []

@@ -1,0 +1,329 @@
+"""Checking each server's tool list once (:class:`Listing`), merging the lists into a
+catalog, and diffing catalogs."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Annotated, Any, Literal, Union, overload
+
+import msgspec
+from mcp_types import Tool
+
+from ..errors import ToolNameConflict
+from ._catalog import BUILTIN, Catalog, CatalogDiff, Conflict, Entry
+from ._naming import _VALID, MAX_NAME, NamingPolicy, _fit, _part, _short_hash, _with_suffix
+
+ServerTools = tuple[str, str, Sequence[Tool]]
+"""One server's input to :func:`merge`: ``(server name, prefix, tools as listed)``; the
+tools may be a :class:`Listing`."""
+
+
+# --- merge and diff -------------------------------------------------------------------
+
+
+class Listing(Sequence[Tool]):
+    """One server's tools as it listed them, each checked once (see the module docstring).
+
+    A sequence of every listed tool, invalid ones included; ``problems`` explains each
+    invalid tool in one line. :func:`merge` takes a listing as it is and checks any other
+    sequence first, so a caller that merges again whenever *some* server changes (the live
+    catalog) builds one listing per tool list it receives and checks each tool once. The
+    tools must not change afterwards.
+    """
+
+    __slots__ = ("_rows", "_tools", "problems")
+
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self._tools = tuple(tools)
+        # (tool, name, description, schema, whether the name is a plain ASCII identifier)
+        rows: list[tuple[Tool, str, str, dict[str, object], bool]] = []
+        problems: list[str] = []
+        seen: set[str] = set()
+        check = msgspec.convert
+        shape = _InputSchema
+        for tool in self._tools:
+            original = tool.name
+            schema = tool.input_schema
+            description = tool.description
+            try:
+                check(schema, shape)  # a dict, "type": "object", shaped like JSON Schema
+                problem = None
+            except msgspec.ValidationError as exc:
+                problem = _schema_problem(schema, exc)
+            if problem is None:
+                if type(original) is not str or not original or original in seen:
+                    problem = _name_problem(original)
+                elif description is not None and type(description) is not str:
+                    problem = "its description is not a string"
+            if problem is not None:
+                problems.append(f"tool {original!r}: {problem}")
+                continue
+            seen.add(original)
+            plain = original.isascii() and original.isidentifier()
+            rows.append((tool, original, description or "", schema, plain))
+        self._rows = rows
+        self.problems: tuple[str, ...] = tuple(problems)
+
+    @overload
+    def __getitem__(self, index: int) -> Tool: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Tool, ...]: ...
+    def __getitem__(self, index: int | slice) -> Tool | tuple[Tool, ...]:
+        return self._tools[index]
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"<Listing of {len(self._tools)} tools, {len(self.problems)} invalid>"
+
+
+def merge(
+    servers: Iterable[ServerTools],
+    policy: NamingPolicy | None = None,
+    builtins: frozenset[str] | set[str] = frozenset(),
+    *,
+    refuse: bool = False,
+) -> Catalog:
+    """Merge each server's tools, given in config order, into one :class:`Catalog`.
+
+    Each server's tools may be a :class:`Listing` (checked already) or any sequence (checked
+    now). When ``policy.clash`` is ``"error"`` and two tools (or a tool and a built-in)
+    want the same name, this raises :class:`~supervisor.errors.ToolNameConflict` — or,
+    with ``refuse`` (what a running supervisor does: one server's clash must not hide
+    everyone's tools), leaves the later tool out and records a :class:`Conflict` with
+    ``refused`` set. A server listed twice keeps only its first listing's tools.
+    """
+    # Tens of thousands of small acyclic allocations: pausing the cycle collector
+    # meanwhile keeps it from rescanning a big heap many times over (it runs again after).
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _merge(servers, policy or NamingPolicy(), builtins, refuse)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _merge(
+    servers: Iterable[ServerTools],
+    policy: NamingPolicy,
+    builtins: frozenset[str] | set[str],
+    refuse: bool = False,
+) -> Catalog:
+    entries: dict[str, Entry] = {}
+    refused: dict[tuple[str, bool], list[str]] = {}  # (name, built-in?) -> servers
+    clashes: dict[str, list[str]] = {}  # wanted name -> every server that wanted it
+    builtin_clashes: dict[str, list[str]] = {}
+    by_server: dict[str, tuple[Entry, ...]] = {}
+    unsupported: dict[str, int] = {}
+    invalid: dict[str, tuple[str, ...]] = {}
+    valid = _VALID.fullmatch
+    for server, prefix, tools in servers:
+        if server in by_server:
+            continue
+        listing = tools if type(tools) is Listing else Listing(tools)
+        head, tail = policy.affixes(server, prefix)
+        limit = MAX_NAME - len(head) - len(tail)
+        mine: list[Entry] = []
+        for tool, original, description, schema, plain in listing._rows:
+            name = head + original + tail
+            if not (plain and len(original) <= limit) and not valid(name):
+                name = _fit(head + _part(original, server, original) + tail, server, original)
+            if name in entries or name in builtins:
+                try:
+                    name = _settle(
+                        name,
+                        server,
+                        prefix,
+                        original,
+                        policy,
+                        entries,
+                        builtins,
+                        clashes,
+                        builtin_clashes,
+                    )
+                except ToolNameConflict:
+                    if not refuse:
+                        raise
+                    if name in builtins:  # not even its prefixed name was free
+                        builtin_clashes[name].remove(server)
+                        refused.setdefault((name, True), []).append(server)
+                    else:
+                        refused.setdefault((name, False), [entries[name].server]).append(server)
+                    continue
+            entry = Entry(
+                name=name,
+                server=server,
+                original_name=original,
+                description=description,
+                input_schema=schema,
+                tool=tool,
+            )
+            entries[name] = entry
+            mine.append(entry)
+        by_server[server] = tuple(mine)
+        unsupported[server] = len(listing.problems)
+        if listing.problems:
+            invalid[server] = listing.problems
+    conflicts = [Conflict(n, tuple(s), builtin=True) for n, s in builtin_clashes.items() if s]
+    conflicts += [Conflict(n, tuple(dict.fromkeys(s))) for n, s in clashes.items()]
+    conflicts += [
+        Conflict(n, tuple(dict.fromkeys(s)), builtin=b, refused=True)
+        for (n, b), s in refused.items()
+    ]
+    return Catalog(entries, by_server, unsupported, conflicts, invalid)
+
+
+def _settle(
+    wanted: str,
+    server: str,
+    prefix: str,
+    original: str,
+    policy: NamingPolicy,
+    entries: Mapping[str, Entry],
+    builtins: frozenset[str] | set[str],
+    clashes: dict[str, list[str]],
+    builtin_clashes: dict[str, list[str]],
+) -> str:
+    """A free name for a tool whose ``wanted`` name is taken; records the conflict."""
+
+    def taken(n: str) -> bool:
+        return n in builtins or n in entries
+
+    if wanted in builtins:
+        builtin_clashes.setdefault(wanted, []).append(server)
+        if not prefix:
+            head, tail = policy.affixes(server, server)
+            qualified = _fit(head + _part(original, server, original) + tail, server, original)
+            if not taken(qualified):
+                return qualified
+        servers = [BUILTIN, server]
+    else:
+        # The name is an earlier tool's: that tool's server got it first.
+        servers = [*clashes.get(wanted, [entries[wanted].server]), server]
+    if policy.clash == "error":
+        raise ToolNameConflict(
+            f"tool name {wanted!r} is wanted by {' and '.join(servers)}; set a distinct "
+            "prefix for one of these servers, or use the 'suffix' or 'hash' clash policy",
+            name=wanted,
+            servers=servers,
+        )
+    if wanted not in builtins:
+        clashes.setdefault(wanted, [entries[wanted].server]).append(server)
+    if policy.clash == "hash":
+        candidate = _with_suffix(wanted, "_" + _short_hash(server, original, size=6))
+        if not taken(candidate):
+            return candidate
+    n = 2
+    while taken(candidate := _with_suffix(wanted, f"_{n}")):
+        n += 1
+    return candidate
+
+
+def diff(old: Catalog, new: Catalog) -> CatalogDiff:
+    """What changed from ``old`` to ``new``, per server, by merged name and fingerprint.
+
+    A tool is *registered* if its server did not have that merged name before,
+    *deregistered* if its server no longer has it, and *updated* if the name stayed but the
+    fingerprint changed. Servers with nothing to report are left out. Two entries for the
+    same listed ``Tool`` object are the same definition: their fingerprints are not
+    computed (so a diff after one server re-listed hashes only that server's tools).
+    """
+    registered: dict[str, list[str]] = {}
+    deregistered: dict[str, list[str]] = {}
+    updated: dict[str, list[str]] = {}
+    empty: tuple[Entry, ...] = ()
+    for server in dict.fromkeys([*old.by_server, *new.by_server]):
+        before_entries = old.by_server.get(server, empty)
+        after_entries = new.by_server.get(server, empty)
+        if before_entries is after_entries:
+            continue
+        before = {e.name: e for e in before_entries}
+        after = {e.name: e for e in after_entries}
+        if added := sorted(after.keys() - before.keys()):
+            registered[server] = added
+        if removed := sorted(before.keys() - after.keys()):
+            deregistered[server] = removed
+        changed = [
+            name
+            for name, entry in after.items()
+            if (was := before.get(name)) is not None
+            and was.tool is not entry.tool
+            and was.fingerprint != entry.fingerprint
+        ]
+        if changed:
+            updated[server] = sorted(changed)
+    return CatalogDiff(registered, deregistered, updated)
+
+
+# --- schema shape ---------------------------------------------------------------------
+# JSON Schema 2020-12's own metaschema, reduced to the keywords that decide validation and
+# checked by msgspec in C: a merge can afford it for every tool. Unknown keywords pass.
+
+_SimpleType = Literal["array", "boolean", "integer", "null", "number", "object", "string"]
+_Number = int | float
+_Count = Annotated[int, msgspec.Meta(ge=0)] | Annotated[float, msgspec.Meta(ge=0)]
+_Sub = Union["_Schema", bool]
+
+
+class _Schema(
+    msgspec.Struct,
+    gc=False,
+    rename={"ref": "$ref", "defs": "$defs", "not_": "not"},
+):
+    type: _SimpleType | list[_SimpleType] | None = None
+    properties: dict[str, _Sub] | None = None
+    items: _Sub | list[_Sub] | None = None  # an array: drafts before 2020-12
+    additionalProperties: _Sub | None = None
+    required: list[str] | None = None
+    enum: list[Any] | None = None
+    anyOf: list[_Sub] | None = None
+    oneOf: list[_Sub] | None = None
+    allOf: list[_Sub] | None = None
+    not_: _Sub | None = None
+    ref: str | None = None
+    defs: dict[str, _Sub] | None = None
+    definitions: dict[str, _Sub] | None = None
+    minimum: _Number | None = None
+    maximum: _Number | None = None
+    minLength: _Count | None = None
+    maxLength: _Count | None = None
+    minItems: _Count | None = None
+    maxItems: _Count | None = None
+    title: str | None = None
+    description: str | None = None
+
+
+class _InputSchema(_Schema, kw_only=True, gc=False):
+    """A tool's input schema: an object schema at the root (as MCP requires)."""
+
+    type: Literal["object"]
+
+
+def _schema_problem(schema: object, exc: msgspec.ValidationError) -> str | None:
+    """Why ``schema`` cannot be a tool's input schema, given the shape check's error; None
+    if its declared ``$schema`` dialect accepts it after all."""
+    if type(schema) is not dict:
+        return f"its inputSchema is not a JSON object (got {type(schema).__name__})"
+    if schema.get("type") != "object":
+        return 'its inputSchema does not have "type": "object" at the root'
+    if "$schema" in schema:  # another draft may allow what 2020-12 does not
+        import jsonschema
+
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+        except jsonschema.SchemaError as error:
+            return f"its inputSchema is not a valid JSON Schema: {error.message}"
+        return None
+    return f"its inputSchema is not a valid JSON Schema: {exc}"
+
+
+def _name_problem(original: object) -> str:
+    if type(original) is not str:
+        return f"its name is not a string (got {type(original).__name__})"
+    if not original:
+        return "its name is empty"
+    return "the server already listed a tool of that name"
