@@ -9,6 +9,8 @@ This is the public façade; everything here is re-exported from a focused module
   the approval policy;
 - :mod:`supervisor.actors` — the generic actor runtime and OTP supervision tree;
 - :mod:`supervisor.events` — the event catalog; :mod:`supervisor.bus` — the event bus;
+- :mod:`supervisor.monitor` — the status table, metrics (:class:`ServerMetrics`), the
+  Prometheus text and the session summary (:class:`SessionSummary`);
 - :mod:`supervisor.log` — structlog configuration and secret redaction.
 """
 
@@ -49,11 +51,13 @@ from .events import Event as Event
 from .log import configure_logging as configure_logging
 from .log import get_logger as get_logger
 from .log import register_secret as register_secret
+from .monitor import SessionSummary as SessionSummary
 from .registry import Catalog as Catalog
 from .registry import Entry as Entry
 from .runtime import SupervisorHandle as SupervisorHandle
 from .runtime import open_supervisor as open_supervisor
 from .server import HealthRecord as HealthRecord
+from .server import ServerMetrics as ServerMetrics
 from .tools import ApprovalRequest as ApprovalRequest
 from .tools import ToolResult as ToolResult
 
@@ -83,8 +87,10 @@ __all__ = [
     "RequestTimeout",
     "ServerConfig",
     "ServerError",
+    "ServerMetrics",
     "ServerRequestError",
     "ServerUnavailable",
+    "SessionSummary",
     "Subscription",
     "SupervisorError",
     "SupervisorGaveUp",

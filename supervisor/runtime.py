@@ -35,9 +35,10 @@ from .errors import (
     UnknownTool,
 )
 from .log import get_logger
+from .monitor import SessionSummary, summarize
 from .registry import Catalog, Entry, NamingPolicy
 from .resources import ResourcesMixin
-from .server import HealthRecord, Limits, ManagedServer
+from .server import HealthRecord, Limits, ManagedServer, ServerMetrics
 from .tools import (
     ApprovalCallback,
     ApprovalReason,
@@ -80,6 +81,8 @@ class SupervisorHandle(ResourcesMixin):
         self._approve = approve
         self._spill_dir = spill_dir
         self._reasons: dict[tuple[str, str], tuple[types.Tool, ApprovalReason | None]] = {}
+        self._opened_at = trio.current_time()
+        self._summary: SessionSummary | None = None
 
     # -- servers -----------------------------------------------------------------------
 
@@ -105,6 +108,51 @@ class SupervisorHandle(ResourcesMixin):
                 next_restart_at=child.next_restart_at if child else None,
             )
         return records
+
+    def metrics(self) -> dict[str, ServerMetrics]:
+        """Every server's metrics, by name, in config order: uptime, downtime, reconnects,
+        calls and latency since the supervisor opened (see docs/monitoring.md)."""
+        return {name: server.metrics() for name, server in self._servers.items()}
+
+    def summary(self) -> SessionSummary:
+        """The session's summary: as of now while the block runs; once it has ended, as
+        it was when it ended (before the servers were shut down)."""
+        if self._summary is not None:
+            return self._summary
+        return summarize(self.metrics(), trio.current_time() - self._opened_at)
+
+    def _end_session(self) -> None:
+        """Freeze the summary and log it (the ``session summary`` line)."""
+        if self._summary is not None:
+            return
+        try:
+            summary = self._summary = self.summary()
+        except Exception:  # never hide how the block ended
+            log.exception("session summary failed")
+            return
+        log.info(
+            "session summary",
+            duration_s=round(summary.duration_s, 3),
+            servers=len(summary.servers),
+            connected=summary.connected,
+            calls_ok=summary.calls_ok,
+            calls_failed=summary.calls_failed,
+            reconnects=summary.reconnects,
+            restarts=summary.restarts,
+            per_server={
+                name: {
+                    "status": m.status,
+                    "uptime_s": round(m.uptime_s, 3),
+                    "downtime_s": round(m.downtime_s, 3),
+                    "reconnects": m.reconnects,
+                    "calls_ok": m.calls_ok,
+                    "calls_failed": m.calls_failed,
+                    "p50_ms": None if m.latency_p50_ms is None else round(m.latency_p50_ms, 3),
+                    "p99_ms": None if m.latency_p99_ms is None else round(m.latency_p99_ms, 3),
+                }
+                for name, m in summary.servers.items()
+            },
+        )
 
     async def connect_all(self, timeout: float | None = None) -> None:
         """Connect every server that is not connected yet, concurrently; return once each
@@ -139,8 +187,9 @@ class SupervisorHandle(ResourcesMixin):
 
     async def stop(self, name: str) -> None:
         """Stop a server (gracefully, then by force); its calls fail fast until restarted."""
-        self.server(name)
+        server = self.server(name)
         await self._tree.terminate_child(name)
+        server.health.mark_stopped(trio.current_time())  # also when it was down: not downtime
 
     # -- tools -------------------------------------------------------------------------
 
@@ -329,6 +378,10 @@ async def open_supervisor(
     A call in flight when its connection dies is never re-sent — it may have taken effect
     — unless ``retry_idempotent`` is set and the server annotates the tool read-only or
     idempotent: then the call is sent again once the server is back.
+
+    When the block ends, the session's metrics are frozen — ``handle.summary()`` returns
+    them from then on — and logged as one ``session summary`` info line, before the
+    servers are shut down.
     """
     cfg = config if isinstance(config, Config) else load_config(config)
     bus = bus if bus is not None else Bus()
@@ -365,7 +418,7 @@ async def open_supervisor(
                     intensity=settings.intensity,
                     notify=bus.notify,
                 ) as tree:
-                    yield SupervisorHandle(
+                    handle = SupervisorHandle(
                         cfg,
                         bus,
                         tree,
@@ -375,6 +428,10 @@ async def open_supervisor(
                         approve=approve,
                         spill_dir=spill_dir,
                     )
+                    try:
+                        yield handle
+                    finally:
+                        handle._end_session()  # metrics as the block left them
             finally:
                 background.cancel_scope.cancel()
 

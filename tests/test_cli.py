@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 
@@ -23,17 +27,175 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_demo_shows_a_restart_and_a_give_up() -> None:
-    """`demo` exits 0 after printing a real restart event, a give-up event and a fast failure."""
-    result = run_cli("demo")
-    assert result.returncode == 0, result.stderr
-    out = result.stdout
-    assert "supervisor.child.restarted: supervisor='root', child='worker'" in out
-    assert "strategy='rest_for_one'" in out
-    assert "supervisor.child.gave_up: supervisor='root', child='worker', restarts=2" in out
-    assert "answered by incarnation 2" in out
-    assert "ActorUnavailable: actor 'worker' is unavailable after 2 restart attempts" in out
-    assert "Traceback" not in result.stderr
+# Runs `mcp-supervisor ARGS` as a child subreaper (Linux): whatever the demo leaves behind
+# becomes this wrapper's child when the demo exits, and is reported (then killed).
+SUBREAPER = r"""
+import ctypes, json, os, pathlib, signal, subprocess, sys, tempfile, time
+PR_SET_CHILD_SUBREAPER = 36
+if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    sys.exit("prctl(PR_SET_CHILD_SUBREAPER) failed")
+started = time.monotonic()
+# Output to files, not pipes: a leftover process holding a pipe would keep us waiting.
+with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    demo = subprocess.Popen([sys.executable, "-m", "supervisor", *sys.argv[1:]], stdout=out,
+                            stderr=err)
+    returncode = demo.wait(timeout=100)
+    took = time.monotonic() - started
+    out.seek(0), err.seek(0)
+    stdout, stderr = out.read(), err.read()
+left = []
+for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
+    try:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+        cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        continue
+    if int(fields[1]) == os.getpid():
+        left.append(f"{stat.parent.name} ({fields[0]}): {cmdline}")
+        try:
+            os.kill(int(stat.parent.name), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+json.dump({"returncode": returncode, "stdout": stdout, "stderr": stderr, "took": took,
+           "left": left}, sys.stdout)
+"""
+
+
+def run_reaped(*args: str) -> dict[str, object]:
+    """Run the CLI under SUBREAPER: its exit code, output, duration and leftover processes."""
+    done = subprocess.run(
+        [sys.executable, "-c", SUBREAPER, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, object] = json.loads(done.stdout)
+    return report
+
+
+def lines_in_order(out: str, *patterns: str) -> None:
+    """Each regular expression matches a line of ``out`` after the previous one's."""
+    lines = out.splitlines()
+    at = -1
+    for pattern in patterns:
+        found = next((i for i in range(at + 1, len(lines)) if re.search(pattern, lines[i])), None)
+        assert found is not None, f"no line matching {pattern!r} after line {at}:\n{out}"
+        at = found
+
+
+def test_demo_recovers_a_killed_stdio_server_and_a_lost_http_server() -> None:
+    """`demo` exits 0 within 30 s having printed the table, calls across the three example
+    servers, the events of calc's restart after kill -9 and of flaky's reconnection after
+    its HTTP process was killed and started again, a call made during each outage answered
+    after it, the table again and the summary; no process of the demo remains."""
+    report = run_reaped("demo")
+    out, err = str(report["stdout"]), str(report["stderr"])
+    assert report["returncode"] == 0, err
+    assert report["left"] == [], report["left"]
+    assert float(str(report["took"])) < 30, out
+    assert "Traceback" not in err
+    flaky_pid = re.search(r"flaky\.py, pid (\d+), run by the demo", out)
+    assert flaky_pid is not None, out
+    lines_in_order(
+        out,
+        r"^1\. Connect every server",
+        r"^MCP Server Status$",
+        r"^  calc +🟢 +4 ",
+        r"^  flaky +🟢 +2 ",
+        r"3 servers configured \| 3 connected \| 10 tools available",
+        r"calc_multiply\(a=19\.5, b=4\) -> 78$",
+        r"notes_add_note\(title='total', body='19\.5 x 4 = 78'\) -> added note 'total'",
+        r"flaky_fetch\(key='exchange-rate'\) -> exchange-rate = \d+ \(pid \d+, request 1\)",
+        r"notes_get_note\(title='total'\) -> 19\.5 x 4 = 78$",
+        r"calc_divide\(a=1, b=0\) -> ToolError, handled: .*cannot divide 1 by zero",
+        r"approval asked for notes_delete_note \(destructive annotation\)",
+        r"notes_delete_note\(title='total'\) -> not sent: ApprovalDenied",
+        # calc: kill -9, then the local crash story of docs/servers.md
+        r"^3\. Crash: kill -9 the calc server \(pid \d+\)",
+        r"calc +mcp\.local\.crashed +exit code -9",
+        r"calc +mcp\.disconnected +unexpected",
+        r"calc_add\(a=2, b=40\) sent$",
+        r"calc +mcp\.error +#1, retry in 0\.20 s",
+        r"calc +supervisor\.child\.restarted +restart 1",
+        r"calc +mcp\.connecting +attempt 1 of 5",
+        r"calc +mcp\.local\.spawned +pid \d+",
+        r"calc +mcp\.connected +4 tools",
+        r"calc +mcp\.health\.recovered +back after [\d.]+ s down",
+        r"calc_add\(a=2, b=40\), sent during the outage -> 42 \(after [\d.]+ s\)",
+        # flaky: its HTTP process killed, a call finds it gone, it comes back on its port
+        rf"^4\. Outage: the flaky HTTP server goes away \(kill -9 pid {flaky_pid[1]}\)",
+        r"flaky_fetch\(key='exchange-rate'\) sent$",
+        r"flaky +mcp\.error +#1, retry in 0\.50 s",
+        r"^  flaky +(🔴|🟡) ",  # the table while it is down
+        r"flaky +serving again on port \d+ \(pid \d+\)",
+        r"flaky +mcp\.connected +2 tools",
+        r"flaky +mcp\.health\.recovered +back after [\d.]+ s down",
+        r"flaky_fetch\(key='exchange-rate'\), sent during the outage -> exchange-rate = \d+ "
+        r"\(pid \d+, request 1\)",
+        r"^5\. Status after the recovery",
+        r"^MCP Server Status$",
+        r"^  calc +🟢 +4 ",
+        r"3 servers configured \| 3 connected \| 10 tools available",
+        r"^  calc +connected, .* 1 reconnect",
+        r"^  flaky +connected, .* 1 reconnect",
+        r"total: 3 servers, 3 connected",
+        r"^Demo took [\d.]+ s",
+    )
+    served_again = re.search(r"serving again on port \d+ \(pid (\d+)\)", out)
+    assert served_again is not None and served_again[1] != flaky_pid[1]
+
+
+def test_demo_without_the_example_servers_says_where_it_looked() -> None:
+    """Without the example servers the demo exits 1, naming the directory it looked in."""
+    result = run_cli("demo", "--servers", "/nonexistent/servers")
+    assert result.returncode == 1
+    assert "/nonexistent/servers" in result.stderr
+    assert "Run it from a checkout" in result.stderr
+    assert result.stdout == ""
+
+
+def test_demo_with_a_dashboard_keeps_serving_until_ctrl_c() -> None:
+    """`demo --dashboard 127.0.0.1:0` serves the dashboard through the script and after it,
+    until SIGINT; then it exits 0 and the server processes it started are gone."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "demo", "--dashboard", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen: list[str] = []
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:  # blocks until the script is done (bounded below)
+            seen.append(line)
+            if line.startswith("The dashboard stays at "):
+                break
+        url = seen[-1].split()[4]
+        with urllib.request.urlopen(url + "healthz", timeout=10) as response:
+            health = json.load(response)
+        process.send_signal(signal.SIGINT)
+        rest, errors = process.communicate(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    out = "".join(seen) + rest
+    assert process.returncode == 0, errors
+    assert health["servers"] == {"notes": "connected", "calc": "connected", "flaky": "connected"}
+    assert "calc_add(a=2, b=40), sent during the outage -> 42" in out
+    assert "Stopping." in rest
+    pids = [int(p) for p in re.findall(r"\bpid (\d+)", out)]
+    assert pids and not any(alive(pid) for pid in pids)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_bench_json_quick_is_one_document_of_positive_figures() -> None:

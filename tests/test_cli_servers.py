@@ -49,9 +49,9 @@ def test_status_table_when_all_are_connected(tmp_path: pathlib.Path) -> None:
     done = run("status", "--config", config)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split()[:3] == ["server", "type", "status"]
-    assert {line.split()[0] for line in lines[1:]} == {"alpha", "beta"}
-    assert all(" connected " in line for line in lines[1:])
+    assert lines[0] == "MCP Server Status"  # the table of docs/monitoring.md
+    assert [line.split()[:2] for line in lines[4:6]] == [["alpha", "🟢"], ["beta", "🟢"]]
+    assert lines[-1] == "  2 servers configured | 2 connected | 6 tools available"
 
 
 def test_events_prints_json_lines(tmp_path: pathlib.Path) -> None:
@@ -73,3 +73,51 @@ def test_server_commands_reject_a_broken_config(tmp_path: pathlib.Path) -> None:
         done = run(command, "--config", config)
         assert done.returncode == 2
         assert "mcpServers.x.heders: unknown field" in done.stderr
+
+
+def test_status_with_a_dashboard_serves_until_ctrl_c(tmp_path: pathlib.Path) -> None:
+    """`status --dashboard 127.0.0.1:0` prints where the page is, serves it while the table
+    stays live, and ends cleanly on SIGINT, leaving no server process."""
+    import signal
+    import threading
+    import time
+    import urllib.error
+    import urllib.request
+
+    config = write_config(tmp_path, {"one": fixture("echo")})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "status", "--config", config,
+         "--dashboard", "127.0.0.1:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()  # the first line says where the page is
+        assert line.startswith("mcp-supervisor: dashboard at http://127.0.0.1:"), line
+        url = line.split()[-1]
+        deadline = time.monotonic() + 30
+        while True:  # until the echo server is connected: 503 while it connects
+            try:
+                with urllib.request.urlopen(url + "healthz", timeout=10) as response:
+                    health = json.load(response)
+                break
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 503 and time.monotonic() < deadline
+                time.sleep(0.05)
+        assert health == {"status": "ok", "servers": {"one": "connected"}}
+        watchdog = threading.Timer(30, process.kill)  # bounds the blocking reads below
+        watchdog.start()
+        assert process.stdout is not None
+        for line in process.stdout:  # the table is redrawn once it has connected
+            if "1 server configured | 1 connected" in line:
+                break
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+        watchdog.cancel()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0

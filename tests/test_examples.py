@@ -9,6 +9,11 @@ import re
 import signal
 import subprocess
 import sys
+from functools import partial
+
+import trio
+
+from supervisor import ToolError, open_supervisor
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 AGENT_LOOP = ROOT / "examples" / "agent_loop.py"
@@ -140,3 +145,107 @@ def test_workflow_archives_summaries_and_handles_each_error(tmp_path: pathlib.Pa
     inbox = json.loads((tmp_path / "inbox.json").read_text())
     assert set(inbox) == {"ideas", "release", "standup", "retro"}  # nothing was deleted
     assert "archive: 4 notes" in out
+
+
+SERVERS = ROOT / "examples" / "servers"
+
+
+async def test_calc_server_computes_and_reports_bad_input_as_tool_errors() -> None:
+    """calc.py adds, multiplies, divides and takes square roots (whole results as integers);
+    dividing by zero and the root of a negative number are tool errors naming the input."""
+    config = {
+        "mcpServers": {
+            "calc": {
+                "command": sys.executable,
+                "args": [str(SERVERS / "calc.py")],
+                "approve": False,
+            }
+        }
+    }
+    with trio.fail_after(30):
+        async with open_supervisor(config) as sup:
+            assert sorted(await sup.tools()) == [
+                "calc_add",
+                "calc_divide",
+                "calc_multiply",
+                "calc_sqrt",
+            ]
+            answers = [
+                (await sup.call(name, arguments)).text
+                for name, arguments in [
+                    ("calc_add", {"a": 2, "b": 3}),
+                    ("calc_add", {"a": 0.5, "b": 0.25}),
+                    ("calc_multiply", {"a": 19.5, "b": 4}),
+                    ("calc_divide", {"a": 1, "b": 4}),
+                    ("calc_sqrt", {"x": 81}),
+                ]
+            ]
+            assert answers == ["5", "0.75", "78", "0.25", "9"]
+            for name, arguments, message in [
+                ("calc_divide", {"a": 7, "b": 0}, "cannot divide 7 by zero"),
+                ("calc_sqrt", {"x": -4}, "square root of a negative number (-4)"),
+            ]:
+                try:
+                    await sup.call(name, arguments)
+                except ToolError as exc:
+                    assert message in exc.text
+                else:
+                    raise AssertionError(f"{name}{arguments} did not fail")
+            record = sup.status()["calc"]
+            assert (record.calls_ok, record.calls_failed, record.restarts) == (5, 2, 0)
+
+
+async def test_flaky_server_serves_over_http_and_fails_every_nth_fetch() -> None:
+    """flaky.py --port 0 prints the URL it serves once listening; over Streamable HTTP its
+    fetch fails every N-th time (--fail-every) as a tool error, and ping names its pid;
+    killed and started again on the same port, it is reached at the same URL."""
+
+    async def start(port: int, nursery: trio.Nursery) -> tuple[trio.Process, str, int]:
+        command = [
+            sys.executable,
+            str(SERVERS / "flaky.py"),
+            "--port",
+            str(port),
+            "--fail-every",
+            "2",
+        ]
+        process: trio.Process = await nursery.start(
+            partial(trio.run_process, command, stdout=subprocess.PIPE, check=False)
+        )
+        assert process.stdout is not None
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = await process.stdout.receive_some()
+            assert chunk, f"flaky.py exited before serving: {line!r}"
+            line += chunk
+        found = re.fullmatch(
+            rb"flaky: serving (http://127\.0\.0\.1:(\d+)/mcp) \(pid (\d+)\)\n", line
+        )
+        assert found is not None, line
+        assert found[3] == str(process.pid).encode()
+        return process, found[1].decode(), int(found[2])
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            process, url, port = await start(0, nursery)
+            config = {"mcpServers": {"flaky": {"type": "http", "url": url, "autoApprove": True}}}
+            async with open_supervisor(config) as sup:
+                first = await sup.call("flaky_fetch", {"key": "k"})
+                assert re.fullmatch(rf"k = \d+ \(pid {process.pid}, request 1\)", first.text)
+                try:
+                    await sup.call("flaky_fetch", {"key": "k"})
+                except ToolError as exc:
+                    assert "upstream timed out fetching 'k' (request 2)" in exc.text
+                else:
+                    raise AssertionError("the second fetch did not fail")
+                third = await sup.call("flaky_fetch", {"key": "k"})
+                assert third.text.split(" (")[0] == first.text.split(" (")[0]  # same value
+                assert (await sup.call("flaky_ping")).text.startswith(
+                    f"pong from pid {process.pid}"
+                )
+            process.kill()
+            await process.wait()
+            again, url_again, port_again = await start(port, nursery)
+            assert (url_again, port_again) == (url, port) and again.pid != process.pid
+            again.kill()
+    assert not alive(process.pid) and not alive(again.pid)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import trio
 
 from ..log import configure_logging
-from . import _basics, _servers, _tools
+from . import _basics, _serve, _servers, _tools
 from ._common import EXIT_FAILURE, log
 
 __all__ = ["build_parser", "main"]
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     _basics.register(commands, parents)
     _servers.register(commands, parents)
     _tools.register(commands, parents)
+    _serve.register(commands, parents)
     _basics.register_bench(commands, parents)
     return parser
 

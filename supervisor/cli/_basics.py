@@ -5,16 +5,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 
 import trio
 
-from ._common import EXIT_OK, EXIT_USAGE, Commands, Parents
+from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents
+from ._serve import add_dashboard_option
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ..demo import run_demo
+    from ..demo import DemoError, run_demo
+    from ..log import configure_logging
 
-    return trio.run(run_demo, sys.stdout)
+    if not getattr(args, "verbose", 0):  # the demo's crashes are expected: no warnings
+        configure_logging(level="error", stream=sys.stderr, force=True)
+    try:
+        return trio.run(
+            partial(run_demo, sys.stdout, servers=args.servers, dashboard=args.dashboard)
+        )
+    except DemoError as exc:
+        print(f"mcp-supervisor demo: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -94,10 +105,20 @@ def register(commands: Commands, parents: Parents) -> None:
     demo = commands.add_parser(
         "demo",
         parents=parents,
-        help="the quick start: a supervision tree, a crash and its recovery, then exit",
-        description="Run a small in-process supervision tree through crashes, restarts and "
-        "a give-up, printing what happens.",
+        help="the quick start: example servers, a crash and its recovery, then exit",
+        description="Supervise the example MCP servers of a checkout (examples/servers: "
+        "notes and calc over stdio, flaky over Streamable HTTP), call tools across them, "
+        "kill two of them and print the recovery, then a summary; exit 0 (1 if something "
+        "does not recover). With --dashboard, keep running with the web dashboard until "
+        "Ctrl-C. The crashes are on purpose: the log shows only errors unless -v.",
     )
+    demo.add_argument(
+        "--servers",
+        metavar="DIR",
+        default=None,
+        help="the directory of the example servers (default: the checkout's examples/servers)",
+    )
+    add_dashboard_option(demo)
     demo.set_defaults(handler=_cmd_demo)
 
     check = commands.add_parser(

@@ -4,46 +4,107 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import shutil
 import sys
+from typing import TYPE_CHECKING
 
 import trio
 
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, load
+from ._serve import add_dashboard_option, start_dashboard
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..runtime import SupervisorHandle
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
     config = load(args.config)
     if config is None:
         return EXIT_USAGE
-    return trio.run(_status, config, args.json, args.watch)
+    try:
+        return trio.run(_status, config, args)
+    except KeyboardInterrupt:
+        if not (args.watch or args.dashboard):
+            raise
+        return EXIT_OK  # Ctrl-C is how --watch (and --dashboard) ends
 
 
-async def _status(config: object, as_json: bool, watch: bool) -> int:
+def _color() -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
+
+
+def _show(sup: SupervisorHandle, as_json: bool, *, redraw: bool = False) -> int:
+    """Print the table (or the JSON document) once; exit 0 when every server is connected."""
     from ..monitor import status_document, status_table
+
+    records = sup.status()
+    if as_json:
+        print(json.dumps(status_document(records, sup.metrics())), flush=True)
+    else:
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
+        table = status_table(records, color=_color(), width=width)
+        # Home and clear-to-end: the table is redrawn in place, without flicker.
+        print(("\x1b[H\x1b[J" if redraw else "") + table, flush=True)
+    return EXIT_OK if all(r.status == "connected" for r in records.values()) else EXIT_FAILURE
+
+
+async def _connect_all(sup: SupervisorHandle) -> None:
+    """Connect every server; on a terminal, show ``connecting 3/8…`` on stderr meanwhile."""
+    from ..monitor import progress_line
+
+    if not sys.stderr.isatty() or len(sup.servers) < 2:
+        await sup.connect_all()
+        return
+
+    def draw() -> None:
+        sys.stderr.write("\r\x1b[K" + progress_line(sup.status()))
+        sys.stderr.flush()
+
+    async with sup.subscribe("mcp.*", "supervisor.*") as events, trio.open_nursery() as nursery:
+
+        async def connect() -> None:
+            await sup.connect_all()
+            nursery.cancel_scope.cancel()
+
+        nursery.start_soon(connect)
+        draw()
+        async for _ in events:
+            events.drain()
+            draw()
+    sys.stderr.write("\r\x1b[K")
+    sys.stderr.flush()
+
+
+async def _watch(sup: SupervisorHandle, as_json: bool) -> None:
+    """Redraw on every change (and every second on a terminal, for the clocks), until
+    cancelled (Ctrl-C)."""
+    tty = sys.stdout.isatty()
+    async with sup.subscribe("mcp.*", "supervisor.*") as events, trio.open_nursery() as nursery:
+        nursery.start_soon(sup.connect_all)
+        while True:
+            _show(sup, as_json, redraw=tty and not as_json)
+            with trio.move_on_after(1.0 if tty else math.inf):
+                await events.receive()
+                await trio.sleep(0.1)  # one redraw for a burst of events
+            events.drain()
+
+
+async def _status(config: Config, args: argparse.Namespace) -> int:
     from ..runtime import open_supervisor
 
-    def show(sup: object) -> int:
-        records = sup.status()  # type: ignore[attr-defined]
-        if as_json:
-            print(json.dumps(status_document(records)), flush=True)
-        else:
-            if watch and sys.stdout.isatty():
-                print("\x1b[2J\x1b[H", end="")
-            print(status_table(records), flush=True)
-        return EXIT_OK if all(r.status == "connected" for r in records.values()) else EXIT_FAILURE
-
-    async with open_supervisor(config) as sup:  # type: ignore[arg-type]
-        if not watch:
-            await sup.connect_all()
-            return show(sup)
-        async with sup.subscribe("mcp.*", "supervisor.*") as events, trio.open_nursery() as n:
-            n.start_soon(sup.connect_all)
-            show(sup)
-            async for _ in events:
-                await trio.sleep(0.1)  # one redraw for a burst of events
-                events.drain()
-                show(sup)
-    return EXIT_OK
+    async with open_supervisor(config) as sup:
+        if args.dashboard is not None:  # the page and the table, live, until Ctrl-C
+            async with trio.open_nursery() as nursery:
+                await start_dashboard(nursery, sup, args.dashboard)
+                await _watch(sup, args.json)
+        if args.watch:
+            await _watch(sup, args.json)
+            return EXIT_OK
+        await _connect_all(sup)
+        return _show(sup, args.json)
 
 
 def _cmd_events(args: argparse.Namespace) -> int:
@@ -74,12 +135,15 @@ def register(commands: Commands, parents: Parents) -> None:
         "status",
         parents=parents,
         help="connect every enabled server and print its health",
-        description="Connect every enabled server and print a health table (exit 0 when all "
-        "are connected, 1 otherwise). --watch keeps redrawing it as events arrive.",
+        description="Connect every enabled server and print the status table "
+        "(docs/monitoring.md; exit 0 when all are connected, 1 otherwise). --json prints "
+        "the health records and metrics as one JSON document; --watch keeps redrawing the "
+        "table as events arrive, until Ctrl-C.",
     )
     status.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
     status.add_argument("--json", action="store_true", help="one JSON document on stdout")
     status.add_argument("--watch", action="store_true", help="redraw on every change (Ctrl-C)")
+    add_dashboard_option(status)  # implies --watch
     status.set_defaults(handler=_cmd_status)
 
     events = commands.add_parser(

@@ -36,6 +36,8 @@ from ._actor import ListTools as ListTools
 from ._actor import ServerActor as ServerActor
 from ._health import Health as Health
 from ._health import HealthRecord as HealthRecord
+from ._health import LatencyHistogram as LatencyHistogram
+from ._health import ServerMetrics as ServerMetrics
 from ._health import ServerStatus as ServerStatus
 from ._managed import MAILBOX as MAILBOX
 from ._managed import Limits as Limits
@@ -52,6 +54,7 @@ __all__ = [
     "ConnectTimeout",
     "Health",
     "HealthRecord",
+    "LatencyHistogram",
     "Limits",
     "ListTools",
     "ManagedServer",
@@ -59,6 +62,7 @@ __all__ = [
     "ServerActor",
     "ServerError",
     "ServerExited",
+    "ServerMetrics",
     "ServerRequestError",
     "ServerSettings",
     "ServerStatus",

@@ -346,7 +346,7 @@ class ServerActor(Actor):
         finally:
             delivery.reset(token)
         now = trio.current_time()
-        health.latencies.append(now - start)
+        health.latency.observe(now - start)
         health.last_ok = time.time()
         if result.is_error:
             health.calls_failed += 1
@@ -784,6 +784,7 @@ class ServerActor(Actor):
         health.tool_count = len(tools)
         health.connect_time = took
         health.next_retry_at = None
+        health.mark_connected(trio.current_time())
         self._ready.set()
         server.emit(events.Connected(server=server.name, tool_count=len(tools), connect_time=took))
         if recovered is not None:
@@ -803,6 +804,7 @@ class ServerActor(Actor):
         health.consecutive_failures += 1
         if health.disconnected_at is None:
             health.disconnected_at = time.time()
+        health.mark_down(trio.current_time())
         self.client = None
         if isinstance(transport, StdioTransport) and transport.pid is not None:
             server.emit(
@@ -833,6 +835,7 @@ class ServerActor(Actor):
     def _on_stopped(self, transport: TransportLike, connected: bool) -> None:
         server = self.server
         self.client = None
+        server.health.mark_stopped(trio.current_time())
         if connected:
             server.emit(events.Disconnected(server=server.name, reason="stopped", was_clean=True))
         if isinstance(transport, StdioTransport) and transport.pid is not None:

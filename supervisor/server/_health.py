@@ -1,15 +1,19 @@
-"""Health: the running record of one server, and its snapshot."""
+"""Health: the running record of one server, its snapshot, and its metrics.
+
+Durations (uptime, downtime, reconnect times, call latency) are measured on trio's clock
+(:func:`trio.current_time`), so tests under ``autojump_clock`` see exact figures; the
+health record's timestamps (``connected_since``, ``last_ok`` …) are unix seconds, for
+people.
+"""
 
 from __future__ import annotations
 
-import collections
+import bisect
 import enum
+import math
 
 import attrs
 import msgspec
-
-#: Latency samples kept for the p50/p99 in the health record.
-LATENCY_SAMPLES = 512
 
 
 class ServerStatus(enum.Enum):
@@ -44,6 +48,129 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
     latency_p50_ms: float | None
     latency_p99_ms: float | None
     pid: int | None
+    #: restarts tried in a row before the server is failed (its ``maxRestarts``)
+    max_attempts: int = 0
+
+
+# -- latency: a fixed log-bucket histogram ------------------------------------------------
+
+
+def _bucket_bounds() -> tuple[float, ...]:
+    """Upper bounds in seconds: two significant digits (1.0, 1.1 … 9.9 × 10^e) from 1 µs
+    to 1000 s, each the float nearest its decimal, so ``0.0025`` is exactly ``0.0025``."""
+    bounds = [float(f"{m}e{e - 1}") for e in range(-6, 3) for m in range(10, 100)]
+    bounds.append(1000.0)
+    return tuple(bounds)
+
+
+#: The histogram's bucket upper bounds (seconds); bucket ``i`` holds ``(b[i-1], b[i]]``
+#: and one more bucket holds everything above 1000 s. A bucket is at most 10 % wider
+#: than its lower bound, so its midpoint is within 5 % of anything in it.
+LATENCY_BOUNDS: tuple[float, ...] = _bucket_bounds()
+
+#: The bounds (seconds) of the coarse cumulative buckets reported in
+#: :attr:`ServerMetrics.latency_buckets` and the Prometheus histogram: 1, 2.5 and 5 per
+#: decade from 100 µs to 50 s, then 100 s. Each is one of :data:`LATENCY_BOUNDS`.
+REPORTED_BOUNDS: tuple[float, ...] = (
+    *(float(f"{m}e{e}") for e in range(-4, 2) for m in ("1", "2.5", "5")),
+    100.0,
+)
+
+_REPORTED_INDEX = tuple(LATENCY_BOUNDS.index(b) for b in REPORTED_BOUNDS)
+
+
+@attrs.define
+class LatencyHistogram:
+    """Call latencies in fixed logarithmic buckets: O(1) memory and O(log buckets) per
+    observation, quantiles within 5 % relative error of the exact (nearest-rank) ones.
+
+    Keeps every observation since it was created — no window: the count, sum, min, max
+    and the per-bucket counts are exact; only quantiles are estimated.
+    """
+
+    counts: list[int] = attrs.Factory(lambda: [0] * (len(LATENCY_BOUNDS) + 1))
+    count: int = 0
+    sum: float = 0.0
+    min: float = math.inf
+    max: float = 0.0
+
+    def observe(self, seconds: float) -> None:
+        """Count one latency (negative values count as 0)."""
+        seconds = max(seconds, 0.0)
+        self.counts[bisect.bisect_left(LATENCY_BOUNDS, seconds)] += 1
+        self.count += 1
+        self.sum += seconds
+        self.min = min(self.min, seconds)
+        self.max = max(self.max, seconds)
+
+    def quantile(self, q: float) -> float | None:
+        """The ``q``-quantile in seconds (``0 < q <= 1``), ``None`` with no observation.
+
+        The estimate is the middle of the bucket holding the nearest-rank quantile (the
+        smallest observation with at least ``ceil(q × count)`` observations at or below
+        it), kept within the observed min and max: within 5 % of that exact value when
+        it is 1 µs or more (below, the estimate is at most 1 µs).
+        """
+        if self.count == 0:
+            return None
+        rank = max(1, math.ceil(q * self.count))
+        index, seen = 0, self.counts[0]
+        while seen < rank:
+            index += 1
+            seen += self.counts[index]
+        if index == len(LATENCY_BOUNDS):
+            return self.max
+        upper = LATENCY_BOUNDS[index]
+        lower = LATENCY_BOUNDS[index - 1] if index else 0.0
+        return min(max((lower + upper) / 2, self.min), self.max)
+
+    def cumulative(self) -> tuple[tuple[float, int], ...]:
+        """``(upper bound in seconds, observations at or below it)`` at
+        :data:`REPORTED_BOUNDS` — a Prometheus histogram's ``le`` buckets (``+Inf`` is
+        :attr:`count`)."""
+        out = []
+        seen = 0
+        start = 0
+        for index, bound in zip(_REPORTED_INDEX, REPORTED_BOUNDS, strict=True):
+            seen += sum(self.counts[start : index + 1])
+            start = index + 1
+            out.append((bound, seen))
+        return tuple(out)
+
+
+# -- metrics -------------------------------------------------------------------------------
+
+
+class ServerMetrics(msgspec.Struct, frozen=True, kw_only=True):
+    """One server's figures since the supervisor started (see docs/monitoring.md).
+
+    Durations are seconds on trio's clock. ``downtime_s`` counts from a failure (a
+    failed connection attempt or a lost connection) until connected again — backoff,
+    reconnecting and a failed (given-up) state included — but not the time before the
+    first attempt or after a deliberate stop. ``reconnects`` counts recoveries from
+    such failures and ``reconnect_avg_s`` is their mean duration (``None`` before the
+    first). ``success_rate`` is ``calls_ok / (calls_ok + calls_failed)``, ``None``
+    before the first counted call. Latencies are estimated within 5 %.
+    """
+
+    server: str
+    status: str
+    uptime_s: float
+    downtime_s: float
+    reconnects: int
+    reconnect_avg_s: float | None
+    restarts: int
+    calls_ok: int
+    calls_failed: int
+    success_rate: float | None
+    latency_p50_ms: float | None
+    latency_p99_ms: float | None
+    #: answered calls timed, and their total latency in seconds
+    latency_count: int
+    latency_sum_s: float
+    #: ``(upper bound s, calls at or below it)`` at :data:`REPORTED_BOUNDS`, cumulative
+    latency_buckets: tuple[tuple[float, int], ...]
+    tool_count: int | None
 
 
 @attrs.define
@@ -65,12 +192,78 @@ class Health:
     calls_ok: int = 0
     calls_failed: int = 0
     pid: int | None = None
-    latencies: collections.deque[float] = attrs.Factory(
-        lambda: collections.deque(maxlen=LATENCY_SAMPLES)
-    )
+    latency: LatencyHistogram = attrs.Factory(LatencyHistogram)
+    # Up and down time, on trio's clock: the open interval's start, and the closed ones.
+    up_since: float | None = None
+    down_since: float | None = None
+    uptime_total: float = 0.0
+    downtime_total: float = 0.0
+    reconnects: int = 0
+    reconnect_total: float = 0.0
 
     def percentile(self, q: float) -> float | None:
-        if not self.latencies:
-            return None
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+        """The estimated ``q``-quantile of call latency, in milliseconds."""
+        seconds = self.latency.quantile(q)
+        return None if seconds is None else seconds * 1000
+
+    # -- up and down (``now``: trio.current_time()) -----------------------------------
+
+    def mark_connected(self, now: float) -> None:
+        """A connection was made: an outage (if any) ends and counts as a reconnect."""
+        if self.down_since is not None:
+            outage = now - self.down_since
+            self.downtime_total += outage
+            self.reconnect_total += outage
+            self.reconnects += 1
+            self.down_since = None
+        if self.up_since is None:
+            self.up_since = now
+
+    def mark_down(self, now: float) -> None:
+        """A connection attempt failed or a connection was lost: an outage begins (or
+        goes on)."""
+        self._close_up(now)
+        if self.down_since is None:
+            self.down_since = now
+
+    def mark_stopped(self, now: float) -> None:
+        """Stopped on purpose: neither up nor down from now on."""
+        self._close_up(now)
+        if self.down_since is not None:
+            self.downtime_total += now - self.down_since
+            self.down_since = None
+
+    def _close_up(self, now: float) -> None:
+        if self.up_since is not None:
+            self.uptime_total += now - self.up_since
+            self.up_since = None
+
+    def uptime(self, now: float) -> float:
+        """Seconds connected so far, the current connection included."""
+        return self.uptime_total + (0.0 if self.up_since is None else now - self.up_since)
+
+    def downtime(self, now: float) -> float:
+        """Seconds down after failures so far, the current outage included."""
+        return self.downtime_total + (0.0 if self.down_since is None else now - self.down_since)
+
+    def metrics(self, server: str, status: str, now: float) -> ServerMetrics:
+        """The figures as of ``now`` (trio time)."""
+        calls = self.calls_ok + self.calls_failed
+        return ServerMetrics(
+            server=server,
+            status=status,
+            uptime_s=self.uptime(now),
+            downtime_s=self.downtime(now),
+            reconnects=self.reconnects,
+            reconnect_avg_s=self.reconnect_total / self.reconnects if self.reconnects else None,
+            restarts=self.restarts,
+            calls_ok=self.calls_ok,
+            calls_failed=self.calls_failed,
+            success_rate=self.calls_ok / calls if calls else None,
+            latency_p50_ms=self.percentile(0.50),
+            latency_p99_ms=self.percentile(0.99),
+            latency_count=self.latency.count,
+            latency_sum_s=self.latency.sum,
+            latency_buckets=self.latency.cumulative(),
+            tool_count=self.tool_count,
+        )

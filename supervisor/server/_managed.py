@@ -51,7 +51,7 @@ from ._actor import (
     ServerActor,
     _NotSent,
 )
-from ._health import Health, HealthRecord, ServerStatus
+from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
 from ._remote import TransportLike, _Remote
 
 log = get_logger("supervisor.server")
@@ -215,7 +215,12 @@ class ManagedServer:
             latency_p50_ms=h.percentile(0.50),
             latency_p99_ms=h.percentile(0.99),
             pid=h.pid,
+            max_attempts=self.config.max_attempts,
         )
+
+    def metrics(self) -> ServerMetrics:
+        """Uptime, downtime, reconnects, calls and latency (docs/monitoring.md) as of now."""
+        return self.health.metrics(self.name, self.status().value, trio.current_time())
 
     def transport(self) -> TransportLike:
         """A fresh transport for one connection attempt."""

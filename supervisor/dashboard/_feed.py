@@ -1,0 +1,102 @@
+"""The live feed: one bus subscription, fanned out to every open page without blocking.
+
+The hub reads the supervisor's events (``sup.subscribe("*")``) and keeps the most recent
+ones, so that a page opened late still shows a timeline. Each page gets an
+:class:`Outbox`: bounded, dropping its oldest events when the page reads too slowly, and
+filled without ever waiting. So neither a slow browser nor a stuck one holds up the hub,
+and the hub, being an ordinary bus subscriber, never holds up the tree.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Mapping
+
+import msgspec
+import trio
+
+from ..events import Event
+from ..server import HealthRecord
+
+__all__ = ["Hub", "Outbox", "feed_message"]
+
+#: Events kept for pages opened later.
+HISTORY = 500
+#: Events buffered for one page between two of its sends.
+OUTBOX = 256
+#: The bus subscription's own buffer (drop-oldest, like every subscription).
+SUBSCRIPTION_BUFFER = 4096
+
+
+class Outbox:
+    """One page's pending events: bounded, drop-oldest, never blocks the writer."""
+
+    def __init__(self, size: int = OUTBOX) -> None:
+        self._items: deque[Event] = deque(maxlen=size)
+        self._dropped = 0
+        self._ready = trio.Event()
+
+    def put(self, event: Event) -> None:
+        if len(self._items) == self._items.maxlen:
+            self._dropped += 1
+        self._items.append(event)
+        self._ready.set()
+
+    async def take(self, timeout: float) -> tuple[list[Event], int]:
+        """Wait up to *timeout* seconds for events; return them and how many were dropped."""
+        with trio.move_on_after(timeout):
+            await self._ready.wait()
+        items, dropped = list(self._items), self._dropped
+        self._items.clear()
+        self._dropped = 0
+        self._ready = trio.Event()
+        return items, dropped
+
+
+class Hub:
+    """Fans the bus out to the open pages; see the module docstring."""
+
+    def __init__(self, history: int = HISTORY) -> None:
+        self._history: deque[Event] = deque(maxlen=history)
+        self._outboxes: set[Outbox] = set()
+
+    async def run(self, subscribe: object, *, task_status: trio.TaskStatus[None]) -> None:
+        """Read events from ``subscribe("*")`` (a handle's or bus's method) until cancelled."""
+        async with subscribe("*", buffer=SUBSCRIPTION_BUFFER) as events:  # type: ignore[operator]
+            task_status.started()
+            async for event in events:
+                self._history.append(event)
+                for outbox in self._outboxes:
+                    outbox.put(event)
+
+    def join(self) -> tuple[list[Event], Outbox]:
+        """The events so far and an outbox for every later one, with nothing in between."""
+        outbox = Outbox()
+        self._outboxes.add(outbox)
+        return list(self._history), outbox
+
+    def leave(self, outbox: Outbox) -> None:
+        self._outboxes.discard(outbox)
+
+    @property
+    def pages(self) -> int:
+        """How many pages are connected."""
+        return len(self._outboxes)
+
+
+def feed_message(
+    kind: str,
+    records: Mapping[str, HealthRecord],
+    events: list[Event],
+    dropped: int = 0,
+) -> str:
+    """One feed frame: ``{"type", "ts", "servers": [record...], "events": [...], "dropped"}``."""
+    message = {
+        "type": kind,
+        "ts": time.time(),
+        "servers": list(records.values()),
+        "events": events,
+        "dropped": dropped,
+    }
+    return msgspec.json.encode(message).decode()

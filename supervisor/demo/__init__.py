@@ -1,0 +1,18 @@
+"""The quick-start demo behind ``mcp-supervisor demo``: real MCP servers, a crash, a recovery.
+
+It runs the example servers of a checkout (``examples/servers/``) under
+:func:`~supervisor.open_supervisor` — ``notes`` and ``calc`` over stdio, ``flaky`` over
+Streamable HTTP in a process of its own — prints the status table, calls tools across
+them, kills the calculator (``kill -9``) and then the flaky HTTP server, printing the
+events of each recovery as they arrive and a call made during each outage being served
+after it, then the table again and the session's summary. Nothing is scripted but the
+faults: every figure is read from the running supervisor. No process is left behind.
+"""
+
+from __future__ import annotations
+
+from ._script import run_demo as run_demo
+from ._servers import DemoError as DemoError
+from ._servers import find_servers as find_servers
+
+__all__ = ["DemoError", "find_servers", "run_demo"]

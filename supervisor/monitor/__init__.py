@@ -1,0 +1,44 @@
+"""Monitoring: the status table, metrics, the Prometheus exposition, the session summary.
+
+* :func:`status_table` — health records as the ``mcp-supervisor status`` table (a pure
+  function of the records and a clock); :func:`progress_line` while servers connect;
+* :func:`status_document` — the ``status --json`` document, records and metrics;
+* :class:`~supervisor.server.ServerMetrics` — one server's uptime, downtime, reconnects,
+  calls and latency (``SupervisorHandle.metrics()``), estimated by a
+  :class:`~supervisor.server.LatencyHistogram`;
+* :func:`prometheus_text` — those metrics in the Prometheus text format (``/metrics``);
+* :class:`SessionSummary` — what a session did (``SupervisorHandle.summary()``), and
+  :func:`summary_text` to print it.
+
+See docs/monitoring.md for the table's columns and every metric.
+"""
+
+from __future__ import annotations
+
+from ..server import LatencyHistogram as LatencyHistogram
+from ..server import ServerMetrics as ServerMetrics
+from ._metrics import STATUSES as STATUSES
+from ._metrics import SessionSummary as SessionSummary
+from ._metrics import prometheus_text as prometheus_text
+from ._metrics import status_document as status_document
+from ._metrics import summarize as summarize
+from ._metrics import summary_text as summary_text
+from ._table import ICONS as ICONS
+from ._table import display_width as display_width
+from ._table import progress_line as progress_line
+from ._table import status_table as status_table
+
+__all__ = [
+    "ICONS",
+    "STATUSES",
+    "LatencyHistogram",
+    "ServerMetrics",
+    "SessionSummary",
+    "display_width",
+    "progress_line",
+    "prometheus_text",
+    "status_document",
+    "status_table",
+    "summarize",
+    "summary_text",
+]

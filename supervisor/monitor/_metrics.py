@@ -1,0 +1,227 @@
+"""Metrics for scripts and scrapers: the ``status --json`` document, the Prometheus text
+exposition, and the session summary."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+import msgspec
+
+from ..server import HealthRecord, ServerMetrics
+
+#: Every ``status`` value a server can have, for the ``mcp_supervisor_server_status``
+#: state set.
+STATUSES = ("idle", "connecting", "connected", "disconnected", "failed", "stopped")
+
+
+def status_document(
+    records: Mapping[str, HealthRecord],
+    metrics: Mapping[str, ServerMetrics] | None = None,
+    *,
+    now: float | None = None,
+) -> dict[str, object]:
+    """The ``status --json`` document (DESIGN §7): ``{"ts": unix seconds, "servers":
+    [health record, ...], "metrics": {name: metrics, ...}}``; ``metrics`` is left out
+    when not given."""
+    document: dict[str, object] = {
+        "ts": time.time() if now is None else now,
+        "servers": [msgspec.to_builtins(r) for r in records.values()],
+    }
+    if metrics is not None:
+        document["metrics"] = {name: msgspec.to_builtins(m) for name, m in metrics.items()}
+    return document
+
+
+# -- Prometheus ----------------------------------------------------------------------------
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if math.isnan(value):
+        return "NaN"
+    return repr(float(value))
+
+
+def _labels(pairs: Iterable[tuple[str, str]]) -> str:
+    return "{" + ",".join(f'{k}="{_label(v)}"' for k, v in pairs) + "}"
+
+
+def prometheus_text(metrics: Mapping[str, ServerMetrics] | Iterable[ServerMetrics]) -> str:
+    """The servers' metrics in the Prometheus text exposition format 0.0.4 — what a
+    ``/metrics`` endpoint serves (content type ``text/plain; version=0.0.4``).
+
+    Every sample has a ``server`` label; the families (names, types and units are
+    listed in docs/monitoring.md) are ``mcp_supervisor_server_up``,
+    ``_server_status``, ``_server_tools``, ``_server_uptime_seconds_total``,
+    ``_server_downtime_seconds_total``, ``_server_restarts_total``,
+    ``_server_reconnects_total``, ``_server_reconnect_seconds_total``,
+    ``_server_calls_total`` (``result="ok|failed"``) and the histogram
+    ``_server_call_duration_seconds``. Ends with a newline.
+    """
+    servers = list(metrics.values() if isinstance(metrics, Mapping) else metrics)
+    out: list[str] = []
+
+    def family(name: str, kind: str, help: str, samples: Iterable[tuple[str, str, float]]) -> None:
+        out.append(f"# HELP {name} {help}")
+        out.append(f"# TYPE {name} {kind}")
+        out.extend(f"{name}{suffix}{labels} {_number(v)}" for suffix, labels, v in samples)
+
+    def each(value: Callable[[ServerMetrics], float]) -> list[tuple[str, str, float]]:
+        return [("", _labels([("server", m.server)]), value(m)) for m in servers]
+
+    p = "mcp_supervisor_server"
+    family(
+        f"{p}_up",
+        "gauge",
+        "1 if the MCP server is connected, else 0.",
+        each(lambda m: int(m.status == "connected")),
+    )
+    family(
+        f"{p}_status",
+        "gauge",
+        "The MCP server's status: 1 for the current one, 0 for the others.",
+        [
+            ("", _labels([("server", m.server), ("status", s)]), int(m.status == s))
+            for m in servers
+            for s in STATUSES
+        ],
+    )
+    family(
+        f"{p}_tools",
+        "gauge",
+        "Tools the MCP server listed last.",
+        each(lambda m: m.tool_count or 0),
+    )
+    family(
+        f"{p}_uptime_seconds_total",
+        "counter",
+        "Seconds the MCP server has been connected.",
+        each(lambda m: m.uptime_s),
+    )
+    family(
+        f"{p}_downtime_seconds_total",
+        "counter",
+        "Seconds the MCP server has been down after a failure, until connected again.",
+        each(lambda m: m.downtime_s),
+    )
+    family(
+        f"{p}_restarts_total",
+        "counter",
+        "Times the MCP server was restarted (after failures, or on request).",
+        each(lambda m: m.restarts),
+    )
+    family(
+        f"{p}_reconnects_total",
+        "counter",
+        "Times the MCP server was connected again after a failure.",
+        each(lambda m: m.reconnects),
+    )
+    family(
+        f"{p}_reconnect_seconds_total",
+        "counter",
+        "Seconds from each failure to the reconnection that ended it, summed.",
+        each(lambda m: (m.reconnect_avg_s or 0.0) * m.reconnects),
+    )
+    family(
+        f"{p}_calls_total",
+        "counter",
+        "Tool calls handed to the MCP server's connection, by result.",
+        [
+            ("", _labels([("server", m.server), ("result", result)]), n)
+            for m in servers
+            for result, n in (("ok", m.calls_ok), ("failed", m.calls_failed))
+        ],
+    )
+    histogram: list[tuple[str, str, float]] = []
+    for m in servers:
+        for bound, n in m.latency_buckets:
+            histogram.append(("_bucket", _labels([("server", m.server), ("le", repr(bound))]), n))
+        histogram.append(
+            ("_bucket", _labels([("server", m.server), ("le", "+Inf")]), m.latency_count)
+        )
+        histogram.append(("_sum", _labels([("server", m.server)]), m.latency_sum_s))
+        histogram.append(("_count", _labels([("server", m.server)]), m.latency_count))
+    family(
+        f"{p}_call_duration_seconds",
+        "histogram",
+        "Latency of answered tool calls, from the moment the call had a connection.",
+        histogram,
+    )
+    return "\n".join(out) + "\n"
+
+
+# -- the session summary -------------------------------------------------------------------
+
+
+class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """What one ``open_supervisor`` session did: each server's metrics when it ended
+    (before the servers were shut down), and the totals."""
+
+    #: seconds from opening the supervisor to the end of its block (trio's clock)
+    duration_s: float
+    servers: dict[str, ServerMetrics]
+    #: servers connected when the block ended
+    connected: int
+    calls_ok: int
+    calls_failed: int
+    reconnects: int
+    restarts: int
+
+
+def summarize(metrics: Mapping[str, ServerMetrics], duration_s: float) -> SessionSummary:
+    """The summary of a session that lasted ``duration_s`` with these final metrics."""
+    values = list(metrics.values())
+    return SessionSummary(
+        duration_s=duration_s,
+        servers=dict(metrics),
+        connected=sum(m.status == "connected" for m in values),
+        calls_ok=sum(m.calls_ok for m in values),
+        calls_failed=sum(m.calls_failed for m in values),
+        reconnects=sum(m.reconnects for m in values),
+        restarts=sum(m.restarts for m in values),
+    )
+
+
+def _seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f}s"
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f} ms"
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def summary_text(summary: SessionSummary) -> str:
+    """The summary for people: one line per server and a total line (no trailing
+    newline)."""
+    lines = [f"Session summary ({summary.duration_s:.1f}s)"]
+    width = max([6, *(len(name) for name in summary.servers)])
+    for name, m in summary.servers.items():
+        rate = "" if m.success_rate is None else f" ({m.success_rate:.0%})"
+        reconnects = _count(m.reconnects, "reconnect")
+        if m.reconnect_avg_s is not None:
+            reconnects += f" (avg {_seconds(m.reconnect_avg_s)})"
+        lines.append(
+            f"  {name:<{width}}  {m.status}, up {_seconds(m.uptime_s)}, down "
+            f"{_seconds(m.downtime_s)}, {reconnects}, calls {m.calls_ok} ok / "
+            f"{m.calls_failed} failed{rate}, p50 {_ms(m.latency_p50_ms)}, "
+            f"p99 {_ms(m.latency_p99_ms)}"
+        )
+    lines.append(
+        f"  total: {_count(len(summary.servers), 'server')}, {summary.connected} connected, "
+        f"{summary.calls_ok} calls ok, {summary.calls_failed} failed, "
+        f"{_count(summary.reconnects, 'reconnect')}, {_count(summary.restarts, 'restart')}"
+    )
+    return "\n".join(lines)

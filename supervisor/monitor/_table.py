@@ -1,0 +1,199 @@
+"""The status table: health records as a fixed-width table, for a terminal or a log."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import unicodedata
+from collections.abc import Mapping
+
+from ..server import HealthRecord
+
+#: The icon of each status: connected, on the way, down, not running.
+ICONS: Mapping[str, str] = {
+    "connected": "🟢",
+    "connecting": "🟡",
+    "disconnected": "🔴",
+    "failed": "🔴",
+    "idle": "⚪",
+    "stopped": "⚪",
+}
+
+_RESET = "\x1b[0m"
+_BOLD = "\x1b[1m"
+_DIM = "\x1b[2m"
+_RED = "\x1b[31m"
+_GREEN = "\x1b[32m"
+_YELLOW = "\x1b[33m"
+_DETAIL_COLORS = {
+    "connecting": _YELLOW,
+    "disconnected": _RED,
+    "failed": _RED,
+    "idle": _DIM,
+    "stopped": _DIM,
+}
+
+_NAME_MIN = 11  # display columns before the gap: "custom-api" and a little more
+_STATUS_WIDTH = 8  # "Status" and its gap; an icon is two columns wide
+_TOOLS_DIGITS = 3  # tool counts are right-aligned in this many columns ...
+_TOOLS_MIN = 5  # ... under a "Tools" header this wide
+_ACTIVE_MIN = 13  # "Last Active" and room to spare
+_GAP = 2
+_RULE = 57  # the rule's length with the minimum column widths
+_ERROR_MAX = 60  # display columns of the error shown in Details
+
+_SERVER_PREFIX = re.compile(r"^MCP server '[^']*'\s*(\(pid \d+\)\s*)?")
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: East Asian wide and full-width characters
+    (emoji such as 🟢) take two, combining marks and variation selectors none."""
+    width = 0
+    for char in text:
+        if unicodedata.combining(char) or char in "\u200d\ufe0e\ufe0f":
+            continue
+        width += 2 if unicodedata.east_asian_width(char) in "WF" else 1
+    return width
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * max(0, width - display_width(text))
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` display columns, ending in ``…`` when cut."""
+    if display_width(text) <= width:
+        return text
+    out, used = [], 0
+    for char in text:
+        w = display_width(char)
+        if used + w > width - 1:
+            break
+        out.append(char)
+        used += w
+    return "".join(out) + "…"
+
+
+def short_error(error: str | None) -> str:
+    """The gist of an error for one cell: its first line and first clause, without the
+    ``MCP server 'name' (pid N)`` every server error starts with."""
+    if not error:
+        return ""
+    text = _SERVER_PREFIX.sub("", error.strip().splitlines()[0])
+    text = text.split("; ", 1)[0]
+    return _fit(text, _ERROR_MAX)
+
+
+def ago(then: float | None, now: float) -> str:
+    """``30s ago``, ``2m ago``, ``5h ago``, ``3d ago``; ``just now`` within a second;
+    ``—`` for never."""
+    if then is None:
+        return "—"
+    seconds = max(0.0, now - then)
+    if seconds < 1:
+        return "just now"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return f"{int(seconds)}s ago"
+
+
+def details(record: HealthRecord, now: float) -> str:
+    """The Details cell: what the server is doing or what went wrong, with retry info."""
+    status = record.status
+    error = short_error(record.last_error)
+    if status == "connecting":
+        return f"connecting (attempt {record.retry_attempt + 1})"
+    if status == "disconnected":
+        text = error or "disconnected"
+        if record.next_retry_at is not None:
+            wait = max(0, math.ceil(record.next_retry_at - now))
+            text += f" (retry {record.retry_attempt}/{record.max_attempts} in {wait}s)"
+        return text
+    if status == "failed":
+        tries = record.consecutive_failures
+        if tries:
+            plural = "attempt" if tries == 1 else "attempts"
+            return f"gave up after {tries} {plural}: {error or 'no error recorded'}"
+        return error or "failed"
+    if status == "idle":
+        return "not started"
+    if status == "stopped":
+        return "stopped"
+    return ""
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def status_table(
+    records: Mapping[str, HealthRecord],
+    *,
+    now: float | None = None,
+    color: bool = False,
+    width: int = 120,
+) -> str:
+    """The health records as the ``mcp-supervisor status`` table (docs/monitoring.md).
+
+    A pure function of ``records`` and ``now`` (unix seconds, default the current time),
+    which "Last Active" and the seconds until the next retry are counted from. Columns
+    are aligned by display width (an icon takes two columns); lines longer than
+    ``width`` columns are cut with ``…``. ``color`` adds ANSI colours (for a terminal);
+    without it the text is plain. No trailing newline.
+    """
+    now = time.time() if now is None else now
+    rows = []
+    for r in records.values():
+        tools = "—" if r.tool_count is None else str(r.tool_count)
+        rows.append((r, r.server, ICONS.get(r.status, "?"), tools, ago(r.last_ok, now)))
+    name_w = max([_NAME_MIN, *(display_width(row[1]) for row in rows)]) + _GAP
+    digits = max([_TOOLS_DIGITS, *(display_width(row[3]) for row in rows)])
+    tools_w = max(_TOOLS_MIN, digits) + _GAP
+    active_w = max([_ACTIVE_MIN, *(display_width(row[4]) for row in rows)]) + _GAP
+    rule_w = _RULE + (name_w - _NAME_MIN - _GAP) + (tools_w - _TOOLS_MIN - _GAP)
+    rule_w += active_w - _ACTIVE_MIN - _GAP
+
+    def paint(text: str, *codes: str) -> str:
+        return "".join(codes) + text + _RESET if color and codes and text else text
+
+    rule = paint(_fit("─" * rule_w, width), _DIM)
+    header = (
+        "  "
+        + _pad("Server", name_w)
+        + _pad("Status", _STATUS_WIDTH)
+        + _pad("Tools", tools_w)
+        + _pad("Last Active", active_w)
+        + "Details"
+    )
+    lines = [paint("MCP Server Status", _BOLD), rule, paint(_fit(header, width), _BOLD), rule]
+    for record, name, icon, tools, active in rows:
+        head = (
+            "  "
+            + _pad(name, name_w)
+            + _pad(icon, _STATUS_WIDTH)
+            + _pad(tools.rjust(digits), tools_w)
+            + _pad(active, active_w)
+        )
+        room = width - display_width(head)
+        detail = details(record, now)
+        if room < 1:
+            lines.append(_fit(head.rstrip(), width))
+            continue
+        detail = paint(_fit(detail, room), _DETAIL_COLORS.get(record.status, ""))
+        lines.append((head + detail).rstrip())
+    connected = [r for r in records.values() if r.status == "connected"]
+    tools_total = sum(r.tool_count or 0 for r in connected)
+    up = paint(f"{len(connected)} connected", _GREEN if len(connected) == len(records) else _YELLOW)
+    configured = _plural(len(records), "server")
+    footer = f"  {configured} configured | {up} | {_plural(tools_total, 'tool')} available"
+    lines += [rule, footer]
+    return "\n".join(lines)
+
+
+def progress_line(records: Mapping[str, HealthRecord]) -> str:
+    """``connecting 3/8…``: how many servers have settled (connected, failed or
+    stopped) of all, while ``status`` waits for them."""
+    settled = sum(r.status in ("connected", "failed", "stopped") for r in records.values())
+    return f"connecting {settled}/{len(records)}…"

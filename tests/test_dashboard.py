@@ -1,0 +1,753 @@
+"""The web dashboard: HTTP rules, the live feed, the actions' security, ``serve``, and the
+page itself in a real headless Chromium against real stdio fixture servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+
+import h11
+import pytest
+import trio
+import trio_websocket
+
+from supervisor.dashboard import DashboardInfo, parse_address, serve_dashboard
+from supervisor.events import make_event
+from supervisor.runtime import SupervisorHandle, open_supervisor
+from supervisor.testing.browser import open_browser
+from supervisor.testing.servers import stdio_params
+
+from .probes import until
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def stdio_echo(**extra: object) -> dict[str, object]:
+    command, args = stdio_params("echo")
+    return {"command": command, "args": args, "approve": False, **extra}
+
+
+def config(*, lazy: bool = True, initial: float = 0.2) -> dict[str, object]:
+    return {
+        "mcpServers": {"notes": stdio_echo(lazy=lazy), "calc": stdio_echo(lazy=lazy)},
+        "supervisor": {"backoff": {"local": {"initial": initial, "jitter": 0}}},
+    }
+
+
+async def start(
+    nursery: trio.Nursery, sup: SupervisorHandle, host: str = "127.0.0.1"
+) -> DashboardInfo:
+    return await nursery.start(serve_dashboard, sup, host, 0)
+
+
+# ------------------------------------------------------------------ a raw HTTP client
+
+
+class Reply:
+    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self) -> object:
+        return json.loads(self.body)
+
+
+async def http(
+    info: DashboardInfo,
+    method: str,
+    path: str,
+    headers: dict[str, str] | None = None,
+    body: bytes = b"",
+) -> Reply:
+    """One request on a fresh connection; ``Host`` defaults to the dashboard's own."""
+    sent = {"Host": f"127.0.0.1:{info.port}", **(headers or {})}
+    if body:
+        sent["Content-Length"] = str(len(body))
+    conn = h11.Connection(h11.CLIENT)
+    stream = await trio.open_tcp_stream("127.0.0.1", info.port)
+    async with stream:
+        data = conn.send(h11.Request(method=method, target=path, headers=list(sent.items())))
+        if body:
+            data += conn.send(h11.Data(data=body))
+        data += conn.send(h11.EndOfMessage())
+        await stream.send_all(data)
+        return await _reply(conn, stream)
+
+
+async def raw(info: DashboardInfo, data: bytes) -> bytes:
+    """Send bytes as they are and end our side; return all the server answers."""
+    stream = await trio.open_tcp_stream("127.0.0.1", info.port)
+    async with stream:
+        await stream.send_all(data)
+        await stream.send_eof()
+        received = b""
+        with trio.fail_after(10):
+            while chunk := await stream.receive_some(65536):
+                received += chunk
+        return received
+
+
+async def _reply(conn: h11.Connection, stream: trio.SocketStream) -> Reply:
+    status, headers, body = 0, {}, b""
+    with trio.fail_after(30):
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                conn.receive_data(await stream.receive_some(65536))
+            elif isinstance(event, h11.Response):
+                status = event.status_code
+                headers = {k.decode().lower(): v.decode() for k, v in event.headers}
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage):
+                return Reply(status, headers, body)
+
+
+def origin(info: DashboardInfo) -> dict[str, str]:
+    return {"Origin": f"http://127.0.0.1:{info.port}"}
+
+
+def with_token(info: DashboardInfo) -> dict[str, str]:
+    return {**origin(info), "X-Dashboard-Token": info.token}
+
+
+# ------------------------------------------------------------------ HTTP rules
+
+
+async def test_page_embeds_the_token_with_security_headers_and_no_cors() -> None:
+    """`/` carries the process's token in a meta tag; every response has the security
+    headers and no CORS header, even when asked from another origin."""
+    async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        page = await http(info, "GET", "/", {"Origin": "http://evil.example"})
+        assert page.status == 200
+        assert page.headers["content-type"] == "text/html; charset=utf-8"
+        assert f'<meta name="dashboard-token" content="{info.token}">' in page.body.decode()
+        assert len(info.token) >= 40 and info.token not in repr(info)
+        for path, content_type in (("/app.js", "text/javascript"), ("/app.css", "text/css")):
+            asset = await http(info, "GET", path)
+            assert asset.status == 200 and asset.headers["content-type"].startswith(content_type)
+            assert info.token not in asset.body.decode()
+        for reply in (page, asset, await http(info, "GET", "/nope")):
+            csp = reply.headers["content-security-policy"]
+            assert "default-src 'none'" in csp and "script-src 'self'" in csp
+            assert "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
+            assert reply.headers["x-content-type-options"] == "nosniff"
+            assert reply.headers["referrer-policy"] == "no-referrer"
+            assert reply.headers["cache-control"] == "no-store"
+            assert not [h for h in reply.headers if h.startswith("access-control-")]
+        preflight = await http(
+            info,
+            "OPTIONS",
+            "/api/servers/notes/restart",
+            {
+                "Origin": "http://evil.example",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "x-dashboard-token",
+            },
+        )
+        assert preflight.status == 405
+        assert not [h for h in preflight.headers if h.startswith("access-control-")]
+        head = await http(info, "HEAD", "/")
+        assert head.status == 200 and head.body == b""
+        other = await start(nursery, sup)  # a token per dashboard
+        assert other.token != info.token
+        nursery.cancel_scope.cancel()
+
+
+async def test_healthz_is_ok_while_connected_and_503_when_none_is() -> None:
+    """`/healthz`: 200 and every server's status while connected; 503 once all are stopped."""
+    async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        idle = await http(info, "GET", "/healthz")
+        assert idle.status == 200
+        assert idle.json() == {"status": "ok", "servers": {"notes": "idle", "calc": "idle"}}
+        await sup.connect_all()
+        reply = await http(info, "GET", "/healthz", {"Host": "any-name.example:1"})
+        assert reply.status == 200 and reply.headers["content-type"] == "application/json"
+        assert reply.json() == {
+            "status": "ok",
+            "servers": {"notes": "connected", "calc": "connected"},
+        }
+        await sup.stop("calc")
+        assert (await http(info, "GET", "/healthz")).json()["status"] == "degraded"
+        await sup.stop("notes")
+        down = await http(info, "GET", "/healthz")
+        assert down.status == 503
+        assert down.json() == {
+            "status": "unavailable",
+            "servers": {"notes": "stopped", "calc": "stopped"},
+        }
+        nursery.cancel_scope.cancel()
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-z_]+="[^"]*",?)*\})? (-?[0-9.e+-]+)$')
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Every sample of a Prometheus text exposition, keyed by name and labels; fails on
+    a line that is not a comment or a sample."""
+    samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            assert line == "" or re.match(r"^# (HELP|TYPE) [a-zA-Z_:][a-zA-Z0-9_:]* ", line), line
+            continue
+        match = _SAMPLE.match(line)
+        assert match, f"not a Prometheus sample: {line!r}"
+        name_labels, value = line.rsplit(" ", 1)
+        samples[name_labels] = float(value)
+    return samples
+
+
+async def test_metrics_are_prometheus_text() -> None:
+    """`/metrics` parses as Prometheus text and says which servers are up."""
+    async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        await sup.connect_all()
+        await sup.call("notes_echo", {"text": "hi"})
+        reply = await http(info, "GET", "/metrics")
+        assert reply.status == 200
+        assert reply.headers["content-type"].startswith("text/plain; version=0.0.4")
+        samples = parse_prometheus(reply.body.decode())
+        up = {k: v for k, v in samples.items() if k.startswith("mcp_supervisor_server_up{")}
+        assert len(up) == 2 and set(up.values()) == {1.0}, up
+        calls = [v for k, v in samples.items() if "calls" in k and 'server="notes"' in k]
+        assert sum(calls) >= 1, samples
+        nursery.cancel_scope.cancel()
+
+
+async def test_actions_need_the_token_the_origin_and_post() -> None:
+    """An action without the token, with a wrong one, from another origin, without an
+    Origin, or by GET is refused and changes nothing; with both it restarts the server."""
+    async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        await sup.connect_all()
+        pid = sup.status()["calc"].pid
+        path = "/api/servers/calc/restart"
+        refusals = [
+            ("POST", origin(info), 403),
+            ("POST", {**origin(info), "X-Dashboard-Token": "x" + info.token[1:]}, 403),
+            ("POST", {**origin(info), "X-Dashboard-Token": ""}, 403),
+            ("POST", {"X-Dashboard-Token": info.token}, 403),  # no Origin
+            ("POST", {"Origin": "http://evil.example", "X-Dashboard-Token": info.token}, 403),
+            ("POST", {"Origin": "null", "X-Dashboard-Token": info.token}, 403),
+            ("POST", {"Origin": f"http://localhost:{info.port}", **_token(info)}, 403),
+            ("POST", {"Origin": f"https://127.0.0.1:{info.port}", **_token(info)}, 403),
+            ("POST", {"Origin": f"http://127.0.0.1:{info.port + 1}", **_token(info)}, 403),
+            ("GET", with_token(info), 405),
+            ("PUT", with_token(info), 405),
+        ]
+        for method, headers, status in refusals:
+            reply = await http(info, method, path, headers)
+            assert reply.status == status, (method, headers, reply.body)
+            assert "error" in reply.json()  # type: ignore[operator]
+        record = sup.status()["calc"]
+        assert (record.pid, record.status) == (pid, "connected")
+
+        accepted = await http(info, "POST", path, with_token(info))
+        assert accepted.status == 200, accepted.body
+        answer = accepted.json()
+        assert isinstance(answer, dict) and answer.pop("status") in (
+            "disconnected",
+            "connecting",
+            "connected",
+        )
+        assert answer == {"ok": True, "server": "calc", "action": "restart"}
+        await until(lambda: sup.status()["calc"].status == "connected", 20)
+        assert sup.status()["calc"].pid != pid
+        stopped = await http(info, "POST", "/api/servers/calc/stop", with_token(info))
+        assert stopped.status == 200 and sup.status()["calc"].status == "stopped"
+        unknown = await http(info, "POST", "/api/servers/nope/stop", with_token(info))
+        assert unknown.status == 404 and "nope" in unknown.json()["error"]  # type: ignore[index]
+        nursery.cancel_scope.cancel()
+
+
+def _token(info: DashboardInfo) -> dict[str, str]:
+    return {"X-Dashboard-Token": info.token}
+
+
+async def test_another_host_name_is_refused_so_dns_rebinding_gets_nothing() -> None:
+    """A Host that is not an address of ours (a rebinding attacker's name) gets 421 for
+    the page, the feed and the actions; `localhost` is ours."""
+    async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        evil = {"Host": f"evil.example:{info.port}", "Origin": f"http://evil.example:{info.port}"}
+        for method, path in (("GET", "/"), ("GET", "/app.js"), ("POST", "/api/servers/notes/stop")):
+            reply = await http(info, method, path, {**evil, "X-Dashboard-Token": info.token})
+            assert reply.status == 421, (path, reply.status)
+            assert info.token not in reply.body.decode()
+        wrong_port = await http(info, "GET", "/", {"Host": f"127.0.0.1:{info.port + 1}"})
+        assert wrong_port.status == 421
+        own = await http(info, "GET", "/", {"Host": f"localhost:{info.port}"})
+        assert own.status == 200
+        assert sup.status()["notes"].status == "idle"
+        nursery.cancel_scope.cancel()
+
+
+async def test_unknown_paths_and_bad_requests_get_4xx_and_the_server_stays_up() -> None:
+    """Unknown paths are 404; garbage, oversized heads and bodies, a request cut short
+    and a bad WebSocket upgrade get 4xx (never a traceback); the next request is served."""
+    async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        for path in ("/nope", "/api/servers", "/api/servers/notes/explode", "/app.js/x"):
+            assert (await http(info, "GET", path)).status == 404, path
+        assert (await http(info, "GET", "/ws")).status == 426
+        assert (await http(info, "POST", "/")).status == 405
+        garbage = await raw(info, b"\x00\x01 this is not HTTP\r\n\r\n")
+        assert garbage.startswith(b"HTTP/1.1 400 ") and b"Traceback" not in garbage
+        huge_head = await raw(info, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70000)
+        assert huge_head.startswith(b"HTTP/1.1 431 ")
+        big_body = b"x" * (65 * 1024)
+        too_big = await http(info, "POST", "/api/servers/notes/stop", with_token(info), big_body)
+        assert too_big.status == 413 and sup.status()["notes"].status == "idle"
+        bad_length = await raw(info, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+        assert bad_length.startswith(b"HTTP/1.1 400 ")
+        absolute = await raw(
+            info, f"GET http://127.0.0.1:{info.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        )
+        assert absolute.startswith(b"HTTP/1.1 400 ")
+        cut = await raw(info, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        assert cut == b"" or cut.startswith(b"HTTP/1.1 400 ")
+        no_key = await http(
+            info,
+            "GET",
+            "/ws",
+            {
+                **origin(info),
+                "Connection": "Upgrade",
+                "Upgrade": "websocket",
+                "Sec-WebSocket-Version": "13",
+            },
+        )
+        assert no_key.status == 400
+        old_version = await http(
+            info,
+            "GET",
+            "/ws",
+            {
+                **origin(info),
+                "Connection": "Upgrade",
+                "Upgrade": "websocket",
+                "Sec-WebSocket-Version": "8",
+                "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+            },
+        )
+        assert old_version.status == 426 and old_version.headers["sec-websocket-version"] == "13"
+        # Keep-alive: two requests on one connection.
+        pipelined = await raw(
+            info,
+            f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{info.port}\r\n\r\n"
+            f"GET /nope HTTP/1.1\r\nHost: 127.0.0.1:{info.port}\r\n"
+            "Connection: close\r\n\r\n".encode(),
+        )
+        assert pipelined.startswith(b"HTTP/1.1 200 ") and b"HTTP/1.1 404 " in pipelined
+        assert (await http(info, "GET", "/")).status == 200
+        nursery.cancel_scope.cancel()
+
+
+# ------------------------------------------------------------------ the feed
+
+
+def open_feed(
+    info: DashboardInfo, headers: dict[str, str]
+) -> AbstractAsyncContextManager[trio_websocket.WebSocketConnection]:
+    return trio_websocket.open_websocket(
+        "127.0.0.1",
+        info.port,
+        "/ws",
+        use_ssl=False,
+        extra_headers=[(k.encode(), v.encode()) for k, v in headers.items()],
+        max_message_size=64 * 2**20,
+    )
+
+
+async def test_feed_refuses_a_foreign_origin_and_serves_its_own() -> None:
+    """The WebSocket upgrade is refused (403) from another origin or without an Origin;
+    from the dashboard's own it opens with a hello naming every server."""
+    async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        for headers in ({"Origin": "http://evil.example"}, {}, {"Origin": "null"}):
+            with pytest.raises(trio_websocket.ConnectionRejected) as refused:
+                async with open_feed(info, headers):
+                    pass
+            assert refused.value.status_code == 403, headers
+            assert refused.value.body is None or info.token.encode() not in refused.value.body
+        async with open_feed(info, origin(info)) as ws:
+            hello = json.loads(await ws.get_message())
+        assert hello["type"] == "hello"
+        assert [s["server"] for s in hello["servers"]] == ["notes", "calc"]
+        assert {s["status"] for s in hello["servers"]} == {"idle"}
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_page_that_reads_slowly_loses_its_oldest_events_and_is_told() -> None:
+    """Events published faster than a page reads are dropped oldest-first from that
+    page's feed, each frame saying how many; the publisher never waits, and the newest
+    event always arrives."""
+    async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        count = 3000
+        tail = ["x" * 10_000]  # 30 MB in all: more than the socket buffers hold
+        async with open_feed(info, origin(info)) as ws:
+            assert json.loads(await ws.get_message())["type"] == "hello"
+            for i in range(count):  # synchronous: no checkpoint, the page reads nothing
+                sup.bus.publish(
+                    make_event("mcp.local.crashed", server=f"s{i}", exit_code=1, stderr_tail=tail)
+                )
+            received: list[str] = []
+            dropped = 0
+            with trio.fail_after(20):
+                while f"s{count - 1}" not in received:
+                    frame = json.loads(await ws.get_message())
+                    assert len(frame["events"]) <= 256
+                    received += [
+                        e["server"] for e in frame["events"] if e["kind"] == "mcp.local.crashed"
+                    ]
+                    dropped += frame["dropped"]
+        assert dropped > 0 and len(received) + dropped == count
+        assert received == sorted(received, key=lambda s: int(s[1:]))  # in order
+        nursery.cancel_scope.cancel()
+
+
+# ------------------------------------------------------------------ the CLI
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("127.0.0.1:8080", ("127.0.0.1", 8080)),
+        ("localhost:0", ("localhost", 0)),
+        ("[::1]:9000", ("::1", 9000)),
+        (":8080", ("127.0.0.1", 8080)),
+        ("8080", ("127.0.0.1", 8080)),
+        ("0.0.0.0:80", ("0.0.0.0", 80)),
+    ],
+)
+def test_parse_address(text: str, expected: tuple[str, int]) -> None:
+    """HOST:PORT, with IPv6 in brackets; the host defaults to 127.0.0.1."""
+    assert parse_address(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty address"),
+        ("localhost", "expected HOST:PORT"),
+        ("::1:8080", "brackets"),
+        ("[::1:8080", "missing ']'"),
+        ("[::1]8080", "expected ':PORT'"),
+        ("[nope]:80", "not an IPv6 address"),
+        ("127.0.0.1:http", "must be a number"),
+        ("127.0.0.1:70000", "must be a number"),
+    ],
+)
+def test_bad_addresses_are_usage_errors(text: str, message: str, tmp_path: Path) -> None:
+    """A malformed --dashboard is exit 2 with a message saying what is wrong."""
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_address(text)
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(config()))
+    result = subprocess.run(
+        [sys.executable, "-m", "supervisor", "serve", "--config", str(path), "--dashboard", text],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+async def test_serve_runs_the_dashboard_until_interrupted(tmp_path: Path) -> None:
+    """`serve --dashboard` connects the servers, prints the page's URL (without the
+    token) on stderr, serves it, and exits 0 on Ctrl-C leaving no server process."""
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(config()))
+    process = await trio.lowlevel.open_process(
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "serve",
+            "--config",
+            str(path),
+            "--dashboard",
+            "127.0.0.1:0",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    stderr = b""
+    try:
+        with trio.fail_after(30):
+            while b"/\n" not in stderr:
+                chunk = await process.stderr.receive_some(4096)
+                assert chunk, stderr.decode()
+                stderr += chunk
+        match = re.search(rb"dashboard at http://127\.0\.0\.1:(\d+)/\n", stderr)
+        assert match, stderr.decode()
+        port = int(match.group(1))
+        info = DashboardInfo(url="", host="127.0.0.1", port=port, token="")
+
+        def connected(body: object) -> bool:
+            return body == {"status": "ok", "servers": {"notes": "connected", "calc": "connected"}}
+
+        reply = await http(info, "GET", "/healthz")
+        with trio.fail_after(30):
+            while not connected(reply.json()):
+                await trio.sleep(0.05)
+                reply = await http(info, "GET", "/healthz")
+        page = (await http(info, "GET", "/")).body.decode()
+        token = re.search(r'name="dashboard-token" content="([^"]+)"', page)
+        assert token and token.group(1).encode() not in stderr
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(30):
+            rest = b""
+            while chunk := await process.stderr.receive_some(4096):
+                rest += chunk
+            assert await process.wait() == 0, (stderr + rest).decode()
+        assert b"Traceback" not in rest and token.group(1).encode() not in rest
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    with pytest.raises(OSError):
+        await trio.open_tcp_stream("127.0.0.1", port)
+
+
+# ------------------------------------------------------------------ real Chromium
+
+
+def group_members(pgid: int) -> list[str]:
+    """Live (not zombie) processes of process group *pgid*."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(f"{entry.name} {stat[: stat.rindex(')') + 1]}")
+    return alive
+
+
+def left_behind(pgid: int, profile: str) -> list[str]:
+    """What a closed browser left: live processes of its group, its profile directory."""
+    return group_members(pgid) + ([profile] if os.path.exists(profile) else [])
+
+
+@pytest.fixture
+async def supervised() -> AsyncIterator[tuple[SupervisorHandle, DashboardInfo]]:
+    """Two stdio echo servers (restarted after 1 s) with the dashboard started first."""
+    async with open_supervisor(config(initial=1.0)) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        await sup.connect_all()
+        yield sup, info
+        nursery.cancel_scope.cancel()
+
+
+_ROW = "document.querySelector('tr[data-server={name}]')"
+
+
+def row_is(name: str, health: str) -> str:
+    """A JS condition: the server's row, and its status dot, are shown in that colour."""
+    row = _ROW.format(name=json.dumps(name))
+    return (
+        f"{row} && {row}.dataset.health === {json.dumps(health)} && "
+        f"{row}.querySelector('.dot').dataset.health === {json.dumps(health)}"
+    )
+
+
+def cell(name: str, field: str) -> str:
+    return f"{_ROW.format(name=json.dumps(name))}.querySelector('[data-field={field}]').textContent"
+
+
+async def test_the_page_in_chromium_shows_crash_recovery_and_restarts(
+    supervised: tuple[SupervisorHandle, DashboardInfo],
+) -> None:
+    """In headless Chromium the page lists both servers; a server killed with SIGKILL turns
+    red, then green again once restarted; the Restart button restarts with the token; the
+    same request without the token is refused; no console error or CSP violation."""
+    sup, info = supervised
+    timings: dict[str, float] = {}
+    began = time.monotonic()
+    async with open_browser() as browser:
+        timings["launch"] = time.monotonic() - began
+        page = await browser.new_page()
+        await page.navigate(info.url)
+        await page.wait_for("document.body.dataset.feed === 'live'")
+        await page.wait_for(f"{row_is('notes', 'green')} && {row_is('calc', 'green')}")
+        timings["page live"] = time.monotonic() - began
+        names = await page.evaluate(
+            "[...document.querySelectorAll('tr[data-server]')].map(r => r.dataset.server)"
+        )
+        assert names == ["notes", "calc"]
+        assert await page.evaluate(cell("notes", "tools")) == "3"
+        colour = await page.evaluate(
+            "getComputedStyle(document.querySelector('tr[data-server=notes] .dot')).backgroundColor"
+        )
+        assert colour == "rgb(26, 127, 55)"  # green
+
+        # A crash: red while the restart waits out its 1 s backoff, then green again.
+        # The watchers are armed before the kill, so no state shown can be missed.
+        await page.evaluate(
+            f"""window.sawRed = new Promise((resolve) => {{
+                const check = () => {{ if ({row_is("notes", "red")}) {{
+                    observer.disconnect(); resolve(getComputedStyle(
+                        document.querySelector('tr[data-server=notes] .dot')).backgroundColor);
+                }} }};
+                const observer = new MutationObserver(check);
+                observer.observe(document, {{subtree: true, attributes: true, childList: true}});
+            }}); true"""
+        )
+        pid = sup.status()["notes"].pid
+        assert pid is not None
+        killed = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        with trio.fail_after(15):
+            red = await page.evaluate("window.sawRed")
+        assert red == "rgb(207, 34, 46)"
+        timings["kill -> red"] = time.monotonic() - killed
+        await page.wait_for(row_is("notes", "green"), timeout=20)
+        timings["kill -> green"] = time.monotonic() - killed
+        assert sup.status()["notes"].pid not in (None, pid)
+        await page.wait_for(
+            'document.querySelector(\'#timeline li[data-kind="mcp.local.crashed"]'
+            "[data-server=notes]') && document.querySelector('#timeline "
+            'li[data-kind="mcp.health.recovered"][data-server=notes]\')'
+        )
+        assert await page.evaluate(cell("notes", "restarts")) == "1"
+
+        # The Restart button, clicked with the mouse: the page sends its token.
+        calc_pid = sup.status()["calc"].pid
+        assert await page.evaluate(cell("calc", "restarts")) == "0"
+        clicked = time.monotonic()
+        await page.click("button[data-action=restart][data-server=calc]")
+        await page.wait_for(
+            "document.getElementById('notice').textContent.includes('calc: restart done')",
+            timeout=20,
+        )
+        await page.wait_for(
+            f"{row_is('calc', 'green')} && document.querySelector("
+            "'#timeline li[data-kind=\"mcp.local.spawned\"][data-server=calc]')",
+            timeout=20,
+        )
+        timings["restart button -> green"] = time.monotonic() - clicked
+        await until(lambda: sup.status()["calc"].status == "connected", 20)
+        new_pid = sup.status()["calc"].pid
+        assert new_pid not in (None, calc_pid)
+        spawned = await page.evaluate(
+            '[...document.querySelectorAll(\'#timeline li[data-kind="mcp.local.spawned"]'
+            "[data-server=calc]')].map(li => li.textContent)"
+        )
+        assert any(f"pid={new_pid}" in text for text in spawned), spawned  # type: ignore[union-attr]
+
+        problems = [line for line in page.console if not line.startswith("console.log")]
+        assert problems == [], problems  # no CSP violation, no script error
+
+        # From the page itself (right Origin) but without the token: refused.
+        refused = await page.evaluate(
+            """Promise.all([
+                fetch('/api/servers/calc/restart', {method: 'POST'}),
+                fetch('/api/servers/calc/stop',
+                      {method: 'POST', headers: {'X-Dashboard-Token': 'guess'}}),
+            ]).then(rs => Promise.all(rs.map(async r => [r.status, (await r.json()).error])))"""
+        )
+        assert [status for status, _ in refused] == [403, 403], refused  # type: ignore[union-attr]
+        assert sup.status()["calc"].pid == new_pid and sup.status()["calc"].status == "connected"
+
+        # Calls publish no event: the figures come with the feed's periodic refresh.
+        for text in ("a", "b", "c"):
+            await sup.call("notes_echo", {"text": text})
+        await page.wait_for(f"{cell('notes', 'calls')} === '3 / 0'", timeout=10)
+
+        await page.evaluate("document.querySelector('tr[data-server=notes]').click(); true")
+        await page.wait_for(
+            "document.querySelector('#filters [aria-selected=true]').dataset.filter === 'notes'"
+        )
+        shown = await page.evaluate(
+            "[...document.querySelectorAll('#timeline li')].map(li => li.dataset.server)"
+        )
+        assert shown and set(shown) == {"notes"}  # type: ignore[arg-type]
+        await page.evaluate("document.querySelector('#filters [data-filter=\"*\"]').click(); true")
+        shot = await page.screenshot(ARTIFACTS / "dashboard.png")
+        print(f"\ndashboard screenshot: {shot}")
+        assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000
+        forbidden = "error: Failed to load resource: the server responded with a status of 403"
+        problems = [line for line in page.console if not line.startswith(forbidden)]
+        assert problems == [], problems  # nothing but the two refusals above
+        pgid, profile = browser.pid, browser.profile
+    timings["total"] = time.monotonic() - began
+    assert left_behind(pgid, profile) == []
+    print("chromium timings (s): " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
+
+
+async def serve_foreign_page(*, task_status: trio.TaskStatus[int]) -> None:
+    """Another origin: a plain page with no security headers, on its own port."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        async with stream:
+            await stream.receive_some(65536)
+            body = b"<!doctype html><title>elsewhere</title><p>another site</p>"
+            await stream.send_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(trio.serve_listeners, handler, listeners)
+        task_status.started(listeners[0].socket.getsockname()[1])
+
+
+async def test_another_origin_in_chromium_cannot_read_the_token_or_act(
+    supervised: tuple[SupervisorHandle, DashboardInfo],
+) -> None:
+    """A page of another origin, in the same browser: reading the dashboard (and its token)
+    fails, opening its feed fails, and its blind POSTs change nothing."""
+    sup, info = supervised
+    before = {name: (r.pid, r.restarts) for name, r in sup.status().items()}
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(serve_foreign_page)
+        async with open_browser() as browser:
+            page = await browser.new_page()
+            await page.navigate(f"http://127.0.0.1:{port}/")
+            base = f"http://127.0.0.1:{info.port}"
+            outcome = await page.evaluate(
+                f"""(async () => {{
+                    const result = {{}};
+                    try {{ const r = await fetch('{base}/'); result.read = await r.text(); }}
+                    catch (e) {{ result.read = 'blocked'; }}
+                    try {{ const r = await fetch('{base}/api/servers/calc/stop', {{method: 'POST',
+                            headers: {{'X-Dashboard-Token': 'guess'}}}}); result.act = r.status; }}
+                    catch (e) {{ result.act = 'blocked'; }}
+                    try {{ const r = await fetch('{base}/api/servers/calc/stop',
+                            {{method: 'POST', mode: 'no-cors', body: 'x'}});
+                          result.blind = r.type; }}
+                    catch (e) {{ result.blind = 'blocked'; }}  // sent, answered 403, CORP-blocked
+                    result.ws = await new Promise((resolve) => {{
+                        const ws = new WebSocket('ws://127.0.0.1:{info.port}/ws');
+                        ws.onopen = () => resolve('open');
+                        ws.onclose = (e) => resolve('closed ' + e.code);
+                    }});
+                    return result;
+                }})()"""
+            )
+        nursery.cancel_scope.cancel()
+    assert outcome == {"read": "blocked", "act": "blocked", "blind": "blocked", "ws": "closed 1006"}
+    after = {name: (r.pid, r.restarts) for name, r in sup.status().items()}
+    assert after == before and {r.status for r in sup.status().values()} == {"connected"}

@@ -1,0 +1,583 @@
+"""Monitoring: the status table, metrics, the latency estimator, Prometheus text, the
+session summary, and the ``status`` command that shows them."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import pathlib
+import pty
+import random
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from supervisor import log
+from supervisor.errors import ToolError
+from supervisor.monitor import (
+    STATUSES,
+    LatencyHistogram,
+    ServerMetrics,
+    display_width,
+    progress_line,
+    prometheus_text,
+    status_document,
+    status_table,
+    summary_text,
+)
+from supervisor.runtime import open_supervisor
+from supervisor.server import Health, HealthRecord
+from supervisor.server._health import LATENCY_BOUNDS, REPORTED_BOUNDS
+from supervisor.testing.servers import stdio_params
+
+from .probes import until
+
+NOW = 1_800_000_000.0
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def record(server: str, status: str, **fields: object) -> HealthRecord:
+    base: dict[str, object] = {
+        "server": server,
+        "type": "stdio",
+        "status": status,
+        "connected_since": None,
+        "last_ok": None,
+        "last_error": None,
+        "error_count": 0,
+        "consecutive_failures": 0,
+        "restarts": 0,
+        "tool_count": None,
+        "unsupported_tools": None,
+        "connect_time": None,
+        "next_retry_at": None,
+        "retry_attempt": 0,
+        "calls_ok": 0,
+        "calls_failed": 0,
+        "latency_p50_ms": None,
+        "latency_p99_ms": None,
+        "pid": None,
+        "max_attempts": 10,
+    }
+    return HealthRecord(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def sample_records() -> dict[str, HealthRecord]:
+    records = [
+        record("github", "connected", tool_count=12, last_ok=NOW - 30),
+        record(
+            "jira",
+            "disconnected",
+            tool_count=0,
+            last_error="connection refused",
+            retry_attempt=5,
+            next_retry_at=NOW + 7.2,
+        ),
+        record("local-db", "connected", tool_count=5, last_ok=NOW - 150),
+        record("custom-api", "connecting", retry_attempt=1),
+    ]
+    return {r.server: r for r in records}
+
+
+SAMPLE = """\
+MCP Server Status
+─────────────────────────────────────────────────────────
+  Server       Status  Tools  Last Active    Details
+─────────────────────────────────────────────────────────
+  github       🟢       12    30s ago
+  jira         🔴        0    —              connection refused (retry 5/10 in 8s)
+  local-db     🟢        5    2m ago
+  custom-api   🟡        —    —              connecting (attempt 2)
+─────────────────────────────────────────────────────────
+  4 servers configured | 2 connected | 17 tools available"""
+
+
+class TestStatusTable:
+    """The table is a pure function of the records and the clock."""
+
+    def test_the_documented_sample(self) -> None:
+        """Connected, disconnected with retry details, connecting; the footer counts."""
+        assert status_table(sample_records(), now=NOW) == SAMPLE
+
+    def test_every_state(self) -> None:
+        """Failed (gave up, or misconfigured), idle and stopped; one of each, plural-aware."""
+        records = {
+            r.server: r
+            for r in [
+                record(
+                    "notes",
+                    "failed",
+                    consecutive_failures=6,
+                    last_ok=NOW - 7200,
+                    last_error="MCP server 'notes' (pid 41) exited with code 1; last stderr "
+                    "line: 'boom'",
+                ),
+                record("misconfigured", "failed", last_error="missing variable ${TOKEN}"),
+                record("lazy", "idle"),
+                record("parked", "stopped", tool_count=1, last_ok=NOW - 3 * 86400),
+                record("calc", "connected", tool_count=1, last_ok=NOW - 0.5),
+                record("flaky", "disconnected", last_error="read timed out", retry_attempt=10),
+            ]
+        }
+        expected = """\
+MCP Server Status
+───────────────────────────────────────────────────────────
+  Server         Status  Tools  Last Active    Details
+───────────────────────────────────────────────────────────
+  notes          🔴        —    2h ago         gave up after 6 attempts: exited with code 1
+  misconfigured  🔴        —    —              missing variable ${TOKEN}
+  lazy           ⚪        —    —              not started
+  parked         ⚪        1    3d ago         stopped
+  calc           🟢        1    just now
+  flaky          🔴        —    —              read timed out
+───────────────────────────────────────────────────────────
+  6 servers configured | 1 connected | 1 tool available"""
+        assert status_table(records, now=NOW) == expected
+
+    def test_one_server_and_a_wide_tool_count(self) -> None:
+        """Singular footer; a six-digit tool count widens its column and the rules."""
+        records = {
+            "big": record("big", "connected", tool_count=100000, last_ok=NOW - 59),
+            "one": record("one", "stopped", tool_count=1),
+        }
+        assert status_table(records, now=NOW).splitlines()[1:] == [
+            "─" * 58,
+            "  Server       Status  Tools   Last Active    Details",
+            "─" * 58,
+            "  big          🟢      100000  59s ago",
+            "  one          ⚪           1  —              stopped",
+            "─" * 58,
+            "  2 servers configured | 1 connected | 100000 tools available",
+        ]
+        one = {"one": record("one", "connected", tool_count=1, last_ok=NOW - 61)}
+        assert status_table(one, now=NOW).splitlines()[-1] == (
+            "  1 server configured | 1 connected | 1 tool available"
+        )
+
+    def test_colour_only_on_request(self) -> None:
+        """color=True adds ANSI colours, and only colours: without them it is the plain
+        table; color=False has no escape at all."""
+        coloured = status_table(sample_records(), now=NOW, color=True)
+        assert "\x1b[31mconnection refused" in coloured  # red for a server that is down
+        assert "\x1b[33mconnecting (attempt 2)" in coloured  # yellow while connecting
+        assert ANSI.sub("", coloured) == SAMPLE
+        assert "\x1b" not in status_table(sample_records(), now=NOW)
+
+    def test_columns_align_by_display_width(self) -> None:
+        """Each icon takes two terminal columns; every column starts at the same display
+        column in the header and in each row, whatever the icon."""
+        assert [display_width(icon) for icon in "🟢🟡🔴⚪"] == [2, 2, 2, 2]
+        assert display_width("—…─") == 3 and display_width("e\u0301") == 1
+        lines = SAMPLE.splitlines()
+        header, rows = lines[2], lines[4:8]
+        tools_end = display_width(header[: header.index("Tools")]) + 3  # right-aligned digits
+        active = display_width(header[: header.index("Last Active")])
+        details = display_width(header[: header.index("Details")])
+        for row in rows:
+            # (start, end) display columns of each cell, in order
+            spans = [
+                (display_width(row[: m.start()]), display_width(row[: m.end()]))
+                for m in re.finditer(r"\S+(?: \S+)*", row)
+            ]
+            assert spans[2][1] == tools_end and spans[3][0] == active
+            if len(spans) > 4:
+                assert spans[4][0] == details
+
+    def test_long_lines_are_cut_to_the_width(self) -> None:
+        """Details are cut with … to fit ``width`` display columns; the error is shortened
+        to its first clause without the server prefix."""
+        long = record(
+            "db", "failed", consecutive_failures=1, last_error="MCP server 'db' " + "x" * 200
+        )
+        lines = status_table({"db": long}, now=NOW, width=80).splitlines()
+        row = next(line for line in lines if line.startswith("  db"))
+        assert display_width(row) == 80 and row.endswith("…")
+        assert "gave up after 1 attempt: xxx" in row and "MCP server" not in row
+
+    def test_progress_line(self) -> None:
+        """Servers settled (connected, failed or stopped) of all."""
+        assert progress_line(sample_records()) == "connecting 2/4…"
+
+
+# -- the latency estimator ----------------------------------------------------------------
+
+
+def exact_quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(q * len(ordered))) - 1]
+
+
+class TestLatencyHistogram:
+    """Fixed log buckets: quantiles within 5 %, counts exact."""
+
+    @pytest.mark.parametrize("seed", [1, 2, 3])
+    def test_accuracy_on_random_latencies(self, seed: int) -> None:
+        """Log-normal latencies around a few ms: p50, p90, p99, p99.9 within 5 %."""
+        rng = random.Random(seed)
+        values = [rng.lognormvariate(math.log(0.003), 1.5) for _ in range(20_000)]
+        histogram = LatencyHistogram()
+        for value in values:
+            histogram.observe(value)
+        for q in (0.5, 0.9, 0.99, 0.999):
+            exact = exact_quantile(values, q)
+            estimate = histogram.quantile(q)
+            assert estimate is not None
+            assert abs(estimate - exact) <= 0.05 * exact, (q, estimate, exact)
+        assert histogram.count == len(values)
+        assert histogram.sum == pytest.approx(math.fsum(values))
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.lists(st.floats(min_value=1e-6, max_value=900.0), min_size=1, max_size=200),
+        st.floats(min_value=0.001, max_value=1.0),
+    )
+    def test_any_data_any_quantile(self, values: list[float], q: float) -> None:
+        """For any latencies between 1 µs and 900 s, any quantile is within 5 %."""
+        histogram = LatencyHistogram()
+        for value in values:
+            histogram.observe(value)
+        exact = exact_quantile(values, q)
+        estimate = histogram.quantile(q)
+        assert estimate is not None and abs(estimate - exact) <= 0.05 * exact
+
+    def test_cumulative_buckets_are_exact(self) -> None:
+        """The reported buckets count exactly the values at or below each bound."""
+        rng = random.Random(7)
+        values = [rng.choice(REPORTED_BOUNDS) for _ in range(500)]
+        values += [rng.uniform(0, 120) for _ in range(500)]
+        histogram = LatencyHistogram()
+        for value in values:
+            histogram.observe(value)
+        assert histogram.cumulative() == tuple(
+            (bound, sum(v <= bound for v in values)) for bound in REPORTED_BOUNDS
+        )
+        assert set(REPORTED_BOUNDS) <= set(LATENCY_BOUNDS)
+
+    def test_empty_and_extremes(self) -> None:
+        """No observation: no quantile. Beyond the last bucket: the maximum; in the first
+        (up to 1 µs), at most 1 µs."""
+        histogram = LatencyHistogram()
+        assert histogram.quantile(0.5) is None
+        histogram.observe(5000.0)
+        histogram.observe(0.0)
+        assert histogram.quantile(1.0) == 5000.0
+        assert 0.0 <= (histogram.quantile(0.5) or -1) <= 1e-6
+
+
+# -- metrics -------------------------------------------------------------------------------
+
+
+class TestHealthTimes:
+    """Up and down time, reconnects, from explicit trio times."""
+
+    def test_up_down_and_reconnects(self) -> None:
+        """Connected 10 s, down 4 s, up 6 s, down 2 s and counting: exact sums."""
+        health = Health()
+        health.mark_connected(100.0)
+        health.mark_down(110.0)
+        health.mark_down(112.0)  # a failed reconnection attempt: the same outage
+        health.mark_connected(114.0)
+        health.mark_down(120.0)
+        metrics = health.metrics("s", "disconnected", 122.0)
+        assert (metrics.uptime_s, metrics.downtime_s) == (16.0, 6.0)
+        assert metrics.reconnects == 1 and metrics.reconnect_avg_s == 4.0
+        assert metrics.success_rate is None and metrics.latency_p50_ms is None
+
+    def test_a_stop_is_neither_up_nor_down(self) -> None:
+        """Stopped on purpose: the clocks stop, and the next connection is no reconnect."""
+        health = Health()
+        health.mark_connected(0.0)
+        health.mark_stopped(5.0)
+        health.mark_connected(50.0)
+        metrics = health.metrics("s", "connected", 51.0)
+        assert (metrics.uptime_s, metrics.downtime_s, metrics.reconnects) == (6.0, 0.0, 0)
+
+
+def stdio(kind: str, **extra: object) -> dict[str, object]:
+    command, args = stdio_params(kind)  # type: ignore[arg-type]
+    return {"command": command, "args": args, "approve": False, **extra}
+
+
+async def test_metrics_of_a_server_killed_and_recovered() -> None:
+    """kill -9, then recovery: one reconnect, its time counted as downtime, up + down is
+    the time since the first connection; calls counted; the summary frozen and logged."""
+    stream = io.StringIO()
+    log.configure_logging(level="info", stream=stream, json=True, force=True)
+    config = {
+        "mcpServers": {
+            "notes": stdio("rich", lazy=False, restartOnCrash=True),
+            "calc": stdio("echo"),
+        },
+        "supervisor": {"backoff": {"local": {"initial": 0.2, "jitter": 0}}},
+    }
+    try:
+        opened = trio.current_time()
+        async with open_supervisor(config) as sup:
+            await until(lambda: sup.status()["notes"].status == "connected", 20)
+            seen_up = trio.current_time()
+            assert (await sup.call("notes_echo", {"text": "a"})).text == "a"
+            pid = sup.status()["notes"].pid
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            await until(lambda: sup.metrics()["notes"].reconnects == 1, 20)
+            assert (await sup.call("notes_echo", {"text": "b"})).text == "b"
+            with pytest.raises(ToolError):
+                await sup.call("notes_fail", {"message": "no"})
+            before = trio.current_time()
+            metrics = sup.metrics()
+            after = trio.current_time()
+            notes = metrics["notes"]
+            assert list(metrics) == ["notes", "calc"]
+            assert notes.status == "connected" and notes.restarts == 1
+            assert notes.reconnect_avg_s is not None and notes.reconnect_avg_s >= 0.2
+            assert notes.downtime_s == pytest.approx(notes.reconnect_avg_s)
+            assert before - seen_up <= notes.uptime_s + notes.downtime_s <= after - opened
+            assert (notes.calls_ok, notes.calls_failed) == (2, 1)
+            assert notes.success_rate == pytest.approx(2 / 3)
+            assert notes.latency_count == 3 and notes.latency_p50_ms is not None
+            assert notes.latency_p99_ms is not None and notes.latency_p99_ms > 0
+            assert metrics["calc"].status == "idle" and metrics["calc"].uptime_s == 0.0
+            document = json.loads(json.dumps(status_document(sup.status(), metrics)))
+            assert document["metrics"]["notes"]["reconnects"] == 1
+        summary = sup.summary()
+        assert summary is sup.summary()  # frozen when the block ended
+        assert summary.servers["notes"].status == "connected"  # before the shutdown
+        assert (summary.calls_ok, summary.calls_failed, summary.reconnects) == (2, 1, 1)
+        assert 0 < summary.duration_s <= trio.current_time() - opened
+        assert "notes" in summary_text(summary)
+    finally:
+        log.reset_logging()
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    summaries = [line for line in lines if line["event"] == "session summary"]
+    assert len(summaries) == 1
+    assert summaries[0]["level"] == "info" and summaries[0]["logger"] == "supervisor.runtime"
+    assert summaries[0]["reconnects"] == 1 and summaries[0]["per_server"]["notes"]["calls_ok"] == 2
+
+
+# -- Prometheus ----------------------------------------------------------------------------
+
+NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+SAMPLE_LINE = re.compile(rf"^({NAME})(?:\{{(.*)\}})? (\S+)$")
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)')
+
+FAMILIES = {
+    "mcp_supervisor_server_up": "gauge",
+    "mcp_supervisor_server_status": "gauge",
+    "mcp_supervisor_server_tools": "gauge",
+    "mcp_supervisor_server_uptime_seconds_total": "counter",
+    "mcp_supervisor_server_downtime_seconds_total": "counter",
+    "mcp_supervisor_server_restarts_total": "counter",
+    "mcp_supervisor_server_reconnects_total": "counter",
+    "mcp_supervisor_server_reconnect_seconds_total": "counter",
+    "mcp_supervisor_server_calls_total": "counter",
+    "mcp_supervisor_server_call_duration_seconds": "histogram",
+}
+
+
+def parse_prometheus(text: str) -> tuple[dict[str, str], list[tuple[str, dict[str, str], float]]]:
+    """A strict reader of the text format 0.0.4: every sample belongs to a family whose
+    HELP and TYPE came first; names, labels and values are well formed."""
+    assert text.endswith("\n")
+    types: dict[str, str] = {}
+    helps: set[str] = set()
+    samples = []
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            name = line.split(" ")[2]
+            assert re.fullmatch(NAME, name) and name not in helps and line.split(" ", 3)[3]
+            helps.add(name)
+        elif line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            assert name in helps and name not in types
+            assert kind in ("counter", "gauge", "histogram", "summary", "untyped")
+            types[name] = kind
+        else:
+            match = SAMPLE_LINE.match(line)
+            assert match, line
+            name, raw_labels, value = match.groups()
+            labels = dict(LABEL.findall(raw_labels or ""))
+            assert "".join(f'{k}="{v}",' for k, v in labels.items()).rstrip(",") == raw_labels
+            family = re.sub(r"_(bucket|sum|count)$", "", name)
+            family = family if types.get(family) == "histogram" else name
+            assert family in types, line
+            samples.append((name, labels, float(value)))
+    return types, samples
+
+
+def metrics_for(server: str, **fields: object) -> ServerMetrics:
+    base: dict[str, object] = {
+        "server": server,
+        "status": "connected",
+        "uptime_s": 12.5,
+        "downtime_s": 1.5,
+        "reconnects": 1,
+        "reconnect_avg_s": 1.5,
+        "restarts": 1,
+        "calls_ok": 9,
+        "calls_failed": 1,
+        "success_rate": 0.9,
+        "latency_p50_ms": 1.0,
+        "latency_p99_ms": 4.0,
+        "latency_count": 10,
+        "latency_sum_s": 0.02,
+        "latency_buckets": LatencyHistogram().cumulative(),
+        "tool_count": 3,
+    }
+    return ServerMetrics(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_prometheus_text_parses_line_by_line() -> None:
+    """Every documented family, with HELP and TYPE, a server label on every sample, the
+    status state set, and a cumulative histogram whose +Inf bucket is its count."""
+    histogram = LatencyHistogram()
+    for value in (0.0004, 0.002, 0.002, 0.3, 200.0):
+        histogram.observe(value)
+    metrics = {
+        "notes": metrics_for(
+            "notes",
+            latency_buckets=histogram.cumulative(),
+            latency_count=histogram.count,
+            latency_sum_s=histogram.sum,
+        ),
+        'we"ird\\name': metrics_for('we"ird\\name', status="failed", calls_ok=0),
+    }
+    types, samples = parse_prometheus(prometheus_text(metrics))
+    assert types == FAMILIES
+    assert all("server" in labels for _, labels, _ in samples)
+    by = {(name, tuple(sorted(labels.items()))): value for name, labels, value in samples}
+    notes = ("server", "notes")
+    assert by[("mcp_supervisor_server_up", (notes,))] == 1.0
+    assert by[("mcp_supervisor_server_calls_total", (("result", "ok"), notes))] == 9
+    assert by[("mcp_supervisor_server_calls_total", (("result", "failed"), notes))] == 1
+    assert by[("mcp_supervisor_server_reconnect_seconds_total", (notes,))] == 1.5
+    weird = ("server", 'we\\"ird\\\\name')
+    assert by[("mcp_supervisor_server_up", (weird,))] == 0.0
+    assert by[("mcp_supervisor_server_status", (weird, ("status", "failed")))] == 1.0
+    assert (
+        sum(
+            v
+            for (n, labels), v in by.items()
+            if n == "mcp_supervisor_server_status" and weird in labels
+        )
+        == 1.0
+    )
+    assert {dict(labels)["status"] for n, labels in by if n.endswith("_status")} == set(STATUSES)
+    buckets = [
+        (labels["le"], value)
+        for name, labels, value in samples
+        if name == "mcp_supervisor_server_call_duration_seconds_bucket"
+        and labels["server"] == "notes"
+    ]
+    assert buckets[-1] == ("+Inf", 5)
+    counts = [value for _, value in buckets]
+    assert counts == sorted(counts) and dict(buckets)["0.001"] == 1 and dict(buckets)["0.5"] == 4
+    assert by[("mcp_supervisor_server_call_duration_seconds_count", (notes,))] == 5
+
+
+# -- the status command --------------------------------------------------------------------
+
+
+def write_config(tmp_path: pathlib.Path, servers: dict[str, object]) -> str:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return str(path)
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "supervisor", *args]
+
+
+async def test_status_prints_the_table(tmp_path: pathlib.Path) -> None:
+    """status: the table, plain when stdout is not a terminal; exit 1 when one failed."""
+    config = write_config(
+        tmp_path,
+        {"alpha": stdio("echo"), "broken": {"command": "false", "maxRestarts": 0}},
+    )
+    done = await trio.run_process(
+        cli("status", "--config", config), capture_stdout=True, capture_stderr=True, check=False
+    )
+    out = done.stdout.decode()
+    assert done.returncode == 1, done.stderr
+    assert "\x1b" not in out
+    lines = out.splitlines()
+    assert lines[:4] == ["MCP Server Status", "─" * 57, lines[2], "─" * 57]
+    assert lines[2].split() == ["Server", "Status", "Tools", "Last", "Active", "Details"]
+    assert re.fullmatch(r"  alpha {8}🟢 {8}3 {4}(just now|\d+s ago)", lines[4])
+    assert (
+        lines[5] == "  broken       🔴        —    —              gave up after 1 attempt: "
+        "exited with code 1"
+    )
+    assert lines[-1] == "  2 servers configured | 1 connected | 3 tools available"
+
+
+async def test_status_json_contains_the_metrics(tmp_path: pathlib.Path) -> None:
+    """status --json: one document with the records and each server's metrics."""
+    config = write_config(tmp_path, {"alpha": stdio("echo"), "beta": stdio("echo")})
+    done = await trio.run_process(
+        cli("status", "--config", config, "--json"), capture_stdout=True, capture_stderr=True
+    )
+    document = json.loads(done.stdout)
+    assert [s["server"] for s in document["servers"]] == ["alpha", "beta"]
+    assert document["servers"][0]["max_attempts"] == 5
+    metrics = document["metrics"]
+    assert set(metrics) == {"alpha", "beta"}
+    assert set(metrics["alpha"]) >= {
+        "server", "status", "uptime_s", "downtime_s", "reconnects", "reconnect_avg_s",
+        "calls_ok", "calls_failed", "success_rate", "latency_p50_ms", "latency_p99_ms",
+    }  # fmt: skip
+    assert metrics["alpha"]["status"] == "connected" and metrics["alpha"]["uptime_s"] > 0
+
+
+async def test_status_shows_progress_on_a_terminal(tmp_path: pathlib.Path) -> None:
+    """With stderr on a terminal, "connecting n/N…" is drawn there, then erased."""
+    config = write_config(tmp_path, {"alpha": stdio("echo"), "beta": stdio("echo")})
+    master, slave = pty.openpty()
+    output = bytearray()
+
+    async def read() -> None:
+        stream = trio.lowlevel.FdStream(master)
+        try:
+            while data := await stream.receive_some():
+                output.extend(data)
+        except (OSError, trio.BrokenResourceError):
+            pass  # EIO: the terminal's other side is closed
+        finally:
+            await stream.aclose()
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            process = await trio.lowlevel.open_process(
+                cli("status", "--config", config), stdout=subprocess.DEVNULL, stderr=slave
+            )
+            os.close(slave)
+            assert await process.wait() == 0
+    text = output.decode()
+    assert re.search(r"connecting [0-2]/2…", text) and text.endswith("\r\x1b[K")
+
+
+async def test_status_watch_redraws_until_ctrl_c(tmp_path: pathlib.Path) -> None:
+    """--watch prints the table as servers change, and Ctrl-C ends it with exit 0."""
+    config = write_config(tmp_path, {"alpha": stdio("echo")})
+    process = await trio.lowlevel.open_process(
+        cli("status", "--config", config, "--watch"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert process.stdout is not None
+    output = b""
+    with trio.fail_after(60):
+        while b"1 connected" not in output:
+            output += await process.stdout.receive_some()
+        assert output.count(b"MCP Server Status") >= 2  # drawn first, then redrawn
+        process.send_signal(signal.SIGINT)
+        assert await process.wait() == 0
+    await process.stdout.aclose()
