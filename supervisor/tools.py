@@ -128,6 +128,8 @@ class ArgumentValidator:
         # Quick accepts for flat input schemas (see supervisor._quickcheck), by fingerprint;
         # None where the schema needs the full validator.
         self._quick: dict[str, Callable[[object], bool] | None] = {}
+        # The same, by tool object (id → the tool, kept alive, and its quick check).
+        self._seen: dict[int, tuple[types.Tool, Callable[[object], bool] | None]] = {}
         self._hits = 0
         self._compilations = 0
 
@@ -151,13 +153,21 @@ class ArgumentValidator:
         """Raise :class:`~supervisor.errors.ToolArgumentsInvalid` listing every error if
         ``arguments`` does not match the tool's ``inputSchema``; return ``None`` if it does.
         """
+        instance = dict(arguments) if isinstance(arguments, Mapping) else arguments
+        # The call path: a tool object seen before (a listed tool is never changed in
+        # place) with a quick check that accepts these arguments costs no hashing at all.
+        seen = self._seen.get(id(tool))
+        if seen is not None and seen[0] is tool and seen[1] is not None and seen[1](instance):
+            return
         key = fingerprint(tool)
         validator = self._validator(key, tool.name, tool.input_schema, "inputSchema")
-        instance = dict(arguments) if isinstance(arguments, Mapping) else arguments
         try:
             quick = self._quick[key]
         except KeyError:
             quick = self._quick[key] = quick_check(tool.input_schema)
+        if len(self._seen) >= self._maxsize:
+            self._seen.clear()  # rebuilt as tools are used again
+        self._seen[id(tool)] = (tool, quick)
         if quick is not None and quick(instance):
             return  # valid: the full validator would find nothing
         errors = _errors(validator, instance, tool.name, "inputSchema")

@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import trio
@@ -581,3 +582,23 @@ async def test_status_watch_redraws_until_ctrl_c(tmp_path: pathlib.Path) -> None
         process.send_signal(signal.SIGINT)
         assert await process.wait() == 0
     await process.stdout.aclose()
+
+
+async def test_retry_details_are_there_as_soon_as_the_error_is_announced() -> None:
+    """When ``mcp.error`` says "retry in", ``status()`` says so too (before the tree has
+    scheduled the restart), and the table shows it."""
+    config = {
+        "mcpServers": {"calc": stdio("echo", lazy=False)},
+        "supervisor": {"backoff": {"local": {"initial": 5, "maxAttempts": 3}}},
+    }
+    async with open_supervisor(config) as sup, sup.subscribe("mcp.error") as errors:
+        await sup.connect_all()
+        os.kill(sup.status()["calc"].pid, signal.SIGKILL)
+        with trio.fail_after(10):
+            event = await errors.receive()
+        record = sup.status()["calc"]
+        assert (record.status, record.retry_attempt, record.max_attempts) == ("disconnected", 1, 3)
+        assert record.next_retry_at is not None
+        assert 4 <= record.next_retry_at - time.time() <= event.retry_in
+        table = status_table({"calc": record}, now=time.time())
+        assert "(retry 1/3 in 5s)" in table

@@ -195,6 +195,11 @@ class ManagedServer:
         next_retry = None
         if next_restart_at is not None:
             next_retry = time.time() + max(0.0, next_restart_at - trio.current_time())
+        elif self.status() is ServerStatus.DISCONNECTED and h.next_retry_at is not None:
+            # Failed just now: the restart is announced (mcp.error) before the tree has
+            # scheduled it. Say when, as the event did.
+            next_retry = h.next_retry_at
+            stats_attempt = stats_attempt or self.attempt
         return HealthRecord(
             server=self.name,
             type=str(self.config.type),
@@ -291,18 +296,20 @@ class ManagedServer:
             self.check_available()
         limit = self.config.timeout if timeout is None else timeout
         message = CallTool(tool, arguments)
-        with self._translated(tool, limit):
-            actor = self.current
-            client = actor.direct() if actor is not None else None
-            if client is None:
-                return await self.address.call(message, limit)  # type: ignore[return-value]
+        left = limit
+        actor = self.current
+        client = actor.direct() if actor is not None else None
+        if client is not None:  # the fast path: straight onto the live connection
             deadline = trio.current_time() + limit
             try:
                 return await actor.call_directly(client, message, deadline)  # type: ignore[union-attr]
             except _NotSent:
-                pass  # the mailbox gets it to the next connection
-            left = deadline - trio.current_time()
-            return await self.address.call(message, max(left, 0.0))  # type: ignore[return-value]
+                left = max(deadline - trio.current_time(), 0.0)  # the mailbox gets it there
+            except BaseException as exc:
+                self._raise_translated(exc, tool, limit)
+                raise
+        with self._translated(tool, limit):
+            return await self.address.call(message, left)  # type: ignore[return-value]
 
     def check_available(self) -> None:
         """Raise the :class:`~supervisor.errors.ServerUnavailable` a call would fail with
@@ -320,7 +327,14 @@ class ManagedServer:
         """Actor errors, said in terms of this server and ``tool``."""
         try:
             yield
-        except (trio.TooSlowError, CallTimeout):
+        except BaseException as exc:
+            self._raise_translated(exc, tool, limit)
+            raise
+
+    def _raise_translated(self, exc: BaseException, tool: str, limit: float) -> None:
+        """Raise the server error that the actor error ``exc`` means; return if it is
+        not one (the caller re-raises it)."""
+        if isinstance(exc, trio.TooSlowError | CallTimeout):
             raise ToolCallTimeout(
                 f"MCP server {self.name!r} did not answer tool {tool!r} within {limit} s "
                 "(the call may still be running there)",
@@ -328,21 +342,19 @@ class ManagedServer:
                 tool=tool,
                 timeout=limit,
             ) from None
-        except ActorUnavailable as exc:
+        if isinstance(exc, ActorUnavailable):
             raise ServerUnavailable(
                 f"MCP server {self.name!r} is unavailable after {exc.attempts} attempts; "
                 f"last error: {self.health.last_error or exc.last_error}. Fix the cause, "
                 f"then restart it (handle.restart({self.name!r}))",
                 server=self.name,
             ) from None
-        except ActorStopped:
+        if isinstance(exc, ActorStopped):
             raise ServerUnavailable(
                 f"MCP server {self.name!r} is stopped; restart it to use it again",
                 server=self.name,
             ) from None
-        except CallMayHaveTakenEffect:
-            raise
-        except RequestAborted as exc:
+        if isinstance(exc, RequestAborted) and not isinstance(exc, CallMayHaveTakenEffect):
             raise CallMayHaveTakenEffect(
                 f"the connection to MCP server {self.name!r} died while tool {tool!r} was "
                 "running: it may have taken effect and was not retried",
