@@ -331,9 +331,28 @@ class ManagedServer:
             self._raise_translated(exc, tool, limit)
             raise
 
-    def _raise_translated(self, exc: BaseException, tool: str, limit: float) -> None:
+    def _raise_translated(
+        self, exc: BaseException, tool: str, limit: float, *, request: bool = False
+    ) -> None:
         """Raise the server error that the actor error ``exc`` means; return if it is
-        not one (the caller re-raises it)."""
+        not one (the caller re-raises it). ``tool`` names the tool called — or, with
+        ``request``, describes a read-only request (a resource read, a prompt), which
+        times out with :class:`RequestTimeout` and was sent once more if its connection
+        died (a second loss is a :class:`ServerRequestError`)."""
+        if request and isinstance(exc, trio.TooSlowError | CallTimeout):
+            raise RequestTimeout(
+                f"MCP server {self.name!r} did not answer {tool} within {limit} s",
+                server=self.name,
+                request=tool,
+                timeout=limit,
+            ) from None
+        if request and isinstance(exc, RequestAborted):
+            raise ServerRequestError(
+                f"the connection to MCP server {self.name!r} died twice with {tool} in "
+                "flight (it was sent again once); try again once it is back",
+                server=self.name,
+                code=types.CONNECTION_CLOSED,
+            ) from exc.__cause__
         if isinstance(exc, trio.TooSlowError | CallTimeout):
             raise ToolCallTimeout(
                 f"MCP server {self.name!r} did not answer tool {tool!r} within {limit} s "
@@ -402,36 +421,10 @@ class ManagedServer:
     ) -> object:
         """Send ``message`` through the mailbox, saying actor errors in terms of ``what``."""
         if self.error is not None:
-            raise ServerUnavailable(
-                f"MCP server {self.name!r} is not configured correctly: {self.error}",
-                server=self.name,
-            )
+            self.check_available()
         limit = self.config.timeout if timeout is None else timeout
         try:
             return await self.address.call(message, limit)
-        except (trio.TooSlowError, CallTimeout):
-            raise RequestTimeout(
-                f"MCP server {self.name!r} did not answer {what} within {limit} s",
-                server=self.name,
-                request=what,
-                timeout=limit,
-            ) from None
-        except ActorUnavailable as exc:
-            raise ServerUnavailable(
-                f"MCP server {self.name!r} is unavailable after {exc.attempts} attempts; "
-                f"last error: {self.health.last_error or exc.last_error}. Fix the cause, "
-                f"then restart it (handle.restart({self.name!r}))",
-                server=self.name,
-            ) from None
-        except ActorStopped:
-            raise ServerUnavailable(
-                f"MCP server {self.name!r} is stopped; restart it to use it again",
-                server=self.name,
-            ) from None
-        except RequestAborted as exc:
-            raise ServerRequestError(
-                f"the connection to MCP server {self.name!r} died twice with {what} in "
-                "flight (it was sent again once); try again once it is back",
-                server=self.name,
-                code=types.CONNECTION_CLOSED,
-            ) from exc.__cause__
+        except BaseException as exc:
+            self._raise_translated(exc, what, limit, request=True)
+            raise
