@@ -307,14 +307,14 @@ class ResourcesMixin:
     """
 
     _servers: dict[str, ManagedServer]
+    _policy: NamingPolicy
 
     if TYPE_CHECKING:
 
         async def connect_all(self, timeout: float | None = None) -> None: ...
 
     def _naming(self) -> NamingPolicy:
-        policy = getattr(self, "_policy", None)
-        return policy if isinstance(policy, NamingPolicy) else NamingPolicy()
+        return self._policy
 
     def _unlisted(self) -> bool:
         """Whether a server that could be connected has never listed what it offers."""
