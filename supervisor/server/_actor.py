@@ -5,21 +5,14 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 import mcp_types as types
 import trio
 from mcp import Client
-from mcp.client.subscriptions import (
-    ListenNotSupportedError,
-    PromptsListChanged,
-    ResourcesListChanged,
-    SubscriptionLost,
-    ToolsListChanged,
-)
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -29,11 +22,9 @@ from ..actors import (
     backoff_delay,
     before_effect,
     collapse,
-    leaves,
 )
 from ..errors import (
     CallMayHaveTakenEffect,
-    CatalogTooLarge,
     ConnectTimeout,
     ServerRequestError,
     StaleConnection,
@@ -47,6 +38,7 @@ from ..transports import (
     delivery,
 )
 from ._health import ServerStatus
+from ._listing import Listing, Listings, describe
 from ._remote import TransportLike
 
 if TYPE_CHECKING:
@@ -94,8 +86,6 @@ class GetPrompt:
 
 _T = TypeVar("_T")
 
-Listing = Literal["resources", "prompts"]
-"""What a ``list_changed`` notice asks to fetch again (resources include templates)."""
 
 
 async def _probe(client: Client) -> None:
@@ -121,16 +111,6 @@ def _session_expired(error: MCPError) -> bool:
     )
 
 
-def _describe(error: BaseException) -> str:
-    """One line for an error, the one that matters inside exception groups."""
-    error = collapse(error)
-    extra = ""
-    if isinstance(error, BaseExceptionGroup):
-        real = [e for e in leaves(error) if not isinstance(e, trio.Cancelled)] or [error]
-        error, extra = real[0], (f" (and {len(real) - 1} more)" if len(real) > 1 else "")
-    return (str(error) or type(error).__name__) + extra
-
-
 async def _first(*waits: Callable[[], Awaitable[object]]) -> None:
     """Return as soon as any of ``waits`` returns."""
     async with trio.open_nursery() as nursery:
@@ -150,7 +130,7 @@ class _NotSent(Exception):
 # -- one incarnation -------------------------------------------------------------------------
 
 
-class ServerActor(Actor):
+class ServerActor(Listings, Actor):
     """One incarnation: at most one SDK ``Client`` session with the server."""
 
     max_concurrency = MAX_IN_FLIGHT
@@ -556,193 +536,6 @@ class ServerActor(Actor):
         async with Client(transport, message_handler=message_handler, **options) as client:  # type: ignore[arg-type]
             yield client
 
-    async def _list_all_tools(self, client: Client) -> list[types.Tool]:
-        limits = self.server.limits
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        size = 0
-        while True:
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            size += sum(len(t.model_dump_json()) for t in page.tools)
-            if len(tools) > limits.max_tools or size > limits.max_catalog_bytes:
-                raise CatalogTooLarge(
-                    f"MCP server {self.server.name!r} lists {len(tools)} tools "
-                    f"({size} bytes), more than the limits ({limits.max_tools} tools, "
-                    f"{limits.max_catalog_bytes} bytes); raise supervisor.limits if that is "
-                    "expected",
-                    server=self.server.name,
-                )
-            cursor = page.next_cursor
-            if not cursor:
-                return tools
-
-    async def _relist(self) -> None:
-        """Fetch the tool list again after a change notice. A burst of notices costs at
-        most two fetches: one running, and one more for everything that came meanwhile."""
-        if self._relisting:
-            self._relist_again = True
-            return
-        self._relisting = True
-        try:
-            while self.client is not None:
-                self._relist_again = False
-                tools = await self._list_all_tools(self.client)
-                server = self.server
-                before = {t.name: t for t in server.tools}
-                server.tools = tools
-                server.health.tool_count = len(tools)
-                if {t.name: t for t in tools} != before:
-                    server.changed()  # the live catalog publishes what changed
-                if not self._relist_again:
-                    return
-        finally:
-            self._relisting = False
-
-    async def _list_pages(
-        self, what: str, fetch: Callable[[str | None], Awaitable[tuple[Sequence[_T], str | None]]]
-    ) -> list[_T]:
-        """Every page of one listing (``fetch(cursor)`` → items, next cursor), within the
-        server's limits (:class:`~supervisor.server.Limits`, as for tools)."""
-        limits = self.server.limits
-        items: list[_T] = []
-        cursor: str | None = None
-        size = 0
-        while True:
-            page, cursor = await fetch(cursor)
-            items.extend(page)
-            size += sum(len(item.model_dump_json()) for item in page)  # type: ignore[attr-defined]
-            if len(items) > limits.max_tools or size > limits.max_catalog_bytes:
-                raise CatalogTooLarge(
-                    f"MCP server {self.server.name!r} lists {len(items)} {what} ({size} "
-                    f"bytes), more than the limits ({limits.max_tools} items, "
-                    f"{limits.max_catalog_bytes} bytes); raise supervisor.limits if that is "
-                    "expected",
-                    server=self.server.name,
-                )
-            if not cursor:
-                return items
-
-    async def _list_extras(self, client: Client, which: Sequence[Listing]) -> bool:
-        """List the server's resources (with templates) and/or prompts, as its capabilities
-        advertise them, onto the :class:`ManagedServer`; what it does not advertise is
-        empty. A listing that fails or takes longer than the server's ``timeout`` is
-        logged and keeps the previous list: the tools are served regardless. Returns
-        whether anything changed."""
-        server = self.server
-        capabilities = client.server_capabilities
-        before = (server.resources, server.resource_templates, server.prompts)
-
-        async def resources() -> None:
-            if capabilities.resources is None:
-                server.resources = []
-                return
-
-            async def page(cursor: str | None) -> tuple[list[types.Resource], str | None]:
-                got = await client.list_resources(cursor=cursor, cache_mode="refresh")
-                return got.resources, got.next_cursor
-
-            server.resources = await self._list_pages("resources", page)
-
-        async def templates() -> None:
-            if capabilities.resources is None:
-                server.resource_templates = []
-                return
-
-            async def page(cursor: str | None) -> tuple[list[types.ResourceTemplate], str | None]:
-                got = await client.list_resource_templates(cursor=cursor, cache_mode="refresh")
-                return got.resource_templates, got.next_cursor
-
-            try:
-                server.resource_templates = await self._list_pages("resource templates", page)
-            except MCPError as exc:
-                if exc.code != types.METHOD_NOT_FOUND:
-                    raise
-                server.resource_templates = []  # resources without templates: common
-
-        async def prompts() -> None:
-            if capabilities.prompts is None:
-                server.prompts = []
-                return
-
-            async def page(cursor: str | None) -> tuple[list[types.Prompt], str | None]:
-                got = await client.list_prompts(cursor=cursor, cache_mode="refresh")
-                return got.prompts, got.next_cursor
-
-            server.prompts = await self._list_pages("prompts", page)
-
-        async def guarded(what: str, listing: Callable[[], Awaitable[None]]) -> None:
-            with trio.move_on_after(server.config.timeout) as scope:
-                try:
-                    await listing()
-                except Exception as exc:  # the tools are served all the same
-                    log.warning(
-                        f"listing {what} failed", server=server.name, error=_describe(exc)
-                    )
-            if scope.cancelled_caught:
-                log.warning(
-                    f"listing {what} timed out", server=server.name, timeout=server.config.timeout
-                )
-
-        async with trio.open_nursery() as nursery:
-            if "resources" in which:
-                nursery.start_soon(guarded, "resources", resources)
-                nursery.start_soon(guarded, "resource templates", templates)
-            if "prompts" in which:
-                nursery.start_soon(guarded, "prompts", prompts)
-        server.listed = True
-        return (server.resources, server.resource_templates, server.prompts) != before
-
-    async def _refetch(self, what: Listing) -> None:
-        """Fetch resources (and templates) or prompts again after a change notice;
-        coalesced like :meth:`_relist`: at most one fetch running and one more queued."""
-        if what in self._refetching:
-            self._refetch_again.add(what)
-            return
-        self._refetching.add(what)
-        try:
-            while (client := self.client) is not None:
-                self._refetch_again.discard(what)
-                if await self._list_extras(client, (what,)):
-                    self.server.changed()
-                if what not in self._refetch_again:
-                    return
-        finally:
-            self._refetching.discard(what)
-
-    async def _listen_for_changes(
-        self, client: Client, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        """On 2026-07-28 connections change notices come on a `subscriptions/listen`
-        stream; open it (and again, if it drops while the connection lives). Reports
-        started once the first subscription is acknowledged (or refused)."""
-        capabilities = client.server_capabilities
-        while True:
-            try:
-                async with client.listen(
-                    tools_list_changed=True,
-                    resources_list_changed=capabilities.resources is not None,
-                    prompts_list_changed=capabilities.prompts is not None,
-                ) as subscription:
-                    task_status.started()
-                    task_status = trio.TASK_STATUS_IGNORED
-                    async for event in subscription:
-                        if isinstance(event, ToolsListChanged):
-                            self.nursery.start_soon(self._relist)
-                        elif isinstance(event, ResourcesListChanged):
-                            self.nursery.start_soon(self._refetch, "resources")
-                        elif isinstance(event, PromptsListChanged):
-                            self.nursery.start_soon(self._refetch, "prompts")
-                return  # closed gracefully
-            except (ListenNotSupportedError, MCPError) as exc:
-                log.debug("no change notices", server=self.server.name, reason=str(exc))
-                task_status.started()
-                return
-            except SubscriptionLost:
-                task_status.started()
-                task_status = trio.TASK_STATUS_IGNORED
-                await trio.sleep(1.0)
-
     async def _ping(self, client: Client) -> None:
         """Probe the server every ``pingInterval``; no answer within the timeout is stale.
 
@@ -796,7 +589,7 @@ class ServerActor(Actor):
     def _on_failed(self, transport: TransportLike, connected: bool, exc: BaseException) -> None:
         server = self.server
         health = server.health
-        text = redact(_describe(transport.failure or exc))
+        text = redact(describe(transport.failure or exc))
         health.status = ServerStatus.DISCONNECTED
         health.connected_since = None
         health.last_error = text
