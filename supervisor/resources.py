@@ -32,8 +32,8 @@ import difflib
 import functools
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, cast
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import attrs
 import mcp_types as types
@@ -111,6 +111,7 @@ class MergedPrompt:
 
 
 _OBJECT: dict[str, object] = {"type": "object"}
+_I = TypeVar("_I")
 
 
 # -- merging (pure) ------------------------------------------------------------------------
@@ -147,16 +148,28 @@ def _namespace(
     return out
 
 
+def _named(
+    servers: Iterable[tuple[str, str, Sequence[_I]]],
+    original: Callable[[_I], str],
+    policy: NamingPolicy | None,
+) -> Iterator[tuple[str, _I, str]]:
+    """``(server, item, merged name)`` for every server's items, in config order then
+    listing order; ``original`` gives an item's own name."""
+    groups = [(s, p, list(items)) for s, p, items in servers]
+    names = _namespace(
+        [(s, p, [original(item) for item in items]) for s, p, items in groups],
+        policy or NamingPolicy(),
+    )
+    for (server, _, items), merged in zip(groups, names, strict=True):
+        for item, name in zip(items, merged, strict=True):
+            yield server, item, name
+
+
 def merge_resources(
     servers: Iterable[tuple[str, str, Sequence[types.Resource]]],
     policy: NamingPolicy | None = None,
 ) -> list[MergedResource]:
     """Every server's resources, in config order then listing order, with merged names."""
-    groups = [(s, p, list(items)) for s, p, items in servers]
-    names = _namespace(
-        [(s, p, [r.name or r.uri for r in items]) for s, p, items in groups],
-        policy or NamingPolicy(),
-    )
     return [
         MergedResource(
             uri=r.uri,
@@ -168,8 +181,7 @@ def merge_resources(
             size=r.size,
             resource=r,
         )
-        for (server, _, items), merged in zip(groups, names, strict=True)
-        for r, name in zip(items, merged, strict=True)
+        for server, r, name in _named(servers, lambda r: r.name or r.uri, policy)
     ]
 
 
@@ -178,11 +190,6 @@ def merge_resource_templates(
     policy: NamingPolicy | None = None,
 ) -> list[MergedResourceTemplate]:
     """Every server's resource templates, in config order, with merged names."""
-    groups = [(s, p, list(items)) for s, p, items in servers]
-    names = _namespace(
-        [(s, p, [t.name or t.uri_template for t in items]) for s, p, items in groups],
-        policy or NamingPolicy(),
-    )
     return [
         MergedResourceTemplate(
             uri_template=t.uri_template,
@@ -193,8 +200,7 @@ def merge_resource_templates(
             mime_type=t.mime_type,
             template=t,
         )
-        for (server, _, items), merged in zip(groups, names, strict=True)
-        for t, name in zip(items, merged, strict=True)
+        for server, t, name in _named(servers, lambda t: t.name or t.uri_template, policy)
     ]
 
 
@@ -204,11 +210,6 @@ def merge_prompts(
 ) -> list[MergedPrompt]:
     """Every server's prompts, in config order, with merged names (unique: a clash
     between servers is settled by the clash policy, ``_2`` by default)."""
-    groups = [(s, p, list(items)) for s, p, items in servers]
-    names = _namespace(
-        [(s, p, [prompt.name for prompt in items]) for s, p, items in groups],
-        policy or NamingPolicy(),
-    )
     return [
         MergedPrompt(
             name=name,
@@ -218,8 +219,7 @@ def merge_prompts(
             arguments=tuple(prompt.arguments or ()),
             prompt=prompt,
         )
-        for (server, _, items), merged in zip(groups, names, strict=True)
-        for prompt, name in zip(items, merged, strict=True)
+        for server, prompt, name in _named(servers, lambda p: p.name, policy)
     ]
 
 

@@ -192,10 +192,11 @@ class ManagedServer:
     def record(self, stats_attempt: int = 0, next_restart_at: float | None = None) -> HealthRecord:
         """The health record (DESIGN §5) as of now."""
         h = self.health
+        status = self.status()
         next_retry = None
         if next_restart_at is not None:
             next_retry = time.time() + max(0.0, next_restart_at - trio.current_time())
-        elif self.status() is ServerStatus.DISCONNECTED and h.next_retry_at is not None:
+        elif status is ServerStatus.DISCONNECTED and h.next_retry_at is not None:
             # Failed just now: the restart is announced (mcp.error) before the tree has
             # scheduled it. Say when, as the event did.
             next_retry = h.next_retry_at
@@ -203,7 +204,7 @@ class ManagedServer:
         return HealthRecord(
             server=self.name,
             type=str(self.config.type),
-            status=self.status().value,
+            status=status.value,
             connected_since=h.connected_since,
             last_ok=h.last_ok,
             last_error=h.last_error,
