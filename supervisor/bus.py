@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from fnmatch import fnmatchcase
 from types import MappingProxyType, TracebackType
 from typing import Final
@@ -38,7 +39,7 @@ from trio.lowlevel import (
 
 from .events import BusDropped, Event, make_event
 
-__all__ = ["Bus", "BusStatistics", "Subscription", "SubscriptionStatistics"]
+__all__ = ["Bus", "BusStatistics", "Subscription", "SubscriptionStatistics", "open_bus"]
 
 DEFAULT_BUFFER: Final = 1024
 """Events a subscription holds before it starts dropping its oldest ones."""
@@ -484,3 +485,10 @@ class Subscription:
             delivered=self._delivered,
             waiting=self._waiter is not None,
         )
+
+
+@asynccontextmanager
+async def open_bus() -> AsyncIterator[Bus]:
+    """A bus for the duration of the block, closed when it ends."""
+    with Bus() as bus:
+        yield bus
