@@ -1,17 +1,26 @@
-"""The event bus: fan events out to any number of subscribers without slowing the publisher.
+"""The event bus: an actor that fans events out to subscribers without slowing publishers.
 
 Publishers call :meth:`Bus.publish` (or :meth:`Bus.notify`), a plain synchronous method: it
-never blocks, never awaits and never schedules a task. Each subscriber has its own bounded
-buffer; when a subscriber falls behind, it loses its *oldest* events and is told how many
-with a :class:`~supervisor.events.BusDropped` event, so one slow reader never slows the
-supervision tree or any other reader::
+never blocks and never awaits. While the bus actor runs (:meth:`Bus.incarnation`, a child
+of the supervision tree, or :func:`open_bus`), ``publish`` only puts the event in the bus's
+bounded mailbox; the actor's task fans it out. A full mailbox drops its *oldest* event,
+and every subscriber is told how many were lost. Without a running actor (a bus used on
+its own, outside a tree) ``publish`` fans out at once.
 
-    bus = Bus()
-    async with bus.subscribe("mcp.*", "tools.conflict") as events:
-        async for event in events:
-            print(event.kind, event.ts)
+Each subscriber has its own bounded buffer; when a subscriber falls behind, it loses its
+*oldest* events and is told how many with a :class:`~supervisor.events.BusDropped` event,
+so one slow reader never slows the supervision tree or any other reader::
 
-Everything runs inside one :func:`trio.run`; the bus is not thread-safe.
+    async with open_bus() as bus:
+        async with bus.subscribe("mcp.*", "tools.conflict") as events:
+            async for event in events:
+                print(event.kind, event.ts)
+
+Subscriptions and the mailbox belong to the :class:`Bus`, not to one incarnation of its
+actor: a fan-out that raises (a bug) crashes the incarnation, the event being fanned out is
+dropped (and counted), the tree starts a new incarnation, and subscribers go on receiving
+what is published next. Everything runs inside one :func:`trio.run`; the bus is not
+thread-safe.
 """
 
 from __future__ import annotations
@@ -43,6 +52,12 @@ __all__ = ["Bus", "BusStatistics", "Subscription", "SubscriptionStatistics", "op
 
 DEFAULT_BUFFER: Final = 1024
 """Events a subscription holds before it starts dropping its oldest ones."""
+
+DEFAULT_MAILBOX: Final = 65536
+"""Events the actor's mailbox holds before publishing drops the oldest one."""
+
+_FAN_OUT_BATCH: Final = 256
+"""The actor yields to the scheduler after fanning out this many events in a row."""
 
 _YIELD_EVERY: Final = 64
 """A subscriber that never runs dry still yields to the scheduler once per this many events."""
@@ -82,12 +97,21 @@ class BusStatistics:
       published: How many events were published while the bus was open.
       per_kind: ``published`` broken down by event kind (kinds never published are absent).
       closed: Whether :meth:`Bus.close` has been called.
+      queued: Events in the actor's mailbox, not fanned out yet.
+      lost: Events that reached no subscriber: pushed out of a full mailbox, or being
+        fanned out when the fan-out crashed.
+      running: Whether an incarnation of the bus actor is running.
+      incarnations: How many incarnations have started (1 + restarts).
     """
 
     subscribers: int
     published: int
     per_kind: Mapping[str, int]
     closed: bool
+    queued: int = 0
+    lost: int = 0
+    running: bool = False
+    incarnations: int = 0
 
 
 class _State(enum.Enum):
@@ -117,24 +141,56 @@ class Bus:
     ``with bus:`` closes the bus on exit.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, mailbox: int = DEFAULT_MAILBOX) -> None:
+        if mailbox < 1:
+            raise ValueError(f"bus mailbox must hold at least 1 event, got {mailbox}")
         # Insertion-ordered set of open subscriptions: fan-out follows subscription order.
         self._subscriptions: dict[Subscription, None] = {}
         self._routes: dict[type[Event], _Route] = {}
         self._closed = False
+        # The actor's mailbox: events published and not fanned out yet.
+        self._inbox: deque[Event] = deque()
+        self._inbox_size = mailbox
+        self._inbox_dropped = 0  # lost to a full mailbox or a crashed fan-out
+        self._actor: _BusActor | None = None  # the running incarnation, if any
+        self._incarnations = 0
 
     # --- publishing (hot path) -------------------------------------------------------
 
     def publish(self, event: Event) -> None:
         """Deliver ``event`` to every open subscription whose patterns match its kind.
 
-        Synchronous and non-blocking whatever the subscribers do: a subscription whose
-        buffer is full drops its oldest event to make room (and will be told). Publishing
-        to a closed bus does nothing. ``bus.dropped`` events are never fanned out; they are
-        only made by the bus, for the subscriber that lost events.
+        Synchronous and non-blocking whatever the subscribers do: with the actor running
+        the event waits in the mailbox (a full one drops its oldest event, and every
+        subscriber will be told); a subscription whose buffer is full drops its oldest
+        event to make room (and will be told). Publishing to a closed bus does nothing.
+        ``bus.dropped`` events are never fanned out; they are only made by the bus, for the
+        subscriber that lost events.
         """
         if self._closed:
             return
+        actor = self._actor
+        if actor is None:
+            self._fan_out(event)
+            return
+        inbox = self._inbox
+        if len(inbox) >= self._inbox_size:
+            inbox.popleft()
+            self._lost(1)
+        inbox.append(event)
+        task = actor.waiter
+        if task is not None:
+            actor.waiter = None
+            reschedule(task)
+
+    def _lost(self, count: int) -> None:
+        """``count`` events never reached anyone: tell every subscriber."""
+        self._inbox_dropped += count
+        for sub in self._subscriptions:
+            sub._dropped += count
+            sub._wake()
+
+    def _fan_out(self, event: Event) -> None:
         route = self._routes.get(type(event))
         if route is None:
             route = self._routes[type(event)] = _Route(event.kind)
@@ -221,16 +277,31 @@ class Bus:
 
     # --- lifecycle -------------------------------------------------------------------
 
+    # --- the actor --------------------------------------------------------------------
+
+    def incarnation(self) -> _BusActor:
+        """A fresh incarnation of the bus actor: a supervision-tree child (its spec's
+        ``start``). While it runs, publishing only queues; it fans out."""
+        return _BusActor(self)
+
+    def flush(self) -> None:
+        """Fan out, now, every event waiting in the mailbox."""
+        inbox = self._inbox
+        while inbox:
+            self._fan_out(inbox.popleft())
+
     def close(self) -> None:
         """Close the bus. Idempotent.
 
-        Later publishes are ignored and later subscribes fail. Each open subscription still
-        yields the events already in its buffer, then its iteration ends
-        (:exc:`StopAsyncIteration`; :exc:`trio.EndOfChannel` from
-        :meth:`Subscription.receive`); readers parked waiting are woken to end.
+        Events still in the mailbox are fanned out first. Later publishes are ignored and
+        later subscribes fail. Each open subscription still yields the events already in
+        its buffer, then its iteration ends (:exc:`StopAsyncIteration`;
+        :exc:`trio.EndOfChannel` from :meth:`Subscription.receive`); readers parked
+        waiting are woken to end.
         """
         if self._closed:
             return
+        self.flush()
         self._closed = True
         for sub in self._subscriptions:
             sub._wake()
@@ -262,6 +333,10 @@ class Bus:
             published=sum(per_kind.values()),
             per_kind=MappingProxyType(per_kind),
             closed=self._closed,
+            queued=len(self._inbox),
+            lost=self._inbox_dropped,
+            running=self._actor is not None,
+            incarnations=self._incarnations,
         )
 
 
@@ -487,8 +562,77 @@ class Subscription:
         )
 
 
+class _BusActor:
+    """One incarnation of the bus actor: fans out what the bus's mailbox holds.
+
+    A supervision-tree child (:class:`~supervisor.actors.Child`): ``run`` serves until
+    ``request_stop``, then fans out what is left and returns. A fan-out that raises
+    crashes it; the event it was fanning out is counted as lost.
+    """
+
+    __slots__ = ("bus", "waiter", "_stopping")
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self.waiter: Task | None = None
+        self._stopping = False
+
+    def request_stop(self) -> None:
+        self._stopping = True
+        task = self.waiter
+        if task is not None:
+            self.waiter = None
+            reschedule(task)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        bus = self.bus
+        if bus._actor is not None:
+            raise RuntimeError("the bus actor is already running")
+        bus._actor = self
+        bus._incarnations += 1
+        inbox = bus._inbox
+        try:
+            task_status.started()
+            while not self._stopping:
+                done = 0
+                while inbox and done < _FAN_OUT_BATCH:
+                    event = inbox.popleft()
+                    try:
+                        bus._fan_out(event)
+                    except BaseException:
+                        bus._lost(1)
+                        raise
+                    done += 1
+                if inbox:
+                    await cancel_shielded_checkpoint()  # a flood: let the readers run
+                    continue
+                if not self._stopping:
+                    await self._park()
+            bus.flush()
+        finally:
+            if bus._actor is self:
+                bus._actor = None
+            self.waiter = None
+
+    async def _park(self) -> None:
+        self.waiter = current_task()
+
+        def abort(_: RaiseCancelT) -> Abort:
+            self.waiter = None
+            return Abort.SUCCEEDED
+
+        await wait_task_rescheduled(abort)
+
+
 @asynccontextmanager
-async def open_bus() -> AsyncIterator[Bus]:
-    """A bus for the duration of the block, closed when it ends."""
-    with Bus() as bus:
-        yield bus
+async def open_bus(mailbox: int = DEFAULT_MAILBOX) -> AsyncIterator[Bus]:
+    """A bus with its actor running for the duration of the block; closed when it ends
+    (after the actor fanned out what was left)."""
+    with Bus(mailbox) as bus:
+        async with trio.open_nursery() as nursery:
+            actor = bus.incarnation()
+            await nursery.start(actor.run)
+            try:
+                yield bus
+            finally:
+                actor.request_stop()

@@ -46,6 +46,8 @@ from typing import TypeAlias, get_args
 
 import msgspec
 
+from .actors import Decision, GaveUp, Restarted
+
 __all__ = [
     "EVENT_TYPES",
     "AnyEvent",
@@ -319,6 +321,33 @@ EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
     {cls.__struct_config__.tag: cls for cls in get_args(AnyEvent)}
 )
 """Every event class by its kind, in catalog order (read-only)."""
+
+def tree_event(decision: Decision) -> Event | None:
+    """The ``supervisor.*`` event a supervision tree's decision publishes, if any.
+
+    A restart is announced when it happens (``supervisor.child.restarted``), a give-up
+    when it is decided (``supervisor.child.gave_up``, or ``supervisor.escalated`` when the
+    supervisor itself gave up). A scheduled restart or an exit that is not restarted
+    publishes nothing here: the child's own events (``mcp.error``) say it.
+    """
+    if isinstance(decision, Restarted):
+        return ChildRestarted(
+            supervisor=decision.supervisor,
+            child=decision.child,
+            strategy=decision.strategy.value,
+            restarts=decision.restarts,
+            reason=decision.reason,
+        )
+    if isinstance(decision, GaveUp):
+        cls = Escalated if decision.escalated else ChildGaveUp
+        return cls(
+            supervisor=decision.supervisor,
+            child=decision.child,
+            restarts=decision.restarts,
+            reason=decision.reason,
+        )
+    return None
+
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(AnyEvent)

@@ -7,53 +7,76 @@
         async with sup.subscribe("mcp.*") as events:
             ...
 
-Each enabled server becomes a supervised :class:`~supervisor.server.ManagedServer`
-child of one root supervisor (``supervisor`` section: strategy, intensity). A server
-whose config could not be completed (a missing ``${VAR}``) is kept out of the tree and
-reported as failed with that error; the others run. Leaving the block stops every server
-— in reverse order, gracefully, then by force — however the block is left.
+The tree it runs::
+
+    root (one_for_one; stops its children in reverse order)
+    ├── bus         the event bus's actor: fans events out to subscribers
+    ├── registry    the registry's actor: merges what servers offer into the catalog
+    └── servers     a supervisor with the config's strategy and intensity
+        ├── <server>   one supervised actor per enabled server, in config order
+        └── …
+
+Each enabled server becomes a :class:`~supervisor.server.ManagedServer` child of
+``servers``. A server whose config could not be completed (a missing ``${VAR}``) is kept
+out of the tree and reported as failed with that error; the others run. If ``servers``
+gives up (its intensity, or a server with ``giveUp: escalate``), the whole supervisor does:
+every server is stopped and :class:`~supervisor.actors.SupervisorGaveUp` is raised out of
+the block. A crash of the bus or the registry restarts only that actor. Leaving the block
+stops every server — concurrently, each gracefully then by force — then the registry and
+the bus, however the block is left; then every subscription's iteration ends.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
+from types import MappingProxyType
 
 import mcp_types as types
 import trio
 
-from .actors import AddressState, Supervisor, SupervisorError, collapsing, open_tree
+from .actors import (
+    AddressState,
+    ChildSpec,
+    GiveUp,
+    Intensity,
+    Supervisor,
+    SupervisorError,
+    SupervisorGaveUp,
+    SupervisorStatistics,
+    open_tree,
+    supervisor_spec,
+)
 from .bus import Bus, Subscription
-from .catalog import LiveCatalog
 from .config import Config, load_config
 from .errors import (
-    ServerUnavailable,
-    ToolArgumentsInvalid,
-    ToolOutputInvalid,
     UnknownServer,
     UnknownTool,
 )
+from .gate import Gate, ServerView, connect
 from .log import get_logger
 from .monitor import SessionSummary, summarize
-from .registry import Catalog, Entry, NamingPolicy
-from .resources import ResourcesMixin
-from .server import HealthRecord, Limits, ManagedServer, ServerMetrics
+from .registry import Catalog, Entry, NamingPolicy, Registry, RegistryStatistics
+from .resources import MergedPrompt, MergedResource, MergedResourceTemplate, Resources
+from .server import (
+    HealthRecord,
+    Limits,
+    ManagedServer,
+    ServerMetrics,
+    ServerStatus,
+    tree_hook,
+)
 from .tools import (
     ApprovalCallback,
-    ApprovalReason,
-    ApprovalRequest,
     ToolResult,
-    approval_reason,
-    check_approval,
-    normalize_result,
-    validate_arguments,
 )
 
 log = get_logger("supervisor.runtime")
 
 
-class SupervisorHandle(ResourcesMixin):
+class SupervisorHandle:
     """What ``open_supervisor`` yields: call tools, watch health, restart and stop servers.
 
     Tool names are ``<prefix>_<tool>`` (the prefix defaults to the server's name; an
@@ -64,50 +87,60 @@ class SupervisorHandle(ResourcesMixin):
         self,
         config: Config,
         bus: Bus,
-        tree: Supervisor,
+        root: Supervisor,
         servers: Mapping[str, ManagedServer],
-        catalog: LiveCatalog,
+        registry: Registry,
         *,
-        policy: NamingPolicy,
         approve: ApprovalCallback | None = None,
         spill_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.config = config
         self.bus = bus
-        self._tree = tree
+        self._root = root
         self._servers = dict(servers)
-        self._catalog = catalog
-        self._policy = policy
-        self._approve = approve
-        self._spill_dir = spill_dir
-        self._reasons: dict[tuple[str, str], tuple[types.Tool, ApprovalReason | None]] = {}
+        self._registry = registry
+        self._gate = Gate(self._servers, registry, approve=approve, spill_dir=spill_dir)
+        self._resources = Resources(self._servers, registry, self.connect_all)
+        self._views = {name: ServerView(s, self._gate) for name, s in self._servers.items()}
         self._opened_at = trio.current_time()
         self._summary: SessionSummary | None = None
 
     # -- servers -----------------------------------------------------------------------
 
     @property
-    def servers(self) -> Mapping[str, ManagedServer]:
-        return self._servers
+    def servers(self) -> Mapping[str, ServerView]:
+        """Every enabled server's view, by name, in config order."""
+        return MappingProxyType(self._views)
 
-    def server(self, name: str) -> ManagedServer:
+    def server(self, name: str) -> ServerView:
+        """Server ``name``'s view: its config, health and listings; its tools are called
+        through the same gate as :meth:`call` (validation, approval)."""
         try:
-            return self._servers[name]
+            return self._views[name]
         except KeyError:
             known = ", ".join(sorted(self._servers)) or "none"
             raise UnknownServer(f"no MCP server named {name!r} (configured: {known})") from None
 
+    @property
+    def _tree(self) -> Supervisor:
+        """The ``servers`` supervisor (it is never restarted: its failure is the whole's)."""
+        for id, _, incarnation in self._root.which_children():
+            if id == "servers" and isinstance(incarnation, Supervisor):
+                return incarnation
+        raise SupervisorError("the servers' supervisor is not running")
+
+    def statistics(self) -> SupervisorStatistics:
+        """The root of the tree: the bus's, the registry's and the servers' supervisor's
+        restarts and last exits (a crash of the bus or the registry shows here)."""
+        return self._root.statistics()
+
+    def registry_statistics(self) -> RegistryStatistics:
+        """The registry's merges, pending reports and failures."""
+        return self._registry.statistics()
+
     def status(self) -> dict[str, HealthRecord]:
         """Every server's health record, by name, in config order."""
-        children = {c.id: c for c in self._tree.statistics().children}
-        records = {}
-        for name, server in self._servers.items():
-            child = children.get(name)
-            records[name] = server.record(
-                stats_attempt=child.attempt if child else 0,
-                next_restart_at=child.next_restart_at if child else None,
-            )
-        return records
+        return {name: server.record() for name, server in self._servers.items()}
 
     def metrics(self) -> dict[str, ServerMetrics]:
         """Every server's metrics, by name, in config order: uptime, downtime, reconnects,
@@ -160,34 +193,27 @@ class SupervisorHandle(ResourcesMixin):
 
         async with trio.open_nursery() as nursery:
             for server in self._servers.values():
-                nursery.start_soon(self._connect, server, timeout)
-
-    async def _connect(self, server: ManagedServer, timeout: float | None) -> None:
-        if server.error is not None or server.address.state is not AddressState.OPEN:
-            return
-        limit = timeout
-        if limit is None:
-            limit = server.config.init_timeout + server.config.timeout
-        try:
-            await server.list_tools(timeout=limit)
-        except SupervisorError as exc:
-            log.debug("connect failed", server=server.name, error=str(exc))
+                nursery.start_soon(connect, server, timeout)
 
     async def restart(self, name: str) -> None:
         """Restart a server now, with a fresh attempt count: a failed or stopped one comes
         back; a running one is stopped gracefully first."""
-        server = self.server(name)
+        self.server(name)  # UnknownServer
+        server = self._servers[name]
         if server.error is not None:
             raise SupervisorError(f"MCP server {name!r} cannot start: {server.error}")
         if server.address.state is AddressState.OPEN:
             await self._tree.terminate_child(name)
-        server.attempt = 0
+        server.attempt = 0  # the tree starts its count over too
         server.health.consecutive_failures = 0
+        if server.health.status is ServerStatus.FAILED:
+            server.health.status = ServerStatus.IDLE
         await self._tree.restart_child(name)
 
     async def stop(self, name: str) -> None:
         """Stop a server (gracefully, then by force); its calls fail fast until restarted."""
-        server = self.server(name)
+        self.server(name)  # UnknownServer
+        server = self._servers[name]
         await self._tree.terminate_child(name)
         server.health.mark_stopped(trio.current_time())  # also when it was down: not downtime
 
@@ -196,42 +222,17 @@ class SupervisorHandle(ResourcesMixin):
     @property
     def catalog(self) -> Catalog:
         """The merged catalog of the connected servers' tools (see :mod:`supervisor.registry`)."""
-        return self._catalog.current
+        return self._registry.snapshot.current
 
     def search(self, query: str, limit: int = 10) -> list[Entry]:
         """The catalog's best matches for ``query`` (names and descriptions)."""
-        return self._catalog.current.search(query, limit)
+        return self._registry.snapshot.current.search(query, limit)
 
-    def resolve(self, name: str) -> tuple[ManagedServer, str]:
-        """The server and its own tool name for a merged tool name.
-
-        The catalog answers for every server whose tools are known (clash suffixes
-        included; one that is restarting keeps its names and the call waits for it); a
-        server never connected yet (lazy) is found by its prefix.
-        """
-        entry = self._catalog.named.get(name)
-        if entry is not None:
-            return self._servers[entry.server], entry.original_name
-        for server in self._servers.values():
-            prefix = server.config.prefix
-            full = f"{prefix}_" if prefix else ""
-            if name.startswith(full) and server.tool(name[len(full) :]) is not None:
-                return server, name[len(full) :]
-        candidates = [
-            s
-            for s in self._servers.values()
-            if s.config.prefix and name.startswith(s.config.prefix + "_")
-        ]
-        if candidates:
-            server = max(candidates, key=lambda s: len(s.config.prefix))
-            return server, name[len(server.config.prefix) + 1 :]
-        unprefixed = [s for s in self._servers.values() if not s.config.prefix]
-        if len(unprefixed) == 1:
-            return unprefixed[0], name
-        raise UnknownTool(
-            f"no tool named {name!r}: tool names are <prefix>_<tool>, with prefixes "
-            + ", ".join(repr(s.config.prefix) for s in self._servers.values() if s.config.prefix)
-        )
+    def resolve(self, name: str) -> tuple[str, str]:
+        """``(server, its own tool name)`` for a merged tool name: by the catalog for
+        servers whose tools are known, by the naming template for the others."""
+        server, original = self._gate.resolve(name)
+        return server.name, original
 
     async def call(
         self,
@@ -242,12 +243,13 @@ class SupervisorHandle(ResourcesMixin):
     ) -> ToolResult:
         """Call a tool by its merged name and return its normalised result.
 
-        In order: the name is resolved (:class:`~supervisor.errors.UnknownTool`, naming
-        close matches); a server not connected yet is connected first, to learn the tool's
-        schema and annotations; the arguments are checked against the tool's
-        ``inputSchema`` (:class:`~supervisor.errors.ToolArgumentsInvalid`, naming each
-        wrong field); the server's approval policy is applied — the ``approve`` callback
-        decides, and without one a call that needs approval fails closed
+        The call passes the one gate (:mod:`supervisor.gate`): the name is resolved
+        (:class:`~supervisor.errors.UnknownTool`, naming close matches); a server not
+        connected yet is connected first, to learn the tool's schema and annotations; the
+        arguments are checked against the tool's ``inputSchema``
+        (:class:`~supervisor.errors.ToolArgumentsInvalid`, naming each wrong field); the
+        server's approval policy is applied — the ``approve`` callback decides, and
+        without one a call that needs approval fails closed
         (:class:`~supervisor.errors.ApprovalRequired`; a refusal is
         :class:`~supervisor.errors.ApprovalDenied`). Only then is the call sent, with the
         server's request timeout unless ``timeout`` is given.
@@ -263,75 +265,45 @@ class SupervisorHandle(ResourcesMixin):
         call, which is not re-sent), :class:`~supervisor.errors.ServerRequestError` (an MCP
         error answer).
         """
-        arguments = {} if arguments is None else arguments
-        server, original = self.resolve(name)
-        listed = server.tool(original)
-        if listed is None:
-            server, original, listed = await self._learn(name, server, original, timeout)
-        try:
-            validate_arguments(listed, arguments)
-        except ToolArgumentsInvalid as exc:
-            raise ToolArgumentsInvalid(name, exc.errors) from None  # the name called
-        reason = self._approval_reason(server, original, listed)
-        if reason is not None:
-            request = ApprovalRequest(
-                server=server.name,
-                tool=name,
-                original_name=original,
-                arguments=arguments,
-                reason=reason,
-            )
-            await check_approval(True, self._approve, request)
-        try:
-            raw = await server.call_tool(original, arguments, timeout)
-        except ToolOutputInvalid as exc:
-            raise ToolOutputInvalid(name, exc.errors) from exc.__cause__
-        # The SDK client has checked structuredContent against the outputSchema already.
-        result = normalize_result(raw, tool=name, spill_dir=self._spill_dir)
-        result.raise_for_error(server=server.name)
-        return result
-
-    async def _learn(
-        self, name: str, server: ManagedServer, original: str, timeout: float | None
-    ) -> tuple[ManagedServer, str, types.Tool]:
-        """Connect ``server`` (never connected yet) and look ``name`` up in what it lists."""
-        limit = timeout
-        if limit is None:
-            limit = server.config.init_timeout + server.config.timeout
-        await self._connect(server, limit)
-        server, original = self.resolve(name)
-        listed = server.tool(original)
-        if listed is not None:
-            return server, original, listed
-        if server.tools:  # it listed its tools, and this is not one of them
-            raise self._catalog.named._unknown([name])
-        server.check_available()  # failed, stopped or misconfigured: say so
-        why = (
-            f"did not list its tools within {limit} s; "
-            f"last error: {server.health.last_error or 'none'}"
-        )
-        raise ServerUnavailable(
-            f"MCP server {server.name!r} {why} (calling {name!r})", server=server.name
-        )
-
-    def _approval_reason(
-        self, server: ManagedServer, original: str, tool: types.Tool
-    ) -> ApprovalReason | None:
-        # The policy is fixed per server and tool definition: decided once per tool
-        # object the server listed (a new listing brings new objects).
-        key = (server.name, original)
-        cached = self._reasons.get(key)
-        if cached is not None and cached[0] is tool:
-            return cached[1]
-        reason = approval_reason(server.config, tool, original)
-        self._reasons[key] = (tool, reason)
-        return reason
+        return await self._gate.call(name, arguments, timeout=timeout)
 
     async def tools(self) -> Catalog:
         """The merged catalog, once every server has connected or failed (lazy servers are
         connected to find out what they offer); see :attr:`catalog`."""
         await self.connect_all()
-        return self._catalog.current
+        return (await self._registry.settled()).current
+
+    # -- resources and prompts -------------------------------------------------------------
+
+    async def resources(self) -> list[MergedResource]:
+        """Every server's resources, merged (see :mod:`supervisor.resources`)."""
+        return await self._resources.resources()
+
+    async def resource_templates(self) -> list[MergedResourceTemplate]:
+        """Every server's resource templates, merged like :meth:`resources`."""
+        return await self._resources.resource_templates()
+
+    async def prompts(self) -> list[MergedPrompt]:
+        """Every server's prompts under their merged names, like :meth:`resources`."""
+        return await self._resources.prompts()
+
+    async def read_resource(
+        self, uri: str, *, server: str | None = None, timeout: float | None = None
+    ) -> types.ReadResourceResult:
+        """Read ``uri`` from the server that offers it, or from ``server``; see
+        :meth:`supervisor.resources.Resources.read_resource`."""
+        return await self._resources.read_resource(uri, server=server, timeout=timeout)
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> types.GetPromptResult:
+        """Get a prompt by its merged name; see
+        :meth:`supervisor.resources.Resources.get_prompt`."""
+        return await self._resources.get_prompt(name, arguments, timeout=timeout)
 
     # -- events ------------------------------------------------------------------------
 
@@ -386,54 +358,66 @@ async def open_supervisor(
     cfg = config if isinstance(config, Config) else load_config(config)
     bus = bus if bus is not None else Bus()
     limits = _limits(cfg)
-    servers: dict[str, ManagedServer] = {}
-    for name, server_config in cfg.servers.items():
-        if server_config.disabled:
-            continue
-        servers[name] = ManagedServer(
-            server_config,
+    settings = cfg.settings
+    enabled = [name for name, c in cfg.servers.items() if not c.disabled]
+    registry = Registry(
+        enabled,
+        publish=bus.publish,
+        policy=NamingPolicy(settings.tool_name_template, settings.tool_clash),
+        builtins=frozenset(builtins),
+    )
+    servers = {
+        name: ManagedServer(
+            cfg.servers[name],
             publish=bus.publish,
             client_options=client_options,
             limits=limits,
-            error=server_config.error,
-            ping_timeout=cfg.settings.ping_timeout,
+            error=cfg.servers[name].error,
+            ping_timeout=settings.ping_timeout,
             retry_idempotent=retry_idempotent,
+            report=registry.report,
         )
-    policy = NamingPolicy(cfg.settings.tool_name_template, cfg.settings.tool_clash)
-    catalog = LiveCatalog(
-        list(servers.values()), publish=bus.publish, policy=policy, builtins=frozenset(builtins)
-    )
-    specs = [s.spec for s in servers.values() if s.error is None]
-    settings = cfg.settings
-    # The catalog's refresher outlives the tree, to publish what the tree's closing
-    # changed. The nursery is ours: the block's own error comes out bare.
-    with collapsing():
-        async with trio.open_nursery() as background:
-            await background.start(catalog.run)
+        for name in enabled
+    }
+    children = [
+        ChildSpec("bus", bus.incarnation, shutdown_timeout=5.0),
+        ChildSpec("registry", registry.incarnation, shutdown_timeout=5.0),
+        supervisor_spec(
+            "servers",
+            [s.spec for s in servers.values() if s.error is None],
+            strategy=settings.strategy,
+            intensity=settings.intensity,
+            # Its giving up is the whole supervisor's: never restarted by the root.
+            give_up=GiveUp.ESCALATE,
+            child_intensity=Intensity(max_restarts=0, within_seconds=math.inf),
+        ),
+    ]
+    try:
+        async with open_tree(
+            children,
+            name="root",
+            intensity=_ROOT_INTENSITY,
+            notify=tree_hook(servers, bus.publish, supervisor="servers"),
+            ordered_shutdown=True,
+        ) as root:
+            handle = SupervisorHandle(
+                cfg, bus, root, servers, registry, approve=approve, spill_dir=spill_dir
+            )
             try:
-                async with open_tree(
-                    specs,
-                    name="servers",
-                    strategy=settings.strategy,
-                    intensity=settings.intensity,
-                    notify=bus.notify,
-                ) as tree:
-                    handle = SupervisorHandle(
-                        cfg,
-                        bus,
-                        tree,
-                        servers,
-                        catalog,
-                        policy=policy,
-                        approve=approve,
-                        spill_dir=spill_dir,
-                    )
-                    try:
-                        yield handle
-                    finally:
-                        handle._end_session()  # metrics as the block left them
+                yield handle
             finally:
-                background.cancel_scope.cancel()
+                handle._end_session()  # metrics as the block left them
+    except SupervisorGaveUp as exc:
+        inner = exc.__cause__
+        if exc.child == "servers" and isinstance(inner, SupervisorGaveUp):
+            raise inner from inner.__cause__  # the servers' own reason, naming the server
+        raise
+    finally:
+        bus.close()
+
+
+#: The root restarts a crashed bus or registry actor; more than this and it gives up.
+_ROOT_INTENSITY = Intensity(max_restarts=10, within_seconds=60)
 
 
 __all__ = ["SupervisorHandle", "UnknownServer", "UnknownTool", "open_supervisor"]

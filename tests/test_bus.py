@@ -6,7 +6,7 @@ import pytest
 import trio
 import trio.testing
 
-from supervisor.bus import Bus, BusStatistics, Subscription, SubscriptionStatistics
+from supervisor.bus import Bus, BusStatistics, Subscription, SubscriptionStatistics, open_bus
 from supervisor.events import (
     BusDropped,
     Connecting,
@@ -443,3 +443,81 @@ async def test_ten_thousand_events_to_ten_subscribers() -> None:
     for out in outs:
         assert attempts(out) == list(range(10_000))
     assert bus.statistics().published == 10_000
+
+
+# --- the bus actor -------------------------------------------------------------------------
+
+
+def test_drain_counts_what_it_delivers() -> None:
+    """drain() hands events to the reader: they count in statistics().delivered."""
+    bus = Bus()
+    with bus.subscribe() as sub:
+        for i in range(3):
+            bus.publish(connecting(i))
+        assert attempts(sub.drain()) == [0, 1, 2]
+        assert sub.statistics().delivered == 3
+
+
+async def test_the_actor_fans_out_in_publish_order() -> None:
+    """With the actor running, publish only queues; subscribers get every event, in order."""
+    async with open_bus() as bus:
+        assert bus.statistics().running
+        async with bus.subscribe(buffer=5000) as sub:
+            for i in range(3000):
+                bus.publish(connecting(i))
+            assert bus.statistics().queued > 0  # not fanned out in the publisher's task
+            got = [await sub.receive() for _ in range(3000)]
+        assert attempts(got) == list(range(3000))
+    assert bus.closed and not bus.statistics().running
+
+
+async def test_a_full_mailbox_drops_its_oldest_and_tells_every_subscriber() -> None:
+    """Publishing never blocks: a full mailbox loses its oldest event, and each subscriber
+    hears how many were lost before the events that were kept."""
+    async with open_bus(mailbox=4) as bus:
+        async with bus.subscribe("mcp.*") as a, bus.subscribe("*") as b:
+            for i in range(6):
+                bus.publish(connecting(i))  # the actor has not run yet: 2 pushed out
+            for sub in (a, b):
+                first = await sub.receive()
+                assert isinstance(first, BusDropped) and first.count == 2
+                assert attempts([await sub.receive() for _ in range(4)]) == [2, 3, 4, 5]
+        assert bus.statistics().lost == 2
+
+
+async def test_closing_fans_out_what_is_still_queued() -> None:
+    """Events published just before the bus closes still reach subscribers."""
+    async with open_bus() as bus:
+        sub = bus.subscribe()
+        sub.__enter__()
+        bus.publish(connecting(7))
+    assert attempts(sub.drain()) == [7]
+    sub.__exit__(None, None, None)
+
+
+async def test_a_crashing_fan_out_restarts_the_actor_and_subscriptions_survive() -> None:
+    """A fan-out that raises crashes the bus actor; the tree starts a new one, the event
+    it was fanning out is lost (and said so), and subscribers go on receiving."""
+    from supervisor.actors import ChildSpec, open_tree
+
+    bus = Bus()
+    fan_out = bus._fan_out
+    broken = {"times": 1}
+
+    def flaky_fan_out(event: Event) -> None:
+        if isinstance(event, Connecting) and event.attempt == 1 and broken["times"]:
+            broken["times"] -= 1
+            raise RuntimeError("a bug in fan-out")
+        fan_out(event)
+
+    bus._fan_out = flaky_fan_out  # type: ignore[method-assign]
+    async with bus.subscribe() as sub:
+        async with open_tree([ChildSpec("bus", bus.incarnation)]):
+            for i in range(3):
+                bus.publish(connecting(i))
+            got = [await sub.receive() for _ in range(3)]
+            assert attempts(got) == [0, 2]
+            assert [e.count for e in got if isinstance(e, BusDropped)] == [1]
+            assert bus.statistics().incarnations == 2
+            bus.publish(connecting(3))
+            assert attempts([await sub.receive()]) == [3]

@@ -15,7 +15,6 @@ from mcp_types import Tool
 
 from supervisor import log
 from supervisor.bus import Bus, Subscription
-from supervisor.catalog import LiveCatalog
 from supervisor.config import load_config
 from supervisor.errors import SupervisorError
 from supervisor.events import (
@@ -25,7 +24,7 @@ from supervisor.events import (
     ToolsRegistered,
     ToolsUpdated,
 )
-from supervisor.registry import NamingPolicy
+from supervisor.registry import NamingPolicy, Registry
 from supervisor.runtime import open_supervisor
 from supervisor.server import ManagedServer, ServerStatus
 from supervisor.testing.servers import count_executions, stdio_params
@@ -60,12 +59,31 @@ def down(server: ManagedServer) -> None:
     server.changed()
 
 
-def live(
-    servers: Sequence[ManagedServer], **options: object
-) -> tuple[LiveCatalog, list[Event]]:
+class Live:
+    """The registry as these tests read it: its snapshot's catalog, and its actor."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+
+    @property
+    def current(self):  # noqa: ANN201
+        return self.registry.snapshot.current
+
+    def statistics(self):  # noqa: ANN201
+        return self.registry.statistics()
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:  # noqa: ANN001
+        await self.registry.incarnation().run(task_status=task_status)
+
+
+def live(servers: Sequence[ManagedServer], **options: object) -> tuple[Live, list[Event]]:
     published: list[Event] = []
-    catalog = LiveCatalog(servers, publish=published.append, **options)  # type: ignore[arg-type]
-    return catalog, published
+    registry = Registry(
+        [s.name for s in servers], publish=published.append, **options  # type: ignore[arg-type]
+    )
+    for server in servers:
+        server._report = registry.report
+    return Live(registry), published
 
 
 def summary(events: Sequence[Event]) -> list[tuple[str, object, object]]:
@@ -113,18 +131,21 @@ class TestCoalescing:
             nursery.cancel_scope.cancel()
         assert not catalog.statistics().running
 
-    async def test_reading_a_pending_catalog_merges_first(self) -> None:
-        """A reader sees a change at once: current and named merge when a change is
-        pending, so a name resolves right after its server connected."""
+    async def test_readers_never_merge_but_can_wait_until_settled(self) -> None:
+        """A reader's snapshot does not change under it: a report is merged by the actor,
+        and settled() returns once everything reported before it is in."""
         a = managed("a")
         catalog, published = live([a])
         async with trio.open_nursery() as nursery:
             await nursery.start(catalog.run)
+            await trio.testing.wait_all_tasks_blocked()
             listed(a, "x")
-            assert "a_x" in catalog.current  # no checkpoint in between
+            assert "a_x" not in catalog.current and published == []  # not merged by us
+            snapshot = await catalog.registry.settled()
+            assert "a_x" in snapshot.current and snapshot is catalog.registry.snapshot
             assert summary(published) == [("tools.registered", "a", ["a_x"])]
             await trio.testing.wait_all_tasks_blocked()
-            assert catalog.statistics().refreshes == 1  # the refresher found nothing to do
+            assert catalog.statistics().refreshes == 1  # one merge, for the one report
             nursery.cancel_scope.cancel()
 
     async def test_events_keep_their_order_within_a_refresh(self) -> None:
@@ -225,7 +246,8 @@ class TestInvalidAndBuiltins:
         async with trio.open_nursery() as nursery:
             await nursery.start(catalog.run)
             listed(a, "x", bad, "x", tool(""))
-            assert a.record().unsupported_tools == 3
+            assert a.record().unsupported_tools == 3  # before any merge
+            await catalog.registry.settled()
             assert list(catalog.current) == ["a_x"]
             assert len(catalog.current.invalid["a"]) == 3
             nursery.cancel_scope.cancel()

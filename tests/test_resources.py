@@ -14,7 +14,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from structlog.testing import capture_logs
 
-from supervisor.actors import Backoff, open_tree
+from supervisor.actors import Backoff
 from supervisor.errors import (
     PromptArgumentsInvalid,
     ServerRequestError,
@@ -34,7 +34,7 @@ from supervisor.resources import (
     template_matches,
 )
 from supervisor.runtime import open_supervisor
-from supervisor.server import ManagedServer
+from supervisor.server import ManagedServer, open_servers
 from supervisor.testing.servers import count_executions, stdio_params
 
 from .probes import until
@@ -335,7 +335,7 @@ async def test_missing_or_broken_listings_leave_tools_alone(mode: str) -> None:
         ManagedServer(Settings(name=s.name, app=s), publish=lambda e: None, client_options=options)
         for s in (bare, broken)
     ]
-    async with open_tree([s.spec for s in servers]):
+    async with open_servers(servers):
         with capture_logs() as logs:
             for server in servers:
                 assert [t.name for t in await server.list_tools()] == ["t"]

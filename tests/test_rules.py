@@ -76,6 +76,24 @@ def test_window_forgets_restarts_outside_the_period() -> None:
     assert window.count(100) == 0
 
 
+def test_window_count_includes_a_restart_exactly_one_period_old() -> None:
+    """count() agrees with record(): a restart exactly a period old is still inside."""
+    window = RestartWindow(Intensity(max_restarts=5, within_seconds=5))
+    window.record(0)
+    window.record(3)
+    assert window.count(5) == 2
+    assert window.count(5.001) == 1
+    assert window.count(8) == 1
+    assert window.count(8.5) == 0
+
+
+def test_an_unlimited_window_never_gives_up() -> None:
+    """Intensity.unlimited() counts nothing and never gives up."""
+    window = RestartWindow(Intensity.unlimited())
+    assert not any(window.record(t) for t in range(1000))
+    assert Intensity.unlimited().describe() == "no limit"
+
+
 def test_window_zero_intensity_gives_up_at_once() -> None:
     """With max_restarts=0 the first restart already gives up."""
     assert RestartWindow(Intensity(max_restarts=0, within_seconds=1)).record(0) is True

@@ -12,13 +12,14 @@ import trio.testing
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
 
-from supervisor.actors import Backoff, open_tree
+from supervisor.actors import Backoff
 from supervisor.events import Event
 from supervisor.server import (
     CallMayHaveTakenEffect,
     ManagedServer,
     ServerStatus,
     ServerUnavailable,
+    open_servers,
 )
 from supervisor.testing.servers import count_executions, stdio_params
 
@@ -93,7 +94,7 @@ async def test_stdio_server_connects_lazily_lists_and_calls() -> None:
     """Nothing starts until first needed; then it connects, lists tools and calls one."""
     rec = Recorder()
     echo = managed(settings("echo", "echo"), rec)
-    async with open_tree([echo.spec]):
+    async with open_servers([echo]):
         assert echo.status() is ServerStatus.IDLE and echo.health.pid is None
         result = await echo.call_tool("echo", {"text": "hello"}, None)
         assert result.content[0].text == "hello"
@@ -112,7 +113,7 @@ async def test_kill_9_then_the_next_call_succeeds() -> None:
     """kill -9 mid-session: crashed, connecting, connected, and the next call is answered."""
     rec = Recorder()
     echo = managed(settings("echo", "echo", lazy=False), rec)
-    async with open_tree([echo.spec]):
+    async with open_servers([echo]):
         await wait_for(lambda: echo.status() is ServerStatus.CONNECTED)
         first_pid = echo.health.pid
         assert first_pid is not None
@@ -138,7 +139,7 @@ async def test_call_in_flight_at_a_crash_fails_and_is_not_resent(tmp_path) -> No
     count = tmp_path / "count"
     rec = Recorder()
     crashy = managed(settings("crashy", "crash", crash_after=2, count_file=count), rec)
-    async with open_tree([crashy.spec]):
+    async with open_servers([crashy]):
         assert (await crashy.call_tool("echo", {"text": "one"}, None)).content[0].text == "one"
         with pytest.raises(CallMayHaveTakenEffect, match="may have taken effect") as info:
             await crashy.call_tool("echo", {"text": "two"}, None)
@@ -158,7 +159,7 @@ async def test_calls_queued_during_a_restart_are_served() -> None:
         result = await echo.call_tool("echo", {"text": f"q{i}"}, None)
         results.append(result.content[0].text)
 
-    async with open_tree([echo.spec]):
+    async with open_servers([echo]):
         await wait_for(lambda: echo.status() is ServerStatus.CONNECTED)
         os.kill(echo.health.pid, signal.SIGKILL)  # type: ignore[arg-type]
         await wait_for(lambda: echo.status() is ServerStatus.DISCONNECTED)
@@ -183,7 +184,7 @@ async def test_a_server_that_never_starts_fails_fast_after_its_attempts() -> Non
         rec,
     )
     echo = managed(settings("echo", "echo"), rec)
-    async with open_tree([broken.spec, echo.spec]):
+    async with open_servers([broken, echo]):
         await wait_for(lambda: broken.status() is ServerStatus.FAILED)
         with pytest.raises(ServerUnavailable) as info:
             await broken.call_tool("echo", {"text": "x"}, None)
@@ -196,14 +197,17 @@ async def test_a_server_that_never_starts_fails_fast_after_its_attempts() -> Non
     errors = [e for e in rec.events if e.kind == "mcp.error" and e.server == "jira"]
     assert [e.attempt for e in errors] == [1, 2, 3]
     assert errors[-1].retry_in is None and errors[0].retry_in == pytest.approx(0.05)
-    assert "supervisor.child.gave_up" not in rec.kinds()  # that goes through the tree's hook
+    # The tree's give-up follows the last mcp.error, which it caused.
+    kinds = [e.kind for e in rec.events if getattr(e, "server", None) == "jira"
+             or getattr(e, "child", None) == "jira"]
+    assert kinds[-2:] == ["mcp.error", "supervisor.child.gave_up"]
 
 
 async def test_initialize_never_answered_fails_within_init_timeout() -> None:
     """A server that never answers the handshake fails with a timeout naming initTimeout."""
     rec = Recorder()
     hung = managed(settings("hung", "hang-init", init_timeout=1.0, max_attempts=0, lazy=False), rec)
-    async with open_tree([hung.spec]):
+    async with open_servers([hung]):
         start = trio.current_time()
         await wait_for(lambda: hung.status() is ServerStatus.FAILED)
         assert trio.current_time() - start < 5
@@ -217,7 +221,7 @@ async def test_garbage_on_stdout_is_a_clear_error_and_the_tree_survives() -> Non
     rec = Recorder()
     noisy = managed(settings("noisy", "garbage", max_attempts=0, lazy=False), rec)
     echo = managed(settings("echo", "echo"), rec)
-    async with open_tree([noisy.spec, echo.spec]):
+    async with open_servers([noisy, echo]):
         await wait_for(lambda: noisy.status() is ServerStatus.FAILED)
         assert "wrote a line to stdout that is not a JSON-RPC message" in (
             noisy.health.last_error or ""
@@ -238,7 +242,7 @@ async def test_no_process_is_left_behind(how: str) -> None:
     pids: list[int] = []
     with trio.move_on_after(30) as scope:
         try:
-            async with open_tree([s.spec for s in servers]):
+            async with open_servers(servers):
                 await wait_for(lambda: all(s.status() is ServerStatus.CONNECTED for s in servers))
                 pids = [s.health.pid for s in servers]  # type: ignore[misc]
                 if how == "exception":
@@ -284,7 +288,7 @@ async def test_server_requests_go_to_the_embedders_handlers() -> None:
     bare = ManagedServer(
         attrs.evolve(config, name="bare"), publish=rec, client_options={"mode": "legacy"}
     )
-    async with open_tree([answered.spec, bare.spec]):
+    async with open_servers([answered, bare]):
         result = await answered.call_tool("ask", {}, None)
         assert result.content[0].text == "accept:name='bob'"
         with pytest.raises(ServerRequestError, match="Elicitation not supported"):
@@ -298,7 +302,7 @@ async def test_idempotent_tools_are_resent_only_with_the_opt_in(tmp_path) -> Non
     rec = Recorder()
     config = settings("c", "crash", crash_after=2, count_file=count)
     opted = ManagedServer(config, publish=rec, retry_idempotent=True)
-    async with open_tree([opted.spec]):
+    async with open_servers([opted]):
         await opted.call_tool("add", {"a": 1, "b": 1}, None)
         # echo is annotated read-only and idempotent: the crash is absorbed, it runs again.
         assert (await opted.call_tool("echo", {"text": "twice"}, None)).content[0].text == "twice"
@@ -311,7 +315,7 @@ async def test_a_server_that_stops_answering_pings_is_restarted() -> None:
     rec = Recorder()
     config = settings("frozen", "echo", lazy=False, ping_interval=0.2)
     frozen = ManagedServer(config, publish=rec, ping_timeout=0.5)
-    async with open_tree([frozen.spec]):
+    async with open_servers([frozen]):
         await wait_for(lambda: frozen.status() is ServerStatus.CONNECTED)
         pid = frozen.health.pid
         assert pid is not None
@@ -330,7 +334,7 @@ async def test_pings_keep_a_healthy_connection() -> None:
     rec = Recorder()
     config = settings("healthy", "echo", lazy=False, ping_interval=0.1)
     healthy = ManagedServer(config, publish=rec, ping_timeout=5)
-    async with open_tree([healthy.spec]):
+    async with open_servers([healthy]):
         await wait_for(lambda: healthy.status() is ServerStatus.CONNECTED)
         first_ok = healthy.health.last_ok
         await wait_for(lambda: (healthy.health.last_ok or 0) > (first_ok or 0) + 0.25)
@@ -341,20 +345,23 @@ async def test_pings_keep_a_healthy_connection() -> None:
 async def test_a_changed_tool_list_is_fetched_again(mode: str) -> None:
     """A server announcing a new tool (listen stream on 2026-07-28, the notification on
     handshake-era connections) gets its list re-fetched; the live catalog registers it."""
-    from supervisor.catalog import LiveCatalog
+    from supervisor.registry import Registry
 
     rec = Recorder()
+    registry = Registry(["changing"], publish=rec)
     changing = ManagedServer(
-        settings("changing", "changing"), publish=rec, client_options={"mode": mode}
+        settings("changing", "changing"),
+        publish=rec,
+        client_options={"mode": mode},
+        report=registry.report,
     )
     changing.config.prefix = "changing"  # type: ignore[attr-defined]
-    catalog = LiveCatalog([changing], publish=rec)
-    async with open_tree([changing.spec]):
+    async with open_servers([changing]):
         await changing.call_tool("add_tool", {"name": "extra"}, None)
-        await wait_for(lambda: "changing_extra" in catalog.current)
+        await wait_for(lambda: "changing_extra" in registry.snapshot.current)
         assert changing.health.tool_count == len(changing.tools)
     registered = [e for e in rec.events if e.kind == "tools.registered"]
     assert "changing_echo" in registered[0].names
     assert registered[-1].server == "changing" and registered[-1].names == ["changing_extra"]
     # Stopped: the server withdrew its tools.
-    assert rec.events[-1].kind == "tools.deregistered" and len(catalog.current) == 0
+    assert rec.events[-1].kind == "tools.deregistered" and len(registry.snapshot.current) == 0

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import random
 
+import msgspec
 import pytest
 import trio
 import trio.testing
@@ -14,10 +16,13 @@ from supervisor.actors import (
     Backoff,
     ChildSpec,
     ChildState,
+    Decision,
+    GaveUp,
     GiveUp,
     Intensity,
     NoSuchChild,
     Restart,
+    RestartScheduled,
     StartFailed,
     Strategy,
     Supervisor,
@@ -29,6 +34,7 @@ from supervisor.actors import (
     supervisor_spec,
 )
 from supervisor.bus import Bus
+from supervisor.events import tree_event
 
 from .probes import Journal, Probe, deaf, until
 
@@ -41,13 +47,20 @@ def spec(journal: Journal, id: str, **kw: object) -> ChildSpec:
 
 
 class Notices:
-    """Collects what the tree reports through its notify hook."""
+    """Collects what the tree reports through its notify hook, as the bus publishes it
+    (``supervisor.*`` events), and every decision as it came."""
 
     def __init__(self) -> None:
         self.items: list[tuple[str, dict[str, object]]] = []
+        self.decisions: list[Decision] = []
 
-    def __call__(self, kind: str, **fields: object) -> None:
-        self.items.append((kind, fields))
+    def __call__(self, decision: Decision) -> None:
+        self.decisions.append(decision)
+        event = tree_event(decision)
+        if event is not None:
+            fields = msgspec.structs.asdict(event)
+            del fields["ts"]
+            self.items.append((event.kind, fields))
 
     def kinds(self) -> list[str]:
         return [k for k, _ in self.items]
@@ -131,11 +144,36 @@ async def test_one_for_all_removes_temporary_siblings(journal: Journal) -> None:
 # -- order -------------------------------------------------------------------------------
 
 
-async def test_start_in_order_stop_in_reverse(journal: Journal) -> None:
-    """Children start in the given order and stop in the reverse order."""
-    async with open_tree([spec(journal, x) for x in "abcd"]):
+async def test_start_in_order_stop_in_reverse_where_order_matters(journal: Journal) -> None:
+    """Children start in the given order; with ordered_shutdown they stop in reverse."""
+    async with open_tree([spec(journal, x) for x in "abcd"], ordered_shutdown=True):
         assert journal.of("start") == ["a", "b", "c", "d"]
     assert journal.of("stop") == ["d", "c", "b", "a"]
+
+
+async def test_rest_for_one_children_stop_in_reverse_order(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Under rest_for_one order means something: each child waits for those after it."""
+    children = [deaf(spec(journal, x, shutdown_timeout=2)) for x in "abc"]
+    async with open_tree(children, strategy=Strategy.REST_FOR_ONE):
+        pass
+    assert journal.of("stop") == ["c", "b", "a"]
+    assert [journal.times("stop", x)[0] for x in "cba"] == pytest.approx([2, 4, 6])
+
+
+async def test_independent_children_stop_concurrently(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Under one_for_one each child stops within its own deadline, all at once: two
+    children that each take their whole shutdown_timeout take it once, not twice."""
+    children = [deaf(spec(journal, x, shutdown_timeout=3)) for x in "ab"]
+    children.append(spec(journal, "c"))
+    async with open_tree(children):
+        pass
+    assert sorted(journal.of("stop")) == ["a", "b", "c"]
+    assert journal.times("stop", "c")[0] == pytest.approx(0)
+    assert journal.times("stop", "a")[0] == journal.times("stop", "b")[0] == pytest.approx(3)
 
 
 async def test_each_child_is_ready_before_the_next_starts(
@@ -159,7 +197,7 @@ async def test_shutdown_is_graceful_then_cancelled(
 ) -> None:
     """A child that ignores the stop request is cancelled after its shutdown_timeout."""
     stubborn = deaf(spec(journal, "b", shutdown_timeout=3))
-    async with open_tree([spec(journal, "a"), stubborn, spec(journal, "c")]):
+    async with open_tree([spec(journal, "a"), stubborn, spec(journal, "c")], ordered_shutdown=True):
         pass
     assert journal.of("stop") == ["c", "b", "a"]
     c_stop, b_stop = journal.times("stop", "c")[0], journal.times("stop", "b")[0]
@@ -172,9 +210,12 @@ async def test_cancelling_the_root_stops_everything_in_order(
 ) -> None:
     """Cancelling the root still stops every child, in reverse order, gracefully first."""
     stubborn = deaf(spec(journal, "b", shutdown_timeout=2))
-    inner = supervisor_spec("inner", [spec(journal, "x"), spec(journal, "y")])
+    inner = supervisor_spec(
+        "inner", [spec(journal, "x"), spec(journal, "y")], ordered_shutdown=True
+    )
+    children = [spec(journal, "a"), stubborn, inner, spec(journal, "c")]
     with trio.move_on_after(10) as scope:
-        async with open_tree([spec(journal, "a"), stubborn, inner, spec(journal, "c")]):
+        async with open_tree(children, ordered_shutdown=True):
             await trio.sleep_forever()
     assert scope.cancelled_caught
     assert journal.of("start") == ["a", "b", "x", "y", "c"]
@@ -222,7 +263,7 @@ async def test_intensity_exceeded_stops_children_and_escalates(journal: Journal)
     assert "exceeded the supervisor's restart intensity (2 in 10 s)" in str(info.value)
     assert info.value.restarts == 2
     assert journal.of("start") == ["a", "b", "c", "b", "b"]
-    assert journal.of("stop")[-2:] == ["c", "a"]
+    assert sorted(journal.of("stop")[-2:]) == ["a", "c"]
     assert notices.kinds()[-1] == "supervisor.escalated"
     assert notices.of("supervisor.escalated")[0]["child"] == "b"
 
@@ -268,7 +309,7 @@ async def test_mark_unavailable_leaves_siblings_untouched(
     )
     children = [spec(journal, "a"), flaky, spec(journal, "c")]
     async with open_tree(
-        children, strategy=Strategy.ONE_FOR_ALL, intensity=Intensity(1, 60), notify=notices
+        children, strategy=Strategy.ONE_FOR_ALL, intensity=Intensity(3, 60), notify=notices
     ) as sup:
         journal.clear()
         await crash_and_settle(flaky.address, 3)
@@ -285,10 +326,72 @@ async def test_mark_unavailable_leaves_siblings_untouched(
         with pytest.raises(ActorUnavailable):
             await flaky.address.call("whoami")
         assert await children[0].address.call("whoami") == ("a", 3)
-        # The supervisor's own intensity (1) was not used up by b's three crashes.
+        # Two restarts counted against the supervisor's window; the give-up is not one.
+        assert sup.statistics().restarts == 2
         await sup.restart_child("b")
         assert await flaky.address.call("whoami") == ("b", 4)
         assert sup.statistics().children[1].restarts == 0
+
+
+async def test_every_restart_counts_against_the_supervisors_intensity(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A mark-unavailable child's restarts are counted by the supervisor too, as OTP
+    counts them: with intensity 1 per 100 s the second restart makes it give up, however
+    large the child's own budget."""
+    notices = Notices()
+    flaky = spec(
+        journal, "b", give_up=GiveUp.MARK_UNAVAILABLE, intensity=Intensity(10, math.inf)
+    )
+    with pytest.raises(SupervisorGaveUp) as info:
+        async with open_tree(
+            [spec(journal, "a"), flaky], intensity=Intensity(1, 100), notify=notices
+        ):
+            await crash_and_settle(flaky.address, 2)
+            pytest.fail("the supervisor should have given up")
+    assert "exceeded the supervisor's restart intensity (1 in 100 s)" in str(info.value)
+    assert journal.of("start").count("b") == 2
+    escalated = [d for d in notices.decisions if isinstance(d, GaveUp)]
+    assert [(d.child, d.escalated, d.own, d.limit) for d in escalated] == [
+        ("b", True, False, Intensity(1, 100))
+    ]
+
+
+async def test_an_escalating_childs_own_limit_is_reported_as_its_own(journal: Journal) -> None:
+    """Exceeding its own limit names that limit and its count, not the supervisor's."""
+    strict = spec(journal, "s", intensity=Intensity(max_restarts=1, within_seconds=60))
+    with pytest.raises(SupervisorGaveUp) as info:
+        async with open_tree([strict], intensity=Intensity(10, 30)):
+            await crash_and_settle(strict.address, 2)
+            pytest.fail("expected escalation")
+    assert "exceeded its own restart intensity (1 in 60 s)" in str(info.value)
+    assert info.value.restarts == 1
+
+
+async def test_a_sibling_waiting_out_a_longer_backoff_is_not_restarted_early(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """rest_for_one: c waits 8 s after its crash; a crash of a one second later restarts
+    a and b after a's 1 s backoff, and c still at 8 s, not earlier."""
+    a = spec(journal, "a", backoff=Backoff(initial=1, maximum=1))
+    c = spec(journal, "c", backoff=Backoff(initial=8, maximum=8))
+    notices = Notices()
+    children = [a, spec(journal, "b"), c]
+    async with open_tree(
+        children, strategy=Strategy.REST_FOR_ONE, intensity=GENEROUS, notify=notices
+    ):
+        c.address.cast("crash")
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(1)
+        a.address.cast("crash")
+        await trio.testing.wait_all_tasks_blocked()
+        await c.address.call("whoami")
+        assert journal.times("start", "a")[-1] == pytest.approx(2)
+        assert journal.times("start", "b")[-1] == pytest.approx(2)  # with a, after a's delay
+        assert journal.times("start", "c")[-1] == pytest.approx(8)
+    scheduled = [(d.child, d.cause, d.at) for d in notices.decisions
+                 if isinstance(d, RestartScheduled)]
+    assert scheduled == [("c", "c", 8), ("a", "a", 2), ("b", "a", 2), ("c", "a", 8)]
 
 
 async def test_escalating_child_with_its_own_limit(journal: Journal) -> None:
@@ -480,7 +583,7 @@ async def test_dynamic_children(journal: Journal) -> None:
 
 async def test_dynamic_children_stop_with_the_tree(journal: Journal) -> None:
     """Children added at run time stop with the others, in reverse start order."""
-    async with open_tree([spec(journal, "a")]) as sup:
+    async with open_tree([spec(journal, "a")], ordered_shutdown=True) as sup:
         await sup.start_child(spec(journal, "b"))
     assert journal.of("stop") == ["b", "a"]
 
@@ -491,9 +594,15 @@ async def test_dynamic_children_stop_with_the_tree(journal: Journal) -> None:
 async def test_tree_events_reach_bus_subscribers(journal: Journal) -> None:
     """With the bus's notify as hook, subscribers see restarts and give-ups as events."""
     bus = Bus()
+
+    def publish(decision: Decision) -> None:
+        event = tree_event(decision)
+        if event is not None:
+            bus.publish(event)
+
     flaky = spec(journal, "b", give_up=GiveUp.MARK_UNAVAILABLE, intensity=Intensity(1, 60))
     async with bus.subscribe("supervisor.*") as events:
-        async with open_tree([spec(journal, "a"), flaky], notify=bus.notify, name="top"):
+        async with open_tree([spec(journal, "a"), flaky], notify=publish, name="top"):
             await crash_and_settle(flaky.address, 2)
         got = events.drain()
     assert [e.kind for e in got] == ["supervisor.child.restarted", "supervisor.child.gave_up"]

@@ -66,11 +66,12 @@ class Model:
             if child.restart is Restart.TEMPORARY:
                 self.children.remove(child)
             return
-        if child.give_up is GiveUp.MARK_UNAVAILABLE:
-            if self._exceeds(child.window):
-                child.state = "unavailable"
-                return
-        elif self._exceeds(self.window):
+        # A mark-unavailable child has a window of its own (the supervisor's limits),
+        # checked first; every restart then counts against the supervisor's window.
+        if child.give_up is GiveUp.MARK_UNAVAILABLE and self._exceeds(child.window):
+            child.state = "unavailable"
+            return
+        if self._exceeds(self.window):
             self.gave_up = True
             return
         live = [c for c in self.children if c.state == "running" or c is child]

@@ -3,12 +3,19 @@
 - an :class:`Address` is a bounded mailbox that outlives the actor incarnations serving it;
 - an :class:`Actor` serves its address, one request at a time or concurrently;
 - a :class:`Supervisor` starts children in order, restarts them by OTP's rules with
-  backoff, and stops them in reverse order; :func:`open_tree` runs a root one.
+  backoff, and stops them; :func:`open_tree` runs a root one. It alone decides
+  restarts, and reports each decision (:data:`Decision`) through its ``notify`` hook.
 """
 
 from ._actor import Actor as Actor
 from ._actor import actor_spec as actor_spec
 from ._actor import before_effect as before_effect
+from ._decisions import Decision as Decision
+from ._decisions import GaveUp as GaveUp
+from ._decisions import Notify as Notify
+from ._decisions import NotRestarted as NotRestarted
+from ._decisions import Restarted as Restarted
+from ._decisions import RestartScheduled as RestartScheduled
 from ._errors import ActorError as ActorError
 from ._errors import ActorStopped as ActorStopped
 from ._errors import ActorUnavailable as ActorUnavailable
@@ -45,7 +52,6 @@ from ._spec import Shutdown as Shutdown
 from ._spec import Strategy as Strategy
 from ._stats import ChildState as ChildState
 from ._stats import ChildStatistics as ChildStatistics
-from ._stats import Notify as Notify
 from ._stats import SupervisorStatistics as SupervisorStatistics
 from ._tree import Supervisor as Supervisor
 
@@ -59,21 +65,26 @@ __all__ = [
     "AddressStatistics",
     "Backoff",
     "CallTimeout",
+    "Decision",
     "Child",
     "ChildSpec",
     "ChildState",
     "ChildStatistics",
     "Crashed",
     "ExitReason",
+    "GaveUp",
     "GiveUp",
     "Intensity",
     "MailboxFull",
     "NoSuchChild",
     "Normal",
+    "NotRestarted",
     "Notify",
     "RequestAborted",
     "Restart",
+    "RestartScheduled",
     "RestartWindow",
+    "Restarted",
     "Shutdown",
     "StartFailed",
     "Strategy",

@@ -9,9 +9,9 @@ from contextlib import asynccontextmanager
 
 import trio
 
+from ._decisions import Notify
 from ._errors import collapsing
 from ._spec import Backoff, ChildSpec, GiveUp, Intensity, Restart, Strategy
-from ._stats import Notify
 from ._tree import Supervisor
 
 
@@ -29,6 +29,7 @@ def supervisor_spec(
     give_up: GiveUp = GiveUp.ESCALATE,
     child_intensity: Intensity | None = None,
     child_backoff: Backoff | None = None,
+    ordered_shutdown: bool = False,
 ) -> ChildSpec:
     """A child spec for a nested supervisor with these children.
 
@@ -52,6 +53,7 @@ def supervisor_spec(
             backoff=backoff,
             notify=notify,
             rng=rng,
+            ordered_shutdown=ordered_shutdown,
         )
 
     return ChildSpec(
@@ -76,11 +78,12 @@ async def open_tree(
     backoff: Backoff | None = None,
     notify: Notify | None = None,
     rng: random.Random | None = None,
+    ordered_shutdown: bool = False,
 ) -> AsyncIterator[Supervisor]:
     """Run a root supervisor for the duration of the ``async with`` block.
 
     Children are started (in order) before the block is entered; leaving the block
-    stops them in reverse order, and closes every address so no call can wait forever.
+    stops them (see :class:`Supervisor`), and closes every address so no call can wait forever.
     If the root gives up, the block is cancelled and :class:`SupervisorGaveUp` is
     raised out of it. A single error is raised as it is, not inside an exception group.
     """
@@ -93,6 +96,7 @@ async def open_tree(
         notify=notify,
         rng=rng,
         close_on_exit=True,
+        ordered_shutdown=ordered_shutdown,
     )
     # The nursery is ours, not the caller's: one error (the root's failure or the
     # block's own) comes out bare, as if there were no nursery.

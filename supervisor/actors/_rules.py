@@ -46,6 +46,8 @@ class RestartWindow:
         self._times: collections.deque[float] = collections.deque()
 
     def record(self, now: float) -> bool:
+        if not self.intensity.limited:
+            return False
         times = self._times
         times.append(now)
         horizon = now - self.intensity.within_seconds

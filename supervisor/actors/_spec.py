@@ -81,11 +81,28 @@ class Intensity:
     """At most ``max_restarts`` restarts within any ``within_seconds`` (OTP's intensity/period).
 
     One more restart than that and the supervisor gives up. ``max_restarts=0`` means the
-    first restart already gives up.
+    first restart already gives up; ``math.inf`` (:meth:`unlimited`) never gives up.
     """
 
-    max_restarts: int = attrs.field(default=3, validator=attrs.validators.ge(0))
+    max_restarts: float = attrs.field(default=3, validator=attrs.validators.ge(0))
     within_seconds: float = attrs.field(default=5.0, validator=attrs.validators.gt(0))
+
+    @classmethod
+    def unlimited(cls) -> Intensity:
+        """No limit: restarts are never counted against anything."""
+        return cls(max_restarts=math.inf, within_seconds=math.inf)
+
+    @property
+    def limited(self) -> bool:
+        return self.max_restarts != math.inf
+
+    def describe(self) -> str:
+        if not self.limited:
+            return "no limit"
+        n = int(self.max_restarts)
+        if self.within_seconds == math.inf:
+            return f"{n} in a row"
+        return f"{n} in {self.within_seconds:g} s"
 
 
 @attrs.frozen
@@ -162,5 +179,3 @@ class ChildSpec:
             raise AttributeError(f"child {self.id!r} is not an actor with one address")
         return self.addresses[0]
 
-
-INFINITY = math.inf

@@ -1,17 +1,12 @@
-"""What a supervisor tells the outside: snapshots of it and its children, and its hook."""
+"""What a supervisor tells the outside when asked: snapshots of it and its children."""
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
 
 import attrs
 
 from ._spec import Intensity, Restart, Strategy
-
-#: ``notify(kind, **fields)``: how a supervisor reports restarts and give-ups.
-#: ``supervisor.bus.Bus.notify`` fits; it must not block or raise.
-Notify = Callable[..., None]
 
 
 class ChildState(enum.Enum):

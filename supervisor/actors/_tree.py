@@ -1,4 +1,4 @@
-"""Supervisors: start children in order, restart them by OTP's rules, stop them in reverse."""
+"""Supervisors: start children in order, restart them by OTP's rules, stop them."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import math
 import random
 from collections.abc import Sequence
 
-import attrs
 import structlog
 import trio
 
+from ._decisions import Decision, GaveUp, Notify, NotRestarted, Restarted, RestartScheduled
 from ._errors import (
     NoSuchChild,
     StartFailed,
@@ -18,9 +18,10 @@ from ._errors import (
     collapse,
     collapsing,
 )
-from ._mailbox import Address, Envelope
-from ._requests import DynamicChildren
+from ._mailbox import Envelope
+from ._requests import fail_requests, request
 from ._rules import RestartWindow, backoff_delay, children_to_restart, should_restart
+from ._slot import LIVE, Exited, Slot, StartedStatus
 from ._spec import (
     Backoff,
     Child,
@@ -34,104 +35,48 @@ from ._spec import (
     Shutdown,
     Strategy,
 )
-from ._stats import ChildState, ChildStatistics, Notify, SupervisorStatistics
+from ._stats import ChildState, ChildStatistics, SupervisorStatistics
 
 log = structlog.get_logger("supervisor.actors")
-
-_LIVE = (ChildState.STARTING, ChildState.RUNNING, ChildState.RESTARTING)
-
-
-@attrs.define(eq=False)
-class _Slot:
-    spec: ChildSpec
-    window: RestartWindow | None
-    state: ChildState = ChildState.STOPPED
-    incarnation: Child | None = None
-    scope: trio.CancelScope | None = None
-    done: trio.Event | None = None
-    generation: int = 0
-    stopping: bool = False
-    restarts: int = 0
-    attempt: int = 0
-    started_at: float = 0.0
-    restart_at: float | None = None
-    last_exit: ExitReason | None = None
-
-    def open_addresses(self) -> None:
-        for address in self.spec.addresses:
-            address.open()
-
-    def close_addresses(self) -> None:
-        for address in self.spec.addresses:
-            address.close_stopped()
-
-    def start_over(self) -> None:
-        """Start the backoff and the child's own restart count over."""
-        self.attempt = 0
-        if self.window is not None:
-            self.window.reset()
-
-
-@attrs.frozen
-class _Exited:
-    slot: _Slot
-    generation: int
-    reason: ExitReason
-
-
-class _Status:
-    """Wraps a child's task status: once it has started, only its supervisor stops it.
-
-    Until then outside cancellation reaches it (a hung start can be cancelled); from
-    then on its scope is shielded, so even a cancelled supervisor stops its children
-    in order, each gracefully first.
-    """
-
-    __slots__ = ("_inner", "_scope", "_slot", "started_ok")
-
-    def __init__(self, inner: trio.TaskStatus[None], scope: trio.CancelScope, slot: _Slot) -> None:
-        self._inner = inner
-        self._scope = scope
-        self._slot = slot
-        self.started_ok = False
-
-    def started(self, value: None = None) -> None:
-        self.started_ok = True
-        self._scope.shield = True
-        self._slot.state = ChildState.RUNNING
-        self._slot.started_at = trio.current_time()
-        self._inner.started()
-
 
 _STOP = object()
 
 
-class Supervisor(DynamicChildren):
+class Supervisor:
     """A supervisor node: a child that starts, watches and restarts other children.
 
     Children start one after the other in the given order, each counting as started once
-    it said so; they stop in reverse order, each given its ``shutdown_timeout`` to
-    finish after ``request_stop`` before it is cancelled. Shutdown is graceful even
-    when the supervisor itself is cancelled: children are shielded from outside
-    cancellation and stopped by the supervisor alone.
+    it said so. On the way out each child is asked to stop (``request_stop``) and given
+    its ``shutdown_timeout`` to finish before it is cancelled; children stop
+    concurrently, each within its own deadline, except where order means something —
+    under ``rest_for_one``, or with ``ordered_shutdown`` — where they stop one after the
+    other in reverse start order. Shutdown is graceful even when the supervisor itself is
+    cancelled: children are shielded from outside cancellation and stopped by it alone.
 
     When a child exits, its restart type says whether it restarts
     (:func:`should_restart`) and the strategy which siblings restart with it
-    (:func:`children_to_restart`). Each such exit counts as one restart, whatever the
-    number of siblings restarted alongside. Before restarting, the supervisor waits the
-    failed child's backoff delay; its mailbox stays open meanwhile, so calls queue.
+    (:func:`children_to_restart`). Restart intensity is counted as OTP counts it: one
+    restart per exit that triggers one, whatever the number of siblings restarted
+    alongside, against the supervisor's ``intensity`` — for every child. A child with
+    its own ``intensity`` (in the child spec; a ``MARK_UNAVAILABLE`` child without one
+    gets a copy of the supervisor's) is counted against that first, from its last stable
+    run on; exceeding it does what the child's ``give_up`` says:
+    ``MARK_UNAVAILABLE`` gives up on that child alone (its calls fail fast, its siblings
+    are untouched, nothing is counted against the supervisor), ``ESCALATE`` makes the
+    supervisor give up. Exceeding the supervisor's intensity always makes it give up: it
+    stops every child and raises :class:`SupervisorGaveUp`, which its parent handles
+    like any crash.
 
-    More restarts than the intensity allows and the supervisor gives up according to
-    the child's ``give_up``: ``MARK_UNAVAILABLE`` closes only that child;
-    ``ESCALATE`` stops every child and raises :class:`SupervisorGaveUp`, which the
-    parent handles like any crash. Run it with :func:`open_tree`, or nest it with
-    :func:`supervisor_spec`.
+    Before restarting, the supervisor waits the failed child's backoff delay; a sibling
+    restarted alongside waits at least as long as it had left to wait already. Mailboxes
+    stay open meanwhile, so calls queue. Each decision is reported through ``notify``
+    (see :mod:`supervisor.actors._decisions`) before anything else happens.
 
-    The defaults are OTP's spirit: restart at once (``Backoff.none()``), give up after
-    more than 3 restarts within 5 s (``Intensity()``). With a backoff, choose a period
-    long enough to hold ``max_restarts`` delays, or the window never fills up and the
-    supervisor never gives up; a child's own ``intensity`` with a long period and
-    ``GiveUp.MARK_UNAVAILABLE`` expresses "give up after N attempts in a row".
+    The defaults are OTP's: restart at once (``Backoff.none()``), give up after more
+    than 3 restarts within 5 s (``Intensity()``). With a backoff, choose a period long
+    enough to hold ``max_restarts`` delays, or the window never fills up; a child's own
+    ``intensity`` with an infinite period and ``GiveUp.MARK_UNAVAILABLE`` expresses
+    "give up on it after N attempts in a row".
     """
 
     def __init__(
@@ -145,6 +90,7 @@ class Supervisor(DynamicChildren):
         notify: Notify | None = None,
         rng: random.Random | None = None,
         close_on_exit: bool = False,
+        ordered_shutdown: bool = False,
     ) -> None:
         self.name = name
         self.strategy = strategy
@@ -153,9 +99,10 @@ class Supervisor(DynamicChildren):
         self._notify = notify
         self._rng = rng  # None: the parent's, or a fresh one at run()
         self._close_on_exit = close_on_exit
+        self._ordered = ordered_shutdown or strategy is Strategy.REST_FOR_ONE
         self._window = RestartWindow(self.intensity)
         self._restarts = 0
-        self._slots: list[_Slot] = []
+        self._slots: list[Slot] = []
         self._initial_ids = frozenset(spec.id for spec in children)
         for spec in children:
             self._add_slot(spec)
@@ -167,15 +114,15 @@ class Supervisor(DynamicChildren):
     def __repr__(self) -> str:
         return f"<Supervisor {self.name!r} {self.strategy.value} children={len(self._slots)}>"
 
-    # -- public API (adding and removing children: DynamicChildren) --------------------
+    # -- public API --------------------------------------------------------------------
 
     def request_stop(self) -> None:
-        """Ask the supervisor to stop its children (in reverse order) and return."""
+        """Ask the supervisor to stop its children and return."""
         self._stop_requested = True
         if self._control is not None:
             self._control.send_nowait(_STOP)
 
-    def address(self, id: str) -> Address:
+    def address(self, id: str):  # noqa: ANN201 - an Address
         """The mailbox of actor ``id``: a child, or an actor below a nested supervisor."""
         for slot in self._slots:
             for address in slot.spec.addresses:
@@ -207,6 +154,35 @@ class Supervisor(DynamicChildren):
             ),
         )
 
+    # OTP's start_child / terminate_child / restart_child / delete_child. Each is a
+    # request on the control channel, served by the loop between exits and restarts, so
+    # it never interleaves with them.
+
+    async def start_child(self, spec: ChildSpec) -> None:
+        """Add ``spec`` as the last child and start it.
+
+        Raises :class:`StartFailed` if it fails to start (it is then not added), or
+        ``ValueError`` if a child of that id exists.
+        """
+        await request(self._control, self.name, "start_child", spec)
+
+    async def terminate_child(self, id: str) -> None:
+        """Stop a child for good (gracefully, then cancelled). Its spec stays, unless
+        it is temporary; calls to it fail fast until :meth:`restart_child`."""
+        await request(self._control, self.name, "terminate_child", id)
+
+    async def restart_child(self, id: str) -> None:
+        """Start again a child that is stopped or unavailable, with a fresh restart count.
+
+        Raises :class:`SupervisorError` if it is running, :class:`StartFailed` if it
+        fails to start.
+        """
+        await request(self._control, self.name, "restart_child", id)
+
+    async def delete_child(self, id: str) -> None:
+        """Forget a child that is stopped or unavailable."""
+        await request(self._control, self.name, "delete_child", id)
+
     # -- running -----------------------------------------------------------------------
 
     async def run(
@@ -215,7 +191,7 @@ class Supervisor(DynamicChildren):
         """Start the children, supervise them until stopped, then stop them.
 
         Returns :class:`Shutdown` once stopped on request. Raises
-        :class:`SupervisorGaveUp` after escalating, and :class:`StartFailed` if an
+        :class:`SupervisorGaveUp` after giving up, and :class:`StartFailed` if an
         escalating child fails its first start (the children already started are
         stopped first) — bare, not in an exception group.
         """
@@ -243,11 +219,11 @@ class Supervisor(DynamicChildren):
                             await self._stop_all()
         finally:
             self._nursery = None
-            self._fail_requests(receive)
+            fail_requests(receive, self.name)
             self._control = None
             send.close()
 
-    async def _first_start(self, slot: _Slot) -> None:
+    async def _first_start(self, slot: Slot) -> None:
         try:
             await self._start(slot)
         except StartFailed as exc:
@@ -264,7 +240,7 @@ class Supervisor(DynamicChildren):
                 item = await receive.receive()
             if item is _STOP:
                 return
-            if isinstance(item, _Exited):
+            if isinstance(item, Exited):
                 slot = item.slot
                 if (
                     slot.generation == item.generation
@@ -283,23 +259,23 @@ class Supervisor(DynamicChildren):
 
     # -- one child ---------------------------------------------------------------------
 
-    def _add_slot(self, spec: ChildSpec) -> _Slot:
+    def _add_slot(self, spec: ChildSpec) -> Slot:
         if any(s.spec.id == spec.id for s in self._slots):
             raise ValueError(f"supervisor {self.name!r} already has a child {spec.id!r}")
         own = spec.intensity
         if own is None and spec.give_up is GiveUp.MARK_UNAVAILABLE:
-            own = self.intensity
-        slot = _Slot(spec=spec, window=None if own is None else RestartWindow(own))
+            own = self.intensity  # giving up on it alone needs a limit of its own
+        slot = Slot(spec=spec, window=None if own is None else RestartWindow(own))
         self._slots.append(slot)
         return slot
 
-    def _slot(self, id: str) -> _Slot:
+    def _slot(self, id: str) -> Slot:
         for slot in self._slots:
             if slot.spec.id == id:
                 return slot
         raise NoSuchChild(f"supervisor {self.name!r} has no child {id!r}")
 
-    async def _start(self, slot: _Slot) -> None:
+    async def _start(self, slot: Slot) -> None:
         """Start one incarnation; raises StartFailed if it fails before it is ready."""
         assert self._nursery is not None
         slot.generation += 1
@@ -331,7 +307,7 @@ class Supervisor(DynamicChildren):
 
     async def _child_task(
         self,
-        slot: _Slot,
+        slot: Slot,
         incarnation: Child,
         generation: int,
         task_status: trio.TaskStatus[None],
@@ -340,7 +316,7 @@ class Supervisor(DynamicChildren):
         assert done is not None
         scope = trio.CancelScope()
         slot.scope = scope
-        status = _Status(task_status, scope, slot)
+        status = StartedStatus(task_status, scope, slot)
         reason: ExitReason = Shutdown()  # what being cancelled by us means
         try:
             with scope:
@@ -360,9 +336,9 @@ class Supervisor(DynamicChildren):
             if slot.generation == generation:
                 slot.last_exit = reason
         if slot.generation == generation and not slot.stopping and self._control is not None:
-            self._control.send_nowait(_Exited(slot, generation, reason))
+            self._control.send_nowait(Exited(slot, generation, reason))
 
-    async def _stop(self, slot: _Slot) -> None:
+    async def _stop(self, slot: Slot) -> None:
         """Stop the slot's incarnation: ask, wait its shutdown_timeout, then cancel."""
         slot.stopping = True
         done, incarnation, scope = slot.done, slot.incarnation, slot.scope
@@ -384,6 +360,10 @@ class Supervisor(DynamicChildren):
                 scope.cancel()
             await done.wait()
 
+    async def _stop_for_good(self, slot: Slot) -> None:
+        await self._stop(slot)
+        slot.state = ChildState.STOPPED
+
     def _kill(self) -> None:
         """Our parent's patience ran out: cancel every child now, ours and below."""
         self._killed = True
@@ -395,10 +375,14 @@ class Supervisor(DynamicChildren):
 
     async def _stop_all(self) -> None:
         try:
-            for slot in reversed(self._slots):
-                if slot.state in _LIVE:
-                    await self._stop(slot)
-                    slot.state = ChildState.STOPPED
+            live = [s for s in reversed(self._slots) if s.state in LIVE]
+            if self._ordered:
+                for slot in live:
+                    await self._stop_for_good(slot)
+            else:
+                async with trio.open_nursery() as nursery:
+                    for slot in live:
+                        nursery.start_soon(self._stop_for_good, slot)
         finally:
             for slot in self._slots:
                 if slot.scope is not None:
@@ -406,7 +390,7 @@ class Supervisor(DynamicChildren):
                 if self._close_on_exit or slot.spec.id not in self._initial_ids:
                     slot.close_addresses()
 
-    def _retire(self, slot: _Slot) -> None:
+    def _retire(self, slot: Slot) -> None:
         """The child will not run again by itself."""
         slot.state = ChildState.STOPPED
         slot.restart_at = None
@@ -414,32 +398,115 @@ class Supervisor(DynamicChildren):
         if slot.spec.restart is Restart.TEMPORARY and slot in self._slots:
             self._slots.remove(slot)
 
+    # -- requests ----------------------------------------------------------------------
+
+    async def _serve_request(self, env: Envelope) -> None:
+        if not env.begin(trio.CancelScope()):
+            return
+        op, arg = env.message  # type: ignore[misc]
+        try:
+            await getattr(self, "_op_" + op)(arg)
+        except (SupervisorError, ValueError) as exc:
+            env.fail(exc)
+        else:
+            env.reply(None)
+
+    async def _op_start_child(self, spec: ChildSpec) -> None:
+        slot = self._add_slot(spec)
+        try:
+            await self._start(slot)
+        except StartFailed:
+            self._slots.remove(slot)
+            slot.close_addresses()
+            raise
+
+    async def _op_terminate_child(self, id: str) -> None:
+        slot = self._slot(id)
+        if slot.state in (ChildState.STARTING, ChildState.RUNNING):
+            await self._stop(slot)
+        self._retire(slot)
+
+    async def _op_restart_child(self, id: str) -> None:
+        slot = self._idle_slot(id, "only a stopped or unavailable child can be restarted")
+        slot.restarts = 0
+        slot.start_over()
+        try:
+            await self._start(slot)
+        except StartFailed:
+            self._retire(slot)
+            raise
+
+    async def _op_delete_child(self, id: str) -> None:
+        slot = self._idle_slot(id, "terminate it before deleting it")
+        slot.close_addresses()
+        self._slots.remove(slot)
+
+    def _idle_slot(self, id: str, hint: str) -> Slot:
+        """Child ``id``, which must be stopped or unavailable (else ``hint`` says what to do)."""
+        slot = self._slot(id)
+        if slot.state not in (ChildState.STOPPED, ChildState.UNAVAILABLE):
+            raise SupervisorError(
+                f"child {id!r} of supervisor {self.name!r} is {slot.state.value}; {hint}"
+            )
+        return slot
+
     # -- OTP's rules -------------------------------------------------------------------
 
-    async def _exited(self, slot: _Slot, reason: ExitReason) -> None:
+    async def _exited(self, slot: Slot, reason: ExitReason) -> None:
         """Apply the restart rules to a child that exited (or failed to restart)."""
         spec = slot.spec
         slot.last_exit = reason
         slot.incarnation = None
         if not should_restart(spec.restart, reason):
             self._retire(slot)
+            self._emit(
+                NotRestarted(
+                    supervisor=self.name,
+                    child=spec.id,
+                    crashed=isinstance(reason, Crashed),
+                    reason=reason.describe(),
+                )
+            )
             return
         now = trio.current_time()
         backoff = spec.backoff if spec.backoff is not None else self.backoff
         if slot.attempt and now - slot.started_at >= backoff.stable_after:
             slot.start_over()  # it was stable
         slot.attempt += 1
-        own_exceeded = slot.window is not None and slot.window.record(now)
-        if spec.give_up is GiveUp.MARK_UNAVAILABLE:
-            if own_exceeded:
+        if slot.window is not None and slot.window.record(now):
+            if spec.give_up is GiveUp.MARK_UNAVAILABLE:
                 self._mark_unavailable(slot, reason)
                 return
-        elif own_exceeded or self._window.record(now):
-            self._escalate(slot, reason, own=own_exceeded)
+            self._escalate(slot, reason, own=True)
+        if self._window.record(now):
+            self._escalate(slot, reason, own=False)
         self._restarts += 1
 
-        restart_at = now + backoff_delay(backoff, slot.attempt, self._rng)
-        live = [s.spec.id for s in self._slots if s.state in _LIVE or s is slot]
+        delay = backoff_delay(backoff, slot.attempt, self._rng)
+        restart_at = now + delay
+        slot.state = ChildState.RESTARTING
+        slot.restart_at = restart_at
+        log.warning(
+            "child exited; restarting",
+            supervisor=self.name,
+            child=spec.id,
+            reason=reason.describe(),
+            attempt=slot.attempt,
+            delay=delay,
+        )
+        self._emit(
+            RestartScheduled(
+                supervisor=self.name,
+                child=spec.id,
+                cause=spec.id,
+                strategy=self.strategy,
+                attempt=slot.attempt,
+                delay=delay,
+                at=restart_at,
+                reason=reason.describe(),
+            )
+        )
+        live = [s.spec.id for s in self._slots if s.state in LIVE]
         victims = [self._slot(id) for id in children_to_restart(self.strategy, live, spec.id)]
         for other in reversed(victims):
             if other is slot:
@@ -450,17 +517,24 @@ class Supervisor(DynamicChildren):
                 self._retire(other)
                 continue
             other.state = ChildState.RESTARTING
+            # A sibling already waiting out a longer backoff keeps waiting.
             other.restart_at = max(restart_at, other.restart_at or restart_at)
-        slot.state = ChildState.RESTARTING
-        slot.restart_at = restart_at
-        log.warning(
-            "child exited; restarting",
-            supervisor=self.name,
-            child=spec.id,
-            reason=reason.describe(),
-            attempt=slot.attempt,
-            delay=restart_at - now,
-        )
+        for other in victims:
+            if other is slot or other.state is not ChildState.RESTARTING:
+                continue
+            assert other.restart_at is not None
+            self._emit(
+                RestartScheduled(
+                    supervisor=self.name,
+                    child=other.spec.id,
+                    cause=spec.id,
+                    strategy=self.strategy,
+                    attempt=other.attempt,
+                    delay=other.restart_at - now,
+                    at=other.restart_at,
+                    reason=reason.describe(),
+                )
+            )
 
     async def _restart_due(self) -> None:
         """Start, in start order, every child whose restart time has come."""
@@ -484,14 +558,17 @@ class Supervisor(DynamicChildren):
                 await self._exited(slot, Crashed(collapse(exc.__cause__ or exc)))
                 continue
             self._emit(
-                "supervisor.child.restarted",
-                child=slot.spec.id,
-                strategy=self.strategy.value,
-                restarts=slot.restarts,
-                reason=slot.last_exit.describe() if slot.last_exit else "",
+                Restarted(
+                    supervisor=self.name,
+                    child=slot.spec.id,
+                    strategy=self.strategy,
+                    restarts=slot.restarts,
+                    reason=slot.last_exit.describe() if slot.last_exit else "",
+                )
             )
 
-    def _mark_unavailable(self, slot: _Slot, reason: ExitReason) -> None:
+    def _mark_unavailable(self, slot: Slot, reason: ExitReason) -> None:
+        assert slot.window is not None
         slot.state = ChildState.UNAVAILABLE
         slot.restart_at = None
         attempts = slot.attempt - 1
@@ -505,19 +582,27 @@ class Supervisor(DynamicChildren):
             restarts=attempts,
         )
         self._emit(
-            "supervisor.child.gave_up",
-            child=slot.spec.id,
-            restarts=attempts,
-            reason=reason.describe(),
+            GaveUp(
+                supervisor=self.name,
+                child=slot.spec.id,
+                attempt=slot.attempt,
+                restarts=attempts,
+                limit=slot.window.intensity,
+                escalated=False,
+                own=True,
+                reason=reason.describe(),
+            )
         )
 
-    def _escalate(self, slot: _Slot, reason: ExitReason, own: bool) -> None:
+    def _escalate(self, slot: Slot, reason: ExitReason, own: bool) -> None:
         """Give up: report it and raise SupervisorGaveUp (the caller's finally stops all)."""
-        if own and slot.window is not None:
-            limit, restarts = slot.window.intensity, slot.attempt - 1
+        now = trio.current_time()
+        if own:
+            assert slot.window is not None
+            limit, restarts = slot.window.intensity, slot.window.count(now) - 1
             whose = "its own restart intensity"
         else:
-            limit, restarts = self.intensity, self._window.count(trio.current_time()) - 1
+            limit, restarts = self.intensity, self._window.count(now) - 1
             whose = "the supervisor's restart intensity"
         log.error(
             "restart intensity exceeded; supervisor gives up",
@@ -526,12 +611,20 @@ class Supervisor(DynamicChildren):
             reason=reason.describe(),
         )
         self._emit(
-            "supervisor.escalated", child=slot.spec.id, restarts=restarts, reason=reason.describe()
+            GaveUp(
+                supervisor=self.name,
+                child=slot.spec.id,
+                attempt=slot.attempt,
+                restarts=restarts,
+                limit=limit,
+                escalated=True,
+                own=own,
+                reason=reason.describe(),
+            )
         )
         error = SupervisorGaveUp(
             f"supervisor {self.name!r} gave up: child {slot.spec.id!r} exceeded {whose} "
-            f"({limit.max_restarts} in {limit.within_seconds:g} s); "
-            f"last exit: {reason.describe()}",
+            f"({limit.describe()}); last exit: {reason.describe()}",
             supervisor=self.name,
             child=slot.spec.id,
             restarts=restarts,
@@ -540,9 +633,9 @@ class Supervisor(DynamicChildren):
             raise error from reason.error
         raise error
 
-    def _emit(self, kind: str, **fields: object) -> None:
+    def _emit(self, decision: Decision) -> None:
         if self._notify is not None:
             try:
-                self._notify(kind, supervisor=self.name, **fields)
+                self._notify(decision)
             except Exception:
-                log.exception("notify hook failed", kind=kind)
+                log.exception("notify hook failed", decision=type(decision).__name__)

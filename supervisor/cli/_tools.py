@@ -231,7 +231,7 @@ async def _call(
             return fail(exc, EXIT_FAILURE, said)
         except SupervisorError as exc:
             return fail(exc, EXIT_FAILURE)
-        server = sup.resolve(name)[0].name
+        server = sup.resolve(name)[0]
     if as_json:
         print_json(_result_document(result, server))
     else:

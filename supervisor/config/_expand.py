@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from ..actors import GiveUp, Restart
 from ..errors import FieldError
 from ._model import ServerConfig, Settings
 from ._validate import _Bad, _join, _url_problem
@@ -255,6 +256,9 @@ def _build_server(
         ping_interval=float(v.get("ping_interval", settings.ping_interval)),  # type: ignore[arg-type]
         backoff=draft.backoff,
         max_attempts=draft.max_attempts,
+        restart=v.get("restart", Restart.PERMANENT),  # type: ignore[arg-type]
+        give_up=v.get("give_up", GiveUp.MARK_UNAVAILABLE),  # type: ignore[arg-type]
+        shutdown_timeout=float(v.get("shutdown_timeout", 10.0)),  # type: ignore[arg-type]
         approve=v.get("approve"),  # type: ignore[arg-type]
         auto_approve=v.get("auto_approve"),  # type: ignore[arg-type]
         errors=tuple(problems),

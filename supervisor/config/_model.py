@@ -14,7 +14,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from ..actors import Backoff, Intensity, Strategy
+from ..actors import Backoff, GiveUp, Intensity, Restart, Strategy
 from ..errors import FieldError
 from ._secrets import _masked_repr, _query, _secret_args, _secretish
 
@@ -66,7 +66,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     strategy: Strategy = Strategy.ONE_FOR_ONE
-    intensity: Intensity = msgspec.field(default_factory=Intensity)
+    #: the servers' tree as a whole: more restarts than this (of all servers together)
+    #: and it gives up; unlimited unless set
+    intensity: Intensity = msgspec.field(default_factory=Intensity.unlimited)
     #: delays between restarts of a local (stdio) server, and how many are tried
     local_backoff: Backoff = msgspec.field(default_factory=_local_backoff)
     local_max_attempts: int = 5
@@ -155,6 +157,14 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     ping_interval: float = 300.0
     backoff: Backoff = msgspec.field(default_factory=_local_backoff)
     max_attempts: int = 5
+    #: OTP restart type: permanent (default), transient (not after a clean exit),
+    #: temporary (never restarted)
+    restart: Restart = Restart.PERMANENT
+    #: what running out of ``max_attempts`` does: mark this server failed, or make the
+    #: whole supervisor give up
+    give_up: GiveUp = GiveUp.MARK_UNAVAILABLE
+    #: seconds a stopping server gets to finish before it is stopped by force
+    shutdown_timeout: float = 10.0
     approve: ToolPolicy | None = None
     auto_approve: ToolPolicy | None = None
     errors: tuple[FieldError, ...] = ()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
-from ..actors import Backoff
+from ..actors import Backoff, GiveUp, Restart
 from ._auth import _parse_auth
 from ._expand import _is_literal, _parse_template
 from ._model import ServerType, Settings, ToolPolicy
@@ -20,6 +20,7 @@ from ._settings import _BACKOFF_FIELDS, _backoff
 from ._validate import (
     _Bad,
     _bool,
+    _choice,
     _Errors,
     _fields,
     _int,
@@ -89,6 +90,9 @@ _SERVER_KEYS = {
     "maxRestarts": "max_restarts",
     "reconnect": "reconnect",
     "pingInterval": "ping_interval",
+    "restart": "restart",
+    "giveUp": "give_up",
+    "shutdownTimeout": "shutdown_timeout",
     "approve": "approve",
     "autoApprove": "auto_approve",
 }
@@ -201,6 +205,12 @@ class _Draft:
             v["max_restarts"] = _int(value)
         elif key == "pingInterval":
             v["ping_interval"] = _number(value, inclusive=True)
+        elif key == "restart":
+            v["restart"] = Restart(_choice(value, [r.value for r in Restart]))
+        elif key == "giveUp":
+            v["give_up"] = GiveUp(_choice(value, [g.value for g in GiveUp]))
+        elif key == "shutdownTimeout":
+            v["shutdown_timeout"] = _number(value, inclusive=True)
         elif key == "reconnect":
             if isinstance(value, bool):
                 v["reconnect"] = value

@@ -113,9 +113,10 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
             },
         )
         if got:
+            # Either field alone takes the other from OTP's defaults (3 within 5 s).
             changes["intensity"] = Intensity(
-                max_restarts=got.get("maxRestarts", settings.intensity.max_restarts),  # type: ignore[arg-type]
-                within_seconds=got.get("withinSeconds", settings.intensity.within_seconds),  # type: ignore[arg-type]
+                max_restarts=got.get("maxRestarts", Intensity().max_restarts),  # type: ignore[arg-type]
+                within_seconds=got.get("withinSeconds", Intensity().within_seconds),  # type: ignore[arg-type]
             )
     if "backoff" in fields:
         p = _join(path, "backoff")

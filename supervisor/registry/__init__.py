@@ -63,11 +63,24 @@ from ._catalog import CatalogDiff as CatalogDiff
 from ._catalog import Conflict as Conflict
 from ._catalog import Entry as Entry
 from ._catalog import Summary as Summary
+from ._live import Offer as Offer
+from ._live import Registry as Registry
+from ._live import RegistryStatistics as RegistryStatistics
+from ._live import Snapshot as Snapshot
 from ._merge import Listing as Listing
 from ._merge import ServerTools as ServerTools
 from ._merge import diff as diff
 from ._merge import merge as merge
 from ._naming import NamingPolicy as NamingPolicy
+from ._resources import MergedPrompt as MergedPrompt
+from ._resources import MergedResource as MergedResource
+from ._resources import MergedResourceTemplate as MergedResourceTemplate
+from ._resources import check_prompt_arguments as check_prompt_arguments
+from ._resources import merge_prompts as merge_prompts
+from ._resources import merge_resource_templates as merge_resource_templates
+from ._resources import merge_resources as merge_resources
+from ._resources import route_resource as route_resource
+from ._resources import template_matches as template_matches
 
 __all__ = [
     "BUILTIN",
@@ -76,12 +89,25 @@ __all__ = [
     "Conflict",
     "Entry",
     "Listing",
+    "MergedPrompt",
+    "MergedResource",
+    "MergedResourceTemplate",
     "NamingPolicy",
+    "Offer",
+    "Registry",
+    "RegistryStatistics",
     "ServerTools",
+    "Snapshot",
     "Summary",
+    "check_prompt_arguments",
     "diff",
     "listing_ms_32k",
     "merge",
+    "merge_prompts",
+    "merge_resource_templates",
+    "merge_resources",
     "registry_merge_ms_32k",
+    "route_resource",
     "search_ms_32k",
+    "template_matches",
 ]

@@ -175,7 +175,7 @@ class Catalog(Mapping[str, Entry]):
         try:
             return self._entries[name]
         except KeyError:
-            raise self._unknown([name]) from None
+            raise self.unknown([name]) from None
 
     def list(self, server: str | None = None, limit: int = 50, offset: int = 0) -> list[Summary]:
         """Up to ``limit`` summaries starting at ``offset``, in catalog order.
@@ -216,10 +216,11 @@ class Catalog(Mapping[str, Entry]):
         names = list(names)
         missing = [n for n in names if n not in self._entries]
         if missing:
-            raise self._unknown(missing)
+            raise self.unknown(missing)
         return [self._entries[n] for n in names]
 
-    def _unknown(self, names: Sequence[str]) -> UnknownTool:
+    def unknown(self, names: Sequence[str]) -> UnknownTool:
+        """The error for ``names`` not in the catalog, naming close matches."""
         parts = []
         for name in names:
             close = difflib.get_close_matches(name, self._entries, n=3, cutoff=0.6)

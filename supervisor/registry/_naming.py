@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+from collections.abc import Iterable
 from typing import Literal
 
 import attrs
@@ -41,6 +42,30 @@ class NamingPolicy:
         template = template.replace("{server}", _part(server, server, server))
         head, _, tail = template.partition("{tool}")
         return head, tail
+
+    def parse(
+        self, name: str, servers: Iterable[tuple[str, str]]
+    ) -> tuple[str, str] | None:
+        """``(server, tool)`` for a merged ``name`` of a server whose tools are not known
+        yet, by the template alone; ``servers`` are ``(server, prefix)`` pairs in config
+        order. The server whose affixes match the most characters wins (an unprefixed
+        server matches anything, so only when nothing longer does); ``None`` if none
+        matches, or if several unprefixed ones would.
+        """
+        best: tuple[int, str, str] | None = None
+        tied = False
+        for server, prefix in servers:
+            head, tail = self.affixes(server, prefix)
+            fixed = len(head) + len(tail)
+            if len(name) <= fixed or not (name.startswith(head) and name.endswith(tail)):
+                continue
+            if best is None or fixed > best[0]:
+                best, tied = (fixed, server, name[len(head) : len(name) - len(tail)]), False
+            elif fixed == best[0]:
+                tied = True
+        if best is None or tied:
+            return None
+        return best[1], best[2]
 
 
 # --- naming ---------------------------------------------------------------------------

@@ -43,6 +43,8 @@ from ._managed import MAILBOX as MAILBOX
 from ._managed import Limits as Limits
 from ._managed import ManagedServer as ManagedServer
 from ._managed import ServerSettings as ServerSettings
+from ._managed import open_servers as open_servers
+from ._managed import tree_hook as tree_hook
 
 __all__ = [
     "MAILBOX",
@@ -69,4 +71,6 @@ __all__ = [
     "ServerUnavailable",
     "StaleConnection",
     "ToolCallTimeout",
+    "open_servers",
+    "tree_hook",
 ]

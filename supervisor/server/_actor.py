@@ -17,12 +17,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import events
-from ..actors import (
-    Actor,
-    backoff_delay,
-    before_effect,
-    collapse,
-)
+from ..actors import Actor, Normal, before_effect, collapse
 from ..errors import (
     CallMayHaveTakenEffect,
     ConnectTimeout,
@@ -33,6 +28,7 @@ from ..log import get_logger, redact
 from ..tools import invalid_output
 from ..transports import (
     Receipt,
+    ServerExited,
     StdioTransport,
     TransportError,
     delivery,
@@ -157,12 +153,7 @@ class ServerActor(Listings, Actor):
 
     async def init(self) -> None:
         server = self.server
-        # Stability is measured as the supervision tree measures it: from the start of
-        # the incarnation, so our attempt count and retry_in match its backoff.
-        server._up_since = trio.current_time()
         server.current = self
-        if self.number > 1:
-            server.health.restarts += 1
         eager = not server.config.lazy or self.number > 1 or server.address.statistics().queued > 0
         if eager:
             self._wanted.set()
@@ -427,6 +418,12 @@ class ServerActor(Listings, Actor):
                     )
                 else:
                     log.info(why, server=self.server.name)
+        except ServerExited as exc:
+            if exc.exit_code != 0:
+                raise
+            # The server ended on its own, cleanly: a normal exit, which a transient
+            # server is not restarted after (a permanent one is).
+            self.exit(Normal())
         finally:
             self.client = None
             self._end_direct_calls()
@@ -609,20 +606,8 @@ class ServerActor(Listings, Actor):
             )
         if connected:
             server.emit(events.Disconnected(server=server.name, reason=text, was_clean=False))
-        up = server._up_since
-        if up is not None and trio.current_time() - up >= server.config.backoff.stable_after:
-            server.attempt = 0  # it had been stable: the tree starts its count over too
-        server._up_since = None
-        server.attempt += 1
-        attempt = server.attempt
-        gives_up = attempt > server.config.max_attempts
-        retry_in = None if gives_up else backoff_delay(server.config.backoff, attempt)
-        if retry_in is not None:
-            health.next_retry_at = time.time() + retry_in
-        server.emit(
-            events.ServerError(server=server.name, error=text, retry_in=retry_in, attempt=attempt)
-        )
-        log.warning("server connection failed", server=server.name, error=text, retry_in=retry_in)
+        # What happens next (a restart after a delay, or giving up) is the supervision
+        # tree's decision: the server reports it when the tree makes it (decided()).
         server.changed()
 
     def _on_stopped(self, transport: TransportLike, connected: bool) -> None:

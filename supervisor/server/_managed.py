@@ -7,8 +7,8 @@ import contextlib
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Protocol
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 import attrs
 import mcp_types as types
@@ -23,11 +23,19 @@ from ..actors import (
     Backoff,
     CallTimeout,
     ChildSpec,
+    Decision,
+    GaveUp,
     GiveUp,
     Intensity,
+    Notify,
+    NotRestarted,
     RequestAborted,
     Restart,
+    Restarted,
+    RestartScheduled,
+    Supervisor,
     actor_spec,
+    open_tree,
 )
 from ..errors import (
     CallMayHaveTakenEffect,
@@ -37,6 +45,7 @@ from ..errors import (
     ToolCallTimeout,
 )
 from ..log import get_logger
+from ..registry import Listing, Offer
 from ..transports import (
     StdioTransport,
     http_transport,
@@ -55,6 +64,9 @@ from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
 from ._remote import TransportLike, _Remote
 
 log = get_logger("supervisor.server")
+
+#: Reasons logged per server when its list has invalid tools (the count is in its health).
+_LOGGED_PROBLEMS = 5
 
 #: Calls that may wait in one server's mailbox.
 MAILBOX = 4096
@@ -114,6 +126,7 @@ class ManagedServer:
         error: str | None = None,
         ping_timeout: float = PING_TIMEOUT,
         retry_idempotent: bool = False,
+        report: Callable[[Offer], None] | None = None,
     ) -> None:
         self.config = config
         self.ping_timeout = ping_timeout
@@ -132,27 +145,30 @@ class ManagedServer:
         self.resource_templates: list[types.ResourceTemplate] = []
         self.prompts: list[types.Prompt] = []
         self.listed = False
-        #: called when the tools on offer may have changed (a new list, connected, down)
-        self.on_change: Callable[[], None] | None = None
+        # Where what it offers is reported (the registry's mailbox), if anywhere.
+        self._report = report
+        #: its tools as last listed, checked once when they arrived
+        self.listing = Listing(())
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
         self.incarnations = 0
         #: the live incarnation, whose connection calls may use directly
         self.current: ServerActor | None = None
-        # Consecutive failed incarnations, counted as the supervision tree counts them
-        # (reset only after a connection that stayed up ``backoff.stable_after``).
+        #: the consecutive restart the supervision tree last decided on (0: none yet);
+        #: reported, never computed here
         self.attempt = 0
-        self._up_since: float | None = None
         # A `type: remote` server that turned out to speak only legacy SSE.
         self.use_sse = False
+        # The attempt budget: max_attempts restarts in a row (the count starts over once
+        # the server stayed up backoff.stable_after), then give_up.
         self.spec: ChildSpec = actor_spec(
             self.name,
             lambda: ServerActor(self),
             mailbox=MAILBOX,
-            restart=Restart.PERMANENT,
-            give_up=GiveUp.MARK_UNAVAILABLE,
+            restart=getattr(config, "restart", Restart.PERMANENT),
+            give_up=getattr(config, "give_up", GiveUp.MARK_UNAVAILABLE),
             intensity=Intensity(max_restarts=config.max_attempts, within_seconds=math.inf),
             backoff=config.backoff,
-            shutdown_timeout=10.0,
+            shutdown_timeout=getattr(config, "shutdown_timeout", 10.0),
         )
         if error is not None:
             self.health.status = ServerStatus.FAILED
@@ -172,6 +188,16 @@ class ManagedServer:
         self._tools = tools
         # A name listed twice is the first tool's (as in the catalog: the rest are invalid).
         self._by_name = {t.name: t for t in reversed(tools)}
+        # Checked here, once per list: names, descriptions, input schemas.
+        self.listing = listing = Listing(tools)
+        self.health.unsupported_tools = len(listing.problems)
+        if listing.problems:
+            log.warning(
+                "invalid tools skipped",
+                server=self.name,
+                count=len(listing.problems),
+                problems=list(listing.problems[:_LOGGED_PROBLEMS]),
+            )
 
     def tool(self, name: str) -> types.Tool | None:
         """The listed tool of that (original) name, if any."""
@@ -186,21 +212,52 @@ class ManagedServer:
         if self.error is not None or state is AddressState.UNAVAILABLE:
             return ServerStatus.FAILED
         if state is AddressState.STOPPED:
-            return ServerStatus.STOPPED
+            # A crash that its restart type does not restart leaves it failed.
+            failed = self.health.status is ServerStatus.FAILED
+            return ServerStatus.FAILED if failed else ServerStatus.STOPPED
         return self.health.status
 
-    def record(self, stats_attempt: int = 0, next_restart_at: float | None = None) -> HealthRecord:
-        """The health record (DESIGN §5) as of now."""
+    # -- what the supervision tree decided -----------------------------------------------
+
+    def decided(self, decision: Decision) -> None:
+        """Take in the tree's decision about this server: its health record and the
+        ``mcp.error`` event follow from it (attempt, delay, giving up), nothing else."""
+        h = self.health
+        if isinstance(decision, RestartScheduled):
+            self.attempt = decision.attempt
+            h.next_retry_at = time.time() + decision.delay
+            if not decision.own:
+                return  # a sibling's exit: this server's own events said it stopped
+            self._announce(decision.attempt, decision.delay)
+        elif isinstance(decision, Restarted):
+            h.restarts += 1
+            h.next_retry_at = None
+        elif isinstance(decision, GaveUp):
+            self.attempt = decision.attempt
+            h.next_retry_at = None
+            self._announce(decision.attempt, None)
+        elif isinstance(decision, NotRestarted):
+            h.next_retry_at = None
+            if decision.crashed:
+                h.status = ServerStatus.FAILED
+                self._announce(self.attempt + 1, None)
+
+    def _announce(self, attempt: int, retry_in: float | None) -> None:
+        error = self.health.last_error or "unknown error"
+        self.emit(
+            events.ServerError(server=self.name, error=error, retry_in=retry_in, attempt=attempt)
+        )
+        if retry_in is None:
+            log.error("server failed; not restarted", server=self.name, error=error)
+        else:
+            log.warning("server connection failed", server=self.name, error=error,
+                        retry_in=retry_in)
+
+    def record(self) -> HealthRecord:
+        """The health record as of now."""
         h = self.health
         status = self.status()
-        next_retry = None
-        if next_restart_at is not None:
-            next_retry = time.time() + max(0.0, next_restart_at - trio.current_time())
-        elif status is ServerStatus.DISCONNECTED and h.next_retry_at is not None:
-            # Failed just now: the restart is announced (mcp.error) before the tree has
-            # scheduled it. Say when, as the event did.
-            next_retry = h.next_retry_at
-            stats_attempt = stats_attempt or self.attempt
+        next_retry = h.next_retry_at if status is not ServerStatus.FAILED else None
         return HealthRecord(
             server=self.name,
             type=str(self.config.type),
@@ -215,7 +272,7 @@ class ManagedServer:
             unsupported_tools=h.unsupported_tools,
             connect_time=h.connect_time,
             next_retry_at=next_retry,
-            retry_attempt=stats_attempt,
+            retry_attempt=self.attempt,
             calls_ok=h.calls_ok,
             calls_failed=h.calls_failed,
             latency_p50_ms=h.percentile(0.50),
@@ -274,12 +331,22 @@ class ManagedServer:
         log.debug("server stderr", server=self.name, line=line)
 
     def changed(self) -> None:
-        """Tell ``on_change`` (the live catalog) that the tools on offer may differ."""
-        if self.on_change is not None:
-            try:
-                self.on_change()
-            except Exception:
-                log.exception("on_change failed", server=self.name)
+        """Report what the server offers now (its listings, whether it is connected)."""
+        if self._report is None:
+            return
+        offer = Offer(
+            server=self.name,
+            prefix=self.config.prefix,
+            listing=self.listing,
+            connected=self.status() is ServerStatus.CONNECTED,
+            resources=tuple(self.resources),
+            templates=tuple(self.resource_templates),
+            prompts=tuple(self.prompts),
+        )
+        try:
+            self._report(offer)
+        except Exception:
+            log.exception("reporting to the registry failed", server=self.name)
 
     def emit(self, event: events.Event) -> None:
         try:
@@ -429,3 +496,44 @@ class ManagedServer:
         except BaseException as exc:
             self._raise_translated(exc, what, limit, request=True)
             raise
+
+
+def tree_hook(
+    servers: Mapping[str, ManagedServer],
+    publish: Callable[[events.Event], None],
+    *,
+    supervisor: str | None = None,
+) -> Notify:
+    """The notify hook of a tree of servers: each decision reaches the server it is about
+    (:meth:`ManagedServer.decided`) — a decision of the supervisor named ``supervisor``,
+    when given — then publishes its ``supervisor.*`` event."""
+
+    def decided(decision: Decision) -> None:
+        if supervisor is not None and decision.supervisor != supervisor:
+            server = None  # another part of the tree: the bus, the registry
+        else:
+            server = servers.get(decision.child)
+        if server is not None:
+            server.decided(decision)  # its mcp.error first: the cause, then the outcome
+        event = events.tree_event(decision)
+        if event is not None:
+            publish(event)
+
+    return decided
+
+
+@contextlib.asynccontextmanager
+async def open_servers(
+    servers: Sequence[ManagedServer], **tree_options: Any
+) -> AsyncIterator[Supervisor]:
+    """Supervise ``servers`` (in order) for the duration of the block, in a root tree whose
+    decisions reach them; ``tree_options`` go to :func:`~supervisor.actors.open_tree`.
+    As in ``open_supervisor``, the tree's intensity is unlimited unless given: each
+    server's own attempt budget decides when it is given up."""
+    tree_options.setdefault("intensity", Intensity.unlimited())
+    by_name = {s.name: s for s in servers}
+    publish = servers[0].publish if servers else (lambda event: None)
+    async with open_tree(
+        [s.spec for s in servers], notify=tree_hook(by_name, publish), **tree_options
+    ) as tree:
+        yield tree

@@ -1,0 +1,246 @@
+"""The one gate every tool call passes: resolve, validate, approve, send, normalise.
+
+The façade (``handle.call``), a server's view (``handle.server(name).call_tool``), the CLI
+and any later front end call tools only through a :class:`Gate`; nothing handed to users
+reaches a server's connection around it. In order:
+
+1. the merged name is resolved — by the catalog for servers whose tools are known, by the
+   naming template for servers never connected yet (:class:`~supervisor.errors.UnknownTool`
+   naming close matches otherwise);
+2. a server not connected yet is connected first, to learn the tool's schema and
+   annotations;
+3. the arguments are checked against the tool's ``inputSchema``
+   (:class:`~supervisor.errors.ToolArgumentsInvalid`, naming each wrong field);
+4. the server's approval policy is applied: the ``approve`` callback decides, and without
+   one a call that needs approval fails closed (:class:`~supervisor.errors.ApprovalRequired`;
+   a refusal is :class:`~supervisor.errors.ApprovalDenied`). The decision is taken once per
+   tool definition the server listed: a re-listed tool is decided again;
+5. the call is sent (the server's request timeout unless one is given) and its result
+   normalised (:class:`~supervisor.tools.ToolResult`); a tool that reports failure raises
+   :class:`~supervisor.errors.ToolError`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import mcp_types as types
+
+from .actors import AddressState, SupervisorError
+from .errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid
+from .log import get_logger
+from .registry import Registry
+from .server import HealthRecord, ManagedServer, ServerMetrics
+from .tools import (
+    ApprovalCallback,
+    ApprovalReason,
+    ApprovalRequest,
+    ToolResult,
+    approval_reason,
+    check_approval,
+    normalize_result,
+    validate_arguments,
+)
+
+log = get_logger("supervisor.gate")
+
+
+class Gate:
+    """Tool calls to ``servers`` (by name, in config order), named by ``registry``,
+    approved by ``approve``; large text results spill into ``spill_dir``."""
+
+    def __init__(
+        self,
+        servers: Mapping[str, ManagedServer],
+        registry: Registry,
+        *,
+        approve: ApprovalCallback | None = None,
+        spill_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self._servers = servers
+        self._registry = registry
+        self._approve = approve
+        self._spill_dir = spill_dir
+        # (server, original name) -> (the tool object decided on, the decision)
+        self._reasons: dict[tuple[str, str], tuple[types.Tool, ApprovalReason | None]] = {}
+
+    def resolve(self, name: str) -> tuple[ManagedServer, str]:
+        """The server and its own tool name for a merged tool name (step 1 above)."""
+        named = self._registry.snapshot.named
+        entry = named.get(name)
+        if entry is not None:
+            return self._servers[entry.server], entry.original_name
+        unknown = [s for s in self._servers.values() if not s.tools]
+        found = self._registry.policy.parse(name, ((s.name, s.config.prefix) for s in unknown))
+        if found is not None:
+            return self._servers[found[0]], found[1]
+        raise named.unknown([name])
+
+    def merged_name(self, server: ManagedServer, original: str) -> str:
+        """The name ``server``'s tool ``original`` has in the catalog (or will have)."""
+        for entry in self._registry.snapshot.named.values():
+            if entry.server == server.name and entry.original_name == original:
+                return entry.name
+        head, tail = self._registry.policy.affixes(server.name, server.config.prefix)
+        return f"{head}{original}{tail}"
+
+    async def call(
+        self,
+        name: str,
+        arguments: Mapping[str, object] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> ToolResult:
+        """Call the tool of merged name ``name``: every step of the module docstring."""
+        arguments = {} if arguments is None else arguments
+        server, original = self.resolve(name)
+        listed = server.tool(original)
+        if listed is None:
+            server, original, listed = await self._learn(name, server, timeout)
+        try:
+            validate_arguments(listed, arguments)
+        except ToolArgumentsInvalid as exc:
+            raise ToolArgumentsInvalid(name, exc.errors) from None  # the name called
+        reason = self.approval_reason(server, original, listed)
+        if reason is not None:
+            request = ApprovalRequest(
+                server=server.name,
+                tool=name,
+                original_name=original,
+                arguments=arguments,
+                reason=reason,
+            )
+            await check_approval(True, self._approve, request)
+        try:
+            raw = await server.call_tool(original, arguments, timeout)
+        except ToolOutputInvalid as exc:
+            raise ToolOutputInvalid(name, exc.errors) from exc.__cause__
+        # The SDK client has checked structuredContent against the outputSchema already.
+        result = normalize_result(raw, tool=name, spill_dir=self._spill_dir)
+        result.raise_for_error(server=server.name)
+        return result
+
+    async def _learn(
+        self, name: str, server: ManagedServer, timeout: float | None
+    ) -> tuple[ManagedServer, str, types.Tool]:
+        """Connect ``server`` (never connected yet) and look ``name`` up in what it lists."""
+        limit = timeout
+        if limit is None:
+            limit = server.config.init_timeout + server.config.timeout
+        await connect(server, limit)
+        await self._registry.settled()  # what it listed is merged
+        server, original = self.resolve(name)
+        listed = server.tool(original)
+        if listed is not None:
+            return server, original, listed
+        if server.tools:  # it listed its tools, and this is not one of them
+            raise self._registry.snapshot.named.unknown([name])
+        server.check_available()  # failed, stopped or misconfigured: say so
+        why = (
+            f"did not list its tools within {limit} s; "
+            f"last error: {server.health.last_error or 'none'}"
+        )
+        raise ServerUnavailable(
+            f"MCP server {server.name!r} {why} (calling {name!r})", server=server.name
+        )
+
+    def approval_reason(
+        self, server: ManagedServer, original: str, tool: types.Tool
+    ) -> ApprovalReason | None:
+        """Why calling ``tool`` needs approval (``None``: it does not), decided once per
+        tool object the server listed: a new listing brings new objects, decided anew."""
+        key = (server.name, original)
+        cached = self._reasons.get(key)
+        if cached is not None and cached[0] is tool:
+            return cached[1]
+        reason = approval_reason(server.config, tool, original)
+        self._reasons[key] = (tool, reason)
+        return reason
+
+
+async def connect(server: ManagedServer, timeout: float | None) -> None:
+    """Connect ``server`` if it can be; return once connected, failed, or at ``timeout``
+    (default: its handshake plus request timeout). Errors are in its health record."""
+    if server.error is not None or server.address.state is not AddressState.OPEN:
+        return
+    limit = timeout
+    if limit is None:
+        limit = server.config.init_timeout + server.config.timeout
+    try:
+        await server.list_tools(timeout=limit)
+    except SupervisorError as exc:
+        log.debug("connect failed", server=server.name, error=str(exc))
+
+
+class ServerView:
+    """One server as users see it: its config, health and listings, and tool calls that
+    go through the gate like any other (by the server's own tool names)."""
+
+    __slots__ = ("_gate", "_server")
+
+    def __init__(self, server: ManagedServer, gate: Gate) -> None:
+        self._server = server
+        self._gate = gate
+
+    def __repr__(self) -> str:
+        return f"<ServerView {self._server.name!r} {self._server.status().value}>"
+
+    @property
+    def name(self) -> str:
+        return self._server.name
+
+    @property
+    def config(self) -> object:
+        """The server's configuration (:class:`supervisor.config.ServerConfig`)."""
+        return self._server.config
+
+    @property
+    def error(self) -> str | None:
+        """Why the server cannot start (its configuration is incomplete), if so."""
+        return self._server.error
+
+    @property
+    def tools(self) -> list[types.Tool]:
+        """The tools it listed last (kept while it restarts)."""
+        return list(self._server.tools)
+
+    @property
+    def resources(self) -> list[types.Resource]:
+        return list(self._server.resources)
+
+    @property
+    def resource_templates(self) -> list[types.ResourceTemplate]:
+        return list(self._server.resource_templates)
+
+    @property
+    def prompts(self) -> list[types.Prompt]:
+        return list(self._server.prompts)
+
+    def status(self) -> str:
+        """``idle``, ``connecting``, ``connected``, ``disconnected``, ``failed`` or
+        ``stopped``."""
+        return self._server.status().value
+
+    def record(self) -> HealthRecord:
+        """Its health record as of now."""
+        return self._server.record()
+
+    def metrics(self) -> ServerMetrics:
+        return self._server.metrics()
+
+    async def call_tool(
+        self,
+        tool: str,
+        arguments: Mapping[str, object] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> ToolResult:
+        """Call the server's tool ``tool`` (its own name) through the gate: validated,
+        approved and normalised exactly like ``handle.call`` with its merged name."""
+        return await self._gate.call(
+            self._gate.merged_name(self._server, tool), arguments, timeout=timeout
+        )
+
+
+__all__ = ["Gate", "ServerView", "connect"]

@@ -1,0 +1,183 @@
+"""One gate for every tool call, names parsed by the one naming policy, and the tree's
+own actors (bus, registry) restarted without touching servers or calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mcp_types as types
+import pytest
+import trio
+
+from supervisor import ApprovalRequired, ToolArgumentsInvalid, UnknownTool, open_supervisor
+from supervisor.bus import Subscription
+from supervisor.events import Event, ToolsRegistered
+from supervisor.gate import Gate
+from supervisor.registry import NamingPolicy, Registry
+from supervisor.registry import _live as registry_live
+from supervisor.server import ManagedServer
+from supervisor.testing.servers import count_executions, stdio_params
+
+from .probes import until
+
+
+def rich(count_file: Path, **fields: object) -> dict[str, object]:
+    command, args = stdio_params("rich", count_file=count_file)
+    return {"command": command, "args": args, "initTimeout": 120, **fields}
+
+
+def never_started(**fields: object) -> dict[str, object]:
+    return {"command": "/nonexistent/never-started", **fields}
+
+
+# -- names: formed and parsed by the one policy ---------------------------------------------
+
+
+def test_the_policy_parses_names_it_would_form() -> None:
+    """parse() undoes affixes() for the template in use; the longest match wins, and two
+    unprefixed servers are ambiguous."""
+    claude = NamingPolicy("mcp__{server}__{tool}")
+    servers = [("github", "github"), ("git", "git")]
+    assert claude.parse("mcp__github__create_issue", servers) == ("github", "create_issue")
+    assert claude.parse("mcp__git__log", servers) == ("git", "log")
+    assert claude.parse("github_create_issue", servers) is None
+    plain = NamingPolicy()
+    assert plain.parse("github_create_issue", servers) == ("github", "create_issue")
+    assert plain.parse("git_hub_x", [("git", "git"), ("git_hub", "git_hub")]) == (
+        "git_hub", "x"
+    )
+    assert plain.parse("anything", [("a", "")]) == ("a", "anything")
+    assert plain.parse("anything", [("a", ""), ("b", "")]) is None
+
+
+async def test_resolve_follows_the_name_template_for_a_lazy_server(tmp_path: Path) -> None:
+    """With toolNames.template mcp__{server}__{tool}, a server never connected is found by
+    that template, not by '<prefix>_'; and the call goes through under that name."""
+    runs = tmp_path / "runs"
+    config = {
+        "mcpServers": {"github": never_started(), "notes": rich(runs, approve=False)},
+        "supervisor": {"toolNames": {"template": "mcp__{server}__{tool}"}},
+    }
+    async with open_supervisor(config) as sup:
+        assert sup.resolve("mcp__github__create_issue") == ("github", "create_issue")
+        with pytest.raises(UnknownTool):
+            sup.resolve("github_create_issue")
+        assert (await sup.call("mcp__notes__echo", {"text": "hi"})).text == "hi"
+        with pytest.raises(UnknownTool):
+            await sup.call("notes_echo", {"text": "hi"})
+
+
+# -- one gate -------------------------------------------------------------------------------------
+
+
+async def test_a_servers_view_cannot_call_around_the_gate(tmp_path: Path) -> None:
+    """handle.server(name).call_tool() validates and applies the approval policy exactly
+    like handle.call(); nothing is sent when either refuses."""
+    runs = tmp_path / "runs"
+    config = {"mcpServers": {"r": rich(runs, autoApprove=["echo"])}}
+    async with open_supervisor(config) as sup:
+        view = sup.server("r")
+        assert not hasattr(view, "address") and not hasattr(view, "current")
+        assert (await view.call_tool("echo", {"text": "ok"})).text == "ok"
+        with pytest.raises(ApprovalRequired):
+            await view.call_tool("add", {"a": 1, "b": 2})
+        with pytest.raises(ToolArgumentsInvalid):
+            await view.call_tool("echo", {"text": 3})
+    assert count_executions(runs) == {"echo": 1}
+
+
+def _tool(destructive: bool) -> types.Tool:
+    hints = types.ToolAnnotations(destructive_hint=destructive)
+    return types.Tool(name="tidy", input_schema={"type": "object"}, annotations=hints)
+
+
+def test_a_relisted_destructive_tool_is_decided_again() -> None:
+    """The approval decision is cached per tool definition: a tool listed again with
+    destructiveHint needs approval, although the old definition did not."""
+    config_entry = {"command": "unused", "autoApprove": ["tidy"]}
+    from supervisor.config import load_config
+
+    config = load_config({"mcpServers": {"s": config_entry}}).servers["s"]
+    server = ManagedServer(config, publish=lambda event: None)
+    gate = Gate({"s": server}, Registry(["s"], publish=lambda event: None))
+    harmless = _tool(destructive=False)
+    assert gate.approval_reason(server, "tidy", harmless) is None
+    assert gate.approval_reason(server, "tidy", harmless) is None  # cached
+    relisted = _tool(destructive=True)
+    assert gate.approval_reason(server, "tidy", relisted) is not None
+
+
+# -- the tree's own actors ----------------------------------------------------------------
+
+
+async def next_of(events: Subscription, kind: str) -> Event:
+    """The next event of ``kind`` (earlier ones of other kinds are skipped)."""
+    with trio.fail_after(120):
+        async for event in events:
+            if event.kind == kind:
+                return event
+    raise AssertionError(f"the subscription ended before a {kind} event")
+
+
+async def test_killing_the_registry_and_the_bus_mid_run_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A merge that raises crashes the registry and a fan-out that raises crashes the
+    bus: each is restarted (supervisor.child.restarted names it), calls keep working
+    meanwhile, the catalog is rebuilt, and subscribers keep receiving."""
+    runs = tmp_path / "runs"
+    config = {"mcpServers": {"r": rich(runs, approve=False, lazy=False)}}
+    async with open_supervisor(config) as sup:
+        async with sup.subscribe("supervisor.*", "tools.*") as events:
+            await until(lambda: "r_echo" in sup.catalog, 120)
+            merge = registry_live.merge
+            broken = {"merge": 1}
+
+            def failing_merge(*args: object, **kwargs: object) -> object:
+                if broken["merge"]:
+                    broken["merge"] -= 1
+                    raise RuntimeError("a bug in merging")
+                return merge(*args, **kwargs)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(registry_live, "merge", failing_merge)
+            sup._servers["r"].changed()  # a report: the actor merges, and crashes
+            restarted = await next_of(events, "supervisor.child.restarted")
+            assert restarted.child == "registry"
+            assert sup.registry_statistics().failures == 1
+            snapshot = await sup._registry.settled()  # the new incarnation rebuilt it
+            assert "r_echo" in snapshot.current
+            assert (await sup.call("r_echo", {"text": "during"})).text == "during"
+
+            fan_out = sup.bus._fan_out
+            broken["fan_out"] = 1
+
+            def failing_fan_out(event: object) -> None:
+                if broken["fan_out"] and getattr(event, "kind", "") == "tools.registered":
+                    broken["fan_out"] -= 1
+                    raise RuntimeError("a bug in fan-out")
+                fan_out(event)  # type: ignore[arg-type]
+
+            monkeypatch.setattr(sup.bus, "_fan_out", failing_fan_out)
+            sup.bus.publish(ToolsRegistered(server="r", names=["lost"]))
+            dropped = await next_of(events, "bus.dropped")
+            assert dropped.count == 1
+            again = await next_of(events, "supervisor.child.restarted")
+            assert again.child == "bus"
+            assert (await sup.call("r_echo", {"text": "after"})).text == "after"
+            children = {c.id: c for c in sup.statistics().children}
+            assert children["bus"].restarts == 1 and children["registry"].restarts == 1
+            assert children["servers"].restarts == 0
+            assert "RuntimeError: a bug in fan-out" in (children["bus"].last_exit or "")
+    # Subscriptions end when the supervisor does.
+    assert sup.bus.closed
+    assert count_executions(runs) == {"echo": 2}
+
+
+async def test_every_subscription_ends_with_the_supervisor() -> None:
+    """When open_supervisor's block ends, iterating a subscription ends too."""
+    async with open_supervisor({"mcpServers": {"x": never_started()}}) as sup:
+        sub = sup.subscribe("*")
+        sub.__enter__()
+    with trio.fail_after(30):
+        rest = [event async for event in sub]
+    assert all(e.kind != "bus.dropped" for e in rest)
