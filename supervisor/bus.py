@@ -46,7 +46,8 @@ from trio.lowlevel import (
     wait_task_rescheduled,
 )
 
-from .events import BusDropped, Event, make_event
+from .actors import Decision
+from .events import BusDropped, Event, make_event, tree_event
 
 __all__ = ["Bus", "BusStatistics", "Subscription", "SubscriptionStatistics", "open_bus"]
 
@@ -220,6 +221,14 @@ class Bus:
         if self._closed:
             return
         self.publish(make_event(kind, **fields))
+
+    def decided(self, decision: Decision) -> None:
+        """Publish the ``supervisor.*`` event a supervision tree's decision makes, if any
+        (:func:`~supervisor.events.tree_event`): the bus's ``notify`` hook for a tree,
+        ``open_tree(children, notify=bus.decided)``."""
+        event = tree_event(decision)
+        if event is not None:
+            self.publish(event)
 
     def _resolve(self, route: _Route) -> tuple[Subscription, ...]:
         kind = route.kind
