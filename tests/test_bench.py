@@ -170,8 +170,13 @@ async def test_a_suite_member_runs_alone_as_a_measurement() -> None:
 
 
 def test_every_registered_key_has_a_design_target_or_is_marked_informative() -> None:
-    """The DESIGN §9 keys this suite measures carry their targets."""
+    """The DESIGN §9 keys this suite measures carry their targets; the absolute in-process
+    figures are informative, their ratios against raw trio carry the targets."""
     targets = {m.key: m.target for m in bench.MEASUREMENTS}
+    assert targets["mailbox_call_ratio"] == "<= 1.2"
+    assert targets["bus_ratio"] == "<= 1.5"
+    assert targets["mailbox_call_us"] is None
+    assert targets["bus_events_per_s"] is None
     assert targets["call_overhead_ratio_seq"] == "<= 1.05"
     assert targets["call_overhead_ratio_concurrent"] == "<= 1.05"
     assert targets["startup_8_ratio"] == "<= 1.1"
@@ -185,3 +190,103 @@ def test_rss_probe_usage() -> None:
     """The fresh-process RSS probe's entry point refuses anything but ``rss N``."""
     assert bench._main(["rss", "0"]) == 2
     assert bench._main([]) == 2
+
+
+def _stub_timer(per_op: float, log: list[tuple[str, int]], name: str) -> bench.Timer:
+    async def timer(n: int) -> float:
+        log.append((name, n))
+        return per_op * n
+
+    return timer
+
+
+@pytest.mark.parametrize(
+    ("figures", "expected"),
+    [
+        pytest.param(
+            bench.mailbox_figures,
+            {"mailbox_call_us": 3.0, "mailbox_call_ratio": 1.5},
+            id="mailbox",
+        ),
+        pytest.param(
+            bench.bus_figures,
+            {"bus_events_per_s": 1 / 3e-6, "bus_ratio": 1.5},
+            id="bus",
+        ),
+    ],
+)
+async def test_an_in_process_round_times_ours_and_raw_alternately_and_divides(
+    figures: bench.Figures, expected: dict[str, float]
+) -> None:
+    """A round times both contenders on the same pieces of n, alternating ABBA (the other
+    one first in the next round), and reports ours ÷ raw: ours at 3 µs per operation
+    against raw at 2 µs gives 1.5 (for the bus, raw events/s ÷ ours), plus ours alone."""
+    log: list[tuple[str, int]] = []
+    round_ = bench._contest(_stub_timer(3e-6, log, "ours"), _stub_timer(2e-6, log, "raw"), figures)
+    got = await round_({key: 1000 for key in expected})
+    assert got.keys() == expected.keys()
+    for key, value in expected.items():
+        assert got[key] == pytest.approx(value), key
+    assert [name for name, _ in log] == ["ours", "raw", "raw", "ours"] * 2
+    assert sum(n for name, n in log if name == "raw") == 1000
+    assert sum(n for name, n in log if name == "ours") == 1000
+    log.clear()
+    await round_({key: 1000 for key in expected})
+    assert [name for name, _ in log] == ["raw", "ours", "ours", "raw"] * 2
+
+
+async def test_the_raw_request_reply_echoes_through_a_server_task() -> None:
+    """The raw mailbox baseline really makes the round trip: each call's reply is its own
+    message, as the echo actor's is."""
+    with trio.fail_after(10):
+        async with bench._open_raw_echo() as call:
+            assert [await call(i) for i in range(5)] == list(range(5))
+
+
+async def test_the_raw_fan_out_delivers_every_event_to_every_reader() -> None:
+    """The raw bus baseline returns only once all 10 readers got all n events, and fails
+    if a reader's channel ends short."""
+    with trio.fail_after(10):
+        assert await bench._raw_fanout_s(100) > 0
+    with pytest.raises(RuntimeError, match="got 3 of 5"):
+        send, receive = trio.open_memory_channel[object](5)
+        for i in range(3):
+            send.send_nowait(i)
+        send.close()
+        await bench._consume(receive, 5)
+
+
+@pytest.mark.parametrize(
+    "suite",
+    [pytest.param(bench.MAILBOX, id="mailbox"), pytest.param(bench.BUS, id="bus")],
+)
+async def test_an_in_process_suite_reports_ours_and_the_ratio(suite: bench.Suite) -> None:
+    """Each in-process suite, opened once, gives both its keys on tiny rounds: positive,
+    finite figures (no speed asserted)."""
+    keys = [m.key for m in bench.MEASUREMENTS if m.suite is suite]
+    assert len(keys) == 2
+    with trio.fail_after(30):
+        async with suite.open() as round_:
+            for _ in range(2):
+                got = await round_({key: 40 for key in keys})
+                for key in keys:
+                    assert 0 < got[key] < math.inf, key
+
+
+def test_the_readme_lists_every_key_with_its_target() -> None:
+    """README's Benchmarks table has a row per key, with its fixed target or ``—``."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("## Benchmarks", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        cells[0].strip("` "): cells[-1].strip()
+        for line in section.splitlines()
+        if line.startswith("| `")
+        for cells in [line.strip("|").split(" | ")]
+    }
+    for m in bench.MEASUREMENTS:
+        assert m.key in rows, m.key
+        if m.target is None:
+            assert rows[m.key] == "—", m.key
+        elif isinstance(m.target, str):
+            op, number = m.target.split()
+            assert rows[m.key] == f"{'≤' if op == '<=' else '≥'} {number}", m.key

@@ -11,9 +11,10 @@ all its rounds (a supervisor and a bare ``mcp.Client`` already connected to thei
 servers), a round that measures each of its keys at once (a startup round gives
 ``startup_8_ratio`` *and* ``shutdown_8_ratio``), and its own round counts, since starting
 processes is expensive. A ratio's two contenders — the supervisor and a bare SDK
-``mcp.Client`` against the same kind of fixture process — are measured in the same round,
-alternately (ABBA), so noise hits both alike; each round yields one ratio and the report
-holds the median ratio.
+``mcp.Client`` against the same kind of fixture process; or, in process, an actor call and
+the bus against their raw trio equivalents (memory-channel request/reply; ``send_nowait``
+fan-out) — are measured in the same round, alternately (ABBA), so noise hits both alike;
+each round yields one ratio and the report holds the median ratio.
 
 Add a measurement by writing ``async def my_key(n: int) -> float`` and appending a
 :class:`Measurement` to :data:`MEASUREMENTS` (or a :class:`Suite` and its members, made
@@ -22,18 +23,32 @@ fail on a missed target.
 """
 
 # The underscored names are internals the tests exercise directly, not API.
+from ._alternate import Timer as Timer
 from ._fixtures import BenchError as BenchError
+from ._inprocess import BUS as BUS
+from ._inprocess import BUS_EVENTS as BUS_EVENTS
+from ._inprocess import BUS_RATIO as BUS_RATIO
 from ._inprocess import BUS_SUBSCRIBERS as BUS_SUBSCRIBERS
+from ._inprocess import MAILBOX as MAILBOX
+from ._inprocess import MAILBOX_CALL as MAILBOX_CALL
+from ._inprocess import MAILBOX_RATIO as MAILBOX_RATIO
+from ._inprocess import Figures as Figures
+from ._inprocess import _consume as _consume
+from ._inprocess import _contest as _contest
+from ._inprocess import _open_raw_echo as _open_raw_echo
+from ._inprocess import _raw_fanout_s as _raw_fanout_s
 from ._inprocess import bus_events_per_s as bus_events_per_s
+from ._inprocess import bus_figures as bus_figures
+from ._inprocess import bus_ratio as bus_ratio
+from ._inprocess import mailbox_call_ratio as mailbox_call_ratio
 from ._inprocess import mailbox_call_timeout_us as mailbox_call_timeout_us
 from ._inprocess import mailbox_call_us as mailbox_call_us
+from ._inprocess import mailbox_figures as mailbox_figures
 from ._memory import MEMORY as MEMORY
 from ._memory import RSS as RSS
 from ._memory import _main as _main
 from ._memory import rss_per_server_kb as rss_per_server_kb
 from ._registry import MEASUREMENTS as MEASUREMENTS
-from ._run import QUICK_ROUNDS as QUICK_ROUNDS
-from ._run import ROUNDS as ROUNDS
 from ._run import _due as _due
 from ._run import format_table as format_table
 from ._run import meets_target as meets_target
@@ -54,6 +69,8 @@ from ._servers import recovery_backoff_initial as recovery_backoff_initial
 from ._servers import recovery_s as recovery_s
 from ._servers import shutdown_8_ratio as shutdown_8_ratio
 from ._servers import startup_8_ratio as startup_8_ratio
+from ._suite import QUICK_ROUNDS as QUICK_ROUNDS
+from ._suite import ROUNDS as ROUNDS
 from ._suite import Measurement as Measurement
 from ._suite import RoundFn as RoundFn
 from ._suite import Suite as Suite
@@ -65,9 +82,11 @@ __all__ = [
     "Measurement",
     "Suite",
     "bus_events_per_s",
+    "bus_ratio",
     "call_overhead_ratio_concurrent",
     "call_overhead_ratio_seq",
     "format_table",
+    "mailbox_call_ratio",
     "mailbox_call_timeout_us",
     "mailbox_call_us",
     "meets_target",

@@ -13,11 +13,7 @@ from contextlib import AsyncExitStack
 import trio
 
 from ._registry import MEASUREMENTS
-from ._suite import Measurement, Suite, Target
-
-#: Timed rounds per measurement (after one warm-up round), suites aside.
-ROUNDS = 15
-QUICK_ROUNDS = 5
+from ._suite import QUICK_ROUNDS, ROUNDS, Measurement, Suite, Target
 
 
 def _due(i: int, rounds: int, total: int) -> bool:

@@ -8,7 +8,7 @@ import itertools
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 
@@ -16,6 +16,7 @@ import trio
 
 from ..config import load_config
 from ..runtime import open_supervisor
+from ._alternate import alternate, blocks
 from ._fixtures import (
     _ECHO_ARGS,
     _SERVER_TIMEOUT,
@@ -27,7 +28,7 @@ from ._fixtures import (
     _echo_config,
     _server_names,
 )
-from ._suite import RoundFn, Suite
+from ._suite import QUICK_ROUNDS, ROUNDS, RoundFn, Suite
 
 #: The keys measured against real fixture servers.
 CALL_SEQ = "call_overhead_ratio_seq"
@@ -68,28 +69,6 @@ async def _timed_concurrent(call: Callable[[], Awaitable[object]], n: int) -> fl
     return time.perf_counter() - start
 
 
-async def _alternate(
-    measure_a: Callable[[int], Awaitable[float]],
-    measure_b: Callable[[int], Awaitable[float]],
-    pieces: Sequence[int],
-    flip: bool,
-) -> float:
-    """``a``'s total time ÷ ``b``'s, each piece measured for both, in ABBA order."""
-    a = b = 0.0
-    for i, size in enumerate(pieces):
-        if (i % 2 == 1) != flip:
-            b += await measure_b(size)
-            a += await measure_a(size)
-        else:
-            a += await measure_a(size)
-            b += await measure_b(size)
-    return a / b
-
-
-def _blocks(n: int, block: int) -> list[int]:
-    return [min(block, n - i) for i in range(0, n, block)]
-
-
 @asynccontextmanager
 async def _open_calls() -> AsyncIterator[RoundFn]:
     """One supervised echo fixture and one bare ``Client`` to another, both connected for
@@ -117,19 +96,21 @@ async def _open_calls() -> AsyncIterator[RoundFn]:
             flip = next(parity) % 2 == 1
             figures: dict[str, float] = {}
             if n := sizes.get(CALL_SEQ, 0):
-                figures[CALL_SEQ] = await _alternate(
+                ours, bare = await alternate(
                     partial(_timed_sequential, supervised),
                     partial(_timed_sequential, direct),
-                    _blocks(n, _SEQ_BLOCK),
+                    blocks(n, _SEQ_BLOCK),
                     flip,
                 )
+                figures[CALL_SEQ] = ours / bare
             if n := sizes.get(CALL_CONCURRENT, 0):
-                figures[CALL_CONCURRENT] = await _alternate(
+                ours, bare = await alternate(
                     partial(_timed_concurrent, supervised),
                     partial(_timed_concurrent, direct),
                     [n] * _CONCURRENT_BATCHES,
                     flip,
                 )
+                figures[CALL_CONCURRENT] = ours / bare
             return figures
 
         yield round_
@@ -257,7 +238,7 @@ async def _open_recovery() -> AsyncIterator[RoundFn]:
         yield round_
 
 
-CALLS = Suite("calls", _open_calls, rounds=15, quick_rounds=5)
+CALLS = Suite("calls", _open_calls, rounds=ROUNDS, quick_rounds=QUICK_ROUNDS)
 STARTUPS = Suite("startup", _open_startup, rounds=3, quick_rounds=1)
 RECOVERIES = Suite("recovery", _open_recovery, rounds=5, quick_rounds=2)
 

@@ -9,6 +9,11 @@ from functools import partial
 
 import attrs
 
+#: Timed rounds per plain measurement (after one warm-up round), and of a suite as cheap
+#: as one (suites of costly rounds run fewer).
+ROUNDS = 15
+QUICK_ROUNDS = 5
+
 #: One round of a suite: the size of each key to measure → each key's figure.
 RoundFn = Callable[[Mapping[str, int]], Awaitable[Mapping[str, float]]]
 #: A target: fixed (``"<= 1.05"``), ``None``, or computed from the run's medians.
