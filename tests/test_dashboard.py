@@ -342,7 +342,8 @@ async def test_unknown_paths_and_bad_requests_get_4xx_and_the_server_stays_up() 
                 "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
             },
         )
-        assert old_version.status == 426 and old_version.headers["sec-websocket-version"] == "13"
+        # Hypercorn refuses a handshake of another version itself: 400, not 426.
+        assert old_version.status == 400 and info.token not in old_version.body.decode()
         # Keep-alive: two requests on one connection.
         pipelined = await raw(
             info,
@@ -417,6 +418,42 @@ async def test_a_page_that_reads_slowly_loses_its_oldest_events_and_is_told() ->
         assert dropped > 0 and len(received) + dropped == count
         assert received == sorted(received, key=lambda s: int(s[1:]))  # in order
         nursery.cancel_scope.cancel()
+
+
+async def test_cancelling_the_dashboard_closes_its_feeds_with_1001_and_frees_the_port() -> None:
+    """Cancelling `serve_dashboard` returns promptly, even with a page's feed and an idle
+    keep-alive connection open: the feed is closed with 1001 (going away), the idle
+    connection is closed, and the port no longer accepts connections."""
+    async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
+        scope = trio.CancelScope()
+        returned = trio.Event()
+
+        async def run(task_status: trio.TaskStatus[DashboardInfo]) -> None:
+            with scope:
+                await serve_dashboard(sup, "127.0.0.1", 0, task_status=task_status)
+            returned.set()
+
+        info: DashboardInfo = await nursery.start(run)
+        idle = await trio.open_tcp_stream("127.0.0.1", info.port)
+        request = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{info.port}\r\n\r\n"
+        await idle.send_all(request.encode())
+        answered = await idle.receive_some(65536)
+        assert answered.startswith(b"HTTP/1.1 200 ")
+        async with open_feed(info, origin(info)) as ws:
+            assert json.loads(await ws.get_message())["type"] == "hello"
+            with trio.fail_after(5):
+                scope.cancel()
+                await returned.wait()
+                with pytest.raises(trio_websocket.ConnectionClosed) as closed:
+                    while True:
+                        await ws.get_message()
+        assert closed.value.reason.code == 1001
+        with trio.fail_after(5):
+            while await idle.receive_some(65536):
+                pass  # the rest of the answer, then the end of the connection
+        await idle.aclose()
+        with pytest.raises(OSError):
+            await trio.open_tcp_stream("127.0.0.1", info.port)
 
 
 # ------------------------------------------------------------------ the CLI

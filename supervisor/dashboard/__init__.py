@@ -13,6 +13,11 @@ burst of events, fed by the event bus and never slowing it), the actions
 (``POST /api/servers/NAME/restart`` and ``.../stop``), ``/metrics`` (Prometheus text)
 and ``/healthz`` (JSON; 503 when no server is connected or idle).
 
+It is a plain ASGI application (``_app``; no web framework) served by hypercorn's trio
+worker, in the caller's trio run: every connection and request is a task in a nursery,
+and it starts no thread of its own. The feed is the same app's ASGI ``websocket`` scope
+(``_live`` says why).
+
 Security model — the actions change what runs, so they are kept from other origins:
 
 * **Token.** Each :func:`serve_dashboard` call makes a random token
@@ -33,7 +38,9 @@ Security model — the actions change what runs, so they are kept from other ori
 * **Headers.** Every response has a Content-Security-Policy allowing only the page's
   own script, style sheet and connections (no inline code), ``nosniff``,
   ``Referrer-Policy: no-referrer``, ``Cache-Control: no-store``, ``frame-ancestors
-  'none'``. Bad requests get a 4xx JSON error, never a traceback.
+  'none'``. Bad requests get a 4xx JSON error, never a traceback (a request too
+  malformed to parse, or with a head over 16 KiB, gets hypercorn's empty ``400`` or
+  ``431``; so does a WebSocket handshake that is not version 13 with a key).
 * **Loopback by default.** It listens on 127.0.0.1 unless told otherwise; anyone who
   can reach the port can read the status (not act), so bind other addresses with care.
 """
@@ -41,7 +48,7 @@ Security model — the actions change what runs, so they are kept from other ori
 from __future__ import annotations
 
 from ._address import parse_address as parse_address
-from ._server import TOKEN_HEADER as TOKEN_HEADER
+from ._security import TOKEN_HEADER as TOKEN_HEADER
 from ._server import DashboardInfo as DashboardInfo
 from ._server import serve_dashboard as serve_dashboard
 

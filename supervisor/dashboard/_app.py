@@ -1,0 +1,241 @@
+"""The dashboard as a plain ASGI application: the page, its live feed, its actions,
+metrics and health.
+
+Routes (anything else is ``404``; a known path with another method is ``405``)::
+
+    GET  /                          the page (HTML), with this process's action token
+    GET  /app.js, /app.css          its script and style sheet
+    GET  /ws                        WebSocket upgrade: the live feed (read-only)
+    POST /api/servers/NAME/restart  restart server NAME (token and Origin required)
+    POST /api/servers/NAME/stop     stop server NAME (token and Origin required)
+    GET  /metrics                   Prometheus text
+    GET  /healthz                   JSON health, 200 or 503
+
+``HEAD`` is accepted wherever ``GET`` is; ``GET /ws`` without an upgrade is ``426``. A
+WebSocket upgrade of another path gets the answer a plain request would (as the
+upgrade's refusal). The security rules are in the package docstring; the checks are in
+``_security``. A request that fails inside the app is logged and answered ``500``; the
+``lifespan`` scope is acknowledged and otherwise unused.
+"""
+
+from __future__ import annotations
+
+import html
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from functools import cache
+from importlib import resources
+from typing import TYPE_CHECKING
+
+import trio
+
+from ..actors import SupervisorError
+from ..log import get_logger
+from ._feed import Hub
+from ._http import (
+    Disconnected,
+    Receive,
+    Request,
+    RequestError,
+    Response,
+    Scope,
+    Send,
+    error,
+    json,
+    read_body,
+    send_response,
+)
+from ._live import serve_feed
+from ._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from ._metrics import render_metrics
+from ._security import TOKEN_HEADER, Guard
+
+if TYPE_CHECKING:
+    from ..runtime import SupervisorHandle
+
+__all__ = ["DashboardApp"]
+
+log = get_logger("supervisor.dashboard")
+
+_ACTIONS = ("restart", "stop")
+_TOKEN_PLACEHOLDER = "__DASHBOARD_TOKEN__"
+_STATIC = {
+    "/app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "/app.css": ("app.css", "text/css; charset=utf-8"),
+}
+# Routes that are not tied to the page and so take any Host header: a scraper may know
+# this machine by any name. They are read-only and carry no token.
+_ANY_HOST = frozenset({"/metrics", "/healthz"})
+
+#: How long an action may take (a graceful stop first, for a restart).
+_ACTION_TIMEOUT = 60.0
+
+
+class DashboardApp:
+    """The ASGI application of one :func:`~supervisor.dashboard.serve_dashboard` call.
+
+    *stopping* is set when the dashboard stops: every open feed then closes (1001).
+    """
+
+    def __init__(
+        self, sup: SupervisorHandle, guard: Guard, hub: Hub, token: str, stopping: trio.Event
+    ) -> None:
+        self.sup = sup
+        self.hub = hub
+        self._guard = guard
+        self._token = token
+        self._stopping = stopping
+        self._routes: dict[str, Callable[[Request], Awaitable[Response]]] = {
+            "/": self._page,
+            "/healthz": self._healthz,
+            "/metrics": self._metrics,
+            **{path: self._static for path in _STATIC},
+        }
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "websocket":
+            await self._websocket(scope, receive, send)
+        elif kind == "lifespan":
+            await _lifespan(receive, send)
+
+    # -- scopes ------------------------------------------------------------------------
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request.from_scope(scope)
+        try:
+            body = await read_body(receive, request.headers)
+        except Disconnected:
+            return
+        except RequestError as exc:
+            await send_response(send, error(exc.status, str(exc)))
+            return
+        request = Request.from_scope(scope, body)
+        await send_response(send, await self._answer(request))
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (await receive())["type"] != "websocket.connect":
+            return
+        request = Request.from_scope(scope)
+        if request.path != "/ws":
+            await send_response(send, await self._answer(request), websocket=True)
+            return
+        refusal = self._check_upgrade(request)
+        if refusal is not None:
+            await send_response(send, refusal, websocket=True)
+            return
+        try:
+            await serve_feed(receive, send, self.sup, self.hub, self._stopping)
+        except Exception:
+            log.warning("dashboard feed failed", exc_info=True)
+
+    async def _answer(self, request: Request) -> Response:
+        try:
+            return await self._respond(request)
+        except Exception:
+            # One failing request must never take the listener down, nor show a traceback.
+            log.warning("dashboard request failed", exc_info=True)
+            return error(500, "internal error")
+
+    async def _respond(self, request: Request) -> Response:
+        if not request.path.startswith("/"):
+            return error(400, "request target must be a path")
+        path = request.path
+        if path.startswith("/api/"):
+            return await self._action(request)
+        route = self._routes.get(path)
+        if route is None and path != "/ws":
+            return error(404, "not found")
+        if path not in _ANY_HOST and not self._guard.host_allowed(request.headers):
+            return error(421, "this dashboard does not answer for that Host")
+        if request.method not in ("GET", "HEAD"):
+            return error(405, "method not allowed", allow="GET, HEAD")
+        if route is None:  # /ws without an upgrade
+            return error(426, "/ws is a WebSocket endpoint", upgrade="websocket")
+        return await route(request)
+
+    # -- the page ----------------------------------------------------------------------
+
+    async def _page(self, request: Request) -> Response:
+        page = _asset("index.html").replace(_TOKEN_PLACEHOLDER, html.escape(self._token))
+        return Response(200, page.encode(), "text/html; charset=utf-8")
+
+    async def _static(self, request: Request) -> Response:
+        name, content_type = _STATIC[request.path]
+        return Response(200, _asset(name).encode(), content_type)
+
+    async def _healthz(self, request: Request) -> Response:
+        statuses = {name: r.status for name, r in self.sup.status().items()}
+        values = set(statuses.values())
+        if values <= {"connected", "idle"}:
+            state, code = "ok", 200
+        elif "connected" in values:
+            state, code = "degraded", 200
+        else:
+            state, code = "unavailable", 503
+        return json(code, {"status": state, "servers": statuses})
+
+    async def _metrics(self, request: Request) -> Response:
+        return Response(200, render_metrics(self.sup).encode(), METRICS_CONTENT_TYPE)
+
+    # -- actions -----------------------------------------------------------------------
+
+    async def _action(self, request: Request) -> Response:
+        parts = request.path.split("/")  # "", "api", "servers", NAME, ACTION
+        if len(parts) != 5 or parts[2] != "servers" or parts[4] not in _ACTIONS:
+            return error(404, "not found")
+        name, action = urllib.parse.unquote(parts[3]), parts[4]
+        if not self._guard.host_allowed(request.headers):
+            return error(421, "this dashboard does not answer for that Host")
+        if request.method != "POST":
+            return error(405, "actions are POST requests", allow="POST")
+        if not self._guard.origin_allowed(request.headers):
+            log.info("dashboard action refused: foreign or missing Origin", action=action)
+            return error(403, "refused: the request does not come from this dashboard")
+        if not self._guard.token_ok(request.headers):
+            log.info("dashboard action refused: missing or wrong token", action=action)
+            return error(403, f"refused: the {TOKEN_HEADER} header is missing or wrong")
+        if name not in self.sup.servers:
+            return error(404, f"no MCP server named {name!r}")
+        log.info("dashboard action", action=action, server=name)
+        run = self.sup.restart if action == "restart" else self.sup.stop
+        with trio.move_on_after(_ACTION_TIMEOUT) as scope:
+            try:
+                await run(name)
+            except SupervisorError as exc:
+                return error(409, str(exc))
+        if scope.cancelled_caught:
+            return error(504, f"{action} of {name!r} did not finish in {_ACTION_TIMEOUT:g} s")
+        status = self.sup.status()[name].status
+        return json(200, {"ok": True, "server": name, "action": action, "status": status})
+
+    # -- the live feed -----------------------------------------------------------------
+
+    def _check_upgrade(self, request: Request) -> Response | None:
+        """Why this upgrade to ``/ws`` is refused (a response), or ``None`` to accept it.
+        (The server has already checked the handshake itself: a ``GET`` with a key and
+        version 13, else ``400``.)"""
+        if not self._guard.host_allowed(request.headers):
+            return error(421, "this dashboard does not answer for that Host")
+        if not self._guard.origin_allowed(request.headers):
+            log.info("dashboard feed refused: foreign or missing Origin")
+            return error(403, "refused: the request does not come from this dashboard")
+        return None
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """Nothing to set up or tear down: acknowledge startup and shutdown."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+@cache
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath("static", name).read_text(encoding="utf-8")
