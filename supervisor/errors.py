@@ -1,48 +1,70 @@
 """Every error the package raises, importable from one place.
 
-::
+One class per failure mode, under bases that catch whole families::
 
-    SupervisorError                 root: catch this to catch everything we raise
-    ├── ActorError                  a request to an actor did not produce a reply
-    │   ├── CallTimeout             the caller's deadline passed first
-    │   ├── MailboxFull             a cast found the mailbox full
-    │   ├── ActorUnavailable        the child gave up restarting; calls fail fast
-    │   ├── ActorStopped            the child was terminated (or never started)
-    │   └── RequestAborted          the incarnation died while handling the request
-    ├── SupervisorGaveUp            restart intensity exceeded; the supervisor stopped
-    ├── StartFailed                 a child raised before it was ready
-    ├── NoSuchChild                 no child of that id in this supervisor
-    ├── SupervisorNotRunning        a request to a supervisor that is not running
-    ├── ConfigError                 a config file or mapping is unusable; .errors lists why
-    ├── UnknownTool                 no server offers a tool of that (merged) name
-    ├── UnknownResource             no server lists that resource URI nor a matching template
-    ├── UnknownPrompt               no server offers a prompt of that (merged) name
-    ├── UnknownServer               no configured server of that name
-    ├── ServerError                 something went wrong with one MCP server (.server)
-    │   ├── ServerUnavailable       failed after its attempts, or stopped: fails fast
-    │   ├── ConnectTimeout          the handshake took longer than initTimeout
-    │   ├── StaleConnection         a ping went unanswered
-    │   ├── CatalogTooLarge         more tools (or bytes) than the limits allow
-    │   ├── CallMayHaveTakenEffect  the connection died during the call; not retried
-    │   ├── ToolCallTimeout         the call took longer than its timeout
-    │   ├── RequestTimeout          a resource read or prompt request took longer than that
-    │   └── ServerRequestError      the server answered with an MCP error (.code)
-    ├── TransportError              a connection failed or ended
-    │   ├── ServerExited            the server process exited (.exit_code)
-    │   └── ProtocolViolation       the server wrote something that is not MCP
-    ├── WebSocketError              a WebSocket connection failed (.url)
-    ├── ToolSchemaInvalid           a tool's own input or output schema is not valid (.tool)
-    ├── ToolArgumentsInvalid        arguments do not match the tool's schema (.tool, .errors)
-    ├── ToolOutputInvalid           structuredContent does not match the outputSchema
-    ├── PromptArgumentsInvalid      prompt arguments missing or not strings (.prompt, .errors)
-    ├── ToolError                   the tool ran and reported an error (isError; .text)
-    ├── ApprovalDenied              the approval callback refused the call
-    │   └── ApprovalRequired        approval is needed and nobody can give it (headless)
-    └── ToolNameConflict            two tools want one name and the clash policy is error
+    SupervisorError                   root: catch this to catch everything we raise
+    ├── ActorError                    a request to an actor did not produce a reply (.actor)
+    │   ├── CallTimeout               the caller's deadline passed first
+    │   ├── MailboxFull               a cast found the mailbox full
+    │   ├── ActorUnavailable          the child gave up restarting; calls fail fast
+    │   ├── ActorStopped              the child was terminated (or never started)
+    │   └── RequestAborted            the incarnation died while handling the request
+    ├── SupervisorGaveUp              restart intensity exceeded; the supervisor stopped
+    ├── StartFailed                   a child raised before it was ready
+    ├── NoSuchChild                   no child of that id in this supervisor
+    ├── SupervisorNotRunning          a request to a supervisor that is not running
+    ├── ConfigError                   a config file or mapping is unusable; .errors lists why
+    ├── UnknownTool                   no server offers a tool of that (merged) name
+    ├── UnknownResource               no server lists that resource URI nor a matching template
+    ├── UnknownPrompt                 no server offers a prompt of that (merged) name
+    ├── UnknownServer                 no configured server of that name
+    ├── ServerError                   something went wrong with one MCP server (.server)
+    │   ├── ServerUnavailable         failed after its attempts, or stopped: fails fast
+    │   ├── ConnectTimeout            the handshake took longer than initTimeout
+    │   ├── StaleConnection           a ping went unanswered
+    │   ├── CatalogTooLarge           more tools (or bytes) than the limits allow
+    │   ├── CallMayHaveTakenEffect    the connection died during the call; not retried
+    │   ├── ToolCallTimeout           the call took longer than its timeout
+    │   ├── RequestTimeout            a resource read or prompt request took longer than that
+    │   └── ServerRequestError        the server answered with an MCP error (.code)
+    ├── TransportError                a connection to a server failed or ended
+    │   ├── ServerExited              the server process exited (.exit_code)
+    │   ├── ProtocolViolation         the server wrote something that is not MCP
+    │   ├── HTTPError                 an HTTP request of a remote transport failed (.url)
+    │   │   ├── HTTPConnectError      no connection: refused, DNS, TLS, connect timeout
+    │   │   ├── HTTPStatusError       the server answered with an HTTP error (.status_code)
+    │   │   └── HTTPConnectionLost    the connection broke or went silent mid-request
+    │   └── WebSocketError            a WebSocket connection failed (.url)
+    │       ├── WebSocketConnectError       the connection could not be opened (.status_code)
+    │       │   └── WebSocketSubprotocolError   the server would not speak "mcp"
+    │       ├── WebSocketFrameError         a frame was not one JSON-RPC message
+    │       └── WebSocketClosed             the peer closed abnormally (.code, .reason)
+    ├── ToolSchemaInvalid             a tool's own input or output schema is not valid (.tool)
+    ├── ToolArgumentsInvalid          arguments do not match the tool's schema (.tool, .errors)
+    ├── ToolOutputInvalid             structuredContent does not match the outputSchema
+    ├── PromptArgumentsInvalid        prompt arguments missing or not strings (.prompt, .errors)
+    ├── ToolError                     the tool ran and reported an error (isError; .text)
+    ├── ApprovalDenied                the approval callback refused the call
+    │   └── ApprovalRequired          approval is needed and nobody can give it (headless)
+    └── ToolNameConflict              two tools want one name and the clash policy is error
 
-The actor runtime's errors are defined in :mod:`supervisor.actors` (which knows nothing of
-MCP) and re-exported here unchanged; the MCP layers add their own subclasses below
-:class:`SupervisorError`.
+The actor runtime's errors (down to :class:`SupervisorNotRunning`) are defined in
+:mod:`supervisor.actors`, which knows nothing of MCP, and re-exported here unchanged; every
+other class is defined here. The modules that raise them re-export their own
+(``supervisor.transports.TransportError``, ``supervisor.ws.WebSocketError``,
+``supervisor.server.ServerError``, …): they are the same classes.
+
+No third-party exception escapes as such where we can name the failure: an ``httpx2``
+error leaving a remote transport becomes an :class:`HTTPError` (its ``__cause__`` the
+original), a ``trio-websocket`` one a :class:`WebSocketError`. Errors raised by a
+caller's own code, or by an MCP server's tool (:class:`ToolError` carries the latter),
+are not wrapped.
+
+Outside this tree, on purpose: the developer tooling's own exceptions
+(``supervisor.testing``'s ``BrowserError`` and ``FixtureStartError``, the demo's
+``DemoError``, the bench's ``BenchError``), which never reach a library caller; the
+dashboard's ``RequestError``, which its HTTP server answers with a status; and private
+control-flow exceptions that never leave their module.
 """
 
 from __future__ import annotations
@@ -62,10 +84,6 @@ from .actors import StartFailed as StartFailed
 from .actors import SupervisorError as SupervisorError
 from .actors import SupervisorGaveUp as SupervisorGaveUp
 from .actors import SupervisorNotRunning as SupervisorNotRunning
-from .transports import ProtocolViolation as ProtocolViolation
-from .transports import ServerExited as ServerExited
-from .transports import TransportError as TransportError
-from .ws import WebSocketError as WebSocketError
 
 __all__ = [
     "ActorError",
@@ -79,6 +97,10 @@ __all__ = [
     "ConfigError",
     "ConnectTimeout",
     "FieldError",
+    "HTTPConnectError",
+    "HTTPConnectionLost",
+    "HTTPError",
+    "HTTPStatusError",
     "MailboxFull",
     "NoSuchChild",
     "PromptArgumentsInvalid",
@@ -105,7 +127,11 @@ __all__ = [
     "UnknownResource",
     "UnknownServer",
     "UnknownTool",
+    "WebSocketClosed",
+    "WebSocketConnectError",
     "WebSocketError",
+    "WebSocketFrameError",
+    "WebSocketSubprotocolError",
 ]
 
 
@@ -168,6 +194,7 @@ class UnknownPrompt(SupervisorError, LookupError):
 
 # -- MCP servers --------------------------------------------------------------------
 
+
 class ServerError(SupervisorError):
     """Something went wrong with one MCP server; ``server`` names it."""
 
@@ -194,11 +221,23 @@ class CatalogTooLarge(ServerError):
 
 class CallMayHaveTakenEffect(ServerError):
     """The connection died while the call was in flight: it may have run, and was not
-    retried. ``tool`` names the tool."""
+    retried. ``tool`` names the tool. :meth:`during` builds it with the one message."""
 
     def __init__(self, message: str, *, server: str, tool: str) -> None:
         super().__init__(message, server=server)
         self.tool = tool
+
+    @classmethod
+    def during(cls, server: str, tool: str) -> CallMayHaveTakenEffect:
+        """The error for a call of ``tool`` on MCP server ``server`` whose connection died
+        while it was running; its message reads *the connection to MCP server 'shop' died
+        while tool 'add' was running: it may have taken effect and was not retried*."""
+        return cls(
+            f"the connection to MCP server {server!r} died while tool {tool!r} was running: "
+            "it may have taken effect and was not retried",
+            server=server,
+            tool=tool,
+        )
 
 
 class ToolCallTimeout(ServerError, TimeoutError):
@@ -228,7 +267,145 @@ class ServerRequestError(ServerError):
         self.code = code
 
 
+# -- transports -----------------------------------------------------------------------
+
+
+class TransportError(SupervisorError):
+    """The connection to an MCP server failed or ended."""
+
+
+class ServerExited(TransportError):
+    """The server process exited. ``exit_code`` is its status (negative: a signal;
+    ``None`` when it could not be started at all)."""
+
+    def __init__(self, message: str, *, exit_code: int | None) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class ProtocolViolation(TransportError):
+    """The server wrote something that is not an MCP message (the connection is dropped)."""
+
+
+class HTTPError(TransportError):
+    """An HTTP request of a remote transport (Streamable HTTP or legacy SSE) failed.
+
+    ``url`` is the server's endpoint, with any user-info and query string removed; the
+    message names it, never a request header. ``__cause__`` is the ``httpx2`` error. A
+    failure that fits none of the subclasses (a redirect loop, an undecodable body, …) is
+    raised as this class itself.
+    """
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class HTTPConnectError(HTTPError):
+    """No connection could be opened: refused, DNS, TLS, proxy, or the connect timeout."""
+
+
+class HTTPStatusError(HTTPError):
+    """The server answered with an HTTP error status, ``status_code`` (say 401, or 503)."""
+
+    def __init__(self, message: str, *, url: str, status_code: int) -> None:
+        super().__init__(message, url=url)
+        self.status_code = status_code
+
+
+class HTTPConnectionLost(HTTPError):
+    """An open connection broke mid-request (reset, or the server hung up without an
+    answer) or went silent past the read timeout; the request may have been processed."""
+
+
+class WebSocketError(TransportError):
+    """The WebSocket transport failed (see :mod:`supervisor.ws`).
+
+    ``url`` is the endpoint, with any user-info and query string removed.
+    """
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message)
+        self.url = url
+
+
+class WebSocketConnectError(WebSocketError):
+    """The WebSocket connection could not be opened: refused, DNS, TLS, timeout, or the
+    HTTP upgrade was rejected.
+
+    ``status_code`` is the HTTP status when the server rejected the upgrade, else ``None``.
+    """
+
+    def __init__(self, message: str, *, url: str, status_code: int | None = None) -> None:
+        super().__init__(message, url=url)
+        self.status_code = status_code
+
+
+class WebSocketSubprotocolError(WebSocketConnectError):
+    """The server accepted the upgrade but did not select subprotocol ``mcp``.
+
+    ``subprotocol`` is what it selected (``None`` for none).
+    """
+
+    def __init__(self, message: str, *, url: str, subprotocol: str | None) -> None:
+        super().__init__(message, url=url)
+        self.subprotocol = subprotocol
+
+
+class WebSocketFrameError(WebSocketError):
+    """A frame was not one JSON-RPC message (a binary frame, invalid JSON, not JSON-RPC);
+    the connection stays open.
+
+    Delivered on the read stream, never raised. ``__cause__`` holds the parse error,
+    when there is one.
+    """
+
+
+class WebSocketClosed(WebSocketError):
+    """The peer closed the connection abnormally (any code but 1000 or 1001).
+
+    Delivered on the read stream just before it ends. ``code`` is the close code (1006
+    when the TCP connection dropped without a close frame, 1009 when a message exceeded
+    ``max_message_size``); ``reason`` is the peer's reason text, if any.
+    """
+
+    def __init__(self, message: str, *, url: str, code: int, reason: str | None) -> None:
+        super().__init__(message, url=url)
+        self.code = code
+        self.reason = reason
+
+
+def os_reason(exc: BaseException) -> str:
+    """The most specific reason a connection failed, found in ``exc``, its exception
+    groups and its ``__cause__``/``__context__`` chain: ``connection refused``, else the
+    first operating-system error's text (a DNS error, …), else ``exc``'s type name."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    found: list[OSError] = []
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError):
+            found.append(current)
+        if isinstance(current, BaseExceptionGroup):
+            todo.extend(current.exceptions)
+        todo.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    for error in found:
+        if isinstance(error, ConnectionRefusedError):
+            return "connection refused"
+    for error in found:
+        if error.strerror:
+            return error.strerror[0].lower() + error.strerror[1:]
+    for error in found:
+        if str(error):
+            return str(error)
+    return type(exc).__name__
+
+
 # -- tools ------------------------------------------------------------------------------
+
 
 class ToolSchemaInvalid(SupervisorError):
     """A tool's ``inputSchema`` (or ``outputSchema``) is not a valid JSON Schema; ``tool``

@@ -11,19 +11,25 @@ of a death from the transport itself rather than from a request that later fails
   ``pid``, its exit code and a ring buffer of its stderr lines, and shuts it down in the
   MCP spec's order: close stdin, wait, SIGTERM to the group, wait, SIGKILL.
 - :func:`http_transport` and :func:`sse_transport` wrap the SDK's Streamable HTTP and
-  legacy SSE clients with headers and timeouts.
+  legacy SSE clients with headers and timeouts; they are where HTTP enters, so they
+  translate ``httpx2``'s errors into ours (:func:`http_errors`).
+
+The errors (:class:`TransportError` and below) are defined in :mod:`supervisor.errors` and
+re-exported here.
 """
 
 from __future__ import annotations
 
 import collections
 import contextvars
+import http
 import math
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
+import urllib.parse
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
 from types import TracebackType
 
 import anyio
@@ -37,7 +43,16 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
-from .actors import SupervisorError
+from .errors import (
+    HTTPConnectError,
+    HTTPConnectionLost,
+    HTTPError,
+    HTTPStatusError,
+    ProtocolViolation,
+    ServerExited,
+    TransportError,
+    os_reason,
+)
 from .log import get_logger, redact
 
 log = get_logger("supervisor.transports")
@@ -96,22 +111,6 @@ class _ReceiptStream:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-class TransportError(SupervisorError):
-    """The connection to an MCP server failed or ended."""
-
-
-class ServerExited(TransportError):
-    """The server process exited. ``exit_code`` is its status (negative: a signal)."""
-
-    def __init__(self, message: str, *, exit_code: int | None) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-
-class ProtocolViolation(TransportError):
-    """The server wrote something that is not an MCP message (the connection is dropped)."""
 
 
 class StdioTransport:
@@ -433,6 +432,86 @@ def http_client(
     )
 
 
+def _safe_url(url: str) -> str:
+    """``url`` without user-info and query string, either of which may hold a secret."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _http_error(error: httpx2.HTTPError, url: str) -> HTTPError:
+    """The :class:`~supervisor.errors.HTTPError` that ``error`` means, for the endpoint
+    ``url`` (already made safe), with ``error`` as its cause and its traceback."""
+    translated: HTTPError
+    detail = redact(str(error)) or type(error).__name__
+    if isinstance(error, httpx2.HTTPStatusError):
+        status = error.response.status_code
+        try:
+            phrase = f" {http.HTTPStatus(status).phrase}"
+        except ValueError:
+            phrase = ""
+        translated = HTTPStatusError(
+            f"MCP endpoint {url} answered HTTP {status}{phrase}", url=url, status_code=status
+        )
+    elif isinstance(error, httpx2.ConnectTimeout):
+        translated = HTTPConnectError(f"cannot connect to {url}: timed out", url=url)
+    elif isinstance(error, httpx2.ConnectError | httpx2.ProxyError):
+        reason = os_reason(error)
+        if reason == type(error).__name__:  # no operating-system error to be found
+            reason = detail
+        translated = HTTPConnectError(f"cannot connect to {url}: {reason}", url=url)
+    elif isinstance(error, httpx2.ReadTimeout | httpx2.WriteTimeout):
+        translated = HTTPConnectionLost(
+            f"the connection to {url} went silent during a request: "
+            f"{'no answer' if isinstance(error, httpx2.ReadTimeout) else 'could not send'} "
+            "within the timeout",
+            url=url,
+        )
+    elif isinstance(error, httpx2.NetworkError | httpx2.RemoteProtocolError):
+        translated = HTTPConnectionLost(
+            f"the connection to {url} broke during a request: {detail}", url=url
+        )
+    else:
+        translated = HTTPError(f"HTTP request to {url} failed: {detail}", url=url)
+    translated.__cause__ = error
+    return translated.with_traceback(error.__traceback__)
+
+
+def _translated(exc: BaseException, url: str) -> BaseException:
+    """``exc`` with every ``httpx2`` error in it, bare or in (nested) groups, translated."""
+    if isinstance(exc, httpx2.HTTPError):
+        return _http_error(exc, url)
+    if not isinstance(exc, BaseExceptionGroup):
+        return exc
+    parts = [_translated(e, url) for e in exc.exceptions]
+    if all(new is old for new, old in zip(parts, exc.exceptions, strict=True)):
+        return exc
+    group = exc.derive(parts)
+    group.__cause__, group.__context__ = exc.__cause__, exc.__context__
+    if hasattr(exc, "__notes__"):
+        group.__notes__ = list(exc.__notes__)
+    return group.with_traceback(exc.__traceback__)
+
+
+@contextmanager
+def http_errors(url: str) -> Iterator[None]:
+    """Where HTTP enters: every ``httpx2`` error leaving the block becomes the
+    :class:`~supervisor.errors.HTTPError` it means, naming ``url`` without its user-info
+    and query string, its ``__cause__`` the original.
+
+    Inside an exception group the error is replaced in place, so the group keeps its shape
+    (and :func:`~supervisor.actors.collapse` still finds it); any other exception,
+    cancellation included, leaves unchanged.
+    """
+    try:
+        yield
+    except BaseException as exc:
+        translated = _translated(exc, _safe_url(url))
+        if translated is exc:
+            raise
+        raise translated from translated.__cause__  # a translated leaf's is the original
+
+
 @asynccontextmanager
 async def http_transport(
     url: str,
@@ -443,12 +522,17 @@ async def http_transport(
     auth: httpx2.Auth | None = None,
     on_status: Callable[[int], None] | None = None,
 ) -> AsyncIterator[TransportStreams]:
-    """The SDK's Streamable HTTP client transport, with our headers and timeouts."""
+    """The SDK's Streamable HTTP client transport, with our headers and timeouts.
+
+    An ``httpx2`` error that ends the connection leaves as an
+    :class:`~supervisor.errors.HTTPError` (see :func:`http_errors`).
+    """
     client = http_client(
         headers, timeout=timeout, read_timeout=read_timeout, auth=auth, on_status=on_status
     )
-    async with client, streamable_http_client(url, http_client=client) as streams:
-        yield streams
+    with http_errors(url):
+        async with client, streamable_http_client(url, http_client=client) as streams:
+            yield streams
 
 
 @asynccontextmanager
@@ -460,19 +544,28 @@ async def sse_transport(
     read_timeout: float = 300.0,
     auth: httpx2.Auth | None = None,
 ) -> AsyncIterator[TransportStreams]:
-    """The SDK's legacy SSE client transport, with our headers and timeouts."""
-    async with sse_client(
-        url,
-        headers=dict(headers or {}),
-        timeout=timeout,
-        sse_read_timeout=read_timeout if read_timeout != math.inf else 86400.0,
-        auth=auth,
-    ) as streams:
-        yield streams
+    """The SDK's legacy SSE client transport, with our headers and timeouts.
+
+    An ``httpx2`` error that ends the connection leaves as an
+    :class:`~supervisor.errors.HTTPError` (see :func:`http_errors`).
+    """
+    with http_errors(url):
+        async with sse_client(
+            url,
+            headers=dict(headers or {}),
+            timeout=timeout,
+            sse_read_timeout=read_timeout if read_timeout != math.inf else 86400.0,
+            auth=auth,
+        ) as streams:
+            yield streams
 
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "HTTPConnectError",
+    "HTTPConnectionLost",
+    "HTTPError",
+    "HTTPStatusError",
     "Receipt",
     "delivery",
     "ProtocolViolation",
@@ -480,6 +573,7 @@ __all__ = [
     "StdioTransport",
     "TransportError",
     "http_client",
+    "http_errors",
     "http_transport",
     "sse_transport",
 ]

@@ -9,7 +9,8 @@ every JSON-RPC message travels as one text frame.
 * :func:`serve_websocket` serves an ``MCPServer`` or low-level ``Server`` over WebSocket,
   one server session per connection; the gateway and the test fixtures use it.
 
-Errors, all under :class:`~supervisor.actors.SupervisorError`::
+Errors, defined in :mod:`supervisor.errors` (under its ``TransportError``) and re-exported
+here::
 
     WebSocketError                    root of this module's errors
     ├── WebSocketConnectError         the connection could not be opened: refused, DNS,
@@ -50,7 +51,14 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
-from .actors import SupervisorError
+from .errors import (
+    WebSocketClosed,
+    WebSocketConnectError,
+    WebSocketError,
+    WebSocketFrameError,
+    WebSocketSubprotocolError,
+    os_reason,
+)
 from .log import get_logger
 
 __all__ = [
@@ -81,61 +89,6 @@ _NORMAL_CLOSE_CODES = frozenset({1000, 1001})
 # over, and for the peer to answer our close frame. Neither can hang an exit.
 _FLUSH_TIMEOUT = 0.5
 _CLOSE_TIMEOUT = 2.0
-
-
-class WebSocketError(SupervisorError):
-    """Root of the errors of the WebSocket transport.
-
-    ``url`` is the endpoint, with any user-info and query string removed.
-    """
-
-    def __init__(self, message: str, *, url: str) -> None:
-        super().__init__(message)
-        self.url = url
-
-
-class WebSocketConnectError(WebSocketError):
-    """The WebSocket connection could not be opened.
-
-    ``status_code`` is the HTTP status when the server rejected the upgrade, else ``None``.
-    """
-
-    def __init__(self, message: str, *, url: str, status_code: int | None = None) -> None:
-        super().__init__(message, url=url)
-        self.status_code = status_code
-
-
-class WebSocketSubprotocolError(WebSocketConnectError):
-    """The server accepted the upgrade but did not select subprotocol ``mcp``.
-
-    ``subprotocol`` is what it selected (``None`` for none).
-    """
-
-    def __init__(self, message: str, *, url: str, subprotocol: str | None) -> None:
-        super().__init__(message, url=url)
-        self.subprotocol = subprotocol
-
-
-class WebSocketFrameError(WebSocketError):
-    """A frame was not one JSON-RPC message; the connection stays open.
-
-    Delivered on the read stream, never raised. ``__cause__`` holds the parse error,
-    when there is one.
-    """
-
-
-class WebSocketClosed(WebSocketError):
-    """The peer closed the connection abnormally (any code but 1000 or 1001).
-
-    Delivered on the read stream just before it ends. ``code`` is the close code (1006
-    when the TCP connection dropped without a close frame, 1009 when a message exceeded
-    ``max_message_size``); ``reason`` is the peer's reason text, if any.
-    """
-
-    def __init__(self, message: str, *, url: str, code: int, reason: str | None) -> None:
-        super().__init__(message, url=url)
-        self.code = code
-        self.reason = reason
 
 
 # ---------------------------------------------------------------------------- client
@@ -646,31 +599,4 @@ def _connect_error(safe_url: str, exc: BaseException) -> WebSocketConnectError:
             url=safe_url,
             status_code=exc.status_code,
         )
-    return WebSocketConnectError(f"{prefix}: {_os_reason(exc)}", url=safe_url)
-
-
-def _os_reason(exc: BaseException) -> str:
-    """The most specific reason in *exc*'s chain: 'connection refused', a DNS error, …"""
-    seen: set[int] = set()
-    todo: list[BaseException] = [exc]
-    found: list[OSError] = []
-    while todo:
-        current = todo.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, OSError):
-            found.append(current)
-        if isinstance(current, BaseExceptionGroup):
-            todo.extend(current.exceptions)
-        todo.extend(e for e in (current.__cause__, current.__context__) if e is not None)
-    for error in found:
-        if isinstance(error, ConnectionRefusedError):
-            return "connection refused"
-    for error in found:
-        if error.strerror:
-            return error.strerror[0].lower() + error.strerror[1:]
-    for error in found:
-        if str(error):
-            return str(error)
-    return type(exc).__name__
+    return WebSocketConnectError(f"{prefix}: {os_reason(exc)}", url=safe_url)

@@ -291,13 +291,7 @@ class ServerActor(Listings, Actor):
                     raise _NotSent from None  # it never reached the server, or may run twice
             health.calls_failed += 1
             if exc.code == types.CONNECTION_CLOSED:
-                raise CallMayHaveTakenEffect(
-                    f"the connection to MCP server {server.name!r} closed while tool "
-                    f"{message.tool!r} was running: it may have taken effect and was not "
-                    "retried",
-                    server=server.name,
-                    tool=message.tool,
-                ) from exc
+                raise CallMayHaveTakenEffect.during(server.name, message.tool) from exc
             raise ServerRequestError(
                 f"MCP server {server.name!r} refused tool {message.tool!r}: {exc.message} "
                 f"(MCP error {exc.code})",
@@ -364,12 +358,7 @@ class ServerActor(Listings, Actor):
             safe = self.server.retry_idempotent and self._idempotent(message.tool)
             if safe or receipt.delivered is False:
                 raise _NotSent
-            raise CallMayHaveTakenEffect(
-                f"the connection to MCP server {self.server.name!r} died while tool "
-                f"{message.tool!r} was running: it may have taken effect and was not retried",
-                server=self.server.name,
-                tool=message.tool,
-            )
+            raise CallMayHaveTakenEffect.during(self.server.name, message.tool)
         finally:
             self._direct_scopes.discard(scope)
             self._in_flight_direct -= 1

@@ -442,12 +442,7 @@ class ManagedServer:
                 server=self.name,
             ) from None
         if isinstance(exc, RequestAborted) and not isinstance(exc, CallMayHaveTakenEffect):
-            raise CallMayHaveTakenEffect(
-                f"the connection to MCP server {self.name!r} died while tool {tool!r} was "
-                "running: it may have taken effect and was not retried",
-                server=self.name,
-                tool=tool,
-            ) from exc.__cause__
+            raise CallMayHaveTakenEffect.during(self.name, tool) from exc.__cause__
 
     async def list_tools(self, timeout: float | None = None) -> list[types.Tool]:
         limit = self.config.init_timeout + self.config.timeout if timeout is None else timeout
