@@ -14,11 +14,16 @@ Routing a read, in order:
 2. Otherwise the first server in config order that *lists* that exact URI. Two servers
    listing the same URI (two copies of one server, say) are not an error: the earlier one
    answers; pass ``server=`` to read the other's.
-3. Otherwise the first server in config order with a *template* matching the URI:
-   RFC 6570 ``{var}`` matches a non-empty run of characters other than ``/``; ``{+var}``
-   and ``{#var}`` (reserved expansion) match anything non-empty, ``/`` included;
-   ``{/var}``, ``{.var}`` and ``{;var}`` a segment with their leading character, and
-   ``{?var}`` / ``{&var}`` an optional query.
+3. Otherwise the first server in config order with a *template* matching the URI, as
+   the ``mcp`` SDK's :mod:`mcp.shared.uri_template` matches it (what servers built on the
+   SDK route by): ``{var}`` matches a possibly empty run of characters other than
+   ``/ ? # & ,`` (``%2F`` and the like are fine); ``{+var}`` may span ``/`` but stops at
+   ``?`` and ``#``; ``{#var}`` takes the rest; ``{/var}`` and ``{.var}`` match a segment
+   after their leading character, ``{;var}`` a ``;var=value`` (or bare ``;var``), and
+   ``{/var*}`` and the like a run of them. A trailing ``{?a,b}`` (``{&c}``) query is
+   optional, in any order, and extra parameters are ignored. A template the SDK rejects
+   — ``{}``, two variables with no literal between them, two multi-segment variables, a
+   repeated name, ``{var:3}`` — matches nothing.
 4. Otherwise :class:`~supervisor.errors.UnknownResource`, naming close matches.
 
 Servers never connected yet (lazy) are connected to find out what they offer when
@@ -30,13 +35,13 @@ from __future__ import annotations
 
 import difflib
 import functools
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar, cast
 
 import attrs
 import mcp_types as types
+from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 from mcp_types import Tool
 
 from .actors import AddressState
@@ -225,40 +230,21 @@ def merge_prompts(
 
 # -- templates and routing (pure) ----------------------------------------------------------
 
-_EXPRESSION = re.compile(r"\{([^{}]*)\}")
-_OPERATOR_PATTERNS = {
-    "": r"[^/]+",
-    "+": r".+",
-    "#": r"#.+",
-    "/": r"(?:/[^/]+)+",
-    ".": r"\.[^/.]+",
-    ";": r";[^/;]*",
-    "?": r"(?:\?[^#]*)?",
-    "&": r"(?:&[^#]*)?",
-}
-
-
 @functools.lru_cache(maxsize=1024)
-def _template_regex(template: str) -> re.Pattern[str] | None:
-    parts: list[str] = []
-    end = 0
-    for match in _EXPRESSION.finditer(template):
-        parts.append(re.escape(template[end : match.start()]))
-        body = match.group(1)
-        operator = body[0] if body and body[0] in "+#/.;?&" else ""
-        if not body[len(operator) :]:
-            return None  # "{}" or "{+}": not a template
-        parts.append(_OPERATOR_PATTERNS[operator])
-        end = match.end()
-    parts.append(re.escape(template[end:]))
-    return re.compile("".join(parts), re.S)
+def _parse_template(template: str) -> UriTemplate | None:
+    try:
+        return UriTemplate.parse(template)
+    except InvalidUriTemplate:
+        return None
 
 
 def template_matches(template: str, uri: str) -> bool:
-    """Whether ``uri`` could be an expansion of the RFC 6570 ``template`` (see the module
-    docstring for what each expression matches). A malformed template matches nothing."""
-    regex = _template_regex(template)
-    return regex is not None and regex.fullmatch(uri) is not None
+    """Whether ``uri`` matches the RFC 6570 ``template`` as the ``mcp`` SDK's own
+    :meth:`UriTemplate.match <mcp.shared.uri_template.UriTemplate.match>` — what servers
+    route ``resources/read`` by — decides (see the module docstring). A template the SDK
+    will not parse matches nothing."""
+    parsed = _parse_template(template)
+    return parsed is not None and parsed.match(uri) is not None
 
 
 def route_resource(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..registry import listing_ms_32k, registry_merge_ms_32k, search_ms_32k
+from ..registry._bench import listing_ms_32k, registry_merge_ms_32k, search_ms_32k
 from ._inprocess import bus_events_per_s, mailbox_call_timeout_us, mailbox_call_us
 from ._memory import MEMORY, RSS
 from ._servers import (
