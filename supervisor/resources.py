@@ -14,11 +14,16 @@ Routing a read, in order:
 2. Otherwise the first server in config order that *lists* that exact URI. Two servers
    listing the same URI (two copies of one server, say) are not an error: the earlier one
    answers; pass ``server=`` to read the other's.
-3. Otherwise the first server in config order with a *template* matching the URI:
-   RFC 6570 ``{var}`` matches a non-empty run of characters other than ``/``; ``{+var}``
-   and ``{#var}`` (reserved expansion) match anything non-empty, ``/`` included;
-   ``{/var}``, ``{.var}`` and ``{;var}`` a segment with their leading character, and
-   ``{?var}`` / ``{&var}`` an optional query.
+3. Otherwise the first server in config order with a *template* matching the URI, as
+   the ``mcp`` SDK's :mod:`mcp.shared.uri_template` matches it (what servers built on the
+   SDK route by): ``{var}`` matches a possibly empty run of characters other than
+   ``/ ? # & ,`` (``%2F`` and the like are fine); ``{+var}`` may span ``/`` but stops at
+   ``?`` and ``#``; ``{#var}`` takes the rest; ``{/var}`` and ``{.var}`` match a segment
+   after their leading character, ``{;var}`` a ``;var=value`` (or bare ``;var``), and
+   ``{/var*}`` and the like a run of them. A trailing ``{?a,b}`` (``{&c}``) query is
+   optional, in any order, and extra parameters are ignored. A template the SDK rejects
+   — ``{}``, two variables with no literal between them, two multi-segment variables, a
+   repeated name, ``{var:3}`` — matches nothing.
 4. Otherwise :class:`~supervisor.errors.UnknownResource`, naming close matches.
 
 Servers never connected yet (lazy) are connected to find out what they offer when

@@ -34,8 +34,9 @@ def _children() -> set[int]:
 
 
 async def _no_new_children(before: set[int]) -> set[int]:
-    """Children started since ``before`` still alive after a short grace period."""
-    with trio.move_on_after(5):
+    """Children started since ``before`` still alive after a grace period (ends early once
+    they are all gone)."""
+    with trio.move_on_after(30):
         while _children() - before:  # noqa: ASYNC110 - polling /proc, bounded
             await trio.sleep(0.05)
     return _children() - before
@@ -59,7 +60,7 @@ async def test_server_measurement_returns_a_positive_figure_and_leaves_no_proces
     """Each real-server measurement returns a positive finite figure on a tiny round, and
     every fixture process it started has exited by the time it returns."""
     before = _children()
-    with trio.fail_after(30):
+    with trio.fail_after(120):  # a hang guard: connecting may retry on a loaded machine
         value = await function(n)
     assert 0 < value < math.inf
     assert not await _no_new_children(before)
@@ -71,7 +72,7 @@ async def test_recovery_includes_the_initial_backoff() -> None:
     connect time it reports (recovery_connect_s) is the restarted server's, well below
     the total. The new server is a child of ours (so the process check above sees them)."""
     before = _children()
-    with trio.fail_after(30):
+    with trio.fail_after(120):  # a hang guard: connecting may retry on a loaded machine
         async with bench.RECOVERIES.open() as round_:
             figures = await round_({bench.RECOVERY: 1})
             assert len(_children() - before) == 1

@@ -206,7 +206,7 @@ async def test_the_error_clash_policy_refuses_the_later_tool_only(tmp_path: Path
         assert catalog["echo"].server == "files" and catalog["image"].server == "web"
         assert not any(n.startswith("echo_") for n in catalog)
         assert (await sup.call("image")).images
-        with trio.fail_after(5):
+        with trio.fail_after(30):
             seen = {}
             async for event in conflicts:
                 seen[event.name] = event

@@ -30,17 +30,15 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 # Runs `mcp-supervisor ARGS` as a child subreaper (Linux): whatever the demo leaves behind
 # becomes this wrapper's child when the demo exits, and is reported (then killed).
 SUBREAPER = r"""
-import ctypes, json, os, pathlib, signal, subprocess, sys, tempfile, time
+import ctypes, json, os, pathlib, signal, subprocess, sys, tempfile
 PR_SET_CHILD_SUBREAPER = 36
 if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
     sys.exit("prctl(PR_SET_CHILD_SUBREAPER) failed")
-started = time.monotonic()
 # Output to files, not pipes: a leftover process holding a pipe would keep us waiting.
 with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
     demo = subprocess.Popen([sys.executable, "-m", "supervisor", *sys.argv[1:]], stdout=out,
                             stderr=err)
     returncode = demo.wait(timeout=100)
-    took = time.monotonic() - started
     out.seek(0), err.seek(0)
     stdout, stderr = out.read(), err.read()
 left = []
@@ -56,13 +54,13 @@ for stat in pathlib.Path("/proc").glob("[0-9]*/stat"):
             os.kill(int(stat.parent.name), signal.SIGKILL)
         except ProcessLookupError:
             pass
-json.dump({"returncode": returncode, "stdout": stdout, "stderr": stderr, "took": took,
-           "left": left}, sys.stdout)
+json.dump({"returncode": returncode, "stdout": stdout, "stderr": stderr, "left": left},
+          sys.stdout)
 """
 
 
 def run_reaped(*args: str) -> dict[str, object]:
-    """Run the CLI under SUBREAPER: its exit code, output, duration and leftover processes."""
+    """Run the CLI under SUBREAPER: its exit code, output and leftover processes."""
     done = subprocess.run(
         [sys.executable, "-c", SUBREAPER, *args],
         capture_output=True,
@@ -86,7 +84,7 @@ def lines_in_order(out: str, *patterns: str) -> None:
 
 
 def test_demo_recovers_a_killed_stdio_server_and_a_lost_http_server() -> None:
-    """`demo` exits 0 within 30 s having printed the table, calls across the three example
+    """`demo` exits 0 having printed the table, calls across the three example
     servers, the events of calc's restart after kill -9 and of flaky's reconnection after
     its HTTP process was killed and started again, a call made during each outage answered
     after it, the table again and the summary; no process of the demo remains."""
@@ -94,7 +92,6 @@ def test_demo_recovers_a_killed_stdio_server_and_a_lost_http_server() -> None:
     out, err = str(report["stdout"]), str(report["stderr"])
     assert report["returncode"] == 0, err
     assert report["left"] == [], report["left"]
-    assert float(str(report["took"])) < 30, out
     assert "Traceback" not in err
     flaky_pid = re.search(r"flaky\.py, pid (\d+), run by the demo", out)
     assert flaky_pid is not None, out

@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import trio
@@ -598,7 +597,8 @@ async def test_retry_details_are_there_as_soon_as_the_error_is_announced() -> No
             event = await errors.receive()
         record = sup.status()["calc"]
         assert (record.status, record.retry_attempt, record.max_attempts) == ("disconnected", 1, 3)
-        assert record.next_retry_at is not None
-        assert 4 <= record.next_retry_at - time.time() <= event.retry_in
-        table = status_table({"calc": record}, now=time.time())
+        assert record.next_retry_at is not None and event.retry_in is not None
+        # When the retry is due, as announced: not how long this test took to look.
+        assert record.next_retry_at == pytest.approx(event.ts + event.retry_in, abs=1)
+        table = status_table({"calc": record}, now=record.next_retry_at - event.retry_in)
         assert "(retry 1/3 in 5s)" in table

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import jsonschema
 import pytest
@@ -17,10 +16,12 @@ from supervisor.registry import (
     Conflict,
     Listing,
     NamingPolicy,
-    _sample_tools,
     diff,
-    listing_ms_32k,
     merge,
+)
+from supervisor.registry._bench import (
+    _sample_tools,
+    listing_ms_32k,
     registry_merge_ms_32k,
     search_ms_32k,
 )
@@ -391,19 +392,14 @@ class TestLazyExposure:
             catalog.load(["fs_read_file", "fs_red_file"])
 
 
-class TestPerformance:
-    def test_merge_and_search_32k_are_bounded(self) -> None:
-        """Merging 32 × 1000 tools takes well under half a second; searching it is quick."""
-        servers = _sample_tools()
-        start = time.perf_counter()
-        catalog = merge(servers)
-        assert time.perf_counter() - start < 0.5
+class TestAtScale:
+    def test_merge_and_search_32k(self) -> None:
+        """32 × 1000 tools merge, all valid, and can be searched (how fast is for
+        ``mcp-supervisor bench``: registry_merge_ms_32k, search_ms_32k)."""
+        catalog = merge(_sample_tools())
         assert len(catalog) == 32_000
         assert all(n == 0 for n in catalog.unsupported.values())
-        catalog.search("warm up")
-        start = time.perf_counter()
-        catalog.search("create issue")
-        assert time.perf_counter() - start < 0.05
+        assert catalog.search("create issue")
 
     def test_bench_helpers_return_milliseconds(self) -> None:
         """The bench helpers return positive medians."""

@@ -65,19 +65,28 @@ def prompt_text(result: types.GetPromptResult) -> str:
     [
         ("note://{title}", "note://todo", True),
         ("note://{title}", "note://a/b", False),
-        ("note://{title}", "note://", False),
+        ("note://{title}", "note://a%2Fb", True),
+        ("note://{title}", "note://", True),  # the SDK binds an empty value
+        ("note://{title}", "note://a?b", False),
         ("note://{title}", "notes://todo", False),
         ("file:///{+path}", "file:///etc/hosts", True),
+        ("file:///{+path}", "file:///etc/hosts?x=1", False),
         ("repo://{owner}/{name}", "repo://me/it", True),
         ("repo://{owner}/{name}", "repo://me", False),
         ("search://{q}{?limit}", "search://x?limit=3", True),
         ("search://{q}{?limit}", "search://x", True),
+        ("search://{q}{?limit}", "search://x?limit=3&page=2", True),
+        ("files://{/path*}", "files:///a/b/c", True),
         ("weird://{}", "weird://x", False),
+        ("weird://{a}{b}", "weird://ab", False),
+        ("weird://{a:3}", "weird://abc", False),
     ],
     ids=lambda v: str(v) if not isinstance(v, bool) else ("match" if v else "no-match"),
 )
 def test_template_matching(template: str, uri: str, matches: bool) -> None:
-    """{var} is one non-empty segment without '/'; {+var} may span '/'; {?q} is optional."""
+    """The SDK's matcher: {var} is one segment without '/' or '?' (maybe empty); {+var} may
+    span '/'; {?q} is optional and extra query parameters are ignored; a template the SDK
+    rejects ({}, adjacent variables, prefix modifiers) matches nothing."""
     assert template_matches(template, uri) is matches
 
 

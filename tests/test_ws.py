@@ -30,8 +30,10 @@ from supervisor.ws import (
 
 Handler = Callable[[trio_websocket.WebSocketRequest], Awaitable[None]]
 
-# Every test runs well inside this; a hang fails the test instead of the suite.
-DEADLINE = 10
+# A hang guard only: a hang fails the test instead of the suite. (How fast is for
+# `mcp-supervisor bench`; "promptly" below means before any request timeout, which the
+# error codes asserted tell apart.)
+DEADLINE = 30
 
 
 def make_app() -> MCPServer:
@@ -183,11 +185,10 @@ async def test_server_closing_mid_session_fails_in_flight_and_next_requests_prom
                         await client.call_tool("hang", {})
                     errors.append(info.value)
 
-                with trio.fail_after(3):  # promptly: well under any request timeout
-                    async with trio.open_nursery() as nursery:
-                        nursery.start_soon(call_hang)
-                        await entered.wait()
-                with trio.fail_after(1), pytest.raises(MCPError) as next_call:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(call_hang)
+                    await entered.wait()
+                with pytest.raises(MCPError) as next_call:
                     await client.call_tool("add", {"a": 1, "b": 1})
     assert [e.error.code for e in errors] == [mcp_types.CONNECTION_CLOSED]
     assert next_call.value.error.code == mcp_types.CONNECTION_CLOSED
@@ -495,8 +496,7 @@ async def test_leaving_the_context_closes_the_socket(how: str) -> None:
                     if how == "by-cancellation":
                         scope.cancel()
                         await trio.sleep_forever()
-            with trio.fail_after(2):
-                await closed.wait()
+            await closed.wait()
     assert codes == [1000]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -178,4 +177,3 @@ class ChildSpec:
         if len(self.addresses) != 1:
             raise AttributeError(f"child {self.id!r} is not an actor with one address")
         return self.addresses[0]
-

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..registry import listing_ms_32k, registry_merge_ms_32k, search_ms_32k
+from ..registry._bench import listing_ms_32k, registry_merge_ms_32k, search_ms_32k
 from ._inprocess import (
     _PIECES,
     BUS,

@@ -184,11 +184,6 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
         """Whether the server is restarted (reconnected) at all: ``max_attempts > 0``."""
         return self.max_attempts > 0
 
-    @property
-    def is_remote(self) -> bool:
-        """Whether the server is reached over the network (http, sse or ws)."""
-        return self.type is not ServerType.STDIO
-
     def secrets(self) -> list[str]:
         """The values of this server that are treated as secrets (see :meth:`Config.secrets`)."""
         found: list[str] = []

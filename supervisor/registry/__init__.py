@@ -53,10 +53,6 @@ listed anew are hashed.
 
 from __future__ import annotations
 
-from ._bench import _sample_tools as _sample_tools
-from ._bench import listing_ms_32k as listing_ms_32k
-from ._bench import registry_merge_ms_32k as registry_merge_ms_32k
-from ._bench import search_ms_32k as search_ms_32k
 from ._catalog import BUILTIN as BUILTIN
 from ._catalog import Catalog as Catalog
 from ._catalog import CatalogDiff as CatalogDiff
@@ -101,13 +97,10 @@ __all__ = [
     "Summary",
     "check_prompt_arguments",
     "diff",
-    "listing_ms_32k",
     "merge",
     "merge_prompts",
     "merge_resource_templates",
     "merge_resources",
-    "registry_merge_ms_32k",
     "route_resource",
-    "search_ms_32k",
     "template_matches",
 ]

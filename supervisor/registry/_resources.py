@@ -12,13 +12,13 @@ which server a read goes to.
 from __future__ import annotations
 
 import functools
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TypeVar, cast
 
 import attrs
 import mcp_types as types
+from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 from mcp_types import Tool
 
 from ..errors import PromptArgumentsInvalid
@@ -188,40 +188,22 @@ def merge_prompts(
 
 # -- templates and routing (pure) ----------------------------------------------------------
 
-_EXPRESSION = re.compile(r"\{([^{}]*)\}")
-_OPERATOR_PATTERNS = {
-    "": r"[^/]+",
-    "+": r".+",
-    "#": r"#.+",
-    "/": r"(?:/[^/]+)+",
-    ".": r"\.[^/.]+",
-    ";": r";[^/;]*",
-    "?": r"(?:\?[^#]*)?",
-    "&": r"(?:&[^#]*)?",
-}
-
 
 @functools.lru_cache(maxsize=1024)
-def _template_regex(template: str) -> re.Pattern[str] | None:
-    parts: list[str] = []
-    end = 0
-    for match in _EXPRESSION.finditer(template):
-        parts.append(re.escape(template[end : match.start()]))
-        body = match.group(1)
-        operator = body[0] if body and body[0] in "+#/.;?&" else ""
-        if not body[len(operator) :]:
-            return None  # "{}" or "{+}": not a template
-        parts.append(_OPERATOR_PATTERNS[operator])
-        end = match.end()
-    parts.append(re.escape(template[end:]))
-    return re.compile("".join(parts), re.S)
+def _parse_template(template: str) -> UriTemplate | None:
+    try:
+        return UriTemplate.parse(template)
+    except InvalidUriTemplate:
+        return None
 
 
 def template_matches(template: str, uri: str) -> bool:
-    """Whether ``uri`` could be an expansion of the RFC 6570 ``template`` (see the module
-    docstring for what each expression matches). A malformed template matches nothing."""
-    regex = _template_regex(template)
-    return regex is not None and regex.fullmatch(uri) is not None
+    """Whether ``uri`` matches the RFC 6570 ``template`` as the ``mcp`` SDK's own
+    :meth:`UriTemplate.match <mcp.shared.uri_template.UriTemplate.match>` — what servers
+    route ``resources/read`` by — decides (see the module docstring). A template the SDK
+    will not parse matches nothing."""
+    parsed = _parse_template(template)
+    return parsed is not None and parsed.match(uri) is not None
 
 
 def route_resource(

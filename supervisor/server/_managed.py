@@ -203,10 +203,6 @@ class ManagedServer:
         """The listed tool of that (original) name, if any."""
         return self._by_name.get(name)
 
-    @property
-    def is_local(self) -> bool:
-        return self.config.type == "stdio"
-
     def status(self) -> ServerStatus:
         state = self.address.state
         if self.error is not None or state is AddressState.UNAVAILABLE:
