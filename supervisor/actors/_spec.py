@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
