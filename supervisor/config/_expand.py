@@ -14,18 +14,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
-from typing import TYPE_CHECKING
 
 import msgspec
 
-from ..actors import GiveUp, Restart
 from ..errors import FieldError
-from ._model import ServerConfig, Settings
-from ._validate import _Bad, _join, _url_problem
-
-if TYPE_CHECKING:
-    from ._server import _Draft
+from ._validate import _Bad
 
 _REFERENCE = re.compile(r"\$\$\{|\$\{([^{}]*)\}|\$\{")
 #: OpenCode's own syntax, read in the ``mcp`` section: ``{env:NAME}`` (and ``{file:...}``).
@@ -188,81 +181,6 @@ def _workspace_folder(path: Path | None, root: Path) -> Path:
     if path is not None and root == path.parent and root.name in (".vscode", ".cursor"):
         return root.parent
     return root
-
-
-def _build_server(
-    draft: _Draft, settings: Settings, expander: _Expander, base: Path, limit: int
-) -> ServerConfig:
-    """The final :class:`ServerConfig` of a structurally valid server: templates expanded,
-    the ``envFile`` read, paths resolved against ``base``, defaults from ``settings``."""
-    v = draft.values
-    problems: list[FieldError] = []
-
-    def expand(attribute: str) -> list[str]:
-        opencode = draft.style == "mcp"
-        return [expander.expand(t, p, problems, opencode) for p, t in draft.templates(attribute)]
-
-    def expanded(attribute: str) -> str | None:
-        """The one string of a field, or ``None`` if absent or not expandable."""
-        if attribute not in v:
-            return None
-        before = len(problems)
-        (text,) = expand(attribute)
-        return text if len(problems) == before else None
-
-    command_words = expand("command")
-    args = tuple(command_words[1:] + expand("args"))
-    env: dict[str, str] = {}
-    env_file = expanded("env_file")
-    if env_file is not None:
-        env_file_path = draft.key_path("env_file")
-        env.update(_read_env_file(base / env_file, env_file_path, limit, problems))
-    env.update(zip(_keys(v.get("env")), expand("env"), strict=True))
-    headers = dict(zip(_keys(v.get("headers")), expand("headers"), strict=True))
-    for name, value in headers.items():
-        if any(c in value for c in "\r\n\x00"):
-            problem = "header value contains a line break or NUL"
-            problems.append(FieldError(_join(draft.key_path("headers"), name), problem))
-    cwd = expanded("cwd")
-    if cwd is None and "cwd" in v:
-        cwd = str(v["cwd"])  # not expandable: keep the template
-    url = expanded("url")
-    if url is not None:
-        problem = _url_problem(url, draft.type)
-        if problem:
-            problems.append(FieldError(draft.key_path("url"), problem))
-    elif "url" in v:
-        url = str(v["url"])
-
-    return ServerConfig(
-        name=draft.name,
-        path=draft.path,
-        type=draft.type,
-        remote_fallback=draft.remote_fallback,
-        command=command_words[0] if command_words else None,
-        args=args,
-        env=MappingProxyType(env),
-        cwd=None if cwd is None else base / cwd,
-        inherit_env=bool(v.get("inherit_env", False)),
-        url=url,
-        headers=MappingProxyType(headers),
-        auth=v.get("auth"),  # type: ignore[arg-type]
-        prefix=str(v.get("prefix", draft.name)),
-        description=v.get("description"),  # type: ignore[arg-type]
-        disabled=bool(v.get("disabled", False)),
-        lazy=bool(v.get("lazy", True)),
-        timeout=float(v.get("timeout", settings.request_timeout)),  # type: ignore[arg-type]
-        init_timeout=float(v.get("init_timeout", settings.init_timeout)),  # type: ignore[arg-type]
-        ping_interval=float(v.get("ping_interval", settings.ping_interval)),  # type: ignore[arg-type]
-        backoff=draft.backoff,
-        max_attempts=draft.max_attempts,
-        restart=v.get("restart", Restart.PERMANENT),  # type: ignore[arg-type]
-        give_up=v.get("give_up", GiveUp.MARK_UNAVAILABLE),  # type: ignore[arg-type]
-        shutdown_timeout=float(v.get("shutdown_timeout", 10.0)),  # type: ignore[arg-type]
-        approve=v.get("approve"),  # type: ignore[arg-type]
-        auto_approve=v.get("auto_approve"),  # type: ignore[arg-type]
-        errors=tuple(problems),
-    )
 
 
 def _keys(value: object) -> list[str]:

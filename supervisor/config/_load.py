@@ -17,7 +17,8 @@ from pathlib import Path
 
 from ..errors import ConfigError, FieldError
 from ..log import register_secret
-from ._expand import _build_server, _Expander, _workspace_folder
+from ._build import _build_server
+from ._expand import _Expander, _workspace_folder
 from ._formats import _Document
 from ._model import DEFAULT_MAX_CONFIG_BYTES, Config
 from ._validate import _Errors

@@ -12,13 +12,17 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import msgspec
 
-if TYPE_CHECKING:
-    from ._model import ServerConfig
+
+class _Launch(Protocol):
+    """What :func:`command_line` shows of a server (a ``ServerConfig``)."""
+
+    command: str | None
+    args: Sequence[str]
 
 _SECRET_WORDS = (
     "TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PASS", "AUTH", "CREDENTIAL",
@@ -86,7 +90,7 @@ def masked_url(url: str) -> str:
     return urlunsplit(parts._replace(query=query))
 
 
-def command_line(server: ServerConfig) -> str:
+def command_line(server: _Launch) -> str:
     """The server's command line for display, secret-looking arguments masked."""
     words = [shlex.quote(server.command or "")]
     words += [a if a.endswith("***") else shlex.quote(a) for a in _mask_args(server.args)]

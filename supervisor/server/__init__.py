@@ -39,10 +39,11 @@ from ._health import HealthRecord as HealthRecord
 from ._health import LatencyHistogram as LatencyHistogram
 from ._health import ServerMetrics as ServerMetrics
 from ._health import ServerStatus as ServerStatus
+from ._host import Limits as Limits
+from ._host import ServerHost as ServerHost
+from ._host import ServerSettings as ServerSettings
 from ._managed import MAILBOX as MAILBOX
-from ._managed import Limits as Limits
 from ._managed import ManagedServer as ManagedServer
-from ._managed import ServerSettings as ServerSettings
 from ._managed import open_servers as open_servers
 from ._managed import tree_hook as tree_hook
 
@@ -64,6 +65,7 @@ __all__ = [
     "ServerActor",
     "ServerError",
     "ServerExited",
+    "ServerHost",
     "ServerMetrics",
     "ServerRequestError",
     "ServerSettings",

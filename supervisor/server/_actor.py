@@ -7,7 +7,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import attrs
 import mcp_types as types
@@ -34,11 +34,9 @@ from ..transports import (
     delivery,
 )
 from ._health import ServerStatus
+from ._host import ServerHost
 from ._listing import Listing, Listings, describe
 from ._remote import TransportLike
-
-if TYPE_CHECKING:
-    from ._managed import ManagedServer
 
 log = get_logger("supervisor.server")
 
@@ -131,7 +129,7 @@ class ServerActor(Listings, Actor):
 
     max_concurrency = MAX_IN_FLIGHT
 
-    def __init__(self, server: ManagedServer) -> None:
+    def __init__(self, server: ServerHost) -> None:
         self.server = server
         server.incarnations += 1
         self.number = server.incarnations

@@ -4,7 +4,7 @@ pages within the server's limits, and again — coalesced — when it says they 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import mcp_types as types
 import trio
@@ -21,9 +21,7 @@ from mcp.shared.exceptions import MCPError
 from ..actors import collapse, leaves
 from ..errors import CatalogTooLarge
 from ..log import get_logger
-
-if TYPE_CHECKING:
-    from ._managed import ManagedServer
+from ._host import ServerHost
 
 log = get_logger("supervisor.server")
 
@@ -47,7 +45,7 @@ class Listings:
     """The server actor's listings (mixed into :class:`~supervisor.server._actor.ServerActor`,
     whose connection, nursery and coalescing flags they use)."""
 
-    server: ManagedServer
+    server: ServerHost
     client: Client | None
     nursery: trio.Nursery
     _relisting: bool

@@ -5,12 +5,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
-import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-import attrs
 import mcp_types as types
 import trio
 from mcp.client._memory import InMemoryTransport
@@ -20,7 +18,6 @@ from ..actors import (
     ActorStopped,
     ActorUnavailable,
     AddressState,
-    Backoff,
     CallTimeout,
     ChildSpec,
     Decision,
@@ -61,6 +58,7 @@ from ._actor import (
     _NotSent,
 )
 from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
+from ._host import Limits, ServerSettings
 from ._remote import TransportLike, _Remote
 
 log = get_logger("supervisor.server")
@@ -70,40 +68,6 @@ _LOGGED_PROBLEMS = 5
 
 #: Calls that may wait in one server's mailbox.
 MAILBOX = 4096
-
-
-# -- configuration the actor needs --------------------------------------------------------
-
-
-class ServerSettings(Protocol):
-    """What a server actor reads from its configuration (``supervisor.config.ServerConfig``)."""
-
-    name: str
-    type: str
-    command: str | None
-    args: Sequence[str]
-    env: Mapping[str, str]
-    cwd: str | os.PathLike[str] | None
-    inherit_env: bool
-    url: str | None
-    headers: Mapping[str, str]
-    lazy: bool
-    timeout: float
-    init_timeout: float
-    #: seconds between pings; 0 disables them
-    ping_interval: float
-    #: restarts tried in a row before the server is failed (0: fail at the first error)
-    max_attempts: int
-    backoff: Backoff
-
-
-@attrs.frozen
-class Limits:
-    """Bounds on what one server may send."""
-
-    max_tools: int = 1000
-    max_catalog_bytes: int = 2 * 2**20
-    max_message_bytes: int = 16 * 2**20
 
 
 # -- the server (outlives incarnations) ----------------------------------------------------

@@ -1,0 +1,90 @@
+"""What a server actor needs of the server it serves: a narrow interface.
+
+:class:`~supervisor.server.ManagedServer` provides it; the actor (and its listings) depend
+on this protocol only, so the server can make actors without the two modules importing
+each other.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+import mcp_types as types
+
+from .. import events
+from ..actors import Address, Backoff
+from ._health import Health
+from ._remote import TransportLike
+
+
+class ServerSettings(Protocol):
+    """What a server actor reads from its configuration (``supervisor.config.ServerConfig``)."""
+
+    name: str
+    type: str
+    command: str | None
+    args: Sequence[str]
+    env: Mapping[str, str]
+    cwd: str | os.PathLike[str] | None
+    inherit_env: bool
+    url: str | None
+    headers: Mapping[str, str]
+    lazy: bool
+    timeout: float
+    init_timeout: float
+    #: seconds between pings; 0 disables them
+    ping_interval: float
+    #: restarts tried in a row before the server is failed (0: fail at the first error)
+    max_attempts: int
+    backoff: Backoff
+
+
+@attrs.frozen
+class Limits:
+    """Bounds on what one server may send."""
+
+    max_tools: int = 1000
+    max_catalog_bytes: int = 2 * 2**20
+    max_message_bytes: int = 16 * 2**20
+
+
+class ServerHost(Protocol):
+    """The server an actor incarnation serves: its config, mailbox, health, listings and
+    the events it publishes; it outlives every incarnation."""
+
+    name: str
+    config: ServerSettings
+    health: Health
+    limits: Limits
+    client_options: Mapping[str, object]
+    ping_timeout: float
+    retry_idempotent: bool
+    stderr_tail: collections.deque[str]
+    #: incarnations started so far
+    incarnations: int
+    #: the live incarnation, whose connection calls may use directly (a ServerActor)
+    current: Any
+    #: the consecutive restart the tree last decided on
+    attempt: int
+    #: a ``type: remote`` server that turned out to speak only legacy SSE
+    use_sse: bool
+    tools: list[types.Tool]
+    resources: list[types.Resource]
+    resource_templates: list[types.ResourceTemplate]
+    prompts: list[types.Prompt]
+    listed: bool
+
+    @property
+    def address(self) -> Address: ...
+
+    def tool(self, name: str) -> types.Tool | None: ...
+
+    def transport(self) -> TransportLike: ...
+
+    def emit(self, event: events.Event) -> None: ...
+
+    def changed(self) -> None: ...
