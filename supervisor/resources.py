@@ -238,6 +238,7 @@ _OPERATOR_PATTERNS = {
 }
 
 
+# Module-level, so bounded: the templates of every supervisor of the process share it.
 @functools.lru_cache(maxsize=1024)
 def _template_regex(template: str) -> re.Pattern[str] | None:
     parts: list[str] = []

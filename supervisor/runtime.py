@@ -34,7 +34,7 @@ from .errors import (
     UnknownServer,
     UnknownTool,
 )
-from .log import get_logger
+from .log import configure_default_logging, get_logger, redacting
 from .monitor import SessionSummary, summarize
 from .registry import Catalog, Entry, NamingPolicy
 from .resources import ResourcesMixin
@@ -43,6 +43,7 @@ from .tools import (
     ApprovalCallback,
     ApprovalReason,
     ApprovalRequest,
+    SpillDirectory,
     ToolResult,
     approval_reason,
     check_approval,
@@ -369,7 +370,8 @@ async def open_supervisor(
     approval; without it such calls fail closed. ``builtins`` are the names of the
     embedder's own tools: an MCP tool never takes one (it keeps a prefixed name, and a
     ``tools.conflict`` warning is published). Text results larger than the preview go to
-    files in ``spill_dir`` (default: a private temporary directory).
+    files in ``spill_dir`` (kept), by default in a private temporary directory made on the
+    first spill and removed, files and all, when the block ends.
     ``client_options`` go to each server's SDK ``mcp.Client``: ``sampling_callback``,
     ``elicitation_callback``, ``list_roots_callback``, ``logging_callback``,
     ``message_handler``, ``client_info``; without a handler a server's request gets the
@@ -383,6 +385,7 @@ async def open_supervisor(
     them from then on — and logged as one ``session summary`` info line, before the
     servers are shut down.
     """
+    configure_default_logging()  # only if the application has not configured structlog
     cfg = config if isinstance(config, Config) else load_config(config)
     bus = bus if bus is not None else Bus()
     limits = _limits(cfg)
@@ -407,7 +410,8 @@ async def open_supervisor(
     settings = cfg.settings
     # The catalog's refresher outlives the tree, to publish what the tree's closing
     # changed. The nursery is ours: the block's own error comes out bare.
-    with collapsing():
+    # The config's secrets and the default spill directory belong to this session.
+    with collapsing(), redacting(cfg.secrets()), SpillDirectory(spill_dir) as spill:
         async with trio.open_nursery() as background:
             await background.start(catalog.run)
             try:
@@ -426,7 +430,7 @@ async def open_supervisor(
                         catalog,
                         policy=policy,
                         approve=approve,
-                        spill_dir=spill_dir,
+                        spill_dir=spill,
                     )
                     try:
                         yield handle

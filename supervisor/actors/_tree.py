@@ -7,9 +7,9 @@ import random
 from collections.abc import Sequence
 
 import attrs
-import structlog
 import trio
 
+from ..log import get_logger
 from ._errors import (
     NoSuchChild,
     StartFailed,
@@ -36,7 +36,7 @@ from ._spec import (
 )
 from ._stats import ChildState, ChildStatistics, Notify, SupervisorStatistics
 
-log = structlog.get_logger("supervisor.actors")
+log = get_logger("supervisor.actors")
 
 _LIVE = (ChildState.STARTING, ChildState.RUNNING, ChildState.RESTARTING)
 

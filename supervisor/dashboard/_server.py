@@ -21,7 +21,7 @@ import ipaddress
 import secrets
 import urllib.parse
 from collections.abc import Awaitable, Callable
-from functools import cache
+from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -31,7 +31,7 @@ import trio
 import trio_websocket
 
 from ..actors import SupervisorError
-from ..log import get_logger, register_secret
+from ..log import get_logger, redacting
 from ._address import format_host
 from ._feed import Hub, feed_message
 from ._http import HttpConnection, ReplayStream, Request, RequestError, Response
@@ -123,7 +123,6 @@ async def serve_dashboard(
         listeners = listeners[:1]
     bound_host, bound_port = listeners[0].socket.getsockname()[:2]
     token = secrets.token_urlsafe(32)
-    register_secret(token)
     url_host = _url_host(host, bound_host)
     info = DashboardInfo(
         url=f"http://{format_host(url_host)}:{bound_port}/",
@@ -132,11 +131,12 @@ async def serve_dashboard(
         token=token,
     )
     dashboard = _Dashboard(sup, token, host, bound_port)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(dashboard.hub.run, sup.subscribe)
-        await nursery.start(trio.serve_listeners, dashboard.handle, listeners)
-        log.info("dashboard listening", url=info.url)
-        task_status.started(info)
+    with redacting([token]):  # the token is redacted from logs while the dashboard serves
+        async with trio.open_nursery() as nursery:
+            await nursery.start(dashboard.hub.run, sup.subscribe)
+            await nursery.start(trio.serve_listeners, dashboard.handle, listeners)
+            log.info("dashboard listening", url=info.url)
+            task_status.started(info)
 
 
 def _url_host(requested: str, bound: str) -> str:
@@ -412,7 +412,7 @@ def _authority(host_header: str) -> tuple[str | None, int | None]:
         return None, None
 
 
-@cache
+@lru_cache(maxsize=len(_STATIC) + 1)  # bounded: index.html and the static files
 def _asset(name: str) -> str:
     return resources.files(__package__).joinpath("static", name).read_text(encoding="utf-8")
 
