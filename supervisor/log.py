@@ -1,18 +1,39 @@
 """Structured logging for the supervisor, with secrets scrubbed before output.
 
-Two things live here:
+Importing this module (or :mod:`supervisor`) configures nothing: structlog, the standard
+library's logging and the secret registry are left as they are. Logging is set up
+explicitly:
 
-* :func:`configure_logging` sets up :mod:`structlog` once per process: JSON lines
-  when the output is not a terminal, a human-readable console format when it is.
-  Output always goes to standard error (or a stream you pass) — never to standard
-  output, which an MCP stdio transport may own.
-* :class:`SecretRedactor`, a structlog processor that replaces every registered
-  secret with ``***``. The module-level :data:`redactor` is the one process-wide
-  registry; :func:`configure_logging` wires it into the processor chain, and code
-  that learns a secret (header values, environment values, tokens from MCP server
-  configs) registers it with :func:`register_secret`. Text that does not pass
-  through structlog — a child server's stderr lines, say — can be scrubbed with
-  :func:`redact`.
+* :func:`configure_logging` sets up :mod:`structlog` for the process: JSON lines when
+  the output is not a terminal, a human-readable console format when it is. Output
+  always goes to standard error (or a stream you pass) — never to standard output,
+  which an MCP stdio transport may own. The ``mcp-supervisor`` command calls it first
+  thing (``-v`` for info, ``-vv`` for debug).
+* :func:`configure_default_logging` installs the library's default — warnings and above,
+  console format, on standard error, secrets redacted — *only if* structlog has not been
+  configured yet, by the application or by :func:`configure_logging`.
+  :func:`~supervisor.open_supervisor` calls it on entry, so an application that
+  configures structlog itself (before or after) keeps its own configuration; add
+  :data:`redactor` to your processors, just before the renderer, if you do that.
+* Until either happens, the library's own loggers (:func:`get_logger`) still log
+  somewhere sane: warnings and above, to standard error, redacted — the same default,
+  applied per logger without touching structlog's global configuration. (structlog's
+  own default would print every level to standard output, unredacted.)
+
+Secrets:
+
+* :class:`SecretRedactor`, a structlog processor that replaces every registered secret
+  with ``***``. The module-level :data:`redactor` is the process-wide one; the processor
+  chains above include it.
+* Secrets are registered for as long as their owner needs them: :func:`redacting` opens a
+  scope (a :class:`RedactionScope`, a context manager) whose secrets are redacted while it
+  is open and released when it closes. Registrations are reference-counted, so two
+  scopes sharing a secret (two supervisors of one config) do not release each other's.
+  :func:`~supervisor.open_supervisor` holds its config's :meth:`~supervisor.config.Config.secrets`
+  that way for its block, the CLI for its command. :func:`register_secret` registers a
+  secret for the rest of the process (until :meth:`SecretRedactor.discard`).
+* Text that does not pass through structlog — a child server's stderr lines, say — can be
+  scrubbed with :func:`redact`.
 
 The processor chain, in order::
 
@@ -26,13 +47,17 @@ the stream unredacted.
 
 from __future__ import annotations
 
+import functools
 import json as _json
 import logging
 import os
 import re
 import sys
+import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import TextIO, cast
+from types import TracebackType
+from typing import Any, TextIO, cast
 
 import structlog
 from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
@@ -40,10 +65,13 @@ from structlog.typing import EventDict, FilteringBoundLogger, Processor, Wrapped
 __all__ = [
     "MIN_SECRET_LENGTH",
     "REDACTED",
+    "RedactionScope",
     "SecretRedactor",
+    "configure_default_logging",
     "configure_logging",
     "get_logger",
     "redact",
+    "redacting",
     "redactor",
     "register_secret",
     "reset_logging",
@@ -54,16 +82,6 @@ REDACTED = "***"
 
 #: Secrets shorter than this are ignored by :meth:`SecretRedactor.add`.
 MIN_SECRET_LENGTH = 4
-
-_LEVELS: dict[str, int] = {
-    "critical": 50,
-    "error": 40,
-    "warning": 30,
-    "warn": 30,
-    "info": 20,
-    "debug": 10,
-    "notset": 0,
-}
 
 
 class SecretRedactor:
@@ -95,12 +113,17 @@ class SecretRedactor:
     ``<unprintable TypeName>``: a processor that raised would make the log call
     itself raise.
 
-    The registry is a copy-on-write set, and a compiled pattern is only ever used
-    for the exact set it was built from, so a secret counts from the moment
-    :meth:`add` returns.
+    Secrets are registered two ways: :meth:`add` until :meth:`discard`, and
+    :meth:`scope` for as long as a :class:`RedactionScope` is open (reference-counted
+    across scopes). A secret is redacted while either holds it. The effective set is
+    copy-on-write, and a compiled pattern is only ever used for the exact set it was
+    built from, so a secret counts from the moment it is registered.
     """
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._lock = threading.Lock()  # registrations only; redaction reads a snapshot
+        self._added: set[str] = set()
+        self._held: Counter[str] = Counter()  # secret -> open scopes holding it
         self._secrets: frozenset[str] = frozenset()
         # The pattern together with the set it was compiled from; rebuilt lazily
         # on first use after the set changes.
@@ -120,7 +143,7 @@ class SecretRedactor:
         return secret in self._secrets
 
     def add(self, secret: str) -> None:
-        """Register *secret* so that it is redacted from now on.
+        """Register *secret* so that it is redacted from now on, until :meth:`discard`.
 
         Empty strings and strings shorter than :data:`MIN_SECRET_LENGTH` (4)
         characters are silently ignored: redacting ``"a"`` or ``"on"`` would
@@ -128,22 +151,55 @@ class SecretRedactor:
         the flip side: a genuinely short secret is *not* redacted, and the
         caller gets no error.
 
-        Adding a secret that is already registered does nothing. Loggers that
-        already exist pick the new secret up on their next log call.
+        Adding a secret that is already added does nothing. Loggers that
+        already exist pick the new secret up on their next log call. For a
+        secret with an owner that ends, prefer :meth:`scope`.
         """
         if len(secret) < MIN_SECRET_LENGTH:
             return
-        if secret not in self._secrets:
-            self._secrets = self._secrets | {secret}
+        with self._lock:
+            if secret not in self._added:
+                self._added.add(secret)
+                self._update()
 
     def discard(self, secret: str) -> None:
-        """Stop redacting *secret*; does nothing if it is not registered."""
-        if secret in self._secrets:
-            self._secrets = self._secrets - {secret}
+        """Undo :meth:`add`; does nothing if *secret* was not added. An open
+        :class:`RedactionScope` holding the same secret keeps it redacted."""
+        with self._lock:
+            if secret in self._added:
+                self._added.discard(secret)
+                self._update()
 
     def clear(self) -> None:
-        """Forget every registered secret."""
-        self._secrets = frozenset()
+        """Forget every registered secret, added or held by a scope (for tests)."""
+        with self._lock:
+            self._added.clear()
+            self._held.clear()
+            self._update()
+
+    def scope(self, secrets: Iterable[str] = ()) -> RedactionScope:
+        """A :class:`RedactionScope` of this redactor holding *secrets* once entered."""
+        return RedactionScope(self, secrets)
+
+    def _hold(self, secrets: Iterable[str]) -> None:
+        with self._lock:
+            self._held.update(secrets)
+            self._update()
+
+    def _release(self, secrets: Iterable[str]) -> None:
+        with self._lock:
+            for secret in secrets:
+                count = self._held.get(secret, 0)
+                if count > 1:
+                    self._held[secret] = count - 1
+                elif count:  # 0 after clear(): nothing to release
+                    del self._held[secret]
+            self._update()
+
+    def _update(self) -> None:
+        current = self._added.union(self._held)
+        if current != self._secrets:
+            self._secrets = frozenset(current)
 
     def redact(self, text: str) -> str:
         """Return *text* with every occurrence of every secret replaced by ``***``.
@@ -245,17 +301,99 @@ def _scrub_text(pattern: re.Pattern[str], value: object) -> object:
     return value if printable else f"<unprintable {type(value).__name__}>"
 
 
-#: The process-wide secret registry; :func:`configure_logging` puts it in the
-#: processor chain. Register secrets with :func:`register_secret`.
+class RedactionScope:
+    """Secrets redacted for as long as this scope is open: a context manager.
+
+    Entering registers the secrets given to it with its :class:`SecretRedactor`;
+    :meth:`add` registers more (at once if the scope is open, on entry if not yet);
+    leaving releases every one of them. Registrations are reference-counted, so a
+    secret that another open scope (or :meth:`SecretRedactor.add`) also holds stays
+    redacted. Within one scope a secret counts once. Short secrets are ignored as by
+    :meth:`SecretRedactor.add`. A scope is entered at most once; :meth:`close` is
+    the same as leaving it, and may be called more than once.
+
+    Make one with :func:`redacting` (the process-wide :data:`redactor`) or
+    :meth:`SecretRedactor.scope`.
+    """
+
+    def __init__(self, redactor: SecretRedactor, secrets: Iterable[str] = ()) -> None:
+        self._redactor = redactor
+        self._held: set[str] = set()
+        self._pending: list[str] = []
+        self._state = "new"  # -> "open" -> "closed"
+        self.add(*secrets)
+
+    def __repr__(self) -> str:
+        return f"<RedactionScope {self._state}, {len(self._held) + len(self._pending)} secret(s)>"
+
+    def __len__(self) -> int:
+        """How many distinct secrets this scope holds (or will hold once entered)."""
+        return len(self._held | set(self._pending))
+
+    def add(self, *secrets: str) -> None:
+        """Hold *secrets* too, until the scope closes. Raises :exc:`RuntimeError` once
+        it has closed."""
+        if self._state == "closed":
+            raise RuntimeError("this redaction scope has closed")
+        new = [s for s in dict.fromkeys(secrets) if len(s) >= MIN_SECRET_LENGTH]
+        if self._state == "new":
+            self._pending += new
+            return
+        new = [s for s in new if s not in self._held]
+        if new:
+            self._held.update(new)
+            self._redactor._hold(new)
+
+    def __enter__(self) -> RedactionScope:
+        if self._state != "new":
+            raise RuntimeError("a redaction scope is entered only once")
+        self._state = "open"
+        pending, self._pending = self._pending, []
+        self.add(*pending)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release every secret this scope holds; it cannot be used again."""
+        held, self._held, self._pending = self._held, set(), []
+        self._state = "closed"
+        if held:
+            self._redactor._release(held)
+
+
+#: The process-wide secret registry; the processor chains of :func:`configure_logging`,
+#: :func:`configure_default_logging` and the unconfigured default include it. Register
+#: secrets with :func:`redacting` (scoped) or :func:`register_secret` (for good).
 redactor = SecretRedactor()
 
 
+def redacting(secrets: Iterable[str] = ()) -> RedactionScope:
+    """A scope of the process-wide :data:`redactor`: *secrets* are redacted from every
+    log line and from :func:`redact` while it is open, and released when it closes::
+
+        with redacting(config.secrets()) as scope:
+            ...  # scope.add(more) for secrets learnt on the way
+
+    See :class:`RedactionScope`; :func:`~supervisor.open_supervisor` holds its config's
+    secrets this way.
+    """
+    return RedactionScope(redactor, secrets)
+
+
 def register_secret(value: str) -> None:
-    """Register *value* with the process-wide :data:`redactor`.
+    """Register *value* with the process-wide :data:`redactor` for the rest of the process.
 
     From then on it is replaced by ``***`` in every log line and in the output of
     :func:`redact`. Empty and very short values (fewer than 4 characters) are
-    ignored; see :meth:`SecretRedactor.add`.
+    ignored; see :meth:`SecretRedactor.add`. A secret that belongs to something with an
+    end (a supervisor, a command) is better held by :func:`redacting`.
     """
     redactor.add(value)
 
@@ -287,8 +425,9 @@ def configure_logging(
     module-level ones included, follows the configuration in force when it logs.
 
     Args:
-        level: The minimum level that is emitted: a name (``"debug"``,
-            ``"info"``, ``"warning"``, ``"error"``, ``"critical"``; any case) or
+        level: The minimum level that is emitted: a name the standard library
+            knows (``"debug"``, ``"info"``, ``"warning"``, ``"error"``,
+            ``"critical"``…; any case; :func:`logging.getLevelNamesMapping`) or
             the matching :mod:`logging` constant. Anything else raises
             :exc:`ValueError` and leaves the configuration unchanged.
         stream: Where log lines are written; :data:`sys.stderr` (looked up at
@@ -302,8 +441,8 @@ def configure_logging(
     Every line carries ``event``, ``level`` and an ISO-8601 UTC ``timestamp``,
     plus any bound or context-variable values. Exceptions logged with
     ``log.exception(...)`` or ``exc_info=`` are rendered to an ``exception``
-    string. Secrets registered with :func:`register_secret` are replaced by
-    ``***`` everywhere in the line, including tracebacks.
+    string. Secrets registered with :func:`redacting` or :func:`register_secret` are
+    replaced by ``***`` everywhere in the line, including tracebacks.
     """
     global _configured
     if _configured and not force:
@@ -341,29 +480,50 @@ def _bridge_stdlib(level: str | int, stream: TextIO, renderer: Processor) -> Non
     root.setLevel(_level_number(level))
 
 
+def configure_default_logging() -> bool:
+    """Install the library's default unless structlog is configured already.
+
+    The default: warnings and above, console format (colored only on a terminal), on
+    whatever ``sys.stderr`` is when a line is written, secrets redacted. Nothing is done
+    if structlog has been configured — by the application's own ``structlog.configure``
+    or by :func:`configure_logging` — and :func:`configure_logging` still takes effect
+    after this (it is not a call of it). The standard library's logging is not touched.
+    Returns whether it configured anything.
+
+    :func:`~supervisor.open_supervisor` calls this on entry; the ``mcp-supervisor``
+    command calls :func:`configure_logging` instead.
+    """
+    if structlog.is_configured():
+        return False
+    _configure("warning", cast(TextIO, _STDERR), json=False)
+    return True
+
+
+def _renderer(stream: TextIO, json: bool | None) -> Processor:
+    tty = _isatty(stream)
+    if (not tty) if json is None else json:
+        return structlog.processors.JSONRenderer(serializer=_json.dumps, default=_json_default)
+    return structlog.dev.ConsoleRenderer(colors=tty and "NO_COLOR" not in os.environ)
+
+
+def _processors(renderer: Processor) -> list[Processor]:
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        _add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+        structlog.processors.format_exc_info,
+        redactor,
+        renderer,
+    ]
+
+
 def _configure(level: str | int, stream: TextIO, json: bool | None) -> Processor:
     min_level = _level_number(level)
-    tty = _isatty(stream)
-    use_json = (not tty) if json is None else json
-
-    renderer: Processor
-    if use_json:
-        renderer = structlog.processors.JSONRenderer(serializer=_json.dumps, default=_json_default)
-    else:
-        colors = tty and "NO_COLOR" not in os.environ
-        renderer = structlog.dev.ConsoleRenderer(colors=colors)
-
+    renderer = _renderer(stream, json)
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            _add_logger_name,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.StackInfoRenderer(),
-            structlog.processors.format_exc_info,
-            redactor,
-            renderer,
-        ],
+        processors=_processors(renderer),
         wrapper_class=structlog.make_filtering_bound_logger(min_level),
         logger_factory=_NamedPrintLoggerFactory(stream),
         # Not cached: a reconfiguration (the CLI's, a test's) reaches every logger,
@@ -386,30 +546,83 @@ class _Stderr:
         return _isatty(sys.stderr)
 
 
-def _install_default() -> None:
-    """Until someone configures structlog, log warnings to stderr, secrets redacted.
+_STDERR = _Stderr()
 
-    structlog's own default prints every level to standard output, which is where a
-    CLI's ``--json`` document and a stdio MCP server's protocol go, and it does not
-    redact. This default is replaced by :func:`configure_logging` (which still works
-    once after it) or by the application's own ``structlog.configure`` — add
-    :data:`redactor` to your processors, just before the renderer, if you do that.
-    """
-    if not structlog.is_configured():
-        _configure("warning", cast(TextIO, _Stderr()), json=False)
+
+# Bounded: one chain per answer to "is stderr a terminal (and colors allowed)?".
+@functools.lru_cache(maxsize=2)
+def _default_chain(colors: bool) -> list[Processor]:
+    return _processors(structlog.dev.ConsoleRenderer(colors=colors))
+
+
+def _default_logger(name: str | None, initial: dict[str, Any]) -> FilteringBoundLogger:
+    """A logger of the library's default, built without touching structlog's configuration:
+    warnings and above, console format, on the current ``sys.stderr``, redacted."""
+    colors = _STDERR.isatty() and "NO_COLOR" not in os.environ
+    proxy = structlog.wrap_logger(
+        _NamedPrintLogger(cast(TextIO, _STDERR), name),
+        processors=_default_chain(colors),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        context_class=dict,
+        cache_logger_on_first_use=False,
+        **initial,
+    )
+    return cast(FilteringBoundLogger, proxy.bind())
+
+
+class _LibraryLogger:
+    """What :func:`get_logger` returns: a lazy logger that, on each call, logs through
+    structlog's configuration if structlog is configured, else through the library's
+    default (:func:`_default_logger`). ``bind``/``new``/``unbind`` stay lazy."""
+
+    __slots__ = ("_args", "_initial")
+
+    def __init__(self, args: tuple[str, ...], initial: dict[str, Any]) -> None:
+        self._args = args
+        self._initial = initial
+
+    def __repr__(self) -> str:
+        name = self._args[0] if self._args else None
+        return f"<supervisor logger {name!r} {self._initial!r}>"
+
+    def _target(self) -> FilteringBoundLogger:
+        if structlog.is_configured():
+            logger: FilteringBoundLogger = structlog.get_logger(*self._args, **self._initial)
+            return logger
+        return _default_logger(self._args[0] if self._args else None, self._initial)
+
+    def bind(self, **values: Any) -> _LibraryLogger:
+        return _LibraryLogger(self._args, {**self._initial, **values})
+
+    def new(self, **values: Any) -> _LibraryLogger:
+        return _LibraryLogger(self._args, dict(values))
+
+    def unbind(self, *keys: str) -> _LibraryLogger:
+        initial = dict(self._initial)
+        for key in keys:
+            del initial[key]  # KeyError for a key not bound, as structlog's unbind
+        return _LibraryLogger(self._args, initial)
+
+    def try_unbind(self, *keys: str) -> _LibraryLogger:
+        return _LibraryLogger(self._args, {k: v for k, v in self._initial.items() if k not in keys})
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._target(), name)
 
 
 def get_logger(name: str | None = None, **initial: object) -> FilteringBoundLogger:
     """Return a structlog logger with *initial* values bound.
 
     A *name* (conventionally ``__name__``) appears as the ``logger`` field of
-    every line once :func:`configure_logging` has run. The logger is lazy: it
-    picks up the configuration in force when it first logs, so module-level
-    ``log = get_logger(__name__)`` is fine before :func:`configure_logging`.
+    every line. The logger is lazy: each call logs with the configuration in force
+    at that moment, so module-level ``log = get_logger(__name__)`` is fine before
+    any configuration. While structlog is unconfigured it logs with the library's
+    default (warnings and above, to stderr, redacted) without configuring anything.
     """
     args = () if name is None else (name,)
-    logger: FilteringBoundLogger = structlog.get_logger(*args, **initial)
-    return logger
+    return cast(FilteringBoundLogger, _LibraryLogger(args, dict(initial)))
 
 
 class _NamedPrintLogger(structlog.PrintLogger):
@@ -444,9 +657,10 @@ def _add_logger_name(logger: WrappedLogger, method_name: str, event_dict: EventD
 
 
 def _level_number(level: str | int) -> int:
+    levels = logging.getLevelNamesMapping()  # a fresh copy, custom levels included
     if isinstance(level, str):
-        number = _LEVELS.get(level.lower())
-    elif isinstance(level, int) and not isinstance(level, bool) and level in _LEVELS.values():
+        number = levels.get(level.upper())
+    elif isinstance(level, int) and not isinstance(level, bool) and level in levels.values():
         number = level
     else:
         number = None
@@ -477,8 +691,9 @@ def _json_default(obj: object) -> str:
 
 
 def reset_logging() -> None:
-    """Undo :func:`configure_logging` (for tests): structlog's configuration, our standard
-    library handler and the once-flag; the library's stderr default is put back."""
+    """Undo :func:`configure_logging` and :func:`configure_default_logging` (for tests):
+    structlog's configuration, our standard library handler and the once-flag. The
+    library's loggers fall back to their unconfigured default (stderr, warnings)."""
     global _configured
     structlog.reset_defaults()
     root = logging.getLogger()
@@ -486,7 +701,3 @@ def reset_logging() -> None:
         if getattr(handler, "_supervisor_bridge", False):
             root.removeHandler(handler)
     _configured = False
-    _install_default()
-
-
-_install_default()

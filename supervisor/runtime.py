@@ -56,7 +56,7 @@ from .errors import (
     UnknownTool,
 )
 from .gate import Gate, ServerView, connect
-from .log import get_logger
+from .log import configure_default_logging, get_logger, redacting
 from .monitor import SessionSummary, summarize
 from .registry import Catalog, Entry, NamingPolicy, Registry, RegistryStatistics
 from .resources import MergedPrompt, MergedResource, MergedResourceTemplate, Resources
@@ -70,6 +70,7 @@ from .server import (
 )
 from .tools import (
     ApprovalCallback,
+    SpillDirectory,
     ToolResult,
 )
 
@@ -341,7 +342,8 @@ async def open_supervisor(
     approval; without it such calls fail closed. ``builtins`` are the names of the
     embedder's own tools: an MCP tool never takes one (it keeps a prefixed name, and a
     ``tools.conflict`` warning is published). Text results larger than the preview go to
-    files in ``spill_dir`` (default: a private temporary directory).
+    files in ``spill_dir`` (kept), by default in a private temporary directory made on the
+    first spill and removed, files and all, when the block ends.
     ``client_options`` go to each server's SDK ``mcp.Client``: ``sampling_callback``,
     ``elicitation_callback``, ``list_roots_callback``, ``logging_callback``,
     ``message_handler``, ``client_info``; without a handler a server's request gets the
@@ -355,6 +357,7 @@ async def open_supervisor(
     them from then on — and logged as one ``session summary`` info line, before the
     servers are shut down.
     """
+    configure_default_logging()  # only if the application has not configured structlog
     cfg = config if isinstance(config, Config) else load_config(config)
     bus = bus if bus is not None else Bus()
     limits = _limits(cfg)
@@ -393,20 +396,22 @@ async def open_supervisor(
         ),
     ]
     try:
-        async with open_tree(
-            children,
-            name="root",
-            intensity=_ROOT_INTENSITY,
-            notify=tree_hook(servers, bus.publish, supervisor="servers"),
-            ordered_shutdown=True,
-        ) as root:
-            handle = SupervisorHandle(
-                cfg, bus, root, servers, registry, approve=approve, spill_dir=spill_dir
-            )
-            try:
-                yield handle
-            finally:
-                handle._end_session()  # metrics as the block left them
+        # The config's secrets and the default spill directory belong to this session.
+        with redacting(cfg.secrets()), SpillDirectory(spill_dir) as spill:
+            async with open_tree(
+                children,
+                name="root",
+                intensity=_ROOT_INTENSITY,
+                notify=tree_hook(servers, bus.publish, supervisor="servers"),
+                ordered_shutdown=True,
+            ) as root:
+                handle = SupervisorHandle(
+                    cfg, bus, root, servers, registry, approve=approve, spill_dir=spill
+                )
+                try:
+                    yield handle
+                finally:
+                    handle._end_session()  # metrics as the block left them
     except SupervisorGaveUp as exc:
         inner = exc.__cause__
         if exc.child == "servers" and isinstance(inner, SupervisorGaveUp):

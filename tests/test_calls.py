@@ -83,6 +83,32 @@ async def test_results_are_normalised(tmp_path: Path) -> None:
     }  # fmt: skip
 
 
+async def test_the_default_spill_directory_ends_with_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``spill_dir`` large text goes to a private directory made on the first spill
+    and removed when the block ends; a named ``spill_dir`` is kept, files and all."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(temp))
+    config = {"mcpServers": {"r": rich(tmp_path / "runs", approve=False)}}
+    async with open_supervisor(config) as sup:
+        assert (await sup.call("r_image")).spilled_to is None
+        assert list(temp.iterdir()) == []  # nothing spilled yet: no directory
+        huge = await sup.call("r_big_text", {"kib": 100})
+        assert huge.spilled_to is not None and huge.spilled_to.is_file()
+        default = huge.spilled_to.parent
+        assert default.parent == temp and default.name.startswith("mcp-supervisor-")
+        assert stat.S_IMODE(os.stat(default).st_mode) == 0o700
+    assert not default.exists() and list(temp.iterdir()) == []
+
+    named = tmp_path / "named"
+    async with open_supervisor(config, spill_dir=named) as sup:
+        kept = (await sup.call("r_big_text", {"kib": 100})).spilled_to
+    assert kept is not None and kept.parent == named and kept.stat().st_size == 100 * 1024
+    assert list(temp.iterdir()) == []
+
+
 async def test_invalid_arguments_never_reach_the_server(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     async with open_supervisor({"mcpServers": {"r": rich(runs, approve=False)}}) as sup:

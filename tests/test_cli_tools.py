@@ -156,6 +156,20 @@ def test_call_prints_the_text_and_starts_only_the_tools_server(rich) -> None:
     assert not started.exists()
 
 
+def test_call_keeps_the_file_a_large_result_spilled_to(
+    rich, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file named by a spilled result is still there when the command has exited."""
+    config, _, _ = rich
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "temp"))
+    (tmp_path / "temp").mkdir()
+    done = run("call", "--config", config, "r_big_text", '{"kib": 100}', "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    spilled = pathlib.Path(json.loads(done.stdout)["spilled_to"])
+    assert spilled.parent.parent == tmp_path / "temp"
+    assert spilled.stat().st_size == 100 * 1024
+
+
 def test_call_json_and_human_output_of_an_image(rich) -> None:
     """--json is one document with the text, the image (type, size, data) and no error;
     the human output is the text, then a line for the image."""

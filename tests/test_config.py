@@ -855,9 +855,10 @@ class TestToolNames:
 
 
 class TestSecrets:
-    def test_secrets_are_collected_and_registered(self) -> None:
+    def test_secrets_are_collected_and_redacted_while_held(self) -> None:
         """Header values, long or secret-named env values, secret query parameters and
-        option values, and client secrets are registered; short plain values are not."""
+        option values, and client secrets are secrets; short plain values are not. Loading
+        registers none of them: a redaction scope (open_supervisor's) holds them."""
         config = one(
             {
                 "mcpServers": {
@@ -884,10 +885,13 @@ class TestSecrets:
             "client-secret-1",
         }
         assert set(config.secrets()) == expected
-        for secret in expected:
-            assert secret in log.redactor
+        assert len(log.redactor) == 0  # loading registers nothing
+        with log.redacting(config.secrets()):
+            for secret in expected:
+                assert secret in log.redactor
+            assert log.redact(f"token={SECRET}") == "token=***"
         assert "info" not in config.secrets() and "8080" not in config.secrets()
-        assert log.redact(f"token={SECRET}") == "token=***"
+        assert log.redact(f"token={SECRET}") == f"token={SECRET}"  # released
 
     def test_repr_and_str_mask_secrets(self) -> None:
         """repr() and str() of a config never show env or header values or other secrets."""

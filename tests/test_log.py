@@ -3,8 +3,12 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
+import subprocess
+import sys
 from collections import namedtuple
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import structlog
@@ -453,8 +457,9 @@ class TestSecretRedactor:
 def test_default_before_configuration_is_stderr_and_redacted(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Unconfigured, the library logs warnings to stderr (never stdout), secrets redacted."""
-    log._install_default()
+    """Unconfigured, the library logs warnings to stderr (never stdout), secrets redacted,
+    without configuring structlog."""
+    assert not structlog.is_configured()
     log.register_secret("s3cr3t-value")
     logger = log.get_logger("supervisor.test")
     logger.info("not shown")
@@ -463,11 +468,13 @@ def test_default_before_configuration_is_stderr_and_redacted(
     assert out == ""
     assert "child exited" in err and "token *** refused" in err
     assert "not shown" not in err and "s3cr3t-value" not in err
+    assert not structlog.is_configured()
 
 
 def test_configure_logging_replaces_the_default() -> None:
-    """The import-time default does not use up configure_logging's one call."""
-    log._install_default()
+    """The default (open_supervisor's) does not use up configure_logging's one call."""
+    assert log.configure_default_logging()
+    assert structlog.is_configured()
     stream = io.StringIO()
     log.configure_logging(stream=stream, level="info")
     log.get_logger("x").info("hello")
@@ -488,3 +495,119 @@ def test_standard_library_records_are_redacted_too() -> None:
         assert line["level"] == "error" and line["logger"] == "mcp.client.test"
     finally:
         log.reset_logging()
+
+
+def test_the_default_is_not_installed_over_the_applications_configuration(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """configure_default_logging leaves an application's own structlog configuration alone."""
+    out = io.StringIO()
+    structlog.configure(
+        processors=[structlog.processors.JSONRenderer()],
+        logger_factory=structlog.PrintLoggerFactory(out),
+    )
+    assert not log.configure_default_logging()
+    log.get_logger("supervisor.test").info("through the application's chain")
+    assert json.loads(out.getvalue())["event"] == "through the application's chain"
+    assert capsys.readouterr().err == ""
+
+
+def test_default_bound_logger_stays_lazy() -> None:
+    """A logger bound while unconfigured still follows a later configuration."""
+    bound = log.get_logger("supervisor.test", a=1).bind(b=2).unbind("a")
+    stream = io.StringIO()
+    configure_logging(stream=stream, force=True)
+    bound.info("hello")
+    (record,) = json_lines(stream)
+    assert (record["b"], record["logger"], "a" in record) == (2, "supervisor.test", False)
+
+
+def test_custom_standard_library_level_names_are_known() -> None:
+    """Levels come from the standard library's table, so a registered name works."""
+    logging.addLevelName(25, "NOTICE")
+    try:
+        assert log._level_number("notice") == 25
+        assert log._level_number(25) == 25
+    finally:
+        del logging._nameToLevel["NOTICE"], logging._levelToName[25]
+
+
+class TestRedactionScopes:
+    def test_scope_redacts_while_open_only(self) -> None:
+        """redacting() registers its secrets on entry and releases them on exit."""
+        scope = log.redacting([SECRET])
+        assert SECRET not in log.redactor  # not entered yet
+        with scope:
+            assert log.redact(SECRET) == "***"
+        assert log.redact(SECRET) == SECRET
+        assert len(log.redactor) == 0
+
+    def test_scopes_sharing_a_secret_are_reference_counted(self) -> None:
+        """Two supervisors of one config: the first to end does not unregister the other's."""
+        first = log.redacting([SECRET, "only-first"])
+        second = log.redacting([SECRET, SECRET])  # counts once within a scope
+        first.__enter__()
+        second.__enter__()
+        first.close()  # not nested: the first one ends first
+        assert SECRET in log.redactor and "only-first" not in log.redactor
+        assert log.redact(SECRET) == "***"
+        second.close()
+        second.close()  # closing again releases nothing more
+        assert SECRET not in log.redactor and len(log.redactor) == 0
+
+    def test_add_while_open_and_added_secrets_survive_scopes(self) -> None:
+        """scope.add() holds more secrets; a register_secret() one outlives every scope."""
+        log.register_secret("registered-for-good")
+        with log.redacting() as scope:
+            scope.add("learnt-later", "learnt-later", "no")  # duplicates count once
+            scope.add("registered-for-good")
+            assert "learnt-later" in log.redactor and len(scope) == 2
+        assert "learnt-later" not in log.redactor
+        assert "registered-for-good" in log.redactor
+        with pytest.raises(RuntimeError):
+            scope.add("too-late")
+        with pytest.raises(RuntimeError):
+            scope.__enter__()
+
+    def test_discard_keeps_what_a_scope_holds(self) -> None:
+        """discard() undoes add() only; clear() forgets everything, and scopes exit quietly."""
+        with log.redacting([SECRET]):
+            log.register_secret(SECRET)
+            log.redactor.discard(SECRET)
+            assert SECRET in log.redactor
+            log.redactor.clear()
+            assert SECRET not in log.redactor
+        assert len(log.redactor) == 0
+
+    def test_scope_repr_hides_secrets(self) -> None:
+        with log.redacting([SECRET]) as scope:
+            assert SECRET not in repr(scope)
+
+
+IMPORT_CHECK = r"""
+import glob, logging, os, sys, tempfile
+before = set(glob.glob(os.path.join(tempfile.gettempdir(), "*")))
+import structlog
+import supervisor
+import supervisor.cli, supervisor.dashboard, supervisor.tools
+from supervisor import log
+assert not structlog.is_configured(), "structlog was configured at import"
+assert len(log.redactor) == 0, "secrets were registered at import"
+assert not any(getattr(h, "_supervisor_bridge", False) for h in logging.getLogger().handlers)
+assert supervisor.tools._results._process_spill is None
+after = set(glob.glob(os.path.join(tempfile.gettempdir(), "*")))
+assert after == before, f"import created {sorted(after - before)}"
+print("ok")
+"""
+
+
+def test_importing_supervisor_has_no_side_effects(tmp_path: Path) -> None:
+    """In a fresh interpreter, importing configures no logging, registers no secret and
+    creates no temporary directory."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_CHECK], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+    assert list(tmp_path.iterdir()) == []

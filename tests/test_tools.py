@@ -24,6 +24,9 @@ from supervisor.errors import (
 from supervisor.tools import (
     ApprovalRequest,
     ArgumentValidator,
+    SpillDirectory,
+    _results,
+    _validate,
     approval_reason,
     check_approval,
     fingerprint,
@@ -151,9 +154,9 @@ class TestValidation:
     def test_module_function_compiles_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """``validate_arguments`` uses the shared cache: one compile for repeated calls."""
         compiled: list[str] = []
-        real = tools._compile
-        monkeypatch.setattr(tools, "_default_validator", ArgumentValidator())
-        monkeypatch.setattr(tools, "_compile", lambda *a: compiled.append(a[0]) or real(*a))
+        real = _validate._compile
+        monkeypatch.setattr(_validate, "_default_validator", ArgumentValidator())
+        monkeypatch.setattr(_validate, "_compile", lambda *a: compiled.append(a[0]) or real(*a))
         for _ in range(3):
             validate_arguments(tool(), {"title": "x"})
         assert compiled == ["github_create_issue"]
@@ -312,8 +315,9 @@ class TestResults:
     def test_default_spill_dir_is_per_process_and_private(
         self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     ) -> None:
-        """Without ``spill_dir`` one private ``mcp-supervisor-`` temp dir is made and reused."""
-        monkeypatch.setattr(tools, "_spill_root", None)
+        """Without ``spill_dir`` one private ``mcp-supervisor-`` temp dir is made and reused
+        (and removed at exit)."""
+        monkeypatch.setattr(_results, "_process_spill", None)
         monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
         first = normalize_result(result(text("a" * 50)), tool="t", preview_bytes=10).spilled_to
         second = normalize_result(result(text("b" * 50)), tool="t", preview_bytes=10).spilled_to
@@ -321,6 +325,40 @@ class TestResults:
         assert first.parent == second.parent and first.parent.parent == tmp_path
         assert first.parent.name.startswith("mcp-supervisor-")
         assert stat.S_IMODE(os.stat(first.parent).st_mode) == 0o700
+        process_spill = _results._process_spill
+        assert process_spill is not None and process_spill.path == first.parent
+        process_spill.close()  # what the atexit hook does
+        assert not first.parent.exists()
+
+    def test_a_session_spill_directory_is_lazy_and_removed_on_close(
+        self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        """A default ``SpillDirectory`` is made on the first spill and removed by close()."""
+        monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+        with SpillDirectory() as spill:
+            assert not spill.named and spill.path is None
+            small = normalize_result(result(text("tiny")), tool="t", spill_dir=spill)
+            assert small.spilled_to is None and list(tmp_path.iterdir()) == []  # not made
+            out = normalize_result(
+                result(text("a" * 50)), tool="t", preview_bytes=10, spill_dir=spill
+            )
+            assert out.spilled_to is not None and out.spilled_to.parent == spill.path
+            assert spill.path.parent == tmp_path and os.fspath(spill) == str(spill.path)
+            assert stat.S_IMODE(os.stat(spill.path).st_mode) == 0o700
+        assert spill.path is None and list(tmp_path.iterdir()) == []
+        with pytest.raises(RuntimeError, match="closed"):
+            normalize_result(result(text("a" * 50)), tool="t", preview_bytes=10, spill_dir=spill)
+
+    def test_a_named_spill_directory_is_never_removed(self, tmp_path: Path) -> None:
+        """``SpillDirectory(path)`` creates the directory if need be and keeps it."""
+        named = tmp_path / "kept" / "spill"
+        with SpillDirectory(named) as spill:
+            assert spill.named and spill.path == named and not named.exists()
+            out = normalize_result(
+                result(text("a" * 50)), tool="t", preview_bytes=10, spill_dir=spill
+            )
+            assert out.spilled_to is not None and out.spilled_to.parent == named
+        assert out.spilled_to.read_text() == "a" * 50
 
     def test_preview_cut_at_utf8_boundary(self, tmp_path: Path) -> None:
         """The preview never splits a multi-byte character."""

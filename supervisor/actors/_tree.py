@@ -6,9 +6,9 @@ import math
 import random
 from collections.abc import Sequence
 
-import structlog
 import trio
 
+from ..log import get_logger
 from ._decisions import Decision, GaveUp, Notify, NotRestarted, Restarted, RestartScheduled
 from ._errors import (
     NoSuchChild,
@@ -37,7 +37,7 @@ from ._spec import (
 )
 from ._stats import ChildState, ChildStatistics, SupervisorStatistics
 
-log = structlog.get_logger("supervisor.actors")
+log = get_logger("supervisor.actors")
 
 _STOP = object()
 

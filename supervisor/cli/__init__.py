@@ -3,6 +3,11 @@
 Human output goes to standard output, diagnostics and logs to standard error. Exit codes:
 0 ok, 1 runtime failure, 2 usage error (argparse's own code). Each module here adds its
 subcommands to the parser (``register``) and implements them.
+
+:func:`main` configures logging (:func:`~supervisor.log.configure_logging`; importing
+configures nothing) and opens a redaction scope (``args.secrets``, a
+:class:`~supervisor.log.RedactionScope`) for the command: the secrets of the config it
+loads are redacted until the command returns, error messages included.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 import trio
 
-from ..log import configure_logging
+from ..log import configure_logging, redact, redacting
 from . import _basics, _serve, _servers, _tools
 from ._common import EXIT_FAILURE, log
 
@@ -54,19 +59,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = "warning" if verbose == 0 else "info" if verbose == 1 else "debug"
     configure_logging(level=level, stream=sys.stderr, force=True)
     handler: Callable[[argparse.Namespace], int] = args.handler
-    try:
-        return handler(args)
-    except KeyboardInterrupt:
-        print("mcp-supervisor: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:
-        log.debug("command failed", command=args.command, exc_info=True)
-        error = _root_cause(exc)
-        print(
-            f"mcp-supervisor {args.command}: error: {type(error).__name__}: {error}",
-            file=sys.stderr,
-        )
-        return EXIT_FAILURE
+    with redacting() as args.secrets:  # the loaded config's secrets, for the command
+        try:
+            return handler(args)
+        except KeyboardInterrupt:
+            print("mcp-supervisor: interrupted", file=sys.stderr)
+            return 130
+        except Exception as exc:
+            log.debug("command failed", command=args.command, exc_info=True)
+            error = _root_cause(exc)
+            print(
+                f"mcp-supervisor {args.command}: error: {type(error).__name__}: "
+                + redact(str(error)),
+                file=sys.stderr,
+            )
+            return EXIT_FAILURE
 
 
 def _root_cause(exc: BaseException) -> BaseException:

@@ -42,6 +42,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             json.dump({"ok": False, "path": args.config, "errors": errors}, sys.stdout)
             sys.stdout.write("\n")
         return EXIT_USAGE
+    args.secrets.add(*config.secrets())  # redacted until the command returns
 
     # A server invalid only because of its environment fails the check, unless disabled.
     failures = [e for s in config.servers.values() if not s.disabled for e in s.errors]

@@ -21,15 +21,19 @@ Parents: TypeAlias = "list[argparse.ArgumentParser]"
 log = get_logger("supervisor.cli")
 
 
-def load(path: str) -> Any:  # noqa: ANN401 - a Config, or None after reporting errors
+def load(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Config, or None after errors
+    """Load ``args.config``; its secrets are redacted for the rest of the command (they join
+    ``args.secrets``, the command's :class:`~supervisor.log.RedactionScope`)."""
     from ..config import ConfigError, load_config
 
     try:
-        return load_config(path)
+        config = load_config(args.config)
     except ConfigError as exc:
         for error in exc.errors:
             print(error, file=sys.stderr)
         return None
+    args.secrets.add(*config.secrets())
+    return config
 
 
 def print_json(document: object) -> None:

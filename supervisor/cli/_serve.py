@@ -75,7 +75,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    config = load(args.config)
+    config = load(args)
     if config is None:
         return EXIT_USAGE
     return trio.run(_serve, config, args.dashboard)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    config = load(args.config)
+    config = load(args)
     if config is None:
         return EXIT_USAGE
     try:
@@ -108,7 +108,7 @@ async def _status(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_events(args: argparse.Namespace) -> int:
-    config = load(args.config)
+    config = load(args)
     if config is None:
         return EXIT_USAGE
     return trio.run(_events, config, args.filter, args.duration)

@@ -13,8 +13,11 @@ import argparse
 import difflib
 import json
 import os
+import secrets
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import trio
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_tools(args: argparse.Namespace) -> int:
-    config = load(args.config)
+    config = load(args)
     if config is None:
         return EXIT_USAGE
     return trio.run(_tools, config, args.json, args.search, args.limit)
@@ -142,7 +145,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    config = load(args.config)
+    config = load(args)
     if config is None:
         return EXIT_USAGE
     approve: ApprovalCallback | None = None
@@ -204,7 +207,10 @@ async def _call(
             print_json({"tool": name, "error": error})
         return code
 
-    async with open_supervisor(config, approve=approve) as sup:  # type: ignore[arg-type]
+    # A spilled result's file must outlive the command, which names it: a directory of
+    # our own naming is kept (the session's default one would be removed), made on a spill.
+    spill = Path(tempfile.gettempdir()) / f"mcp-supervisor-call-{secrets.token_hex(8)}"
+    async with open_supervisor(config, approve=approve, spill_dir=spill) as sup:  # type: ignore[arg-type]
         try:
             try:
                 result = await sup.call(name, arguments)

@@ -24,8 +24,9 @@ Two kinds of problem are told apart:
   :attr:`ServerConfig.errors` saying why, and the other servers are unaffected.
 
 No error message ever contains the value of a variable, an ``env`` entry or a header.
-Values that look secret are registered with :func:`supervisor.log.register_secret`, so logs
-never show them, and ``repr()`` of a config masks them (see :meth:`Config.secrets`).
+Values that look secret are listed by :meth:`Config.secrets`: a supervisor running the config
+holds them with :func:`supervisor.log.redacting` while it runs, so logs never show them, and
+``repr()`` of a config masks them.
 
 docs/config.md describes every field.
 

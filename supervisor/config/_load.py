@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import ConfigError, FieldError
-from ..log import register_secret
 from ._build import _build_server
 from ._expand import _Expander, _workspace_folder
 from ._formats import _Document
@@ -48,8 +47,12 @@ def load_config(
     Raises :class:`ConfigError` for a missing, unreadable, oversized or malformed file and
     for every structural error, all listed at once. A server that is invalid only because
     of its environment (an unset variable, say) does not raise: see
-    :attr:`ServerConfig.errors`. Every value :meth:`Config.secrets` lists is registered
-    with :func:`supervisor.log.register_secret` before this returns.
+    :attr:`ServerConfig.errors`.
+
+    Loading registers nothing with the log redactor: the secrets
+    (:meth:`Config.secrets`) belong to whoever uses the config —
+    :func:`~supervisor.open_supervisor` holds them for its block; elsewhere use
+    ``with supervisor.log.redacting(config.secrets()):``.
     """
     env = os.environ if environ is None else environ
     limit = DEFAULT_MAX_CONFIG_BYTES if max_config_bytes is None else max_config_bytes
@@ -85,10 +88,7 @@ def load_config(
 
     expander = _Expander(env, root, _workspace_folder(path, root))
     servers = {d.name: _build_server(d, settings, expander, base, limit) for d in drafts}
-    config = Config(servers=servers, settings=settings, path=path, project_root=root)
-    for secret in config.secrets():
-        register_secret(secret)
-    return config
+    return Config(servers=servers, settings=settings, path=path, project_root=root)
 
 
 def _sets_config_limit(document: object) -> bool:

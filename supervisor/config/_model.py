@@ -224,7 +224,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
         contains TOKEN, KEY, SECRET, PASSWORD, PASS, AUTH, CREDENTIAL, PRIVATE, COOKIE or
         SESSION, or is PAT); values of URL query parameters with such names; command-line
         arguments given to an option with such a name (``--api-key X``, ``--token=X``); and
-        OAuth client secrets. :func:`load_config` registers them all for redaction.
+        OAuth client secrets. :func:`~supervisor.open_supervisor` holds them all for
+        redaction while it runs (:func:`supervisor.log.redacting`); loading registers none.
         """
         found: list[str] = []
         for server in self.servers.values():

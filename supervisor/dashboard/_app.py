@@ -23,7 +23,7 @@ from __future__ import annotations
 import html
 import urllib.parse
 from collections.abc import Awaitable, Callable
-from functools import cache
+from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -236,6 +236,6 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
-@cache
+@lru_cache(maxsize=16)  # the few static assets: bounded
 def _asset(name: str) -> str:
     return resources.files(__package__).joinpath("static", name).read_text(encoding="utf-8")

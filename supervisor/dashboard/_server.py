@@ -22,7 +22,7 @@ import attrs
 import trio
 from hypercorn.trio import serve
 
-from ..log import get_logger, register_secret
+from ..log import get_logger, redacting
 from ._address import format_host
 from ._app import DashboardApp
 from ._feed import Hub
@@ -75,7 +75,6 @@ async def serve_dashboard(
     try:
         bound_host, bound_port = sockets[0].getsockname()[:2]
         token = secrets.token_urlsafe(32)
-        register_secret(token)
         info = DashboardInfo(
             url=f"http://{format_host(_url_host(host, bound_host))}:{bound_port}/",
             host=bound_host,
@@ -86,20 +85,22 @@ async def serve_dashboard(
         stopping = trio.Event()
         app = DashboardApp(sup, Guard(token, host, bound_port), hub, token, stopping)
         server_scope = trio.CancelScope(shield=True)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(hub.run, sup.subscribe)
-            try:
-                await nursery.start(
-                    partial(_serve_http, app, make_config(sockets), stopping, server_scope)
-                )
-                log.info("dashboard listening", url=info.url)
-                task_status.started(info)
-                await trio.sleep_forever()
-            finally:
-                stopping.set()
-                server_scope.deadline = min(
-                    server_scope.deadline, trio.current_time() + _SHUTDOWN_TIMEOUT
-                )
+        # The token is redacted from logs while the dashboard serves.
+        with redacting([token]):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(hub.run, sup.subscribe)
+                try:
+                    await nursery.start(
+                        partial(_serve_http, app, make_config(sockets), stopping, server_scope)
+                    )
+                    log.info("dashboard listening", url=info.url)
+                    task_status.started(info)
+                    await trio.sleep_forever()
+                finally:
+                    stopping.set()
+                    server_scope.deadline = min(
+                        server_scope.deadline, trio.current_time() + _SHUTDOWN_TIMEOUT
+                    )
     finally:
         for sock in sockets:
             sock.close()

@@ -1,0 +1,67 @@
+"""Tool conversion and approval policy: pure functions, no I/O but the spill file.
+
+A façade over one module per job:
+
+* **Arguments** (``_validate``) — :func:`validate_arguments` checks a call's arguments
+  against the tool's ``inputSchema`` (JSON Schema Draft 2020-12 unless the schema declares
+  another ``$schema``) before anything is sent, and raises
+  :class:`~supervisor.errors.ToolArgumentsInvalid` naming each bad path. Validators are
+  compiled once per :func:`fingerprint` and kept in a bounded LRU cache
+  (:class:`ArgumentValidator`).
+* **Results** (``_results``) — :func:`normalize_result` turns a ``CallToolResult`` into a
+  :class:`ToolResult`: joined text (a preview when large, the whole text spilled to a
+  private file in a :class:`SpillDirectory`), images, audio, resources, and
+  ``structuredContent`` checked against the ``outputSchema``.
+* **Approval** (``_approval``) — :func:`approval_reason` / :func:`needs_approval` apply a
+  server's ``approve`` / ``autoApprove`` policy; :func:`check_approval` asks the
+  embedder's callback and fails closed without one.
+"""
+
+from __future__ import annotations
+
+from ._approval import DESTRUCTIVE_WORDS as DESTRUCTIVE_WORDS
+from ._approval import ApprovalCallback as ApprovalCallback
+from ._approval import ApprovalReason as ApprovalReason
+from ._approval import ApprovalRequest as ApprovalRequest
+from ._approval import ToolPolicySource as ToolPolicySource
+from ._approval import approval_reason as approval_reason
+from ._approval import check_approval as check_approval
+from ._approval import is_destructive_name as is_destructive_name
+from ._approval import needs_approval as needs_approval
+from ._results import DEFAULT_PREVIEW_BYTES as DEFAULT_PREVIEW_BYTES
+from ._results import MediaContent as MediaContent
+from ._results import ResourceContent as ResourceContent
+from ._results import SpillDirectory as SpillDirectory
+from ._results import ToolResult as ToolResult
+from ._results import normalize_result as normalize_result
+from ._validate import DEFAULT_CACHE_SIZE as DEFAULT_CACHE_SIZE
+from ._validate import ArgumentValidator as ArgumentValidator
+from ._validate import JSONSchema as JSONSchema
+from ._validate import ValidatorStatistics as ValidatorStatistics
+from ._validate import fingerprint as fingerprint
+from ._validate import invalid_output as invalid_output
+from ._validate import validate_arguments as validate_arguments
+
+__all__ = [
+    "DEFAULT_CACHE_SIZE",
+    "DEFAULT_PREVIEW_BYTES",
+    "DESTRUCTIVE_WORDS",
+    "ApprovalCallback",
+    "ApprovalReason",
+    "ApprovalRequest",
+    "ArgumentValidator",
+    "MediaContent",
+    "ResourceContent",
+    "SpillDirectory",
+    "ToolPolicySource",
+    "ToolResult",
+    "ValidatorStatistics",
+    "approval_reason",
+    "check_approval",
+    "fingerprint",
+    "invalid_output",
+    "is_destructive_name",
+    "needs_approval",
+    "normalize_result",
+    "validate_arguments",
+]
