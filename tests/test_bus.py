@@ -521,3 +521,14 @@ async def test_a_crashing_fan_out_restarts_the_actor_and_subscriptions_survive()
             assert bus.statistics().incarnations == 2
             bus.publish(connecting(3))
             assert attempts([await sub.receive()]) == [3]
+
+
+def test_receive_nowait_counts_each_event_delivered() -> None:
+    """Every event handed out by receive_nowait() counts in statistics().delivered."""
+    bus = Bus()
+    with bus.subscribe() as sub:
+        for i in range(3):
+            bus.publish(connecting(i))
+        sub.receive_nowait()
+        sub.receive_nowait()
+        assert sub.statistics().delivered == 2

@@ -13,6 +13,7 @@ from supervisor import ApprovalRequired, ToolArgumentsInvalid, UnknownTool, open
 from supervisor.bus import Subscription
 from supervisor.events import Event, ToolsRegistered
 from supervisor.gate import Gate
+from supervisor.monitor import status_document
 from supervisor.registry import NamingPolicy, Registry
 from supervisor.registry import _live as registry_live
 from supervisor.server import ManagedServer
@@ -168,6 +169,10 @@ async def test_killing_the_registry_and_the_bus_mid_run_loses_nothing(
             assert children["bus"].restarts == 1 and children["registry"].restarts == 1
             assert children["servers"].restarts == 0
             assert "RuntimeError: a bug in fan-out" in (children["bus"].last_exit or "")
+            document = status_document(sup.status(), actors=sup.statistics())
+            actors = {a["actor"]: a for a in document["actors"]}  # type: ignore[union-attr]
+            assert actors["registry"]["restarts"] == 1 and actors["registry"]["state"] == "running"
+            assert "a bug in merging" in actors["registry"]["last_exit"]
     # Subscriptions end when the supervisor does.
     assert sup.bus.closed
     assert count_executions(runs) == {"echo": 2}

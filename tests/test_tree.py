@@ -323,8 +323,19 @@ async def test_mark_unavailable_leaves_siblings_untouched(
         assert gave_up == [
             {"supervisor": "root", "child": "b", "restarts": 2, "reason": "Boom: b crashed"}
         ]
-        with pytest.raises(ActorUnavailable):
+        (decision,) = [d for d in notices.decisions if isinstance(d, GaveUp)]
+        assert decision == GaveUp(
+            supervisor="root", child="b", attempt=3, restarts=2,
+            limit=Intensity(max_restarts=2, within_seconds=60), escalated=False, own=True,
+            reason="Boom: b crashed",
+        )
+        assert states["b"] is ChildState.UNAVAILABLE
+        assert sup.statistics().children[1].next_restart_at is None
+        with pytest.raises(ActorUnavailable) as unavailable:
             await flaky.address.call("whoami")
+        assert (unavailable.value.attempts, unavailable.value.last_error) == (
+            2, "Boom: b crashed"
+        )
         assert await children[0].address.call("whoami") == ("a", 3)
         # Two restarts counted against the supervisor's window; the give-up is not one.
         assert sup.statistics().restarts == 2
@@ -366,6 +377,8 @@ async def test_an_escalating_childs_own_limit_is_reported_as_its_own(journal: Jo
             pytest.fail("expected escalation")
     assert "exceeded its own restart intensity (1 in 60 s)" in str(info.value)
     assert info.value.restarts == 1
+    assert (info.value.supervisor, info.value.child) == ("root", "s")
+    assert str(info.value).endswith("last exit: Boom: s crashed")
 
 
 async def test_a_sibling_waiting_out_a_longer_backoff_is_not_restarted_early(
@@ -721,3 +734,44 @@ async def test_jitter_below_the_root_is_reproducible(
         return [round(b - a, 9) for a, b in zip(starts, starts[1:], strict=False)]
 
     assert await run_once(5) == await run_once(5) != await run_once(6)
+
+
+# -- what the errors say ------------------------------------------------------------------
+
+
+async def test_requests_to_a_supervisor_that_is_not_running_name_it(journal: Journal) -> None:
+    """Each dynamic-children request to a stopped supervisor says which one."""
+    sup = Supervisor([spec(journal, "a")], name="idle-sup")
+    for call in (
+        sup.start_child(spec(journal, "b")),
+        sup.terminate_child("a"),
+        sup.restart_child("a"),
+        sup.delete_child("a"),
+    ):
+        with pytest.raises(SupervisorNotRunning, match="supervisor 'idle-sup' is not running"):
+            await call
+
+
+async def test_wrong_state_requests_say_what_to_do(journal: Journal) -> None:
+    """restart_child of a running child and delete_child of a running one are refused
+    with the hint; an unknown actor's address names it."""
+    async with open_tree([spec(journal, "a")], name="top") as sup:
+        with pytest.raises(SupervisorError, match="only a stopped or unavailable child can be"):
+            await sup.restart_child("a")
+        with pytest.raises(SupervisorError, match="terminate it before deleting it"):
+            await sup.delete_child("a")
+        with pytest.raises(NoSuchChild, match="supervisor 'top' has no actor 'ghost' below it"):
+            sup.address("ghost")
+
+
+async def test_a_parent_out_of_patience_cancels_a_nested_tree_at_once(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A nested supervisor whose own shutdown_timeout runs out has every child below it
+    cancelled then and there, without each child's own (longer) graceful wait."""
+    slow = [deaf(spec(journal, x, shutdown_timeout=50)) for x in "xy"]
+    inner = supervisor_spec("inner", slow, shutdown_timeout=2, ordered_shutdown=True)
+    async with open_tree([inner]):
+        pass
+    assert sorted(journal.of("stop")) == ["x", "y"]
+    assert journal.times("stop", "x")[0] == journal.times("stop", "y")[0] == pytest.approx(2)

@@ -494,18 +494,7 @@ class Supervisor:
             attempt=slot.attempt,
             delay=delay,
         )
-        self._emit(
-            RestartScheduled(
-                supervisor=self.name,
-                child=spec.id,
-                cause=spec.id,
-                strategy=self.strategy,
-                attempt=slot.attempt,
-                delay=delay,
-                at=restart_at,
-                reason=reason.describe(),
-            )
-        )
+        self._scheduled(slot, spec.id, now, reason)
         live = [s.spec.id for s in self._slots if s.state in LIVE]
         victims = [self._slot(id) for id in children_to_restart(self.strategy, live, spec.id)]
         for other in reversed(victims):
@@ -520,21 +509,24 @@ class Supervisor:
             # A sibling already waiting out a longer backoff keeps waiting.
             other.restart_at = max(restart_at, other.restart_at or restart_at)
         for other in victims:
-            if other is slot or other.state is not ChildState.RESTARTING:
-                continue
-            assert other.restart_at is not None
-            self._emit(
-                RestartScheduled(
-                    supervisor=self.name,
-                    child=other.spec.id,
-                    cause=spec.id,
-                    strategy=self.strategy,
-                    attempt=other.attempt,
-                    delay=other.restart_at - now,
-                    at=other.restart_at,
-                    reason=reason.describe(),
-                )
+            if other is not slot and other.state is ChildState.RESTARTING:
+                self._scheduled(other, spec.id, now, reason)
+
+    def _scheduled(self, slot: Slot, cause: str, now: float, reason: ExitReason) -> None:
+        """Report that ``slot`` will restart at its ``restart_at`` because ``cause`` exited."""
+        assert slot.restart_at is not None
+        self._emit(
+            RestartScheduled(
+                supervisor=self.name,
+                child=slot.spec.id,
+                cause=cause,
+                strategy=self.strategy,
+                attempt=slot.attempt,
+                delay=slot.restart_at - now,
+                at=slot.restart_at,
+                reason=reason.describe(),
             )
+        )
 
     async def _restart_due(self) -> None:
         """Start, in start order, every child whose restart time has come."""

@@ -42,7 +42,8 @@ def _show(sup: SupervisorHandle, as_json: bool, *, redraw: bool = False) -> int:
 
     records = sup.status()
     if as_json:
-        print(json.dumps(status_document(records, sup.metrics())), flush=True)
+        document = status_document(records, sup.metrics(), actors=sup.statistics())
+        print(json.dumps(document), flush=True)
     else:
         width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
         table = status_table(records, color=_color(), width=width)

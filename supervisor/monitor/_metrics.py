@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
+from ..actors import SupervisorStatistics
 from ..server import HealthRecord, ServerMetrics
 
 #: Every ``status`` value a server can have, for the ``mcp_supervisor_server_status``
@@ -21,16 +22,28 @@ def status_document(
     metrics: Mapping[str, ServerMetrics] | None = None,
     *,
     now: float | None = None,
+    actors: SupervisorStatistics | None = None,
 ) -> dict[str, object]:
-    """The ``status --json`` document (DESIGN §7): ``{"ts": unix seconds, "servers":
-    [health record, ...], "metrics": {name: metrics, ...}}``; ``metrics`` is left out
-    when not given."""
+    """The ``status --json`` document: ``{"ts": unix seconds, "servers": [health record,
+    ...], "metrics": {name: metrics, ...}, "actors": [...]}``; ``metrics`` is left out
+    when not given, and so is ``actors``: the root tree's children (the bus, the
+    registry, the servers' supervisor) with their state, restarts and last exit."""
     document: dict[str, object] = {
         "ts": time.time() if now is None else now,
         "servers": [msgspec.to_builtins(r) for r in records.values()],
     }
     if metrics is not None:
         document["metrics"] = {name: msgspec.to_builtins(m) for name, m in metrics.items()}
+    if actors is not None:
+        document["actors"] = [
+            {
+                "actor": child.id,
+                "state": child.state.value,
+                "restarts": child.restarts,
+                "last_exit": child.last_exit,
+            }
+            for child in actors.children
+        ]
     return document
 
 

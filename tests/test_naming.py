@@ -1,0 +1,100 @@
+"""Merged names stay within 64 characters, with stable hashes that tell servers apart."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from mcp_types import Tool
+
+from supervisor import ApprovalRequest, ApprovalRequired
+from supervisor.registry import NamingPolicy, merge
+from supervisor.registry._naming import MAX_NAME, _short_hash
+from supervisor.tools import check_approval
+
+
+def tools(*names: str) -> list[Tool]:
+    return [Tool(name=n, input_schema={"type": "object"}) for n in names]
+
+
+def names(catalog) -> list[str]:  # noqa: ANN001
+    return list(catalog)
+
+
+def test_a_name_of_exactly_64_characters_is_kept_as_it_is() -> None:
+    """64 characters fit: no hash is added."""
+    name = "n" * MAX_NAME
+    assert names(merge([("a", "", tools(name))])) == [name]
+
+
+def test_a_longer_name_is_cut_to_64_with_a_hash_and_no_doubled_separator() -> None:
+    """A name over 64 characters keeps 55, drops a trailing '_' or '-' there, and ends
+    with '_' and 8 hex digits of a hash of the server and the name."""
+    long = "a" * 54 + "__" + "b" * 20  # characters 55 and 56 are '_'
+    (merged,) = names(merge([("srv", "", tools(long))]))
+    assert len(merged) <= MAX_NAME
+    assert re.fullmatch(r"a{54}_[0-9a-f]{8}", merged), merged
+    assert merged.endswith(_short_hash("srv", long))
+
+
+def test_the_same_long_name_on_two_servers_gets_two_hashes_not_a_clash() -> None:
+    """The hash covers the server: two servers' identical long names differ by it,
+    without a clash suffix."""
+    long = "t" * 80
+    first, second = names(merge([("a", "", tools(long)), ("b", "", tools(long))]))
+    assert first != second
+    assert not first.endswith("_2") and not second.endswith("_2")
+    assert len(first) == len(second) == MAX_NAME
+
+
+def test_two_clashing_64_character_names_stay_within_64() -> None:
+    """The clash suffix replaces the end of a full-length name: still 64 characters."""
+    name = "c" * MAX_NAME
+    first, second = names(merge([("a", "", tools(name)), ("b", "", tools(name))]))
+    assert first == name
+    assert second == "c" * (MAX_NAME - 2) + "_2"
+
+
+def test_short_hashes_are_stable_and_take_any_string() -> None:
+    """Eight hex digits, the same for the same parts, and a lone surrogate is no error."""
+    assert _short_hash("a", "b") == _short_hash("a", "b") != _short_hash("a", "c")
+    assert re.fullmatch(r"[0-9a-f]{8}", _short_hash("a", "\ud800"))
+    assert _short_hash("ab", "") != _short_hash("a", "b")  # the parts are separated
+
+
+def request(reason: str) -> ApprovalRequest:
+    return ApprovalRequest(
+        server="files", tool="files_wipe", original_name="wipe", arguments={}, reason=reason
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "advice"),
+    [
+        ("destructive annotation", "destructive tools always ask"),
+        ("destructive name", "destructive tools always ask"),
+        ("approve policy", "add 'wipe' to the server's autoApprove"),
+    ],
+)
+async def test_without_a_callback_the_refusal_names_the_tool_and_the_way_out(
+    reason: str, advice: str
+) -> None:
+    """Fail-closed: ApprovalRequired names the tool, the server, the reason and what to
+    do — autoApprove cannot help a destructive tool, so it is not suggested for one."""
+    with pytest.raises(ApprovalRequired) as info:
+        await check_approval(True, None, request(reason))
+    message = str(info.value)
+    assert "tool 'files_wipe' (server 'files')" in message and f"({reason})" in message
+    assert advice in message
+    assert (info.value.server, info.value.tool, info.value.reason) == (
+        "files", "files_wipe", reason
+    )
+    if reason.startswith("destructive"):
+        assert "autoApprove in the config" not in message
+
+
+def test_the_default_template_drops_an_empty_prefix_with_its_separator() -> None:
+    """An empty prefix leaves the bare tool name; parse() finds it the same way."""
+    policy = NamingPolicy()
+    assert policy.affixes("s", "") == ("", "")
+    assert policy.affixes("s", "p") == ("p_", "")
