@@ -200,3 +200,16 @@ async def test_shutdown_timeout_comes_from_the_config() -> None:
     config = {"mcpServers": {"s": exiting(shutdownTimeout=2.5, lazy=True)}}
     async with open_supervisor(config) as sup:
         assert sup._servers["s"].spec.shutdown_timeout == 2.5  # the tree's child spec
+
+
+def test_the_stdio_stop_delays_are_injectable() -> None:
+    """Tests need not wait the 2 s + 2 s of a forced stop: a server's transport takes the
+    grace and kill delays it was given."""
+    from supervisor.config import load_config
+
+    config = load_config({"mcpServers": {"s": {"command": "true"}}}).servers["s"]
+    server = ManagedServer(config, publish=lambda event: None, grace=0.1, kill_after=0.2)
+    transport = server.transport()
+    assert (transport.grace, transport.kill_after) == (0.1, 0.2)  # type: ignore[attr-defined]
+    default = ManagedServer(config, publish=lambda event: None).transport()
+    assert (default.grace, default.kill_after) == (2.0, 2.0)  # type: ignore[attr-defined]

@@ -44,6 +44,8 @@ from ..errors import (
 from ..log import get_logger
 from ..registry import Listing, Offer
 from ..transports import (
+    GRACE_SECONDS,
+    KILL_AFTER_SECONDS,
     StdioTransport,
     http_transport,
     sse_transport,
@@ -91,9 +93,13 @@ class ManagedServer:
         ping_timeout: float = PING_TIMEOUT,
         retry_idempotent: bool = False,
         report: Callable[[Offer], None] | None = None,
+        grace: float = GRACE_SECONDS,
+        kill_after: float = KILL_AFTER_SECONDS,
     ) -> None:
         self.config = config
         self.ping_timeout = ping_timeout
+        # A local server's stop: stdin closed, `grace` s, SIGTERM, `kill_after` s, SIGKILL.
+        self._grace, self._kill_after = grace, kill_after
         self.retry_idempotent = retry_idempotent
         self.name = config.name
         self.publish = publish
@@ -260,6 +266,8 @@ class ManagedServer:
                 on_stderr=self._stderr_line,
                 on_spawn=self._spawned,
                 max_message_bytes=self.limits.max_message_bytes,
+                grace=self._grace,
+                kill_after=self._kill_after,
             )
         if c.type == "memory":
             return _Remote(InMemoryTransport(c.app))  # type: ignore[attr-defined]
