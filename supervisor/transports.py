@@ -57,7 +57,7 @@ from .log import get_logger, redact
 
 log = get_logger("supervisor.transports")
 
-#: Default bound on one JSON-RPC message (DESIGN §6 limits).
+#: Default bound on one JSON-RPC message (the config's limits).
 MAX_MESSAGE_BYTES = 16 * 2**20
 #: How long a server gets to exit after its stdin closes, then after SIGTERM.
 GRACE_SECONDS = 2.0

@@ -1,7 +1,7 @@
-"""The benchmark suite behind ``mcp-supervisor bench`` (DESIGN §9).
+"""The benchmark suite behind ``mcp-supervisor bench``.
 
 Each measured key has one function: ``await fn(n)`` runs one round of ``n`` operations and
-returns that round's figure. :data:`MEASUREMENTS` lists them with their DESIGN target and
+returns that round's figure. :data:`MEASUREMENTS` lists them with their target and
 round sizes; :func:`run_bench` runs one untimed warm-up round of each, then the timed
 rounds *interleaved* — round 1 of every measurement, then round 2 of every measurement …
 — so machine noise hits all alike, and reports the median round of each.

@@ -1,4 +1,4 @@
-"""The registry: every key ``mcp-supervisor bench`` measures, with its DESIGN §9 target,
+"""The registry: every key ``mcp-supervisor bench`` measures, with its target,
 unit and round sizes, in report order."""
 
 from __future__ import annotations

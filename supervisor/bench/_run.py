@@ -29,8 +29,8 @@ async def run_bench(
 
     The report holds each key's median round, plus ``"meta"`` (interpreter, trio,
     platform, CPUs, ``quick``, rounds and round sizes, each key's rounds and notes) and
-    ``"targets"`` (each key's DESIGN §9 target, ``None`` where DESIGN sets none; computed
-    from the medians where DESIGN gives a formula).
+    ``"targets"`` (each key's target, ``None`` where there is none; computed
+    from the medians where the target is a formula).
 
     Measurements run interleaved: in each round every plain measurement runs once and
     every suite due in that round runs one round of all its keys. Suites are opened

@@ -189,7 +189,7 @@ def recovery_backoff_initial() -> float:
 
 
 def _recovery_target(medians: Mapping[str, float]) -> str | None:
-    """DESIGN §9: ``recovery_s ≤ backoff_initial + 1.5 × connect``, with the connect time
+    """``recovery_s ≤ backoff_initial + 1.5 × connect``, with the connect time
     measured in the same rounds."""
     connect = medians.get(RECOVERY_CONNECT)
     if connect is None:

@@ -73,7 +73,7 @@ class Measurement:
     key: str
     #: ``await run(n)`` measures one round of ``n`` operations and returns its figure
     run: Callable[[int], Awaitable[float]]
-    #: the DESIGN §9 target, e.g. ``"<= 15"``; ``None`` for an informative extra key; or a
+    #: the target, e.g. ``"<= 15"``; ``None`` for an informative extra key; or a
     #: function of the run's medians (by key) returning one
     target: Target
     unit: str

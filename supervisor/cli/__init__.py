@@ -1,4 +1,4 @@
-"""The ``mcp-supervisor`` command line (DESIGN §7).
+"""The ``mcp-supervisor`` command line.
 
 Human output goes to standard output, diagnostics and logs to standard error. Exit codes:
 0 ok, 1 runtime failure, 2 usage error (argparse's own code). Each module here adds its

@@ -141,7 +141,7 @@ def register_bench(commands: Commands, parents: Parents) -> None:
         "bench",
         parents=parents,
         help="run the benchmark suite",
-        description="Measure the runtime's figures (DESIGN §9) and print them.",
+        description="Measure the runtime's figures and print them.",
     )
     bench.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     bench.add_argument("--quick", action="store_true", help="fewer, smaller rounds (seconds)")

@@ -1,7 +1,7 @@
 """``serve``: run the supervised servers until Ctrl-C, with what serves them to others.
 
 For now that is the web dashboard (``--dashboard HOST:PORT``); the MCP gateway
-(``--stdio`` / ``--http HOST:PORT``, DESIGN §7) will be another mode of the same command.
+(``--stdio`` / ``--http HOST:PORT``) will be another mode of the same command.
 Other commands add the dashboard with :func:`add_dashboard_option` and
 :func:`start_dashboard`::
 

@@ -151,7 +151,7 @@ def register(commands: Commands, parents: Parents) -> None:
         "events",
         parents=parents,
         help="run the servers and print their events as JSON lines",
-        description="Connect every enabled server and print each event (DESIGN §8) as one "
+        description="Connect every enabled server and print each event as one "
         "JSON line on stdout, until --duration seconds have passed or Ctrl-C.",
     )
     events.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")

@@ -1,4 +1,4 @@
-"""Config: one JSON file (or mapping) describing the MCP servers and the supervisor (DESIGN §6).
+"""Config: one JSON file (or mapping) describing the MCP servers and the supervisor.
 
 :func:`load_config` reads the file, validates every field in one pass, expands ``${VAR}``
 references and returns a frozen :class:`Config`. The formats other tools write are read as

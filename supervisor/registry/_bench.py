@@ -1,4 +1,4 @@
-"""Benchmark helpers (DESIGN §9: registry_merge_ms_32k, search_ms_32k); not public API."""
+"""Benchmark helpers (registry_merge_ms_32k, search_ms_32k); not public API."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from mcp_types import Tool
 from ._merge import Listing, ServerTools, merge
 
 # --- benchmark helpers ----------------------------------------------------------------
-# Called by the bench (DESIGN §9: registry_merge_ms_32k, search_ms_32k); not public API.
+# Called by the bench (registry_merge_ms_32k, search_ms_32k); not public API.
 
 _VERBS = ("get", "list", "create", "update", "delete", "search", "read", "write")
 _NOUNS = ("issue", "file", "page", "user", "repo", "commit", "ticket", "record")

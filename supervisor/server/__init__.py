@@ -6,7 +6,7 @@ Each configured server is a :class:`ManagedServer` — its config, its mailbox
 restarts incarnations with the server's backoff and gives up on it (``failed``) after its
 attempts; it never affects another server.
 
-States (DESIGN §5)::
+States::
 
     idle ──► connecting ──► connected ──► disconnected ──► connecting ──► …
                  │                                              │

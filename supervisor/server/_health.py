@@ -26,7 +26,7 @@ class ServerStatus(enum.Enum):
 
 
 class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
-    """A snapshot of one server's health (DESIGN §5); times are unix seconds."""
+    """A snapshot of one server's health; times are unix seconds."""
 
     server: str
     type: str
