@@ -31,8 +31,6 @@ from ..transports import ProtocolViolation as ProtocolViolation
 from ..transports import ServerExited as ServerExited
 from ._actor import MAX_IN_FLIGHT as MAX_IN_FLIGHT
 from ._actor import PING_TIMEOUT as PING_TIMEOUT
-from ._actor import CallTool as CallTool
-from ._actor import ListTools as ListTools
 from ._actor import ServerActor as ServerActor
 from ._health import Health as Health
 from ._health import HealthRecord as HealthRecord
@@ -46,6 +44,8 @@ from ._managed import MAILBOX as MAILBOX
 from ._managed import ManagedServer as ManagedServer
 from ._managed import open_servers as open_servers
 from ._managed import tree_hook as tree_hook
+from ._messages import CallTool as CallTool
+from ._messages import ListTools as ListTools
 
 __all__ = [
     "MAILBOX",

@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
-import attrs
 import mcp_types as types
 import trio
 from mcp import Client
@@ -35,7 +34,8 @@ from ..transports import (
 )
 from ._health import ServerStatus
 from ._host import ServerHost
-from ._listing import Listing, Listings, describe
+from ._listing import Listings, describe
+from ._messages import CallTool, GetPrompt, ListTools, ReadResource, _NotSent
 from ._remote import TransportLike
 
 log = get_logger("supervisor.server")
@@ -44,38 +44,6 @@ log = get_logger("supervisor.server")
 PING_TIMEOUT = 10.0
 #: Requests one connection serves at once; more wait in the mailbox.
 MAX_IN_FLIGHT = 256
-
-
-# -- messages ------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class CallTool:
-    tool: str
-    arguments: Mapping[str, object] | None
-
-
-@attrs.frozen
-class ListTools:
-    pass
-
-
-@attrs.define(eq=False)
-class ReadResource:
-    """Read ``uri``. Read-only: if the connection dies with it in flight, it is sent once
-    more on the next connection (``sends`` counts how often it went out)."""
-
-    uri: str
-    sends: int = 0
-
-
-@attrs.define(eq=False)
-class GetPrompt:
-    """Get the prompt ``name`` with ``arguments``; re-sent once, like :class:`ReadResource`."""
-
-    name: str
-    arguments: Mapping[str, str] | None
-    sends: int = 0
 
 
 _T = TypeVar("_T")
@@ -117,14 +85,10 @@ async def _first(*waits: Callable[[], Awaitable[object]]) -> None:
             nursery.start_soon(one, wait)
 
 
-class _NotSent(Exception):
-    """The call did not reach the server (or may be sent again): send it once more."""
-
-
 # -- one incarnation -------------------------------------------------------------------------
 
 
-class ServerActor(Listings, Actor):
+class ServerActor(Actor):
     """One incarnation: at most one SDK ``Client`` session with the server."""
 
     max_concurrency = MAX_IN_FLIGHT
@@ -143,15 +107,12 @@ class ServerActor(Listings, Actor):
         self._no_direct = trio.Event()
         self._closing = False
         self._ended = False
-        self._relisting = False
-        self._relist_again = False
-        self._refetching: set[Listing] = set()
-        self._refetch_again: set[Listing] = set()
         self.transport: TransportLike | None = None
 
     async def init(self) -> None:
         server = self.server
         server.current = self
+        self.listings = Listings(server, self.nursery, lambda: self.client)
         eager = not server.config.lazy or self.number > 1 or server.address.statistics().queued > 0
         if eager:
             self._wanted.set()
@@ -441,11 +402,11 @@ class ServerActor(Listings, Actor):
                         async with trio.open_nursery() as watchers:
                             # Listen for changes before listing: none can slip in between.
                             if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                                await watchers.start(self._listen_for_changes, client)
-                            tools = await self._list_all_tools(client)
+                                await watchers.start(self.listings.listen_for_changes, client)
+                            tools = await self.listings.all_tools(client)
                             handshake.deadline = math.inf
                             connected = True
-                            await self._list_extras(client, ("resources", "prompts"))
+                            await self.listings.extras(client, ("resources", "prompts"))
                             self._on_connected(client, tools, trio.current_time() - began)
                             if config.ping_interval and config.ping_interval > 0:
                                 watchers.start_soon(self._ping, client)
@@ -509,11 +470,11 @@ class ServerActor(Listings, Actor):
 
         async def message_handler(message: object) -> None:
             if isinstance(message, types.ToolListChangedNotification):
-                self.nursery.start_soon(self._relist)
+                self.nursery.start_soon(self.listings.relist)
             elif isinstance(message, types.ResourceListChangedNotification):
-                self.nursery.start_soon(self._refetch, "resources")
+                self.nursery.start_soon(self.listings.refetch, "resources")
             elif isinstance(message, types.PromptListChangedNotification):
-                self.nursery.start_soon(self._refetch, "prompts")
+                self.nursery.start_soon(self.listings.refetch, "prompts")
             if user_handler is not None:
                 await user_handler(message)  # type: ignore[operator]
 

@@ -42,25 +42,33 @@ def describe(error: BaseException) -> str:
 
 
 class Listings:
-    """The server actor's listings (mixed into :class:`~supervisor.server._actor.ServerActor`,
-    whose connection, nursery and coalescing flags they use)."""
+    """What one incarnation lists of its server — tools, resources (with templates) and
+    prompts — and lists again, coalesced, when the server says they changed.
 
-    server: ServerHost
-    client: Client | None
-    nursery: trio.Nursery
-    _relisting: bool
-    _relist_again: bool
-    _refetching: set[Listing]
-    _refetch_again: set[Listing]
+    Owned by a :class:`~supervisor.server.ServerActor` incarnation: ``nursery`` is the
+    incarnation's (re-fetches run there) and ``client()`` its current SDK client
+    (``None`` between sessions). What is listed goes onto ``server``.
+    """
 
-    async def _list_all_tools(self, client: Client) -> list[types.Tool]:
+    def __init__(
+        self, server: ServerHost, nursery: trio.Nursery, client: Callable[[], Client | None]
+    ) -> None:
+        self.server = server
+        self._nursery = nursery
+        self._client = client
+        self._relisting = False
+        self._relist_again = False
+        self._refetching: set[Listing] = set()
+        self._refetch_again: set[Listing] = set()
+
+    async def all_tools(self, client: Client) -> list[types.Tool]:
         async def page(cursor: str | None) -> tuple[list[types.Tool], str | None]:
             got = await client.list_tools(cursor=cursor)
             return got.tools, got.next_cursor
 
         return await self._list_pages("tools", page)
 
-    async def _relist(self) -> None:
+    async def relist(self) -> None:
         """Fetch the tool list again after a change notice. A burst of notices costs at
         most two fetches: one running, and one more for everything that came meanwhile."""
         if self._relisting:
@@ -68,9 +76,9 @@ class Listings:
             return
         self._relisting = True
         try:
-            while self.client is not None:
+            while (client := self._client()) is not None:
                 self._relist_again = False
-                tools = await self._list_all_tools(self.client)
+                tools = await self.all_tools(client)
                 server = self.server
                 before = {t.name: t for t in server.tools}
                 server.tools = tools
@@ -106,7 +114,7 @@ class Listings:
             if not cursor:
                 return items
 
-    async def _list_extras(self, client: Client, which: Sequence[Listing]) -> bool:
+    async def extras(self, client: Client, which: Sequence[Listing]) -> bool:
         """List the server's resources (with templates) and/or prompts, as its capabilities
         advertise them, onto the :class:`ManagedServer`; what it does not advertise is
         empty. A listing that fails or takes longer than the server's ``timeout`` is
@@ -174,24 +182,24 @@ class Listings:
         server.listed = True
         return (server.resources, server.resource_templates, server.prompts) != before
 
-    async def _refetch(self, what: Listing) -> None:
+    async def refetch(self, what: Listing) -> None:
         """Fetch resources (and templates) or prompts again after a change notice;
-        coalesced like :meth:`_relist`: at most one fetch running and one more queued."""
+        coalesced like :meth:`relist`: at most one fetch running and one more queued."""
         if what in self._refetching:
             self._refetch_again.add(what)
             return
         self._refetching.add(what)
         try:
-            while (client := self.client) is not None:
+            while (client := self._client()) is not None:
                 self._refetch_again.discard(what)
-                if await self._list_extras(client, (what,)):
+                if await self.extras(client, (what,)):
                     self.server.changed()
                 if what not in self._refetch_again:
                     return
         finally:
             self._refetching.discard(what)
 
-    async def _listen_for_changes(
+    async def listen_for_changes(
         self, client: Client, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """On 2026-07-28 connections change notices come on a `subscriptions/listen`
@@ -209,11 +217,11 @@ class Listings:
                     task_status = trio.TASK_STATUS_IGNORED
                     async for event in subscription:
                         if isinstance(event, ToolsListChanged):
-                            self.nursery.start_soon(self._relist)
+                            self._nursery.start_soon(self.relist)
                         elif isinstance(event, ResourcesListChanged):
-                            self.nursery.start_soon(self._refetch, "resources")
+                            self._nursery.start_soon(self.refetch, "resources")
                         elif isinstance(event, PromptsListChanged):
-                            self.nursery.start_soon(self._refetch, "prompts")
+                            self._nursery.start_soon(self.refetch, "prompts")
                 return  # closed gracefully
             except (ListenNotSupportedError, MCPError) as exc:
                 log.debug("no change notices", server=self.server.name, reason=str(exc))

@@ -50,17 +50,10 @@ from ..transports import (
     http_transport,
     sse_transport,
 )
-from ._actor import (
-    PING_TIMEOUT,
-    CallTool,
-    GetPrompt,
-    ListTools,
-    ReadResource,
-    ServerActor,
-    _NotSent,
-)
+from ._actor import PING_TIMEOUT, ServerActor
 from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
 from ._host import Limits, ServerSettings
+from ._messages import CallTool, GetPrompt, ListTools, ReadResource, _NotSent
 from ._remote import TransportLike, _Remote
 
 log = get_logger("supervisor.server")

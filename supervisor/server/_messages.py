@@ -1,0 +1,43 @@
+"""The messages a server actor serves (through its mailbox, or straight onto its
+connection), and the signal that a call must go through the mailbox after all."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+
+@attrs.frozen
+class CallTool:
+    """Call the server's tool ``tool`` (its own name) with ``arguments``."""
+
+    tool: str
+    arguments: Mapping[str, object] | None
+
+
+@attrs.frozen
+class ListTools:
+    """Answer with the server's tools, once connected."""
+
+
+@attrs.define(eq=False)
+class ReadResource:
+    """Read ``uri``. Read-only: if the connection dies with it in flight, it is sent once
+    more on the next connection (``sends`` counts how often it went out)."""
+
+    uri: str
+    sends: int = 0
+
+
+@attrs.define(eq=False)
+class GetPrompt:
+    """Get the prompt ``name`` with ``arguments``; re-sent once, like :class:`ReadResource`."""
+
+    name: str
+    arguments: Mapping[str, str] | None
+    sends: int = 0
+
+
+class _NotSent(Exception):
+    """The call did not reach the server (or may be sent again): send it once more."""
