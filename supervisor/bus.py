@@ -276,6 +276,9 @@ class Bus:
     def _add(self, sub: Subscription) -> None:
         if self._closed:
             raise trio.ClosedResourceError("cannot subscribe: the event bus is closed")
+        # What was published before this subscription goes to the others first: a new
+        # subscription starts with the first event published after it was entered.
+        self.flush()
         self._subscriptions[sub] = None
         self._invalidate()
 

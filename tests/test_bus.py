@@ -532,3 +532,16 @@ def test_receive_nowait_counts_each_event_delivered() -> None:
         sub.receive_nowait()
         sub.receive_nowait()
         assert sub.statistics().delivered == 2
+
+
+async def test_with_the_actor_a_new_subscription_sees_only_later_events() -> None:
+    """Events still queued in the mailbox when a subscription is entered go to the
+    subscriptions that existed when they were published, not to the new one."""
+    async with open_bus() as bus:
+        async with bus.subscribe() as early:
+            bus.publish(connecting(1))
+            assert bus.statistics().queued == 1
+            async with bus.subscribe() as late:
+                bus.publish(connecting(2))
+                assert attempts([await late.receive()]) == [2]
+            assert attempts([await early.receive(), await early.receive()]) == [1, 2]
