@@ -14,7 +14,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from structlog.testing import capture_logs
 
-from supervisor.actors import Backoff
+from supervisor.actors import Backoff, GiveUp, Restart
 from supervisor.errors import (
     PromptArgumentsInvalid,
     ServerRequestError,
@@ -301,6 +301,9 @@ class Settings:
     ping_interval: float = 0.0
     max_attempts: int = 1
     backoff: Backoff = Backoff(initial=0.1, maximum=0.1)
+    restart: Restart = Restart.PERMANENT
+    give_up: GiveUp = GiveUp.MARK_UNAVAILABLE
+    shutdown_timeout: float = 10.0
     prefix: str = ""
 
 

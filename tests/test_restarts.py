@@ -12,7 +12,7 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.actors import Backoff, SupervisorGaveUp
+from supervisor.actors import Backoff, GiveUp, Restart, SupervisorGaveUp
 from supervisor.errors import ServerUnavailable
 from supervisor.events import Event
 from supervisor.runtime import open_supervisor
@@ -44,6 +44,9 @@ class Refusing:
     ping_interval: float = 0.0
     max_attempts: int = 6
     backoff: Backoff = Backoff()
+    restart: Restart = Restart.PERMANENT
+    give_up: GiveUp = GiveUp.MARK_UNAVAILABLE
+    shutdown_timeout: float = 10.0
     prefix: str = ""
 
 

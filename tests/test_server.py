@@ -12,7 +12,7 @@ import trio.testing
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
 
-from supervisor.actors import Backoff
+from supervisor.actors import Backoff, GiveUp, Restart
 from supervisor.events import Event
 from supervisor.server import (
     CallMayHaveTakenEffect,
@@ -45,6 +45,9 @@ class Settings:
     ping_interval: float = 300.0
     max_attempts: int = 5
     backoff: Backoff = Backoff(initial=0.2, maximum=1.0)
+    restart: Restart = Restart.PERMANENT
+    give_up: GiveUp = GiveUp.MARK_UNAVAILABLE
+    shutdown_timeout: float = 10.0
     app: object = None  # the in-process server of a "memory" server
     prefix: str = ""
 

@@ -16,7 +16,7 @@ import attrs
 import mcp_types as types
 
 from .. import events
-from ..actors import Address, Backoff
+from ..actors import Address, Backoff, GiveUp, Restart
 from ._health import Health
 from ._remote import TransportLike
 
@@ -41,6 +41,12 @@ class ServerSettings(Protocol):
     #: restarts tried in a row before the server is failed (0: fail at the first error)
     max_attempts: int
     backoff: Backoff
+    #: OTP restart type of the server's actor
+    restart: Restart
+    #: what running out of ``max_attempts`` does
+    give_up: GiveUp
+    #: seconds a stopping server gets before it is stopped by force
+    shutdown_timeout: float
 
 
 @attrs.frozen

@@ -22,12 +22,10 @@ from ..actors import (
     ChildSpec,
     Decision,
     GaveUp,
-    GiveUp,
     Intensity,
     Notify,
     NotRestarted,
     RequestAborted,
-    Restart,
     Restarted,
     RestartScheduled,
     Supervisor,
@@ -127,11 +125,11 @@ class ManagedServer:
             self.name,
             lambda: ServerActor(self),
             mailbox=MAILBOX,
-            restart=getattr(config, "restart", Restart.PERMANENT),
-            give_up=getattr(config, "give_up", GiveUp.MARK_UNAVAILABLE),
+            restart=config.restart,
+            give_up=config.give_up,
             intensity=Intensity(max_restarts=config.max_attempts, within_seconds=math.inf),
             backoff=config.backoff,
-            shutdown_timeout=getattr(config, "shutdown_timeout", 10.0),
+            shutdown_timeout=config.shutdown_timeout,
         )
         if error is not None:
             self.health.status = ServerStatus.FAILED
