@@ -353,6 +353,13 @@ async def open_supervisor(
     — unless ``retry_idempotent`` is set and the server annotates the tool read-only or
     idempotent: then the call is sent again once the server is back.
 
+    ``bus`` is the event bus to publish on (default: a new one); its actor runs in the
+    supervisor's tree, and it is closed when the block ends, so every subscription's
+    iteration ends too. If the servers' tree gives up — more restarts than
+    ``supervisor.intensity``, or a server with ``giveUp: escalate`` out of attempts —
+    every server is stopped and :class:`~supervisor.actors.SupervisorGaveUp` (naming the
+    server) is raised out of the block.
+
     When the block ends, the session's metrics are frozen — ``handle.summary()`` returns
     them from then on — and logged as one ``session summary`` info line, before the
     servers are shut down.
