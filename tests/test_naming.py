@@ -86,6 +86,7 @@ async def test_without_a_callback_the_refusal_names_the_tool_and_the_way_out(
     message = str(info.value)
     assert "tool 'files_wipe' (server 'files')" in message and f"({reason})" in message
     assert advice in message
+    assert "run the CLI with --yes" in message
     assert (info.value.server, info.value.tool, info.value.reason) == (
         "files", "files_wipe", reason
     )
@@ -98,3 +99,40 @@ def test_the_default_template_drops_an_empty_prefix_with_its_separator() -> None
     policy = NamingPolicy()
     assert policy.affixes("s", "") == ("", "")
     assert policy.affixes("s", "p") == ("p_", "")
+
+
+def test_a_64_character_name_normalised_from_other_characters_is_not_cut() -> None:
+    """A name that needs normalising (here an accent) and then fits keeps all 64."""
+    (merged,) = names(merge([("s", "", tools("a" * 63 + "é"))]))
+    assert merged == "a" * 63 + "e"
+
+
+def test_hashes_are_pinned() -> None:
+    """Hashed names must not change between releases: users' scripts call them."""
+    assert _short_hash("a", "b") == "ffc15117"
+    assert _short_hash("srv", "xxx") == "4300a43f"
+
+
+def test_parse_handles_templates_with_a_tail() -> None:
+    """Affixes after {tool} are matched and cut too; a name that is only affixes is no
+    tool."""
+    policy = NamingPolicy("{tool}__{server}")
+    assert policy.parse("search__web", [("web", "web"), ("docs", "docs")]) == ("web", "search")
+    assert policy.parse("__web", [("web", "web")]) is None
+    assert NamingPolicy("mcp__{server}__{tool}").parse("mcp__gh__", [("gh", "gh")]) is None
+
+
+async def test_a_refusal_by_the_callback_names_the_tool() -> None:
+    """ApprovalDenied carries the server, the tool and the reason."""
+    from supervisor import ApprovalDenied
+
+    async def no(_: ApprovalRequest) -> bool:
+        return False
+
+    with pytest.raises(ApprovalDenied, match="the approval callback refused the call") as info:
+        await check_approval(True, no, request("destructive name"))
+    assert (info.value.server, info.value.tool, info.value.reason) == (
+        "files", "files_wipe", "destructive name"
+    )
+    assert not isinstance(info.value, ApprovalRequired)
+    await check_approval(False, None, request("destructive name"))  # not needed: no ask
