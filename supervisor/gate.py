@@ -4,9 +4,10 @@ The façade (``handle.call``), a server's view (``handle.server(name).call_tool`
 and any later front end call tools only through a :class:`Gate`; nothing handed to users
 reaches a server's connection around it. In order:
 
-1. the merged name is resolved — by the catalog for servers whose tools are known, by the
-   naming template for servers never connected yet (:class:`~supervisor.errors.UnknownTool`
-   naming close matches otherwise);
+1. the merged name is resolved — by the catalog for servers whose tools are known (waiting
+   for the registry's merge when a server has just listed them), by the naming template
+   for servers never connected yet (:class:`~supervisor.errors.UnknownTool` naming close
+   matches otherwise);
 2. a server not connected yet is connected first, to learn the tool's schema and
    annotations;
 3. the arguments are checked against the tool's ``inputSchema``
@@ -28,7 +29,7 @@ from collections.abc import Mapping
 import mcp_types as types
 
 from .actors import AddressState, SupervisorError
-from .errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid
+from .errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid, UnknownTool
 from .log import get_logger
 from .registry import Registry
 from .server import HealthRecord, ManagedServer, ServerMetrics
@@ -94,7 +95,14 @@ class Gate:
     ) -> ToolResult:
         """Call the tool of merged name ``name``: every step of the module docstring."""
         arguments = {} if arguments is None else arguments
-        server, original = self.resolve(name)
+        try:
+            server, original = self.resolve(name)
+        except UnknownTool:
+            if not self._registry.pending:
+                raise
+            # A server listed its tools a moment ago: wait for the registry's merge.
+            await self._registry.settled()
+            server, original = self.resolve(name)
         listed = server.tool(original)
         if listed is None:
             server, original, listed = await self._learn(name, server, timeout)

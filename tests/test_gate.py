@@ -186,3 +186,33 @@ async def test_every_subscription_ends_with_the_supervisor() -> None:
     with trio.fail_after(30):
         rest = [event async for event in sub]
     assert all(e.kind != "bus.dropped" for e in rest)
+
+
+async def test_a_call_right_after_a_listing_waits_for_the_registrys_merge() -> None:
+    """A server that has just listed its tools is known to the gate: the call waits for
+    the registry's pending merge rather than failing with UnknownTool."""
+    from supervisor.config import load_config
+    from supervisor.server import ServerStatus
+
+    config = load_config({"mcpServers": {"s": {"command": "unused", "approve": False}}})
+    registry = Registry(["s"], publish=lambda event: None)
+    server = ManagedServer(config.servers["s"], publish=lambda e: None, report=registry.report)
+    sent: list[str] = []
+
+    async def call_tool(tool: str, arguments: object, timeout: object) -> types.CallToolResult:
+        sent.append(tool)
+        return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
+
+    server.call_tool = call_tool  # type: ignore[method-assign]
+    gate = Gate({"s": server}, registry)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(registry.incarnation().run)
+        server.tools = [types.Tool(name="echo", input_schema={"type": "object"})]
+        server.health.status = ServerStatus.CONNECTED
+        server.changed()
+        assert registry.pending and "s_echo" not in registry.snapshot.named
+        assert (await gate.call("s_echo")).text == "ok"
+        with pytest.raises(UnknownTool):
+            await gate.call("s_nothing")  # nothing pending: no wait, no send
+        nursery.cancel_scope.cancel()
+    assert sent == ["echo"]

@@ -150,6 +150,11 @@ class Registry:
     # -- the readers' side ---------------------------------------------------------------
 
     @property
+    def pending(self) -> bool:
+        """Whether a report is not merged yet (:meth:`settled` would wait)."""
+        return self._merged < self._reported
+
+    @property
     def snapshot(self) -> Snapshot:
         """The last merged snapshot."""
         return self._snapshot
