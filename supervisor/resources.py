@@ -102,6 +102,11 @@ class Resources:
     def _known_prompts(self) -> list[MergedPrompt]:
         return list(self._registry.snapshot.prompts)
 
+    async def _current(self) -> None:
+        """Wait for the registry to merge what servers reported, if anything is pending."""
+        if self._registry.pending:
+            await self._registry.settled()
+
     async def _connect_all(self) -> None:
         await self.connect_all()
         await self._registry.settled()
@@ -143,6 +148,7 @@ class Resources:
                 known = ", ".join(self._servers) or "none"
                 raise UnknownServer(f"no MCP server named {server!r} (configured: {known})")
             return await managed.read_resource(uri, timeout)
+        await self._current()
         owner = route_resource(uri, self._known_resources(), self._known_templates())
         if owner is None and self._unlisted():
             await self._connect_all()
@@ -183,6 +189,7 @@ class Resources:
         :meth:`ManagedServer.get_prompt <supervisor.server.ManagedServer.get_prompt>`
         raises. Waits and retries as :meth:`read_resource` does.
         """
+        await self._current()
         prompts = {p.name: p for p in self._known_prompts()}
         if name not in prompts and self._unlisted():
             await self._connect_all()
