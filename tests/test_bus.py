@@ -545,3 +545,33 @@ async def test_with_the_actor_a_new_subscription_sees_only_later_events() -> Non
                 bus.publish(connecting(2))
                 assert attempts([await late.receive()]) == [2]
             assert attempts([await early.receive(), await early.receive()]) == [1, 2]
+
+
+async def test_iterating_past_the_yield_boundary_counts_every_event() -> None:
+    """delivered counts each event read, on the fast path and the slow one alike."""
+    bus = Bus()
+    async with bus.subscribe(buffer=500) as sub:
+        for i in range(200):
+            bus.publish(connecting(i))
+        got = [await sub.receive() for _ in range(200)]
+        assert attempts(got) == list(range(200))
+        assert sub.statistics().delivered == 200
+
+
+async def test_misuse_is_said_plainly() -> None:
+    """A closed bus, an unentered or left subscription each say what went wrong."""
+    bus = Bus()
+    sub = bus.subscribe()
+    with pytest.raises(RuntimeError, match="^subscription not entered: use `async with"):
+        sub.receive_nowait()
+    with sub:
+        pass
+    left = "^this subscription's context has been left$"
+    with pytest.raises(trio.ClosedResourceError, match=left):
+        sub.receive_nowait()
+    with pytest.raises(RuntimeError, match="^a subscription can be entered only once$"):
+        sub.__enter__()
+    bus.close()
+    closed = "^cannot subscribe: the event bus is closed$"
+    with pytest.raises(trio.ClosedResourceError, match=closed):
+        bus.subscribe()

@@ -133,3 +133,9 @@ def test_backoff_rejects_nonsense(bad: dict[str, float]) -> None:
     """Negative delays, shrinking multipliers and jitter above 1 are refused."""
     with pytest.raises(ValueError):
         Backoff(**bad)
+
+
+def test_no_delay_before_the_first_attempt() -> None:
+    """Attempt 0 (or less) waits nothing, whatever the backoff."""
+    assert backoff_delay(Backoff(initial=1, maximum=30), 0) == 0.0
+    assert backoff_delay(Backoff(initial=1, maximum=30), 1) == 1.0

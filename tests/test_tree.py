@@ -408,6 +408,14 @@ async def test_a_sibling_waiting_out_a_longer_backoff_is_not_restarted_early(
     scheduled = [(d.child, d.cause, d.at) for d in notices.decisions
                  if isinstance(d, RestartScheduled)]
     assert scheduled == [("c", "c", 8), ("a", "a", 2), ("b", "a", 2), ("c", "a", 8)]
+    first_a = next(d for d in notices.decisions if isinstance(d, RestartScheduled)
+                   and d.child == "a")
+    assert first_a == RestartScheduled(
+        supervisor="root", child="a", cause="a", strategy=Strategy.REST_FOR_ONE, attempt=1,
+        delay=pytest.approx(1), at=pytest.approx(2), reason="Boom: a crashed",
+    )
+    sibling_c = [d for d in notices.decisions if isinstance(d, RestartScheduled)][-1]
+    assert (sibling_c.attempt, sibling_c.delay) == (1, pytest.approx(7))  # its own count
 
 
 async def test_escalating_child_with_its_own_limit(journal: Journal) -> None:
@@ -785,3 +793,27 @@ async def test_a_parent_out_of_patience_cancels_a_nested_tree_at_once(
         pass
     assert sorted(journal.of("stop")) == ["x", "y"]
     assert journal.times("stop", "x")[0] == journal.times("stop", "y")[0] == pytest.approx(2)
+
+
+async def test_statistics_describe_the_supervisor_and_each_child(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """statistics() names the supervisor, its strategy and intensity, and per child its
+    restart type; next_restart_at is set only while a child waits to restart."""
+    a = spec(journal, "a", restart=Restart.TRANSIENT, backoff=Backoff(initial=5, maximum=5))
+    async with open_tree(
+        [a], name="top", strategy=Strategy.ONE_FOR_ALL, intensity=GENEROUS
+    ) as sup:
+        stats = sup.statistics()
+        assert (stats.name, stats.strategy, stats.intensity) == (
+            "top", Strategy.ONE_FOR_ALL, GENEROUS
+        )
+        (child,) = stats.children
+        assert (child.restart, child.state, child.next_restart_at) == (
+            Restart.TRANSIENT, ChildState.RUNNING, None
+        )
+        a.address.cast("crash")
+        await trio.testing.wait_all_tasks_blocked()
+        (child,) = sup.statistics().children
+        assert child.state is ChildState.RESTARTING
+        assert child.next_restart_at == pytest.approx(trio.current_time() + 5)
