@@ -118,49 +118,51 @@ class Listings:
         """List the server's resources (with templates) and/or prompts, as its capabilities
         advertise them, onto the :class:`ManagedServer`; what it does not advertise is
         empty. A listing that fails or takes longer than the server's ``timeout`` is
-        logged and keeps the previous list: the tools are served regardless. Returns
-        whether anything changed."""
+        logged and keeps the previous list: the tools are served regardless. The new lists
+        are set together, once all are in (so a caller that reports them right after
+        reports what a reader of the server sees). Returns whether anything changed."""
         server = self.server
         capabilities = client.server_capabilities
         before = (server.resources, server.resource_templates, server.prompts)
+        got: dict[str, list[object]] = {}
 
         async def resources() -> None:
             if capabilities.resources is None:
-                server.resources = []
+                got["resources"] = []
                 return
 
             async def page(cursor: str | None) -> tuple[list[types.Resource], str | None]:
-                got = await client.list_resources(cursor=cursor, cache_mode="refresh")
-                return got.resources, got.next_cursor
+                listed = await client.list_resources(cursor=cursor, cache_mode="refresh")
+                return listed.resources, listed.next_cursor
 
-            server.resources = await self._list_pages("resources", page)
+            got["resources"] = await self._list_pages("resources", page)
 
         async def templates() -> None:
             if capabilities.resources is None:
-                server.resource_templates = []
+                got["templates"] = []
                 return
 
             async def page(cursor: str | None) -> tuple[list[types.ResourceTemplate], str | None]:
-                got = await client.list_resource_templates(cursor=cursor, cache_mode="refresh")
-                return got.resource_templates, got.next_cursor
+                listed = await client.list_resource_templates(cursor=cursor, cache_mode="refresh")
+                return listed.resource_templates, listed.next_cursor
 
             try:
-                server.resource_templates = await self._list_pages("resource templates", page)
+                got["templates"] = await self._list_pages("resource templates", page)
             except MCPError as exc:
                 if exc.code != types.METHOD_NOT_FOUND:
                     raise
-                server.resource_templates = []  # resources without templates: common
+                got["templates"] = []  # resources without templates: common
 
         async def prompts() -> None:
             if capabilities.prompts is None:
-                server.prompts = []
+                got["prompts"] = []
                 return
 
             async def page(cursor: str | None) -> tuple[list[types.Prompt], str | None]:
-                got = await client.list_prompts(cursor=cursor, cache_mode="refresh")
-                return got.prompts, got.next_cursor
+                listed = await client.list_prompts(cursor=cursor, cache_mode="refresh")
+                return listed.prompts, listed.next_cursor
 
-            server.prompts = await self._list_pages("prompts", page)
+            got["prompts"] = await self._list_pages("prompts", page)
 
         async def guarded(what: str, listing: Callable[[], Awaitable[None]]) -> None:
             with trio.move_on_after(server.config.timeout) as scope:
@@ -179,6 +181,13 @@ class Listings:
                 nursery.start_soon(guarded, "resource templates", templates)
             if "prompts" in which:
                 nursery.start_soon(guarded, "prompts", prompts)
+        # No checkpoint from here to the caller's report.
+        if "resources" in got:
+            server.resources = got["resources"]  # type: ignore[assignment]
+        if "templates" in got:
+            server.resource_templates = got["templates"]  # type: ignore[assignment]
+        if "prompts" in got:
+            server.prompts = got["prompts"]  # type: ignore[assignment]
         server.listed = True
         return (server.resources, server.resource_templates, server.prompts) != before
 
