@@ -33,7 +33,15 @@ def _echo_config(names: Sequence[str], **settings: object) -> dict[str, object]:
     trusted: its calls need no approval, as the bare client's do not."""
     command, args = stdio_params("echo")
     servers = {
-        name: {"command": command, "args": list(args), "lazy": False, "approve": False}
+        # A slow or busy machine may take seconds to start Python: a late handshake is a
+        # slower figure, not a failed bench.
+        name: {
+            "command": command,
+            "args": list(args),
+            "lazy": False,
+            "approve": False,
+            "initTimeout": 60,
+        }
         for name in names
     }
     config: dict[str, object] = {"mcpServers": servers}
