@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterable, Sequence
 import attrs
 import mcp_types as types
 import trio
-from trio.lowlevel import Abort, RaiseCancelT, Task, current_task, reschedule, wait_task_rescheduled
 
 from .. import events
 from ..log import get_logger
@@ -259,21 +258,18 @@ class _RegistryActor:
     burst of reports, one scheduling round after its first report. A merge that raises
     crashes it; the next incarnation starts by merging everything again."""
 
-    __slots__ = ("registry", "_waiter", "_stopping", "_due")
+    __slots__ = ("registry", "_wakeup", "_stopping", "_due")
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
-        self._waiter: Task | None = None
+        self._wakeup = trio.Event()  # not on a hot path: a fresh Event per wait is fine
         self._stopping = False
         # A new incarnation first merges what is not merged yet (after a crash: all of it).
         self._due = registry._merged < registry._reported
 
     def wake(self) -> None:
         self._due = True
-        task = self._waiter
-        if task is not None:
-            self._waiter = None
-            reschedule(task)
+        self._wakeup.set()
 
     def request_stop(self) -> None:
         self._stopping = True
@@ -301,17 +297,8 @@ class _RegistryActor:
                     continue
                 if self._stopping:
                     return
-                await self._park()
+                await self._wakeup.wait()
+                self._wakeup = trio.Event()
         finally:
             if registry._actor is self:
                 registry._actor = None
-            self._waiter = None
-
-    async def _park(self) -> None:
-        self._waiter = current_task()
-
-        def abort(_: RaiseCancelT) -> Abort:
-            self._waiter = None
-            return Abort.SUCCEEDED
-
-        await wait_task_rescheduled(abort)
