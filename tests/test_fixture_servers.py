@@ -5,6 +5,7 @@ Each test also pins an SDK behaviour the supervisor relies on; the docstrings sa
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterator
 from functools import partial
@@ -177,20 +178,34 @@ async def test_hang_init_never_answers_the_first_message(tmp_path: Path) -> None
     connected: list[str] = []
     hung: list[str] = []
 
-    async def connect(name: str, server: object, mode: str = "auto") -> None:
-        with trio.move_on_after(2) as scope:
+    async def connect(name: str, server: object, mode: str = "auto", *, after: float = 2) -> None:
+        with trio.move_on_after(after) as scope:
             async with Client(server, mode=mode):  # type: ignore[arg-type]
                 connected.append(name)
         if scope.cancelled_caught:
             hung.append(name)
 
     async def stdio(mode: str) -> None:
+        # A subprocess may take seconds to start on a loaded machine: the quiet period
+        # counts from the fixture's own report that the first message arrived.
+        name = f"stdio-{mode}"
         with stderr[mode].open("w", encoding="utf-8") as file:
-            await connect(
-                f"stdio-{mode}",
-                stdio_client(stdio_server_parameters("hang-init"), errlog=file),
-                mode,
-            )
+            async with trio.open_nursery() as inner:
+                inner.start_soon(
+                    partial(
+                        connect,
+                        name,
+                        stdio_client(stdio_server_parameters("hang-init"), errlog=file),
+                        mode,
+                        after=math.inf,
+                    )
+                )
+                with trio.fail_after(30):
+                    while "never answering" not in stderr[mode].read_text(encoding="utf-8"):
+                        await trio.sleep(0.02)
+                await trio.sleep(1)  # answered within a second would be a connect
+                hung.append(name)
+                inner.cancel_scope.cancel()
 
     async def subprocess_http() -> None:
         async with spawn_http("hang-init", "http") as url:
