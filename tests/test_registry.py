@@ -392,6 +392,54 @@ class TestLazyExposure:
             catalog.load(["fs_read_file", "fs_red_file"])
 
 
+_SEARCH_WORDS = ["read", "file", "issue", "create", "get", "fi", "re", "the", "list", "x"]
+
+
+def _reference_search(catalog: object, query: str, limit: int) -> list[str]:
+    """The documented ranking, computed the slow obvious way."""
+    from supervisor.registry._catalog import _STOPWORDS, _tokens
+
+    words = list(dict.fromkeys(_tokens(query)))
+    words = [w for w in words if w not in _STOPWORDS] or words
+    ranked = []
+    for entry in catalog.values():  # type: ignore[attr-defined]
+        names = set(_tokens(entry.name))
+        described = {t for word in entry.description.split() for t in _tokens(word)}
+        exact = query.strip().lower() in (entry.name.lower(), entry.original_name.lower())
+        named = sum(w in names for w in words)
+        prefixed = sum(any(n.startswith(w) and n != w for n in names) for w in words)
+        desc = sum(w in described for w in words)
+        if exact or named or prefixed or desc:
+            ranked.append(((-exact, -named, -prefixed, -desc, entry.name), entry.name))
+    return [name for _, name in sorted(ranked)[:limit]]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    tools=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(_SEARCH_WORDS), min_size=1, max_size=3),
+            st.lists(st.sampled_from(_SEARCH_WORDS + ["a", "of"]), max_size=4),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    query=st.lists(st.sampled_from(_SEARCH_WORDS + ["s0_read", "a"]), min_size=1, max_size=3),
+    limit=st.integers(1, 6),
+)
+def test_search_ranks_as_documented(
+    tools: list[tuple[list[str], list[str]]], query: list[str], limit: int
+) -> None:
+    """For any small catalog and query, search gives the documented ranking, in order."""
+    listed = [
+        tool("_".join(words) + f"_{i}", " ".join(desc)) for i, (words, desc) in enumerate(tools)
+    ]
+    catalog = merge([("s0", "s0", listed)])
+    text = " ".join(query)
+    got = [s.name for s in catalog.search(text, limit)]
+    assert got == _reference_search(catalog, text, limit)
+
+
 class TestAtScale:
     def test_merge_and_search_32k(self) -> None:
         """32 × 1000 tools merge, all valid, and can be searched (how fast is for

@@ -238,7 +238,13 @@ def _summary(entry: Entry) -> Summary:
 
 
 class _SearchIndex:
-    """Token postings over names and descriptions, built once per catalog."""
+    """Token postings over names and descriptions, built once per catalog.
+
+    A search ranks candidates by one integer each (the tuple of the ranking rules packed
+    into an int, ties broken by the entry's position in name order), tier by tier of name
+    hits, so a query that matches thousands of names by one word does not pay a Python
+    comparison per candidate.
+    """
 
     def __init__(self, entries: list[Entry]) -> None:
         self.entries = entries
@@ -263,6 +269,11 @@ class _SearchIndex:
         self.name_postings = name_postings
         self.desc_postings = desc_postings
         self.name_tokens = sorted(name_postings)
+        # by_name[r] is the entry r-th in name order; rank[i] is entry i's place in it.
+        self.by_name = sorted(range(len(entries)), key=lambda i: entries[i].name)
+        self.rank = [0] * len(entries)
+        for r, i in enumerate(self.by_name):
+            self.rank[i] = r
 
     def search(self, query: str, limit: int) -> list[Entry]:
         words = list(dict.fromkeys(_tokens(query)))
@@ -283,23 +294,27 @@ class _SearchIndex:
                     break
                 found.update(self.name_postings[token])
             prefix_hits.update(found)
-        entries = self.entries
-        named = name_hits.keys() | prefix_hits.keys()
-        if exact is not None:
-            named.add(exact)
+        best: list[int] = [] if exact is None else [exact]
+        # Tiers, best first: each count of name hits, then prefix-only matches, then
+        # description-only matches. Within a tier: more prefix hits, more description hits,
+        # then name order; each packed into one int, smaller is better.
+        def tiers() -> Iterator[list[int]]:
+            for hits in sorted(set(name_hits.values()), reverse=True):
+                yield [i for i, n in name_hits.items() if n == hits]
+            yield [i for i in prefix_hits if i not in name_hits]
+            yield [i for i in desc_hits if i not in name_hits and i not in prefix_hits]
 
-        def key(i: int) -> tuple[int, int, int, int, str]:
-            return (
-                -(i == exact),
-                -name_hits[i],
-                -prefix_hits[i],
-                -desc_hits[i],
-                entries[i].name,
-            )
-
-        best = heapq.nsmallest(limit, named, key=key)
-        if len(best) < limit:
-            # Entries matching only by description: rank by hit count, then name.
-            rest = [(-n, entries[i].name, i) for i, n in desc_hits.items() if i not in named]
-            best += [i for _, _, i in heapq.nsmallest(limit - len(best), rest)]
-        return [entries[i] for i in best]
+        base = len(words) + 1
+        size = len(self.entries)
+        rank, prefix, desc = self.rank, prefix_hits.get, desc_hits.get
+        for tier in tiers():
+            wanted = limit - len(best)
+            if wanted <= 0:
+                break
+            keys = [
+                ((base - prefix(i, 0)) * base + base - desc(i, 0)) * size + rank[i]
+                for i in tier
+                if i != exact
+            ]
+            best += [self.by_name[key % size] for key in heapq.nsmallest(wanted, keys)]
+        return [self.entries[i] for i in best[:limit]]
