@@ -209,6 +209,39 @@ async def test_in_flight_requests_fail_when_the_incarnation_crashes(
         assert await spec.address.call("whoami") == ("p", 2)
 
 
+async def test_a_busy_mailbox_does_not_starve_other_tasks() -> None:
+    """A sequential actor with a full mailbox of casts still lets other tasks run between
+    its messages (it yields to the scheduler for each one)."""
+    handled: list[int] = []
+    ticks_seen: list[int] = []
+    ticks = 0
+
+    class Counter(Actor):
+        async def handle(self, message: object) -> object:
+            assert isinstance(message, int)
+            handled.append(message)
+            ticks_seen.append(ticks)
+            return None  # never awaits: only the mailbox loop can yield
+
+    spec = actor_spec("busy", Counter, mailbox=1000)
+    for i in range(500):
+        spec.address.cast(i)
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await trio.lowlevel.checkpoint()
+
+    async with open_tree([spec]), trio.open_nursery() as nursery:
+        nursery.start_soon(ticker)
+        await until(lambda: len(handled) == 500)
+        nursery.cancel_scope.cancel()
+    assert handled == list(range(500))
+    # The ticker ran throughout the burst, not only before or after it.
+    assert ticks_seen[-1] - ticks_seen[0] >= 400
+
+
 async def test_cast_to_full_mailbox_raises(journal: Journal) -> None:
     """cast never blocks: a full mailbox raises MailboxFull and keeps what it had."""
     address = Address("x", capacity=2)

@@ -201,7 +201,7 @@ async def test_hang_init_never_answers_the_first_message(tmp_path: Path) -> None
                     )
                 )
                 with trio.fail_after(30):
-                    while "never answering" not in stderr[mode].read_text(encoding="utf-8"):
+                    while "never answering" not in stderr[mode].read_text(encoding="utf-8"):  # noqa: ASYNC110 - a file another process writes
                         await trio.sleep(0.02)
                 await trio.sleep(1)  # answered within a second would be a connect
                 hung.append(name)

@@ -11,7 +11,7 @@ from typing import Generic, TypeVar
 import trio
 
 from ._errors import collapse
-from ._mailbox import Address, Envelope, aborted
+from ._mailbox import _QUEUED, _RUNNING, Address, Envelope, aborted
 from ._spec import Backoff, ChildSpec, ExitReason, GiveUp, Intensity, Restart, Shutdown
 
 _current: contextvars.ContextVar[Envelope | None] = contextvars.ContextVar(
@@ -44,11 +44,6 @@ def before_effect(until: Callable[[], bool] | None = None) -> Iterator[None]:
         env.requeue = False
         raise
     env.requeue = False
-
-
-# A sequential actor that always finds a message waiting still yields to the scheduler
-# this often, so a busy mailbox cannot starve the rest of the program.
-_FAIRNESS_EVERY = 32
 
 
 class Actor:
@@ -174,31 +169,22 @@ class _Runner(Generic[A]):
     # instant is handled after leaving the scope, so none is lost.
 
     async def _serve_sequentially(self) -> None:
+        # `receive()` yields to the scheduler even when a message is waiting, so a busy
+        # mailbox cannot starve the rest of the program.
         receiver = self.address.receiver
-        streak = 0
         late: Envelope | None = None
         address = self.address
         with trio.CancelScope() as scope:
             self._serve_scope = scope
             while not self._stopping:
-                if (env := address.take_requeued()) is not None:
-                    await self._handle(env)
-                    continue
-                try:
-                    env = receiver.receive_nowait()
-                except trio.WouldBlock:
-                    streak = 0
+                env = address.take_requeued()
+                if env is None:
                     self._parked = True
                     env = await receiver.receive()
                     self._parked = False
                     if scope.cancel_called:
                         late = env
                         break
-                else:
-                    streak += 1
-                    if streak >= _FAIRNESS_EVERY:
-                        streak = 0
-                        await trio.lowlevel.cancel_shielded_checkpoint()
                 await self._handle(env)
         self._parked = False
         if late is not None:
@@ -230,7 +216,8 @@ class _Runner(Generic[A]):
         if env.deadline == math.inf:
             # No deadline: skip the cancel scope, which costs more than the rest of a
             # call; an abandoned handler of this kind runs to completion.
-            if env.begin(None):
+            if env._state == _QUEUED:  # env.begin(None), inlined: the hot path
+                env._state = _RUNNING
                 await self._invoke(env)
             return
         with trio.CancelScope(deadline=env.deadline) as scope:
