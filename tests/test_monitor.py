@@ -34,7 +34,7 @@ from supervisor.monitor import (
     summary_text,
 )
 from supervisor.runtime import open_supervisor
-from supervisor.server import Health, HealthRecord
+from supervisor.server import Health, HealthRecord, ServerStatus
 from supervisor.server._health import LATENCY_BOUNDS, REPORTED_BOUNDS
 from supervisor.testing.servers import stdio_params
 
@@ -299,6 +299,35 @@ class TestHealthTimes:
         health.mark_connected(50.0)
         metrics = health.metrics("s", "connected", 51.0)
         assert (metrics.uptime_s, metrics.downtime_s, metrics.reconnects) == (6.0, 0.0, 0)
+
+    def test_transitions_keep_the_record(self) -> None:
+        """connected / failed / stopped set the record's fields; an outage's length comes
+        back from the connection that ends it; a stop keeps a `failed` status."""
+        health = Health()
+        assert health.connected(3, 0.5, wall=1000.0, now=0.0) is None  # no outage yet
+        assert health.status is ServerStatus.CONNECTED and health.connected_since == 1000.0
+        assert (health.tool_count, health.connect_time, health.last_ok) == (3, 0.5, 1000.0)
+        health.failed("boom", wall=1010.0, now=10.0)
+        health.failed("boom again", wall=1012.0, now=12.0)
+        assert health.status is ServerStatus.DISCONNECTED and health.connected_since is None
+        assert (health.last_error, health.error_count, health.consecutive_failures) == (
+            "boom again",
+            2,
+            2,
+        )
+        assert health.disconnected_at == 1010.0  # the outage began at the first failure
+        assert health.connected(4, 0.2, wall=1015.0, now=15.0) == 5.0
+        assert (health.consecutive_failures, health.error_count) == (0, 2)
+        assert health.disconnected_at is None and health.next_retry_at is None
+        health.stopped(True, now=20.0)
+        assert health.status is ServerStatus.DISCONNECTED
+        health.stopped(False, now=21.0)
+        assert health.status is ServerStatus.IDLE
+        health.status = ServerStatus.FAILED
+        health.stopped(True, now=22.0)
+        assert health.status is ServerStatus.FAILED
+        metrics = health.metrics("s", "failed", 30.0)
+        assert (metrics.uptime_s, metrics.downtime_s, metrics.reconnects) == (15.0, 5.0, 1)
 
 
 def stdio(kind: str, **extra: object) -> dict[str, object]:

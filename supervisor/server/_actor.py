@@ -510,39 +510,20 @@ class ServerActor(Actor):
 
     def _on_connected(self, client: Client, tools: list[types.Tool], took: float) -> None:
         server = self.server
-        health = server.health
-        now = time.time()
-        recovered = health.disconnected_at
         self.client = client
         server.tools = tools
-        health.status = ServerStatus.CONNECTED
-        health.connected_since = now
-        health.last_ok = now
-        health.consecutive_failures = 0
-        health.tool_count = len(tools)
-        health.connect_time = took
-        health.next_retry_at = None
-        health.mark_connected(trio.current_time())
+        downtime = server.health.connected(len(tools), took, time.time(), trio.current_time())
         self._ready.set()
         server.emit(events.Connected(server=server.name, tool_count=len(tools), connect_time=took))
-        if recovered is not None:
-            health.disconnected_at = None
-            server.emit(events.HealthRecovered(server=server.name, downtime=now - recovered))
+        if downtime is not None:
+            server.emit(events.HealthRecovered(server=server.name, downtime=downtime))
         log.info("connected", server=server.name, tools=len(tools), connect_time=round(took, 3))
         server.changed()
 
     def _on_failed(self, transport: TransportLike, connected: bool, exc: BaseException) -> None:
         server = self.server
-        health = server.health
         text = redact(describe(transport.failure or exc))
-        health.status = ServerStatus.DISCONNECTED
-        health.connected_since = None
-        health.last_error = text
-        health.error_count += 1
-        health.consecutive_failures += 1
-        if health.disconnected_at is None:
-            health.disconnected_at = time.time()
-        health.mark_down(trio.current_time())
+        server.health.failed(text, time.time(), trio.current_time())
         self.client = None
         if isinstance(transport, StdioTransport) and transport.pid is not None:
             server.emit(
@@ -561,11 +542,9 @@ class ServerActor(Actor):
     def _on_stopped(self, transport: TransportLike, connected: bool) -> None:
         server = self.server
         self.client = None
-        server.health.mark_stopped(trio.current_time())
+        server.health.stopped(connected, trio.current_time())
         if connected:
             server.emit(events.Disconnected(server=server.name, reason="stopped", was_clean=True))
         if isinstance(transport, StdioTransport) and transport.pid is not None:
             server.emit(events.LocalShutdown(server=server.name))
-        if server.health.status is not ServerStatus.FAILED:
-            server.health.status = ServerStatus.IDLE if not connected else ServerStatus.DISCONNECTED
         server.changed()

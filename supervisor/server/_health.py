@@ -206,6 +206,46 @@ class Health:
         seconds = self.latency.quantile(q)
         return None if seconds is None else seconds * 1000
 
+    # -- transitions: the server actor reports, the record follows ----------------------
+    # ``wall`` is time.time() (what the record shows), ``now`` trio.current_time() (what
+    # up and down time are counted on).
+
+    def connected(self, tool_count: int, took: float, wall: float, now: float) -> float | None:
+        """A connection was made with ``tool_count`` tools in ``took`` seconds.
+
+        Returns how long the server was down (wall seconds) if this ends an outage.
+        """
+        self.status = ServerStatus.CONNECTED
+        self.connected_since = wall
+        self.last_ok = wall
+        self.consecutive_failures = 0
+        self.tool_count = tool_count
+        self.connect_time = took
+        self.next_retry_at = None
+        self.mark_connected(now)
+        if self.disconnected_at is None:
+            return None
+        downtime = wall - self.disconnected_at
+        self.disconnected_at = None
+        return downtime
+
+    def failed(self, error: str, wall: float, now: float) -> None:
+        """A connection attempt failed or the connection was lost, with ``error``."""
+        self.status = ServerStatus.DISCONNECTED
+        self.connected_since = None
+        self.last_error = error
+        self.error_count += 1
+        self.consecutive_failures += 1
+        if self.disconnected_at is None:
+            self.disconnected_at = wall
+        self.mark_down(now)
+
+    def stopped(self, was_connected: bool, now: float) -> None:
+        """Stopped on purpose; a ``failed`` status (the tree gave up) stays."""
+        self.mark_stopped(now)
+        if self.status is not ServerStatus.FAILED:
+            self.status = ServerStatus.DISCONNECTED if was_connected else ServerStatus.IDLE
+
     # -- up and down (``now``: trio.current_time()) -----------------------------------
 
     def mark_connected(self, now: float) -> None:
