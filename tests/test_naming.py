@@ -37,6 +37,13 @@ def test_a_longer_name_is_cut_to_64_with_a_hash_and_no_doubled_separator() -> No
     assert merged.endswith(_short_hash("srv", long))
 
 
+def test_only_separators_are_dropped_at_the_cut() -> None:
+    """Letters at the cut stay, whatever they are: only '_' and '-' are dropped."""
+    long = "a" * 53 + "XX" + "b" * 20  # characters 54 and 55 are 'X'
+    (merged,) = names(merge([("srv", "", tools(long))]))
+    assert merged == "a" * 53 + "XX_" + _short_hash("srv", long)
+
+
 def test_the_same_long_name_on_two_servers_gets_two_hashes_not_a_clash() -> None:
     """The hash covers the server: two servers' identical long names differ by it,
     without a clash suffix."""

@@ -507,8 +507,14 @@ class TestCheckApproval:
 
     async def test_headless_destructive_does_not_suggest_auto_approve(self) -> None:
         """For destructive tools the message says autoApprove would not help."""
-        with pytest.raises(ApprovalRequired, match="always ask, even when listed in autoApprove"):
+        with pytest.raises(ApprovalRequired) as info:
             await check_approval(True, None, request("destructive name", "delete_repo"))
+        assert str(info.value).endswith(
+            "needs approval (destructive name) and there is no approval callback; "
+            "the call was not made. To allow it: pass an approval callback, "
+            "or run the CLI with --yes (destructive tools always ask, "
+            "even when listed in autoApprove)"
+        ), str(info.value)
 
     async def test_callback_grants(self) -> None:
         """A callback returning ``True`` lets the call go ahead, having seen the request."""

@@ -401,7 +401,7 @@ class Supervisor:
     # -- requests ----------------------------------------------------------------------
 
     async def _serve_request(self, env: Envelope) -> None:
-        if not env.begin(trio.CancelScope()):
+        if not env.begin(None):
             return
         op, arg = env.message  # type: ignore[misc]
         try:
