@@ -270,17 +270,31 @@ class ServerRequestError(ServerError):
 # -- transports -----------------------------------------------------------------------
 
 
+#: HTTP statuses at an MCP endpoint that retrying soon will not change: a login is
+#: needed or refused, or nothing (no MCP endpoint) is at that URL.
+_PERMANENT_HTTP_STATUSES = frozenset({401, 403, 404, 405, 410})
+
+
 class TransportError(SupervisorError):
-    """The connection to an MCP server failed or ended."""
+    """The connection to an MCP server failed or ended.
+
+    ``retryable`` is false when trying again soon cannot help — the executable is
+    missing or not executable, the endpoint answered 401, 403 or 404: the supervisor
+    then marks the server failed at once instead of spending its restarts (restarting
+    it explicitly tries again).
+    """
+
+    retryable: bool = True
 
 
 class ServerExited(TransportError):
     """The server process exited. ``exit_code`` is its status (negative: a signal;
     ``None`` when it could not be started at all)."""
 
-    def __init__(self, message: str, *, exit_code: int | None) -> None:
+    def __init__(self, message: str, *, exit_code: int | None, retryable: bool = True) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+        self.retryable = retryable
 
 
 class ProtocolViolation(TransportError):
@@ -311,6 +325,7 @@ class HTTPStatusError(HTTPError):
     def __init__(self, message: str, *, url: str, status_code: int) -> None:
         super().__init__(message, url=url)
         self.status_code = status_code
+        self.retryable = status_code not in _PERMANENT_HTTP_STATUSES
 
 
 class HTTPConnectionLost(HTTPError):
@@ -339,6 +354,7 @@ class WebSocketConnectError(WebSocketError):
     def __init__(self, message: str, *, url: str, status_code: int | None = None) -> None:
         super().__init__(message, url=url)
         self.status_code = status_code
+        self.retryable = status_code not in _PERMANENT_HTTP_STATUSES
 
 
 class WebSocketSubprotocolError(WebSocketConnectError):
@@ -350,6 +366,7 @@ class WebSocketSubprotocolError(WebSocketConnectError):
     def __init__(self, message: str, *, url: str, subprotocol: str | None) -> None:
         super().__init__(message, url=url)
         self.subprotocol = subprotocol
+        self.retryable = False  # not an MCP WebSocket endpoint
 
 
 class WebSocketFrameError(WebSocketError):

@@ -332,6 +332,7 @@ async def open_supervisor(
     builtins: Iterable[str] = (),
     spill_dir: str | os.PathLike[str] | None = None,
     retry_idempotent: bool = False,
+    retries: bool = True,
     **client_options: object,
 ) -> AsyncIterator[SupervisorHandle]:
     """Supervise every enabled server of ``config`` for the duration of the block.
@@ -348,6 +349,13 @@ async def open_supervisor(
     ``elicitation_callback``, ``list_roots_callback``, ``logging_callback``,
     ``message_handler``, ``client_info``; without a handler a server's request gets the
     proper MCP error. Servers connect lazily unless ``lazy: false``.
+
+    With ``retries=False`` each server gets one attempt and is never restarted: a server
+    that fails is ``failed`` at once, with its reason, and calls to it fail fast — what a
+    one-shot command wants (an answer now, not after the restart budget). Either way, a
+    server whose error says retrying cannot help (its executable is missing, its endpoint
+    answered 401, 403 or 404) is failed at once; :meth:`SupervisorHandle.restart` tries
+    again.
 
     A call in flight when its connection dies is never re-sent — it may have taken effect
     — unless ``retry_idempotent`` is set and the server annotates the tool read-only or
@@ -386,6 +394,7 @@ async def open_supervisor(
             ping_timeout=settings.ping_timeout,
             retry_idempotent=retry_idempotent,
             report=registry.report,
+            retries=retries,
         )
         for name in enabled
     }

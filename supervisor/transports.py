@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import contextvars
+import errno
 import http
 import math
 import os
@@ -68,6 +69,15 @@ _PREVIEW = 120
 
 _ToSession = anyio.abc.ObjectSendStream[SessionMessage | Exception]
 
+
+#: Why a process could not be started, when starting it again soon cannot help: the
+#: executable is missing or not executable, or the working directory does not exist.
+#: How long an exit's report waits for the rest of the process's stderr.
+_STDERR_DRAIN_S = 1.0
+
+_PERMANENT_SPAWN_ERRORS = frozenset(
+    {errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC, errno.ENOTDIR, errno.EISDIR}
+)
 
 class Receipt:
     """Whether a request reached the server, as far as the transport can tell.
@@ -164,6 +174,8 @@ class StdioTransport:
         self.pid: int | None = None
         self.returncode: int | None = None
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=stderr_lines)
+        # Set once stderr reached its end: an exit is reported after it (with its last line).
+        self._stderr_done = trio.Event()
         self.closed = trio.Event()
         self.failure: TransportError | None = None
         self._process: trio.Process | None = None
@@ -216,6 +228,8 @@ class StdioTransport:
                 f"MCP server {self.name!r} could not be started: {exc.strerror or exc} "
                 f"(command {self.command!r}); check the command and its PATH",
                 exit_code=None,
+                # Missing, not executable, or a bad cwd: no retry will find it meanwhile.
+                retryable=exc.errno not in _PERMANENT_SPAWN_ERRORS,
             ) from exc
         self._process = process
         self.pid = process.pid
@@ -274,8 +288,7 @@ class StdioTransport:
             self._fail(TransportError(f"reading from MCP server {self.name!r} failed: {exc}"))
         else:
             # End of stdout: the process is exiting, or closed its stdout on purpose.
-            await process.wait()
-            self._note_exit(process)
+            await self._wait_exit(process)
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             await to_session.aclose()
 
@@ -308,20 +321,23 @@ class StdioTransport:
     async def _read_stderr(self, process: trio.Process) -> None:
         assert process.stderr is not None
         buffer = bytearray()
-        with suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-            while True:
-                chunk = await process.stderr.receive_some(65536)
-                if not chunk:
-                    break
-                buffer += chunk
-                while (end := buffer.find(b"\n")) >= 0:
-                    self._stderr_line(bytes(buffer[:end]))
-                    del buffer[: end + 1]
-                if len(buffer) > 65536:  # a line without end: keep it bounded
-                    self._stderr_line(bytes(buffer))
-                    buffer.clear()
-        if buffer:
-            self._stderr_line(bytes(buffer))
+        try:
+            with suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                while True:
+                    chunk = await process.stderr.receive_some(65536)
+                    if not chunk:
+                        break
+                    buffer += chunk
+                    while (end := buffer.find(b"\n")) >= 0:
+                        self._stderr_line(bytes(buffer[:end]))
+                        del buffer[: end + 1]
+                    if len(buffer) > 65536:  # a line without end: keep it bounded
+                        self._stderr_line(bytes(buffer))
+                        buffer.clear()
+            if buffer:
+                self._stderr_line(bytes(buffer))
+        finally:
+            self._stderr_done.set()
 
     def _stderr_line(self, raw: bytes) -> None:
         line = redact(raw.decode("utf-8", "replace").rstrip("\r"))
@@ -330,10 +346,19 @@ class StdioTransport:
             self.on_stderr(line)
 
     async def _watch_exit(self, process: trio.Process, to_session: _ToSession) -> None:
-        await process.wait()
-        self._note_exit(process)
+        await self._wait_exit(process)
         # Wake requests waiting for a reply that will never come.
         await to_session.aclose()
+
+    async def _wait_exit(self, process: trio.Process) -> None:
+        """Wait for the process to exit, then for the rest of its stderr (a process that
+        fails at once says why in its last line, which may still be in the pipe), then
+        report the exit. A grandchild holding stderr open delays it by at most
+        :data:`_STDERR_DRAIN_S`."""
+        await process.wait()
+        with trio.move_on_after(_STDERR_DRAIN_S):
+            await self._stderr_done.wait()
+        self._note_exit(process)
 
     def _note_exit(self, process: trio.Process) -> None:
         if self.returncode is not None:

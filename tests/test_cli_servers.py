@@ -57,7 +57,8 @@ def test_status_table_when_all_are_connected(tmp_path: pathlib.Path) -> None:
 def test_events_prints_json_lines(tmp_path: pathlib.Path) -> None:
     """events --filter 'mcp.*' --duration S prints one JSON event per line, then exits 0."""
     config = write_config(tmp_path, {"echo": fixture("echo")})
-    done = run("events", "--config", config, "--filter", "mcp.*", "--duration", "4")
+    # long enough for a loaded machine to start Python and the server
+    done = run("events", "--config", config, "--filter", "mcp.*", "--duration", "12")
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
     kinds = [e["kind"] for e in events]

@@ -108,7 +108,8 @@ class TestStatusTable:
         assert status_table(sample_records(), now=NOW) == SAMPLE
 
     def test_every_state(self) -> None:
-        """Failed (gave up, or misconfigured), idle and stopped; one of each, plural-aware."""
+        """Failed (gave up, or misconfigured), idle and stopped; one of each, plural-aware;
+        the whole reason under a row whose cell shows only its gist."""
         records = {
             r.server: r
             for r in [
@@ -133,6 +134,7 @@ MCP Server Status
   Server         Status  Tools  Last Active    Details
 ───────────────────────────────────────────────────────────
   notes          🔴        —    2h ago         gave up after 6 attempts: exited with code 1
+      ↳ exited with code 1; last stderr line: 'boom'
   misconfigured  🔴        —    —              missing variable ${TOKEN}
   lazy           ⚪        —    —              not started
   parked         ⚪        1    3d ago         stopped
@@ -541,8 +543,7 @@ async def test_status_prints_the_table(tmp_path: pathlib.Path) -> None:
     assert lines[2].split() == ["Server", "Status", "Tools", "Last", "Active", "Details"]
     assert re.fullmatch(r"  alpha {8}🟢 {8}3 {4}(just now|\d+s ago)", lines[4])
     assert (
-        lines[5] == "  broken       🔴        —    —              gave up after 1 attempt: "
-        "exited with code 1"
+        lines[5] == "  broken       🔴        —    —              tried once: exited with code 1"
     )
     assert lines[-1] == "  2 servers configured | 1 connected | 3 tools available"
 
@@ -555,7 +556,8 @@ async def test_status_json_contains_the_metrics(tmp_path: pathlib.Path) -> None:
     )
     document = json.loads(done.stdout)
     assert [s["server"] for s in document["servers"]] == ["alpha", "beta"]
-    assert document["servers"][0]["max_attempts"] == 5
+    # status makes one attempt per server: no restarts would be tried
+    assert document["servers"][0]["max_attempts"] == 0
     metrics = document["metrics"]
     assert set(metrics) == {"alpha", "beta"}
     assert set(metrics["alpha"]) >= {

@@ -65,7 +65,9 @@ class GaveUp:
     calls to it fail fast); true when the supervisor itself gave up, stopping all its
     children — ``own`` then says whether the child's own limit or the supervisor's was
     exceeded. ``attempt`` is the consecutive restart that was refused, ``restarts`` how
-    many were counted against ``limit``.
+    many were counted against ``limit``. ``permanent``: no limit was reached — the child's
+    error said restarting soon cannot help (:attr:`Crashed.permanent`), so no restart was
+    tried.
     """
 
     supervisor: str
@@ -76,6 +78,7 @@ class GaveUp:
     escalated: bool
     own: bool
     reason: str
+    permanent: bool = False
 
 
 @attrs.frozen

@@ -63,9 +63,19 @@ class Shutdown:
 
 @attrs.frozen
 class Crashed:
-    """The child raised: an abnormal exit. ``error`` is the exception."""
+    """The child raised: an abnormal exit. ``error`` is the exception.
+
+    An error whose ``retryable`` attribute is ``False`` says that restarting soon cannot
+    help (a missing executable, a refused login): :attr:`permanent`, and the supervisor
+    gives up on the child at once instead of spending its restarts.
+    """
 
     error: BaseException
+
+    @property
+    def permanent(self) -> bool:
+        """Whether the error says restarting soon cannot help (``retryable is False``)."""
+        return getattr(self.error, "retryable", True) is False
 
     def describe(self) -> str:
         text = str(self.error)

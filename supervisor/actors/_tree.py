@@ -459,6 +459,14 @@ class Supervisor:
         slot.incarnation = None
         if not should_restart(spec.restart, reason):
             self._retire(slot)
+            if isinstance(reason, Crashed):
+                log.warning(
+                    "child crashed; not restarted",
+                    supervisor=self.name,
+                    child=spec.id,
+                    restart=spec.restart.value,
+                    reason=reason.describe(),
+                )
             self._emit(
                 NotRestarted(
                     supervisor=self.name,
@@ -473,6 +481,12 @@ class Supervisor:
         if slot.attempt and now - slot.started_at >= backoff.stable_after:
             slot.start_over()  # it was stable
         slot.attempt += 1
+        if isinstance(reason, Crashed) and reason.permanent:
+            # Restarting soon cannot help: give up now, as the child's give_up says.
+            if spec.give_up is GiveUp.MARK_UNAVAILABLE:
+                self._mark_unavailable(slot, reason, permanent=True)
+                return
+            self._escalate(slot, reason, own=True, permanent=True)
         if slot.window is not None and slot.window.record(now):
             if spec.give_up is GiveUp.MARK_UNAVAILABLE:
                 self._mark_unavailable(slot, reason)
@@ -559,7 +573,7 @@ class Supervisor:
                 )
             )
 
-    def _mark_unavailable(self, slot: Slot, reason: ExitReason) -> None:
+    def _mark_unavailable(self, slot: Slot, reason: ExitReason, permanent: bool = False) -> None:
         assert slot.window is not None
         slot.state = ChildState.UNAVAILABLE
         slot.restart_at = None
@@ -572,6 +586,7 @@ class Supervisor:
             child=slot.spec.id,
             reason=reason.describe(),
             restarts=attempts,
+            permanent=permanent,
         )
         self._emit(
             GaveUp(
@@ -583,13 +598,21 @@ class Supervisor:
                 escalated=False,
                 own=True,
                 reason=reason.describe(),
+                permanent=permanent,
             )
         )
 
-    def _escalate(self, slot: Slot, reason: ExitReason, own: bool) -> None:
-        """Give up: report it and raise SupervisorGaveUp (the caller's finally stops all)."""
+    def _escalate(self, slot: Slot, reason: ExitReason, own: bool, permanent: bool = False) -> None:
+        """Give up: report it and raise SupervisorGaveUp (the caller's finally stops all).
+
+        ``permanent``: no limit was exceeded; the child's error said restarting cannot help.
+        """
         now = trio.current_time()
-        if own:
+        if permanent:
+            limit = slot.window.intensity if slot.window is not None else self.intensity
+            restarts = slot.attempt - 1
+            whose = ""
+        elif own:
             assert slot.window is not None
             limit, restarts = slot.window.intensity, slot.window.count(now) - 1
             whose = "its own restart intensity"
@@ -597,7 +620,9 @@ class Supervisor:
             limit, restarts = self.intensity, self._window.count(now) - 1
             whose = "the supervisor's restart intensity"
         log.error(
-            "restart intensity exceeded; supervisor gives up",
+            "child cannot be restarted; supervisor gives up"
+            if permanent
+            else "restart intensity exceeded; supervisor gives up",
             supervisor=self.name,
             child=slot.spec.id,
             reason=reason.describe(),
@@ -612,11 +637,16 @@ class Supervisor:
                 escalated=True,
                 own=own,
                 reason=reason.describe(),
+                permanent=permanent,
             )
         )
+        why = (
+            f"child {slot.spec.id!r} cannot be restarted (its error says restarting cannot help)"
+            if permanent
+            else f"child {slot.spec.id!r} exceeded {whose} ({limit.describe()})"
+        )
         error = SupervisorGaveUp(
-            f"supervisor {self.name!r} gave up: child {slot.spec.id!r} exceeded {whose} "
-            f"({limit.describe()}); last exit: {reason.describe()}",
+            f"supervisor {self.name!r} gave up: {why}; last exit: {reason.describe()}",
             supervisor=self.name,
             child=slot.spec.id,
             restarts=restarts,

@@ -36,6 +36,24 @@ def load(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Config, or None a
     return config
 
 
+def one_shot(args: argparse.Namespace) -> None:
+    """A one-shot command (``status``, ``tools``, ``call``) gives each server one attempt
+    and reports every outcome itself: the supervisor's own warnings (a server failed,
+    would be restarted) would only repeat its output, so only errors are logged unless
+    ``-v`` asked for more."""
+    if not getattr(args, "verbose", 0):
+        from ..log import configure_logging
+
+        configure_logging(level="error", stream=sys.stderr, force=True)
+
+
+#: what a one-shot command says about servers it tried once and found failing
+ONE_ATTEMPT_NOTE = (
+    "tried once, as every one-shot command does; a long-running supervisor "
+    "(`mcp-supervisor serve`, `status --watch`) retries a failed server with backoff"
+)
+
+
 def print_json(document: object) -> None:
     """One JSON document on standard output, and a newline."""
     json.dump(document, sys.stdout)

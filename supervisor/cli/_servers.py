@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, load
+from ._common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    ONE_ATTEMPT_NOTE,
+    Commands,
+    Parents,
+    load,
+    one_shot,
+)
 from ._serve import add_dashboard_option, start_dashboard
 
 if TYPE_CHECKING:
@@ -36,7 +45,9 @@ def _color() -> bool:
     return sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
 
-def _show(sup: SupervisorHandle, as_json: bool, *, redraw: bool = False) -> int:
+def _show(
+    sup: SupervisorHandle, as_json: bool, *, redraw: bool = False, once: bool = False
+) -> int:
     """Print the table (or the JSON document) once; exit 0 when every server is connected."""
     from ..monitor import status_document, status_table
 
@@ -49,6 +60,8 @@ def _show(sup: SupervisorHandle, as_json: bool, *, redraw: bool = False) -> int:
         table = status_table(records, color=_color(), width=width)
         # Home and clear-to-end: the table is redrawn in place, without flicker.
         print(("\x1b[H\x1b[J" if redraw else "") + table, flush=True)
+    if once and any(r.status == "failed" and r.retryable for r in records.values()):
+        print(f"mcp-supervisor status: {ONE_ATTEMPT_NOTE}", file=sys.stderr)
     return EXIT_OK if all(r.status == "connected" for r in records.values()) else EXIT_FAILURE
 
 
@@ -96,7 +109,11 @@ async def _watch(sup: SupervisorHandle, as_json: bool) -> None:
 async def _status(config: Config, args: argparse.Namespace) -> int:
     from ..runtime import open_supervisor
 
-    async with open_supervisor(config) as sup:
+    # Without --watch (or the dashboard) status is a one-shot command: one attempt each.
+    watching = args.watch or args.dashboard is not None
+    if not watching:
+        one_shot(args)
+    async with open_supervisor(config, retries=watching) as sup:
         if args.dashboard is not None:  # the page and the table, live, until Ctrl-C
             async with trio.open_nursery() as nursery:
                 await start_dashboard(nursery, sup, args.dashboard)
@@ -105,7 +122,7 @@ async def _status(config: Config, args: argparse.Namespace) -> int:
             await _watch(sup, args.json)
             return EXIT_OK
         await _connect_all(sup)
-        return _show(sup, args.json)
+        return _show(sup, args.json, once=True)
 
 
 def _cmd_events(args: argparse.Namespace) -> int:

@@ -22,7 +22,18 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, load, log, print_json
+from ._common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    ONE_ATTEMPT_NOTE,
+    Commands,
+    Parents,
+    load,
+    log,
+    one_shot,
+    print_json,
+)
 
 if TYPE_CHECKING:
     from ..registry import Entry
@@ -33,13 +44,14 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     config = load(args)
     if config is None:
         return EXIT_USAGE
+    one_shot(args)
     return trio.run(_tools, config, args.json, args.search, args.limit)
 
 
 async def _tools(config: object, as_json: bool, query: str | None, limit: int) -> int:
     from ..runtime import open_supervisor
 
-    async with open_supervisor(config) as sup:  # type: ignore[arg-type]
+    async with open_supervisor(config, retries=False) as sup:  # type: ignore[arg-type]
         catalog = await sup.tools()
         records = sup.status()
     if query is None:
@@ -68,6 +80,8 @@ async def _tools(config: object, as_json: bool, query: str | None, limit: int) -
             print(
                 f"mcp-supervisor tools: server {name!r} is {record.status}: {why}", file=sys.stderr
             )
+    if any(records[name].retryable for name in down):
+        print(f"mcp-supervisor tools: {ONE_ATTEMPT_NOTE}", file=sys.stderr)
     if as_json:
         document: dict[str, object] = {
             "tools": [
@@ -153,6 +167,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
         approve = _approve_all
     elif os.isatty(0) and os.isatty(2):
         approve = _ask_on_terminal
+    one_shot(args)
     return trio.run(_call, config, args.tool, arguments, args.json, approve)
 
 
@@ -210,7 +225,12 @@ async def _call(
     # A spilled result's file must outlive the command, which names it: a directory of
     # our own naming is kept (the session's default one would be removed), made on a spill.
     spill = Path(tempfile.gettempdir()) / f"mcp-supervisor-call-{secrets.token_hex(8)}"
-    async with open_supervisor(config, approve=approve, spill_dir=spill) as sup:  # type: ignore[arg-type]
+    async with open_supervisor(  # one attempt per server, as every one-shot command
+        config,  # type: ignore[arg-type]
+        approve=approve,
+        spill_dir=spill,
+        retries=False,
+    ) as sup:
         try:
             try:
                 result = await sup.call(name, arguments)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 import time
 import unicodedata
 from collections.abc import Mapping
@@ -112,6 +113,10 @@ def details(record: HealthRecord, now: float) -> str:
             text += f" (retry {record.retry_attempt}/{record.max_attempts} in {wait}s)"
         return text
     if status == "failed":
+        if record.retryable is False:
+            return f"not retried: {error or 'no error recorded'}"  # retrying cannot help
+        if record.max_attempts == 0 and record.consecutive_failures == 1:
+            return f"tried once: {error or 'no error recorded'}"  # a one-shot supervisor
         tries = record.consecutive_failures
         if tries:
             plural = "attempt" if tries == 1 else "attempts"
@@ -181,8 +186,10 @@ def status_table(
         if room < 1:
             lines.append(_fit(head.rstrip(), width))
             continue
+        cut = display_width(detail) > room
         detail = paint(_fit(detail, room), _DETAIL_COLORS.get(record.status, ""))
         lines.append((head + detail).rstrip())
+        lines += [paint(line, _DIM) for line in _full_reason(record, width, cut)]
     connected = [r for r in records.values() if r.status == "connected"]
     tools_total = sum(r.tool_count or 0 for r in connected)
     up = paint(f"{len(connected)} connected", _GREEN if len(connected) == len(records) else _YELLOW)
@@ -190,6 +197,30 @@ def status_table(
     footer = f"  {configured} configured | {up} | {_plural(tools_total, 'tool')} available"
     lines += [rule, footer]
     return "\n".join(lines)
+
+
+#: continuation lines of a reason under its row, at most
+_REASON_LINES = 4
+
+
+def _full_reason(record: HealthRecord, width: int, cut: bool) -> list[str]:
+    """The whole reason a server is down, wrapped under its row, when the Details cell
+    shows only part of it: its gist (the first clause: "exited with code 1", say,
+    without the line of stderr that says why), or the cell was ``cut`` to fit."""
+    if record.status not in ("disconnected", "failed") or not record.last_error:
+        return []
+    full = " ".join(_SERVER_PREFIX.sub("", record.last_error.strip()).split())
+    if full == short_error(record.last_error) and not cut:
+        return []
+    indent = "      ↳ "
+    lines = textwrap.wrap(
+        full,
+        width=max(20, width - display_width(indent)),
+        max_lines=_REASON_LINES,
+        placeholder=" …",
+        break_on_hyphens=False,
+    )
+    return [indent + lines[0], *("        " + line for line in lines[1:])]
 
 
 def progress_line(records: Mapping[str, HealthRecord]) -> str:

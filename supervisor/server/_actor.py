@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http
 import math
 import time
 import warnings
@@ -20,6 +21,7 @@ from ..actors import Actor, Normal, before_effect, collapse
 from ..errors import (
     CallMayHaveTakenEffect,
     ConnectTimeout,
+    HTTPStatusError,
     ServerRequestError,
     StaleConnection,
 )
@@ -32,6 +34,7 @@ from ..transports import (
     TransportError,
     delivery,
 )
+from ..transports import _safe_url as safe_url
 from ._health import ServerStatus
 from ._host import ServerHost
 from ._listing import Listings, describe
@@ -426,6 +429,8 @@ class ServerActor(Actor):
                         raise
                     if self._falls_back(transport, connected):
                         return "Streamable HTTP refused (HTTP 4xx): falling back to legacy SSE"
+                    if not connected and (refused := self._refused(transport)) is not None:
+                        raise refused from error
                     raise transport.failure or ServerRequestError(
                         f"MCP server {server.name!r} failed the handshake: {error.message}",
                         server=server.name,
@@ -456,6 +461,23 @@ class ServerActor(Actor):
             return False
         self.server.use_sse = True
         return True
+
+    def _refused(self, transport: TransportLike) -> HTTPStatusError | None:
+        """The handshake's first answer was an HTTP error status: that error, retryable
+        unless retrying will not change it (401, 403, 404, …), then naming what to check."""
+        status = getattr(transport, "first_status", None)
+        if status is None or status < 400:
+            return None
+        url = safe_url(str(self.server.config.url))
+        message = f"MCP endpoint {url} answered the handshake with HTTP {status}{_phrase(status)}"
+        if status in (404, 405, 410):
+            message += "; check the URL: no MCP endpoint is there"
+        elif status in (401, 403):
+            message += (
+                "; the server wants credentials it did not get or accept: check the "
+                "server's headers (OAuth logins are not supported yet)"
+            )
+        return HTTPStatusError(message, url=url, status_code=status)
 
     async def _new_session(self, expired: Client) -> Client:
         """The server forgot ``expired``'s session: get (or wait for) a new one."""
@@ -522,8 +544,10 @@ class ServerActor(Actor):
 
     def _on_failed(self, transport: TransportLike, connected: bool, exc: BaseException) -> None:
         server = self.server
-        text = redact(describe(transport.failure or exc))
-        server.health.failed(text, time.time(), trio.current_time())
+        error = transport.failure or collapse(exc)
+        text = redact(describe(error))
+        retryable = getattr(error, "retryable", True) is not False
+        server.health.failed(text, time.time(), trio.current_time(), retryable=retryable)
         self.client = None
         if isinstance(transport, StdioTransport) and transport.pid is not None:
             server.emit(
@@ -548,3 +572,10 @@ class ServerActor(Actor):
         if isinstance(transport, StdioTransport) and transport.pid is not None:
             server.emit(events.LocalShutdown(server=server.name))
         server.changed()
+
+
+def _phrase(status: int) -> str:
+    try:
+        return f" {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return ""

@@ -50,6 +50,10 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
     pid: int | None
     #: restarts tried in a row before the server is failed (its ``maxRestarts``)
     max_attempts: int = 0
+    #: after a failure, whether trying again could help: false when the executable is
+    #: missing or not executable, or the endpoint answered 401, 403 or 404 (the server
+    #: is then failed at once, not retried); ``None`` until a failure, and once connected
+    retryable: bool | None = None
 
 
 # -- latency: a fixed log-bucket histogram ------------------------------------------------
@@ -189,6 +193,7 @@ class Health:
     unsupported_tools: int | None = None
     connect_time: float | None = None
     next_retry_at: float | None = None
+    retryable: bool | None = None
     calls_ok: int = 0
     calls_failed: int = 0
     pid: int | None = None
@@ -222,6 +227,7 @@ class Health:
         self.tool_count = tool_count
         self.connect_time = took
         self.next_retry_at = None
+        self.retryable = None
         self.mark_connected(now)
         if self.disconnected_at is None:
             return None
@@ -229,11 +235,13 @@ class Health:
         self.disconnected_at = None
         return downtime
 
-    def failed(self, error: str, wall: float, now: float) -> None:
-        """A connection attempt failed or the connection was lost, with ``error``."""
+    def failed(self, error: str, wall: float, now: float, *, retryable: bool = True) -> None:
+        """A connection attempt failed or the connection was lost, with ``error``;
+        ``retryable`` says whether trying again could help."""
         self.status = ServerStatus.DISCONNECTED
         self.connected_since = None
         self.last_error = error
+        self.retryable = retryable
         self.error_count += 1
         self.consecutive_failures += 1
         if self.disconnected_at is None:

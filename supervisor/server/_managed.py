@@ -26,6 +26,7 @@ from ..actors import (
     Notify,
     NotRestarted,
     RequestAborted,
+    Restart,
     Restarted,
     RestartScheduled,
     Supervisor,
@@ -86,8 +87,11 @@ class ManagedServer:
         report: Callable[[Offer], None] | None = None,
         grace: float = GRACE_SECONDS,
         kill_after: float = KILL_AFTER_SECONDS,
+        retries: bool = True,
     ) -> None:
         self.config = config
+        #: false: one attempt, never restarted (what a one-shot command wants)
+        self.retries = retries
         self.ping_timeout = ping_timeout
         # A local server's stop: stdin closed, `grace` s, SIGTERM, `kill_after` s, SIGKILL.
         self._grace, self._kill_after = grace, kill_after
@@ -125,7 +129,7 @@ class ManagedServer:
             self.name,
             lambda: ServerActor(self),
             mailbox=MAILBOX,
-            restart=config.restart,
+            restart=config.restart if retries else Restart.TEMPORARY,
             give_up=config.give_up,
             intensity=Intensity(max_restarts=config.max_attempts, within_seconds=math.inf),
             backoff=config.backoff,
@@ -204,11 +208,7 @@ class ManagedServer:
         self.emit(
             events.ServerError(server=self.name, error=error, retry_in=retry_in, attempt=attempt)
         )
-        if retry_in is None:
-            log.error("server failed; not restarted", server=self.name, error=error)
-        else:
-            log.warning("server connection failed", server=self.name, error=error,
-                        retry_in=retry_in)
+        # The supervision tree logs its decisions (with the same reason): not logged here.
 
     def record(self) -> HealthRecord:
         """The health record as of now."""
@@ -235,7 +235,8 @@ class ManagedServer:
             latency_p50_ms=h.percentile(0.50),
             latency_p99_ms=h.percentile(0.99),
             pid=h.pid,
-            max_attempts=self.config.max_attempts,
+            max_attempts=self.config.max_attempts if self.retries else 0,
+            retryable=h.retryable,
         )
 
     def metrics(self) -> ServerMetrics:
@@ -393,6 +394,16 @@ class ManagedServer:
                 f"MCP server {self.name!r} is unavailable after {exc.attempts} attempts; "
                 f"last error: {self.health.last_error or exc.last_error}. Fix the cause, "
                 f"then restart it (handle.restart({self.name!r}))",
+                server=self.name,
+            ) from None
+        if isinstance(exc, ActorStopped) and self.health.status is ServerStatus.FAILED:
+            reason = self.health.last_error or "unknown error"
+            own = f"MCP server {self.name!r}"
+            if reason.startswith(own):  # "MCP server 'x' (pid 12) exited …"
+                reason = reason[len(own) :].strip()
+            raise ServerUnavailable(
+                f"{own} failed: {reason}"
+                + ("" if self.retries else " (not retried: this supervisor makes one attempt)"),
                 server=self.name,
             ) from None
         if isinstance(exc, ActorStopped):
