@@ -145,7 +145,8 @@ class ServerError(ServerEvent, tag="mcp.error", kw_only=True):
 
 
 class HealthStale(ServerEvent, tag="mcp.health.stale", kw_only=True):
-    """A health ping to ``server`` failed or timed out.
+    """A health ping to ``server`` failed or timed out — or calls in a row timed out on
+    its connection, which made it ``degraded`` (its health record says why).
 
     ``last_ok`` is the unix time of its last successful communication, ``None`` if never.
     """
@@ -154,7 +155,8 @@ class HealthStale(ServerEvent, tag="mcp.health.stale", kw_only=True):
 
 
 class HealthRecovered(ServerEvent, tag="mcp.health.recovered", kw_only=True):
-    """``server`` answered again after being stale; ``downtime`` is in seconds."""
+    """``server`` answered again after being stale or degraded (then ``downtime`` is the
+    time it was degraded), or connected again after an outage; in seconds."""
 
     downtime: float
 

@@ -82,7 +82,7 @@ async def test_recovery_includes_the_initial_backoff() -> None:
 
 
 def test_recovery_target_is_backoff_initial_plus_one_and_a_half_connects() -> None:
-    """DESIGN §9: recovery_s ≤ backoff_initial + 1.5 × connect, computed from the medians."""
+    """The documented target: recovery_s ≤ backoff_initial + 1.5 × connect, from the medians."""
     assert bench._recovery_target({bench.RECOVERY_CONNECT: 0.5}) == "<= 1.750"
     assert bench._recovery_target({}) is None
 
@@ -171,7 +171,7 @@ async def test_a_suite_member_runs_alone_as_a_measurement() -> None:
 
 
 def test_every_registered_key_has_a_design_target_or_is_marked_informative() -> None:
-    """The DESIGN §9 keys this suite measures carry their targets; the absolute in-process
+    """The documented bench keys this suite measures carry their targets; the absolute in-process
     figures are informative, their ratios against raw trio carry the targets."""
     targets = {m.key: m.target for m in bench.MEASUREMENTS}
     assert targets["mailbox_call_ratio"] == "<= 1.2"

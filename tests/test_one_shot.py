@@ -3,6 +3,7 @@ retried, one-shot commands make one attempt per server, and the reason is kept."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import subprocess
@@ -24,7 +25,13 @@ from supervisor.actors import (
     actor_spec,
     open_tree,
 )
-from supervisor.errors import HTTPStatusError, ServerExited, ServerUnavailable, TransportError
+from supervisor.errors import (
+    HTTPStatusError,
+    ServerExited,
+    ServerUnavailable,
+    ToolCallTimeout,
+    TransportError,
+)
 from supervisor.monitor import status_table
 from supervisor.runtime import open_supervisor
 from supervisor.testing.servers import serve_http, stdio_params
@@ -264,3 +271,77 @@ def test_call_to_a_missing_command_is_one_line_and_exit_1(tmp_path: pathlib.Path
     (line,) = done.stderr.splitlines()
     assert line.startswith("mcp-supervisor call: ServerUnavailable: MCP server 'ghost' failed")
     assert "No such file or directory" in line and "no-such-command-xyz" in line
+
+
+# -- a hung server is degraded, probed, restarted --------------------------------------------
+
+
+def _fixture(kind: str, **extra: object) -> dict[str, object]:
+    command, args = stdio_params(kind)  # type: ignore[arg-type]
+    return {
+        "command": command,
+        "args": args,
+        "lazy": False,
+        "initTimeout": 120,
+        "approve": False,
+        **extra,
+    }
+
+
+async def test_a_stopped_server_is_degraded_after_three_timeouts_then_restarted() -> None:
+    """SIGSTOP: every call times out while the connection looks fine. After 3 in a row the
+    server is degraded (with the reason), probed at once, and — the probe unanswered —
+    restarted; a call then works on the new process."""
+    import os
+    import signal
+
+    config = {
+        "mcpServers": {"echo": _fixture("echo", pingInterval=0)},
+        "supervisor": {"pingTimeout": 1, "backoff": {"local": {"initial": 0.1}}},
+    }
+    seen: list[str] = []
+    async with open_supervisor(config) as sup, sup.subscribe("mcp.*") as events:
+        await sup.connect_all()
+        pid = sup.status()["echo"].pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for n in range(3):
+                with pytest.raises(ToolCallTimeout):
+                    await sup.call("echo_echo", {"text": "hi"}, timeout=0.5)
+                status = sup.status()["echo"].status
+                assert status == ("connected" if n < 2 else "degraded"), (n, status)
+            record = sup.status()["echo"]
+            assert "3 calls in a row timed out" in (record.last_error or "")
+            assert "🟡" in status_table(sup.status())
+            with trio.fail_after(60):
+                async for event in events:
+                    seen.append(event.kind)
+                    if event.kind == "mcp.connected" and "mcp.local.crashed" in seen:
+                        break
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)  # if it is still there
+        assert seen.count("mcp.health.stale") == 2  # degraded, then the probe unanswered
+        assert sup.status()["echo"].pid != pid and sup.status()["echo"].status == "connected"
+        result = await sup.call("echo_echo", {"text": "back"})
+        assert result.text == "back"
+
+
+async def test_a_slow_tool_degrades_and_the_next_answer_recovers() -> None:
+    """Calls that time out on a server that still answers its probe: degraded, not
+    restarted; the next answered call makes it connected again (mcp.health.recovered)."""
+    config = {"mcpServers": {"slow": _fixture("slow", degradedAfter=2, pingInterval=0)}}
+    async with open_supervisor(config) as sup, sup.subscribe("mcp.health.*") as events:
+        await sup.connect_all()
+        for _ in range(2):
+            with pytest.raises(ToolCallTimeout):
+                await sup.call("slow_sleep", {"seconds": 30}, timeout=0.2)
+        assert sup.status()["slow"].status == "degraded"
+        result = await sup.call("slow_sleep", {"seconds": 0})
+        assert result.text == "slept 0.0"
+        record = sup.status()["slow"]
+        assert record.status == "connected" and record.restarts == 0
+        with trio.fail_after(10):
+            kinds = [(await events.receive()).kind for _ in range(2)]
+        assert kinds == ["mcp.health.stale", "mcp.health.recovered"]

@@ -78,6 +78,7 @@ def _build_server(
         timeout=float(v.get("timeout", settings.request_timeout)),  # type: ignore[arg-type]
         init_timeout=float(v.get("init_timeout", settings.init_timeout)),  # type: ignore[arg-type]
         ping_interval=float(v.get("ping_interval", settings.ping_interval)),  # type: ignore[arg-type]
+        degraded_after=int(v.get("degraded_after", 3)),  # type: ignore[call-overload]
         backoff=draft.backoff,
         max_attempts=draft.max_attempts,
         restart=v.get("restart", Restart.PERMANENT),  # type: ignore[arg-type]

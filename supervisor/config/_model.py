@@ -155,6 +155,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     init_timeout: float = 10.0
     #: seconds between pings of an idle connection; 0 disables them
     ping_interval: float = 300.0
+    #: calls in a row that time out before the server is ``degraded`` and probed at once
+    degraded_after: int = 3
     backoff: Backoff = msgspec.field(default_factory=_local_backoff)
     max_attempts: int = 5
     #: OTP restart type: permanent (default), transient (not after a clean exit),

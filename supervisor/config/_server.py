@@ -90,6 +90,7 @@ _SERVER_KEYS = {
     "maxRestarts": "max_restarts",
     "reconnect": "reconnect",
     "pingInterval": "ping_interval",
+    "degradedAfter": "degraded_after",
     "restart": "restart",
     "giveUp": "give_up",
     "shutdownTimeout": "shutdown_timeout",
@@ -205,6 +206,8 @@ class _Draft:
             v["max_restarts"] = _int(value)
         elif key == "pingInterval":
             v["ping_interval"] = _number(value, inclusive=True)
+        elif key == "degradedAfter":
+            v["degraded_after"] = _int(value, minimum=1)
         elif key == "restart":
             v["restart"] = Restart(_choice(value, [r.value for r in Restart]))
         elif key == "giveUp":

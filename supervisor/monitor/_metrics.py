@@ -14,7 +14,7 @@ from ..server import HealthRecord, ServerMetrics
 
 #: Every ``status`` value a server can have, for the ``mcp_supervisor_server_status``
 #: state set.
-STATUSES = ("idle", "connecting", "connected", "disconnected", "failed", "stopped")
+STATUSES = ("idle", "connecting", "connected", "degraded", "disconnected", "failed", "stopped")
 
 
 def status_document(
@@ -95,8 +95,8 @@ def prometheus_text(metrics: Mapping[str, ServerMetrics] | Iterable[ServerMetric
     family(
         f"{p}_up",
         "gauge",
-        "1 if the MCP server is connected, else 0.",
-        each(lambda m: int(m.status == "connected")),
+        "1 if the MCP server is connected (degraded included), else 0.",
+        each(lambda m: int(m.status in ("connected", "degraded"))),
     )
     family(
         f"{p}_status",

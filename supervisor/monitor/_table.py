@@ -15,6 +15,7 @@ from ..server import HealthRecord
 ICONS: Mapping[str, str] = {
     "connected": "🟢",
     "connecting": "🟡",
+    "degraded": "🟡",
     "disconnected": "🔴",
     "failed": "🔴",
     "idle": "⚪",
@@ -29,6 +30,7 @@ _GREEN = "\x1b[32m"
 _YELLOW = "\x1b[33m"
 _DETAIL_COLORS = {
     "connecting": _YELLOW,
+    "degraded": _YELLOW,
     "disconnected": _RED,
     "failed": _RED,
     "idle": _DIM,
@@ -106,6 +108,8 @@ def details(record: HealthRecord, now: float) -> str:
     error = short_error(record.last_error)
     if status == "connecting":
         return f"connecting (attempt {record.retry_attempt + 1})"
+    if status == "degraded":
+        return f"degraded: {error or 'calls time out'}"
     if status == "disconnected":
         text = error or "disconnected"
         if record.next_retry_at is not None:
@@ -207,7 +211,7 @@ def _full_reason(record: HealthRecord, width: int, cut: bool) -> list[str]:
     """The whole reason a server is down, wrapped under its row, when the Details cell
     shows only part of it: its gist (the first clause: "exited with code 1", say,
     without the line of stderr that says why), or the cell was ``cut`` to fit."""
-    if record.status not in ("disconnected", "failed") or not record.last_error:
+    if record.status not in ("disconnected", "failed", "degraded") or not record.last_error:
         return []
     full = " ".join(_SERVER_PREFIX.sub("", record.last_error.strip()).split())
     if full == short_error(record.last_error) and not cut:

@@ -105,6 +105,7 @@ class ServerActor(Actor):
         self._ready = trio.Event()
         self._lost = trio.Event()  # a request found the connection closed
         self._renew = trio.Event()  # a request found its session forgotten by the server
+        self._probe_now = trio.Event()  # the server looks hung: probe it without waiting
         self._direct_scopes: set[trio.CancelScope] = set()
         self._in_flight_direct = 0
         self._no_direct = trio.Event()
@@ -411,8 +412,7 @@ class ServerActor(Actor):
                             connected = True
                             await self.listings.extras(client, ("resources", "prompts"))
                             self._on_connected(client, tools, trio.current_time() - began)
-                            if config.ping_interval and config.ping_interval > 0:
-                                watchers.start_soon(self._ping, client)
+                            watchers.start_soon(self._ping, client)
                             await _first(transport.closed.wait, self._lost.wait, self._renew.wait)
                             watchers.cancel_scope.cancel()
                         if not (transport.closed.is_set() or self._lost.is_set()):
@@ -503,16 +503,24 @@ class ServerActor(Actor):
         async with Client(transport, message_handler=message_handler, **options) as client:  # type: ignore[arg-type]
             yield client
 
+    def probe(self) -> None:
+        """Probe the connection now (calls in a row timed out): no answer restarts it."""
+        self._probe_now.set()
+
     async def _ping(self, client: Client) -> None:
-        """Probe the server every ``pingInterval``; no answer within the timeout is stale.
+        """Probe the server every ``pingInterval`` (0: never by the clock), and at once when
+        :meth:`probe` asks; no answer within the timeout is stale.
 
         Handshake-era servers get ``ping``; 2026-07-28 servers (which dropped it) get a
         ``server/discover``. Any answer counts, an MCP error included: it proves the
         server is there.
         """
         server = self.server
+        interval = server.config.ping_interval
         while True:
-            await trio.sleep(server.config.ping_interval)
+            with trio.move_on_after(interval if interval > 0 else math.inf):
+                await self._probe_now.wait()
+            self._probe_now = trio.Event()
             answered = False
             with trio.move_on_after(server.ping_timeout):
                 try:

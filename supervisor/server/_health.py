@@ -20,6 +20,8 @@ class ServerStatus(enum.Enum):
     IDLE = "idle"
     CONNECTING = "connecting"
     CONNECTED = "connected"
+    #: connected, but calls in a row time out: probed, restarted if the probe fails
+    DEGRADED = "degraded"
     DISCONNECTED = "disconnected"
     FAILED = "failed"
     STOPPED = "stopped"
@@ -194,6 +196,9 @@ class Health:
     connect_time: float | None = None
     next_retry_at: float | None = None
     retryable: bool | None = None
+    #: calls in a row that timed out on a live connection, and since when it is degraded
+    consecutive_timeouts: int = 0
+    degraded_since: float | None = None
     calls_ok: int = 0
     calls_failed: int = 0
     pid: int | None = None
@@ -228,6 +233,8 @@ class Health:
         self.connect_time = took
         self.next_retry_at = None
         self.retryable = None
+        self.consecutive_timeouts = 0
+        self.degraded_since = None
         self.mark_connected(now)
         if self.disconnected_at is None:
             return None
@@ -242,11 +249,36 @@ class Health:
         self.connected_since = None
         self.last_error = error
         self.retryable = retryable
+        self.consecutive_timeouts = 0
+        self.degraded_since = None
         self.error_count += 1
         self.consecutive_failures += 1
         if self.disconnected_at is None:
             self.disconnected_at = wall
         self.mark_down(now)
+
+    def timed_out(self, reason: str, limit: int, wall: float) -> bool:
+        """A call on the live connection timed out. True when that makes ``limit`` in a
+        row: the server is now ``degraded``, with ``reason``."""
+        if self.status is not ServerStatus.CONNECTED and self.status is not ServerStatus.DEGRADED:
+            return False  # not on a live connection: its own state says what is wrong
+        self.consecutive_timeouts += 1
+        if self.status is ServerStatus.CONNECTED and self.consecutive_timeouts >= limit:
+            self.status = ServerStatus.DEGRADED
+            self.degraded_since = wall
+            self.last_error = reason
+            return True
+        return False
+
+    def answered(self, wall: float) -> float | None:
+        """A call was answered: the timeouts in a row end. Returns how long the server
+        was degraded (seconds) if this ends that."""
+        self.consecutive_timeouts = 0
+        if self.status is not ServerStatus.DEGRADED or self.degraded_since is None:
+            return None
+        self.status = ServerStatus.CONNECTED
+        since, self.degraded_since = self.degraded_since, None
+        return wall - since
 
     def stopped(self, was_connected: bool, now: float) -> None:
         """Stopped on purpose; a ``failed`` status (the tree gave up) stays."""

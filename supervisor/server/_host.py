@@ -38,6 +38,8 @@ class ServerSettings(Protocol):
     init_timeout: float
     #: seconds between pings; 0 disables them
     ping_interval: float
+    #: calls in a row that time out before the server is degraded and probed
+    degraded_after: int
     #: restarts tried in a row before the server is failed (0: fail at the first error)
     max_attempts: int
     backoff: Backoff

@@ -298,7 +298,7 @@ class ManagedServer:
             server=self.name,
             prefix=self.config.prefix,
             listing=self.listing,
-            connected=self.status() is ServerStatus.CONNECTED,
+            connected=self.status() in (ServerStatus.CONNECTED, ServerStatus.DEGRADED),
             resources=tuple(self.resources),
             templates=tuple(self.resource_templates),
             prompts=tuple(self.prompts),
@@ -319,7 +319,43 @@ class ManagedServer:
     async def call_tool(
         self, tool: str, arguments: Mapping[str, object] | None, timeout: float | None
     ) -> types.CallToolResult:
-        """Call ``tool`` through the mailbox, translating actor errors into server errors."""
+        """Call ``tool`` through the mailbox, translating actor errors into server errors.
+
+        Calls in a row that time out on a live connection (``degradedAfter``, default 3)
+        make the server ``degraded``: it is probed at once, and restarted if the probe
+        goes unanswered; the next answered call makes it ``connected`` again.
+        """
+        try:
+            result = await self._call_tool(tool, arguments, timeout)
+        except ToolCallTimeout as exc:
+            self._timed_out(exc)
+            raise
+        self._answered()
+        return result
+
+    def _timed_out(self, exc: ToolCallTimeout) -> None:
+        limit = self.config.degraded_after
+        reason = (
+            f"{limit} calls in a row timed out (the last: tool {exc.tool!r} after "
+            f"{exc.timeout:g} s) although connected; probing it"
+        )
+        if not self.health.timed_out(reason, limit, time.time()):
+            return
+        log.warning("server degraded", server=self.name, reason=reason)
+        self.emit(events.HealthStale(server=self.name, last_ok=self.health.last_ok))
+        if self.current is not None:
+            self.current.probe()
+        self.changed()
+
+    def _answered(self) -> None:
+        degraded_for = self.health.answered(time.time())
+        if degraded_for is not None:
+            self.emit(events.HealthRecovered(server=self.name, downtime=degraded_for))
+            self.changed()
+
+    async def _call_tool(
+        self, tool: str, arguments: Mapping[str, object] | None, timeout: float | None
+    ) -> types.CallToolResult:
         if self.error is not None:
             self.check_available()
         limit = self.config.timeout if timeout is None else timeout

@@ -6,7 +6,7 @@
 (() => {
   const token = document.querySelector('meta[name="dashboard-token"]').content;
   const HEALTH = {
-    connected: "green", connecting: "yellow", disconnected: "red", failed: "red",
+    connected: "green", connecting: "yellow", degraded: "yellow", disconnected: "red", failed: "red",
     idle: "grey", stopped: "grey",
   };
   const GOOD = new Set(["mcp.connected", "mcp.health.recovered", "mcp.auth.completed"]);
