@@ -155,7 +155,7 @@ class ConfigError(SupervisorError, ValueError):
 
     The message is one line per error, each starting with its path::
 
-        mcpServers.github.heders: unknown field
+        mcpServers.github.heders: unknown field; did you mean "headers"?
         mcpServers.jira: needs either "command" (a local server) or "url" (a remote server)
 
     ``path`` is the config file, or ``None`` for a config given as a mapping.

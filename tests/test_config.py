@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from supervisor import log
 from supervisor.actors import Backoff, Intensity, Strategy, SupervisorError
@@ -306,6 +307,31 @@ class TestFormats:
         assert api.type is ServerType.WS and api.timeout == 2.5
         assert api.backoff == st.remote_backoff
 
+    def test_claude_desktop_config_json(self, tmp_path: Path) -> None:
+        """Claude Desktop's own file loads as it is: its top-level keys (preferences,
+        globalShortcut) belong to the app and are ignored, with a debug line naming them."""
+        path = write(
+            tmp_path / "claude_desktop_config.json",
+            {
+                "globalShortcut": "Alt+Space",
+                "mcpServers": {
+                    "filesystem": {
+                        "command": "npx",
+                        "args": ["-y", "@modelcontextprotocol/server-filesystem", "/home/me"],
+                    },
+                    "weather": {"command": "uv", "args": ["run", "weather.py"]},
+                },
+                "preferences": {"menuBarEnabled": False, "quickEntryShortcut": "off"},
+            },
+        )
+        with capture_logs() as logs:
+            config = load_config(path, environ={})
+        assert list(config.servers) == ["filesystem", "weather"]
+        assert config.servers["filesystem"].args[-1] == "/home/me"
+        assert [(e["event"], e["keys"]) for e in logs] == [
+            ("ignored the client's own top-level keys", ["globalShortcut", "preferences"])
+        ]
+
     def test_jsonc_comments_and_trailing_commas(self, tmp_path: Path) -> None:
         """Comments and trailing commas are accepted; `//` inside strings is kept."""
         path = write(
@@ -530,10 +556,31 @@ class TestErrors:
     def test_unknown_field_names_its_path(self) -> None:
         """An unknown field is reported with its dotted path and nothing else."""
         with pytest.raises(ConfigError) as info:
-            load_config({"mcpServers": {"github": {"url": "https://h", "heders": {}}}})
-        assert str(info.value) == "mcpServers.github.heders: unknown field"
-        assert info.value.errors == [FieldError("mcpServers.github.heders", "unknown field")]
+            load_config({"mcpServers": {"github": {"url": "https://h", "colour": "red"}}})
+        assert str(info.value) == "mcpServers.github.colour: unknown field"
+        assert info.value.errors == [FieldError("mcpServers.github.colour", "unknown field")]
         assert isinstance(info.value, SupervisorError)
+
+    def test_unknown_field_close_to_a_known_one_suggests_it(self) -> None:
+        """A misspelt field (any case) is still an error, suggesting the field it resembles,
+        in a server entry and in the objects inside it alike."""
+        assert errors_of(
+            {
+                "mcpServers": {
+                    "a": {"comand": "x", "arg": ["y"], "URL": "https://h"},
+                    "b": {"url": "https://h", "heders": {}, "auth": {"clientid": "c"}},
+                    "c": {"url": "https://h", "reconnect": {"maxAttempt": 1}},
+                }
+            }
+        ) == [
+            'mcpServers.a.comand: unknown field; did you mean "command"?',
+            'mcpServers.a.arg: unknown field; did you mean "args"?',
+            'mcpServers.a.URL: unknown field; did you mean "url"?',
+            'mcpServers.a: needs either "command" (a local server) or "url" (a remote server)',
+            'mcpServers.b.heders: unknown field; did you mean "headers"?',
+            'mcpServers.b.auth.clientid: unknown field; did you mean "clientId"?',
+            'mcpServers.c.reconnect.maxAttempt: unknown field; did you mean "maxAttempts"?',
+        ]
 
     def test_every_error_is_reported_at_once(self) -> None:
         """Structural errors across servers and sections are all listed, in file order."""
@@ -626,14 +673,33 @@ class TestErrors:
         assert str(info.value) == "mcpServers.a: given more than once"
 
     def test_top_level_keys(self) -> None:
-        """Unknown top-level keys are errors (with a suggestion), and some server key is needed."""
+        """Another client's top-level keys are ignored; a key close to "supervisor" is an
+        error, and so, in a file without servers, is one close to a server section's key."""
+        assert one({"servers": {}, "extra": 1, "server": {"port": 4096}}).servers == {}
         assert errors_of({"mcpServer": {}}) == [
             'mcpServer: unknown top-level key; did you mean "mcpServers"?',
             '<config>: no MCP servers: expected a top-level "mcpServers", "mcp" or "servers" '
             "object",
         ]
-        assert errors_of({"servers": {}, "extra": 1}) == [
-            'extra: unknown top-level key; expected "mcpServers", "mcp", "servers" or "supervisor"'
+        assert errors_of({"preferences": {}}) == [
+            '<config>: no MCP servers: expected a top-level "mcpServers", "mcp" or "servers" '
+            "object",
+        ]
+        assert errors_of({"mcpServers": {}, "supervisr": {"strategy": "one_for_all"}}) == [
+            'supervisr: unknown top-level key; did you mean "supervisor"?'
+        ]
+
+    def test_the_supervisor_section_is_checked_strictly(self) -> None:
+        """Unknown keys inside our own section are errors, in a client's file too."""
+        assert errors_of(
+            {
+                "preferences": {"menuBarEnabled": False},
+                "mcpServers": {"a": {"command": "x"}},
+                "supervisor": {"strategy": "one_for_all", "intensty": {}, "colour": 1},
+            }
+        ) == [
+            'supervisor.intensty: unknown field; did you mean "intensity"?',
+            "supervisor.colour: unknown field",
         ]
 
     def test_auth_rules(self) -> None:
@@ -991,9 +1057,24 @@ class TestCheckCommand:
         assert result.returncode == 2
         assert result.stdout == ""
         assert result.stderr.splitlines() == [
-            "mcpServers.github.heders: unknown field",
+            'mcpServers.github.heders: unknown field; did you mean "headers"?',
             "mcpServers.x.command: must be a string or an array of strings, not a number",
         ]
+
+    def test_claude_desktop_file_passes(self, tmp_path: Path) -> None:
+        """Claude Desktop's own file, with the app's top-level keys, passes the check."""
+        path = write(
+            tmp_path / "claude_desktop_config.json",
+            {
+                "mcpServers": {"notes": {"command": sys.executable, "args": ["notes.py"]}},
+                "globalShortcut": "Alt+Space",
+                "preferences": {"menuBarEnabled": False},
+            },
+        )
+        result = run_check("--config", str(path))
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines()[0].endswith("claude_desktop_config.json: 1 server")
+        assert result.stderr == ""
 
     def test_disabled_server_missing_a_variable_does_not_fail(self, tmp_path: Path) -> None:
         """A disabled server's missing variable is reported on stderr but the check passes."""
