@@ -559,6 +559,7 @@ class TestErrors:
             load_config({"mcpServers": {"github": {"url": "https://h", "colour": "red"}}})
         assert str(info.value) == "mcpServers.github.colour: unknown field"
         assert info.value.errors == [FieldError("mcpServers.github.colour", "unknown field")]
+        assert info.value.servers == {"github": "mcpServers.github"}
         assert isinstance(info.value, SupervisorError)
 
     def test_unknown_field_close_to_a_known_one_suggests_it(self) -> None:
@@ -1075,6 +1076,63 @@ class TestCheckCommand:
         assert result.returncode == 0, result.stderr
         assert result.stdout.splitlines()[0].endswith("claude_desktop_config.json: 1 server")
         assert result.stderr == ""
+
+    def test_json_output_on_structural_errors_lists_the_servers_found(
+        self, tmp_path: Path
+    ) -> None:
+        """--json on structural errors still has "servers": the entries found, each with
+        its own errors and null for what was not validated; "errors" lists them all."""
+        path = write(
+            tmp_path / "bad.json",
+            {
+                "mcpServers": {
+                    "github": {"url": "https://h", "heders": {}},
+                    "fs": {"command": "x"},
+                    "bad name": {"command": 1},
+                }
+            },
+        )
+        result = run_check("--config", str(path), "--json")
+        assert result.returncode == 2
+        document = json.loads(result.stdout)
+        unvalidated = dict.fromkeys(("type", "target", "disabled", "lazy", "prefix"))
+        heders = {
+            "path": "mcpServers.github.heders",
+            "message": 'unknown field; did you mean "headers"?',
+        }
+        bad_name = [
+            {
+                "path": 'mcpServers."bad name"',
+                "message": "invalid server name: use 1-64 letters, digits, '_', '-' or '.', "
+                "starting with a letter or digit",
+            },
+            {
+                "path": 'mcpServers."bad name".command',
+                "message": "must be a string or an array of strings, not a number",
+            },
+        ]
+        assert document == {
+            "ok": False,
+            "path": str(path),
+            "servers": [
+                {"name": "github", **unvalidated, "errors": [heders]},
+                {"name": "fs", **unvalidated, "errors": []},
+                {"name": "bad name", **unvalidated, "errors": bad_name},
+            ],
+            "errors": [heders, *bad_name],
+        }
+
+    def test_json_output_for_an_unreadable_file_has_no_servers(self, tmp_path: Path) -> None:
+        """--json for a missing file: "servers" is empty, the one error names the file."""
+        missing = str(tmp_path / "missing.json")
+        result = run_check("--config", missing, "--json")
+        assert result.returncode == 2
+        assert json.loads(result.stdout) == {
+            "ok": False,
+            "path": missing,
+            "servers": [],
+            "errors": [{"path": missing, "message": "no such file"}],
+        }
 
     def test_disabled_server_missing_a_variable_does_not_fail(self, tmp_path: Path) -> None:
         """A disabled server's missing variable is reported on stderr but the check passes."""

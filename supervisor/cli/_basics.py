@@ -6,11 +6,15 @@ import argparse
 import json
 import sys
 from functools import partial
+from typing import TYPE_CHECKING
 
 import trio
 
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents
 from ._serve import add_dashboard_option
+
+if TYPE_CHECKING:
+    from ..errors import FieldError
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -38,8 +42,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
         for error in exc.errors:
             print(error, file=sys.stderr)
         if args.json:
-            errors = [{"path": e.path, "message": e.message} for e in exc.errors]
-            json.dump({"ok": False, "path": args.config, "errors": errors}, sys.stdout)
+            # The entries found, each with its own errors; what was not validated is null.
+            servers = [
+                {
+                    "name": name,
+                    **dict.fromkeys(("type", "target", "disabled", "lazy", "prefix")),
+                    "errors": [_field_error(e) for e in exc.errors if _within(e.path, path)],
+                }
+                for name, path in exc.servers.items()
+            ]
+            errors = [_field_error(e) for e in exc.errors]
+            document = {"ok": False, "path": args.config, "servers": servers, "errors": errors}
+            json.dump(document, sys.stdout)
             sys.stdout.write("\n")
         return EXIT_USAGE
     args.secrets.add(*config.secrets())  # redacted until the command returns
@@ -67,11 +81,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
                     "disabled": server.disabled,
                     "lazy": server.lazy,
                     "prefix": server.prefix,
-                    "errors": [{"path": e.path, "message": e.message} for e in server.errors],
+                    "errors": [_field_error(e) for e in server.errors],
                 }
                 for server, kind, target in rows
             ],
-            "errors": [{"path": e.path, "message": e.message} for e in failures],
+            "errors": [_field_error(e) for e in failures],
         }
         json.dump(document, sys.stdout)
         sys.stdout.write("\n")
@@ -87,6 +101,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
             )
             print(f"  {server.name:<{width}}  {kind:<6}  {target}{flags}")
     return EXIT_USAGE if failures else EXIT_OK
+
+
+def _field_error(error: FieldError) -> dict[str, str]:
+    return {"path": error.path, "message": error.message}
+
+
+def _within(path: str, prefix: str) -> bool:
+    """Whether the field ``path`` is ``prefix`` or inside it."""
+    return path == prefix or path.startswith((prefix + ".", prefix + "["))
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

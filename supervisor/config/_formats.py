@@ -37,6 +37,8 @@ class _Document:
     def __init__(self, errors: _Errors, label: str) -> None:
         self.errors = errors
         self.label = label
+        #: each server entry found: its name -> the path where it is defined
+        self.servers: dict[str, str] = {}
 
     def parse(self, document: object) -> tuple[Settings, list[_Draft]]:
         errors = self.errors
@@ -68,7 +70,7 @@ class _Document:
             _check_inputs(errors, document["inputs"], "inputs")
 
         drafts: list[_Draft] = []
-        defined: dict[str, str] = {}
+        defined = self.servers
         for section in (k for k in document if k in _SERVER_SECTIONS):
             for name, raw, p, style in self._entries(document[section], section):
                 if name in defined:
