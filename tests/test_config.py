@@ -995,7 +995,22 @@ def run_check(*args: str, token: str | None = None) -> subprocess.CompletedProce
     )
 
 
+def program(path: Path, mode: int = 0o755) -> Path:
+    """A tiny executable script at ``path`` (``mode`` 0o644 makes it not executable)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(mode)
+    return path
+
+
 class TestCheckCommand:
+    @pytest.fixture(autouse=True)
+    def _npx_on_path(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The example config runs npx: a stand-in on PATH makes it found anywhere."""
+        program(tmp_path / "path-bin" / "npx")
+        path = os.pathsep.join([str(tmp_path / "path-bin"), os.environ.get("PATH", "")])
+        monkeypatch.setenv("PATH", path)
+
     def config(self, tmp_path: Path) -> Path:
         return write(
             tmp_path / "mcp.json",
@@ -1077,9 +1092,7 @@ class TestCheckCommand:
         assert result.stdout.splitlines()[0].endswith("claude_desktop_config.json: 1 server")
         assert result.stderr == ""
 
-    def test_json_output_on_structural_errors_lists_the_servers_found(
-        self, tmp_path: Path
-    ) -> None:
+    def test_json_output_on_structural_errors_lists_the_servers_found(self, tmp_path: Path) -> None:
         """--json on structural errors still has "servers": the entries found, each with
         its own errors and null for what was not validated; "errors" lists them all."""
         path = write(
@@ -1154,6 +1167,109 @@ class TestCheckCommand:
         assert result.stderr.strip() == (
             "mcpServers.off.headers.A: environment variable CHECK_TEST_TOKEN is not set "
             "(server is disabled)"
+        )
+
+    def test_command_not_on_path_exits_2_saying_what_to_do(self, tmp_path: Path) -> None:
+        """A local server whose command is on no PATH fails the check, naming the server's
+        field and the command and saying what to do; a remote server is not looked up."""
+        path = write(
+            tmp_path / "mcp.json",
+            {
+                "mcpServers": {
+                    "fs": {"command": "no-such-mcp-server-x1", "args": ["--root", "/tmp"]},
+                    "ok": {"command": "npx"},
+                    "web": {"url": "https://example.com/mcp"},
+                }
+            },
+        )
+        result = run_check("--config", str(path))
+        assert result.returncode == 2
+        assert result.stdout == ""
+        assert result.stderr.splitlines() == [
+            'mcpServers.fs.command: "no-such-mcp-server-x1" is not on PATH; install it, or '
+            "give its full path"
+        ]
+
+    def test_the_servers_own_path_is_searched(self, tmp_path: Path) -> None:
+        """With PATH in a server's env, the command is looked for there (as the process
+        will), not on the PATH check runs with."""
+        program(tmp_path / "tools" / "my-mcp-server")
+        path = write(
+            tmp_path / "mcp.json",
+            {
+                "mcpServers": {
+                    "mine": {
+                        "command": "my-mcp-server",
+                        "env": {"PATH": str(tmp_path / "tools")},
+                    },
+                    "theirs": {"command": "npx", "env": {"PATH": str(tmp_path / "tools")}},
+                }
+            },
+        )
+        result = run_check("--config", str(path))
+        assert result.returncode == 2
+        assert result.stderr.splitlines() == [
+            'mcpServers.theirs.command: "npx" is not on the PATH set in its env; install it, '
+            "or give its full path"
+        ]
+
+    def test_command_paths_must_be_executable_files(self, tmp_path: Path) -> None:
+        """A command given as a path (relative to the server's cwd) must exist, be a file
+        and be executable; each problem says which."""
+        program(tmp_path / "bin" / "server")
+        program(tmp_path / "bin" / "script.py", mode=0o644)
+        path = write(
+            tmp_path / "mcp.json",
+            {
+                "mcpServers": {
+                    "good": {"command": str(tmp_path / "bin" / "server")},
+                    "relative": {"command": "./server", "cwd": "bin"},
+                    "missing": {"command": "./nope/server", "cwd": "bin"},
+                    "folder": {"command": str(tmp_path / "bin")},
+                    "script": {"command": "bin/script.py"},
+                }
+            },
+        )
+        result = subprocess.run(
+            [sys.executable, "-m", "supervisor", "check", "--config", str(path), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            check=False,
+        )
+        assert result.returncode == 2
+        errors = json.loads(result.stdout)["errors"]
+        assert errors == [
+            {
+                "path": "mcpServers.missing.command",
+                "message": '"./nope/server" does not exist; install it there, or correct the path',
+            },
+            {
+                "path": "mcpServers.folder.command",
+                "message": f'"{tmp_path / "bin"}" is a directory, not a program',
+            },
+            {
+                "path": "mcpServers.script.command",
+                "message": '"bin/script.py" is not executable; make it so (chmod +x), or give '
+                'its interpreter as the command (e.g. "python3") and the script in "args"',
+            },
+        ]
+        servers = {s["name"]: s["errors"] for s in json.loads(result.stdout)["servers"]}
+        assert servers["good"] == servers["relative"] == []
+        assert servers["script"] == errors[2:]
+
+    def test_disabled_server_with_a_missing_command_does_not_fail(self, tmp_path: Path) -> None:
+        """A disabled server's missing command is reported, noted as disabled; exit 0."""
+        path = write(
+            tmp_path / "mcp.json",
+            {"mcpServers": {"off": {"command": "no-such-mcp-server-x1", "disabled": True}}},
+        )
+        result = run_check("--config", str(path))
+        assert result.returncode == 0, result.stderr
+        assert result.stderr.strip() == (
+            'mcpServers.off.command: "no-such-mcp-server-x1" is not on PATH; install it, or '
+            "give its full path (server is disabled)"
         )
 
     def test_unreadable_or_invalid_files_exit_2(self, tmp_path: Path) -> None:

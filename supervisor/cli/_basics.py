@@ -14,7 +14,7 @@ from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents
 from ._serve import add_dashboard_option
 
 if TYPE_CHECKING:
-    from ..errors import FieldError
+    from ..config import FieldError, ServerConfig
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -58,10 +58,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     args.secrets.add(*config.secrets())  # redacted until the command returns
 
-    # A server invalid only because of its environment fails the check, unless disabled.
-    failures = [e for s in config.servers.values() if not s.disabled for e in s.errors]
+    # A server invalid because of its environment, or whose program is not to be found,
+    # fails the check, unless it is disabled.
+    problems = {name: _problems(server) for name, server in config.servers.items()}
+    failures = [e for s in config.servers.values() if not s.disabled for e in problems[s.name]]
     for server in config.servers.values():
-        for error in server.errors:
+        for error in problems[server.name]:
             note = " (server is disabled)" if server.disabled else ""
             print(f"{error}{note}", file=sys.stderr)
     rows = []
@@ -81,7 +83,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                     "disabled": server.disabled,
                     "lazy": server.lazy,
                     "prefix": server.prefix,
-                    "errors": [_field_error(e) for e in server.errors],
+                    "errors": [_field_error(e) for e in problems[server.name]],
                 }
                 for server, kind, target in rows
             ],
@@ -101,6 +103,21 @@ def _cmd_check(args: argparse.Namespace) -> int:
             )
             print(f"  {server.name:<{width}}  {kind:<6}  {target}{flags}")
     return EXIT_USAGE if failures else EXIT_OK
+
+
+def _problems(server: ServerConfig) -> list[FieldError]:
+    """A server's errors, and for a local one that has none, whether its program is found
+    where the process will look for it (its own env PATH, its cwd)."""
+    from ..config import FieldError, ServerType
+    from ..log import redact
+    from ..transports import command_problem
+
+    if server.errors or server.type is not ServerType.STDIO or server.command is None:
+        return list(server.errors)
+    problem = command_problem(
+        server.command, env=server.env, cwd=server.cwd, inherit_env=server.inherit_env
+    )
+    return [] if problem is None else [FieldError(f"{server.path}.command", redact(problem))]
 
 
 def _field_error(error: FieldError) -> dict[str, str]:
@@ -151,7 +168,9 @@ def register(commands: Commands, parents: Parents) -> None:
         help="validate a config file",
         description="Load and validate a config file: exit 0 printing its servers, or 2 "
         "listing every problem on stderr, one per line, each starting with its field path. "
-        "A server that needs an environment variable which is not set is a problem.",
+        "A server that needs an environment variable which is not set is a problem, and so "
+        "is a local server whose command is not found: not on PATH (the server's own, if "
+        "its env sets one), or not an executable file at the path given.",
     )
     check.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
     check.add_argument("--json", action="store_true", help="print one JSON object on stdout")
