@@ -147,8 +147,8 @@ def register(commands: Commands, parents: Parents) -> None:
         "demo",
         parents=parents,
         help="the quick start: example servers, a crash and its recovery, then exit",
-        description="Supervise the example MCP servers of a checkout (examples/servers: "
-        "notes and calc over stdio, flaky over Streamable HTTP), call tools across them, "
+        description="Supervise the example MCP servers shipped with mcp-supervisor "
+        "(notes and calc over stdio, flaky over Streamable HTTP), call tools across them, "
         "kill two of them and print the recovery, then a summary; exit 0 (1 if something "
         "does not recover). With --dashboard, keep running with the web dashboard until "
         "Ctrl-C. The crashes are on purpose: the log shows only errors unless -v.",
@@ -157,7 +157,8 @@ def register(commands: Commands, parents: Parents) -> None:
         "--servers",
         metavar="DIR",
         default=None,
-        help="the directory of the example servers (default: the checkout's examples/servers)",
+        help="a directory holding notes.py, calc.py and flaky.py to run instead of the "
+        "example servers shipped with mcp-supervisor",
     )
     add_dashboard_option(demo)
     demo.set_defaults(handler=_cmd_demo)
