@@ -69,7 +69,7 @@ control-flow exceptions that never leave their module.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import msgspec
 
@@ -155,15 +155,25 @@ class ConfigError(SupervisorError, ValueError):
 
     The message is one line per error, each starting with its path::
 
-        mcpServers.github.heders: unknown field
+        mcpServers.github.heders: unknown field; did you mean "headers"?
         mcpServers.jira: needs either "command" (a local server) or "url" (a remote server)
 
-    ``path`` is the config file, or ``None`` for a config given as a mapping.
+    ``path`` is the config file, or ``None`` for a config given as a mapping. ``servers``
+    maps the name of each server entry found to the path where it is defined
+    (``mcpServers.github``), as far as the document could be read: it is empty when the
+    file could not be read or parsed.
     """
 
-    def __init__(self, errors: Iterable[FieldError], *, path: str | None = None) -> None:
+    def __init__(
+        self,
+        errors: Iterable[FieldError],
+        *,
+        path: str | None = None,
+        servers: Mapping[str, str] | None = None,
+    ) -> None:
         self.errors: list[FieldError] = list(errors)
         self.path = path
+        self.servers: dict[str, str] = dict(servers or {})
         super().__init__("\n".join(map(str, self.errors)) or "invalid config")
 
 

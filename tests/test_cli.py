@@ -144,12 +144,14 @@ def test_demo_recovers_a_killed_stdio_server_and_a_lost_http_server() -> None:
     assert served_again is not None and served_again[1] != flaky_pid[1]
 
 
-def test_demo_without_the_example_servers_says_where_it_looked() -> None:
-    """Without the example servers the demo exits 1, naming the directory it looked in."""
+def test_demo_with_servers_elsewhere_missing_says_which() -> None:
+    """`--servers DIR` without the example servers: exit 1, naming DIR and what it lacks."""
     result = run_cli("demo", "--servers", "/nonexistent/servers")
     assert result.returncode == 1
-    assert "/nonexistent/servers" in result.stderr
-    assert "Run it from a checkout" in result.stderr
+    assert result.stderr.startswith(
+        "mcp-supervisor demo: error: the demo runs the servers notes.py, calc.py, flaky.py, "
+        "and /nonexistent/servers lacks notes.py, calc.py, flaky.py; "
+    )
     assert result.stdout == ""
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from supervisor import log
 from supervisor.actors import Backoff, Intensity, Strategy, SupervisorError
@@ -306,6 +307,31 @@ class TestFormats:
         assert api.type is ServerType.WS and api.timeout == 2.5
         assert api.backoff == st.remote_backoff
 
+    def test_claude_desktop_config_json(self, tmp_path: Path) -> None:
+        """Claude Desktop's own file loads as it is: its top-level keys (preferences,
+        globalShortcut) belong to the app and are ignored, with a debug line naming them."""
+        path = write(
+            tmp_path / "claude_desktop_config.json",
+            {
+                "globalShortcut": "Alt+Space",
+                "mcpServers": {
+                    "filesystem": {
+                        "command": "npx",
+                        "args": ["-y", "@modelcontextprotocol/server-filesystem", "/home/me"],
+                    },
+                    "weather": {"command": "uv", "args": ["run", "weather.py"]},
+                },
+                "preferences": {"menuBarEnabled": False, "quickEntryShortcut": "off"},
+            },
+        )
+        with capture_logs() as logs:
+            config = load_config(path, environ={})
+        assert list(config.servers) == ["filesystem", "weather"]
+        assert config.servers["filesystem"].args[-1] == "/home/me"
+        assert [(e["event"], e["keys"]) for e in logs] == [
+            ("ignored the client's own top-level keys", ["globalShortcut", "preferences"])
+        ]
+
     def test_jsonc_comments_and_trailing_commas(self, tmp_path: Path) -> None:
         """Comments and trailing commas are accepted; `//` inside strings is kept."""
         path = write(
@@ -530,10 +556,32 @@ class TestErrors:
     def test_unknown_field_names_its_path(self) -> None:
         """An unknown field is reported with its dotted path and nothing else."""
         with pytest.raises(ConfigError) as info:
-            load_config({"mcpServers": {"github": {"url": "https://h", "heders": {}}}})
-        assert str(info.value) == "mcpServers.github.heders: unknown field"
-        assert info.value.errors == [FieldError("mcpServers.github.heders", "unknown field")]
+            load_config({"mcpServers": {"github": {"url": "https://h", "colour": "red"}}})
+        assert str(info.value) == "mcpServers.github.colour: unknown field"
+        assert info.value.errors == [FieldError("mcpServers.github.colour", "unknown field")]
+        assert info.value.servers == {"github": "mcpServers.github"}
         assert isinstance(info.value, SupervisorError)
+
+    def test_unknown_field_close_to_a_known_one_suggests_it(self) -> None:
+        """A misspelt field (any case) is still an error, suggesting the field it resembles,
+        in a server entry and in the objects inside it alike."""
+        assert errors_of(
+            {
+                "mcpServers": {
+                    "a": {"comand": "x", "arg": ["y"], "URL": "https://h"},
+                    "b": {"url": "https://h", "heders": {}, "auth": {"clientid": "c"}},
+                    "c": {"url": "https://h", "reconnect": {"maxAttempt": 1}},
+                }
+            }
+        ) == [
+            'mcpServers.a.comand: unknown field; did you mean "command"?',
+            'mcpServers.a.arg: unknown field; did you mean "args"?',
+            'mcpServers.a.URL: unknown field; did you mean "url"?',
+            'mcpServers.a: needs either "command" (a local server) or "url" (a remote server)',
+            'mcpServers.b.heders: unknown field; did you mean "headers"?',
+            'mcpServers.b.auth.clientid: unknown field; did you mean "clientId"?',
+            'mcpServers.c.reconnect.maxAttempt: unknown field; did you mean "maxAttempts"?',
+        ]
 
     def test_every_error_is_reported_at_once(self) -> None:
         """Structural errors across servers and sections are all listed, in file order."""
@@ -626,14 +674,33 @@ class TestErrors:
         assert str(info.value) == "mcpServers.a: given more than once"
 
     def test_top_level_keys(self) -> None:
-        """Unknown top-level keys are errors (with a suggestion), and some server key is needed."""
+        """Another client's top-level keys are ignored; a key close to "supervisor" is an
+        error, and so, in a file without servers, is one close to a server section's key."""
+        assert one({"servers": {}, "extra": 1, "server": {"port": 4096}}).servers == {}
         assert errors_of({"mcpServer": {}}) == [
             'mcpServer: unknown top-level key; did you mean "mcpServers"?',
             '<config>: no MCP servers: expected a top-level "mcpServers", "mcp" or "servers" '
             "object",
         ]
-        assert errors_of({"servers": {}, "extra": 1}) == [
-            'extra: unknown top-level key; expected "mcpServers", "mcp", "servers" or "supervisor"'
+        assert errors_of({"preferences": {}}) == [
+            '<config>: no MCP servers: expected a top-level "mcpServers", "mcp" or "servers" '
+            "object",
+        ]
+        assert errors_of({"mcpServers": {}, "supervisr": {"strategy": "one_for_all"}}) == [
+            'supervisr: unknown top-level key; did you mean "supervisor"?'
+        ]
+
+    def test_the_supervisor_section_is_checked_strictly(self) -> None:
+        """Unknown keys inside our own section are errors, in a client's file too."""
+        assert errors_of(
+            {
+                "preferences": {"menuBarEnabled": False},
+                "mcpServers": {"a": {"command": "x"}},
+                "supervisor": {"strategy": "one_for_all", "intensty": {}, "colour": 1},
+            }
+        ) == [
+            'supervisor.intensty: unknown field; did you mean "intensity"?',
+            "supervisor.colour: unknown field",
         ]
 
     def test_auth_rules(self) -> None:
@@ -928,7 +995,22 @@ def run_check(*args: str, token: str | None = None) -> subprocess.CompletedProce
     )
 
 
+def program(path: Path, mode: int = 0o755) -> Path:
+    """A tiny executable script at ``path`` (``mode`` 0o644 makes it not executable)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(mode)
+    return path
+
+
 class TestCheckCommand:
+    @pytest.fixture(autouse=True)
+    def _npx_on_path(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The example config runs npx: a stand-in on PATH makes it found anywhere."""
+        program(tmp_path / "path-bin" / "npx")
+        path = os.pathsep.join([str(tmp_path / "path-bin"), os.environ.get("PATH", "")])
+        monkeypatch.setenv("PATH", path)
+
     def config(self, tmp_path: Path) -> Path:
         return write(
             tmp_path / "mcp.json",
@@ -991,9 +1073,79 @@ class TestCheckCommand:
         assert result.returncode == 2
         assert result.stdout == ""
         assert result.stderr.splitlines() == [
-            "mcpServers.github.heders: unknown field",
+            'mcpServers.github.heders: unknown field; did you mean "headers"?',
             "mcpServers.x.command: must be a string or an array of strings, not a number",
         ]
+
+    def test_claude_desktop_file_passes(self, tmp_path: Path) -> None:
+        """Claude Desktop's own file, with the app's top-level keys, passes the check."""
+        path = write(
+            tmp_path / "claude_desktop_config.json",
+            {
+                "mcpServers": {"notes": {"command": sys.executable, "args": ["notes.py"]}},
+                "globalShortcut": "Alt+Space",
+                "preferences": {"menuBarEnabled": False},
+            },
+        )
+        result = run_check("--config", str(path))
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines()[0].endswith("claude_desktop_config.json: 1 server")
+        assert result.stderr == ""
+
+    def test_json_output_on_structural_errors_lists_the_servers_found(self, tmp_path: Path) -> None:
+        """--json on structural errors still has "servers": the entries found, each with
+        its own errors and null for what was not validated; "errors" lists them all."""
+        path = write(
+            tmp_path / "bad.json",
+            {
+                "mcpServers": {
+                    "github": {"url": "https://h", "heders": {}},
+                    "fs": {"command": "x"},
+                    "bad name": {"command": 1},
+                }
+            },
+        )
+        result = run_check("--config", str(path), "--json")
+        assert result.returncode == 2
+        document = json.loads(result.stdout)
+        unvalidated = dict.fromkeys(("type", "target", "disabled", "lazy", "prefix"))
+        heders = {
+            "path": "mcpServers.github.heders",
+            "message": 'unknown field; did you mean "headers"?',
+        }
+        bad_name = [
+            {
+                "path": 'mcpServers."bad name"',
+                "message": "invalid server name: use 1-64 letters, digits, '_', '-' or '.', "
+                "starting with a letter or digit",
+            },
+            {
+                "path": 'mcpServers."bad name".command',
+                "message": "must be a string or an array of strings, not a number",
+            },
+        ]
+        assert document == {
+            "ok": False,
+            "path": str(path),
+            "servers": [
+                {"name": "github", **unvalidated, "errors": [heders]},
+                {"name": "fs", **unvalidated, "errors": []},
+                {"name": "bad name", **unvalidated, "errors": bad_name},
+            ],
+            "errors": [heders, *bad_name],
+        }
+
+    def test_json_output_for_an_unreadable_file_has_no_servers(self, tmp_path: Path) -> None:
+        """--json for a missing file: "servers" is empty, the one error names the file."""
+        missing = str(tmp_path / "missing.json")
+        result = run_check("--config", missing, "--json")
+        assert result.returncode == 2
+        assert json.loads(result.stdout) == {
+            "ok": False,
+            "path": missing,
+            "servers": [],
+            "errors": [{"path": missing, "message": "no such file"}],
+        }
 
     def test_disabled_server_missing_a_variable_does_not_fail(self, tmp_path: Path) -> None:
         """A disabled server's missing variable is reported on stderr but the check passes."""
@@ -1015,6 +1167,109 @@ class TestCheckCommand:
         assert result.stderr.strip() == (
             "mcpServers.off.headers.A: environment variable CHECK_TEST_TOKEN is not set "
             "(server is disabled)"
+        )
+
+    def test_command_not_on_path_exits_2_saying_what_to_do(self, tmp_path: Path) -> None:
+        """A local server whose command is on no PATH fails the check, naming the server's
+        field and the command and saying what to do; a remote server is not looked up."""
+        path = write(
+            tmp_path / "mcp.json",
+            {
+                "mcpServers": {
+                    "fs": {"command": "no-such-mcp-server-x1", "args": ["--root", "/tmp"]},
+                    "ok": {"command": "npx"},
+                    "web": {"url": "https://example.com/mcp"},
+                }
+            },
+        )
+        result = run_check("--config", str(path))
+        assert result.returncode == 2
+        assert result.stdout == ""
+        assert result.stderr.splitlines() == [
+            'mcpServers.fs.command: "no-such-mcp-server-x1" is not on PATH; install it, or '
+            "give its full path"
+        ]
+
+    def test_the_servers_own_path_is_searched(self, tmp_path: Path) -> None:
+        """With PATH in a server's env, the command is looked for there (as the process
+        will), not on the PATH check runs with."""
+        program(tmp_path / "tools" / "my-mcp-server")
+        path = write(
+            tmp_path / "mcp.json",
+            {
+                "mcpServers": {
+                    "mine": {
+                        "command": "my-mcp-server",
+                        "env": {"PATH": str(tmp_path / "tools")},
+                    },
+                    "theirs": {"command": "npx", "env": {"PATH": str(tmp_path / "tools")}},
+                }
+            },
+        )
+        result = run_check("--config", str(path))
+        assert result.returncode == 2
+        assert result.stderr.splitlines() == [
+            'mcpServers.theirs.command: "npx" is not on the PATH set in its env; install it, '
+            "or give its full path"
+        ]
+
+    def test_command_paths_must_be_executable_files(self, tmp_path: Path) -> None:
+        """A command given as a path (relative to the server's cwd) must exist, be a file
+        and be executable; each problem says which."""
+        program(tmp_path / "bin" / "server")
+        program(tmp_path / "bin" / "script.py", mode=0o644)
+        path = write(
+            tmp_path / "mcp.json",
+            {
+                "mcpServers": {
+                    "good": {"command": str(tmp_path / "bin" / "server")},
+                    "relative": {"command": "./server", "cwd": "bin"},
+                    "missing": {"command": "./nope/server", "cwd": "bin"},
+                    "folder": {"command": str(tmp_path / "bin")},
+                    "script": {"command": "bin/script.py"},
+                }
+            },
+        )
+        result = subprocess.run(
+            [sys.executable, "-m", "supervisor", "check", "--config", str(path), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            check=False,
+        )
+        assert result.returncode == 2
+        errors = json.loads(result.stdout)["errors"]
+        assert errors == [
+            {
+                "path": "mcpServers.missing.command",
+                "message": '"./nope/server" does not exist; install it there, or correct the path',
+            },
+            {
+                "path": "mcpServers.folder.command",
+                "message": f'"{tmp_path / "bin"}" is a directory, not a program',
+            },
+            {
+                "path": "mcpServers.script.command",
+                "message": '"bin/script.py" is not executable; make it so (chmod +x), or give '
+                'its interpreter as the command (e.g. "python3") and the script in "args"',
+            },
+        ]
+        servers = {s["name"]: s["errors"] for s in json.loads(result.stdout)["servers"]}
+        assert servers["good"] == servers["relative"] == []
+        assert servers["script"] == errors[2:]
+
+    def test_disabled_server_with_a_missing_command_does_not_fail(self, tmp_path: Path) -> None:
+        """A disabled server's missing command is reported, noted as disabled; exit 0."""
+        path = write(
+            tmp_path / "mcp.json",
+            {"mcpServers": {"off": {"command": "no-such-mcp-server-x1", "disabled": True}}},
+        )
+        result = run_check("--config", str(path))
+        assert result.returncode == 0, result.stderr
+        assert result.stderr.strip() == (
+            'mcpServers.off.command: "no-such-mcp-server-x1" is not on PATH; install it, or '
+            "give its full path (server is disabled)"
         )
 
     def test_unreadable_or_invalid_files_exit_2(self, tmp_path: Path) -> None:

@@ -6,11 +6,15 @@ import argparse
 import json
 import sys
 from functools import partial
+from typing import TYPE_CHECKING
 
 import trio
 
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents
 from ._serve import add_dashboard_option
+
+if TYPE_CHECKING:
+    from ..config import FieldError, ServerConfig
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -38,16 +42,28 @@ def _cmd_check(args: argparse.Namespace) -> int:
         for error in exc.errors:
             print(error, file=sys.stderr)
         if args.json:
-            errors = [{"path": e.path, "message": e.message} for e in exc.errors]
-            json.dump({"ok": False, "path": args.config, "errors": errors}, sys.stdout)
+            # The entries found, each with its own errors; what was not validated is null.
+            servers = [
+                {
+                    "name": name,
+                    **dict.fromkeys(("type", "target", "disabled", "lazy", "prefix")),
+                    "errors": [_field_error(e) for e in exc.errors if _within(e.path, path)],
+                }
+                for name, path in exc.servers.items()
+            ]
+            errors = [_field_error(e) for e in exc.errors]
+            document = {"ok": False, "path": args.config, "servers": servers, "errors": errors}
+            json.dump(document, sys.stdout)
             sys.stdout.write("\n")
         return EXIT_USAGE
     args.secrets.add(*config.secrets())  # redacted until the command returns
 
-    # A server invalid only because of its environment fails the check, unless disabled.
-    failures = [e for s in config.servers.values() if not s.disabled for e in s.errors]
+    # A server invalid because of its environment, or whose program is not to be found,
+    # fails the check, unless it is disabled.
+    problems = {name: _problems(server) for name, server in config.servers.items()}
+    failures = [e for s in config.servers.values() if not s.disabled for e in problems[s.name]]
     for server in config.servers.values():
-        for error in server.errors:
+        for error in problems[server.name]:
             note = " (server is disabled)" if server.disabled else ""
             print(f"{error}{note}", file=sys.stderr)
     rows = []
@@ -67,11 +83,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
                     "disabled": server.disabled,
                     "lazy": server.lazy,
                     "prefix": server.prefix,
-                    "errors": [{"path": e.path, "message": e.message} for e in server.errors],
+                    "errors": [_field_error(e) for e in problems[server.name]],
                 }
                 for server, kind, target in rows
             ],
-            "errors": [{"path": e.path, "message": e.message} for e in failures],
+            "errors": [_field_error(e) for e in failures],
         }
         json.dump(document, sys.stdout)
         sys.stdout.write("\n")
@@ -87,6 +103,30 @@ def _cmd_check(args: argparse.Namespace) -> int:
             )
             print(f"  {server.name:<{width}}  {kind:<6}  {target}{flags}")
     return EXIT_USAGE if failures else EXIT_OK
+
+
+def _problems(server: ServerConfig) -> list[FieldError]:
+    """A server's errors, and for a local one that has none, whether its program is found
+    where the process will look for it (its own env PATH, its cwd)."""
+    from ..config import FieldError, ServerType
+    from ..log import redact
+    from ..transports import command_problem
+
+    if server.errors or server.type is not ServerType.STDIO or server.command is None:
+        return list(server.errors)
+    problem = command_problem(
+        server.command, env=server.env, cwd=server.cwd, inherit_env=server.inherit_env
+    )
+    return [] if problem is None else [FieldError(f"{server.path}.command", redact(problem))]
+
+
+def _field_error(error: FieldError) -> dict[str, str]:
+    return {"path": error.path, "message": error.message}
+
+
+def _within(path: str, prefix: str) -> bool:
+    """Whether the field ``path`` is ``prefix`` or inside it."""
+    return path == prefix or path.startswith((prefix + ".", prefix + "["))
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -107,8 +147,8 @@ def register(commands: Commands, parents: Parents) -> None:
         "demo",
         parents=parents,
         help="the quick start: example servers, a crash and its recovery, then exit",
-        description="Supervise the example MCP servers of a checkout (examples/servers: "
-        "notes and calc over stdio, flaky over Streamable HTTP), call tools across them, "
+        description="Supervise the example MCP servers shipped with mcp-supervisor "
+        "(notes and calc over stdio, flaky over Streamable HTTP), call tools across them, "
         "kill two of them and print the recovery, then a summary; exit 0 (1 if something "
         "does not recover). With --dashboard, keep running with the web dashboard until "
         "Ctrl-C. The crashes are on purpose: the log shows only errors unless -v.",
@@ -117,7 +157,8 @@ def register(commands: Commands, parents: Parents) -> None:
         "--servers",
         metavar="DIR",
         default=None,
-        help="the directory of the example servers (default: the checkout's examples/servers)",
+        help="a directory holding notes.py, calc.py and flaky.py to run instead of the "
+        "example servers shipped with mcp-supervisor",
     )
     add_dashboard_option(demo)
     demo.set_defaults(handler=_cmd_demo)
@@ -128,7 +169,9 @@ def register(commands: Commands, parents: Parents) -> None:
         help="validate a config file",
         description="Load and validate a config file: exit 0 printing its servers, or 2 "
         "listing every problem on stderr, one per line, each starting with its field path. "
-        "A server that needs an environment variable which is not set is a problem.",
+        "A server that needs an environment variable which is not set is a problem, and so "
+        "is a local server whose command is not found: not on PATH (the server's own, if "
+        "its env sets one), or not an executable file at the path given.",
     )
     check.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
     check.add_argument("--json", action="store_true", help="print one JSON object on stdout")

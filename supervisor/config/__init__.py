@@ -12,7 +12,9 @@ they are, detected by their top-level key:
 - ``servers`` — VS Code (``.vscode/mcp.json``), whose top-level ``inputs`` are ignored;
 
 plus our own ``supervisor`` section. Several server sections in one file are merged; a
-name defined twice is an error naming both places.
+name defined twice is an error naming both places. A client's other top-level keys
+(Claude Desktop's ``preferences``, say) are its own and are ignored; unknown keys inside a
+server entry or the ``supervisor`` section are errors, suggesting a close known name.
 
 Two kinds of problem are told apart:
 

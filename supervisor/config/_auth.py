@@ -11,7 +11,19 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from ._model import AuthConfig
-from ._validate import _Bad, _choice, _Errors, _fields, _int, _join, _nonempty, _object, _str, _want
+from ._validate import (
+    _Bad,
+    _choice,
+    _Errors,
+    _fields,
+    _int,
+    _join,
+    _nonempty,
+    _object,
+    _str,
+    _unknown_field,
+    _want,
+)
 
 _GRANTS = ("authorization_code", "client_credentials")
 _AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")
@@ -87,7 +99,7 @@ def _parse_auth(errors: _Errors, value: object, path: str) -> AuthConfig | None:
     for key, item, p in _fields(errors, mapping, path):
         spec = _AUTH_KEYS.get(key)
         if spec is None:
-            errors.add(p, "unknown field")
+            errors.add(p, _unknown_field(key, _AUTH_KEYS))
             continue
         attribute, parse = spec
         if attribute in given:

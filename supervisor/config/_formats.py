@@ -5,17 +5,26 @@ Claude Desktop), ``mcp`` (OpenCode; nested ``mcp.servers`` for OpenCode v2 and V
 ``settings.json``) and ``servers`` (VS Code ``.vscode/mcp.json``) — beside our own
 ``supervisor`` section. All sections present are read, in file order; a server name
 defined in two of them is an error naming both places.
+
+A client's file is read as it is: its other top-level keys (Claude Desktop's
+``preferences``, OpenCode's ``model`` or ``server``, …) belong to the client and are
+ignored, with a debug log line naming them. Two kinds of unknown key are errors all the
+same: one close to ``supervisor`` (our own section, checked strictly), and, in a file with
+no server section, one close to a server section's key (``mcpServer``: the likely reason
+no server was found).
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator, Mapping
 
+from ..log import get_logger
 from ._model import Settings
 from ._server import _Draft
 from ._settings import _parse_settings
-from ._validate import _Errors, _fields, _join, _kind
+from ._validate import _closest, _Errors, _fields, _join, _kind, _unknown_field
+
+log = get_logger("supervisor.config")
 
 _SERVER_SECTIONS = ("mcpServers", "mcp", "servers")
 _TOP_LEVEL = (*_SERVER_SECTIONS, "supervisor")
@@ -28,6 +37,8 @@ class _Document:
     def __init__(self, errors: _Errors, label: str) -> None:
         self.errors = errors
         self.label = label
+        #: each server entry found: its name -> the path where it is defined
+        self.servers: dict[str, str] = {}
 
     def parse(self, document: object) -> tuple[Settings, list[_Draft]]:
         errors = self.errors
@@ -37,20 +48,20 @@ class _Document:
         settings = Settings()
         if "supervisor" in document:
             settings = _parse_settings(errors, document["supervisor"], "supervisor")
-        foreign_app_config = "mcp" in document  # opencode.json, VS Code settings.json
+        has_servers = any(key in document for key in _SERVER_SECTIONS)
+        ours = ("supervisor",) if has_servers else _TOP_LEVEL
+        ignored: list[str] = []
         for key, _, p in _fields(errors, document, ""):
             if key in _TOP_LEVEL or key in _IGNORED_TOP_LEVEL:
                 continue
-            close = difflib.get_close_matches(key, _TOP_LEVEL, n=1, cutoff=0.75)
+            close = _closest(key, ours)
             if close:
-                errors.add(p, f'unknown top-level key; did you mean "{close[0]}"?')
-            elif not foreign_app_config:
-                errors.add(
-                    p,
-                    'unknown top-level key; expected "mcpServers", "mcp", "servers" '
-                    'or "supervisor"',
-                )
-        if not any(key in document for key in _SERVER_SECTIONS):
+                errors.add(p, f'unknown top-level key; did you mean "{close}"?')
+            else:
+                ignored.append(key)
+        if ignored:
+            log.debug("ignored the client's own top-level keys", config=self.label, keys=ignored)
+        if not has_servers:
             errors.add(
                 self.label,
                 'no MCP servers: expected a top-level "mcpServers", "mcp" or "servers" object',
@@ -59,7 +70,7 @@ class _Document:
             _check_inputs(errors, document["inputs"], "inputs")
 
         drafts: list[_Draft] = []
-        defined: dict[str, str] = {}
+        defined = self.servers
         for section in (k for k in document if k in _SERVER_SECTIONS):
             for name, raw, p, style in self._entries(document[section], section):
                 if name in defined:
@@ -86,7 +97,7 @@ class _Document:
                 if key == "inputs":
                     _check_inputs(errors, item, p)
                 elif key != "servers":
-                    errors.add(p, "unknown field")
+                    errors.add(p, _unknown_field(key, ("servers", "inputs")))
             value = value["servers"]
             path = _join(section, "servers")
             assert isinstance(value, Mapping)

@@ -72,7 +72,8 @@ def load_config(
     root = Path(project_root).absolute() if project_root is not None else base
 
     errors = _Errors()
-    settings, drafts = _Document(errors, root_label).parse(document)
+    parsed = _Document(errors, root_label)
+    settings, drafts = parsed.parse(document)
     if (
         size is not None
         and _sets_config_limit(document)
@@ -84,7 +85,9 @@ def load_config(
             f"{settings.limits.max_config_bytes} bytes",
         )
     if errors.items:
-        raise ConfigError(errors.items, path=None if path is None else root_label)
+        raise ConfigError(
+            errors.items, path=None if path is None else root_label, servers=parsed.servers
+        )
 
     expander = _Expander(env, root, _workspace_folder(path, root))
     servers = {d.name: _build_server(d, settings, expander, base, limit) for d in drafts}

@@ -33,6 +33,7 @@ from ._validate import (
     _seconds,
     _str,
     _str_list,
+    _unknown_field,
     _url_problem,
     _want,
 )
@@ -139,7 +140,7 @@ class _Draft:
         for key, value, p in _fields(errors, fields, path):
             attribute = _SERVER_KEYS.get(key)
             if attribute is None:
-                errors.add(p, _FOREIGN_FIELDS.get(key, "unknown field"))
+                errors.add(p, _FOREIGN_FIELDS.get(key) or _unknown_field(key, _SERVER_KEYS))
                 continue
             if attribute in draft.keys:
                 errors.add(p, f'duplicates "{draft.keys[attribute]}"; set only one of them')

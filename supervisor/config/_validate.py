@@ -8,10 +8,11 @@ collects :class:`~supervisor.errors.FieldError` s so one pass reports every prob
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import FieldError
@@ -19,6 +20,9 @@ from ._model import ServerType
 
 #: Timeouts in seconds above this look like milliseconds copied from another tool.
 _MAX_TIMEOUT_SECONDS = 3600.0
+#: How alike (difflib's ratio, ignoring case) an unknown name must be to a known one to be
+#: suggested as its probable spelling.
+_CLOSE_ENOUGH = 0.75
 
 
 class _Errors:
@@ -132,6 +136,22 @@ def _fields(
         yield key, item, _join(path, key)
 
 
+def _closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name that ``name`` is most probably a misspelling of, ignoring case."""
+    by_lower: dict[str, str] = {}
+    for candidate in known:
+        by_lower.setdefault(candidate.lower(), candidate)
+    close = difflib.get_close_matches(name.lower(), by_lower, n=1, cutoff=_CLOSE_ENOUGH)
+    return by_lower[close[0]] if close else None
+
+
+def _unknown_field(key: str, known: Iterable[str]) -> str:
+    """The error for a key that is not one of ``known``: ``unknown field``, followed by
+    ``; did you mean "X"?`` when a known name is close (``comand`` -> ``command``)."""
+    close = _closest(key, known)
+    return f'unknown field; did you mean "{close}"?' if close else "unknown field"
+
+
 def _parse_object(
     errors: _Errors,
     value: object,
@@ -148,7 +168,7 @@ def _parse_object(
     for key, item, p in _fields(errors, mapping, path):
         parse = parsers.get(key)
         if parse is None:
-            errors.add(p, "unknown field")
+            errors.add(p, _unknown_field(key, parsers))
             continue
         try:
             out[key] = parse(item)

@@ -1,6 +1,6 @@
 """The quick-start demo behind ``mcp-supervisor demo``: real MCP servers, a crash, a recovery.
 
-It runs the example servers of a checkout (``examples/servers/``) under
+It runs the example servers shipped in :mod:`supervisor.demo.servers` under
 :func:`~supervisor.open_supervisor` — ``notes`` and ``calc`` over stdio, ``flaky`` over
 Streamable HTTP in a process of its own — prints the status table, calls tools across
 them, kills the calculator (``kill -9``) and then the flaky HTTP server, printing the

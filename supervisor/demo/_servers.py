@@ -1,9 +1,9 @@
 """The demo's servers: where the example servers are, the config, the flaky HTTP process.
 
-The demo runs the example MCP servers of a source checkout (``examples/servers/``), each
-with this interpreter: ``notes.py`` and ``calc.py`` over stdio, started by the
-supervisor, and ``flaky.py`` over Streamable HTTP, started by the demo itself (it plays a
-remote service, which the supervisor only reaches by URL).
+The demo runs the example MCP servers shipped in this package (:mod:`supervisor.demo.servers`),
+or those of another directory, each with this interpreter: ``notes.py`` and ``calc.py``
+over stdio, started by the supervisor, and ``flaky.py`` over Streamable HTTP, started by
+the demo itself (it plays a remote service, which the supervisor only reaches by URL).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import attrs
 import trio
 
-import supervisor
+from .servers import DIRECTORY as SHIPPED
 
 #: The example servers the demo needs.
 SCRIPTS = ("notes.py", "calc.py", "flaky.py")
@@ -35,27 +35,23 @@ class DemoError(Exception):
 
 
 def find_servers(directory: str | os.PathLike[str] | None = None) -> Path:
-    """The directory holding the example servers: ``directory`` if given, else the
-    checkout's ``examples/servers`` next to the ``supervisor`` package, else the one under
-    the current directory.
+    """The directory holding the demo's servers: ``directory`` if given, else the one
+    shipped in this package (:data:`supervisor.demo.servers.DIRECTORY`).
 
     Raises:
-        DemoError: None of them holds every script of :data:`SCRIPTS`.
+        DemoError: ``directory`` does not hold every script of :data:`SCRIPTS`.
     """
-    if directory is not None:
-        candidates = [Path(directory)]
-    else:
-        checkout = Path(supervisor.__file__).resolve().parents[1]
-        candidates = [checkout / "examples" / "servers", Path.cwd() / "examples" / "servers"]
-    for candidate in candidates:
-        if all((candidate / script).is_file() for script in SCRIPTS):
-            return candidate.resolve()
-    looked = ", ".join(str(c) for c in candidates)
-    raise DemoError(
-        f"the demo runs the example servers {', '.join(SCRIPTS)} of a source checkout "
-        f"(examples/servers/), and found them in none of: {looked}. Run it from a checkout "
-        "(pip install -e . && mcp-supervisor demo), or name the directory with --servers DIR"
-    )
+    if directory is None:
+        return SHIPPED
+    candidate = Path(directory)
+    missing = [script for script in SCRIPTS if not (candidate / script).is_file()]
+    if missing:
+        raise DemoError(
+            f"the demo runs the servers {', '.join(SCRIPTS)}, and {candidate} lacks "
+            f"{', '.join(missing)}; name a directory that holds them all with --servers DIR, "
+            "or leave --servers out to run the ones shipped with mcp-supervisor"
+        )
+    return candidate.resolve()
 
 
 def write_config(directory: Path, servers: Path, flaky_url: str) -> Path:
