@@ -156,6 +156,23 @@ def test_call_prints_the_text_and_starts_only_the_tools_server(rich) -> None:
     assert not started.exists()
 
 
+@pytest.mark.parametrize(
+    "order",
+    [
+        pytest.param(("r_echo", "--json", '{"text": "hi"}', "--config"), id="between"),
+        pytest.param(("r_echo", '{"text": "hi"}', "--json", "--config"), id="after"),
+    ],
+)
+def test_call_takes_options_anywhere(rich, order: tuple[str, ...]) -> None:
+    """Options may come between or after TOOL and ARGS_JSON: `call TOOL --json ARGS
+    --config F` is the call with the options first."""
+    config, counts, _ = rich
+    done = run("call", *order, config)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["text"] == "hi"
+    assert count_executions(counts) == {"echo": 1}
+
+
 def test_call_keeps_the_file_a_large_result_spilled_to(
     rich, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,7 +2,8 @@
 
 Human output goes to standard output, diagnostics and logs to standard error. Exit codes:
 0 ok, 1 runtime failure, 2 usage error (argparse's own code). Each module here adds its
-subcommands to the parser (``register``) and implements them.
+subcommands to the parser (``register``) and implements them; options are accepted
+anywhere on a subcommand's line (:class:`~._common.Parser`).
 
 :func:`main` configures logging (:func:`~supervisor.log.configure_logging`; importing
 configures nothing) and opens a redaction scope (``args.secrets``, a
@@ -20,7 +21,7 @@ import trio
 
 from ..log import configure_logging, redact, redacting
 from . import _basics, _serve, _servers, _tools
-from ._common import EXIT_FAILURE, log
+from ._common import EXIT_FAILURE, Parser, log
 
 __all__ = ["build_parser", "main"]
 
@@ -41,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the way an Erlang/OTP supervision tree keeps processes alive.",
         parents=[verbosity],
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=Parser
+    )
     parents = [verbosity]
     _basics.register(commands, parents)
     _servers.register(commands, parents)

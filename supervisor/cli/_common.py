@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 from ..log import get_logger
@@ -19,6 +20,25 @@ Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Parents: TypeAlias = "list[argparse.ArgumentParser]"
 
 log = get_logger("supervisor.cli")
+
+
+class Parser(argparse.ArgumentParser):
+    """A subcommand's parser: options are accepted anywhere, after positionals too
+    (``call TOOL --json ARGS``), as ``parse_intermixed_args`` parses them."""
+
+    _intermixing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # parse_known_intermixed_args parses in two passes, each through this method.
+        if self._intermixing or not self._get_positional_actions():
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 def load(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Config, or None after errors
