@@ -22,7 +22,17 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, load, log, print_json
+from ._common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    Commands,
+    Parents,
+    load,
+    log,
+    print_json,
+    run,
+)
 
 if TYPE_CHECKING:
     from ..registry import Entry
@@ -33,7 +43,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     config = load(args)
     if config is None:
         return EXIT_USAGE
-    return trio.run(_tools, config, args.json, args.search, args.limit)
+    return run(_tools, config, args.json, args.search, args.limit)
 
 
 async def _tools(config: object, as_json: bool, query: str | None, limit: int) -> int:
@@ -153,7 +163,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
         approve = _approve_all
     elif os.isatty(0) and os.isatty(2):
         approve = _ask_on_terminal
-    return trio.run(_call, config, args.tool, arguments, args.json, approve)
+    return run(_call, config, args.tool, arguments, args.json, approve)
 
 
 async def _approve_all(request: ApprovalRequest) -> bool:
