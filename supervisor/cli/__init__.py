@@ -25,7 +25,7 @@ import trio
 
 from ..log import configure_logging, redact, redacting
 from . import _basics, _serve, _servers, _tools
-from ._common import EPILOG, EXIT_BROKEN_PIPE, EXIT_FAILURE, Parser, log, say
+from ._common import EPILOG, EXIT_BROKEN_PIPE, EXIT_FAILURE, Parser, log, said, say
 
 __all__ = ["build_parser", "main"]
 
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             error = _root_cause(exc)
             say(
                 f"mcp-supervisor {args.command}: error: {type(error).__name__}: "
-                + redact(str(error))
+                + redact(said(error))
             )
             return EXIT_FAILURE
 

@@ -122,6 +122,17 @@ async def _stop_on_signal(
             scope.cancel()
 
 
+def said(error: BaseException) -> str:
+    """``error``'s message as the command line says it: where the library's message names
+    a Python call (``handle.restart``, an approval callback), the error's ``cli_message``
+    gives the same facts with the command line's remedy."""
+    from ..errors import ApprovalRequired, ServerUnavailable
+
+    if isinstance(error, ServerUnavailable | ApprovalRequired):
+        return error.cli_message
+    return str(error)
+
+
 def say(line: str) -> None:
     """One line on stderr, now; a stderr that is gone (a closed terminal) is no error."""
     with suppress(OSError):

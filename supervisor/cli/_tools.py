@@ -32,6 +32,7 @@ from ._common import (
     log,
     print_json,
     run,
+    said,
 )
 
 if TYPE_CHECKING:
@@ -208,10 +209,11 @@ async def _call(
     from ..runtime import open_supervisor
     from ..tools import ToolResult
 
-    def fail(exc: SupervisorError, code: int, said: str | None = None) -> int:
-        print(f"mcp-supervisor call: {said or f'{type(exc).__name__}: {exc}'}", file=sys.stderr)
+    def fail(exc: SupervisorError, code: int, why: str | None = None) -> int:
+        why = why or f"{type(exc).__name__}: {said(exc)}"
+        print(f"mcp-supervisor call: {why}", file=sys.stderr)
         if as_json:
-            error: dict[str, object] = {"type": type(exc).__name__, "message": str(exc)}
+            error: dict[str, object] = {"type": type(exc).__name__, "message": said(exc)}
             if isinstance(exc, ToolArgumentsInvalid):
                 error["errors"] = [{"path": p, "message": m} for p, m in exc.errors]
             print_json({"tool": name, "error": error})
@@ -243,8 +245,8 @@ async def _call(
             # refused before anything was sent, the same way on every try: a usage error
             return fail(exc, EXIT_USAGE)
         except ApprovalDenied as exc:  # someone said no
-            said = f"not approved; {name} was not called" if approve is _ask_on_terminal else None
-            return fail(exc, EXIT_FAILURE, said)
+            why = f"not approved; {name} was not called" if approve is _ask_on_terminal else None
+            return fail(exc, EXIT_FAILURE, why)
         except SupervisorError as exc:
             return fail(exc, EXIT_FAILURE)
         server = sup.resolve(name)[0]

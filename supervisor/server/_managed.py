@@ -389,11 +389,14 @@ class ManagedServer:
                 timeout=limit,
             ) from None
         if isinstance(exc, ActorUnavailable):
-            raise ServerUnavailable(
+            said = (
                 f"MCP server {self.name!r} is unavailable after {exc.attempts} attempts; "
-                f"last error: {self.health.last_error or exc.last_error}. Fix the cause, "
-                f"then restart it (handle.restart({self.name!r}))",
+                f"last error: {self.health.last_error or exc.last_error}. Fix the cause, then "
+            )
+            raise ServerUnavailable(
+                f"{said}restart it (handle.restart({self.name!r}))",
                 server=self.name,
+                cli_message=f"{said}run the command again: each run starts its servers afresh",
             ) from None
         if isinstance(exc, ActorStopped):
             raise ServerUnavailable(
