@@ -15,7 +15,9 @@ import time
 from collections.abc import Callable
 
 import pytest
+import trio
 
+from supervisor.cli._common import run
 from supervisor.testing.servers import stdio_params
 
 #: Generous: this machine may be busy, and connecting a server takes seconds then.
@@ -243,3 +245,52 @@ def test_a_closed_stdout_ends_the_command_quietly_with_141(tmp_path: pathlib.Pat
     assert code == 141, cli.err.decode()
     assert cli.err == b""
     assert wait_until_gone(servers) == set()
+
+
+class TestRun:
+    """_common.run, in this process: the command's own code, or 128 + a stopping signal."""
+
+    def test_the_command_s_code_when_no_signal_came(self) -> None:
+        """Without a signal, run returns what the command returned."""
+
+        async def command() -> int:
+            return 3
+
+        assert run(command) == 3
+
+    @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=str)
+    def test_a_signal_cancels_the_command(self, sig: signal.Signals) -> None:
+        """A stopping signal cancels the command, whose cleanup runs; 128 + the signal."""
+        cleaned: list[bool] = []
+
+        async def command() -> int:
+            os.kill(os.getpid(), sig)
+            try:
+                await trio.sleep_forever()
+            finally:
+                cleaned.append(True)
+
+        assert run(command) == 128 + sig
+        assert cleaned == [True]
+
+    def test_an_error_while_stopping_keeps_the_signal_s_code(self) -> None:
+        """An error raised by the stop a signal caused (a terminal gone with SIGHUP) does not
+        turn the exit into a failure: 129."""
+
+        async def command() -> int:
+            os.kill(os.getpid(), signal.SIGHUP)
+            try:
+                await trio.sleep_forever()
+            finally:
+                raise OSError(5, "Input/output error")
+
+        assert run(command) == 129
+
+    def test_an_error_without_a_signal_is_raised_as_itself(self) -> None:
+        """The command's error comes out as it was raised, not in an exception group."""
+
+        async def command() -> int:
+            raise ValueError("no")
+
+        with pytest.raises(ValueError, match="^no$"):
+            run(command)

@@ -77,7 +77,9 @@ def run(command: Callable[..., Awaitable[int]], *args: object) -> int:
     exit as on any cancellation: the servers are stopped gracefully before this returns.
     That stop is bounded (each server's ``shutdownTimeout``, then a few seconds for its
     process), so later signals do not cut it short, which could leave processes behind:
-    they only say that it is under way.
+    they only say that it is under way. An error the command raises once stopped by a
+    signal (such as writing to a terminal that hung up) is logged at debug level: the exit
+    code is the signal's.
     """
     caught: list[signal.Signals] = []
     code = trio.run(_stoppable, command, args, caught)
@@ -92,13 +94,15 @@ async def _stoppable(
     async with trio.open_nursery() as nursery:
         scope = trio.CancelScope()
         await nursery.start(_stop_on_signal, scope, caught)
-        with scope:
-            try:
+        try:
+            with scope:  # takes the cancellations it caused out of any error group
                 code = await command(*args)
-            except Exception as exc:  # raised below as itself, not in the nursery's group
-                error = exc
+        except Exception as exc:  # raised below as itself, not in the nursery's group
+            error = exc
         nursery.cancel_scope.cancel()  # the watcher
-    if error is not None:
+    if error is not None and caught:
+        log.debug("error while stopping", signal=caught[0].name, exc_info=error)
+    elif error is not None:
         raise error
     return code
 
