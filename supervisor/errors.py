@@ -214,7 +214,15 @@ class ServerError(SupervisorError):
 
 
 class ServerUnavailable(ServerError):
-    """The server gave up restarting (``failed``) or was stopped: calls fail fast."""
+    """The server gave up restarting (``failed``) or was stopped: calls fail fast.
+
+    ``cli_message`` is what the command line says instead of the message where that
+    names a Python call (``handle.restart``): the same facts, the command line's remedy.
+    """
+
+    def __init__(self, message: str, *, server: str, cli_message: str | None = None) -> None:
+        super().__init__(message, server=server)
+        self.cli_message = message if cli_message is None else cli_message
 
 
 class ConnectTimeout(ServerError, TimeoutError):
@@ -524,7 +532,14 @@ class ApprovalDenied(SupervisorError, PermissionError):
 
 class ApprovalRequired(ApprovalDenied):
     """The call needed approval and there is no approval callback (headless): it fails
-    closed, and the message says how to grant approval."""
+    closed, and the message says how to grant approval; ``cli_message`` says it in the
+    command line's terms (no terminal to ask on; ``--yes``), without Python's."""
+
+    def __init__(
+        self, message: str, *, server: str, tool: str, reason: str, cli_message: str | None = None
+    ) -> None:
+        super().__init__(message, server=server, tool=tool, reason=reason)
+        self.cli_message = message if cli_message is None else cli_message
 
 
 def _tool_errors_message(tool: str, errors: list[tuple[str, str]], what: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import re
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import urllib.request
 import pytest
 
 from supervisor import bench
+from supervisor.cli import main
 
 TIMEOUT = 60
 
@@ -157,7 +159,7 @@ def test_demo_with_servers_elsewhere_missing_says_which() -> None:
 
 def test_demo_with_a_dashboard_keeps_serving_until_ctrl_c() -> None:
     """`demo --dashboard 127.0.0.1:0` serves the dashboard through the script and after it,
-    until SIGINT; then it exits 0 and the server processes it started are gone."""
+    until SIGINT; then it exits 130 and the server processes it started are gone."""
     process = subprocess.Popen(
         [sys.executable, "-m", "supervisor", "demo", "--dashboard", "127.0.0.1:0"],
         stdout=subprocess.PIPE,
@@ -181,7 +183,7 @@ def test_demo_with_a_dashboard_keeps_serving_until_ctrl_c() -> None:
             process.kill()
             process.wait()
     out = "".join(seen) + rest
-    assert process.returncode == 0, errors
+    assert process.returncode == 130, errors
     assert health["servers"] == {"notes": "connected", "calc": "connected", "flaky": "connected"}
     assert "calc_add(a=2, b=40), sent during the outage -> 42" in out
     assert "Stopping." in rest
@@ -228,6 +230,36 @@ def test_usage_error_exits_2_with_usage_on_stderr(args: tuple[str, ...]) -> None
     assert result.returncode == 2
     assert result.stderr.startswith("usage: mcp-supervisor")
     assert result.stdout == ""
+
+
+def test_serve_without_dashboard_is_a_usage_error_naming_it(tmp_path: pathlib.Path) -> None:
+    """`serve` serves the web dashboard and nothing else yet: without --dashboard it exits
+    2 naming that option, which its usage shows as required; no other mode is offered."""
+    config = tmp_path / "mcp.json"
+    config.write_text('{"mcpServers": {}}')
+    done = run_cli("serve", "--config", str(config))
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: mcp-supervisor serve")
+    assert "error: the following arguments are required: --dashboard" in done.stderr
+    assert "nothing to serve" not in done.stderr and "gateway" not in done.stderr
+    usage = run_cli("serve", "--help").stdout.split("\n\n", 1)[0]
+    assert "--dashboard HOST:PORT" in usage and "[--dashboard" not in usage
+
+
+@pytest.mark.parametrize(
+    "command", ["check", "status", "events", "tools", "call", "serve", "demo", "bench"]
+)
+def test_every_command_help_ends_with_the_exit_codes(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each command's --help ends with the exit codes shared by all: signals and a closed
+    stdout included."""
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    epilog = " ".join(capsys.readouterr().out.split("\n\n")[-1].split())
+    assert epilog.startswith("Exit status: 0 done, 1 failed, 2 usage or config error.")
+    assert "exits 130, 143 or 129" in epilog and "quietly with 141" in epilog
 
 
 IN_PROCESS = [

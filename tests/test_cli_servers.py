@@ -78,7 +78,7 @@ def test_server_commands_reject_a_broken_config(tmp_path: pathlib.Path) -> None:
 
 def test_status_with_a_dashboard_serves_until_ctrl_c(tmp_path: pathlib.Path) -> None:
     """`status --dashboard 127.0.0.1:0` prints where the page is, serves it while the table
-    stays live, and ends cleanly on SIGINT, leaving no server process."""
+    stays live, and ends cleanly on SIGINT (exit 130), leaving no server process."""
     import signal
     import threading
     import time
@@ -121,4 +121,4 @@ def test_status_with_a_dashboard_serves_until_ctrl_c(tmp_path: pathlib.Path) -> 
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert process.returncode == 0
+    assert process.returncode == 130

@@ -156,6 +156,23 @@ def test_call_prints_the_text_and_starts_only_the_tools_server(rich) -> None:
     assert not started.exists()
 
 
+@pytest.mark.parametrize(
+    "order",
+    [
+        pytest.param(("r_echo", "--json", '{"text": "hi"}', "--config"), id="between"),
+        pytest.param(("r_echo", '{"text": "hi"}', "--json", "--config"), id="after"),
+    ],
+)
+def test_call_takes_options_anywhere(rich, order: tuple[str, ...]) -> None:
+    """Options may come between or after TOOL and ARGS_JSON: `call TOOL --json ARGS
+    --config F` is the call with the options first."""
+    config, counts, _ = rich
+    done = run("call", *order, config)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["text"] == "hi"
+    assert count_executions(counts) == {"echo": 1}
+
+
 def test_call_keeps_the_file_a_large_result_spilled_to(
     rich, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -215,17 +232,38 @@ def test_call_of_a_failing_tool_exits_1_with_its_text(rich) -> None:
 
 def test_call_needing_approval_fails_closed_without_yes(rich) -> None:
     """Headless without --yes, a tool needing approval is refused before it is sent (exit 2,
-    the message says how to allow it); with --yes (arguments from stdin) it runs."""
+    the message says how to allow it, in the command line's terms); with --yes (arguments
+    from stdin) it runs."""
     config, counts, _ = rich
     done = run("call", "--config", config, "r_delete_note", '{"title": "x"}')
     assert done.returncode == 2
-    assert "ApprovalRequired" in done.stderr and "--yes" in done.stderr
+    assert done.stderr == (
+        "mcp-supervisor call: ApprovalRequired: tool 'r_delete_note' (server 'r') needs "
+        "approval (destructive name) and no terminal to ask on; the call was not made. To "
+        "allow it: run with --yes (destructive tools always ask, even when listed in "
+        "autoApprove)\n"
+    )
     assert count_executions(counts) == {}
 
     done = run("call", "--config", config, "r_delete_note", "-", "--yes", stdin='{"title": "x"}')
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ok\n"
     assert count_executions(counts) == {"delete_note": 1}
+
+
+def test_call_to_a_server_that_gave_up_says_what_to_do_on_the_command_line(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A server that gave up: exit 1 with ServerUnavailable, whose advice is the command
+    line's (run it again), not the Python call the library's message names."""
+    config = write_config(tmp_path, {"x": fixture("exit-on-start", maxRestarts=0)})
+    done = run("call", "--config", config, "x_echo", "--json")
+    assert done.returncode == 1
+    said = "Fix the cause, then run the command again: each run starts its servers afresh"
+    assert "mcp-supervisor call: ServerUnavailable: MCP server 'x' is unavailable" in done.stderr
+    assert said in done.stderr and "handle." not in done.stderr
+    error = json.loads(done.stdout)["error"]
+    assert error["type"] == "ServerUnavailable" and error["message"].endswith(said)
 
 
 def test_call_of_an_unknown_tool_exits_2_with_close_matches(rich) -> None:

@@ -1,8 +1,11 @@
 """The ``mcp-supervisor`` command line.
 
 Human output goes to standard output, diagnostics and logs to standard error. Exit codes:
-0 ok, 1 runtime failure, 2 usage error (argparse's own code). Each module here adds its
-subcommands to the parser (``register``) and implements them.
+0 ok, 1 runtime failure, 2 usage error (argparse's own code); 130, 143 and 129 after
+Ctrl-C, SIGTERM and SIGHUP stopped the command (:func:`~._common.run`); 141 when standard
+output was closed early (``| head``), which ends the command quietly. Each module here
+adds its subcommands to the parser (``register``) and implements them; options are
+accepted anywhere on a subcommand's line (:class:`~._common.Parser`).
 
 :func:`main` configures logging (:func:`~supervisor.log.configure_logging`; importing
 configures nothing) and opens a redaction scope (``args.secrets``, a
@@ -13,14 +16,16 @@ loads are redacted until the command returns, error messages included.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import trio
 
 from ..log import configure_logging, redact, redacting
 from . import _basics, _serve, _servers, _tools
-from ._common import EXIT_FAILURE, log
+from ._common import EPILOG, EXIT_BROKEN_PIPE, EXIT_FAILURE, Parser, log, said, say
 
 __all__ = ["build_parser", "main"]
 
@@ -40,14 +45,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keep many MCP servers available to an agent, "
         "the way an Erlang/OTP supervision tree keeps processes alive.",
         parents=[verbosity],
+        epilog=EPILOG,
     )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=Parser
+    )
     parents = [verbosity]
     _basics.register(commands, parents)
     _servers.register(commands, parents)
     _tools.register(commands, parents)
     _serve.register(commands, parents)
     _basics.register_bench(commands, parents)
+    for command in commands.choices.values():
+        command.epilog = EPILOG
     return parser
 
 
@@ -61,17 +71,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] = args.handler
     with redacting() as args.secrets:  # the loaded config's secrets, for the command
         try:
-            return handler(args)
-        except KeyboardInterrupt:
-            print("mcp-supervisor: interrupted", file=sys.stderr)
-            return 130
-        except Exception as exc:
+            code = handler(args)
+            sys.stdout.flush()  # output still buffered meets a closed pipe here
+            return code
+        except BaseException as exc:
+            leaves = list(_leaves(exc))
+            # Ctrl-C before run() watched for it: nothing was started yet
+            if any(isinstance(e, KeyboardInterrupt) for e in leaves):
+                say("mcp-supervisor: interrupted")
+                return 128 + signal.SIGINT
+            if leaves and all(isinstance(e, BrokenPipeError) for e in leaves):
+                _silence_stdout()
+                return EXIT_BROKEN_PIPE
+            if not all(isinstance(e, Exception) for e in leaves):
+                raise
             log.debug("command failed", command=args.command, exc_info=True)
             error = _root_cause(exc)
-            print(
+            say(
                 f"mcp-supervisor {args.command}: error: {type(error).__name__}: "
-                + redact(str(error)),
-                file=sys.stderr,
+                + redact(said(error))
             )
             return EXIT_FAILURE
 
@@ -84,3 +102,21 @@ def _root_cause(exc: BaseException) -> BaseException:
             return exc
         exc = real[0]
     return exc
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    """The errors inside nested exception groups, cancellations left out."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    elif not isinstance(exc, trio.Cancelled):
+        yield exc
+
+
+def _silence_stdout() -> None:
+    """Standard output was closed by its reader (``| head``): point it at /dev/null, so
+    that flushing it at exit raises nothing, as the Python documentation's note on
+    SIGPIPE advises."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

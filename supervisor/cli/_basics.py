@@ -8,9 +8,7 @@ import sys
 from functools import partial
 from typing import TYPE_CHECKING
 
-import trio
-
-from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents
+from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, run
 from ._serve import add_dashboard_option
 
 if TYPE_CHECKING:
@@ -24,9 +22,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if not getattr(args, "verbose", 0):  # the demo's crashes are expected: no warnings
         configure_logging(level="error", stream=sys.stderr, force=True)
     try:
-        return trio.run(
-            partial(run_demo, sys.stdout, servers=args.servers, dashboard=args.dashboard)
-        )
+        return run(partial(run_demo, sys.stdout, servers=args.servers, dashboard=args.dashboard))
     except DemoError as exc:
         print(f"mcp-supervisor demo: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
@@ -130,10 +126,14 @@ def _within(path: str, prefix: str) -> bool:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    return run(_bench, args.quick, args.json)
+
+
+async def _bench(quick: bool, as_json: bool) -> int:
     from ..bench import format_table, run_bench
 
-    report = trio.run(run_bench, args.quick)
-    if args.json:
+    report = await run_bench(quick)
+    if as_json:
         json.dump(report, sys.stdout)
         sys.stdout.write("\n")
     else:
@@ -151,7 +151,7 @@ def register(commands: Commands, parents: Parents) -> None:
         "(notes and calc over stdio, flaky over Streamable HTTP), call tools across them, "
         "kill two of them and print the recovery, then a summary; exit 0 (1 if something "
         "does not recover). With --dashboard, keep running with the web dashboard until "
-        "Ctrl-C. The crashes are on purpose: the log shows only errors unless -v.",
+        "Ctrl-C (exit 130). The crashes are on purpose: the log shows only errors unless -v.",
     )
     demo.add_argument(
         "--servers",

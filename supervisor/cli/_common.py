@@ -1,17 +1,46 @@
-"""What every subcommand shares: exit codes, config loading, JSON output."""
+"""What every subcommand shares: exit codes, the parser class, running a command under
+trio with signals handled, config loading, JSON output.
+
+A command that runs servers does so in :func:`run`: Ctrl-C (SIGINT), SIGTERM and SIGHUP
+cancel it, so that its ``open_supervisor`` block stops the servers the usual way, and
+the command then exits ``128 +`` the signal's number (130, 143, 129), as a process ended
+by that signal would in a shell. A closed standard output (``| head``) ends a command
+quietly with :data:`EXIT_BROKEN_PIPE` (``main`` handles it).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from typing import Any, TypeAlias
+
+import trio
 
 from ..log import get_logger
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+#: standard output was closed before the command was done: 128 + SIGPIPE, as a shell
+#: reports a process that SIGPIPE ended (``yes | head``)
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+
+#: The signals that stop a command gracefully; it exits ``128 +`` the signal's number.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_STOPPED = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hung up"}
+
+#: What every subcommand's ``--help`` ends with.
+EPILOG = (
+    "Exit status: 0 done, 1 failed, 2 usage or config error. Ctrl-C, SIGTERM and SIGHUP "
+    "stop the servers gracefully, then the command exits 130, 143 or 129 (128 + the "
+    "signal's number); the stop is bounded, and further signals do not cut it short. "
+    "Output cut short by a closed pipe (| head) ends the command quietly with 141. "
+    "Options may come before or after the positional arguments."
+)
 
 #: ``parser.add_subparsers()``'s result, to which each module adds its commands
 Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -19,6 +48,99 @@ Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 Parents: TypeAlias = "list[argparse.ArgumentParser]"
 
 log = get_logger("supervisor.cli")
+
+
+class Parser(argparse.ArgumentParser):
+    """A subcommand's parser: options are accepted anywhere, after positionals too
+    (``call TOOL --json ARGS``), as ``parse_intermixed_args`` parses them."""
+
+    _intermixing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # parse_known_intermixed_args parses in two passes, each through this method.
+        if self._intermixing or not self._get_positional_actions():
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+
+
+def run(command: Callable[..., Awaitable[int]], *args: object) -> int:
+    """``trio.run(command, *args)``; return its exit code, or ``128 + N`` if signal ``N``
+    (one of :data:`STOP_SIGNALS`) stopped it.
+
+    The first such signal says so on stderr and cancels ``command``, whose blocks then
+    exit as on any cancellation: the servers are stopped gracefully before this returns.
+    That stop is bounded (each server's ``shutdownTimeout``, then a few seconds for its
+    process), so later signals do not cut it short, which could leave processes behind:
+    they only say that it is under way. An error the command raises once stopped by a
+    signal (such as writing to a terminal that hung up) is logged at debug level: the exit
+    code is the signal's.
+    """
+    caught: list[signal.Signals] = []
+    code = trio.run(_stoppable, command, args, caught)
+    return 128 + caught[0] if caught else code
+
+
+async def _stoppable(
+    command: Callable[..., Awaitable[int]], args: Sequence[object], caught: list[signal.Signals]
+) -> int:
+    code = EXIT_FAILURE  # replaced unless a signal cancels the command
+    error: Exception | None = None
+    async with trio.open_nursery() as nursery:
+        scope = trio.CancelScope()
+        await nursery.start(_stop_on_signal, scope, caught)
+        try:
+            with scope:  # takes the cancellations it caused out of any error group
+                code = await command(*args)
+        except Exception as exc:  # raised below as itself, not in the nursery's group
+            error = exc
+        nursery.cancel_scope.cancel()  # the watcher
+    if error is not None and caught:
+        log.debug("error while stopping", signal=caught[0].name, exc_info=error)
+    elif error is not None:
+        raise error
+    return code
+
+
+async def _stop_on_signal(
+    scope: trio.CancelScope,
+    caught: list[signal.Signals],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Cancel ``scope`` at the first of :data:`STOP_SIGNALS`, noting it in ``caught``;
+    listen (and only say so) until cancelled."""
+    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        task_status.started()
+        async for signum in signals:
+            if caught:
+                say("mcp-supervisor: still stopping the servers")
+                continue
+            caught.append(signal.Signals(signum))
+            say(f"mcp-supervisor: {_STOPPED[caught[0]]}, stopping the servers")
+            scope.cancel()
+
+
+def said(error: BaseException) -> str:
+    """``error``'s message as the command line says it: where the library's message names
+    a Python call (``handle.restart``, an approval callback), the error's ``cli_message``
+    gives the same facts with the command line's remedy."""
+    from ..errors import ApprovalRequired, ServerUnavailable
+
+    if isinstance(error, ServerUnavailable | ApprovalRequired):
+        return error.cli_message
+    return str(error)
+
+
+def say(line: str) -> None:
+    """One line on stderr, now; a stderr that is gone (a closed terminal) is no error."""
+    with suppress(OSError):
+        print(line, file=sys.stderr, flush=True)
 
 
 def load(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Config, or None after errors

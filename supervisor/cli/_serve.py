@@ -1,4 +1,4 @@
-"""``serve``: run the supervised servers until Ctrl-C, with what serves them to others.
+"""``serve``: run the supervised servers until a signal, with what serves them to others.
 
 For now that is the web dashboard (``--dashboard HOST:PORT``); the MCP gateway
 (``--stdio`` / ``--http HOST:PORT``) will be another mode of the same command.
@@ -13,12 +13,12 @@ Other commands add the dashboard with :func:`add_dashboard_option` and
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
+from typing import NoReturn
 
 import trio
 
-from ._common import EXIT_OK, EXIT_USAGE, Commands, Parents, load
+from ._common import EXIT_USAGE, Commands, Parents, load, run
 
 __all__ = ["add_dashboard_option", "register", "start_dashboard"]
 
@@ -33,12 +33,14 @@ def dashboard_address(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def add_dashboard_option(parser: argparse.ArgumentParser) -> None:
-    """Add ``--dashboard HOST:PORT`` (``args.dashboard``: ``(host, port)`` or ``None``)."""
+def add_dashboard_option(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """Add ``--dashboard HOST:PORT`` (``args.dashboard``: ``(host, port)``, or ``None``
+    when it is not ``required`` and not given)."""
     parser.add_argument(
         "--dashboard",
         type=dashboard_address,
         default=None,
+        required=required,
         metavar="HOST:PORT",
         help="serve the web dashboard there (127.0.0.1:8080, [::1]:8080, :0 for any port; "
         "the host defaults to 127.0.0.1)",
@@ -68,40 +70,21 @@ async def start_dashboard(nursery: trio.Nursery, sup: object, address: tuple[str
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    if args.dashboard is None:
-        print(
-            "mcp-supervisor serve: error: nothing to serve: give --dashboard HOST:PORT "
-            "(the --stdio and --http gateways are not available yet)",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
     config = load(args)
     if config is None:
         return EXIT_USAGE
-    return trio.run(_serve, config, args.dashboard)
+    return run(_serve, config, args.dashboard)
 
 
-async def _serve(config: object, dashboard: tuple[str, int] | None) -> int:
+async def _serve(config: object, dashboard: tuple[str, int]) -> NoReturn:
+    """Serve until cancelled: :func:`~._common.run` cancels it on a signal."""
     from ..runtime import open_supervisor
 
     async with open_supervisor(config) as sup, trio.open_nursery() as nursery:  # type: ignore[arg-type]
-        nursery.start_soon(_stop_on_signal, nursery.cancel_scope)
-        if dashboard is not None:
-            # Before connecting, so that the page's timeline shows the connections.
-            await start_dashboard(nursery, sup, dashboard)
+        # The dashboard before connecting, so that the page's timeline shows the connections.
+        await start_dashboard(nursery, sup, dashboard)
         nursery.start_soon(sup.connect_all)
         await trio.sleep_forever()
-    return EXIT_OK
-
-
-async def _stop_on_signal(scope: trio.CancelScope) -> None:
-    """Ctrl-C or SIGTERM: stop gracefully (a second Ctrl-C while stopping interrupts)."""
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for signum in signals:
-            name = "interrupted" if signum == signal.SIGINT else "terminated"
-            print(f"mcp-supervisor: {name}, stopping the servers", file=sys.stderr, flush=True)
-            scope.cancel()
-            return
 
 
 def register(commands: Commands, parents: Parents) -> None:
@@ -110,10 +93,11 @@ def register(commands: Commands, parents: Parents) -> None:
         "serve",
         parents=parents,
         help="run the servers until Ctrl-C, with the web dashboard",
-        description="Connect every enabled server and keep them supervised until Ctrl-C "
-        "(or SIGTERM), serving the web dashboard with --dashboard HOST:PORT. "
-        "Exit 0 on Ctrl-C or SIGTERM, 2 for a usage or config error.",
+        description="Connect every enabled server and keep them supervised, serving the "
+        "web dashboard at --dashboard HOST:PORT, until Ctrl-C, SIGTERM or SIGHUP; then stop "
+        "them and exit 130, 143 or 129. Exit 1 if the supervisor gives up, 2 for a usage or "
+        "config error.",
     )
     serve.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
-    add_dashboard_option(serve)
+    add_dashboard_option(serve, required=True)  # the one thing serve serves
     serve.set_defaults(handler=_cmd_serve)

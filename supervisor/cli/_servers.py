@@ -8,7 +8,7 @@ import math
 import os
 import shutil
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import trio
 
@@ -21,6 +21,7 @@ from ._common import (
     Parents,
     load,
     one_shot,
+    run,
 )
 from ._serve import add_dashboard_option, start_dashboard
 
@@ -33,12 +34,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     config = load(args)
     if config is None:
         return EXIT_USAGE
-    try:
-        return trio.run(_status, config, args)
-    except KeyboardInterrupt:
-        if not (args.watch or args.dashboard):
-            raise
-        return EXIT_OK  # Ctrl-C is how --watch (and --dashboard) ends
+    return run(_status, config, args)
 
 
 def _color() -> bool:
@@ -92,9 +88,9 @@ async def _connect_all(sup: SupervisorHandle) -> None:
     sys.stderr.flush()
 
 
-async def _watch(sup: SupervisorHandle, as_json: bool) -> None:
+async def _watch(sup: SupervisorHandle, as_json: bool) -> NoReturn:
     """Redraw on every change (and every second on a terminal, for the clocks), until
-    cancelled (Ctrl-C)."""
+    cancelled (a signal, see :func:`~._common.run`)."""
     tty = sys.stdout.isatty()
     async with sup.subscribe("mcp.*", "supervisor.*") as events, trio.open_nursery() as nursery:
         nursery.start_soon(sup.connect_all)
@@ -114,13 +110,12 @@ async def _status(config: Config, args: argparse.Namespace) -> int:
     if not watching:
         one_shot(args)
     async with open_supervisor(config, retries=watching) as sup:
-        if args.dashboard is not None:  # the page and the table, live, until Ctrl-C
+        if args.dashboard is not None:  # the page and the table, live, until a signal
             async with trio.open_nursery() as nursery:
                 await start_dashboard(nursery, sup, args.dashboard)
                 await _watch(sup, args.json)
         if args.watch:
             await _watch(sup, args.json)
-            return EXIT_OK
         await _connect_all(sup)
         return _show(sup, args.json, once=True)
 
@@ -129,7 +124,7 @@ def _cmd_events(args: argparse.Namespace) -> int:
     config = load(args)
     if config is None:
         return EXIT_USAGE
-    return trio.run(_events, config, args.filter, args.duration)
+    return run(_events, config, args.filter, args.duration)
 
 
 async def _events(config: object, pattern: str, duration: float | None) -> int:
@@ -156,7 +151,7 @@ def register(commands: Commands, parents: Parents) -> None:
         description="Connect every enabled server and print the status table "
         "(docs/monitoring.md; exit 0 when all are connected, 1 otherwise). --json prints "
         "the health records and metrics as one JSON document; --watch keeps redrawing the "
-        "table as events arrive, until Ctrl-C.",
+        "table as events arrive, until Ctrl-C (exit 130) or another signal.",
     )
     status.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
     status.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -169,7 +164,8 @@ def register(commands: Commands, parents: Parents) -> None:
         parents=parents,
         help="run the servers and print their events as JSON lines",
         description="Connect every enabled server and print each event as one "
-        "JSON line on stdout, until --duration seconds have passed or Ctrl-C.",
+        "JSON line on stdout, until --duration seconds have passed (exit 0) or Ctrl-C "
+        "(exit 130) or another signal.",
     )
     events.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
     events.add_argument(

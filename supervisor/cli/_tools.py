@@ -33,6 +33,8 @@ from ._common import (
     log,
     one_shot,
     print_json,
+    run,
+    said,
 )
 
 if TYPE_CHECKING:
@@ -45,7 +47,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     if config is None:
         return EXIT_USAGE
     one_shot(args)
-    return trio.run(_tools, config, args.json, args.search, args.limit)
+    return run(_tools, config, args.json, args.search, args.limit)
 
 
 async def _tools(config: object, as_json: bool, query: str | None, limit: int) -> int:
@@ -168,7 +170,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
     elif os.isatty(0) and os.isatty(2):
         approve = _ask_on_terminal
     one_shot(args)
-    return trio.run(_call, config, args.tool, arguments, args.json, approve)
+    return run(_call, config, args.tool, arguments, args.json, approve)
 
 
 async def _approve_all(request: ApprovalRequest) -> bool:
@@ -213,10 +215,11 @@ async def _call(
     from ..runtime import open_supervisor
     from ..tools import ToolResult
 
-    def fail(exc: SupervisorError, code: int, said: str | None = None) -> int:
-        print(f"mcp-supervisor call: {said or f'{type(exc).__name__}: {exc}'}", file=sys.stderr)
+    def fail(exc: SupervisorError, code: int, why: str | None = None) -> int:
+        why = why or f"{type(exc).__name__}: {said(exc)}"
+        print(f"mcp-supervisor call: {why}", file=sys.stderr)
         if as_json:
-            error: dict[str, object] = {"type": type(exc).__name__, "message": str(exc)}
+            error: dict[str, object] = {"type": type(exc).__name__, "message": said(exc)}
             if isinstance(exc, ToolArgumentsInvalid):
                 error["errors"] = [{"path": p, "message": m} for p, m in exc.errors]
             print_json({"tool": name, "error": error})
@@ -253,8 +256,8 @@ async def _call(
             # refused before anything was sent, the same way on every try: a usage error
             return fail(exc, EXIT_USAGE)
         except ApprovalDenied as exc:  # someone said no
-            said = f"not approved; {name} was not called" if approve is _ask_on_terminal else None
-            return fail(exc, EXIT_FAILURE, said)
+            why = f"not approved; {name} was not called" if approve is _ask_on_terminal else None
+            return fail(exc, EXIT_FAILURE, why)
         except SupervisorError as exc:
             return fail(exc, EXIT_FAILURE)
         server = sup.resolve(name)[0]

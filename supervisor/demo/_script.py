@@ -137,7 +137,8 @@ async def run_demo(
     """Run the demo, printing to ``out``; return the exit code (0).
 
     With ``dashboard`` (host, port) the web dashboard is served from the start, and the
-    demo keeps running after its script until Ctrl-C (SIGINT) or SIGTERM. Raises
+    demo keeps running after its script until it is cancelled (the command line cancels
+    it on Ctrl-C, SIGTERM or SIGHUP), stopping every server it started. Raises
     :class:`DemoError` when the example servers are missing or do not start, and
     ``trio.TooSlowError`` when a recovery does not happen within :data:`PATIENCE`.
     """
@@ -179,8 +180,10 @@ async def run_demo(
                     await _script(sup, events, say, processes, flaky, color=out.isatty())
                     if dashboard is not None:
                         say(f"\nThe dashboard stays at {info.url} until Ctrl-C.")
-                        await _until_signal()
-                        say("Stopping.")
+                        try:
+                            await trio.sleep_forever()
+                        finally:
+                            say("Stopping.")
                     nursery.cancel_scope.cancel()
             processes.cancel_scope.cancel()  # kills the flaky server's process group
     say(f"\nDemo took {time.monotonic() - started:.1f} s; all servers stopped.")
@@ -284,8 +287,3 @@ async def _recovery(
             await call.done.wait()
     say(f"  {call.shown()}, sent during the outage -> {call.answer} (after {call.took:.2f} s)")
 
-
-async def _until_signal() -> None:
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async for _ in signals:
-            return

@@ -426,11 +426,21 @@ class ManagedServer:
                 timeout=limit,
             ) from None
         if isinstance(exc, ActorUnavailable):
+            error = self.health.last_error or exc.last_error
+            if self.health.retryable is False:
+                said = (
+                    f"MCP server {self.name!r} failed, and retrying cannot help: {error}. "
+                    "Fix the cause, then "
+                )
+            else:
+                said = (
+                    f"MCP server {self.name!r} is unavailable after {exc.attempts} attempts; "
+                    f"last error: {error}. Fix the cause, then "
+                )
             raise ServerUnavailable(
-                f"MCP server {self.name!r} is unavailable after {exc.attempts} attempts; "
-                f"last error: {self.health.last_error or exc.last_error}. Fix the cause, "
-                f"then restart it (handle.restart({self.name!r}))",
+                f"{said}restart it (handle.restart({self.name!r}))",
                 server=self.name,
+                cli_message=f"{said}run the command again: each run starts its servers afresh",
             ) from None
         if isinstance(exc, ActorStopped) and self.health.status is ServerStatus.FAILED:
             reason = self.health.last_error or "unknown error"

@@ -143,22 +143,23 @@ async def check_approval(
         return
     where = f"tool {request.tool!r} (server {request.server!r})"
     if callback is None:
+        needs_it = f"{where} needs approval ({request.reason})"
         if request.reason in ("destructive annotation", "destructive name"):
-            how = (
-                "pass an approval callback, or run the CLI with --yes "
-                "(destructive tools always ask, even when listed in autoApprove)"
-            )
+            always = " (destructive tools always ask, even when listed in autoApprove)"
+            how = f"pass an approval callback, or run the CLI with --yes{always}"
+            cli_how = f"run with --yes{always}"
         else:
-            how = (
-                f"pass an approval callback, add {request.original_name!r} to the server's "
-                "autoApprove in the config, or run the CLI with --yes"
-            )
+            config = f"add {request.original_name!r} to the server's autoApprove in the config"
+            how = f"pass an approval callback, {config}, or run the CLI with --yes"
+            cli_how = f"{config}, or run with --yes"
         raise ApprovalRequired(
-            f"{where} needs approval ({request.reason}) and there is no approval callback;"
-            f" the call was not made. To allow it: {how}",
+            f"{needs_it} and there is no approval callback; the call was not made. "
+            f"To allow it: {how}",
             server=request.server,
             tool=request.tool,
             reason=request.reason,
+            cli_message=f"{needs_it} and no terminal to ask on; the call was not made. "
+            f"To allow it: {cli_how}",
         )
     if await callback(request) is not True:
         raise ApprovalDenied(
