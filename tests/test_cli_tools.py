@@ -254,14 +254,18 @@ def test_call_needing_approval_fails_closed_without_yes(rich) -> None:
 def test_call_to_a_server_that_gave_up_says_what_to_do_on_the_command_line(
     tmp_path: pathlib.Path,
 ) -> None:
-    """A server that gave up: exit 1 with ServerUnavailable, whose advice is the command
-    line's (run it again), not the Python call the library's message names."""
+    """A server that failed its one attempt: exit 1 with ServerUnavailable, whose advice
+    is the command line's (a long-running supervisor would retry), not Python's."""
     config = write_config(tmp_path, {"x": fixture("exit-on-start", maxRestarts=0)})
     done = run("call", "--config", config, "x_echo", "--json")
     assert done.returncode == 1
-    said = "Fix the cause, then run the command again: each run starts its servers afresh"
-    assert "mcp-supervisor call: ServerUnavailable: MCP server 'x' is unavailable" in done.stderr
-    assert said in done.stderr and "handle." not in done.stderr
+    said = (
+        "It was tried once and is not retried by a one-shot command; a long-running "
+        "supervisor (`mcp-supervisor serve`, `status --watch`) would retry it"
+    )
+    assert "mcp-supervisor call: ServerUnavailable: MCP server 'x' (pid " in done.stderr
+    assert "exited with code 1" in done.stderr
+    assert said in done.stderr and "handle." not in done.stderr and "retries=" not in done.stderr
     error = json.loads(done.stdout)["error"]
     assert error["type"] == "ServerUnavailable" and error["message"].endswith(said)
 

@@ -176,7 +176,7 @@ async def test_one_attempt_each_without_retries() -> None:
             with pytest.raises(ServerUnavailable) as info:
                 await sup.call("quits_anything")
         assert "exited with code 1" in str(info.value) and "cannot open /data" in str(info.value)
-        assert "not retried" in str(info.value)
+        assert "tried once and is not retried" in str(info.value)
         status = sup.status()
         assert status["quits"].status == "failed" and status["quits"].restarts == 0
         assert status["quits"].retryable is True and status["quits"].max_attempts == 0
@@ -269,8 +269,9 @@ def test_call_to_a_missing_command_is_one_line_and_exit_1(tmp_path: pathlib.Path
     done = _run("call", "ghost_x", "{}", "--config", _config(tmp_path, BROKEN), cwd=tmp_path)
     assert done.returncode == 1
     (line,) = done.stderr.splitlines()
-    assert line.startswith("mcp-supervisor call: ServerUnavailable: MCP server 'ghost' failed")
+    assert line.startswith("mcp-supervisor call: ServerUnavailable: MCP server 'ghost' could")
     assert "No such file or directory" in line and "no-such-command-xyz" in line
+    assert line.endswith("Retrying cannot help: fix the cause first")
 
 
 # -- a hung server is degraded, probed, restarted --------------------------------------------

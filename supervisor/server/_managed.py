@@ -443,15 +443,23 @@ class ManagedServer:
                 cli_message=f"{said}run the command again: each run starts its servers afresh",
             ) from None
         if isinstance(exc, ActorStopped) and self.health.status is ServerStatus.FAILED:
-            reason = self.health.last_error or "unknown error"
-            own = f"MCP server {self.name!r}"
-            if reason.startswith(own):  # "MCP server 'x' (pid 12) exited …"
-                reason = reason[len(own) :].strip()
-            raise ServerUnavailable(
-                f"{own} failed: {reason}"
-                + ("" if self.retries else " (not retried: this supervisor makes one attempt)"),
-                server=self.name,
-            ) from None
+            said = self.health.last_error or "unknown error"
+            if not said.startswith(f"MCP server {self.name!r}"):
+                said = f"MCP server {self.name!r} failed: {said}"
+            if self.health.retryable is False:
+                said += ". Retrying cannot help: fix the cause first"
+                cli = said
+            elif self.retries:  # a temporary server: it is not restarted after a crash
+                said += f". Fix the cause, then restart it (handle.restart({self.name!r}))"
+                cli = said
+            else:
+                said += ". It was tried once and is not retried"
+                cli = (
+                    f"{said} by a one-shot command; a long-running supervisor "
+                    "(`mcp-supervisor serve`, `status --watch`) would retry it"
+                )
+                said += " (open_supervisor(retries=False))"
+            raise ServerUnavailable(said, server=self.name, cli_message=cli) from None
         if isinstance(exc, ActorStopped):
             raise ServerUnavailable(
                 f"MCP server {self.name!r} is stopped; restart it to use it again",
