@@ -289,6 +289,34 @@ async def test_busy_subscriber_yields_to_the_scheduler() -> None:
     assert ticks >= 640 // 64 - 2
 
 
+async def test_the_bus_actor_fans_a_flood_out_in_batches_and_keeps_running() -> None:
+    """Thousands of events published at once: the actor fans them out a batch at a time,
+    letting other tasks run in between, delivers all in order, and is still running for
+    the events that come after."""
+    flood = 2000
+    inbox_seen: list[int] = []
+    async with open_bus(mailbox=4 * flood) as bus, bus.subscribe(buffer=4 * flood) as sub:
+
+        async def ticker() -> None:
+            while True:
+                inbox_seen.append(bus.statistics().queued)
+                await trio.lowlevel.checkpoint()
+
+        async with trio.open_nursery() as nursery:
+            for i in range(flood):
+                bus.publish(connecting(i))
+            nursery.start_soon(ticker)
+            received = [(await sub.receive()).attempt for _ in range(flood)]  # type: ignore[attr-defined]
+            nursery.cancel_scope.cancel()
+        assert received == list(range(flood))
+        # Other tasks ran while part of the flood was still waiting in the inbox.
+        assert any(0 < queued < flood for queued in inbox_seen), inbox_seen[:20]
+        assert bus.statistics().running and bus.statistics().incarnations == 1
+        bus.publish(connecting(-1))
+        with trio.fail_after(5):
+            assert (await sub.receive()).attempt == -1  # type: ignore[attr-defined]
+
+
 async def test_second_concurrent_reader_is_refused() -> None:
     """Only one task at a time may wait on a subscription."""
     bus = Bus()

@@ -7,6 +7,7 @@ import random
 
 import msgspec
 import pytest
+import structlog.testing
 import trio
 import trio.testing
 
@@ -21,7 +22,9 @@ from supervisor.actors import (
     GiveUp,
     Intensity,
     NoSuchChild,
+    NotRestarted,
     Restart,
+    Restarted,
     RestartScheduled,
     StartFailed,
     Strategy,
@@ -569,6 +572,115 @@ async def test_failed_restarts_count_as_restarts(
         assert await child.address.call("whoami", timeout=60) == ("a", 4)
         assert sup.statistics().restarts == 3
         assert sup.statistics().children[0].restarts == 3
+
+
+async def test_a_restart_that_fails_to_start_is_decided_with_its_start_error(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A restart whose start fails is an exit of its own: the next decision names the
+    start error; another child due at the same moment is restarted all the same."""
+    notices = Notices()
+    a = spec(journal, "a", backoff=Backoff(initial=1))
+    b = spec(journal, "b", backoff=Backoff(initial=1))
+    async with open_tree([a, b], intensity=Intensity(10, 100), notify=notices):
+        journal.fail_starts["a"] = 1
+        a.address.cast("crash")
+        b.address.cast("crash")
+        assert await b.address.call("whoami", timeout=60) == ("b", 2)
+        assert await a.address.call("whoami", timeout=60) == ("a", 3)
+    reasons = [(d.child, d.reason) for d in notices.decisions if isinstance(d, RestartScheduled)]
+    assert ("a", "Boom: a failed to start") in reasons
+    restarted = [(d.child, d.reason) for d in notices.decisions if isinstance(d, Restarted)]
+    assert ("b", "Boom: b crashed") in restarted
+    assert ("a", "Boom: a failed to start") in restarted
+
+
+@pytest.mark.parametrize(
+    ("restart", "message", "crashed"),
+    [(Restart.TEMPORARY, "crash", True), (Restart.TRANSIENT, "normal", False)],
+)
+async def test_a_child_not_restarted_is_reported_as_such(
+    journal: Journal, restart: Restart, message: str, crashed: bool
+) -> None:
+    """A child its restart type leaves down: a NotRestarted decision, field by field;
+    a crash of it is logged as a warning, a normal exit is not."""
+    notices = Notices()
+    child = spec(journal, "t", restart=restart)
+    with structlog.testing.capture_logs() as logs:
+        async with open_tree([child], notify=notices) as sup:
+            child.address.cast(message)
+            await until(lambda: bool(notices.decisions))
+            # As in OTP, a temporary child is deleted; a transient one stays, stopped.
+            kept = {} if restart is Restart.TEMPORARY else {"t": ChildState.STOPPED}
+            assert {id: state for id, state, _ in sup.which_children()} == kept
+    reason = "Boom: t crashed" if crashed else "normal"
+    assert notices.decisions == [
+        NotRestarted(supervisor="root", child="t", crashed=crashed, reason=reason)
+    ]
+    logged = [e for e in logs if e.get("child") == "t"]
+    if crashed:
+        assert logged == [
+            {
+                "event": "child crashed; not restarted",
+                "log_level": "warning",
+                "supervisor": "root",
+                "child": "t",
+                "restart": "temporary",
+                "reason": "Boom: t crashed",
+            }
+        ]
+    else:
+        assert logged == []
+
+
+async def test_every_decision_is_logged_once_with_its_facts(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The tree logs what it decided: a restart (warning), giving up on a child (error),
+    giving up itself (error) — each once, naming the supervisor, child and reason."""
+    flaky = spec(
+        journal,
+        "b",
+        give_up=GiveUp.MARK_UNAVAILABLE,
+        intensity=Intensity(max_restarts=1, within_seconds=60),
+        backoff=Backoff(initial=2),
+    )
+    with structlog.testing.capture_logs() as logs:
+        async with open_tree([flaky], intensity=Intensity(5, 60)):
+            await crash_and_settle(flaky.address)
+            await trio.sleep(5)
+            await crash_and_settle(flaky.address)
+        with pytest.raises(SupervisorGaveUp):
+            async with open_tree([spec(journal, "c")], intensity=Intensity(0, 60)) as sup:
+                sup.address("c").cast("crash")
+                await trio.sleep(10)
+    assert [e for e in logs if e.get("supervisor") == "root"] == [
+        {
+            "event": "child exited; restarting",
+            "log_level": "warning",
+            "supervisor": "root",
+            "child": "b",
+            "reason": "Boom: b crashed",
+            "attempt": 1,
+            "delay": 2.0,
+        },
+        {
+            "event": "child gave up; marked unavailable",
+            "log_level": "error",
+            "supervisor": "root",
+            "child": "b",
+            "reason": "Boom: b crashed",
+            "restarts": 1,
+            "permanent": False,
+        },
+        {
+            "event": "restart intensity exceeded; supervisor gives up",
+            "log_level": "error",
+            "supervisor": "root",
+            "child": "c",
+            "reason": "Boom: c crashed",
+        },
+    ]
 
 
 # -- dynamic children --------------------------------------------------------------------
