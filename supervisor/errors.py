@@ -23,6 +23,7 @@ One class per failure mode, under bases that catch whole families::
     │   ├── ConnectTimeout            the handshake took longer than initTimeout
     │   ├── StaleConnection           a ping went unanswered
     │   ├── CatalogTooLarge           more tools (or bytes) than the limits allow
+    │   ├── ResultTooLarge            one answer was over maxMessageBytes; dropped, connection kept
     │   ├── CallMayHaveTakenEffect    the connection died during the call; not retried
     │   ├── ToolCallTimeout           the call took longer than its timeout
     │   ├── RequestTimeout            a resource read or prompt request took longer than that
@@ -107,6 +108,7 @@ __all__ = [
     "ProtocolViolation",
     "RequestAborted",
     "RequestTimeout",
+    "ResultTooLarge",
     "ServerError",
     "ServerExited",
     "ServerRequestError",
@@ -235,6 +237,18 @@ class StaleConnection(ServerError):
 
 class CatalogTooLarge(ServerError):
     """The server lists more tools, or a bigger catalog, than the limits allow."""
+
+
+class ResultTooLarge(ServerError):
+    """The server's answer to one call was larger than ``maxMessageBytes``: it was read
+    past and dropped, the connection stays up and nothing counts as a crash. ``tool``,
+    ``size`` (bytes) and ``limit`` say which and how big; the call itself did run."""
+
+    def __init__(self, message: str, *, server: str, tool: str, size: int, limit: int) -> None:
+        super().__init__(message, server=server)
+        self.tool = tool
+        self.size = size
+        self.limit = limit
 
 
 class CallMayHaveTakenEffect(ServerError):

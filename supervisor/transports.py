@@ -24,8 +24,10 @@ import collections
 import contextvars
 import errno
 import http
+import json
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -73,6 +75,45 @@ _ToSession = anyio.abc.ObjectSendStream[SessionMessage | Exception]
 
 #: Why a process could not be started, when starting it again soon cannot help: the
 #: executable is missing or not executable, or the working directory does not exist.
+#: The JSON-RPC error code a request gets when its answer was over ``maxMessageBytes``
+#: and was dropped (in the range JSON-RPC leaves to implementations).
+RESULT_TOO_LARGE = -32099
+
+#: Bytes kept of each end of a line that is skipped for its size, to find its id.
+_SKIP_KEEP = 4096
+_ID = rb'(-?\d+|"(?:[^"\\]|\\.)*")'
+#: a response's id near its start ({"jsonrpc": "2.0", "id": 7, "result": …}) ...
+_ID_AT_START = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID)
+#: ... or near its end ({"result": …, "id": 7, "jsonrpc": "2.0"})
+_ID_AT_END = re.compile(rb'"id"\s*:\s*' + _ID + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
+
+
+class _Skipped:
+    """A stdout line over the size limit, read past: its size and both ends."""
+
+    def __init__(self, first: bytes) -> None:
+        self.head = first[:_SKIP_KEEP]
+        self.tail = first[-_SKIP_KEEP:]
+        self.size = len(first)
+
+    def add(self, more: bytes) -> None:
+        self.size += len(more)
+        if len(self.head) < _SKIP_KEEP:
+            self.head += more[: _SKIP_KEEP - len(self.head)]
+        self.tail = (self.tail + more)[-_SKIP_KEEP:]
+
+    def response_id(self) -> int | str | None:
+        """The id of the response this line was, if one can be read from either end."""
+        found = _ID_AT_START.match(self.head) or _ID_AT_END.search(self.tail)
+        if found is None:
+            return None
+        try:
+            value = json.loads(found.group(1))
+        except ValueError:
+            return None
+        return value if isinstance(value, int | str) else None
+
+
 #: How long an exit's report waits for the rest of the process's stderr.
 _STDERR_DRAIN_S = 1.0
 
@@ -178,8 +219,12 @@ class StdioTransport:
 
     While entered: ``pid`` is the server's pid (``on_spawn`` hears it), each stderr line
     (decoded, redacted) goes to ``on_stderr`` and into ``stderr_tail``; a line on stdout
-    that is not JSON-RPC, or longer than ``max_message_bytes``, is a
-    :class:`ProtocolViolation` that closes the connection. ``closed`` is set when the
+    that is not JSON-RPC is a :class:`ProtocolViolation` that closes the connection. A
+    line longer than ``max_message_bytes`` is skipped (read and dropped up to its end,
+    never held in memory) and the connection stays up: if it was the answer to a request,
+    that request gets an error instead (code :data:`RESULT_TOO_LARGE`, naming the limit
+    and its size), which the supervisor raises as
+    :class:`~supervisor.errors.ResultTooLarge`. ``closed`` is set when the
     connection is gone (exit, end of stdout, violation) and ``failure`` holds why;
     requests still waiting then fail with the SDK's "Connection closed". Leaving closes
     stdin, waits ``grace`` seconds, sends SIGTERM to the process group, waits
@@ -308,23 +353,31 @@ class StdioTransport:
     async def _read_stdout(self, process: trio.Process, to_session: _ToSession) -> None:
         assert process.stdout is not None
         buffer = bytearray()
+        limit = self.max_message_bytes
+        skipping: _Skipped | None = None  # a line over the limit, being read past
         try:
             while True:
                 chunk = await process.stdout.receive_some(65536)
                 if not chunk:
                     break
+                if skipping is not None:
+                    end = chunk.find(b"\n")
+                    skipping.add(chunk if end < 0 else chunk[:end])
+                    if end < 0:
+                        continue
+                    await self._skipped(skipping, to_session)
+                    skipping, chunk = None, chunk[end + 1 :]
                 buffer += chunk
                 while (end := buffer.find(b"\n")) >= 0:
                     line = bytes(buffer[:end])
                     del buffer[: end + 1]
-                    if line.strip():
+                    if len(line) > limit:
+                        await self._skipped(_Skipped(line), to_session)
+                    elif line.strip():
                         await to_session.send(self._parse(line))
-                if len(buffer) > self.max_message_bytes:
-                    raise ProtocolViolation(
-                        f"MCP server {self.name!r} sent a message larger than "
-                        f"{self.max_message_bytes} bytes; raise supervisor.limits."
-                        "maxMessageBytes if that is expected"
-                    )
+                if len(buffer) > limit:
+                    skipping = _Skipped(bytes(buffer))
+                    buffer.clear()
         except ProtocolViolation as exc:
             self._fail(exc)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, trio.ClosedResourceError):
@@ -336,6 +389,30 @@ class StdioTransport:
             await self._wait_exit(process)
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             await to_session.aclose()
+
+    async def _skipped(self, skipped: _Skipped, to_session: _ToSession) -> None:
+        """A line over ``max_message_bytes`` was read past: answer its request with an
+        error, if it was a response whose id can be found; otherwise only log it."""
+        limit = self.max_message_bytes
+        request_id = skipped.response_id()
+        log.warning(
+            "message over maxMessageBytes skipped",
+            server=self.name,
+            size=skipped.size,
+            limit=limit,
+            request_id=request_id,
+        )
+        if request_id is None:
+            return
+        error = types.ErrorData(
+            code=RESULT_TOO_LARGE,
+            message=f"the answer was {skipped.size} bytes, more than maxMessageBytes "
+            f"({limit}); it was dropped, the connection kept",
+            data={"size": skipped.size, "limit": limit},
+        )
+        await to_session.send(
+            SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+        )
 
     def _parse(self, line: bytes) -> SessionMessage:
         try:

@@ -346,3 +346,44 @@ async def test_a_slow_tool_degrades_and_the_next_answer_recovers() -> None:
         with trio.fail_after(10):
             kinds = [(await events.receive()).kind for _ in range(2)]
         assert kinds == ["mcp.health.stale", "mcp.health.recovered"]
+
+
+# -- one answer too big is that call's error, not a crash ------------------------------------
+
+
+def test_the_id_of_a_skipped_line_is_read_from_either_end() -> None:
+    """The request a too-big line answered is found at its start or its end."""
+    from supervisor.transports import _Skipped
+
+    body = b'"' + b"x" * 20000 + b'"'
+    at_start = _Skipped(b'{"jsonrpc":"2.0","id":7,"result":{"text":' + body[:5000])
+    at_start.add(body[5000:] + b"}}")
+    assert at_start.response_id() == 7 and at_start.size > 20000
+    at_end = _Skipped(b'{"result":{"text":' + body + b'},"id":"req-9","jsonrpc":"2.0"}')
+    assert at_end.response_id() == "req-9"
+    notification = _Skipped(b'{"method":"notifications/message","params":' + body + b"}")
+    assert notification.response_id() is None
+
+
+async def test_a_result_over_the_limit_fails_that_call_and_keeps_the_connection() -> None:
+    """A tool's answer over maxMessageBytes: that call raises ResultTooLarge naming the
+    limit and how to raise it; the same process answers the next call; no restart."""
+    from supervisor.errors import ResultTooLarge
+
+    config = {
+        "mcpServers": {"rich": _fixture("rich")},
+        "supervisor": {"limits": {"maxMessageBytes": 100_000}},
+    }
+    async with open_supervisor(config) as sup:
+        await sup.connect_all()
+        pid = sup.status()["rich"].pid
+        with pytest.raises(ResultTooLarge) as info:
+            await sup.call("rich_big_text", {"kib": 400}, timeout=60)
+        assert info.value.limit == 100_000 and info.value.size > 400 * 1024
+        assert "maxMessageBytes (100000)" in str(info.value)
+        assert "supervisor.limits.maxMessageBytes" in str(info.value)
+        small = await sup.call("rich_big_text", {"kib": 1}, timeout=60)
+        assert len(small.text) >= 1024
+        record = sup.status()["rich"]
+        assert record.status == "connected" and record.pid == pid and record.restarts == 0
+        assert record.error_count == 0

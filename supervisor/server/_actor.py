@@ -22,12 +22,14 @@ from ..errors import (
     CallMayHaveTakenEffect,
     ConnectTimeout,
     HTTPStatusError,
+    ResultTooLarge,
     ServerRequestError,
     StaleConnection,
 )
 from ..log import get_logger, redact
 from ..tools import invalid_output
 from ..transports import (
+    RESULT_TOO_LARGE,
     Receipt,
     ServerExited,
     StdioTransport,
@@ -255,6 +257,9 @@ class ServerActor(Actor):
             health.calls_failed += 1
             if exc.code == types.CONNECTION_CLOSED:
                 raise CallMayHaveTakenEffect.during(server.name, message.tool) from exc
+            if exc.code == RESULT_TOO_LARGE:
+                health.last_ok = time.time()  # it answered; the answer was too big
+                raise _too_large(server.name, message.tool, exc) from exc
             raise ServerRequestError(
                 f"MCP server {server.name!r} refused tool {message.tool!r}: {exc.message} "
                 f"(MCP error {exc.code})",
@@ -580,6 +585,21 @@ class ServerActor(Actor):
         if isinstance(transport, StdioTransport) and transport.pid is not None:
             server.emit(events.LocalShutdown(server=server.name))
         server.changed()
+
+
+def _too_large(server: str, tool: str, exc: MCPError) -> ResultTooLarge:
+    data = exc.data if isinstance(exc.data, dict) else {}
+    size, limit = int(data.get("size", 0)), int(data.get("limit", 0))
+    return ResultTooLarge(
+        f"MCP server {server!r} answered tool {tool!r} with {size} bytes, more than "
+        f"maxMessageBytes ({limit}): the answer was dropped and the connection kept. "
+        "Ask for less (a smaller range or page), or raise supervisor.limits."
+        "maxMessageBytes in the config",
+        server=server,
+        tool=tool,
+        size=size,
+        limit=limit,
+    )
 
 
 def _phrase(status: int) -> str:
