@@ -350,3 +350,16 @@ def test_call_asks_on_a_terminal(rich) -> None:
     assert code == 0, shown
     assert out == "ok\n"
     assert count_executions(counts) == {"delete_note": 1}
+
+
+def test_call_timeout_bounds_the_call(tmp_path: pathlib.Path) -> None:
+    """call --timeout S: the call, waiting for its server included, gives up after S —
+    with ToolCallTimeout, or on a loaded machine while the server is still starting;
+    either way naming S. A bad value is a usage error."""
+    config = write_config(tmp_path, {"slow": fixture("slow", approve=False)})
+    done = run("call", "--config", config, "slow_sleep", '{"seconds": 60}', "--timeout", "2")
+    assert done.returncode == 1, done.stderr
+    assert "ToolCallTimeout" in done.stderr or "did not list its tools" in done.stderr
+    assert "within 2.0 s" in done.stderr
+    bad = run("call", "--config", config, "slow_sleep", "--timeout", "soon")
+    assert bad.returncode == 2 and "'soon' is not a number of seconds" in bad.stderr

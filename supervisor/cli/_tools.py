@@ -170,7 +170,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
     elif os.isatty(0) and os.isatty(2):
         approve = _ask_on_terminal
     one_shot(args)
-    return run(_call, config, args.tool, arguments, args.json, approve)
+    return run(_call, config, args.tool, arguments, args.json, approve, args.timeout)
 
 
 async def _approve_all(request: ApprovalRequest) -> bool:
@@ -203,6 +203,7 @@ async def _call(
     arguments: dict[str, object],
     as_json: bool,
     approve: ApprovalCallback | None,
+    timeout: float | None = None,
 ) -> int:
     from ..errors import (
         ApprovalDenied,
@@ -236,7 +237,7 @@ async def _call(
     ) as sup:
         try:
             try:
-                result = await sup.call(name, arguments)
+                result = await sup.call(name, arguments, timeout=timeout)
             except UnknownTool:
                 # Tools of servers never connected are known by their prefix only. Unless
                 # the connected ones have a close match, connect them all once: then either
@@ -246,7 +247,7 @@ async def _call(
                     catalog = await sup.tools()
                 if name not in catalog:
                     catalog.resolve(name)  # raises UnknownTool, naming close matches
-                result = await sup.call(name, arguments)
+                result = await sup.call(name, arguments, timeout=timeout)
         except ToolError as exc:
             print(f"mcp-supervisor call: {exc}", file=sys.stderr)
             if as_json and isinstance(exc.result, ToolResult):
@@ -319,6 +320,16 @@ def _print_result(result: ToolResult) -> None:
         print(f"[resource ({r.kind}): {r.uri}{', ' + details if details else ''}]")
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
 def register(commands: Commands, parents: Parents) -> None:
     """Add ``tools``, ``call`` to the subcommands."""
     tools = commands.add_parser(
@@ -367,5 +378,13 @@ def register(commands: Commands, parents: Parents) -> None:
     call.add_argument("--json", action="store_true", help="one JSON document on stdout")
     call.add_argument(
         "-y", "--yes", action="store_true", help="approve the call if it needs approval"
+    )
+    call.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=None,
+        metavar="S",
+        help="give up after S seconds (default: the server's timeout, 30 s unless set); "
+        "waiting for the server to start counts",
     )
     call.set_defaults(handler=_cmd_call)
