@@ -32,7 +32,7 @@ from .actors import AddressState, SupervisorError
 from .errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid, UnknownTool
 from .log import get_logger
 from .registry import Registry
-from .server import HealthRecord, ManagedServer, ServerMetrics
+from .server import HealthRecord, ManagedServer, Progress, ServerMetrics
 from .tools import (
     ApprovalCallback,
     ApprovalReason,
@@ -92,6 +92,7 @@ class Gate:
         arguments: Mapping[str, object] | None = None,
         *,
         timeout: float | None = None,
+        progress: Progress | None = None,
     ) -> ToolResult:
         """Call the tool of merged name ``name``: every step of the module docstring."""
         arguments = {} if arguments is None else arguments
@@ -121,7 +122,7 @@ class Gate:
             )
             await check_approval(True, self._approve, request)
         try:
-            raw = await server.call_tool(original, arguments, timeout)
+            raw = await server.call_tool(original, arguments, timeout, progress)
         except ToolOutputInvalid as exc:
             raise ToolOutputInvalid(name, exc.errors) from exc.__cause__
         # The SDK client has checked structuredContent against the outputSchema already.
@@ -243,11 +244,15 @@ class ServerView:
         arguments: Mapping[str, object] | None = None,
         *,
         timeout: float | None = None,
+        progress: Progress | None = None,
     ) -> ToolResult:
         """Call the server's tool ``tool`` (its own name) through the gate: validated,
         approved and normalised exactly like ``handle.call`` with its merged name."""
         return await self._gate.call(
-            self._gate.merged_name(self._server, tool), arguments, timeout=timeout
+            self._gate.merged_name(self._server, tool),
+            arguments,
+            timeout=timeout,
+            progress=progress,
         )
 
 

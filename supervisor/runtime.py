@@ -64,6 +64,7 @@ from .server import (
     HealthRecord,
     Limits,
     ManagedServer,
+    Progress,
     ServerMetrics,
     ServerStatus,
     tree_hook,
@@ -241,8 +242,13 @@ class SupervisorHandle:
         arguments: Mapping[str, object] | None = None,
         *,
         timeout: float | None = None,
+        progress: Progress | None = None,
     ) -> ToolResult:
         """Call a tool by its merged name and return its normalised result.
+
+        ``progress``, if given, is awaited as ``progress(progress, total, message)`` for
+        each MCP progress notification the server sends about this call (``total`` and
+        ``message`` may be ``None``); the call's timeout is not extended by them.
 
         The call passes the one gate (:mod:`supervisor.gate`): the name is resolved
         (:class:`~supervisor.errors.UnknownTool`, naming close matches); a server not
@@ -266,7 +272,7 @@ class SupervisorHandle:
         call, which is not re-sent), :class:`~supervisor.errors.ServerRequestError` (an MCP
         error answer).
         """
-        return await self._gate.call(name, arguments, timeout=timeout)
+        return await self._gate.call(name, arguments, timeout=timeout, progress=progress)
 
     async def tools(self) -> Catalog:
         """The merged catalog, once every server has connected or failed (lazy servers are

@@ -363,3 +363,37 @@ def test_call_timeout_bounds_the_call(tmp_path: pathlib.Path) -> None:
     assert "within 2.0 s" in done.stderr
     bad = run("call", "--config", config, "slow_sleep", "--timeout", "soon")
     assert bad.returncode == 2 and "'soon' is not a number of seconds" in bad.stderr
+
+
+def test_call_draws_the_servers_progress_on_a_terminal(tmp_path: pathlib.Path) -> None:
+    """With stderr on a terminal, a long call's MCP progress is drawn as a bar in place,
+    and erased before the result; stdout has only the result."""
+    config = write_config(tmp_path, {"slow": fixture("slow", approve=False, initTimeout=120)})
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "call", "--config", config, "slow_sleep",
+         '{"seconds": 0.6, "steps": 3}'],
+        stdin=subprocess.DEVNULL, stderr=terminal, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    os.close(terminal)
+    shown = b""
+    try:
+        out, _ = process.communicate(timeout=TIMEOUT)
+        while select.select([controller], [], [], 0)[0]:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: the process closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+    assert process.returncode == 0 and out == "slept 0.6\n"
+    text = shown.decode(errors="replace")
+    for k, filled in ((1, 7), (2, 13), (3, 20)):
+        assert f"[{'#' * filled}{'-' * (20 - filled)}] {k}/3 step {k}" in text, text
+    assert text.endswith("\r\x1b[K")  # erased

@@ -387,3 +387,23 @@ async def test_a_result_over_the_limit_fails_that_call_and_keeps_the_connection(
         record = sup.status()["rich"]
         assert record.status == "connected" and record.pid == pid and record.restarts == 0
         assert record.error_count == 0
+
+
+async def test_a_calls_progress_notifications_reach_its_progress_callback() -> None:
+    """call(progress=...) hears the server's MCP progress notifications for that call."""
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        heard.append((done, total, message))
+
+    config = {"mcpServers": {"slow": _fixture("slow")}}
+    async with open_supervisor(config) as sup:
+        result = await sup.call(
+            "slow_sleep", {"seconds": 0.3, "steps": 3}, timeout=60, progress=progress
+        )
+        assert result.text == "slept 0.3"
+        view = await sup.server("slow").call_tool(
+            "sleep", {"seconds": 0, "steps": 1}, progress=progress
+        )
+        assert view.text == "slept 0.0"
+    assert heard == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3"), (1, 1, "step 1")]

@@ -235,9 +235,10 @@ async def _call(
         spill_dir=spill,
         retries=False,
     ) as sup:
+        bar = _ProgressBar() if sys.stderr.isatty() else None
         try:
             try:
-                result = await sup.call(name, arguments, timeout=timeout)
+                result = await sup.call(name, arguments, timeout=timeout, progress=bar)
             except UnknownTool:
                 # Tools of servers never connected are known by their prefix only. Unless
                 # the connected ones have a close match, connect them all once: then either
@@ -247,7 +248,10 @@ async def _call(
                     catalog = await sup.tools()
                 if name not in catalog:
                     catalog.resolve(name)  # raises UnknownTool, naming close matches
-                result = await sup.call(name, arguments, timeout=timeout)
+                result = await sup.call(name, arguments, timeout=timeout, progress=bar)
+            finally:
+                if bar is not None:
+                    bar.clear()
         except ToolError as exc:
             print(f"mcp-supervisor call: {exc}", file=sys.stderr)
             if as_json and isinstance(exc.result, ToolResult):
@@ -267,6 +271,36 @@ async def _call(
     else:
         _print_result(result)
     return EXIT_OK
+
+
+class _ProgressBar:
+    """The call's MCP progress on a terminal's stderr, redrawn in place:
+    ``[########------------] 2/5 step 2``; without a total, the count and message."""
+
+    WIDTH = 20
+
+    def __init__(self) -> None:
+        self.drawn = False
+
+    async def __call__(self, done: float, total: float | None, message: str | None) -> None:
+        if total:
+            filled = max(0, min(self.WIDTH, round(self.WIDTH * done / total)))
+            line = f"[{'#' * filled}{'-' * (self.WIDTH - filled)}] {done:g}/{total:g}"
+        else:
+            line = f"progress {done:g}"
+        if message:
+            line += f" {message}"
+        import shutil
+
+        width = shutil.get_terminal_size((80, 24)).columns
+        sys.stderr.write("\r\x1b[K" + line[: width - 1])
+        sys.stderr.flush()
+        self.drawn = True
+
+    def clear(self) -> None:
+        if self.drawn:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
 
 
 def _result_document(result: ToolResult, server: str | None) -> dict[str, object]:

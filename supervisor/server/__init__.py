@@ -46,6 +46,7 @@ from ._managed import open_servers as open_servers
 from ._managed import tree_hook as tree_hook
 from ._messages import CallTool as CallTool
 from ._messages import ListTools as ListTools
+from ._messages import Progress as Progress
 
 __all__ = [
     "MAILBOX",
@@ -60,6 +61,7 @@ __all__ = [
     "LatencyHistogram",
     "Limits",
     "ListTools",
+    "Progress",
     "ManagedServer",
     "ProtocolViolation",
     "ServerActor",

@@ -211,14 +211,18 @@ class ServerActor(Actor):
 
     async def _send(self, client: Client, message: CallTool) -> types.CallToolResult:
         try:
-            return await client.call_tool(message.tool, dict(message.arguments or {}))
+            return await client.call_tool(
+                message.tool, dict(message.arguments or {}), progress_callback=message.progress
+            )
         except MCPError as exc:
             if not _session_expired(exc):
                 raise
         # The server rejected it unseen: renew the session, send it once more.
         with before_effect():
             client = await self._new_session(client)
-        return await client.call_tool(message.tool, dict(message.arguments or {}))
+        return await client.call_tool(
+                message.tool, dict(message.arguments or {}), progress_callback=message.progress
+            )
 
     def _receipt(self) -> Receipt:
         receipt = Receipt()
@@ -243,7 +247,9 @@ class ServerActor(Actor):
         token = delivery.set(receipt)
         try:
             if direct:  # the caller's task: its end is handled by call_directly
-                result = await client.call_tool(message.tool, dict(message.arguments or {}))
+                result = await client.call_tool(
+                message.tool, dict(message.arguments or {}), progress_callback=message.progress
+            )
             else:
                 with before_effect(until=None if safe else lambda: receipt.delivered is not False):
                     result = await self._send(client, message)

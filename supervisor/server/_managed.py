@@ -52,7 +52,7 @@ from ..transports import (
 from ._actor import PING_TIMEOUT, ServerActor
 from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
 from ._host import Limits, ServerSettings
-from ._messages import CallTool, GetPrompt, ListTools, ReadResource, _NotSent
+from ._messages import CallTool, GetPrompt, ListTools, Progress, ReadResource, _NotSent
 from ._remote import TransportLike, _Remote
 
 log = get_logger("supervisor.server")
@@ -317,7 +317,11 @@ class ManagedServer:
     # -- façade-side calls ---------------------------------------------------------------
 
     async def call_tool(
-        self, tool: str, arguments: Mapping[str, object] | None, timeout: float | None
+        self,
+        tool: str,
+        arguments: Mapping[str, object] | None,
+        timeout: float | None,
+        progress: Progress | None = None,
     ) -> types.CallToolResult:
         """Call ``tool`` through the mailbox, translating actor errors into server errors.
 
@@ -326,7 +330,7 @@ class ManagedServer:
         goes unanswered; the next answered call makes it ``connected`` again.
         """
         try:
-            result = await self._call_tool(tool, arguments, timeout)
+            result = await self._call_tool(tool, arguments, timeout, progress)
         except ToolCallTimeout as exc:
             self._timed_out(exc)
             raise
@@ -354,12 +358,16 @@ class ManagedServer:
             self.changed()
 
     async def _call_tool(
-        self, tool: str, arguments: Mapping[str, object] | None, timeout: float | None
+        self,
+        tool: str,
+        arguments: Mapping[str, object] | None,
+        timeout: float | None,
+        progress: Progress | None,
     ) -> types.CallToolResult:
         if self.error is not None:
             self.check_available()
         limit = self.config.timeout if timeout is None else timeout
-        message = CallTool(tool, arguments)
+        message = CallTool(tool, arguments, progress)
         left = limit
         actor = self.current
         client = actor.direct() if actor is not None else None

@@ -3,17 +3,22 @@ connection), and the signal that a call must go through the mailbox after all.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import attrs
+
+#: ``progress(progress, total, message)``: a tool call's MCP progress notifications
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 @attrs.frozen
 class CallTool:
-    """Call the server's tool ``tool`` (its own name) with ``arguments``."""
+    """Call the server's tool ``tool`` (its own name) with ``arguments``; ``progress``
+    hears the server's progress notifications for this call, if given."""
 
     tool: str
     arguments: Mapping[str, object] | None
+    progress: Progress | None = None
 
 
 @attrs.frozen

@@ -41,7 +41,8 @@ def make_server(
       2026-07-28 clients inside ``Client.listen(tools_list_changed=True)``). Its
       capabilities say ``tools.listChanged: true`` in both eras (the SDK's default
       handshake says false).
-    - ``slow``: ``sleep(seconds)`` sleeps, then answers ``"slept <seconds>"``.
+    - ``slow``: ``sleep(seconds, steps=0)`` sleeps (in ``steps`` steps, each reported as
+      MCP progress), then answers ``"slept <seconds>"``.
     - ``rich``: every kind of content, structured output, resources and prompts (see the
       package docstring and ``_rich.add_rich_features``).
 
@@ -78,9 +79,14 @@ def make_server(
     if kind == "slow":
 
         @server.tool(annotations=_READ_ONLY)
-        async def sleep(seconds: float) -> str:
-            """Sleep `seconds`, then answer."""
-            await anyio.sleep(seconds)
+        async def sleep(seconds: float, ctx: Context, steps: int = 0) -> str:
+            """Sleep `seconds`, then answer; with `steps`, in that many steps, each
+            reported as MCP progress (k of steps, "step k")."""
+            for k in range(1, steps + 1):
+                await anyio.sleep(seconds / steps)
+                await ctx.report_progress(k, steps, f"step {k}")
+            if not steps:
+                await anyio.sleep(seconds)
             recorder.record("sleep")
             return f"slept {seconds}"
 
