@@ -516,6 +516,23 @@ class TestCheckApproval:
             "even when listed in autoApprove)"
         ), str(info.value)
 
+    async def test_headless_says_what_to_do_in_the_command_lines_words(self) -> None:
+        """The error's cli_message gives the command line's remedy (--yes, the config),
+        never an approval callback, for both kinds of reason."""
+        with pytest.raises(ApprovalRequired) as info:
+            await check_approval(True, None, request())
+        assert info.value.cli_message == (
+            "tool 'github_search' (server 'github') needs approval (not auto-approved) and "
+            "no terminal to ask on; the call was not made. To allow it: add 'search' to "
+            "the server's autoApprove in the config, or run with --yes"
+        )
+        with pytest.raises(ApprovalRequired) as info:
+            await check_approval(True, None, request("destructive name", "delete_repo"))
+        assert info.value.cli_message.endswith(
+            "no terminal to ask on; the call was not made. To allow it: run with --yes "
+            "(destructive tools always ask, even when listed in autoApprove)"
+        )
+
     async def test_callback_grants(self) -> None:
         """A callback returning ``True`` lets the call go ahead, having seen the request."""
         seen: list[ApprovalRequest] = []

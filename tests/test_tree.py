@@ -683,6 +683,97 @@ async def test_every_decision_is_logged_once_with_its_facts(
     ]
 
 
+class Hopeless(Exception):
+    """An error that says restarting soon cannot help."""
+
+    retryable = False
+
+
+class Broken(Probe):
+    """Crashes with a Hopeless error on the "hopeless" cast."""
+
+    async def handle(self, message: object) -> object:
+        if message == "hopeless":
+            raise Hopeless("the executable is gone")
+        return await super().handle(message)
+
+
+@pytest.mark.parametrize("give_up", [GiveUp.MARK_UNAVAILABLE, GiveUp.ESCALATE])
+async def test_a_permanent_error_gives_up_at_once_and_says_why(
+    journal: Journal, give_up: GiveUp, autojump_clock: trio.testing.MockClock
+) -> None:
+    """An exit whose error has ``retryable = False``: no restart, no backoff; the child is
+    given up on as its give_up says, the decision says permanent, the log says so once."""
+    notices = Notices()
+    child = actor_spec(
+        "h",
+        lambda: Broken("h", journal),
+        give_up=give_up,
+        intensity=Intensity(max_restarts=5, within_seconds=60),
+        backoff=Backoff(initial=10),
+    )
+    with structlog.testing.capture_logs() as logs:
+        if give_up is GiveUp.ESCALATE:
+            with pytest.raises(SupervisorGaveUp) as info:
+                async with open_tree([child], notify=notices, intensity=Intensity.unlimited()):
+                    child.address.cast("hopeless")
+                    await trio.sleep(100)
+            assert str(info.value) == (
+                "supervisor 'root' gave up: child 'h' cannot be restarted (its error says "
+                "restarting cannot help); last exit: Hopeless: the executable is gone"
+            )
+        else:
+            async with open_tree([child], notify=notices, intensity=Intensity.unlimited()) as sup:
+                child.address.cast("hopeless")
+                await trio.sleep(100)
+                assert sup.which_children()[0][1] is ChildState.UNAVAILABLE
+    assert journal.of("start") == ["h"]  # never restarted
+    assert notices.decisions == [
+        GaveUp(
+            supervisor="root",
+            child="h",
+            attempt=1,
+            restarts=0,
+            limit=Intensity(max_restarts=5, within_seconds=60),
+            escalated=give_up is GiveUp.ESCALATE,
+            own=True,
+            reason="Hopeless: the executable is gone",
+            permanent=True,
+        )
+    ]
+    logged = [e for e in logs if e.get("child") == "h"]
+    if give_up is GiveUp.ESCALATE:
+        assert logged == [
+            {
+                "event": "child cannot be restarted; supervisor gives up",
+                "log_level": "error",
+                "supervisor": "root",
+                "child": "h",
+                "reason": "Hopeless: the executable is gone",
+            }
+        ]
+    else:
+        assert logged == [
+            {
+                "event": "child gave up; marked unavailable",
+                "log_level": "error",
+                "supervisor": "root",
+                "child": "h",
+                "reason": "Hopeless: the executable is gone",
+                "restarts": 0,
+                "permanent": True,
+            }
+        ]
+
+
+async def test_asking_for_an_unknown_child_names_it(journal: Journal) -> None:
+    """A request about a child the supervisor does not have names both."""
+    async with open_tree([spec(journal, "a")]) as sup:
+        with pytest.raises(NoSuchChild) as info:
+            await sup.terminate_child("zz")
+    assert str(info.value) == "supervisor 'root' has no child 'zz'"
+
+
 # -- dynamic children --------------------------------------------------------------------
 
 
