@@ -171,6 +171,7 @@ class SupervisorHandle:
             connected=summary.connected,
             calls_ok=summary.calls_ok,
             calls_failed=summary.calls_failed,
+            calls_tool_error=summary.calls_tool_error,
             reconnects=summary.reconnects,
             restarts=summary.restarts,
             per_server={
@@ -181,6 +182,7 @@ class SupervisorHandle:
                     "reconnects": m.reconnects,
                     "calls_ok": m.calls_ok,
                     "calls_failed": m.calls_failed,
+                    "calls_tool_error": m.calls_tool_error,
                     "p50_ms": None if m.latency_p50_ms is None else round(m.latency_p50_ms, 3),
                     "p99_ms": None if m.latency_p99_ms is None else round(m.latency_p99_ms, 3),
                 }

@@ -337,6 +337,42 @@ def stdio(kind: str, **extra: object) -> dict[str, object]:
     return {"command": command, "args": args, "approve": False, **extra}
 
 
+async def test_a_tool_error_is_counted_apart_from_failures() -> None:
+    """A tool's own error result (``isError``) is the server working: it counts in
+    ``calls_tool_error`` and for the success rate, never in ``calls_failed``; the record,
+    the metrics, the Prometheus text and the summary all say so."""
+    config = {"mcpServers": {"notes": stdio("rich")}}
+    async with open_supervisor(config) as sup:
+        assert (await sup.call("notes_echo", {"text": "a"})).text == "a"
+        for _ in range(2):
+            with pytest.raises(ToolError):
+                await sup.call("notes_fail", {"message": "no"})
+        record = sup.status()["notes"]
+        assert (record.calls_ok, record.calls_tool_error, record.calls_failed) == (1, 2, 0)
+        notes = sup.metrics()["notes"]
+        assert (notes.calls_ok, notes.calls_tool_error, notes.calls_failed) == (1, 2, 0)
+        assert notes.success_rate == 1.0 and notes.latency_count == 3
+        _, samples = parse_prometheus(prometheus_text(sup.metrics()))
+        calls = {
+            labels["result"]: value
+            for name, labels, value in samples
+            if name == "mcp_supervisor_server_calls_total"
+        }
+        assert calls == {"ok": 1.0, "tool_error": 2.0, "failed": 0.0}
+    summary = sup.summary()
+    assert (summary.calls_ok, summary.calls_tool_error, summary.calls_failed) == (1, 2, 0)
+    assert "calls 1 ok / 2 tool errors / 0 failed (100%)" in summary_text(summary)
+
+
+def test_success_rate_counts_tool_errors_as_answers() -> None:
+    """success_rate is (ok + tool errors) / (ok + tool errors + failed)."""
+    health = Health(calls_ok=2, calls_tool_error=1, calls_failed=1)
+    metrics = health.metrics("s", "connected", 0.0)
+    assert (metrics.calls_ok, metrics.calls_tool_error, metrics.calls_failed) == (2, 1, 1)
+    assert metrics.success_rate == 0.75
+    assert Health(calls_tool_error=1).metrics("s", "connected", 0.0).success_rate == 1.0
+
+
 async def test_metrics_of_a_server_killed_and_recovered() -> None:
     """kill -9, then recovery: one reconnect, its time counted as downtime, up + down is
     the time since the first connection; calls counted; the summary frozen and logged."""
@@ -371,8 +407,9 @@ async def test_metrics_of_a_server_killed_and_recovered() -> None:
             assert notes.reconnect_avg_s is not None and notes.reconnect_avg_s >= 0.2
             assert notes.downtime_s == pytest.approx(notes.reconnect_avg_s)
             assert before - seen_up <= notes.uptime_s + notes.downtime_s <= after - opened
-            assert (notes.calls_ok, notes.calls_failed) == (2, 1)
-            assert notes.success_rate == pytest.approx(2 / 3)
+            # the tool's own error is the server working: counted apart, not a failure
+            assert (notes.calls_ok, notes.calls_tool_error, notes.calls_failed) == (2, 1, 0)
+            assert notes.success_rate == 1.0
             assert notes.latency_count == 3 and notes.latency_p50_ms is not None
             assert notes.latency_p99_ms is not None and notes.latency_p99_ms > 0
             assert metrics["calc"].status == "idle" and metrics["calc"].uptime_s == 0.0
@@ -381,7 +418,8 @@ async def test_metrics_of_a_server_killed_and_recovered() -> None:
         summary = sup.summary()
         assert summary is sup.summary()  # frozen when the block ended
         assert summary.servers["notes"].status == "connected"  # before the shutdown
-        assert (summary.calls_ok, summary.calls_failed, summary.reconnects) == (2, 1, 1)
+        assert (summary.calls_ok, summary.calls_failed, summary.reconnects) == (2, 0, 1)
+        assert summary.calls_tool_error == 1
         assert 0 < summary.duration_s <= trio.current_time() - opened
         assert "notes" in summary_text(summary)
     finally:
@@ -488,6 +526,7 @@ def test_prometheus_text_parses_line_by_line() -> None:
     assert by[("mcp_supervisor_server_up", (notes,))] == 1.0
     assert by[("mcp_supervisor_server_calls_total", (("result", "ok"), notes))] == 9
     assert by[("mcp_supervisor_server_calls_total", (("result", "failed"), notes))] == 1
+    assert by[("mcp_supervisor_server_calls_total", (("result", "tool_error"), notes))] == 0
     assert by[("mcp_supervisor_server_reconnect_seconds_total", (notes,))] == 1.5
     weird = ("server", 'we\\"ird\\\\name')
     assert by[("mcp_supervisor_server_up", (weird,))] == 0.0

@@ -282,7 +282,7 @@ class ServerActor(Actor):
         health.latency.observe(now - start)
         health.last_ok = time.time()
         if result.is_error:
-            health.calls_failed += 1
+            health.calls_tool_error += 1  # the tool's own failure: the server answered
         else:
             health.calls_ok += 1
         return result

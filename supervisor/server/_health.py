@@ -50,6 +50,8 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
     latency_p50_ms: float | None
     latency_p99_ms: float | None
     pid: int | None
+    #: calls the tool answered with an error of its own (``isError``): the server worked
+    calls_tool_error: int = 0
     #: restarts tried in a row before the server is failed (its ``maxRestarts``)
     max_attempts: int = 0
     #: after a failure, whether trying again could help: false when the executable is
@@ -155,8 +157,10 @@ class ServerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     reconnecting and a failed (given-up) state included — but not the time before the
     first attempt or after a deliberate stop. ``reconnects`` counts recoveries from
     such failures and ``reconnect_avg_s`` is their mean duration (``None`` before the
-    first). ``success_rate`` is ``calls_ok / (calls_ok + calls_failed)``, ``None``
-    before the first counted call. Latencies are estimated within 5 %.
+    first). A tool's own error result (``isError``) is the server working: it counts in
+    ``calls_tool_error``, not ``calls_failed``. ``success_rate`` is ``(calls_ok +
+    calls_tool_error) / (calls_ok + calls_tool_error + calls_failed)``, ``None`` before
+    the first counted call. Latencies are estimated within 5 %.
     """
 
     server: str
@@ -177,6 +181,8 @@ class ServerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     #: ``(upper bound s, calls at or below it)`` at :data:`REPORTED_BOUNDS`, cumulative
     latency_buckets: tuple[tuple[float, int], ...]
     tool_count: int | None
+    #: calls answered with the tool's own error (``isError``), apart from ``calls_ok``
+    calls_tool_error: int = 0
 
 
 @attrs.define
@@ -201,6 +207,8 @@ class Health:
     degraded_since: float | None = None
     calls_ok: int = 0
     calls_failed: int = 0
+    #: answered with the tool's own error (``isError``): the server worked, the tool did not
+    calls_tool_error: int = 0
     pid: int | None = None
     latency: LatencyHistogram = attrs.Factory(LatencyHistogram)
     # Up and down time, on trio's clock: the open interval's start, and the closed ones.
@@ -328,7 +336,8 @@ class Health:
 
     def metrics(self, server: str, status: str, now: float) -> ServerMetrics:
         """The figures as of ``now`` (trio time)."""
-        calls = self.calls_ok + self.calls_failed
+        worked = self.calls_ok + self.calls_tool_error
+        calls = worked + self.calls_failed
         return ServerMetrics(
             server=server,
             status=status,
@@ -339,7 +348,8 @@ class Health:
             restarts=self.restarts,
             calls_ok=self.calls_ok,
             calls_failed=self.calls_failed,
-            success_rate=self.calls_ok / calls if calls else None,
+            calls_tool_error=self.calls_tool_error,
+            success_rate=worked / calls if calls else None,
             latency_p50_ms=self.percentile(0.50),
             latency_p99_ms=self.percentile(0.99),
             latency_count=self.latency.count,

@@ -232,6 +232,7 @@ class ManagedServer:
             retry_attempt=self.attempt,
             calls_ok=h.calls_ok,
             calls_failed=h.calls_failed,
+            calls_tool_error=h.calls_tool_error,
             latency_p50_ms=h.percentile(0.50),
             latency_p99_ms=h.percentile(0.99),
             pid=h.pid,

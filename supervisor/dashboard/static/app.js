@@ -125,7 +125,10 @@
       cells.detail.textContent = statusDetail(r);
       cells.tools.textContent = r.tool_count == null ? "—" : String(r.tool_count);
       cells.restarts.textContent = String(r.restarts);
-      cells.calls.textContent = `${r.calls_ok} / ${r.calls_failed}`;
+      // A tool's own error is not the server failing: counted apart, shown when any.
+      const n = r.calls_tool_error || 0;
+      const toolErrors = n ? ` (+${n} tool error${n === 1 ? "" : "s"})` : "";
+      cells.calls.textContent = `${r.calls_ok} / ${r.calls_failed}${toolErrors}`;
       cells.latency.textContent = `${ms(r.latency_p50_ms)} / ${ms(r.latency_p99_ms)} ms`;
       cells.uptime.textContent =
         r.status === "connected" && r.connected_since != null ? duration(now() - r.connected_since) : "—";
