@@ -66,6 +66,7 @@ from .server import (
     ManagedServer,
     ServerMetrics,
     ServerStatus,
+    disabled_record,
     tree_hook,
 )
 from .tools import (
@@ -140,8 +141,13 @@ class SupervisorHandle:
         return self._registry.statistics()
 
     def status(self) -> dict[str, HealthRecord]:
-        """Every server's health record, by name, in config order."""
-        return {name: server.record() for name, server in self._servers.items()}
+        """Every configured server's health record, by name, in config order; a disabled
+        server (never started) is there too, with status ``disabled``."""
+        servers = self._servers
+        return {
+            name: servers[name].record() if name in servers else disabled_record(config)
+            for name, config in self.config.servers.items()
+        }
 
     def metrics(self) -> dict[str, ServerMetrics]:
         """Every server's metrics, by name, in config order: uptime, downtime, reconnects,

@@ -55,7 +55,8 @@ async def _tools(config: object, as_json: bool, query: str | None, limit: int) -
 
     async with open_supervisor(config, retries=False) as sup:  # type: ignore[arg-type]
         catalog = await sup.tools()
-        records = sup.status()
+        # Disabled servers are never started: they offer nothing and are not missed.
+        records = {n: r for n, r in sup.status().items() if r.status != "disabled"}
     if query is None:
         entries = list(catalog.values())
     else:

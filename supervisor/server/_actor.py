@@ -547,7 +547,16 @@ class ServerActor(Actor):
         server = self.server
         self.client = client
         server.tools = tools
-        downtime = server.health.connected(len(tools), took, time.time(), trio.current_time())
+        info = client.server_info
+        downtime = server.health.connected(
+            len(tools),
+            took,
+            time.time(),
+            trio.current_time(),
+            server_name=None if info is None else info.name,
+            server_version=None if info is None else info.version,
+            protocol_version=client.protocol_version,
+        )
         self._ready.set()
         server.emit(events.Connected(server=server.name, tool_count=len(tools), connect_time=took))
         if downtime is not None:

@@ -25,6 +25,8 @@ class ServerStatus(enum.Enum):
     DISCONNECTED = "disconnected"
     FAILED = "failed"
     STOPPED = "stopped"
+    #: configured with ``disabled: true`` (or ``enabled: false``): never started
+    DISABLED = "disabled"
 
 
 class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,17 +49,29 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
     retry_attempt: int
     calls_ok: int
     calls_failed: int
+    #: calls the tool answered with an error of its own (``isError``): the server worked
+    calls_tool_error: int = 0
     latency_p50_ms: float | None
     latency_p99_ms: float | None
     pid: int | None
-    #: calls the tool answered with an error of its own (``isError``): the server worked
-    calls_tool_error: int = 0
     #: restarts tried in a row before the server is failed (its ``maxRestarts``)
     max_attempts: int = 0
     #: after a failure, whether trying again could help: false when the executable is
     #: missing or not executable, or the endpoint answered 401, 403 or 404 (the server
     #: is then failed at once, not retried); ``None`` until a failure, and once connected
     retryable: bool | None = None
+    #: what is run or reached: the command line (secret-looking arguments masked) or the
+    #: URL (without user-info or query string)
+    target: str | None = None
+    #: the server's own name and version, as its handshake said (``serverInfo``), and the
+    #: MCP protocol version agreed on: for the last connection, ``None`` until one
+    server_name: str | None = None
+    server_version: str | None = None
+    protocol_version: str | None = None
+    #: resources and prompts it listed last (kept while it restarts); ``None`` until a
+    #: connection listed them, 0 when it does not offer them
+    resource_count: int | None = None
+    prompt_count: int | None = None
 
 
 # -- latency: a fixed log-bucket histogram ------------------------------------------------
@@ -172,6 +186,8 @@ class ServerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     restarts: int
     calls_ok: int
     calls_failed: int
+    #: calls answered with the tool's own error (``isError``), apart from ``calls_ok``
+    calls_tool_error: int = 0
     success_rate: float | None
     latency_p50_ms: float | None
     latency_p99_ms: float | None
@@ -181,8 +197,6 @@ class ServerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     #: ``(upper bound s, calls at or below it)`` at :data:`REPORTED_BOUNDS`, cumulative
     latency_buckets: tuple[tuple[float, int], ...]
     tool_count: int | None
-    #: calls answered with the tool's own error (``isError``), apart from ``calls_ok``
-    calls_tool_error: int = 0
 
 
 @attrs.define
@@ -202,6 +216,10 @@ class Health:
     connect_time: float | None = None
     next_retry_at: float | None = None
     retryable: bool | None = None
+    #: the last connection's handshake: the server's name and version, the protocol version
+    server_name: str | None = None
+    server_version: str | None = None
+    protocol_version: str | None = None
     #: calls in a row that timed out on a live connection, and since when it is degraded
     consecutive_timeouts: int = 0
     degraded_since: float | None = None
@@ -228,11 +246,26 @@ class Health:
     # ``wall`` is time.time() (what the record shows), ``now`` trio.current_time() (what
     # up and down time are counted on).
 
-    def connected(self, tool_count: int, took: float, wall: float, now: float) -> float | None:
-        """A connection was made with ``tool_count`` tools in ``took`` seconds.
+    def connected(
+        self,
+        tool_count: int,
+        took: float,
+        wall: float,
+        now: float,
+        *,
+        server_name: str | None = None,
+        server_version: str | None = None,
+        protocol_version: str | None = None,
+    ) -> float | None:
+        """A connection was made with ``tool_count`` tools in ``took`` seconds, to a server
+        that called itself ``server_name`` ``server_version`` (``None``: it did not say),
+        speaking MCP ``protocol_version``.
 
         Returns how long the server was down (wall seconds) if this ends an outage.
         """
+        self.server_name = server_name or None
+        self.server_version = server_version or None
+        self.protocol_version = protocol_version or None
         self.status = ServerStatus.CONNECTED
         self.connected_since = wall
         self.last_ok = wall

@@ -7,7 +7,7 @@
   const token = document.querySelector('meta[name="dashboard-token"]').content;
   const HEALTH = {
     connected: "green", connecting: "yellow", degraded: "yellow", disconnected: "red", failed: "red",
-    idle: "grey", stopped: "grey",
+    idle: "grey", stopped: "grey", disabled: "grey",
   };
   const GOOD = new Set(["mcp.connected", "mcp.health.recovered", "mcp.auth.completed"]);
   const BAD = new Set([
@@ -54,6 +54,7 @@
     }
     if (r.status === "connecting" && r.retry_attempt > 0) return `attempt ${r.retry_attempt + 1}`;
     if (r.status === "idle") return "not started";
+    if (r.status === "disabled") return "not started: disabled in the config";
     return "";
   }
 
@@ -134,6 +135,8 @@
         r.status === "connected" && r.connected_since != null ? duration(now() - r.connected_since) : "—";
       cells.error.textContent = r.last_error || "";
       cells.error.title = r.last_error || "";
+      // A disabled server is not supervised: there is nothing to restart or stop.
+      for (const button of tr.querySelectorAll("button")) button.hidden = r.status === "disabled";
       if (tr.parentNode !== tbody || tr !== tbody.children[servers.indexOf(r)]) {
         tbody.append(tr);
       }
@@ -144,8 +147,10 @@
     $("empty").hidden = servers.length > 0;
     const connected = servers.filter((r) => r.status === "connected");
     const tools = connected.reduce((n, r) => n + (r.tool_count || 0), 0);
+    const disabled = servers.filter((r) => r.status === "disabled").length;
     $("summary").textContent =
-      `${servers.length} server${servers.length === 1 ? "" : "s"} configured · ` +
+      `${servers.length} server${servers.length === 1 ? "" : "s"} configured` +
+      `${disabled ? ` (${disabled} disabled)` : ""} · ` +
       `${connected.length} connected · ${tools} tool${tools === 1 ? "" : "s"} available`;
     renderFilters();
   }
