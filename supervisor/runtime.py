@@ -71,6 +71,7 @@ from .server import (
 )
 from .tools import (
     ApprovalCallback,
+    ApprovalReason,
     SpillDirectory,
     ToolResult,
 )
@@ -242,6 +243,15 @@ class SupervisorHandle:
         servers whose tools are known, by the naming template for the others."""
         server, original = self._gate.resolve(name)
         return server.name, original
+
+    def approval_reason(self, name: str) -> ApprovalReason | None:
+        """Why a call of the tool ``name`` (its merged name) would need approval, or
+        ``None`` if it would go ahead without asking: the very decision :meth:`call`
+        makes, under the server's ``approve`` / ``autoApprove`` policy and the tool's
+        annotations (the ``approve`` callback is not asked). Raises
+        :class:`~supervisor.errors.UnknownTool` for a tool not in the catalog (its server
+        not connected yet, say: :meth:`tools` connects them)."""
+        return self._gate.reason_for(name)
 
     async def call(
         self,
