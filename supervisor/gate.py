@@ -154,6 +154,17 @@ class Gate:
             f"MCP server {server.name!r} {why} (calling {name!r})", server=server.name
         )
 
+    def reason_for(self, name: str) -> ApprovalReason | None:
+        """Why a call of the listed tool of merged name ``name`` would need approval
+        (``None``: it would go ahead): the decision :meth:`call` makes, before it asks the
+        ``approve`` callback. :class:`~supervisor.errors.UnknownTool` for a name the
+        catalog does not have, or whose server has not listed it."""
+        server, original = self.resolve(name)
+        listed = server.tool(original)
+        if listed is None:
+            raise self._registry.snapshot.named.unknown([name])
+        return self.approval_reason(server, original, listed)
+
     def approval_reason(
         self, server: ManagedServer, original: str, tool: types.Tool
     ) -> ApprovalReason | None:

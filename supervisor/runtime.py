@@ -67,10 +67,12 @@ from .server import (
     Progress,
     ServerMetrics,
     ServerStatus,
+    disabled_record,
     tree_hook,
 )
 from .tools import (
     ApprovalCallback,
+    ApprovalReason,
     SpillDirectory,
     ToolResult,
 )
@@ -141,8 +143,13 @@ class SupervisorHandle:
         return self._registry.statistics()
 
     def status(self) -> dict[str, HealthRecord]:
-        """Every server's health record, by name, in config order."""
-        return {name: server.record() for name, server in self._servers.items()}
+        """Every configured server's health record, by name, in config order; a disabled
+        server (never started) is there too, with status ``disabled``."""
+        servers = self._servers
+        return {
+            name: servers[name].record() if name in servers else disabled_record(config)
+            for name, config in self.config.servers.items()
+        }
 
     def metrics(self) -> dict[str, ServerMetrics]:
         """Every server's metrics, by name, in config order: uptime, downtime, reconnects,
@@ -172,6 +179,7 @@ class SupervisorHandle:
             connected=summary.connected,
             calls_ok=summary.calls_ok,
             calls_failed=summary.calls_failed,
+            calls_tool_error=summary.calls_tool_error,
             reconnects=summary.reconnects,
             restarts=summary.restarts,
             per_server={
@@ -182,6 +190,7 @@ class SupervisorHandle:
                     "reconnects": m.reconnects,
                     "calls_ok": m.calls_ok,
                     "calls_failed": m.calls_failed,
+                    "calls_tool_error": m.calls_tool_error,
                     "p50_ms": None if m.latency_p50_ms is None else round(m.latency_p50_ms, 3),
                     "p99_ms": None if m.latency_p99_ms is None else round(m.latency_p99_ms, 3),
                 }
@@ -235,6 +244,15 @@ class SupervisorHandle:
         servers whose tools are known, by the naming template for the others."""
         server, original = self._gate.resolve(name)
         return server.name, original
+
+    def approval_reason(self, name: str) -> ApprovalReason | None:
+        """Why a call of the tool ``name`` (its merged name) would need approval, or
+        ``None`` if it would go ahead without asking: the very decision :meth:`call`
+        makes, under the server's ``approve`` / ``autoApprove`` policy and the tool's
+        annotations (the ``approve`` callback is not asked). Raises
+        :class:`~supervisor.errors.UnknownTool` for a tool not in the catalog (its server
+        not connected yet, say: :meth:`tools` connects them)."""
+        return self._gate.reason_for(name)
 
     async def call(
         self,

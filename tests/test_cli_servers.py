@@ -50,7 +50,8 @@ def test_status_table_when_all_are_connected(tmp_path: pathlib.Path) -> None:
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "MCP Server Status"  # the table of docs/monitoring.md
-    assert [line.split()[:2] for line in lines[4:6]] == [["alpha", "🟢"], ["beta", "🟢"]]
+    rows = lines[4:8:2]  # each row is followed by the server's second line
+    assert [line.split()[:2] for line in rows] == [["alpha", "🟢"], ["beta", "🟢"]]
     assert lines[-1] == "  2 servers configured | 2 connected | 6 tools available"
 
 

@@ -16,7 +16,10 @@ import pytest
 from supervisor.testing.servers import count_executions, stdio_params
 
 TIMEOUT = 60
-ENTRY_KEYS = {"name", "server", "original_name", "description", "input_schema"}
+ENTRY_KEYS = {
+    "name", "server", "original_name", "description", "input_schema",
+    "annotations", "approval", "parameters",
+}  # fmt: skip
 
 
 def write_config(tmp_path: pathlib.Path, servers: dict[str, object]) -> str:
@@ -102,11 +105,62 @@ def test_tools_table_and_footer(tmp_path: pathlib.Path) -> None:
     done = run("tools", "--config", config)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["name", "server", "description"]
-    assert lines[2].split() == ["alpha_add", "alpha", "Return", "a", "+", "b."]
-    assert lines[2].index("alpha ") == lines[0].index("server")  # fixed-width columns
+    assert lines[0].split() == ["name", "server", "approval", "hints", "description"]
+    assert lines[1].split()[:4] == ["alpha_echo", "alpha", "ask", "r-i-"]
+    assert lines[2] == "    text*: string"  # each tool's parameters under it
+    assert lines[3].split() == ["alpha_add", "alpha", "ask", "----", "Return", "a", "+", "b."]
+    assert lines[4] == "    a*: integer, b*: integer"
+    assert lines[6] == "    (no parameters)"  # count()
+    for column in ("server", "approval", "hints", "description"):  # fixed-width columns
+        assert lines[3][lines[0].index(column) - 2 : lines[0].index(column)] == "  "
+        assert lines[3][lines[0].index(column)] != " "
     assert lines[-1] == "3 tools from 1 server; not connected: broken (see stderr)"
     assert "server 'broken' is failed: " in done.stderr
+
+
+def test_tools_show_annotations_approval_and_parameters(tmp_path: pathlib.Path) -> None:
+    """tools says of each tool what its annotations are, whether a call would ask for
+    approval (and why, in --json: as `call` decides), and its parameters; a disabled
+    server is not started, and not reported as not connected."""
+    started = tmp_path / "started"
+    config = write_config(
+        tmp_path,
+        {
+            "r": fixture("rich", autoApprove=["echo", "delete_note"]),
+            "off": {**marker(started), "disabled": True},
+        },
+    )
+    done = run("tools", "--config", config, "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    tools = {t["name"]: t for t in document["tools"]}
+    echo, add, wipe = tools["r_echo"], tools["r_add"], tools["r_wipe"]
+    assert echo["annotations"] == {"readOnlyHint": True, "idempotentHint": True}
+    assert wipe["annotations"] == {"readOnlyHint": False, "destructiveHint": True}
+    assert add["annotations"] == {}
+    assert echo["approval"] is None and add["approval"] == "not auto-approved"
+    assert tools["r_delete_note"]["approval"] == "destructive name"  # though auto-approved
+    assert wipe["approval"] == "destructive annotation"
+    assert add["parameters"] == [
+        {"name": "a", "type": "integer", "required": True, "description": None},
+        {"name": "b", "type": "integer", "required": True, "description": None},
+    ]
+    assert wipe["parameters"] == []
+    assert [s["name"] for s in document["servers"]] == ["r"]
+    assert not started.exists()
+
+    done = run("tools", "--config", config)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    wipe_row = next(i for i, line in enumerate(lines) if line.startswith("r_wipe "))
+    assert lines[wipe_row].split()[:4] == ["r_wipe", "r", "ask", "-d--"]
+    delete_row = next(i for i, line in enumerate(lines) if line.startswith("r_delete_note "))
+    assert lines[delete_row].split()[:4] == ["r_delete_note", "r", "ask", "----"]
+    assert lines[delete_row + 1] == "    title*: string"
+    echo_row = next(line for line in lines if line.startswith("r_echo "))
+    assert echo_row.split()[:4] == ["r_echo", "r", "auto", "r-i-"]
+    assert lines[-1] == "13 tools from 1 server"
+    assert "off" not in done.stderr
 
 
 def test_tools_exits_1_when_no_server_connects(tmp_path: pathlib.Path) -> None:

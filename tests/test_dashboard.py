@@ -191,6 +191,22 @@ async def test_healthz_is_ok_while_connected_and_503_when_none_is() -> None:
         nursery.cancel_scope.cancel()
 
 
+async def test_healthz_lists_a_disabled_server_without_counting_it() -> None:
+    """A disabled server is in `/healthz` as "disabled" and does not make it degraded."""
+    settings = config()
+    settings["mcpServers"]["off"] = {**stdio_echo(), "disabled": True}  # type: ignore[index]
+    async with open_supervisor(settings) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        await sup.connect_all()
+        reply = await http(info, "GET", "/healthz")
+        assert reply.status == 200
+        assert reply.json() == {
+            "status": "ok",
+            "servers": {"notes": "connected", "calc": "connected", "off": "disabled"},
+        }
+        nursery.cancel_scope.cancel()
+
+
 _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-z_]+="[^"]*",?)*\})? (-?[0-9.e+-]+)$')
 
 

@@ -192,7 +192,8 @@ async def test_calc_server_computes_and_reports_bad_input_as_tool_errors() -> No
                 else:
                     raise AssertionError(f"{name}{arguments} did not fail")
             record = sup.status()["calc"]
-            assert (record.calls_ok, record.calls_failed, record.restarts) == (5, 2, 0)
+            assert (record.calls_ok, record.calls_failed, record.restarts) == (5, 0, 0)
+            assert record.calls_tool_error == 2  # the tool's errors, not the server's
 
 
 async def test_flaky_server_serves_over_http_and_fails_every_nth_fetch() -> None:

@@ -9,7 +9,14 @@ import mcp_types as types
 import pytest
 import trio
 
-from supervisor import ApprovalRequired, ToolArgumentsInvalid, UnknownTool, open_supervisor
+from supervisor import (
+    ApprovalDenied,
+    ApprovalRequired,
+    ToolArgumentsInvalid,
+    ToolError,
+    UnknownTool,
+    open_supervisor,
+)
 from supervisor.bus import Subscription
 from supervisor.events import Event, ToolsRegistered
 from supervisor.gate import Gate
@@ -18,6 +25,7 @@ from supervisor.registry import NamingPolicy, Registry
 from supervisor.registry import _live as registry_live
 from supervisor.server import ManagedServer
 from supervisor.testing.servers import count_executions, stdio_params
+from supervisor.tools import ApprovalRequest, parameters
 
 from .probes import until
 
@@ -90,6 +98,41 @@ async def test_a_servers_view_cannot_call_around_the_gate(tmp_path: Path) -> Non
 def _tool(destructive: bool) -> types.Tool:
     hints = types.ToolAnnotations(destructive_hint=destructive)
     return types.Tool(name="tidy", input_schema={"type": "object"}, annotations=hints)
+
+
+async def test_approval_reason_is_what_a_call_decides(tmp_path: Path) -> None:
+    """handle.approval_reason(name) is, for every tool, the reason the call's approval
+    callback is asked with — or ``None`` exactly when the call goes ahead unasked; an
+    unknown name is UnknownTool."""
+    runs = tmp_path / "runs"
+    config = {
+        "mcpServers": {
+            "r": rich(runs, approve=["add_*"], autoApprove=["echo", "fail", "delete_note"])
+        }
+    }
+    asked: dict[str, str] = {}
+
+    async def refuse(request: ApprovalRequest) -> bool:
+        asked[request.tool] = request.reason
+        return False
+
+    sample = {"string": "x", "integer": 1}
+    async with open_supervisor(config, approve=refuse) as sup:
+        catalog = await sup.tools()
+        expected = {name: sup.approval_reason(name) for name in catalog}
+        for entry in catalog.values():
+            arguments = {p.name: sample[p.type] for p in parameters(entry.input_schema)}
+            try:
+                await sup.call(entry.name, arguments)
+            except (ApprovalDenied, ToolError):
+                pass
+        with pytest.raises(UnknownTool):
+            sup.approval_reason("r_nope")
+    assert asked == {name: reason for name, reason in expected.items() if reason is not None}
+    assert expected["r_echo"] is None and expected["r_add"] == "not auto-approved"
+    assert expected["r_add_note"] == "listed in approve"
+    assert expected["r_delete_note"] == "destructive name"  # although auto-approved
+    assert expected["r_wipe"] == "destructive annotation"
 
 
 def test_a_relisted_destructive_tool_is_decided_again() -> None:

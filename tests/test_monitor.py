@@ -33,6 +33,7 @@ from supervisor.monitor import (
     status_table,
     summary_text,
 )
+from supervisor.monitor._table import about
 from supervisor.runtime import open_supervisor
 from supervisor.server import Health, HealthRecord, ServerStatus
 from supervisor.server._health import LATENCY_BOUNDS, REPORTED_BOUNDS
@@ -71,45 +72,108 @@ def record(server: str, status: str, **fields: object) -> HealthRecord:
 
 
 def sample_records() -> dict[str, HealthRecord]:
+    """The records of the sample in docs/monitoring.md."""
+    handshake = {"protocol_version": "2025-06-18"}
     records = [
-        record("github", "connected", tool_count=12, last_ok=NOW - 30),
+        record(
+            "github",
+            "connected",
+            type="http",
+            target="https://api.githubcopilot.com/mcp",
+            tool_count=12,
+            last_ok=NOW - 30,
+            server_name="github-mcp-server",
+            server_version="0.9.1",
+            resource_count=0,
+            prompt_count=2,
+            **handshake,
+        ),
         record(
             "jira",
             "disconnected",
+            type="sse",
+            target="https://jira.example.com/sse",
             tool_count=0,
             last_error="connection refused",
             retry_attempt=5,
             next_retry_at=NOW + 7.2,
         ),
-        record("local-db", "connected", tool_count=5, last_ok=NOW - 150),
-        record("custom-api", "connecting", retry_attempt=1),
+        record(
+            "local-db",
+            "connected",
+            target="/usr/local/bin/uvx mcp-server-sqlite --db-path data.db",
+            tool_count=5,
+            last_ok=NOW - 150,
+            server_name="sqlite",
+            server_version="1.2.0",
+            resource_count=3,
+            prompt_count=1,
+            **handshake,
+        ),
+        record(
+            "custom-api", "connecting", type="ws", target="wss://api.example.com/mcp",
+            retry_attempt=1,
+        ),  # fmt: skip
+        record(
+            "notes",
+            "failed",
+            target="/usr/bin/python3 notes.py",
+            last_ok=NOW - 3600,
+            consecutive_failures=6,
+            last_error="MCP server 'notes' (pid 4242) exited with code 1; last stderr line: "
+            "'NOTES_FILE is not set'",
+            server_name="notes",
+            server_version="0.3.0",
+            resource_count=1,
+            prompt_count=0,
+            **handshake,
+        ),
+        record("archive", "idle", target="npx -y @acme/archive-mcp"),
+        record("legacy", "disabled", type="http", target="https://legacy.example.com/mcp"),
     ]
     return {r.server: r for r in records}
 
 
-SAMPLE = """\
-MCP Server Status
-─────────────────────────────────────────────────────────
-  Server       Status  Tools  Last Active    Details
-─────────────────────────────────────────────────────────
-  github       🟢       12    30s ago
-  jira         🔴        0    —              connection refused (retry 5/10 in 8s)
-  local-db     🟢        5    2m ago
-  custom-api   🟡        —    —              connecting (attempt 2)
-─────────────────────────────────────────────────────────
-  4 servers configured | 2 connected | 17 tools available"""
+DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "monitoring.md"
+
+def documented_sample() -> str:
+    """The table shown first in docs/monitoring.md."""
+    text = DOCS.read_text()
+    start = text.index("```\nMCP Server Status\n") + len("```\n")
+    return text[start : text.index("\n```", start)]
+
+
+SAMPLE = documented_sample()
 
 
 class TestStatusTable:
     """The table is a pure function of the records and the clock."""
 
     def test_the_documented_sample(self) -> None:
-        """Connected, disconnected with retry details, connecting; the footer counts."""
+        """Every server's row, then its second line (transport, command line or URL, what
+        its handshake said, resources and prompts), then the whole reason a server is down;
+        a disabled server is shown, and the footer counts it apart. docs/monitoring.md
+        shows exactly this table."""
         assert status_table(sample_records(), now=NOW) == SAMPLE
 
+    def test_the_second_line(self) -> None:
+        """Only what is known; a program's directory left out, quoting kept; the command
+        line cut at 60 columns; the line cut at the width."""
+        assert about(record("a", "idle")) == "stdio"
+        quoted = record("q", "idle", target="'/opt/my tools/srv' --flag 'x y'")
+        assert about(quoted) == "stdio · srv --flag 'x y'"
+        spaced = record("s", "idle", target="'/opt/my tools/my srv' -v")
+        assert about(spaced) == "stdio · 'my srv' -v"
+        url = record("u", "connected", type="http", target="https://h/mcp", server_name="x")
+        assert about(url) == "http · https://h/mcp · x"  # a name without a version
+        long = record("l", "idle", target="run " + "x" * 100)
+        assert about(long) == "stdio · run " + "x" * 55 + "…"
+        table = status_table({"l": long}, now=NOW, width=40)
+        assert "      stdio · run xxxxxxxxxxxxxxxxxxxxx…" in table.splitlines()
+
     def test_every_state(self) -> None:
-        """Failed (gave up, or misconfigured), idle and stopped; one of each, plural-aware;
-        the whole reason under a row whose cell shows only its gist."""
+        """Failed (gave up, or misconfigured), idle, stopped and disabled; one of each,
+        plural-aware; the whole reason under a row whose cell shows only its gist."""
         records = {
             r.server: r
             for r in [
@@ -126,6 +190,7 @@ class TestStatusTable:
                 record("parked", "stopped", tool_count=1, last_ok=NOW - 3 * 86400),
                 record("calc", "connected", tool_count=1, last_ok=NOW - 0.5),
                 record("flaky", "disconnected", last_error="read timed out", retry_attempt=10),
+                record("off", "disabled", target="off-server"),
             ]
         }
         expected = """\
@@ -134,14 +199,22 @@ MCP Server Status
   Server         Status  Tools  Last Active    Details
 ───────────────────────────────────────────────────────────
   notes          🔴        —    2h ago         gave up after 6 attempts: exited with code 1
+      stdio
       ↳ exited with code 1; last stderr line: 'boom'
   misconfigured  🔴        —    —              missing variable ${TOKEN}
+      stdio
   lazy           ⚪        —    —              not started
+      stdio
   parked         ⚪        1    3d ago         stopped
+      stdio
   calc           🟢        1    just now
+      stdio
   flaky          🔴        —    —              read timed out
+      stdio
+  off            ⚪        —    —              disabled
+      stdio · off-server
 ───────────────────────────────────────────────────────────
-  6 servers configured | 1 connected | 1 tool available"""
+  7 servers configured (1 disabled) | 1 connected | 1 tool available"""
         assert status_table(records, now=NOW) == expected
 
     def test_one_server_and_a_wide_tool_count(self) -> None:
@@ -155,7 +228,9 @@ MCP Server Status
             "  Server       Status  Tools   Last Active    Details",
             "─" * 58,
             "  big          🟢      100000  59s ago",
+            "      stdio",
             "  one          ⚪           1  —              stopped",
+            "      stdio",
             "─" * 58,
             "  2 servers configured | 1 connected | 100000 tools available",
         ]
@@ -179,7 +254,8 @@ MCP Server Status
         assert [display_width(icon) for icon in "🟢🟡🔴⚪"] == [2, 2, 2, 2]
         assert display_width("—…─") == 3 and display_width("e\u0301") == 1
         lines = SAMPLE.splitlines()
-        header, rows = lines[2], lines[4:8]
+        header, rows = lines[2], [line for line in lines[4:-2] if line[2] != " "]
+        assert len(rows) == 7
         tools_end = display_width(header[: header.index("Tools")]) + 3  # right-aligned digits
         active = display_width(header[: header.index("Last Active")])
         details = display_width(header[: header.index("Details")])
@@ -205,8 +281,8 @@ MCP Server Status
         assert "gave up after 1 attempt: xxx" in row and "MCP server" not in row
 
     def test_progress_line(self) -> None:
-        """Servers settled (connected, failed or stopped) of all."""
-        assert progress_line(sample_records()) == "connecting 2/4…"
+        """Servers settled (connected, failed or stopped) of all enabled ones."""
+        assert progress_line(sample_records()) == "connecting 3/6…"  # disabled: not counted
 
 
 # -- the latency estimator ----------------------------------------------------------------
@@ -337,6 +413,42 @@ def stdio(kind: str, **extra: object) -> dict[str, object]:
     return {"command": command, "args": args, "approve": False, **extra}
 
 
+async def test_a_tool_error_is_counted_apart_from_failures() -> None:
+    """A tool's own error result (``isError``) is the server working: it counts in
+    ``calls_tool_error`` and for the success rate, never in ``calls_failed``; the record,
+    the metrics, the Prometheus text and the summary all say so."""
+    config = {"mcpServers": {"notes": stdio("rich")}}
+    async with open_supervisor(config) as sup:
+        assert (await sup.call("notes_echo", {"text": "a"})).text == "a"
+        for _ in range(2):
+            with pytest.raises(ToolError):
+                await sup.call("notes_fail", {"message": "no"})
+        record = sup.status()["notes"]
+        assert (record.calls_ok, record.calls_tool_error, record.calls_failed) == (1, 2, 0)
+        notes = sup.metrics()["notes"]
+        assert (notes.calls_ok, notes.calls_tool_error, notes.calls_failed) == (1, 2, 0)
+        assert notes.success_rate == 1.0 and notes.latency_count == 3
+        _, samples = parse_prometheus(prometheus_text(sup.metrics()))
+        calls = {
+            labels["result"]: value
+            for name, labels, value in samples
+            if name == "mcp_supervisor_server_calls_total"
+        }
+        assert calls == {"ok": 1.0, "tool_error": 2.0, "failed": 0.0}
+    summary = sup.summary()
+    assert (summary.calls_ok, summary.calls_tool_error, summary.calls_failed) == (1, 2, 0)
+    assert "calls 1 ok / 2 tool errors / 0 failed (100%)" in summary_text(summary)
+
+
+def test_success_rate_counts_tool_errors_as_answers() -> None:
+    """success_rate is (ok + tool errors) / (ok + tool errors + failed)."""
+    health = Health(calls_ok=2, calls_tool_error=1, calls_failed=1)
+    metrics = health.metrics("s", "connected", 0.0)
+    assert (metrics.calls_ok, metrics.calls_tool_error, metrics.calls_failed) == (2, 1, 1)
+    assert metrics.success_rate == 0.75
+    assert Health(calls_tool_error=1).metrics("s", "connected", 0.0).success_rate == 1.0
+
+
 async def test_metrics_of_a_server_killed_and_recovered() -> None:
     """kill -9, then recovery: one reconnect, its time counted as downtime, up + down is
     the time since the first connection; calls counted; the summary frozen and logged."""
@@ -371,8 +483,9 @@ async def test_metrics_of_a_server_killed_and_recovered() -> None:
             assert notes.reconnect_avg_s is not None and notes.reconnect_avg_s >= 0.2
             assert notes.downtime_s == pytest.approx(notes.reconnect_avg_s)
             assert before - seen_up <= notes.uptime_s + notes.downtime_s <= after - opened
-            assert (notes.calls_ok, notes.calls_failed) == (2, 1)
-            assert notes.success_rate == pytest.approx(2 / 3)
+            # the tool's own error is the server working: counted apart, not a failure
+            assert (notes.calls_ok, notes.calls_tool_error, notes.calls_failed) == (2, 1, 0)
+            assert notes.success_rate == 1.0
             assert notes.latency_count == 3 and notes.latency_p50_ms is not None
             assert notes.latency_p99_ms is not None and notes.latency_p99_ms > 0
             assert metrics["calc"].status == "idle" and metrics["calc"].uptime_s == 0.0
@@ -381,7 +494,8 @@ async def test_metrics_of_a_server_killed_and_recovered() -> None:
         summary = sup.summary()
         assert summary is sup.summary()  # frozen when the block ended
         assert summary.servers["notes"].status == "connected"  # before the shutdown
-        assert (summary.calls_ok, summary.calls_failed, summary.reconnects) == (2, 1, 1)
+        assert (summary.calls_ok, summary.calls_failed, summary.reconnects) == (2, 0, 1)
+        assert summary.calls_tool_error == 1
         assert 0 < summary.duration_s <= trio.current_time() - opened
         assert "notes" in summary_text(summary)
     finally:
@@ -488,6 +602,7 @@ def test_prometheus_text_parses_line_by_line() -> None:
     assert by[("mcp_supervisor_server_up", (notes,))] == 1.0
     assert by[("mcp_supervisor_server_calls_total", (("result", "ok"), notes))] == 9
     assert by[("mcp_supervisor_server_calls_total", (("result", "failed"), notes))] == 1
+    assert by[("mcp_supervisor_server_calls_total", (("result", "tool_error"), notes))] == 0
     assert by[("mcp_supervisor_server_reconnect_seconds_total", (notes,))] == 1.5
     weird = ("server", 'we\\"ird\\\\name')
     assert by[("mcp_supervisor_server_up", (weird,))] == 0.0
@@ -542,10 +657,68 @@ async def test_status_prints_the_table(tmp_path: pathlib.Path) -> None:
     assert lines[:4] == ["MCP Server Status", "─" * 57, lines[2], "─" * 57]
     assert lines[2].split() == ["Server", "Status", "Tools", "Last", "Active", "Details"]
     assert re.fullmatch(r"  alpha {8}🟢 {8}3 {4}(just now|\d+s ago)", lines[4])
+    second = r"      stdio · python\S* -m supervisor\.testing\.servers echo · fixture-echo · .+"
+    assert re.fullmatch(second, lines[5])
     assert (
-        lines[5] == "  broken       🔴        —    —              tried once: exited with code 1"
+        lines[6] == "  broken       🔴        —    —              tried once: exited with code 1"
     )
+    assert lines[7] == "      stdio · false"
     assert lines[-1] == "  2 servers configured | 1 connected | 3 tools available"
+
+
+async def test_status_shows_disabled_servers_and_what_each_server_is(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A disabled server is in the table (⚪, "disabled") and in --json (status
+    "disabled"), never started, and does not make the exit 1; every server's second line
+    and record say its transport, command line or URL (secrets left out), what its
+    handshake said, and its resource and prompt counts."""
+    started = tmp_path / "started"
+    code = f"open({str(started)!r}, 'w').close()"
+    config = write_config(
+        tmp_path,
+        {
+            "notes": stdio("rich"),
+            "off": {
+                "command": sys.executable,
+                "args": ["-c", code, "--token", "s3cret-value"],
+                "disabled": True,
+            },
+            "remote": {"url": "https://example.com/mcp?api_key=s3cret", "enabled": False},
+        },
+    )
+    done = await trio.run_process(
+        cli("status", "--config", config), capture_stdout=True, capture_stderr=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.decode().splitlines()
+    assert re.fullmatch(
+        r"      stdio · python\S* -m supervisor\.testing\.servers rich · fixture-rich · "
+        r"MCP \d{4}-\d\d-\d\d · 2 resources, 2 prompts",
+        lines[5],
+    )
+    assert lines[6] == "  off          ⚪        —    —              disabled"
+    assert lines[7].startswith("      stdio · python -c 'open(") and lines[7].endswith("…")
+    assert "s3cret" not in done.stdout.decode()
+    assert lines[8] == "  remote       ⚪        —    —              disabled"
+    assert lines[9] == "      http · https://example.com/mcp"
+    assert lines[-1] == "  3 servers configured (2 disabled) | 1 connected | 13 tools available"
+    done = await trio.run_process(
+        cli("status", "--config", config, "--json"), capture_stdout=True, capture_stderr=True
+    )
+    document = json.loads(done.stdout)
+    notes, off, remote = document["servers"]
+    assert notes["type"] == "stdio" and notes["status"] == "connected"
+    assert notes["target"].endswith(" -m supervisor.testing.servers rich")
+    assert (notes["server_name"], notes["server_version"]) == ("fixture-rich", None)
+    assert notes["protocol_version"] and (notes["resource_count"], notes["prompt_count"]) == (2, 2)
+    assert (off["status"], off["type"], off["pid"], off["server_name"]) == (
+        "disabled", "stdio", None, None
+    )  # fmt: skip
+    assert off["target"].endswith(" --token ***") and "s3cret" not in done.stdout.decode()
+    assert (remote["status"], remote["target"]) == ("disabled", "https://example.com/mcp")
+    assert set(document["metrics"]) == {"notes"}  # a disabled server has no metrics
+    assert not started.exists()  # never started
 
 
 async def test_status_json_contains_the_metrics(tmp_path: pathlib.Path) -> None:

@@ -232,7 +232,8 @@ async def test_a_forgotten_session_is_renewed_transparently() -> None:
 
 
 async def test_remote_server_falls_back_to_legacy_sse() -> None:
-    """A `remote` URL whose first POST gets a 4xx is retried as a legacy SSE server."""
+    """A `remote` URL whose first POST gets a 4xx is retried as a legacy SSE server; its
+    record's type says so."""
     async with trio.open_nursery() as nursery:
         sse = await start_http(nursery, make_server("echo"), transport="sse")
         for entry in (
@@ -241,7 +242,9 @@ async def test_remote_server_falls_back_to_legacy_sse() -> None:
         ):
             async with open_supervisor({"mcpServers": {"old": entry}}) as sup:
                 assert (await sup.call("old_echo", {"text": "hi"})).text == "hi"
-                assert sup.status()["old"].restarts == 0
+                record = sup.status()["old"]
+                assert record.restarts == 0 and record.type == "sse"
+                assert record.target == sse.url.split("?")[0]
         # An explicit http type never falls back: the 4xx is the error.
         explicit = {"url": sse.url, "type": "http", "reconnect": False, "approve": False}
         async with open_supervisor({"mcpServers": {"new": explicit}}) as sup:

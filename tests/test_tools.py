@@ -563,3 +563,54 @@ class TestCheckApproval:
             req.tool = "x"  # type: ignore[misc]
         with pytest.raises(TypeError):
             req.arguments["q"] = "y"  # type: ignore[index]
+
+
+class TestParameters:
+    """An inputSchema summarised for people: name, short type, required; never an error."""
+
+    @pytest.mark.parametrize(
+        ("schema", "expected"),
+        [
+            ({"type": "string"}, "string"),
+            ({"type": ["string", "null"]}, "string|null"),
+            ({"anyOf": [{"type": "integer"}, {"type": "null"}]}, "integer|null"),
+            ({"oneOf": [{"type": "integer"}, {"type": "integer", "minimum": 3}]}, "integer"),
+            ({"type": "array", "items": {"type": "string"}}, "array<string>"),
+            ({"type": "array"}, "array"),
+            ({"enum": ["asc", "desc"]}, '"asc"|"desc"'),
+            ({"enum": [1, 2, 3, 4, 5]}, "enum"),
+            ({"const": 3}, "3"),
+            ({"$ref": "#/$defs/Point"}, "Point"),
+            ({"allOf": [{"$ref": "#/$defs/Point"}]}, "Point"),
+            ({"properties": {"x": {}}}, "object"),
+            ({}, "any"),
+            (True, "any"),
+            ({"type": "array", "items": {"type": "array", "items": {"type": "array", "items": {
+                "type": "array", "items": {"type": "string"}}}}}, "array<array<array<array<…>>>>"),
+        ],
+        ids=[
+            "plain", "type-list", "optional", "one-of-dedup", "array", "bare-array", "enum",
+            "long-enum", "const", "ref", "all-of", "object", "unsaid", "true", "deep",
+        ],
+    )  # fmt: skip
+    def test_short_types(self, schema: object, expected: str) -> None:
+        """Each schema shape reads as the short type the tools table shows."""
+        assert tools._params.type_of(schema) == expected
+
+    def test_parameters_in_schema_order_with_required_marked(self) -> None:
+        """Properties in order, required ones marked; description kept; a schema without
+        properties (or with junk in `required`) has none, or unrequired ones."""
+        params = tools.parameters(
+            {
+                "properties": {"title": {"type": "string", "description": "T"}, "n": {}},
+                "required": ["title", 3],
+            }
+        )
+        assert params == [
+            tools.Parameter("title", "string", True, "T"),
+            tools.Parameter("n", "any", False, None),
+        ]
+        assert tools.signature(params) == "title*: string, n: any"
+        assert tools.parameters({"type": "object"}) == []
+        assert tools.signature([]) == "(no parameters)"
+        assert tools.parameters({"properties": {"a": {}}, "required": "a"})[0].required is False

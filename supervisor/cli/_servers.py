@@ -44,7 +44,8 @@ def _color() -> bool:
 def _show(
     sup: SupervisorHandle, as_json: bool, *, redraw: bool = False, once: bool = False
 ) -> int:
-    """Print the table (or the JSON document) once; exit 0 when every server is connected."""
+    """Print the table (or the JSON document) once; exit 0 when every enabled server is
+    connected (a disabled one is shown, never started, and counts for nothing)."""
     from ..monitor import status_document, status_table
 
     records = sup.status()
@@ -58,7 +59,8 @@ def _show(
         print(("\x1b[H\x1b[J" if redraw else "") + table, flush=True)
     if once and any(r.status == "failed" and r.retryable for r in records.values()):
         print(f"mcp-supervisor status: {ONE_ATTEMPT_NOTE}", file=sys.stderr)
-    return EXIT_OK if all(r.status == "connected" for r in records.values()) else EXIT_FAILURE
+    enabled = [r for r in records.values() if r.status != "disabled"]
+    return EXIT_OK if all(r.status == "connected" for r in enabled) else EXIT_FAILURE
 
 
 async def _connect_all(sup: SupervisorHandle) -> None:
@@ -148,8 +150,9 @@ def register(commands: Commands, parents: Parents) -> None:
         "status",
         parents=parents,
         help="connect every enabled server and print its health",
-        description="Connect every enabled server and print the status table "
-        "(docs/monitoring.md; exit 0 when all are connected, 1 otherwise). --json prints "
+        description="Connect every enabled server and print the status table, disabled "
+        "servers included (docs/monitoring.md; exit 0 when every enabled one is connected, "
+        "1 otherwise). --json prints "
         "the health records and metrics as one JSON document; --watch keeps redrawing the "
         "table as events arrive, until Ctrl-C (exit 130) or another signal.",
     )

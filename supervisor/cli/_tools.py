@@ -16,7 +16,7 @@ import os
 import secrets
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,15 +51,21 @@ def _cmd_tools(args: argparse.Namespace) -> int:
 
 
 async def _tools(config: object, as_json: bool, query: str | None, limit: int) -> int:
+    import attrs
+
     from ..runtime import open_supervisor
+    from ..tools import parameters
 
     async with open_supervisor(config, retries=False) as sup:  # type: ignore[arg-type]
         catalog = await sup.tools()
-        records = sup.status()
-    if query is None:
-        entries = list(catalog.values())
-    else:
-        entries = catalog.load(summary.name for summary in catalog.search(query, limit))
+        # Disabled servers are never started: they offer nothing and are not missed.
+        records = {n: r for n, r in sup.status().items() if r.status != "disabled"}
+        if query is None:
+            entries = list(catalog.values())
+        else:
+            entries = catalog.load(summary.name for summary in catalog.search(query, limit))
+        # The gate's own decision, so this cannot differ from what `call` would do.
+        approvals = {e.name: sup.approval_reason(e.name) for e in entries}
     servers: list[dict[str, object]] = []
     down = []
     for name, record in records.items():
@@ -93,6 +99,9 @@ async def _tools(config: object, as_json: bool, query: str | None, limit: int) -
                     "original_name": e.original_name,
                     "description": e.description,
                     "input_schema": e.input_schema,
+                    "annotations": _annotations(e),
+                    "approval": approvals[e.name],
+                    "parameters": [attrs.asdict(p) for p in parameters(e.input_schema)],
                 }
                 for e in entries
             ],
@@ -103,27 +112,63 @@ async def _tools(config: object, as_json: bool, query: str | None, limit: int) -
         json.dump(document, sys.stdout)
         sys.stdout.write("\n")
     else:
-        print(_tools_table(entries))
+        print(_tools_table(entries, approvals))
         connected = len(records) - len(down)
         unsupported = sum(catalog.unsupported.get(name, 0) for name in records)
         print(_tools_footer(len(entries), len(catalog), connected, unsupported, down, query))
     return EXIT_FAILURE if records and len(down) == len(records) else EXIT_OK
 
 
-def _tools_table(entries: Sequence[Entry]) -> str:
-    """A fixed-width table: name, server, the first line of the description."""
+#: The hints column: a letter where the tool's annotation says so, ``-`` elsewhere.
+_HINTS = (
+    ("r", "read_only_hint"),
+    ("d", "destructive_hint"),
+    ("i", "idempotent_hint"),
+    ("o", "open_world_hint"),
+)
+
+
+def _annotations(entry: Entry) -> dict[str, object]:
+    """The tool's annotations as the server sent them (MCP's names; only those given)."""
+    hints = entry.tool.annotations
+    return {} if hints is None else hints.model_dump(by_alias=True, exclude_none=True)
+
+
+def _hints(entry: Entry) -> str:
+    """``r-i-``: read-only, destructive, idempotent, open-world, where annotated true."""
+    hints = entry.tool.annotations
+    return "".join(
+        letter if hints is not None and getattr(hints, field) is True else "-"
+        for letter, field in _HINTS
+    )
+
+
+def _tools_table(entries: Sequence[Entry], approvals: Mapping[str, str | None]) -> str:
+    """A fixed-width table — name, server, whether a call asks for approval, the hints,
+    the first line of the description — and under each tool its parameters."""
     import shutil
 
-    rows = [("name", "server", "description")]
+    from ..tools import parameters, signature
+
+    rows = [("name", "server", "approval", "hints", "description", None)]
     for e in entries:
-        rows.append((e.name, e.server, e.description.strip().split("\n", 1)[0]))
+        asks = "auto" if approvals[e.name] is None else "ask"
+        description = e.description.strip().split("\n", 1)[0]
+        params = signature(parameters(e.input_schema))
+        rows.append((e.name, e.server, asks, _hints(e), description, params))
     width = shutil.get_terminal_size((120, 24)).columns
     name_w = max(len(r[0]) for r in rows)
     server_w = max(len(r[1]) for r in rows)
+
+    def fit(line: str) -> str:
+        return line if len(line) <= width else line[: width - 1] + "…"
+
     lines = []
-    for name, server, description in rows:
-        line = f"{name:<{name_w}}  {server:<{server_w}}  {description}".rstrip()
-        lines.append(line if len(line) <= width else line[: width - 1] + "…")
+    for name, server, asks, hints, description, params in rows:
+        line = f"{name:<{name_w}}  {server:<{server_w}}  {asks:<8}  {hints:<5}  {description}"
+        lines.append(fit(line.rstrip()))
+        if params is not None:
+            lines.append(fit(f"    {params}"))
     return "\n".join(lines)
 
 
@@ -371,10 +416,14 @@ def register(commands: Commands, parents: Parents) -> None:
         parents=parents,
         help="connect every enabled server and list the merged tool catalog",
         description="Connect every enabled server (lazy ones too) and print the merged "
-        "catalog: a table of name, server and description, or with --json one document "
-        "whose 'tools' entries carry name, server, original_name, description and "
-        "input_schema. Servers that could not be connected are named on stderr. Exit 0; "
-        "1 if no server could be connected; 2 for a config error.",
+        "catalog: a table of name, server, approval (ask: a call needs approval; auto: it "
+        "goes ahead), hints (r read-only, d destructive, i idempotent, o open-world, as "
+        "annotated) and description, each tool's parameters under it (* required); or "
+        "with --json one document whose 'tools' entries carry name, server, "
+        "original_name, description, input_schema, annotations, approval (why a call "
+        "needs it, or null) and parameters. Servers that could not be connected are "
+        "named on stderr. Exit 0; 1 if no server could be connected; 2 for a config "
+        "error.",
     )
     tools.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
     tools.add_argument("--json", action="store_true", help="one JSON document on stdout")

@@ -77,7 +77,7 @@ def prometheus_text(metrics: Mapping[str, ServerMetrics] | Iterable[ServerMetric
     ``_server_status``, ``_server_tools``, ``_server_uptime_seconds_total``,
     ``_server_downtime_seconds_total``, ``_server_restarts_total``,
     ``_server_reconnects_total``, ``_server_reconnect_seconds_total``,
-    ``_server_calls_total`` (``result="ok|failed"``) and the histogram
+    ``_server_calls_total`` (``result="ok|tool_error|failed"``) and the histogram
     ``_server_call_duration_seconds``. Ends with a newline.
     """
     servers = list(metrics.values() if isinstance(metrics, Mapping) else metrics)
@@ -147,11 +147,16 @@ def prometheus_text(metrics: Mapping[str, ServerMetrics] | Iterable[ServerMetric
     family(
         f"{p}_calls_total",
         "counter",
-        "Tool calls handed to the MCP server's connection, by result.",
+        "Tool calls handed to the MCP server's connection, by result (tool_error: the "
+        "tool answered with an error of its own).",
         [
             ("", _labels([("server", m.server), ("result", result)]), n)
             for m in servers
-            for result, n in (("ok", m.calls_ok), ("failed", m.calls_failed))
+            for result, n in (
+                ("ok", m.calls_ok),
+                ("tool_error", m.calls_tool_error),
+                ("failed", m.calls_failed),
+            )
         ],
     )
     histogram: list[tuple[str, str, float]] = []
@@ -188,6 +193,8 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     calls_failed: int
     reconnects: int
     restarts: int
+    #: calls answered with the tool's own error (``isError``)
+    calls_tool_error: int = 0
 
 
 def summarize(metrics: Mapping[str, ServerMetrics], duration_s: float) -> SessionSummary:
@@ -199,6 +206,7 @@ def summarize(metrics: Mapping[str, ServerMetrics], duration_s: float) -> Sessio
         connected=sum(m.status == "connected" for m in values),
         calls_ok=sum(m.calls_ok for m in values),
         calls_failed=sum(m.calls_failed for m in values),
+        calls_tool_error=sum(m.calls_tool_error for m in values),
         reconnects=sum(m.reconnects for m in values),
         restarts=sum(m.restarts for m in values),
     )
@@ -216,6 +224,11 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def _tool_errors(n: int, sep: str = " / ") -> str:
+    """``N tool errors`` and ``sep``, or nothing when there were none."""
+    return f"{_count(n, 'tool error')}{sep}" if n else ""
+
+
 def summary_text(summary: SessionSummary) -> str:
     """The summary for people: one line per server and a total line (no trailing
     newline)."""
@@ -229,12 +242,14 @@ def summary_text(summary: SessionSummary) -> str:
         lines.append(
             f"  {name:<{width}}  {m.status}, up {_seconds(m.uptime_s)}, down "
             f"{_seconds(m.downtime_s)}, {reconnects}, calls {m.calls_ok} ok / "
-            f"{m.calls_failed} failed{rate}, p50 {_ms(m.latency_p50_ms)}, "
+            f"{_tool_errors(m.calls_tool_error)}{m.calls_failed} failed{rate}, "
+            f"p50 {_ms(m.latency_p50_ms)}, "
             f"p99 {_ms(m.latency_p99_ms)}"
         )
     lines.append(
         f"  total: {_count(len(summary.servers), 'server')}, {summary.connected} connected, "
-        f"{summary.calls_ok} calls ok, {summary.calls_failed} failed, "
+        f"{summary.calls_ok} calls ok, {_tool_errors(summary.calls_tool_error, ', ')}"
+        f"{summary.calls_failed} failed, "
         f"{_count(summary.reconnects, 'reconnect')}, {_count(summary.restarts, 'restart')}"
     )
     return "\n".join(lines)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import posixpath
 import re
+import shlex
 import textwrap
 import time
 import unicodedata
@@ -11,7 +13,7 @@ from collections.abc import Mapping
 
 from ..server import HealthRecord
 
-#: The icon of each status: connected, on the way, down, not running.
+#: The icon of each status: connected, on the way, down, not running (or disabled).
 ICONS: Mapping[str, str] = {
     "connected": "🟢",
     "connecting": "🟡",
@@ -20,6 +22,7 @@ ICONS: Mapping[str, str] = {
     "failed": "🔴",
     "idle": "⚪",
     "stopped": "⚪",
+    "disabled": "⚪",
 }
 
 _RESET = "\x1b[0m"
@@ -35,6 +38,7 @@ _DETAIL_COLORS = {
     "failed": _RED,
     "idle": _DIM,
     "stopped": _DIM,
+    "disabled": _DIM,
 }
 
 _NAME_MIN = 11  # display columns before the gap: "custom-api" and a little more
@@ -45,6 +49,8 @@ _ACTIVE_MIN = 13  # "Last Active" and room to spare
 _GAP = 2
 _RULE = 57  # the rule's length with the minimum column widths
 _ERROR_MAX = 60  # display columns of the error shown in Details
+_TARGET_MAX = 60  # display columns of the command line or URL on a server's second line
+_INDENT = "      "  # the second line's, and the reason's (after its "↳ ")
 
 _SERVER_PREFIX = re.compile(r"^MCP server '[^']*'\s*(\(pid \d+\)\s*)?")
 
@@ -130,7 +136,39 @@ def details(record: HealthRecord, now: float) -> str:
         return "not started"
     if status == "stopped":
         return "stopped"
+    if status == "disabled":
+        return "disabled"
     return ""
+
+
+def short_target(record: HealthRecord) -> str:
+    """The command line or URL for the second line: a local server's program without its
+    directory (``/usr/local/bin/uvx …`` is ``uvx …``), at most 60 columns."""
+    target = record.target or ""
+    if record.type == "stdio":
+        try:
+            program = shlex.split(target)[0]
+        except (ValueError, IndexError):
+            program = ""
+        quoted = shlex.quote(program)
+        if "/" in program.rstrip("/") and target.startswith(quoted):
+            target = shlex.quote(posixpath.basename(program.rstrip("/"))) + target[len(quoted) :]
+    return _fit(target, _TARGET_MAX)
+
+
+def about(record: HealthRecord) -> str:
+    """A server's second line: its transport and command line or URL, then what its last
+    handshake said — the server's own name and version, the MCP protocol version — and the
+    resources and prompts it listed; what is not known yet is left out."""
+    parts = [p for p in (record.type, short_target(record)) if p]
+    if record.server_name:
+        parts.append(" ".join(p for p in (record.server_name, record.server_version) if p))
+    if record.protocol_version:
+        parts.append(f"MCP {record.protocol_version}")
+    if record.resource_count is not None and record.prompt_count is not None:
+        resources = _plural(record.resource_count, "resource")
+        parts.append(f"{resources}, {_plural(record.prompt_count, 'prompt')}")
+    return " · ".join(parts)
 
 
 def _plural(n: int, word: str) -> str:
@@ -147,7 +185,9 @@ def status_table(
     """The health records as the ``mcp-supervisor status`` table (docs/monitoring.md).
 
     A pure function of ``records`` and ``now`` (unix seconds, default the current time),
-    which "Last Active" and the seconds until the next retry are counted from. Columns
+    which "Last Active" and the seconds until the next retry are counted from. Each
+    server's row is followed by its second line (:func:`about`), then — for a server
+    down whose Details cell shows only part of the reason — the whole reason. Columns
     are aligned by display width (an icon takes two columns); lines longer than
     ``width`` columns are cut with ``…``. ``color`` adds ANSI colours (for a terminal);
     without it the text is plain. No trailing newline.
@@ -187,18 +227,23 @@ def status_table(
         )
         room = width - display_width(head)
         detail = details(record, now)
+        cut = display_width(detail) > room
         if room < 1:
             lines.append(_fit(head.rstrip(), width))
-            continue
-        cut = display_width(detail) > room
-        detail = paint(_fit(detail, room), _DETAIL_COLORS.get(record.status, ""))
-        lines.append((head + detail).rstrip())
+        else:
+            detail = paint(_fit(detail, room), _DETAIL_COLORS.get(record.status, ""))
+            lines.append((head + detail).rstrip())
+        lines.append(paint(_fit(_INDENT + about(record), width), _DIM))
         lines += [paint(line, _DIM) for line in _full_reason(record, width, cut)]
     connected = [r for r in records.values() if r.status == "connected"]
+    disabled = sum(r.status == "disabled" for r in records.values())
     tools_total = sum(r.tool_count or 0 for r in connected)
-    up = paint(f"{len(connected)} connected", _GREEN if len(connected) == len(records) else _YELLOW)
-    configured = _plural(len(records), "server")
-    footer = f"  {configured} configured | {up} | {_plural(tools_total, 'tool')} available"
+    everyone = len(connected) == len(records) - disabled
+    up = paint(f"{len(connected)} connected", _GREEN if everyone else _YELLOW)
+    configured = _plural(len(records), "server") + " configured"
+    if disabled:
+        configured += f" ({disabled} disabled)"
+    footer = f"  {configured} | {up} | {_plural(tools_total, 'tool')} available"
     lines += [rule, footer]
     return "\n".join(lines)
 
@@ -216,7 +261,7 @@ def _full_reason(record: HealthRecord, width: int, cut: bool) -> list[str]:
     full = " ".join(_SERVER_PREFIX.sub("", record.last_error.strip()).split())
     if full == short_error(record.last_error) and not cut:
         return []
-    indent = "      ↳ "
+    indent = _INDENT + "↳ "
     lines = textwrap.wrap(
         full,
         width=max(20, width - display_width(indent)),
@@ -229,6 +274,7 @@ def _full_reason(record: HealthRecord, width: int, cut: bool) -> list[str]:
 
 def progress_line(records: Mapping[str, HealthRecord]) -> str:
     """``connecting 3/8…``: how many servers have settled (connected, failed or
-    stopped) of all, while ``status`` waits for them."""
-    settled = sum(r.status in ("connected", "failed", "stopped") for r in records.values())
-    return f"connecting {settled}/{len(records)}…"
+    stopped) of all enabled ones, while ``status`` waits for them."""
+    enabled = [r for r in records.values() if r.status != "disabled"]
+    settled = sum(r.status in ("connected", "failed", "stopped") for r in enabled)
+    return f"connecting {settled}/{len(enabled)}…"

@@ -42,6 +42,7 @@ from ._host import ServerHost as ServerHost
 from ._host import ServerSettings as ServerSettings
 from ._managed import MAILBOX as MAILBOX
 from ._managed import ManagedServer as ManagedServer
+from ._managed import disabled_record as disabled_record
 from ._managed import open_servers as open_servers
 from ._managed import tree_hook as tree_hook
 from ._messages import CallTool as CallTool
@@ -75,6 +76,7 @@ __all__ = [
     "ServerUnavailable",
     "StaleConnection",
     "ToolCallTimeout",
+    "disabled_record",
     "open_servers",
     "tree_hook",
 ]

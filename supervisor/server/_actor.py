@@ -288,7 +288,7 @@ class ServerActor(Actor):
         health.latency.observe(now - start)
         health.last_ok = time.time()
         if result.is_error:
-            health.calls_failed += 1
+            health.calls_tool_error += 1  # the tool's own failure: the server answered
         else:
             health.calls_ok += 1
         return result
@@ -553,7 +553,16 @@ class ServerActor(Actor):
         server = self.server
         self.client = client
         server.tools = tools
-        downtime = server.health.connected(len(tools), took, time.time(), trio.current_time())
+        info = client.server_info
+        downtime = server.health.connected(
+            len(tools),
+            took,
+            time.time(),
+            trio.current_time(),
+            server_name=None if info is None else info.name,
+            server_version=None if info is None else info.version,
+            protocol_version=client.protocol_version,
+        )
         self._ready.set()
         server.emit(events.Connected(server=server.name, tool_count=len(tools), connect_time=took))
         if downtime is not None:

@@ -25,6 +25,8 @@ class ServerStatus(enum.Enum):
     DISCONNECTED = "disconnected"
     FAILED = "failed"
     STOPPED = "stopped"
+    #: configured with ``disabled: true`` (or ``enabled: false``): never started
+    DISABLED = "disabled"
 
 
 class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,6 +49,8 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
     retry_attempt: int
     calls_ok: int
     calls_failed: int
+    #: calls the tool answered with an error of its own (``isError``): the server worked
+    calls_tool_error: int = 0
     latency_p50_ms: float | None
     latency_p99_ms: float | None
     pid: int | None
@@ -56,6 +60,18 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
     #: missing or not executable, or the endpoint answered 401, 403 or 404 (the server
     #: is then failed at once, not retried); ``None`` until a failure, and once connected
     retryable: bool | None = None
+    #: what is run or reached: the command line (secret-looking arguments masked) or the
+    #: URL (without user-info or query string)
+    target: str | None = None
+    #: the server's own name and version, as its handshake said (``serverInfo``), and the
+    #: MCP protocol version agreed on: for the last connection, ``None`` until one
+    server_name: str | None = None
+    server_version: str | None = None
+    protocol_version: str | None = None
+    #: resources and prompts it listed last (kept while it restarts); ``None`` until a
+    #: connection listed them, 0 when it does not offer them
+    resource_count: int | None = None
+    prompt_count: int | None = None
 
 
 # -- latency: a fixed log-bucket histogram ------------------------------------------------
@@ -155,8 +171,10 @@ class ServerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     reconnecting and a failed (given-up) state included — but not the time before the
     first attempt or after a deliberate stop. ``reconnects`` counts recoveries from
     such failures and ``reconnect_avg_s`` is their mean duration (``None`` before the
-    first). ``success_rate`` is ``calls_ok / (calls_ok + calls_failed)``, ``None``
-    before the first counted call. Latencies are estimated within 5 %.
+    first). A tool's own error result (``isError``) is the server working: it counts in
+    ``calls_tool_error``, not ``calls_failed``. ``success_rate`` is ``(calls_ok +
+    calls_tool_error) / (calls_ok + calls_tool_error + calls_failed)``, ``None`` before
+    the first counted call. Latencies are estimated within 5 %.
     """
 
     server: str
@@ -168,6 +186,8 @@ class ServerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     restarts: int
     calls_ok: int
     calls_failed: int
+    #: calls answered with the tool's own error (``isError``), apart from ``calls_ok``
+    calls_tool_error: int = 0
     success_rate: float | None
     latency_p50_ms: float | None
     latency_p99_ms: float | None
@@ -196,11 +216,17 @@ class Health:
     connect_time: float | None = None
     next_retry_at: float | None = None
     retryable: bool | None = None
+    #: the last connection's handshake: the server's name and version, the protocol version
+    server_name: str | None = None
+    server_version: str | None = None
+    protocol_version: str | None = None
     #: calls in a row that timed out on a live connection, and since when it is degraded
     consecutive_timeouts: int = 0
     degraded_since: float | None = None
     calls_ok: int = 0
     calls_failed: int = 0
+    #: answered with the tool's own error (``isError``): the server worked, the tool did not
+    calls_tool_error: int = 0
     pid: int | None = None
     latency: LatencyHistogram = attrs.Factory(LatencyHistogram)
     # Up and down time, on trio's clock: the open interval's start, and the closed ones.
@@ -220,11 +246,26 @@ class Health:
     # ``wall`` is time.time() (what the record shows), ``now`` trio.current_time() (what
     # up and down time are counted on).
 
-    def connected(self, tool_count: int, took: float, wall: float, now: float) -> float | None:
-        """A connection was made with ``tool_count`` tools in ``took`` seconds.
+    def connected(
+        self,
+        tool_count: int,
+        took: float,
+        wall: float,
+        now: float,
+        *,
+        server_name: str | None = None,
+        server_version: str | None = None,
+        protocol_version: str | None = None,
+    ) -> float | None:
+        """A connection was made with ``tool_count`` tools in ``took`` seconds, to a server
+        that called itself ``server_name`` ``server_version`` (``None``: it did not say),
+        speaking MCP ``protocol_version``.
 
         Returns how long the server was down (wall seconds) if this ends an outage.
         """
+        self.server_name = server_name or None
+        self.server_version = server_version or None
+        self.protocol_version = protocol_version or None
         self.status = ServerStatus.CONNECTED
         self.connected_since = wall
         self.last_ok = wall
@@ -328,7 +369,8 @@ class Health:
 
     def metrics(self, server: str, status: str, now: float) -> ServerMetrics:
         """The figures as of ``now`` (trio time)."""
-        calls = self.calls_ok + self.calls_failed
+        worked = self.calls_ok + self.calls_tool_error
+        calls = worked + self.calls_failed
         return ServerMetrics(
             server=server,
             status=status,
@@ -339,7 +381,8 @@ class Health:
             restarts=self.restarts,
             calls_ok=self.calls_ok,
             calls_failed=self.calls_failed,
-            success_rate=self.calls_ok / calls if calls else None,
+            calls_tool_error=self.calls_tool_error,
+            success_rate=worked / calls if calls else None,
             latency_p50_ms=self.percentile(0.50),
             latency_p99_ms=self.percentile(0.99),
             latency_count=self.latency.count,

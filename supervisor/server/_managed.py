@@ -33,6 +33,7 @@ from ..actors import (
     actor_spec,
     open_tree,
 )
+from ..config import command_line
 from ..errors import (
     CallMayHaveTakenEffect,
     RequestTimeout,
@@ -40,7 +41,7 @@ from ..errors import (
     ServerUnavailable,
     ToolCallTimeout,
 )
-from ..log import get_logger
+from ..log import get_logger, redact
 from ..registry import Listing, Offer
 from ..transports import (
     GRACE_SECONDS,
@@ -49,6 +50,7 @@ from ..transports import (
     http_transport,
     sse_transport,
 )
+from ..transports import _safe_url as safe_url
 from ._actor import PING_TIMEOUT, ServerActor
 from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
 from ._host import Limits, ServerSettings
@@ -62,6 +64,49 @@ _LOGGED_PROBLEMS = 5
 
 #: Calls that may wait in one server's mailbox.
 MAILBOX = 4096
+
+
+def target(config: ServerSettings) -> str | None:
+    """What a server runs or reaches, for people: a local server's command line, secret-
+    looking arguments masked (``--token=***``), or a remote server's URL without user-info
+    and query string (either may hold a secret). A record shows it with the secrets known
+    at that moment redacted (:func:`~supervisor.log.redact`)."""
+    if config.type == "stdio" and config.command is not None:
+        return command_line(config)
+    if config.url is not None:
+        return safe_url(config.url)
+    return None
+
+
+def _shown(target: str | None) -> str | None:
+    return None if target is None else redact(target)
+
+
+def disabled_record(config: ServerSettings) -> HealthRecord:
+    """The health record of a server configured but disabled: never started, so nothing
+    is known of it but its transport and :func:`target`."""
+    return HealthRecord(
+        server=config.name,
+        type=str(config.type),
+        status=ServerStatus.DISABLED.value,
+        connected_since=None,
+        last_ok=None,
+        last_error=None,
+        error_count=0,
+        consecutive_failures=0,
+        restarts=0,
+        tool_count=None,
+        unsupported_tools=None,
+        connect_time=None,
+        next_retry_at=None,
+        retry_attempt=0,
+        calls_ok=0,
+        calls_failed=0,
+        latency_p50_ms=None,
+        latency_p99_ms=None,
+        pid=None,
+        target=_shown(target(config)),
+    )
 
 
 # -- the server (outlives incarnations) ----------------------------------------------------
@@ -101,6 +146,8 @@ class ManagedServer:
         self.client_options = dict(client_options or {})
         self.limits = limits or Limits()
         self.error = error
+        #: what it runs or reaches, for people (see :func:`target`)
+        self.target = target(config)
         self.health = Health()
         self._tools: list[types.Tool] = []
         self._by_name: dict[str, types.Tool] = {}
@@ -217,7 +264,8 @@ class ManagedServer:
         next_retry = h.next_retry_at if status is not ServerStatus.FAILED else None
         return HealthRecord(
             server=self.name,
-            type=str(self.config.type),
+            # the transport in use: a `type: remote` server may have fallen back to SSE
+            type="sse" if self.use_sse else str(self.config.type),
             status=status.value,
             connected_since=h.connected_since,
             last_ok=h.last_ok,
@@ -232,11 +280,18 @@ class ManagedServer:
             retry_attempt=self.attempt,
             calls_ok=h.calls_ok,
             calls_failed=h.calls_failed,
+            calls_tool_error=h.calls_tool_error,
             latency_p50_ms=h.percentile(0.50),
             latency_p99_ms=h.percentile(0.99),
             pid=h.pid,
             max_attempts=self.config.max_attempts if self.retries else 0,
             retryable=h.retryable,
+            target=_shown(self.target),
+            server_name=h.server_name,
+            server_version=h.server_version,
+            protocol_version=h.protocol_version,
+            resource_count=len(self.resources) if self.listed else None,
+            prompt_count=len(self.prompts) if self.listed else None,
         )
 
     def metrics(self) -> ServerMetrics:

@@ -15,6 +15,9 @@ A façade over one module per job:
 * **Approval** (``_approval``) — :func:`approval_reason` / :func:`needs_approval` apply a
   server's ``approve`` / ``autoApprove`` policy; :func:`check_approval` asks the
   embedder's callback and fails closed without one.
+* **Parameters** (``_params``) — :func:`parameters` summarises an ``inputSchema`` for
+  people: each :class:`Parameter`'s name, short type and whether it is required;
+  :func:`signature` writes them on one line.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from ._approval import approval_reason as approval_reason
 from ._approval import check_approval as check_approval
 from ._approval import is_destructive_name as is_destructive_name
 from ._approval import needs_approval as needs_approval
+from ._params import Parameter as Parameter
+from ._params import parameters as parameters
+from ._params import signature as signature
 from ._results import DEFAULT_PREVIEW_BYTES as DEFAULT_PREVIEW_BYTES
 from ._results import MediaContent as MediaContent
 from ._results import ResourceContent as ResourceContent
@@ -51,6 +57,7 @@ __all__ = [
     "ApprovalRequest",
     "ArgumentValidator",
     "MediaContent",
+    "Parameter",
     "ResourceContent",
     "SpillDirectory",
     "ToolPolicySource",
@@ -63,5 +70,7 @@ __all__ = [
     "is_destructive_name",
     "needs_approval",
     "normalize_result",
+    "parameters",
+    "signature",
     "validate_arguments",
 ]

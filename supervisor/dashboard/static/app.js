@@ -7,7 +7,7 @@
   const token = document.querySelector('meta[name="dashboard-token"]').content;
   const HEALTH = {
     connected: "green", connecting: "yellow", degraded: "yellow", disconnected: "red", failed: "red",
-    idle: "grey", stopped: "grey",
+    idle: "grey", stopped: "grey", disabled: "grey",
   };
   const GOOD = new Set(["mcp.connected", "mcp.health.recovered", "mcp.auth.completed"]);
   const BAD = new Set([
@@ -54,6 +54,7 @@
     }
     if (r.status === "connecting" && r.retry_attempt > 0) return `attempt ${r.retry_attempt + 1}`;
     if (r.status === "idle") return "not started";
+    if (r.status === "disabled") return "not started: disabled in the config";
     return "";
   }
 
@@ -125,12 +126,17 @@
       cells.detail.textContent = statusDetail(r);
       cells.tools.textContent = r.tool_count == null ? "—" : String(r.tool_count);
       cells.restarts.textContent = String(r.restarts);
-      cells.calls.textContent = `${r.calls_ok} / ${r.calls_failed}`;
+      // A tool's own error is not the server failing: counted apart, shown when any.
+      const n = r.calls_tool_error || 0;
+      const toolErrors = n ? ` (+${n} tool error${n === 1 ? "" : "s"})` : "";
+      cells.calls.textContent = `${r.calls_ok} / ${r.calls_failed}${toolErrors}`;
       cells.latency.textContent = `${ms(r.latency_p50_ms)} / ${ms(r.latency_p99_ms)} ms`;
       cells.uptime.textContent =
         r.status === "connected" && r.connected_since != null ? duration(now() - r.connected_since) : "—";
       cells.error.textContent = r.last_error || "";
       cells.error.title = r.last_error || "";
+      // A disabled server is not supervised: there is nothing to restart or stop.
+      for (const button of tr.querySelectorAll("button")) button.hidden = r.status === "disabled";
       if (tr.parentNode !== tbody || tr !== tbody.children[servers.indexOf(r)]) {
         tbody.append(tr);
       }
@@ -141,8 +147,10 @@
     $("empty").hidden = servers.length > 0;
     const connected = servers.filter((r) => r.status === "connected");
     const tools = connected.reduce((n, r) => n + (r.tool_count || 0), 0);
+    const disabled = servers.filter((r) => r.status === "disabled").length;
     $("summary").textContent =
-      `${servers.length} server${servers.length === 1 ? "" : "s"} configured · ` +
+      `${servers.length} server${servers.length === 1 ? "" : "s"} configured` +
+      `${disabled ? ` (${disabled} disabled)` : ""} · ` +
       `${connected.length} connected · ${tools} tool${tools === 1 ? "" : "s"} available`;
     renderFilters();
   }
