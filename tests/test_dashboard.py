@@ -523,7 +523,7 @@ def test_bad_addresses_are_usage_errors(text: str, message: str, tmp_path: Path)
 
 async def test_serve_runs_the_dashboard_until_interrupted(tmp_path: Path) -> None:
     """`serve --dashboard` connects the servers, prints the page's URL (without the
-    token) on stderr, serves it, and exits 0 on Ctrl-C leaving no server process."""
+    token) on stderr, serves it, and exits 130 on Ctrl-C leaving no server process."""
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps(config()))
     process = await trio.lowlevel.open_process(
@@ -569,7 +569,7 @@ async def test_serve_runs_the_dashboard_until_interrupted(tmp_path: Path) -> Non
             rest = b""
             while chunk := await process.stderr.receive_some(4096):
                 rest += chunk
-            assert await process.wait() == 0, (stderr + rest).decode()
+            assert await process.wait() == 130, (stderr + rest).decode()  # stopped by Ctrl-C
         assert b"Traceback" not in rest and token.group(1).encode() not in rest
     finally:
         if process.returncode is None:

@@ -769,7 +769,8 @@ async def test_status_shows_progress_on_a_terminal(tmp_path: pathlib.Path) -> No
 
 
 async def test_status_watch_redraws_until_ctrl_c(tmp_path: pathlib.Path) -> None:
-    """--watch prints the table as servers change, and Ctrl-C ends it with exit 0."""
+    """--watch prints the table as servers change, and Ctrl-C ends it (exit 130, as
+    every command stopped by Ctrl-C)."""
     config = write_config(tmp_path, {"alpha": stdio("echo")})
     process = await trio.lowlevel.open_process(
         cli("status", "--config", config, "--watch"),
@@ -783,7 +784,7 @@ async def test_status_watch_redraws_until_ctrl_c(tmp_path: pathlib.Path) -> None
             output += await process.stdout.receive_some()
         assert output.count(b"MCP Server Status") >= 2  # drawn first, then redrawn
         process.send_signal(signal.SIGINT)
-        assert await process.wait() == 0
+        assert await process.wait() == 130
     await process.stdout.aclose()
 
 

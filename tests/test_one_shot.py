@@ -212,7 +212,10 @@ async def test_the_table_shows_the_whole_reason_under_the_row() -> None:
     lines = table.splitlines()
     (row,) = [i for i, line in enumerate(lines) if line.startswith("  fs ")]
     assert "tried once: exited with code 1" in lines[row]
-    continuation = " ".join(line.strip(" ↳") for line in lines[row + 1 : row + 3])
+    # Under the row: its details line, then the reason, from the line marked ↳ on.
+    (start,) = [i for i, line in enumerate(lines) if line.lstrip().startswith("↳")]
+    assert start > row
+    continuation = " ".join(line.strip(" ↳") for line in lines[start : start + 2])
     assert why in continuation
     assert all(len(line) <= 80 for line in lines)
 
