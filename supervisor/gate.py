@@ -64,7 +64,7 @@ class Gate:
         self._approve = approve
         self._spill_dir = spill_dir
         # (server, original name) -> (the tool object decided on, the decision)
-        self._reasons: dict[tuple[str, str], tuple[types.Tool, ApprovalReason | None]] = {}
+        self._reasons: dict[tuple[str, str, str], tuple[types.Tool, ApprovalReason | None]] = {}
 
     def resolve(self, name: str) -> tuple[ManagedServer, str]:
         """The server and its own tool name for a merged tool name (step 1 above)."""
@@ -111,7 +111,7 @@ class Gate:
             validate_arguments(listed, arguments)
         except ToolArgumentsInvalid as exc:
             raise ToolArgumentsInvalid(name, exc.errors) from None  # the name called
-        reason = self.approval_reason(server, original, listed)
+        reason = self.approval_reason(server, original, listed, name)
         if reason is not None:
             request = ApprovalRequest(
                 server=server.name,
@@ -163,18 +163,19 @@ class Gate:
         listed = server.tool(original)
         if listed is None:
             raise self._registry.snapshot.named.unknown([name])
-        return self.approval_reason(server, original, listed)
+        return self.approval_reason(server, original, listed, name)
 
     def approval_reason(
-        self, server: ManagedServer, original: str, tool: types.Tool
+        self, server: ManagedServer, original: str, tool: types.Tool, merged: str
     ) -> ApprovalReason | None:
-        """Why calling ``tool`` needs approval (``None``: it does not), decided once per
-        tool object the server listed: a new listing brings new objects, decided anew."""
-        key = (server.name, original)
+        """Why calling ``tool`` (``merged`` in the catalog) needs approval (``None``: it
+        does not), decided once per tool object the server listed: a new listing brings
+        new objects, decided anew."""
+        key = (server.name, original, merged)
         cached = self._reasons.get(key)
         if cached is not None and cached[0] is tool:
             return cached[1]
-        reason = approval_reason(server.config, tool, original)
+        reason = approval_reason(server.config, tool, original, merged)
         self._reasons[key] = (tool, reason)
         return reason
 

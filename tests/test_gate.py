@@ -163,6 +163,20 @@ async def next_of(events: Subscription, kind: str) -> Event:
     raise AssertionError(f"the subscription ended before a {kind} event")
 
 
+async def test_approve_and_auto_approve_match_the_merged_name_too() -> None:
+    """As documented, a policy entry matches the tool's own name or its catalog name:
+    ``r_image`` in autoApprove lets ``r_image`` go ahead; ``r_audio`` in approve asks."""
+    config = {"mcpServers": {"r": never_started(autoApprove=["r_image"], approve=["r_aud*"])}}
+    image = types.Tool(name="image", input_schema={"type": "object"})
+    audio = types.Tool(name="audio", input_schema={"type": "object"})
+    async with open_supervisor(config) as sup:
+        gate = sup._gate
+        server = sup._servers["r"]
+        assert gate.approval_reason(server, "image", image, "r_image") is None
+        assert gate.approval_reason(server, "audio", audio, "r_audio") == "listed in approve"
+        assert gate.approval_reason(server, "image", image, "x_image") == "not auto-approved"
+
+
 async def test_killing_the_registry_and_the_bus_mid_run_loses_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

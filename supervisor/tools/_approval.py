@@ -74,7 +74,7 @@ def _matches(policy: ToolPolicy | None, names: tuple[str, ...]) -> bool:
 
 
 def approval_reason(
-    policy: ToolPolicySource, tool: types.Tool, original_name: str
+    policy: ToolPolicySource, tool: types.Tool, original_name: str, merged_name: str | None = None
 ) -> ApprovalReason | None:
     """Why a call of ``tool`` needs approval under a server's policy, or ``None`` if not.
 
@@ -87,7 +87,7 @@ def approval_reason(
     annotations (``readOnlyHint``, ``idempotentHint``…) never grant approval: servers do
     not get to vouch for themselves.
     """
-    names = (original_name, tool.name)
+    names = (original_name, tool.name if merged_name is None else merged_name)
     if tool.annotations is not None and tool.annotations.destructive_hint is True:
         return "destructive annotation"
     if any(map(is_destructive_name, names)):
@@ -99,9 +99,11 @@ def approval_reason(
     return "not auto-approved"
 
 
-def needs_approval(policy: ToolPolicySource, tool: types.Tool, original_name: str) -> bool:
+def needs_approval(
+    policy: ToolPolicySource, tool: types.Tool, original_name: str, merged_name: str | None = None
+) -> bool:
     """Whether a call of ``tool`` needs approval; see :func:`approval_reason`."""
-    return approval_reason(policy, tool, original_name) is not None
+    return approval_reason(policy, tool, original_name, merged_name) is not None
 
 
 def _frozen_mapping(value: Mapping[str, object]) -> Mapping[str, object]:
