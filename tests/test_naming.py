@@ -143,3 +143,22 @@ async def test_a_refusal_by_the_callback_names_the_tool() -> None:
     )
     assert not isinstance(info.value, ApprovalRequired)
     await check_approval(False, None, request("destructive name"))  # not needed: no ask
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ("{prefix}_{tool}", "echo"),
+        ("{tool}_{prefix}", "echo"),
+        ("{prefix}-{tool}", "echo"),
+        ("{tool}-{prefix}", "echo"),
+        ("{prefix}{tool}", "echo"),
+        ("mcp__{server}__{prefix}_{tool}", "mcp__srv__echo"),
+    ],
+)
+def test_an_empty_prefix_takes_its_separator_with_it(template: str, expected: str) -> None:
+    """A server without a prefix: the template's {prefix} goes, and the '_' or '-' next
+    to it too, wherever it stands."""
+    policy = NamingPolicy(template)
+    head, tail = policy.affixes("srv", "")
+    assert head + "echo" + tail == expected

@@ -26,6 +26,7 @@ from supervisor.actors import (
     Restart,
     Restarted,
     RestartScheduled,
+    Shutdown,
     StartFailed,
     Strategy,
     Supervisor,
@@ -542,9 +543,13 @@ async def test_escalating_child_failing_its_first_start_fails_the_tree(
 ) -> None:
     """As in OTP, a child that cannot start fails the supervisor's start; others stop."""
     journal.fail_starts["b"] = 1
-    with pytest.raises(StartFailed, match="'b' of supervisor 'root' failed to start"):
+    with pytest.raises(StartFailed) as info:
         async with open_tree([spec(journal, "a"), spec(journal, "b"), spec(journal, "c")]):
             pytest.fail("must not start")
+    assert str(info.value) == (
+        "child 'b' of supervisor 'root' failed to start: Boom: b failed to start"
+    )
+    assert info.value.child == "b" and str(info.value.__cause__) == "b failed to start"
     assert journal.of("start") == ["a"]
     assert journal.of("stop") == ["a"]
 
@@ -554,11 +559,14 @@ async def test_mark_unavailable_child_failing_to_start_is_retried(
 ) -> None:
     """A mark-unavailable child that fails its first start is retried, siblings unharmed."""
     journal.fail_starts["b"] = 2
+    notices = Notices()
     flaky = spec(journal, "b", give_up=GiveUp.MARK_UNAVAILABLE, backoff=Backoff(initial=1))
-    async with open_tree([spec(journal, "a"), flaky, spec(journal, "c")]):
+    async with open_tree([spec(journal, "a"), flaky, spec(journal, "c")], notify=notices):
         assert journal.of("start") == ["a", "c"]
         assert await flaky.address.call("whoami", timeout=10) == ("b", 3)
         assert journal.times("start", "b")[0] == pytest.approx(1 + 2)
+    first = next(d for d in notices.decisions if isinstance(d, RestartScheduled))
+    assert (first.child, first.reason) == ("b", "Boom: b failed to start")
 
 
 async def test_failed_restarts_count_as_restarts(
@@ -1020,3 +1028,45 @@ async def test_statistics_describe_the_supervisor_and_each_child(
         (child,) = sup.statistics().children
         assert child.state is ChildState.RESTARTING
         assert child.next_restart_at == pytest.approx(trio.current_time() + 5)
+
+
+class Returns:
+    """A bare child whose run returns what it was given (an exit reason, or None)."""
+
+    def __init__(self, result: object) -> None:
+        self.result = result
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED):  # noqa: ANN201
+        task_status.started()
+        await trio.lowlevel.checkpoint()
+        return self.result
+
+    def request_stop(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("result", "reason", "crashed"),
+    [(None, "normal", False), (Shutdown(), "shutdown", False)],
+)
+async def test_a_child_returning_is_a_normal_exit_or_the_reason_it_returns(
+    result: object, reason: str, crashed: bool
+) -> None:
+    """A child whose run returns None exited normally; one returning an exit reason
+    exited for that reason — a transient child is then not restarted."""
+    notices = Notices()
+    child = ChildSpec(id="r", start=lambda: Returns(result), restart=Restart.TRANSIENT)
+    async with open_tree([child], notify=notices):
+        await until(lambda: bool(notices.decisions))
+    assert notices.decisions == [
+        NotRestarted(supervisor="root", child="r", crashed=crashed, reason=reason)
+    ]
+
+
+def test_a_supervisors_defaults() -> None:
+    """Named root, OTP's intensity, no backoff, unordered shutdown, addresses left open."""
+    sup = Supervisor([])
+    assert sup.name == "root" and sup.intensity == Intensity()
+    assert sup.backoff == Backoff.none()
+    assert (sup._ordered, sup._close_on_exit) == (False, False)
+    assert Supervisor([], backoff=Backoff(initial=3)).backoff == Backoff(initial=3)
