@@ -145,10 +145,10 @@ def test_a_relisted_destructive_tool_is_decided_again() -> None:
     server = ManagedServer(config, publish=lambda event: None)
     gate = Gate({"s": server}, Registry(["s"], publish=lambda event: None))
     harmless = _tool(destructive=False)
-    assert gate.approval_reason(server, "tidy", harmless) is None
-    assert gate.approval_reason(server, "tidy", harmless) is None  # cached
+    assert gate.approval_reason(server, "tidy", harmless, "s_tidy") is None
+    assert gate.approval_reason(server, "tidy", harmless, "s_tidy") is None  # cached
     relisted = _tool(destructive=True)
-    assert gate.approval_reason(server, "tidy", relisted) is not None
+    assert gate.approval_reason(server, "tidy", relisted, "s_tidy") is not None
 
 
 # -- the tree's own actors ----------------------------------------------------------------
@@ -256,7 +256,9 @@ async def test_a_call_right_after_a_listing_waits_for_the_registrys_merge() -> N
     server = ManagedServer(config.servers["s"], publish=lambda e: None, report=registry.report)
     sent: list[str] = []
 
-    async def call_tool(tool: str, arguments: object, timeout: object) -> types.CallToolResult:
+    async def call_tool(
+        tool: str, arguments: object, timeout: object, progress: object = None
+    ) -> types.CallToolResult:
         sent.append(tool)
         return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
 
