@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from supervisor import log
@@ -324,8 +326,14 @@ class TestFormats:
                 "preferences": {"menuBarEnabled": False, "quickEntryShortcut": "off"},
             },
         )
-        with capture_logs() as logs:
-            config = load_config(path, environ={})
+        # Debug lines are captured whatever level an earlier test configured.
+        before = structlog.get_config()
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+        try:
+            with capture_logs() as logs:
+                config = load_config(path, environ={})
+        finally:
+            structlog.configure(**before)
         assert list(config.servers) == ["filesystem", "weather"]
         assert config.servers["filesystem"].args[-1] == "/home/me"
         assert [(e["event"], e["keys"]) for e in logs] == [

@@ -698,7 +698,7 @@ async def test_status_shows_disabled_servers_and_what_each_server_is(
         lines[5],
     )
     assert lines[6] == "  off          ⚪        —    —              disabled"
-    assert lines[7].startswith("      stdio · python -c 'open(") and lines[7].endswith("…")
+    assert re.match(r"      stdio · python\S* -c 'open\(", lines[7]) and lines[7].endswith("…")
     assert "s3cret" not in done.stdout.decode()
     assert lines[8] == "  remote       ⚪        —    —              disabled"
     assert lines[9] == "      http · https://example.com/mcp"
