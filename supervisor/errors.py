@@ -70,6 +70,7 @@ control-flow exceptions that never leave their module.
 
 from __future__ import annotations
 
+import http
 from collections.abc import Iterable, Mapping
 
 import msgspec
@@ -422,6 +423,15 @@ class WebSocketClosed(WebSocketError):
         super().__init__(message, url=url)
         self.code = code
         self.reason = reason
+
+
+def status_phrase(status: int) -> str:
+    """`` Not Found`` for 404 (with its leading space): the standard phrase of an HTTP
+    status, for a message; ``""`` for a status the standard does not name."""
+    try:
+        return f" {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return ""
 
 
 def os_reason(exc: BaseException) -> str:

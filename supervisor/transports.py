@@ -23,7 +23,6 @@ from __future__ import annotations
 import collections
 import contextvars
 import errno
-import http
 import json
 import math
 import os
@@ -56,6 +55,7 @@ from .errors import (
     ServerExited,
     TransportError,
     os_reason,
+    status_phrase,
 )
 from .log import get_logger, redact
 
@@ -593,10 +593,7 @@ def _http_error(error: httpx2.HTTPError, url: str) -> HTTPError:
     detail = redact(str(error)) or type(error).__name__
     if isinstance(error, httpx2.HTTPStatusError):
         status = error.response.status_code
-        try:
-            phrase = f" {http.HTTPStatus(status).phrase}"
-        except ValueError:
-            phrase = ""
+        phrase = status_phrase(status)
         translated = HTTPStatusError(
             f"MCP endpoint {url} answered HTTP {status}{phrase}", url=url, status_code=status
         )

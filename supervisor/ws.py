@@ -58,6 +58,7 @@ from .errors import (
     WebSocketFrameError,
     WebSocketSubprotocolError,
     os_reason,
+    status_phrase,
 )
 from .log import get_logger
 
@@ -590,10 +591,7 @@ def _connect_error(safe_url: str, exc: BaseException) -> WebSocketConnectError:
     """One clear error for every way opening a connection fails."""
     prefix = f"cannot open WebSocket {safe_url}"
     if isinstance(exc, trio_websocket.ConnectionRejected):
-        try:
-            phrase = f" {http.HTTPStatus(exc.status_code).phrase}"
-        except ValueError:
-            phrase = ""
+        phrase = status_phrase(exc.status_code)
         return WebSocketConnectError(
             f"{prefix}: the server rejected the upgrade with HTTP {exc.status_code}{phrase}",
             url=safe_url,

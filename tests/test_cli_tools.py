@@ -352,6 +352,20 @@ def test_call_with_bad_args_json_exits_2_before_starting_anything(
     assert not started.exists()
 
 
+def _rest_of(controller: int) -> bytes:
+    """What the terminal still has to show, once the process has ended."""
+    rest = b""
+    while select.select([controller], [], [], 0)[0]:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not chunk:
+            break
+        rest += chunk
+    return rest
+
+
 def ask_on_a_terminal(config: str, answer: bytes) -> tuple[int, str, str]:
     """Run call with stdin and stderr on a pseudo-terminal; answer the prompt once it shows.
     Returns the exit code, stdout and what the terminal showed."""
@@ -375,14 +389,7 @@ def ask_on_a_terminal(config: str, answer: bytes) -> tuple[int, str, str]:
             shown += chunk
         os.write(controller, answer)
         out, _ = process.communicate(timeout=TIMEOUT)
-        while select.select([controller], [], [], 0)[0]:
-            try:
-                chunk = os.read(controller, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            shown += chunk
+        shown += _rest_of(controller)
     finally:
         if process.poll() is None:
             process.kill()
@@ -433,14 +440,7 @@ def test_call_draws_the_servers_progress_on_a_terminal(tmp_path: pathlib.Path) -
     shown = b""
     try:
         out, _ = process.communicate(timeout=TIMEOUT)
-        while select.select([controller], [], [], 0)[0]:
-            try:
-                chunk = os.read(controller, 4096)
-            except OSError:  # EIO: the process closed the terminal
-                break
-            if not chunk:
-                break
-            shown += chunk
+        shown += _rest_of(controller)
     finally:
         if process.poll() is None:
             process.kill()

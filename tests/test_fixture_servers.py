@@ -5,7 +5,7 @@ Each test also pins an SDK behaviour the supervisor relies on; the docstrings sa
 
 from __future__ import annotations
 
-import math
+import os
 import sys
 from collections.abc import Iterator
 from functools import partial
@@ -174,12 +174,14 @@ async def test_exit_on_start_fails_the_client_fast(errlog: Errlog) -> None:
 async def test_hang_init_never_answers_the_first_message(tmp_path: Path) -> None:
     """Neither `server/discover` (mode auto, sent first) nor `initialize` (legacy) is answered,
     over stdio or HTTP; the Client stays in __aenter__ until cancelled."""
-    stderr = {mode: tmp_path / f"{mode}.log" for mode in ("auto", "legacy")}
+    stderr: dict[str, bytes] = {}
     connected: list[str] = []
     hung: list[str] = []
 
-    async def connect(name: str, server: object, mode: str = "auto", *, after: float = 2) -> None:
-        with trio.move_on_after(after) as scope:
+    async def connect(
+        name: str, server: object, mode: str = "auto", *, quiet: trio.CancelScope | None = None
+    ) -> None:
+        with quiet or trio.move_on_after(2) as scope:
             async with Client(server, mode=mode):  # type: ignore[arg-type]
                 connected.append(name)
         if scope.cancelled_caught:
@@ -187,25 +189,20 @@ async def test_hang_init_never_answers_the_first_message(tmp_path: Path) -> None
 
     async def stdio(mode: str) -> None:
         # A subprocess may take seconds to start on a loaded machine: the quiet period
-        # counts from the fixture's own report that the first message arrived.
-        name = f"stdio-{mode}"
-        with stderr[mode].open("w", encoding="utf-8") as file:
-            async with trio.open_nursery() as inner:
-                inner.start_soon(
-                    partial(
-                        connect,
-                        name,
-                        stdio_client(stdio_server_parameters("hang-init"), errlog=file),
-                        mode,
-                        after=math.inf,
-                    )
-                )
+        # counts from the fixture's own report (on its stderr, a pipe read here) that the
+        # first message arrived.
+        read_end, write_end = os.pipe()
+        quiet = trio.CancelScope()
+        with os.fdopen(write_end, "w") as errlog:
+            async with trio.lowlevel.FdStream(read_end) as lines, trio.open_nursery() as inner:
+                server = stdio_client(stdio_server_parameters("hang-init"), errlog=errlog)
+                inner.start_soon(partial(connect, f"stdio-{mode}", server, mode, quiet=quiet))
+                seen = b""
                 with trio.fail_after(30):
-                    while "never answering" not in stderr[mode].read_text(encoding="utf-8"):  # noqa: ASYNC110 - a file another process writes
-                        await trio.sleep(0.02)
-                await trio.sleep(1)  # answered within a second would be a connect
-                hung.append(name)
-                inner.cancel_scope.cancel()
+                    while b"never answering" not in seen:
+                        seen += await lines.receive_some()
+                stderr[mode] = seen
+                quiet.deadline = trio.current_time() + 1  # an answer would be a connect
 
     async def subprocess_http() -> None:
         async with spawn_http("hang-init", "http") as url:
@@ -222,8 +219,8 @@ async def test_hang_init_never_answers_the_first_message(tmp_path: Path) -> None
     assert connected == []
     assert sorted(hung) == ["http-in-process", "http-subprocess", "stdio-auto", "stdio-legacy"]
     received = "fixture hang-init received {}; never answering"
-    assert received.format("server/discover") in stderr["auto"].read_text(encoding="utf-8")
-    assert received.format("initialize") in stderr["legacy"].read_text(encoding="utf-8")
+    assert received.format("server/discover").encode() in stderr["auto"]
+    assert received.format("initialize").encode() in stderr["legacy"]
 
 
 async def test_garbage_only_never_connects(errlog: Errlog) -> None:

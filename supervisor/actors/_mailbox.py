@@ -167,7 +167,8 @@ class Address:
         self._calls += 1
         if timeout is None:
             # No deadline: no cancel scope, which costs as much as the rest; `_deliver`
-            # inlined, for the same reason (this is the hot path of every actor call).
+            # inlined, for the same reason: this is the hot path of every actor call, and
+            # the extra frame measured 3-5 % of mailbox_call_ratio.
             env = Envelope(message, math.inf, True)
             try:
                 await self._send.send(env)

@@ -7,6 +7,7 @@ import argparse
 import base64
 import json
 import sys
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ._common import (
@@ -29,11 +30,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_resources(args: argparse.Namespace) -> int:
-    config = load(args)
-    if config is None:
-        return EXIT_USAGE
-    one_shot(args)
-    return run(_resources, config, args.json)
+    return _one_shot(args, _resources, args.json)
 
 
 async def _resources(config: object, as_json: bool) -> int:
@@ -87,11 +84,7 @@ async def _resources(config: object, as_json: bool) -> int:
 
 
 def _cmd_read(args: argparse.Namespace) -> int:
-    config = load(args)
-    if config is None:
-        return EXIT_USAGE
-    one_shot(args)
-    return run(_read, config, args.uri, args.server, args.json, args.timeout)
+    return _one_shot(args, _read, args.uri, args.server, args.json, args.timeout)
 
 
 async def _read(
@@ -107,11 +100,9 @@ async def _read(
             result = await sup.read_resource(uri, server=server, timeout=timeout)
         except (UnknownResource, UnknownServer) as exc:
             text = said(exc).replace("pass server= to read", "give --server NAME to read")
-            print(f"mcp-supervisor read: {type(exc).__name__}: {text}", file=sys.stderr)
-            return EXIT_USAGE
+            return _failed("read", exc, EXIT_USAGE, text)
         except SupervisorError as exc:
-            print(f"mcp-supervisor read: {type(exc).__name__}: {said(exc)}", file=sys.stderr)
-            return EXIT_FAILURE
+            return _failed("read", exc, EXIT_FAILURE)
     if as_json:
         print_json({"uri": uri, "contents": [_content(c) for c in result.contents]})
         return EXIT_OK
@@ -135,11 +126,7 @@ def _content(content: types.TextResourceContents | types.BlobResourceContents) -
 
 
 def _cmd_prompts(args: argparse.Namespace) -> int:
-    config = load(args)
-    if config is None:
-        return EXIT_USAGE
-    one_shot(args)
-    return run(_prompts, config, args.json)
+    return _one_shot(args, _prompts, args.json)
 
 
 async def _prompts(config: object, as_json: bool) -> int:
@@ -194,11 +181,7 @@ def _cmd_prompt(args: argparse.Namespace) -> int:
             print(f"mcp-supervisor prompt: arguments are NAME=VALUE, not {item!r}", file=sys.stderr)
             return EXIT_USAGE
         arguments[key] = value
-    config = load(args)
-    if config is None:
-        return EXIT_USAGE
-    one_shot(args)
-    return run(_prompt, config, args.name, arguments, args.json, args.timeout)
+    return _one_shot(args, _prompt, args.name, arguments, args.json, args.timeout)
 
 
 async def _prompt(
@@ -209,23 +192,15 @@ async def _prompt(
 
     async with open_supervisor(config, retries=False) as sup:  # type: ignore[arg-type]
         try:
-            result = await sup.get_prompt(name, arguments, timeout=timeout)
-        except UnknownPrompt:
-            try:  # a lazy server's prompts are known once it is connected
+            try:
+                result = await sup.get_prompt(name, arguments, timeout=timeout)
+            except UnknownPrompt:  # a lazy server's prompts are known once it is connected
                 await sup.connect_all()
                 result = await sup.get_prompt(name, arguments, timeout=timeout)
-            except (UnknownPrompt, PromptArgumentsInvalid) as exc:
-                print(f"mcp-supervisor prompt: {type(exc).__name__}: {said(exc)}", file=sys.stderr)
-                return EXIT_USAGE
-            except SupervisorError as exc:
-                print(f"mcp-supervisor prompt: {type(exc).__name__}: {said(exc)}", file=sys.stderr)
-                return EXIT_FAILURE
-        except PromptArgumentsInvalid as exc:
-            print(f"mcp-supervisor prompt: {type(exc).__name__}: {said(exc)}", file=sys.stderr)
-            return EXIT_USAGE
+        except (UnknownPrompt, PromptArgumentsInvalid) as exc:
+            return _failed("prompt", exc, EXIT_USAGE)
         except SupervisorError as exc:
-            print(f"mcp-supervisor prompt: {type(exc).__name__}: {said(exc)}", file=sys.stderr)
-            return EXIT_FAILURE
+            return _failed("prompt", exc, EXIT_FAILURE)
     messages = [
         {"role": m.role, "content": m.content.model_dump(mode="json", exclude_none=True)}
         for m in result.messages
@@ -238,6 +213,24 @@ async def _prompt(
         shown = text if text is not None else json.dumps(messages[0]["content"])
         print(f"[{message.role}] {shown}")
     return EXIT_OK
+
+
+def _one_shot(
+    args: argparse.Namespace, command: Callable[..., Awaitable[int]], *rest: object
+) -> int:
+    """Load the config, then run ``command(config, *rest)`` as a one-shot command."""
+    config = load(args)
+    if config is None:
+        return EXIT_USAGE
+    one_shot(args)
+    return run(command, config, *rest)
+
+
+def _failed(command: str, exc: BaseException, code: int, text: str | None = None) -> int:
+    """Say on stderr why ``command`` failed (in the command line's words); return ``code``."""
+    shown = said(exc) if text is None else text
+    print(f"mcp-supervisor {command}: {type(exc).__name__}: {shown}", file=sys.stderr)
+    return code
 
 
 def _report_down(sup: SupervisorHandle, command: str) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import http
 import math
 import time
 import warnings
@@ -25,6 +24,7 @@ from ..errors import (
     ResultTooLarge,
     ServerRequestError,
     StaleConnection,
+    status_phrase,
 )
 from ..log import get_logger, redact
 from ..tools import invalid_output
@@ -480,7 +480,8 @@ class ServerActor(Actor):
         if status is None or status < 400:
             return None
         url = safe_url(str(self.server.config.url))
-        message = f"MCP endpoint {url} answered the handshake with HTTP {status}{_phrase(status)}"
+        phrase = status_phrase(status)
+        message = f"MCP endpoint {url} answered the handshake with HTTP {status}{phrase}"
         if status in (404, 405, 410):
             message += "; check the URL: no MCP endpoint is there"
         elif status in (401, 403):
@@ -615,10 +616,3 @@ def _too_large(server: str, tool: str, exc: MCPError) -> ResultTooLarge:
         size=size,
         limit=limit,
     )
-
-
-def _phrase(status: int) -> str:
-    try:
-        return f" {http.HTTPStatus(status).phrase}"
-    except ValueError:
-        return ""
