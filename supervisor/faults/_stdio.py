@@ -1,0 +1,210 @@
+"""The chaos stdio proxy: a stdio MCP server of its own that runs another one and injects
+faults between its own stdin/stdout and the other's.
+
+Any MCP client can be tested this way — configure ``mcp-supervisor chaos --plan P --
+COMMAND ARGS…`` as the server's command. The proxy spawns COMMAND in its own process
+group (stderr passes through), carries each line through a :class:`~._link.Link`, and
+ends as the server does: when COMMAND exits, the proxy exits with its code (``128 + N``
+after signal ``N``: a ``kill`` ends it as a crashed server's would, 137). When its client
+closes stdin, COMMAND's stdin is closed and it gets the MCP spec's shutdown: a wait,
+SIGTERM to the group, a wait, SIGKILL.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import suppress
+
+import trio
+
+from ._engine import FaultEngine, Injected
+from ._link import Link
+from ._plan import TO_CLIENT, TO_SERVER, Plan
+
+__all__ = ["ProxyEnded", "run_stdio_proxy"]
+
+#: How long COMMAND gets to exit after its stdin closes, then after SIGTERM.
+GRACE_S = 2.0
+#: Lines longer than this are passed on without being looked at.
+MAX_LINE_BYTES = 64 * 2**20
+
+
+class ProxyEnded(Exception):
+    """COMMAND could not be started (``exit_code`` 127: not found, 126: not runnable)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+async def read_lines(stream: trio.abc.ReceiveStream) -> AsyncIterator[bytes]:
+    """Each line of ``stream`` without its newline; a last line without one too."""
+    buffer = bytearray()
+    while True:
+        try:
+            chunk = await stream.receive_some(65536)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            chunk = b""
+        if not chunk:
+            if buffer.strip():
+                yield bytes(buffer)
+            return
+        buffer += chunk
+        while (end := buffer.find(b"\n")) >= 0:
+            line = bytes(buffer[:end])
+            del buffer[: end + 1]
+            if line.strip():
+                yield line
+        if len(buffer) > MAX_LINE_BYTES:
+            yield bytes(buffer)  # passed on whole, unexamined, by the caller's link
+            buffer.clear()
+
+
+class _Writer:
+    """Writes whole lines to a stream, one at a time, and can be closed once."""
+
+    def __init__(self, stream: trio.abc.SendStream) -> None:
+        self.stream = stream
+        self.lock = trio.Lock()
+        self.closed = False
+
+    async def send(self, line: bytes) -> None:
+        if self.closed:
+            return
+        async with self.lock:
+            try:
+                await self.stream.send_all(line + b"\n")
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                self.closed = True
+
+    async def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await self.stream.aclose()
+
+
+class _Process:
+    """The link's :class:`~._link.Target`: COMMAND's process group and streams."""
+
+    def __init__(self, process: trio.Process, to_server: _Writer, to_client: _Writer) -> None:
+        self.process = process
+        self.to_server = to_server
+        self.to_client = to_client
+        self.stopped = False
+
+    def _signal(self, sig: signal.Signals) -> None:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, sig)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.stopped = False
+        self._signal(signal.SIGCONT)
+
+    async def close(self, direction: str) -> None:
+        await (self.to_server if direction == TO_SERVER else self.to_client).close()
+
+    async def shut_down(self) -> None:
+        """The MCP spec's order: stdin closed, a wait, SIGTERM, a wait, SIGKILL."""
+        process = self.process
+        await self.to_server.close()
+        if self.stopped:
+            self.resume()  # a stopped process cannot exit
+        with trio.move_on_after(GRACE_S):
+            await process.wait()
+        if process.returncode is None:
+            self._signal(signal.SIGTERM)
+            with trio.move_on_after(GRACE_S):
+                await process.wait()
+        self._signal(signal.SIGKILL)  # the group: no member outlives the proxy
+        if process.returncode is None:
+            await process.wait()
+
+
+async def run_stdio_proxy(
+    plan: Plan,
+    command: Sequence[str],
+    *,
+    stdin: trio.abc.ReceiveStream | None = None,
+    stdout: trio.abc.SendStream | None = None,
+    on_inject: Callable[[Injected], None] | None = None,
+    engine: FaultEngine | None = None,
+) -> int:
+    """Run ``command`` behind ``plan`` until it exits; return the exit code to end with.
+
+    ``stdin``/``stdout`` default to this process's (file descriptors 0 and 1).
+    ``engine`` may be passed to read its fault log afterwards; ``on_inject`` is called
+    with each fault as it is injected.
+    """
+    plan.check_supported("a stdio server (chaos --plan P -- COMMAND)", http=False)
+    if engine is None:
+        engine = FaultEngine(plan, on_inject=on_inject)
+    engine.start()
+    if stdin is None:
+        stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
+    if stdout is None:
+        stdout = trio.lowlevel.FdStream(os.dup(sys.stdout.fileno()))
+    for action in engine.decide_start():
+        await trio.sleep((action.ms or 0) / 1000)
+    try:
+        process = await trio.lowlevel.open_process(
+            list(command),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        raise ProxyEnded(f"command not found: {command[0]!r}", 127) from None
+    except PermissionError:
+        raise ProxyEnded(f"command not runnable: {command[0]!r}", 126) from None
+    assert process.stdin is not None and process.stdout is not None
+    to_server = _Writer(process.stdin)
+    to_client = _Writer(stdout)
+    target = _Process(process, to_server, to_client)
+    try:
+        async with trio.open_nursery() as nursery:
+            link = Link(engine, target, nursery)
+
+            async def client_to_server() -> None:
+                async for line in read_lines(stdin):
+                    if len(line) > MAX_LINE_BYTES:
+                        await to_server.send(line)
+                    else:
+                        await link.carry(TO_SERVER, line, to_server.send, to_client.send)
+                await link.flush()
+                # the client is gone: shut the server down as the MCP spec says
+                await target.shut_down()
+
+            async def server_to_client() -> None:
+                async for line in read_lines(process.stdout):
+                    if len(line) > MAX_LINE_BYTES:
+                        await to_client.send(line)
+                    else:
+                        await link.carry(TO_CLIENT, line, to_client.send, to_server.send)
+                await link.flush()
+
+            nursery.start_soon(client_to_server)
+            await server_to_client()
+            await process.wait()
+            nursery.cancel_scope.cancel()  # the client side waits on stdin
+    finally:
+        with trio.CancelScope(shield=True):
+            if process.returncode is None:
+                await target.shut_down()
+            await to_client.close()
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await stdin.aclose()
+    code = process.returncode
+    assert code is not None
+    return 128 - code if code < 0 else code
