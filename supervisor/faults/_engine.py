@@ -172,20 +172,25 @@ class FaultEngine:
 
         Rules are consulted in order; every rule whose conditions match counts the
         message; those that fire contribute their action, until one whose action ends the
-        message's way (``drop``, ``kill``, ``error``, ...)."""
+        message's way (``drop``, ``kill``, ``error``, ...); the rules after that one still
+        count the message (for ``nth`` and ``every``) but do not fire."""
         now = self._now()
         actions: list[Action] = []
+        ended = False
         for state in self._rules:
             rule = state.rule
             if rule.do.kind in LIFECYCLE or not _matches(rule, direction, message):
+                continue
+            if ended:  # counted, so that nth means the nth message whatever others did
+                if now >= rule.when.after_s:
+                    state.matched += 1
                 continue
             action = self._fire(state, now)
             if action is None:
                 continue
             actions.append(action)
             self._record(now, rule, action, direction, message)
-            if action.terminal:
-                break
+            ended = action.terminal
         return actions
 
     def decide_start(self) -> list[Action]:
