@@ -108,6 +108,15 @@ class TestWhen:
         assert fired(e, TO_SERVER, request(2)) == ["drop"]
         assert e.log[0].t == 10.0
 
+    def test_until_s_ends_the_rule(self) -> None:
+        clock = Clock()
+        e = engine([{"when": {"until_s": 5}, "do": "drop"}], clock=clock)
+        e.start()
+        clock.now = 4.9
+        assert fired(e, TO_SERVER, request(1)) == ["drop"]
+        clock.now = 5.0
+        assert fired(e, TO_SERVER, request(2)) == []
+
     def test_a_terminal_action_ends_the_rules_consulted(self) -> None:
         e = engine(
             [

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
-from ._plan import LIFECYCLE, OPENING_METHODS, TO_CLIENT, TO_SERVER, Action, Plan, Rule
+from ._plan import LIFECYCLE, OPENING_METHODS, TO_CLIENT, TO_SERVER, Action, Plan, Rule, When
 
 __all__ = ["FaultEngine", "Injected", "Message", "faults_json", "read_faults"]
 
@@ -182,7 +182,7 @@ class FaultEngine:
             if rule.do.kind in LIFECYCLE or not _matches(rule, direction, message):
                 continue
             if ended:  # counted, so that nth means the nth message whatever others did
-                if now >= rule.when.after_s:
+                if _in_window(rule.when, now):
                     state.matched += 1
                 continue
             action = self._fire(state, now)
@@ -208,7 +208,7 @@ class FaultEngine:
 
     def _fire(self, state: _RuleState, now: float) -> Action | None:
         when = state.rule.when
-        if now < when.after_s:
+        if not _in_window(when, now):
             return None
         state.matched += 1
         if when.nth is not None and state.matched != when.nth:
@@ -264,6 +264,10 @@ class FaultEngine:
         if self.on_inject is not None:
             self.on_inject(record)
         return record
+
+
+def _in_window(when: When, now: float) -> bool:
+    return now >= when.after_s and (when.until_s is None or now < when.until_s)
 
 
 def _matches(rule: Rule, direction: str, message: Message) -> bool:

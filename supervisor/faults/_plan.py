@@ -101,7 +101,7 @@ class When:
     server's own requests), under the method and tool of the request it answers.
 
     Of the messages that match those, ``after_s`` skips those earlier than that many
-    seconds after the start; then the rule fires on the ``nth`` only, or on every
+    seconds after the start and ``until_s`` those from that many seconds on; then the rule fires on the ``nth`` only, or on every
     ``every``-th, or on each, then only with ``probability``; and at most ``times``
     times in all.
     """
@@ -112,6 +112,7 @@ class When:
     nth: int | None = None
     every: int | None = None
     after_s: float = 0.0
+    until_s: float | None = None
     probability: float = 1.0
     times: int | None = None
 
@@ -204,7 +205,17 @@ class Plan:
             raise PlanError(errors, path=self.source)
 
 
-_WHEN_KEYS = ("method", "tool", "direction", "nth", "every", "after_s", "probability", "times")
+_WHEN_KEYS = (
+    "method",
+    "tool",
+    "direction",
+    "nth",
+    "every",
+    "after_s",
+    "until_s",
+    "probability",
+    "times",
+)
 
 
 def _when(errors: _Errors, value: object, path: str) -> When:
@@ -222,7 +233,7 @@ def _when(errors: _Errors, value: object, path: str) -> When:
                 kwargs[key] = _choice(item, DIRECTIONS)
             elif key in ("nth", "every", "times"):
                 kwargs[key] = _int(item, minimum=1)
-            elif key == "after_s":
+            elif key in ("after_s", "until_s"):
                 kwargs[key] = _number(item, inclusive=True)
             elif key == "probability":
                 kwargs[key] = _fraction(item)
@@ -232,6 +243,9 @@ def _when(errors: _Errors, value: object, path: str) -> When:
             errors.add(p, str(exc))
     if "nth" in kwargs and "every" in kwargs:
         errors.add(path, 'give "nth" or "every", not both')
+    until = kwargs.get("until_s")
+    if until is not None and until <= kwargs.get("after_s", 0.0):  # type: ignore[operator]
+        errors.add(_join(path, "until_s"), "must be later than after_s")
     return When(**kwargs)  # type: ignore[arg-type]
 
 
