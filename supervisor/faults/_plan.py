@@ -101,9 +101,9 @@ class When:
     server's own requests), under the method and tool of the request it answers.
 
     Of the messages that match those, ``after_s`` skips those earlier than that many
-    seconds after the start and ``until_s`` those from that many seconds on; then the rule fires on the ``nth`` only, or on every
-    ``every``-th, or on each, then only with ``probability``; and at most ``times``
-    times in all.
+    seconds after the start and ``until_s`` those from that many seconds on; then the
+    rule fires on the ``nth`` only, or on every ``every``-th, or on each, then only with
+    ``probability``; and at most ``times`` times in all.
     """
 
     method: str | None = None
