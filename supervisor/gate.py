@@ -30,6 +30,7 @@ import mcp_types as types
 
 from .actors import AddressState, SupervisorError
 from .errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid, UnknownTool
+from .faults import Injected
 from .log import get_logger
 from .registry import Registry
 from .server import HealthRecord, ManagedServer, Progress, ServerMetrics
@@ -249,6 +250,11 @@ class ServerView:
 
     def metrics(self) -> ServerMetrics:
         return self._server.metrics()
+
+    def faults(self) -> list[Injected]:
+        """The faults its ``faults`` plan injected so far, in order (docs/faults.md);
+        empty for a server without one."""
+        return self._server.faults()
 
     async def call_tool(
         self,

@@ -35,6 +35,7 @@ from contextlib import asynccontextmanager
 from types import MappingProxyType
 
 import mcp_types as types
+import msgspec
 import trio
 
 from .actors import (
@@ -51,10 +52,14 @@ from .actors import (
 )
 from .bus import Bus, Subscription
 from .config import Config, load_config
+from .config._faults import check_plan, load_faults
 from .errors import (
+    ConfigError,
+    FieldError,
     UnknownServer,
     UnknownTool,
 )
+from .faults import Injected, Plan
 from .gate import Gate, ServerView, connect
 from .log import configure_default_logging, get_logger, redacting
 from .monitor import SessionSummary, summarize
@@ -78,6 +83,10 @@ from .tools import (
 )
 
 log = get_logger("supervisor.runtime")
+
+#: A fault plan as ``open_supervisor(faults=...)`` takes it: a plan, a path to a JSON
+#: plan, or the plan as a mapping or a list of rules.
+PlanSource = Plan | str | os.PathLike[str] | Mapping[str, object] | list[object]
 
 
 class SupervisorHandle:
@@ -150,6 +159,12 @@ class SupervisorHandle:
             name: servers[name].record() if name in servers else disabled_record(config)
             for name, config in self.config.servers.items()
         }
+
+    def faults(self) -> list[Injected]:
+        """Every fault the servers' ``faults`` plans injected so far (docs/faults.md), in
+        order of time (each record names its server); empty when no server has a plan."""
+        found = [fault for server in self._servers.values() for fault in server.faults()]
+        return sorted(found, key=lambda fault: fault.t)  # stable: servers in config order
 
     def metrics(self) -> dict[str, ServerMetrics]:
         """Every server's metrics, by name, in config order: uptime, downtime, reconnects,
@@ -357,6 +372,7 @@ async def open_supervisor(
     spill_dir: str | os.PathLike[str] | None = None,
     retry_idempotent: bool = False,
     retries: bool = True,
+    faults: Mapping[str, PlanSource] | None = None,
     **client_options: object,
 ) -> AsyncIterator[SupervisorHandle]:
     """Supervise every enabled server of ``config`` for the duration of the block.
@@ -392,12 +408,22 @@ async def open_supervisor(
     every server is stopped and :class:`~supervisor.actors.SupervisorGaveUp` (naming the
     server) is raised out of the block.
 
+    ``faults`` maps server names to fault plans to inject (docs/faults.md), as the
+    config's ``faults`` field does (a plan, a path to a JSON plan relative to the current
+    directory, or the plan as a mapping or list of rules), replacing the config's; a wrong
+    plan raises :class:`~supervisor.errors.ConfigError` naming the field
+    (``faults.calc.rules[0].do``), an unknown server
+    :class:`~supervisor.errors.UnknownServer`. :meth:`SupervisorHandle.faults` lists what
+    was injected.
+
     When the block ends, the session's metrics are frozen — ``handle.summary()`` returns
     them from then on — and logged as one ``session summary`` info line, before the
     servers are shut down.
     """
     configure_default_logging()  # only if the application has not configured structlog
     cfg = config if isinstance(config, Config) else load_config(config)
+    if faults:
+        cfg = _with_faults(cfg, faults)
     bus = bus if bus is not None else Bus()
     limits = _limits(cfg)
     settings = cfg.settings
@@ -459,6 +485,27 @@ async def open_supervisor(
         raise
     finally:
         bus.close()
+
+
+def _with_faults(config: Config, faults: Mapping[str, object]) -> Config:
+    """``config`` with these servers' fault plans (``open_supervisor(faults=...)``)."""
+    servers = dict(config.servers)
+    problems: list[FieldError] = []
+    for name, source in faults.items():
+        if name not in servers:
+            known = ", ".join(sorted(servers)) or "none"
+            raise UnknownServer(
+                f"faults for {name!r}, but no MCP server has that name (configured: {known})"
+            )
+        path = f"faults.{name}"
+        plan, found = load_faults(source, path, None)
+        if plan is not None:
+            found = check_plan(plan, servers[name].type, path)
+            servers[name] = msgspec.structs.replace(servers[name], faults=plan)
+        problems += found
+    if problems:
+        raise ConfigError(problems)
+    return msgspec.structs.replace(config, servers=servers)
 
 
 #: The root restarts a crashed bus or registry actor; more than this and it gives up.

@@ -10,6 +10,8 @@ of a death from the transport itself rather than from a request that later fails
 - :class:`StdioTransport` spawns a local server (its own process group), exposes its
   ``pid``, its exit code and a ring buffer of its stderr lines, and shuts it down in the
   MCP spec's order: close stdin, wait, SIGTERM to the group, wait, SIGKILL.
+  With a fault engine (``faults=``) each message in either direction passes through a
+  :class:`~supervisor.faults.Link` first (docs/faults.md).
 - :func:`http_transport` and :func:`sse_transport` wrap the SDK's Streamable HTTP and
   legacy SSE clients with headers and timeouts; they are where HTTP enters, so they
   translate ``httpx2``'s errors into ours (:func:`http_errors`).
@@ -34,6 +36,7 @@ import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 import anyio
 import httpx2
@@ -58,6 +61,9 @@ from .errors import (
     status_phrase,
 )
 from .log import get_logger, redact
+
+if TYPE_CHECKING:
+    from .faults import FaultEngine, Link
 
 log = get_logger("supervisor.transports")
 
@@ -231,6 +237,17 @@ class StdioTransport:
     ``kill_after`` more, then SIGKILL — shielded from cancellation and bounded, so
     leaving never hangs and leaves no process behind. A transport is entered once; a
     restart makes a new one. It tracks delivery: see :class:`Receipt`.
+
+    ``faults``, a :class:`~supervisor.faults.FaultEngine`, injects its plan's faults: a
+    ``slow_start`` delays the spawn; each line read from stdout is carried through a
+    :class:`~supervisor.faults.Link` towards the session before it is parsed (an injected
+    garbage line is the :class:`ProtocolViolation` a real one is), and each message
+    written to stdin the other way. The link's target is the process group: ``kill`` is
+    SIGKILL (a crash, reported as one), ``hang`` is SIGSTOP until SIGCONT (and a stopped
+    server is resumed before it is shut down), closing the way to the server closes its
+    stdin, closing the way back ends the read side. A request handed to the link counts
+    as delivered: whatever happens to it next happens on the server's side of the pipe.
+    Without ``faults`` nothing of this runs.
     """
 
     tracks_delivery = True
@@ -250,6 +267,7 @@ class StdioTransport:
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         grace: float = GRACE_SECONDS,
         kill_after: float = KILL_AFTER_SECONDS,
+        faults: FaultEngine | None = None,
     ) -> None:
         self.command = command
         self.args = list(args)
@@ -272,6 +290,8 @@ class StdioTransport:
         self._process: trio.Process | None = None
         self._stack: AsyncExitStack | None = None
         self._stopping = False  # our own shutdown: the exit it causes is no failure
+        self.faults = faults
+        self._fault_point: _FaultPoint | None = None
 
     def __repr__(self) -> str:
         return f"<StdioTransport {self.name!r} pid={self.pid}>"
@@ -303,6 +323,9 @@ class StdioTransport:
 
     @asynccontextmanager
     async def _run(self) -> AsyncIterator[TransportStreams]:
+        if self.faults is not None:
+            for action in self.faults.decide_start():  # slow_start: the spawn waits
+                await trio.sleep((action.ms or 0.0) / 1000)
         try:
             process = await trio.lowlevel.open_process(
                 [self.command, *self.args],
@@ -333,8 +356,14 @@ class StdioTransport:
         write_stream = _ReceiptStream(raw_write)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._read_stdout, process, to_session)
-                nursery.start_soon(self._write_stdin, process, from_session)
+                link = None
+                if self.faults is not None:
+                    from .faults import Link
+
+                    point = self._fault_point = _FaultPoint(self, process, to_session)
+                    link = Link(self.faults, point, nursery)
+                nursery.start_soon(self._read_stdout, process, to_session, link)
+                nursery.start_soon(self._write_stdin, process, from_session, link)
                 nursery.start_soon(self._read_stderr, process)
                 nursery.start_soon(self._watch_exit, process, to_session)
                 try:
@@ -350,8 +379,11 @@ class StdioTransport:
             # Belt and braces: whatever happened above, the group gets no reprieve.
             self._kill_group(signal.SIGKILL)
 
-    async def _read_stdout(self, process: trio.Process, to_session: _ToSession) -> None:
+    async def _read_stdout(
+        self, process: trio.Process, to_session: _ToSession, link: Link | None = None
+    ) -> None:
         assert process.stdout is not None
+        point = self._fault_point
         buffer = bytearray()
         limit = self.max_message_bytes
         skipping: _Skipped | None = None  # a line over the limit, being read past
@@ -373,8 +405,15 @@ class StdioTransport:
                     del buffer[: end + 1]
                     if len(line) > limit:
                         await self._skipped(_Skipped(line), to_session)
-                    elif line.strip():
+                    elif not line.strip():
+                        continue
+                    elif link is None:
                         await to_session.send(self._parse(line))
+                    else:
+                        assert point is not None
+                        await link.carry(_TO_CLIENT, line, point.to_client, point.to_server)
+                        if point.read_closed:
+                            return  # a violation or an injected close ended the read side
                 if len(buffer) > limit:
                     skipping = _Skipped(bytes(buffer))
                     buffer.clear()
@@ -429,11 +468,19 @@ class StdioTransport:
         self,
         process: trio.Process,
         from_session: anyio.abc.ObjectReceiveStream[tuple[Receipt | None, SessionMessage]],
+        link: Link | None = None,
     ) -> None:
         assert process.stdin is not None
+        point = self._fault_point
         try:
             async for receipt, message in from_session:
                 data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                if link is not None:
+                    assert point is not None
+                    if receipt is not None:
+                        receipt.delivered = True  # the link is the server's side of the pipe
+                    await link.carry(_TO_SERVER, data.encode(), point.to_server, point.to_client)
+                    continue
                 await process.stdin.send_all(data.encode() + b"\n")
                 if receipt is not None:
                     receipt.delivered = True
@@ -491,6 +538,9 @@ class StdioTransport:
             how = f"was killed by signal {-code}"
         else:
             how = f"exited with code {code}"
+        point = self._fault_point
+        if point is not None and point.killed:
+            how += " (an injected fault: kill)"
         last = f"; last stderr line: {self.stderr_tail[-1]!r}" if self.stderr_tail else ""
         message = f"MCP server {self.name!r} (pid {self.pid}) {how}{last}"
         if self._stopping:
@@ -502,6 +552,9 @@ class StdioTransport:
         """Close stdin and wait; then the SDK's escalation for the whole process group
         (SIGTERM, wait for every member, SIGKILL) — which also reaches members that
         outlive the leader; every wait bounded."""
+        point = self._fault_point
+        if point is not None and point.stopped:
+            point.resume()  # an injected hang: a stopped process cannot exit
         if process.returncode is None:
             assert process.stdin is not None
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -518,6 +571,97 @@ class StdioTransport:
         if self.pid is not None:
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
+
+
+#: The directions a message travels (as :mod:`supervisor.faults` names them).
+_TO_SERVER = "to_server"
+_TO_CLIENT = "to_client"
+
+
+class _FaultPoint:
+    """Where a :class:`StdioTransport`'s fault link meets its process: the link's two
+    ways to send (towards the session, into stdin) and its
+    :class:`~supervisor.faults.Target` (the process group and its pipes).
+
+    Sending never raises: a line for a session that is gone, or for a stdin that is
+    closed, is dropped (the exit, if that is why, is reported by the transport).
+    """
+
+    def __init__(
+        self, transport: StdioTransport, process: trio.Process, to_session: _ToSession
+    ) -> None:
+        self.transport = transport
+        self.process = process
+        self.to_session = to_session
+        self._stdin = trio.Lock()  # the link writes from more than one task
+        #: the read side ended: a line that is not JSON-RPC, or an injected close
+        self.read_closed = False
+        self.stopped = False
+        self.killed = False
+
+    async def to_client(self, line: bytes) -> None:
+        """Parse ``line`` and hand it to the session, as an unfaulted transport does: a
+        line that is not JSON-RPC fails the connection with a :class:`ProtocolViolation`."""
+        if self.read_closed:
+            return
+        transport = self.transport
+        try:
+            message = transport._parse(line)
+        except ProtocolViolation as exc:
+            transport._fail(exc)
+            await self._end_read_side()
+            return
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await self.to_session.send(message)
+
+    async def to_server(self, line: bytes) -> None:
+        """Write ``line`` (one message, no newline) into the server's stdin."""
+        stdin = self.process.stdin
+        assert stdin is not None
+        async with self._stdin:
+            with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await stdin.send_all(line + b"\n")
+
+    async def _end_read_side(self) -> None:
+        self.read_closed = True
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await self.to_session.aclose()
+
+    # -- the link's Target -----------------------------------------------------------
+
+    def kill(self) -> None:
+        """SIGKILL to the process group: a crash, reported when the process exits."""
+        self.killed = True
+        self.transport._kill_group(signal.SIGKILL)
+
+    def stop(self) -> None:
+        """SIGSTOP to the process group: the server stops answering."""
+        self.stopped = True
+        self.transport._kill_group(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT to the process group."""
+        self.stopped = False
+        self.transport._kill_group(signal.SIGCONT)
+
+    async def close(self, direction: str) -> None:
+        """Close the server's stdin (``to_server``), or end the read side
+        (``to_client``): the connection is then lost, as when stdout ends."""
+        if direction == _TO_SERVER:
+            stdin = self.process.stdin
+            assert stdin is not None
+            async with self._stdin:
+                with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    await stdin.aclose()
+            return
+        transport = self.transport
+        transport._fail(
+            TransportError(
+                f"the connection to MCP server {transport.name!r} was closed "
+                "(an injected fault: close_stream)"
+            )
+        )
+        await self._end_read_side()
 
 
 class _ReceiptTransport(httpx2.AsyncBaseTransport):

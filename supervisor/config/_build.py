@@ -86,5 +86,6 @@ def _build_server(
         shutdown_timeout=float(v.get("shutdown_timeout", 10.0)),  # type: ignore[arg-type]
         approve=v.get("approve"),  # type: ignore[arg-type]
         auto_approve=v.get("auto_approve"),  # type: ignore[arg-type]
+        faults=v.get("faults"),  # type: ignore[arg-type]
         errors=tuple(problems),
     )

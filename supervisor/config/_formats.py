@@ -16,6 +16,7 @@ no server was found).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 
 from ..log import get_logger
@@ -34,9 +35,13 @@ _IGNORED_TOP_LEVEL = ("$schema", "inputs")
 class _Document:
     """The top level: find the server sections and the ``supervisor`` section."""
 
-    def __init__(self, errors: _Errors, label: str) -> None:
+    def __init__(
+        self, errors: _Errors, label: str, base: str | os.PathLike[str] | None = None
+    ) -> None:
         self.errors = errors
         self.label = label
+        #: where the servers' relative paths start (the config file's directory)
+        self.base = base
         #: each server entry found: its name -> the path where it is defined
         self.servers: dict[str, str] = {}
 
@@ -77,7 +82,7 @@ class _Document:
                     errors.add(p, f'server "{name}" is also defined at {defined[name]}')
                     continue
                 defined[name] = p
-                draft = _Draft.parse(errors, settings, style, name, raw, p)
+                draft = _Draft.parse(errors, settings, style, name, raw, p, self.base)
                 if draft is not None:
                     drafts.append(draft)
         return settings, drafts

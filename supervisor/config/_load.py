@@ -35,7 +35,8 @@ def load_config(
     ``${VAR}`` references are expanded from ``environ`` (default :data:`os.environ`);
     ``${PROJECT_ROOT}`` is ``project_root``, by default the config file's directory (the
     current directory for a mapping). Relative ``cwd`` and ``envFile`` paths are resolved
-    against the config file's directory (``project_root`` for a mapping). The file may use
+    against the config file's directory (``project_root`` for a mapping), and so is a
+    server's ``faults`` plan file, which is read while loading. The file may use
     comments and trailing commas (JSONC), as VS Code and OpenCode allow.
 
     The file's size is checked *before* it is parsed, against ``max_config_bytes``
@@ -72,7 +73,7 @@ def load_config(
     root = Path(project_root).absolute() if project_root is not None else base
 
     errors = _Errors()
-    parsed = _Document(errors, root_label)
+    parsed = _Document(errors, root_label, base)
     settings, drafts = parsed.parse(document)
     if (
         size is not None

@@ -10,13 +10,16 @@ import enum
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import msgspec
 
 from ..actors import Backoff, GiveUp, Intensity, Restart, Strategy
 from ..errors import FieldError
 from ._secrets import _masked_repr, _query, _secret_args, _secretish
+
+if TYPE_CHECKING:
+    from ..faults import Plan
 
 #: The size limit a config file is checked against before it is parsed (256 KiB).
 DEFAULT_MAX_CONFIG_BYTES = 262_144
@@ -129,8 +132,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     ``max_attempts`` is how many restarts (local) or reconnections (remote) are tried, with
     ``backoff`` between them, before the server is marked failed; 0 means never.
     ``approve`` and ``auto_approve`` are ``True`` (every tool), a tuple of tool names or
-    globs, or ``None`` when not set. ``repr()`` masks ``env`` and ``headers`` values and
-    anything else that looks secret.
+    globs, or ``None`` when not set. ``faults`` is a :class:`~supervisor.faults.Plan` to
+    inject into the server's connection (docs/faults.md), or ``None``. ``repr()`` masks
+    ``env`` and ``headers`` values and anything else that looks secret.
     """
 
     name: str
@@ -169,6 +173,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     shutdown_timeout: float = 10.0
     approve: ToolPolicy | None = None
     auto_approve: ToolPolicy | None = None
+    #: the fault plan injected into this server's connection (``faults``; testing only)
+    faults: Plan | None = None
     errors: tuple[FieldError, ...] = ()
 
     @property

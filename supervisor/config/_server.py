@@ -9,12 +9,14 @@ rejected with what to do instead. The result is a :class:`_Draft`, which
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator, Mapping
 
 from ..actors import Backoff, GiveUp, Restart
 from ._auth import _parse_auth
 from ._expand import _is_literal, _parse_template
+from ._faults import check_plan, load_faults
 from ._model import ServerType, Settings, ToolPolicy
 from ._settings import _BACKOFF_FIELDS, _backoff
 from ._validate import (
@@ -97,6 +99,7 @@ _SERVER_KEYS = {
     "shutdownTimeout": "shutdown_timeout",
     "approve": "approve",
     "autoApprove": "auto_approve",
+    "faults": "faults",
 }
 _LOCAL_ONLY = ("args", "env", "env_file", "cwd", "inherit_env", "restart_on_crash", "max_restarts")
 _REMOTE_ONLY = ("headers", "auth", "reconnect")
@@ -107,10 +110,14 @@ _TEMPLATES = ("command", "args", "env", "env_file", "cwd", "url", "headers")
 class _Draft:
     """A server's fields after structural validation, before expansion."""
 
-    def __init__(self, name: str, path: str, style: str) -> None:
+    def __init__(
+        self, name: str, path: str, style: str, base: str | os.PathLike[str] | None = None
+    ) -> None:
         self.name = name
         self.path = path
         self.style = style
+        #: where relative paths in the entry start (the config file's directory)
+        self.base = base
         self.values: dict[str, object] = {}
         self.keys: dict[str, str] = {}  # attribute -> the JSON key it came from
         self.type = ServerType.STDIO
@@ -123,7 +130,14 @@ class _Draft:
 
     @classmethod
     def parse(
-        cls, errors: _Errors, settings: Settings, style: str, name: str, raw: object, path: str
+        cls,
+        errors: _Errors,
+        settings: Settings,
+        style: str,
+        name: str,
+        raw: object,
+        path: str,
+        base: str | os.PathLike[str] | None = None,
     ) -> _Draft | None:
         if not _NAME.match(name):
             errors.add(
@@ -136,7 +150,7 @@ class _Draft:
         except _Bad as exc:
             errors.add(path, str(exc))
             return None
-        draft = cls(name, path, style)
+        draft = cls(name, path, style, base)
         for key, value, p in _fields(errors, fields, path):
             attribute = _SERVER_KEYS.get(key)
             if attribute is None:
@@ -225,6 +239,11 @@ class _Draft:
             v[attribute] = _tool_policy(errors, value, path)
         elif attribute == "auth":
             v["auth"] = _parse_auth(errors, value, path)
+        elif key == "faults":
+            plan, problems = load_faults(value, path, self.base)
+            errors.items.extend(problems)
+            if plan is not None:
+                v["faults"] = plan
 
     def _opencode_timeout(self, value: object, path: str, errors: _Errors) -> None:
         """OpenCode's ``timeout``: milliseconds, or ``{"startup": ms, "request": ms}``."""
@@ -316,6 +335,9 @@ class _Draft:
             problem = _url_problem(url, self.type)
             if problem:
                 errors.add(self.key_path("url"), problem)
+        plan = v.get("faults")
+        if plan is not None:
+            errors.items.extend(check_plan(plan, self.type, self.key_path("faults")))  # type: ignore[arg-type]
 
     def _restarts(self, errors: _Errors, settings: Settings) -> None:
         """The backoff and attempts: the type's defaults, then this server's fields."""

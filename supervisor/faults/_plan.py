@@ -23,7 +23,7 @@ from pathlib import Path
 
 import attrs
 
-from ..config._validate import (
+from .._fields import (
     _Bad,
     _choice,
     _Errors,

@@ -41,6 +41,7 @@ from ..errors import (
     ServerUnavailable,
     ToolCallTimeout,
 )
+from ..faults import FaultEngine, FaultyTransport, Injected
 from ..log import get_logger, redact
 from ..registry import Listing, Offer
 from ..transports import (
@@ -117,6 +118,11 @@ class ManagedServer:
 
     ``error`` is set for a server whose configuration could not be completed (a missing
     environment variable): it never starts and its calls fail fast with that error.
+
+    A config with a ``faults`` plan (docs/faults.md) gets one :class:`FaultEngine` for the
+    server's whole life, :attr:`fault_engine`: every connection's transport injects
+    through it, so a rule's ``nth`` counts across restarts; :meth:`faults` is its log, and
+    each fault is logged (info) as it is injected.
     """
 
     def __init__(
@@ -185,6 +191,20 @@ class ManagedServer:
         if error is not None:
             self.health.status = ServerStatus.FAILED
             self.health.last_error = error
+        #: the server's fault engine, if its config has a ``faults`` plan
+        self.fault_engine: FaultEngine | None = None
+        plan = getattr(config, "faults", None)
+        if plan is not None:
+            kind = str(config.type)
+            plan.check_supported(f"a {kind} server", http=kind in ("http", "sse"))
+            self.fault_engine = FaultEngine(plan, server=self.name, on_inject=self._injected)
+            with contextlib.suppress(RuntimeError):  # outside trio: its clock starts later
+                self.fault_engine.start()  # the servers of one supervisor share a start
+            if kind in ("http", "sse"):
+                log.warning(
+                    "fault plan not applied: HTTP and SSE servers do not inject faults yet",
+                    server=self.name,
+                )
 
     @property
     def address(self):  # noqa: ANN201 - the spec's Address
@@ -298,9 +318,46 @@ class ManagedServer:
         """Uptime, downtime, reconnects, calls and latency (docs/monitoring.md) as of now."""
         return self.health.metrics(self.name, self.status().value, trio.current_time())
 
+    # -- fault injection ---------------------------------------------------------------
+
+    def faults(self) -> list[Injected]:
+        """The faults injected into this server so far, in order (empty without a plan)."""
+        return [] if self.fault_engine is None else list(self.fault_engine.log)
+
+    def _injected(self, fault: Injected) -> None:
+        log.info(
+            "fault injected",
+            server=self.name,
+            rule=fault.rule,
+            action=fault.action,
+            method=fault.method,
+            id=fault.id,
+            tool=fault.tool,
+            direction=fault.direction,
+            detail=fault.detail,
+        )
+
+    def _faulty(self, inner: Any, **options: Any) -> _Remote:
+        """A message-level transport (in-memory, WebSocket) with the fault plan between it
+        and the session; a fault that loses the connection closes the transport."""
+        remote = _Remote(None)
+        assert self.fault_engine is not None
+        remote._inner = FaultyTransport(
+            inner, self.fault_engine, name=self.name, lost=remote.lose, **options
+        )
+        return remote
+
+    def _http_faults(self) -> dict[str, Any]:
+        """The fault engine for :func:`~supervisor.transports.http_transport` — the one
+        place it is handed over. HTTP fault injection is not there yet: once
+        ``http_transport`` takes ``faults=``, this returns ``{"faults": self.fault_engine}``.
+        """
+        return {}
+
     def transport(self) -> TransportLike:
-        """A fresh transport for one connection attempt."""
+        """A fresh transport for one connection attempt (with the fault plan, if any)."""
         c = self.config
+        faults = self.fault_engine
         if c.type == "stdio":
             assert c.command is not None
             return StdioTransport(
@@ -315,25 +372,37 @@ class ManagedServer:
                 max_message_bytes=self.limits.max_message_bytes,
                 grace=self._grace,
                 kill_after=self._kill_after,
+                faults=faults,
             )
         if c.type == "memory":
-            return _Remote(InMemoryTransport(c.app))  # type: ignore[attr-defined]
+            memory = InMemoryTransport(c.app)  # type: ignore[attr-defined]
+            return _Remote(memory) if faults is None else self._faulty(memory)
         assert c.url is not None
         if c.type == "sse":
             return _Remote(sse_transport(c.url, headers=c.headers, timeout=c.timeout))
         if c.type == "ws":
-            from ..ws import websocket_client
+            from ..ws import _parse_frame, websocket_client
 
-            return _Remote(
-                websocket_client(
-                    c.url, headers=c.headers, max_message_size=self.limits.max_message_bytes
-                )
+            socket = websocket_client(
+                c.url, headers=c.headers, max_message_size=self.limits.max_message_bytes
             )
+            if faults is None:
+                return _Remote(socket)
+            url = safe_url(c.url)
+
+            def frame(line: bytes) -> object:  # an unparseable line is a bad frame's error
+                return _parse_frame(line.decode(errors="replace"), url)
+
+            return self._faulty(socket, parse=frame)
         if self.use_sse:
             return _Remote(sse_transport(c.url, headers=c.headers, timeout=c.timeout))
         remote = _Remote(None, tracks_delivery=True)
         remote._inner = http_transport(
-            c.url, headers=c.headers, timeout=c.timeout, on_status=remote.saw_status
+            c.url,
+            headers=c.headers,
+            timeout=c.timeout,
+            on_status=remote.saw_status,
+            **self._http_faults(),
         )
         return remote
 

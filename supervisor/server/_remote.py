@@ -47,8 +47,12 @@ class _Remote:
 
     def ended(self) -> None:
         """The server's side of the stream ended: the connection is gone."""
+        self.lose(TransportError("the server closed the connection"))
+
+    def lose(self, failure: TransportError) -> None:
+        """The connection is gone, for ``failure`` (unless it already was)."""
         if not self.closed.is_set():
-            self.failure = TransportError("the server closed the connection")
+            self.failure = failure
             self.closed.set()
 
 

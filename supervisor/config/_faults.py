@@ -1,0 +1,96 @@
+"""A server's ``faults`` field: a fault plan to inject into its connection (docs/faults.md).
+
+The value is a path to a JSON plan — relative to the config file's directory, like
+``cwd`` — or the plan itself (an object ``{seed, rules}`` or a list of rules). It is read
+with :func:`~supervisor.faults.load_plan`, whose errors are reported at the field's path:
+``mcpServers.calc.faults.rules[0].when.nth: must be at least 1``. Whether the server's
+transport can carry out every action (``http_status`` needs HTTP) is checked once its type
+is known (:func:`check_plan`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import FieldError
+from ._model import ServerType
+
+if TYPE_CHECKING:
+    from ..faults import Plan, PlanError
+
+#: How each transport is named in a plan's "cannot be injected here" errors.
+_WHERE = {
+    ServerType.STDIO: "a stdio server",
+    ServerType.WS: "a WebSocket server",
+    ServerType.HTTP: "an HTTP server",
+    ServerType.SSE: "an SSE server",
+}
+
+
+def _at(path: str, sub: str) -> str:
+    """``sub`` (a path inside the plan, ``""`` for the plan itself) under ``path``."""
+    if not sub:
+        return path
+    return f"{path}{sub}" if sub.startswith("[") else f"{path}.{sub}"
+
+
+def plan_errors(error: PlanError, path: str, file: str | None = None) -> list[FieldError]:
+    """``error``'s problems at their paths under ``path`` (the ``faults`` field). A
+    problem with the plan as a whole (a file unreadable or not JSON) is the field's own;
+    with ``file`` (the plan file as the config names it), each message says which file."""
+    out: list[FieldError] = []
+    for problem in error.errors:
+        whole = problem.path == error.path if error.path is not None else problem.path == "plan"
+        if whole:
+            out.append(FieldError(path, problem.message + (f" ({file})" if file else "")))
+        else:
+            message = problem.message + (f" (in {file})" if file else "")
+            out.append(FieldError(_at(path, problem.path), message))
+    return out
+
+
+def load_faults(
+    value: object, path: str, base: str | os.PathLike[str] | None
+) -> tuple[Plan | None, list[FieldError]]:
+    """The plan a ``faults`` value at ``path`` gives, or the problems with it.
+
+    A string is a path to a JSON file, relative to ``base`` (default: the current
+    directory); a mapping or a list is the plan itself; a :class:`~supervisor.faults.Plan`
+    is taken as it is.
+    """
+    from ..faults import Plan, PlanError, load_plan
+
+    file: str | None = None
+    source: object = value
+    if isinstance(value, str | os.PathLike):
+        file = os.fspath(value)
+        if not file.strip():
+            return None, [FieldError(path, "must not be empty")]
+        source = Path(base or os.getcwd()) / file
+    elif not isinstance(value, Plan | Mapping | list | tuple):
+        return None, [
+            FieldError(
+                path,
+                "must be a path to a JSON fault plan, or the plan: an object "
+                '{"seed": N, "rules": [...]} or a list of rules',
+            )
+        ]
+    try:
+        return load_plan(source), []  # type: ignore[arg-type]
+    except PlanError as exc:
+        return None, plan_errors(exc, path, file)
+
+
+def check_plan(plan: Plan, type_: ServerType, path: str) -> list[FieldError]:
+    """The rules of ``plan`` that a server of type ``type_`` cannot carry out, as problems
+    at ``path`` (HTTP-only actions on a stdio or WebSocket server)."""
+    from ..faults import PlanError
+
+    try:
+        plan.check_supported(_WHERE[type_], http=type_ in (ServerType.HTTP, ServerType.SSE))
+    except PlanError as exc:
+        return plan_errors(exc, path, plan.source)
+    return []
