@@ -10,15 +10,21 @@ import attrs
 #: ``progress(progress, total, message)``: a tool call's MCP progress notifications
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
+#: The request ``_meta`` key that carries a recorded call's id to the server (see
+#: :mod:`supervisor.faults`): servers that count executions count them per call.
+CALL_ID_META = "mcp-supervisor/call-id"
+
 
 @attrs.frozen
 class CallTool:
     """Call the server's tool ``tool`` (its own name) with ``arguments``; ``progress``
-    hears the server's progress notifications for this call, if given."""
+    hears the server's progress notifications for this call, if given; ``call_id``, if
+    given, goes to the server in the request's ``_meta`` (:data:`CALL_ID_META`)."""
 
     tool: str
     arguments: Mapping[str, object] | None
     progress: Progress | None = None
+    call_id: str | None = None
 
 
 @attrs.frozen
