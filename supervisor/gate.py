@@ -19,12 +19,17 @@ reaches a server's connection around it. In order:
 5. the call is sent (the server's request timeout unless one is given) and its result
    normalised (:class:`~supervisor.tools.ToolResult`); a tool that reports failure raises
    :class:`~supervisor.errors.ToolError`.
+
+With a call history (:class:`supervisor.faults.CallHistory`), every call is recorded —
+once, from the moment it is invoked, even when it fails before it is sent — and its id
+goes to the server in the request's ``_meta``.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import mcp_types as types
 
@@ -45,12 +50,16 @@ from .tools import (
     validate_arguments,
 )
 
+if TYPE_CHECKING:
+    from .faults._history import CallHistory
+
 log = get_logger("supervisor.gate")
 
 
 class Gate:
     """Tool calls to ``servers`` (by name, in config order), named by ``registry``,
-    approved by ``approve``; large text results spill into ``spill_dir``."""
+    approved by ``approve``; large text results spill into ``spill_dir``; each call is
+    recorded in ``history``, if given."""
 
     def __init__(
         self,
@@ -59,11 +68,13 @@ class Gate:
         *,
         approve: ApprovalCallback | None = None,
         spill_dir: str | os.PathLike[str] | None = None,
+        history: CallHistory | None = None,
     ) -> None:
         self._servers = servers
         self._registry = registry
         self._approve = approve
         self._spill_dir = spill_dir
+        self.history = history
         # (server, original name) -> (the tool object decided on, the decision)
         self._reasons: dict[tuple[str, str, str], tuple[types.Tool, ApprovalReason | None]] = {}
 
@@ -96,39 +107,60 @@ class Gate:
         progress: Progress | None = None,
     ) -> ToolResult:
         """Call the tool of merged name ``name``: every step of the module docstring."""
-        arguments = {} if arguments is None else arguments
+        history = self.history
+        record = None if history is None else history.invoke(name)
         try:
-            server, original = self.resolve(name)
-        except UnknownTool:
-            if not self._registry.pending:
-                raise
-            # A server listed its tools a moment ago: wait for the registry's merge.
-            await self._registry.settled()
-            server, original = self.resolve(name)
-        listed = server.tool(original)
-        if listed is None:
-            server, original, listed = await self._learn(name, server, timeout)
-        try:
-            validate_arguments(listed, arguments)
-        except ToolArgumentsInvalid as exc:
-            raise ToolArgumentsInvalid(name, exc.errors) from None  # the name called
-        reason = self.approval_reason(server, original, listed, name)
-        if reason is not None:
-            request = ApprovalRequest(
-                server=server.name,
-                tool=name,
-                original_name=original,
-                arguments=arguments,
-                reason=reason,
-            )
-            await check_approval(True, self._approve, request)
-        try:
-            raw = await server.call_tool(original, arguments, timeout, progress)
-        except ToolOutputInvalid as exc:
-            raise ToolOutputInvalid(name, exc.errors) from exc.__cause__
-        # The SDK client has checked structuredContent against the outputSchema already.
-        result = normalize_result(raw, tool=name, spill_dir=self._spill_dir)
-        result.raise_for_error(server=server.name)
+            arguments = {} if arguments is None else arguments
+            try:
+                server, original = self.resolve(name)
+            except UnknownTool:
+                if not self._registry.pending:
+                    raise
+                # A server listed its tools a moment ago: wait for the registry's merge.
+                await self._registry.settled()
+                server, original = self.resolve(name)
+            if record is not None:
+                record.server, record.original = server.name, original
+            listed = server.tool(original)
+            if listed is None:
+                server, original, listed = await self._learn(name, server, timeout)
+                if record is not None:
+                    record.server, record.original = server.name, original
+            try:
+                validate_arguments(listed, arguments)
+            except ToolArgumentsInvalid as exc:
+                raise ToolArgumentsInvalid(name, exc.errors) from None  # the name called
+            reason = self.approval_reason(server, original, listed, name)
+            if reason is not None:
+                request = ApprovalRequest(
+                    server=server.name,
+                    tool=name,
+                    original_name=original,
+                    arguments=arguments,
+                    reason=reason,
+                )
+                await check_approval(True, self._approve, request)
+            if record is None:
+                sending = server.call_tool(original, arguments, timeout, progress)
+            else:
+                limit = server.config.timeout if timeout is None else timeout
+                history.sent(record, deadline=history.now() + limit)  # type: ignore[union-attr]
+                sending = server.call_tool(
+                    original, arguments, timeout, progress, call_id=record.call_id
+                )
+            try:
+                raw = await sending
+            except ToolOutputInvalid as exc:
+                raise ToolOutputInvalid(name, exc.errors) from exc.__cause__
+            # The SDK client has checked structuredContent against the outputSchema already.
+            result = normalize_result(raw, tool=name, spill_dir=self._spill_dir)
+            result.raise_for_error(server=server.name)
+        except BaseException as exc:
+            if record is not None:
+                history.ended(record, exc)  # type: ignore[union-attr]
+            raise
+        if record is not None:
+            history.ok(record)  # type: ignore[union-attr]
         return result
 
     async def _learn(

@@ -33,6 +33,7 @@ import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import mcp_types as types
 import msgspec
@@ -82,6 +83,9 @@ from .tools import (
     ToolResult,
 )
 
+if TYPE_CHECKING:
+    from .faults._history import CallHistory
+
 log = get_logger("supervisor.runtime")
 
 #: A fault plan as ``open_supervisor(faults=...)`` takes it: a plan, a path to a JSON
@@ -106,13 +110,18 @@ class SupervisorHandle:
         *,
         approve: ApprovalCallback | None = None,
         spill_dir: str | os.PathLike[str] | None = None,
+        history: CallHistory | None = None,
     ) -> None:
         self.config = config
         self.bus = bus
         self._root = root
         self._servers = dict(servers)
         self._registry = registry
-        self._gate = Gate(self._servers, registry, approve=approve, spill_dir=spill_dir)
+        #: the call history every tool call is recorded in, if any
+        self.history = history
+        self._gate = Gate(
+            self._servers, registry, approve=approve, spill_dir=spill_dir, history=history
+        )
         self._resources = Resources(self._servers, registry, self.connect_all)
         self._views = {name: ServerView(s, self._gate) for name, s in self._servers.items()}
         self._opened_at = trio.current_time()
@@ -373,6 +382,7 @@ async def open_supervisor(
     retry_idempotent: bool = False,
     retries: bool = True,
     faults: Mapping[str, PlanSource] | None = None,
+    history: CallHistory | None = None,
     **client_options: object,
 ) -> AsyncIterator[SupervisorHandle]:
     """Supervise every enabled server of ``config`` for the duration of the block.
@@ -419,25 +429,34 @@ async def open_supervisor(
     When the block ends, the session's metrics are frozen — ``handle.summary()`` returns
     them from then on — and logged as one ``session summary`` info line, before the
     servers are shut down.
+
+    ``history`` (a :class:`supervisor.faults.CallHistory`) records every tool call — its
+    invocation and its outcome, ``ok``, ``fail`` or ``info`` — and every event published
+    meanwhile; each call's id goes to its server in the request's ``_meta``. Check it
+    with :func:`supervisor.faults.check`.
     """
     configure_default_logging()  # only if the application has not configured structlog
     cfg = config if isinstance(config, Config) else load_config(config)
     if faults:
         cfg = _with_faults(cfg, faults)
     bus = bus if bus is not None else Bus()
+    publish = bus.publish
+    if history is not None:
+        history.start()
+        publish = history.tap(publish)  # the history keeps every event, on its clock
     limits = _limits(cfg)
     settings = cfg.settings
     enabled = [name for name, c in cfg.servers.items() if not c.disabled]
     registry = Registry(
         enabled,
-        publish=bus.publish,
+        publish=publish,
         policy=NamingPolicy(settings.tool_name_template, settings.tool_clash),
         builtins=frozenset(builtins),
     )
     servers = {
         name: ManagedServer(
             cfg.servers[name],
-            publish=bus.publish,
+            publish=publish,
             client_options=client_options,
             limits=limits,
             error=cfg.servers[name].error,
@@ -468,11 +487,18 @@ async def open_supervisor(
                 children,
                 name="root",
                 intensity=_ROOT_INTENSITY,
-                notify=tree_hook(servers, bus.publish, supervisor="servers"),
+                notify=tree_hook(servers, publish, supervisor="servers"),
                 ordered_shutdown=True,
             ) as root:
                 handle = SupervisorHandle(
-                    cfg, bus, root, servers, registry, approve=approve, spill_dir=spill
+                    cfg,
+                    bus,
+                    root,
+                    servers,
+                    registry,
+                    approve=approve,
+                    spill_dir=spill,
+                    history=history,
                 )
                 try:
                     yield handle

@@ -27,6 +27,7 @@ from supervisor.testing.servers import (
     LISTENING_PREFIX,
     FixtureStartError,
     count_executions,
+    executions_by_call,
     garbage_app,
     hang_app,
     make_server,
@@ -97,6 +98,29 @@ def test_stdio_params_run_this_interpreter_with_options_as_flags(tmp_path: Path)
 def test_count_executions_of_a_missing_file_is_empty(tmp_path: Path) -> None:
     """No count file means nothing was executed."""
     assert count_executions(tmp_path / "absent") == {}
+
+
+async def test_executions_are_counted_per_call_id_from_the_request_meta(tmp_path: Path) -> None:
+    """A request whose ``_meta`` carries ``mcp-supervisor/call-id`` is recorded as
+    ``tool<TAB>id`` — by MCPServer kinds (a tool's ``Context``) and by ``big`` (the
+    low-level request context) alike; ``count_executions`` still counts by tool, and
+    ``executions_by_call`` counts per id. The SDK passes unknown ``_meta`` keys through."""
+    from supervisor.server import CALL_ID_META
+    from supervisor.testing.servers._big import make_big
+
+    count_file = tmp_path / "count"
+    async with Client(make_server("rich", count_file=count_file)) as client:
+        await client.call_tool("echo", {"text": "a"}, meta={CALL_ID_META: "c-1"})
+        await client.call_tool("fail", {"message": "no"}, meta={CALL_ID_META: "c-2"})
+        await client.call_tool("echo", {"text": "b"})  # no id: counted by tool only
+        await client.call_tool("echo", {"text": "c"}, meta={CALL_ID_META: "c-1"})  # again
+    async with Client(make_big(tools=2, count_file=count_file).server) as client:
+        await client.call_tool("tool_0001", {"x": 1}, meta={CALL_ID_META: "c-3"})
+    lines = [line for line in count_file.read_text().splitlines() if line != "tools/list"]
+    assert lines == ["echo\tc-1", "fail\tc-2", "echo", "echo\tc-1", "tool_0001\tc-3"]
+    assert count_executions(count_file) == {"echo": 3, "fail": 1, "tools/list": 1, "tool_0001": 1}
+    assert executions_by_call(count_file) == {"c-1": 2, "c-2": 1, "c-3": 1}
+    assert executions_by_call(tmp_path / "absent") == {}
 
 
 def test_make_server_refuses_the_raw_kinds() -> None:

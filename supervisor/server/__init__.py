@@ -45,11 +45,13 @@ from ._managed import ManagedServer as ManagedServer
 from ._managed import disabled_record as disabled_record
 from ._managed import open_servers as open_servers
 from ._managed import tree_hook as tree_hook
+from ._messages import CALL_ID_META as CALL_ID_META
 from ._messages import CallTool as CallTool
 from ._messages import ListTools as ListTools
 from ._messages import Progress as Progress
 
 __all__ = [
+    "CALL_ID_META",
     "MAILBOX",
     "MAX_IN_FLIGHT",
     "PING_TIMEOUT",

@@ -40,7 +40,7 @@ from ..transports import _safe_url as safe_url
 from ._health import ServerStatus
 from ._host import ServerHost
 from ._listing import Listings, describe
-from ._messages import CallTool, GetPrompt, ListTools, ReadResource, _NotSent
+from ._messages import CALL_ID_META, CallTool, GetPrompt, ListTools, ReadResource, _NotSent
 from ._remote import TransportLike
 
 log = get_logger("supervisor.server")
@@ -53,6 +53,18 @@ MAX_IN_FLIGHT = 256
 
 _T = TypeVar("_T")
 
+
+def _call(client: Client, message: CallTool) -> Awaitable[types.CallToolResult]:
+    """The SDK call for ``message``; a recorded call carries its id in ``_meta``."""
+    arguments = dict(message.arguments or {})
+    if message.call_id is None:
+        return client.call_tool(message.tool, arguments, progress_callback=message.progress)
+    return client.call_tool(
+        message.tool,
+        arguments,
+        progress_callback=message.progress,
+        meta={CALL_ID_META: message.call_id},
+    )
 
 
 async def _probe(client: Client) -> None:
@@ -211,18 +223,14 @@ class ServerActor(Actor):
 
     async def _send(self, client: Client, message: CallTool) -> types.CallToolResult:
         try:
-            return await client.call_tool(
-                message.tool, dict(message.arguments or {}), progress_callback=message.progress
-            )
+            return await _call(client, message)
         except MCPError as exc:
             if not _session_expired(exc):
                 raise
         # The server rejected it unseen: renew the session, send it once more.
         with before_effect():
             client = await self._new_session(client)
-        return await client.call_tool(
-                message.tool, dict(message.arguments or {}), progress_callback=message.progress
-            )
+        return await _call(client, message)
 
     def _receipt(self) -> Receipt:
         receipt = Receipt()
@@ -247,9 +255,7 @@ class ServerActor(Actor):
         token = delivery.set(receipt)
         try:
             if direct:  # the caller's task: its end is handled by call_directly
-                result = await client.call_tool(
-                message.tool, dict(message.arguments or {}), progress_callback=message.progress
-            )
+                result = await _call(client, message)
             else:
                 with before_effect(until=None if safe else lambda: receipt.delivered is not False):
                     result = await self._send(client, message)

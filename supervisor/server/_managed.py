@@ -446,15 +446,18 @@ class ManagedServer:
         arguments: Mapping[str, object] | None,
         timeout: float | None,
         progress: Progress | None = None,
+        *,
+        call_id: str | None = None,
     ) -> types.CallToolResult:
-        """Call ``tool`` through the mailbox, translating actor errors into server errors.
+        """Call ``tool`` through the mailbox, translating actor errors into server errors;
+        ``call_id`` (a recorded call's) goes to the server in the request's ``_meta``.
 
         Calls in a row that time out on a live connection (``degradedAfter``, default 3)
         make the server ``degraded``: it is probed at once, and restarted if the probe
         goes unanswered; the next answered call makes it ``connected`` again.
         """
         try:
-            result = await self._call_tool(tool, arguments, timeout, progress)
+            result = await self._call_tool(tool, arguments, timeout, progress, call_id)
         except ToolCallTimeout as exc:
             self._timed_out(exc)
             raise
@@ -487,11 +490,12 @@ class ManagedServer:
         arguments: Mapping[str, object] | None,
         timeout: float | None,
         progress: Progress | None,
+        call_id: str | None,
     ) -> types.CallToolResult:
         if self.error is not None:
             self.check_available()
         limit = self.config.timeout if timeout is None else timeout
-        message = CallTool(tool, arguments, progress)
+        message = CallTool(tool, arguments, progress, call_id)
         left = limit
         actor = self.current
         client = actor.direct() if actor is not None else None

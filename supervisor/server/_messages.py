@@ -7,6 +7,9 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import attrs
 
+# the request ``_meta`` key a recorded call's id travels under (see supervisor.faults)
+from ..faults._history import CALL_ID_META as CALL_ID_META
+
 #: ``progress(progress, total, message)``: a tool call's MCP progress notifications
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -14,11 +17,13 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 @attrs.frozen
 class CallTool:
     """Call the server's tool ``tool`` (its own name) with ``arguments``; ``progress``
-    hears the server's progress notifications for this call, if given."""
+    hears the server's progress notifications for this call, if given; ``call_id``, if
+    given, goes to the server in the request's ``_meta`` (:data:`CALL_ID_META`)."""
 
     tool: str
     arguments: Mapping[str, object] | None
     progress: Progress | None = None
+    call_id: str | None = None
 
 
 @attrs.frozen

@@ -71,7 +71,10 @@ Every other process writes ``fixture KIND ready pid=P transport=T`` on stderr on
 for a secret a supervisor must redact. HTTP fixtures then write ``LISTENING <url>`` on
 stderr and on stdout. With ``--count-file`` (or ``$MCP_FIXTURE_COUNT_FILE``) every tool
 execution appends the tool's name as a line *before* answering: ``count_executions``
-tells what ran, crashes included.
+tells what ran, crashes included. When the request's ``_meta`` carries a call id
+(``"mcp-supervisor/call-id"``, sent by a supervisor that records a call history) the line
+is ``tool<TAB>call id``, and ``executions_by_call`` counts executions per call: a call
+that ran twice shows.
 
 In-process under trio: ``make_server(kind, ...)`` builds the ``MCPServer``;
 ``serve_http`` serves it (or a bare ASGI app such as ``hang_app``/``garbage_app``) with
@@ -91,6 +94,7 @@ from typing import TYPE_CHECKING
 
 from ._counting import COUNT_FILE_ENV as COUNT_FILE_ENV
 from ._counting import count_executions as count_executions
+from ._counting import executions_by_call as executions_by_call
 from ._names import GARBAGE_MODES as GARBAGE_MODES
 from ._names import KINDS as KINDS
 from ._names import MCP_SERVER_KINDS as MCP_SERVER_KINDS
@@ -147,6 +151,7 @@ __all__ = [
     "MCPServerKind",
     "ServerKind",
     "count_executions",
+    "executions_by_call",
     "garbage_app",
     "hang_app",
     "make_server",

@@ -23,7 +23,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 
-from ._counting import ExecutionRecorder
+from ._counting import ExecutionRecorder, call_id_of
 
 DEFAULT_TOOLS = 1000
 """How many ``tool_NNNN`` tools ``big`` lists unless told (``--tools``)."""
@@ -223,7 +223,7 @@ class BigServer:
         known = {t.name for t in self.listed()}
         if name not in known:
             return _text(f"unknown tool {name!r}", error=True)
-        self.recorder.record(name)
+        self.recorder.record(name, call_id_of(ctx))
         if name == "burst":
             n = int(args.get("n", 0))
             async with self._changing:

@@ -10,7 +10,7 @@ from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
-from ._counting import ExecutionRecorder
+from ._counting import ExecutionRecorder, call_id_of
 from ._names import MCP_SERVER_KINDS, MCPServerKind
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
@@ -48,7 +48,8 @@ def make_server(
 
     `crash_after` applies to any kind, so an ``echo`` server can crash too. With
     `count_file`, every execution appends its tool name as one line *before* answering
-    (read it with ``count_executions``); the file survives the crash.
+    (read it with ``count_executions``), followed by a tab and the call id when the
+    request's ``_meta`` carries one (``executions_by_call``); the file survives the crash.
     """
     if kind not in MCP_SERVER_KINDS:
         raise ValueError(f"{kind!r} is not an MCPServer kind; choose from {MCP_SERVER_KINDS}")
@@ -60,15 +61,15 @@ def make_server(
     server: MCPServer = MCPServer(f"fixture-{kind}", log_level="WARNING")
 
     @server.tool(annotations=_READ_ONLY)
-    async def echo(text: str) -> str:
+    async def echo(text: str, ctx: Context) -> str:
         """Return `text` unchanged."""
-        recorder.record("echo")
+        recorder.record("echo", call_id_of(ctx))
         return text
 
     @server.tool()
-    async def add(a: int, b: int) -> int:
+    async def add(a: int, b: int, ctx: Context) -> int:
         """Return a + b."""
-        recorder.record("add")
+        recorder.record("add", call_id_of(ctx))
         return a + b
 
     @server.tool(annotations=_READ_ONLY)
@@ -87,7 +88,7 @@ def make_server(
                 await ctx.report_progress(k, steps, f"step {k}")
             if not steps:
                 await anyio.sleep(seconds)
-            recorder.record("sleep")
+            recorder.record("sleep", call_id_of(ctx))
             return f"slept {seconds}"
 
     if kind == "changing":
@@ -121,12 +122,12 @@ def _add_changing_tools(server: MCPServer, recorder: ExecutionRecorder) -> None:
     async def add_tool(name: str, ctx: Context) -> str:
         """Register a tool called `name` and announce that the tool list changed."""
 
-        async def added() -> str:
-            recorder.record(name)
+        async def added(ctx: Context) -> str:
+            recorder.record(name, call_id_of(ctx))
             return name
 
         server.add_tool(added, name=name, description=f"Added at run time by add_tool({name!r}).")
-        recorder.record("add_tool")
+        recorder.record("add_tool", call_id_of(ctx))
         await announce(ctx)
         return f"added {name}"
 
@@ -134,6 +135,6 @@ def _add_changing_tools(server: MCPServer, recorder: ExecutionRecorder) -> None:
     async def remove_tool(name: str, ctx: Context) -> str:
         """Remove the tool called `name` and announce that the tool list changed."""
         server.remove_tool(name)
-        recorder.record("remove_tool")
+        recorder.record("remove_tool", call_id_of(ctx))
         await announce(ctx)
         return f"removed {name}"

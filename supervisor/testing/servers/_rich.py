@@ -27,7 +27,7 @@ from mcp_types import (
     ToolAnnotations,
 )
 
-from ._counting import ExecutionRecorder
+from ._counting import ExecutionRecorder, call_id_of
 
 NOTE_TITLES = ("hello", "todo")
 """The notes a fresh ``rich`` server has (``notes://index`` lists them, one a line)."""
@@ -92,38 +92,38 @@ def add_rich_features(server: MCPServer, recorder: ExecutionRecorder) -> None:
     _advertise_list_changes(server)
 
     @server.tool()
-    async def image() -> CallToolResult:
+    async def image(ctx: Context) -> CallToolResult:
         """A tiny PNG image and a text block."""
-        recorder.record("image")
+        recorder.record("image", call_id_of(ctx))
         data = base64.b64encode(png).decode("ascii")
         return CallToolResult(
             content=[ImageContent(data=data, mime_type="image/png"), _text("an image")]
         )
 
     @server.tool()
-    async def audio() -> CallToolResult:
+    async def audio(ctx: Context) -> CallToolResult:
         """A short silent WAV clip."""
-        recorder.record("audio")
+        recorder.record("audio", call_id_of(ctx))
         data = base64.b64encode(tiny_wav()).decode("ascii")
         return CallToolResult(content=[AudioContent(data=data, mime_type="audio/wav")])
 
     @server.tool(name="big_text")
-    async def big_text_tool(kib: int) -> CallToolResult:
+    async def big_text_tool(kib: int, ctx: Context) -> CallToolResult:
         """Exactly `kib` KiB of ASCII text (lines "line N")."""
-        recorder.record("big_text")
+        recorder.record("big_text", call_id_of(ctx))
         return CallToolResult(content=[_text(big_text(kib))])
 
     @server.tool()
-    async def structured_ok() -> CallToolResult:
+    async def structured_ok(ctx: Context) -> CallToolResult:
         """Structured content that fits the declared output schema: {"count": 3}."""
-        recorder.record("structured_ok")
+        recorder.record("structured_ok", call_id_of(ctx))
         value = {"count": 3}
         return CallToolResult(content=[_text(json.dumps(value))], structured_content=value)
 
     @server.tool()
-    async def structured_bad() -> CallToolResult:
+    async def structured_bad(ctx: Context) -> CallToolResult:
         """Structured content that breaks the declared output schema: {"count": "three"}."""
-        recorder.record("structured_bad")
+        recorder.record("structured_bad", call_id_of(ctx))
         value = {"count": "three"}
         return CallToolResult(content=[_text(json.dumps(value))], structured_content=value)
 
@@ -137,27 +137,27 @@ def add_rich_features(server: MCPServer, recorder: ExecutionRecorder) -> None:
         tool.fn_metadata.output_schema = dict(COUNT_SCHEMA)
 
     @server.tool()
-    async def fail(message: str) -> CallToolResult:
+    async def fail(message: str, ctx: Context) -> CallToolResult:
         """A tool failure: a result with isError set and `message` as its text."""
-        recorder.record("fail")
+        recorder.record("fail", call_id_of(ctx))
         return CallToolResult(content=[_text(message)], is_error=True)
 
     @server.tool()
-    async def delete_note(title: str) -> str:
+    async def delete_note(title: str, ctx: Context) -> str:
         """Delete the note `title` (destructive by its name; not annotated). Answers "ok"."""
-        recorder.record("delete_note")
+        recorder.record("delete_note", call_id_of(ctx))
         return "ok"
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
-    async def wipe() -> str:
+    async def wipe(ctx: Context) -> str:
         """Annotated destructive, though its name does not say so. Answers "ok"."""
-        recorder.record("wipe")
+        recorder.record("wipe", call_id_of(ctx))
         return "ok"
 
     @server.tool()
-    async def embedded() -> CallToolResult:
+    async def embedded(ctx: Context) -> CallToolResult:
         """An embedded text resource (note://hello) and a link to notes://index."""
-        recorder.record("embedded")
+        recorder.record("embedded", call_id_of(ctx))
         note = TextResourceContents(uri="note://hello", text="note hello", mime_type="text/plain")
         link = ResourceLink(name="index", uri="notes://index", mime_type="text/plain")
         return CallToolResult(content=[EmbeddedResource(type="resource", resource=note), link])
@@ -165,7 +165,7 @@ def add_rich_features(server: MCPServer, recorder: ExecutionRecorder) -> None:
     @server.tool()
     async def add_note(title: str, ctx: Context) -> str:
         """Add a static resource notes://<title> and announce that the resources changed."""
-        recorder.record("add_note")
+        recorder.record("add_note", call_id_of(ctx))
         titles.append(title)
 
         async def read_note() -> str:
