@@ -288,6 +288,14 @@ class ServerView:
         empty for a server without one."""
         return self._server.faults()
 
+    async def inject(self, action: str) -> Injected:
+        """Inject a fault into its current connection now, outside its plan: ``kill``
+        (a crash), ``hang`` (it stops answering until ``resume``), ``resume``, or
+        ``list_changed`` (a spurious tools notification). Needs a ``faults`` plan in its
+        config, an empty one will do; see :meth:`ManagedServer.inject
+        <supervisor.server.ManagedServer.inject>`."""
+        return await self._server.inject(action)
+
     async def call_tool(
         self,
         tool: str,

@@ -361,7 +361,7 @@ class StdioTransport:
                     from .faults import Link
 
                     point = self._fault_point = _FaultPoint(self, process, to_session)
-                    link = Link(self.faults, point, nursery)
+                    link = Link(self.faults, point, nursery, to_client=point.to_client)
                 nursery.start_soon(self._read_stdout, process, to_session, link)
                 nursery.start_soon(self._write_stdin, process, from_session, link)
                 nursery.start_soon(self._read_stderr, process)
@@ -370,6 +370,8 @@ class StdioTransport:
                     yield read_stream, write_stream
                 finally:
                     self._stopping = True
+                    if link is not None:
+                        link.retire()
                     with trio.CancelScope(shield=True):
                         await self._stop(process)
                         for stream in (read_stream, raw_write, to_session, from_session):

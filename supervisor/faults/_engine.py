@@ -19,6 +19,7 @@ import fnmatch
 import json
 import random
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import msgspec
 
@@ -117,6 +118,8 @@ class FaultEngine:
         self.server = server
         self.log: list[Injected] = []
         self.on_inject = on_inject
+        #: the link of the connection this engine serves now, if any (see Link.inject)
+        self.link: Any = None
         self._clock = clock
         self._start: float | None = None
         self._rules = [_RuleState(rule, plan.seed) for rule in plan.rules]

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import trio
 
-from ._engine import FaultEngine, Message
+from ._engine import FaultEngine, Injected, Message
 from ._plan import TO_CLIENT, TO_SERVER, Action
 
 __all__ = ["REORDER_HOLD_S", "Link", "Send", "Target", "garbage", "json_error"]
@@ -63,10 +63,19 @@ class Link:
     release of a message held by ``reorder``) runs in ``nursery``.
     """
 
-    def __init__(self, engine: FaultEngine, target: Target, nursery: trio.Nursery) -> None:
+    def __init__(
+        self,
+        engine: FaultEngine,
+        target: Target,
+        nursery: trio.Nursery,
+        *,
+        to_client: Send | None = None,
+    ) -> None:
         self.engine = engine
         self.target = target
         self._nursery = nursery
+        self._to_client = to_client
+        engine.link = self  # the engine's current connection, for inject()
         self._locks = {TO_SERVER: trio.Lock(), TO_CLIENT: trio.Lock()}
         # a message held back by ``reorder``, per direction, with its way on
         self._held: dict[str, tuple[bytes, Send] | None] = {TO_SERVER: None, TO_CLIENT: None}
@@ -162,6 +171,38 @@ class Link:
         await trio.sleep(seconds)
         if not self.killed:
             self.target.resume()
+
+    #: What :meth:`inject` can do.
+    INJECTABLE = ("kill", "hang", "resume", "list_changed")
+
+    async def inject(self, action: str) -> Injected:
+        """Inject ``action`` now, outside the plan (a test's own fault): ``kill``,
+        ``hang`` (until ``resume``), ``resume`` or ``list_changed``; recorded in the
+        engine's log with rule ``-1``."""
+        if action not in self.INJECTABLE:
+            raise ValueError(
+                f"cannot inject {action!r} by hand; one of " + ", ".join(self.INJECTABLE)
+            )
+        if action == "list_changed" and self._to_client is None:
+            raise ValueError("this link cannot send the client a notification")
+        record = self.engine.note(action, f"{action} (injected by hand)")
+        if action == "kill":
+            self.killed = True
+            self.target.kill()
+        elif action == "hang":
+            self.target.stop()
+        elif action == "resume":
+            self.target.resume()
+        else:
+            assert self._to_client is not None
+            async with self._locks[TO_CLIENT]:
+                await self._to_client(LIST_CHANGED)
+        return record
+
+    def retire(self) -> None:
+        """The connection is over: :meth:`inject` no longer reaches it."""
+        if self.engine.link is self:
+            self.engine.link = None
 
     async def flush(self) -> None:
         """Send whatever ``reorder`` still holds (the stream is ending)."""

@@ -128,12 +128,13 @@ class FaultyTransport:
             self._to_session, self._to_server = to_session, inner_write
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                link = Link(self.engine, self, nursery)
+                link = Link(self.engine, self, nursery, to_client=self._to_client_line)
                 nursery.start_soon(self._pump_in, link, inner_read)
                 nursery.start_soon(self._pump_out, link, from_session)
                 try:
                     yield read_stream, write_stream
                 finally:
+                    link.retire()
                     self.resume()
                     nursery.cancel_scope.cancel()
                     for stream in (read_stream, write_stream, to_session, from_session):

@@ -174,7 +174,7 @@ async def run_stdio_proxy(
     target = _Process(process, to_server, to_client)
     try:
         async with trio.open_nursery() as nursery:
-            link = Link(engine, target, nursery)
+            link = Link(engine, target, nursery, to_client=to_client.send)
 
             async def client_to_server() -> None:
                 async for line in read_lines(stdin):

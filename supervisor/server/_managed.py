@@ -324,6 +324,27 @@ class ManagedServer:
         """The faults injected into this server so far, in order (empty without a plan)."""
         return [] if self.fault_engine is None else list(self.fault_engine.log)
 
+    async def inject(self, action: str) -> Injected:
+        """Inject ``action`` (``kill``, ``hang``, ``resume``, ``list_changed``) into the
+        current connection now, recorded in :meth:`faults` with rule ``-1``.
+
+        Raises :class:`ValueError` for a server without a ``faults`` plan (give it one;
+        ``[]`` will do) or for another action, and
+        :class:`~supervisor.errors.ServerUnavailable` when it has no connection now."""
+        engine = self.fault_engine
+        if engine is None:
+            raise ValueError(
+                f"MCP server {self.name!r} has no fault plan to inject through: give it "
+                '"faults" in its config ([] will do) or open_supervisor(faults=...)'
+            )
+        if engine.link is None:
+            raise ServerUnavailable(
+                f"MCP server {self.name!r} has no connection to inject {action!r} into "
+                f"now (it is {self.status().value})",
+                server=self.name,
+            )
+        return await engine.link.inject(action)
+
     def _injected(self, fault: Injected) -> None:
         log.info(
             "fault injected",

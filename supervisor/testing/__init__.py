@@ -7,17 +7,31 @@
   ``await events.wait_for("mcp.connected", server="x", timeout=5)``.
 - :class:`AsyncStateMachine` with :func:`rule`, :func:`invariant` and
   :func:`precondition` — rule-based state-machine tests whose rules are async and run
-  under trio; a failure shrinks to its fewest steps.
+  under trio; a failure shrinks to its fewest steps. :class:`SupervisorMachine` is one
+  ready-made over fixture servers, with the rules ``call``, ``kill``, ``hang``,
+  ``resume``, ``list_changed`` and ``restart`` (it needs hypothesis, loaded on first use).
+- The pytest plugin (:mod:`supervisor.testing.plugin`): the fixtures ``mcp_servers`` and
+  ``mcp_checker``.
 """
 
 from ._events import CapturedEvents, EventTimeout, capture_events
 from ._machine import AsyncStateMachine, Step, invariant, precondition, rule
+
+
+def __getattr__(name: str) -> object:
+    if name == "SupervisorMachine":  # imports hypothesis, a test-time dependency
+        from ._supervised import SupervisorMachine
+
+        return SupervisorMachine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AsyncStateMachine",
     "CapturedEvents",
     "EventTimeout",
     "Step",
+    "SupervisorMachine",
     "capture_events",
     "invariant",
     "precondition",
