@@ -324,6 +324,7 @@ EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
 )
 """Every event class by its kind, in catalog order (read-only)."""
 
+
 def tree_event(decision: Decision) -> Event | None:
     """The ``supervisor.*`` event a supervision tree's decision publishes, if any.
 

@@ -127,6 +127,7 @@ _PERMANENT_SPAWN_ERRORS = frozenset(
     {errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC, errno.ENOTDIR, errno.EISDIR}
 )
 
+
 class Receipt:
     """Whether a request reached the server, as far as the transport can tell.
 
@@ -672,11 +673,24 @@ class _ReceiptTransport(httpx2.AsyncBaseTransport):
     The SDK sends each request from a task that carries the sender's context, so the
     receipt set around ``call_tool`` is visible here. httpcore's trace events tell when
     the request's headers start being written: before that (a refused connection, a
-    cancellation while connecting) the server cannot have seen it.
+    cancellation while connecting) the server cannot have seen it. Entering and leaving
+    it enter and leave ``inner``.
     """
 
     def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
         self._inner = inner
+
+    async def __aenter__(self) -> _ReceiptTransport:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        await self._inner.__aexit__(exc_type, exc_value, traceback)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         receipt = delivery.get()
@@ -703,11 +717,16 @@ def http_client(
     read_timeout: float = 300.0,
     auth: httpx2.Auth | None = None,
     on_status: Callable[[int], None] | None = None,
+    faults: FaultEngine | None = None,
 ) -> httpx2.AsyncClient:
     """The HTTP client a remote transport uses: headers, timeouts and auth in one place.
 
     It tracks delivery (see :class:`Receipt`): a request that could not even connect is
     known not to have reached the server. ``on_status`` sees every response's status.
+    With ``faults``, every exchange goes through that engine's fault plan
+    (:class:`~supervisor.faults.FaultyHTTPTransport`, docs/faults.md): a request a fault
+    keeps from the server counts as not delivered, and ``on_status`` sees injected
+    statuses.
     """
     hooks: dict[str, list[Callable[[httpx2.Response], Awaitable[None]]]] = {}
     if on_status is not None:
@@ -716,11 +735,17 @@ def http_client(
             on_status(response.status_code)
 
         hooks["response"] = [record]
+    wire: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport()
+    if faults is not None:
+        from .faults._http import FaultyHTTPTransport
+
+        # inside the receipt: a request a fault keeps back never reaches the wire
+        wire = FaultyHTTPTransport(wire, faults)
     return httpx2.AsyncClient(
         headers=dict(headers or {}),
         timeout=httpx2.Timeout(timeout, read=read_timeout),
         auth=auth,
-        transport=_ReceiptTransport(httpx2.AsyncHTTPTransport()),
+        transport=_ReceiptTransport(wire),
         event_hooks=hooks,
     )
 
@@ -811,14 +836,23 @@ async def http_transport(
     read_timeout: float = 300.0,
     auth: httpx2.Auth | None = None,
     on_status: Callable[[int], None] | None = None,
+    faults: FaultEngine | None = None,
 ) -> AsyncIterator[TransportStreams]:
     """The SDK's Streamable HTTP client transport, with our headers and timeouts.
 
     An ``httpx2`` error that ends the connection leaves as an
-    :class:`~supervisor.errors.HTTPError` (see :func:`http_errors`).
+    :class:`~supervisor.errors.HTTPError` (see :func:`http_errors`). With ``faults``, the
+    connection goes through that engine's fault plan (see :func:`http_client`); one engine
+    serves every connection to the server, each new transport being a start of it (for
+    ``slow_start``).
     """
     client = http_client(
-        headers, timeout=timeout, read_timeout=read_timeout, auth=auth, on_status=on_status
+        headers,
+        timeout=timeout,
+        read_timeout=read_timeout,
+        auth=auth,
+        on_status=on_status,
+        faults=faults,
     )
     with http_errors(url):
         async with client, streamable_http_client(url, http_client=client) as streams:

@@ -64,9 +64,7 @@ class ActorUnavailable(ActorError):
     ``attempts`` how many restarts were tried.
     """
 
-    def __init__(
-        self, message: str, *, actor: str, last_error: str | None, attempts: int
-    ) -> None:
+    def __init__(self, message: str, *, actor: str, last_error: str | None, attempts: int) -> None:
         super().__init__(message, actor=actor)
         self.last_error = last_error
         self.attempts = attempts

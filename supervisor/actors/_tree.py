@@ -550,7 +550,8 @@ class Supervisor:
                 (
                     s
                     for s in self._slots
-                    if s.state is ChildState.RESTARTING and s.restart_at is not None
+                    if s.state is ChildState.RESTARTING
+                    and s.restart_at is not None
                     and s.restart_at <= now
                 ),
                 None,

@@ -41,9 +41,7 @@ def _color() -> bool:
     return sys.stdout.isatty() and "NO_COLOR" not in os.environ
 
 
-def _show(
-    sup: SupervisorHandle, as_json: bool, *, redraw: bool = False, once: bool = False
-) -> int:
+def _show(sup: SupervisorHandle, as_json: bool, *, redraw: bool = False, once: bool = False) -> int:
     """Print the table (or the JSON document) once; exit 0 when every enabled server is
     connected (a disabled one is shown, never started, and counts for nothing)."""
     from ..monitor import status_document, status_table

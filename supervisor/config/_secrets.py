@@ -24,6 +24,7 @@ class _Launch(Protocol):
     command: str | None
     args: Sequence[str]
 
+
 _SECRET_WORDS = (
     "TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PASS", "AUTH", "CREDENTIAL",
     "PRIVATE", "COOKIE", "SESSION",

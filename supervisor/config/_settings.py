@@ -167,8 +167,7 @@ def _template(value: object) -> str:
     unknown = [n for n in names if n not in ("prefix", "server", "tool")]
     if unknown:
         raise _Bad(
-            f"has an unknown placeholder {{{unknown[0]}}}; use {{prefix}}, {{server}} "
-            "and {tool}"
+            f"has an unknown placeholder {{{unknown[0]}}}; use {{prefix}}, {{server}} and {{tool}}"
         )
     if names.count("tool") != 1:
         raise _Bad("must contain {tool} exactly once")

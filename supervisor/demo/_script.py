@@ -286,4 +286,3 @@ async def _recovery(
                     break
             await call.done.wait()
     say(f"  {call.shown()}, sent during the outage -> {call.answer} (after {call.took:.2f} s)")
-

@@ -20,6 +20,9 @@ injected, and the checker that judges what a run did (docs/faults.md).
   (:class:`ResourceSampler`, :func:`leftover_processes`).
 - :func:`write_json` and :func:`write_html` write the run's report: its data, and a
   self-contained page with one timeline per server.
+- :class:`FaultyHTTPTransport` carries Streamable HTTP exchanges through an engine (an
+  ``httpx2`` transport: supervised remote servers, ``http_transport(faults=...)``);
+  :func:`run_http_proxy` is ``mcp-supervisor chaos --listen HOST:PORT --upstream URL``.
 """
 
 from ._checker import (
@@ -38,6 +41,8 @@ from ._checker import (
 )
 from ._engine import FaultEngine, Injected, Message, faults_json, read_faults
 from ._history import CALL_ID_META, CallHistory, CallRecord, Outcome, classify
+from ._http import FaultyHTTPTransport
+from ._http_proxy import run_http_proxy
 from ._link import Link, Target
 from ._plan import ACTIONS, TO_CLIENT, TO_SERVER, Action, Plan, PlanError, Rule, When, load_plan
 from ._report import render_html, server_states, write_html, write_json
@@ -55,6 +60,7 @@ __all__ = [
     "CallRecord",
     "FaultEngine",
     "FaultyTransport",
+    "FaultyHTTPTransport",
     "Injected",
     "Link",
     "Message",
@@ -79,6 +85,7 @@ __all__ = [
     "read_faults",
     "render_html",
     "rss_kb",
+    "run_http_proxy",
     "run_stdio_proxy",
     "server_states",
     "spawned_pids",

@@ -295,6 +295,7 @@ class _SearchIndex:
                 found.update(self.name_postings[token])
             prefix_hits.update(found)
         best: list[int] = [] if exact is None else [exact]
+
         # Tiers, best first: each count of name hits, then prefix-only matches, then
         # description-only matches. Within a tier: more prefix hits, more description hits,
         # then name order; each packed into one int, smaller is better.

@@ -291,8 +291,10 @@ class _RegistryActor:
                         registry._refresh()
                     except Exception as exc:
                         registry._failed(exc)
-                        log.error("merging the catalog failed; the registry restarts",
-                                  error=registry._last_error)
+                        log.error(
+                            "merging the catalog failed; the registry restarts",
+                            error=registry._last_error,
+                        )
                         raise
                     continue
                 if self._stopping:

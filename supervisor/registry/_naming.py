@@ -43,9 +43,7 @@ class NamingPolicy:
         head, _, tail = template.partition("{tool}")
         return head, tail
 
-    def parse(
-        self, name: str, servers: Iterable[tuple[str, str]]
-    ) -> tuple[str, str] | None:
+    def parse(self, name: str, servers: Iterable[tuple[str, str]]) -> tuple[str, str] | None:
         """``(server, tool)`` for a merged ``name`` of a server whose tools are not known
         yet, by the template alone; ``servers`` are ``(server, prefix)`` pairs in config
         order. The server whose affixes match the most characters wins (an unprefixed

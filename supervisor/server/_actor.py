@@ -211,8 +211,7 @@ class ServerActor(Actor):
                     code=exc.code,
                 ) from exc
             raise ServerRequestError(
-                f"MCP server {server.name!r} refused {what}: {exc.message} "
-                f"(MCP error {exc.code})",
+                f"MCP server {server.name!r} refused {what}: {exc.message} (MCP error {exc.code})",
                 server=server.name,
                 code=exc.code,
             ) from exc

@@ -200,9 +200,9 @@ class ManagedServer:
             self.fault_engine = FaultEngine(plan, server=self.name, on_inject=self._injected)
             with contextlib.suppress(RuntimeError):  # outside trio: its clock starts later
                 self.fault_engine.start()  # the servers of one supervisor share a start
-            if kind in ("http", "sse"):
+            if kind == "sse":
                 log.warning(
-                    "fault plan not applied: HTTP and SSE servers do not inject faults yet",
+                    "fault plan not applied: legacy SSE servers do not inject faults",
                     server=self.name,
                 )
 
@@ -368,13 +368,6 @@ class ManagedServer:
         )
         return remote
 
-    def _http_faults(self) -> dict[str, Any]:
-        """The fault engine for :func:`~supervisor.transports.http_transport` — the one
-        place it is handed over. HTTP fault injection is not there yet: once
-        ``http_transport`` takes ``faults=``, this returns ``{"faults": self.fault_engine}``.
-        """
-        return {}
-
     def transport(self) -> TransportLike:
         """A fresh transport for one connection attempt (with the fault plan, if any)."""
         c = self.config
@@ -423,7 +416,7 @@ class ManagedServer:
             headers=c.headers,
             timeout=c.timeout,
             on_status=remote.saw_status,
-            **self._http_faults(),
+            faults=faults,
         )
         return remote
 

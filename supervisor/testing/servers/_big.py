@@ -91,8 +91,9 @@ class BigServer:
             for i in range(tools)
         ]
         self._extra = [
-            types.Tool(name=name, description=f"Extra tool {name}: echoes text.",
-                       input_schema=_TEXT_SCHEMA)
+            types.Tool(
+                name=name, description=f"Extra tool {name}: echoes text.", input_schema=_TEXT_SCHEMA
+            )
             for name in extra_tools
         ]
         self._controls = [
@@ -170,8 +171,7 @@ class BigServer:
             )
         if kind == 2:
             first = self._numbered[0].name if self._numbered else "list_count"
-            return types.Tool(name=first, description="A duplicate name.",
-                              input_schema=_NO_ARGS)
+            return types.Tool(name=first, description="A duplicate name.", input_schema=_NO_ARGS)
         return types.Tool(name="", description="An empty name.", input_schema=_NO_ARGS)
 
     def listed(self) -> list[types.Tool]:
@@ -181,8 +181,14 @@ class BigServer:
             description="Marks the tool list's generation; answers it.",
             input_schema=_NO_ARGS,
         )
-        return [*self._numbered, *self._extra, *self._controls, marker, *self._added,
-                *self._invalid]
+        return [
+            *self._numbered,
+            *self._extra,
+            *self._controls,
+            marker,
+            *self._added,
+            *self._invalid,
+        ]
 
     # -- handlers -----------------------------------------------------------------------
 
@@ -237,8 +243,11 @@ class BigServer:
             added = str(args["name"])
             async with self._changing:
                 self._added.append(
-                    types.Tool(name=added, description=f"Added by change_during({added!r}).",
-                               input_schema=_NO_ARGS)
+                    types.Tool(
+                        name=added,
+                        description=f"Added by change_during({added!r}).",
+                        input_schema=_NO_ARGS,
+                    )
                 )
                 self.version += 1
                 await self._announce(ctx)
@@ -293,10 +302,16 @@ def make_big(
     exit_code: int = 1,
 ) -> BigServer:
     """Build a ``big`` server; serve ``.server`` (a low-level ``Server``)."""
-    recorder = ExecutionRecorder(count_file=count_file, crash_after=crash_after,
-                                 exit_code=exit_code)
-    return BigServer(tools=tools, page_size=page_size, invalid=invalid,
-                     extra_tools=extra_tools, recorder=recorder)
+    recorder = ExecutionRecorder(
+        count_file=count_file, crash_after=crash_after, exit_code=exit_code
+    )
+    return BigServer(
+        tools=tools,
+        page_size=page_size,
+        invalid=invalid,
+        extra_tools=extra_tools,
+        recorder=recorder,
+    )
 
 
 async def serve_big_stdio(big: BigServer) -> None:

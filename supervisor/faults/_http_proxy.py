@@ -1,0 +1,364 @@
+"""The chaos HTTP proxy: a Streamable HTTP reverse proxy that injects a fault plan between
+any MCP client and a remote MCP server (``mcp-supervisor chaos --listen HOST:PORT
+--upstream URL``).
+
+Point the client at ``http://HOST:PORT/mcp``. Each request there is forwarded to the
+upstream URL by an ``httpx2.AsyncClient`` whose transport is a
+:class:`~._http.FaultyHTTPTransport`, so the proxy injects exactly what a supervisor
+with the same plan would: the answer, JSON or an event stream (a POST's or the GET
+stream's), is streamed back as it comes. Headers pass both ways, ``Mcp-Session-Id`` and
+``MCP-Protocol-Version`` among them, except the hop-by-hop ones; a request for any other
+path goes to the same path on the upstream's origin, without faults.
+
+What HTTP cannot say through a proxy is said as near as it can be: an injected ``kill``
+(or an upstream whose connection broke) drops the client's connection after a ``200``
+status line, before any body; an upstream that cannot be reached is ``502``. It is an
+ASGI application served by hypercorn under trio; cancelling :func:`run_http_proxy` stops
+it gracefully (open requests get :data:`GRACEFUL_TIMEOUT` seconds).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+from typing import Any
+
+import httpx2
+import trio
+from hypercorn.config import Config, Sockets
+from hypercorn.logging import Logger
+from hypercorn.trio import serve
+
+from ..log import get_logger
+from ._engine import FaultEngine, Injected
+from ._http import BYPASS, FaultyHTTPTransport
+from ._plan import Plan
+
+__all__ = ["ENDPOINT", "GRACEFUL_TIMEOUT", "run_http_proxy"]
+
+log = get_logger("supervisor.faults.proxy")
+
+#: The path the proxy serves MCP on.
+ENDPOINT = "/mcp"
+#: Largest request body forwarded, in bytes (MCP messages are far smaller).
+MAX_REQUEST_BYTES = 64 * 2**20
+#: How long open requests get to finish when the proxy stops.
+GRACEFUL_TIMEOUT = 2.0
+#: How long a stopping proxy may take before what is left is cancelled.
+_SHUTDOWN_TIMEOUT = GRACEFUL_TIMEOUT + 2.0
+#: How long the upstream gets to accept a connection (reads wait as long as they must:
+#: an event stream may be quiet for hours).
+CONNECT_TIMEOUT = 10.0
+
+#: Headers that concern one connection only, never forwarded (RFC 9110, 7.6.1).
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_REQUEST_SKIP = HOP_BY_HOP | {"host", "content-length"}
+_RESPONSE_SKIP = HOP_BY_HOP | {"date", "server"}  # hypercorn writes its own date
+
+Scope = dict[str, Any]
+Receive = Any
+Send = Any
+
+
+class _Log(Logger):
+    """Hypercorn's warnings and errors, into the supervisor's log."""
+
+    async def warning(self, message: str, *args: Any, **kwargs: Any) -> None:
+        log.warning(message % args if args else message, exc_info=kwargs.get("exc_info"))
+
+    async def error(self, message: str, *args: Any, **kwargs: Any) -> None:
+        log.error(message % args if args else message, exc_info=kwargs.get("exc_info"))
+
+    async def critical(self, message: str, *args: Any, **kwargs: Any) -> None:
+        log.critical(message % args if args else message, exc_info=kwargs.get("exc_info"))
+
+    async def exception(self, message: str, *args: Any, **kwargs: Any) -> None:
+        log.error(message % args if args else message, exc_info=True)
+
+
+class _Config(Config):
+    """A hypercorn config that serves sockets bound beforehand (so that a bind error is
+    raised as itself, before anything runs)."""
+
+    def __init__(self, sockets: list[socket.socket]) -> None:
+        self._sockets = sockets
+
+    def create_sockets(self) -> Sockets:
+        return Sockets(secure_sockets=[], insecure_sockets=list(self._sockets), quic_sockets=[])
+
+
+async def _listen(host: str, port: int) -> list[socket.socket]:
+    """Listening sockets for ``host:port`` (one, for port 0), which the caller closes."""
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    if port == 0:
+        for extra in listeners[1:]:
+            await extra.aclose()
+        listeners = listeners[:1]
+    sockets = [socket.socket(fileno=listener.socket.detach()) for listener in listeners]
+    for sock in sockets:
+        sock.setblocking(False)
+    return sockets
+
+
+def _url_host(host: str) -> str:
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if address.is_unspecified:
+        return "[::1]" if address.version == 6 else "127.0.0.1"
+    return f"[{host}]" if address.version == 6 else host
+
+
+def _config(sockets: list[socket.socket]) -> Config:
+    config = _Config(sockets)
+    config.logger_class = _Log
+    config.accesslog = None
+    config.errorlog = None
+    config.include_server_header = False
+    config.graceful_timeout = GRACEFUL_TIMEOUT
+    return config
+
+
+def safe_url(url: str | httpx2.URL) -> str:
+    """``url`` without user-info and query string, either of which may hold a secret."""
+    parsed = httpx2.URL(str(url))
+    return str(parsed.copy_with(userinfo=b"", query=None, fragment=None))
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Gone(Exception):
+    pass
+
+
+async def _read_body(receive: Receive) -> bytes:
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Gone
+        body += message.get("body", b"")
+        if len(body) > MAX_REQUEST_BYTES:
+            raise _TooLarge
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+async def _plain(send: Send, status: int, text: str) -> None:
+    body = text.encode() + b"\n"
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _drop(send: Send) -> None:
+    """Drop the connection without an answer, as near as ASGI allows: a status line and no
+    body, then the connection closes (the app returns with the body unfinished)."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+
+
+async def _once(chunk: bytes) -> AsyncIterator[bytes]:
+    yield chunk
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
+
+
+class _ProxyApp:
+    """The ASGI application: every request forwarded through ``client``."""
+
+    def __init__(self, client: httpx2.AsyncClient, upstream: httpx2.URL) -> None:
+        self.client = client
+        self.upstream = upstream
+        self._shown = safe_url(upstream)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return  # a WebSocket: refused (403) by the server
+        try:
+            body = await _read_body(receive)
+        except _Gone:
+            return
+        except _TooLarge:
+            await _plain(send, 413, f"chaos: a request body is at most {MAX_REQUEST_BYTES} bytes")
+            return
+        request = self._request(scope, body)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
+            try:
+                await self._relay(request, send)
+            except Exception:
+                log.warning("chaos proxy request failed", exc_info=True)
+            nursery.cancel_scope.cancel()
+
+    def _request(self, scope: Scope, body: bytes) -> httpx2.Request:
+        path = scope.get("path", "/")
+        query = bytes(scope.get("query_string", b""))
+        extensions: dict[str, object] = {}
+        if path.rstrip("/") == ENDPOINT:
+            url = self.upstream.copy_with(query=query) if query else self.upstream
+        else:
+            raw_path = bytes(scope.get("raw_path") or path.encode())
+            url = self.upstream.copy_with(raw_path=raw_path + (b"?" + query if query else b""))
+            extensions[BYPASS] = True
+        headers = [
+            (bytes(name), bytes(value))
+            for name, value in scope.get("headers", ())
+            if bytes(name).decode("latin-1").lower() not in _REQUEST_SKIP
+        ]
+        return self.client.build_request(
+            scope.get("method", "GET"), url, headers=headers, content=body, extensions=extensions
+        )
+
+    async def _relay(self, request: httpx2.Request, send: Send) -> None:
+        try:
+            response = await self.client.send(request, stream=True)
+        except (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.UnsupportedProtocol) as exc:
+            await _plain(send, 502, f"chaos: cannot reach the upstream {self._shown}: {exc}")
+            return
+        except httpx2.TransportError:
+            await _drop(send)  # a kill, or the upstream's connection broke
+            return
+        try:
+            headers = [
+                (name.encode("latin-1"), value.encode("latin-1"))
+                for name, value in response.headers.multi_items()
+                if name.lower() not in _RESPONSE_SKIP
+            ]
+            await send(
+                {"type": "http.response.start", "status": response.status_code, "headers": headers}
+            )
+            try:
+                # an answer the plan rewrote is in memory already; others stream through
+                chunks = _once(response.content) if response.is_stream_consumed else None
+                async for chunk in chunks or response.aiter_raw():
+                    if chunk:
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except httpx2.TransportError:
+                return  # broken upstream: so is the client's connection (the body is unfinished)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            with trio.CancelScope(shield=True):
+                await response.aclose()
+
+
+async def run_http_proxy(
+    plan: Plan,
+    listen_host: str,
+    listen_port: int,
+    upstream_url: str,
+    *,
+    engine: FaultEngine | None = None,
+    on_inject: Callable[[Injected], None] | None = None,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve a fault-injecting proxy of ``upstream_url`` on ``listen_host:listen_port``
+    until cancelled; start it with ``nursery.start``, which returns the proxy's MCP URL
+    (``http://127.0.0.1:PORT/mcp``; port 0 picks a free one).
+
+    ``engine`` may be passed to read its fault log afterwards; ``on_inject`` is called with
+    each fault as it is injected. Raises :class:`~._plan.PlanError` for a plan the proxy
+    cannot carry out, ``ValueError`` for an upstream that is not an ``http(s)`` URL and
+    ``OSError`` when the address cannot be bound.
+    """
+    plan.check_supported("an HTTP proxy (chaos --listen)", http=True)
+    upstream = httpx2.URL(upstream_url)
+    if upstream.scheme not in ("http", "https") or not upstream.host:
+        raise ValueError(f"the upstream must be an http:// or https:// URL, not {upstream_url!r}")
+    if engine is None:
+        engine = FaultEngine(plan, on_inject=on_inject)
+    transport = FaultyHTTPTransport(httpx2.AsyncHTTPTransport(), engine)
+    client = httpx2.AsyncClient(
+        transport=transport,
+        timeout=httpx2.Timeout(CONNECT_TIMEOUT, read=None, write=None, pool=None),
+        follow_redirects=False,
+    )
+    sockets = await _listen(listen_host, listen_port)
+    try:
+        host, port = sockets[0].getsockname()[:2]
+        url = f"http://{_url_host(host)}:{port}{ENDPOINT}"
+        app = _ProxyApp(client, upstream)
+        server_scope = trio.CancelScope(shield=True)
+        stopping = trio.Event()
+        async with client, trio.open_nursery() as nursery:
+            transport.start()
+            try:
+                await nursery.start(partial(_serve, app, _config(sockets), stopping, server_scope))
+                log.info("chaos proxy listening", url=url, upstream=safe_url(upstream))
+                task_status.started(url)
+                await trio.sleep_forever()
+            finally:
+                stopping.set()
+                server_scope.deadline = min(
+                    server_scope.deadline, trio.current_time() + _SHUTDOWN_TIMEOUT
+                )
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+async def _serve(
+    app: _ProxyApp,
+    config: Config,
+    stopping: trio.Event,
+    scope: trio.CancelScope,
+    *,
+    task_status: trio.TaskStatus[list[str]],
+) -> None:
+    """Hypercorn, in ``scope`` (shielded from the proxy's cancellation), until ``stopping``
+    is set: then a graceful shutdown, bounded by the scope's deadline."""
+    with scope:
+        await serve(
+            app,  # type: ignore[arg-type]
+            config,
+            shutdown_trigger=stopping.wait,  # type: ignore[arg-type]
+            task_status=task_status,
+        )
