@@ -10,6 +10,11 @@ stderr once listening). It runs until a signal stops it (130, 143, 129).
 
 Each fault is said on stderr as it is injected (``--quiet``: not), and ``--faults-log
 PATH`` writes them all as JSON when the proxy ends.
+
+``chaos soak --servers N --duration S --seed K [--report DIR]`` runs the soak
+(:func:`supervisor.faults.run_soak`): fixture servers of mixed transports under random
+seeded plans with continuous calls, then the checker's verdict; exit 0 when it finds
+nothing wrong, 1 when it does.
 """
 
 from __future__ import annotations
@@ -26,10 +31,113 @@ from ._serve import dashboard_address
 __all__ = ["register"]
 
 
+def _soak_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcp-supervisor chaos soak",
+        description="Run fixture MCP servers of mixed transports (stdio, Streamable HTTP, "
+        "WebSocket, legacy SSE) under random fault plans drawn from the seed, with "
+        "continuous concurrent calls, for --duration seconds; then the faults stop and every "
+        "server must answer again. Exit 0 if the checker finds no call lost, duplicated or "
+        "past its deadline, no process left behind and memory and descriptors bounded; 1 "
+        "otherwise; 2 for a usage error.",
+    )
+    parser.add_argument(
+        "--servers", type=_servers, default=8, metavar="N", help="how many servers (default 8)"
+    )
+    parser.add_argument(
+        "--duration",
+        type=_seconds,
+        default=60.0,
+        metavar="S",
+        help="seconds of faults and calls (default 60)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=_seed,
+        default=None,
+        metavar="K",
+        help="the seed the plans and calls are drawn from (default 0)",
+    )
+    parser.add_argument(
+        "--concurrency", type=_servers, default=8, metavar="C", help="callers at once (default 8)"
+    )
+    parser.add_argument(
+        "--report", default=None, metavar="DIR", help="write soak.json and soak.html to DIR"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the verdict as one JSON document on stdout"
+    )
+    return parser
+
+
+def _servers(text: str) -> int:
+    value = _seed(text)
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError("must be 1 to 64")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 1 <= value <= 86_400:
+        raise argparse.ArgumentTypeError("must be 1 to 86400 seconds")
+    return value
+
+
+def _cmd_soak(args: argparse.Namespace, argv: list[str]) -> int:
+    import sys
+
+    from ..faults import SoakOptions, SoakResult, run_soak
+    from ..log import configure_logging
+
+    try:
+        soak = _soak_parser().parse_args(argv)
+    except SystemExit as exc:  # argparse said why on stderr
+        return int(exc.code or 0)
+    if not getattr(args, "verbose", 0):  # the faults' own warnings are the point: quiet
+        configure_logging(level="error", stream=sys.stderr, force=True)
+    seed = soak.seed if soak.seed is not None else (args.seed or 0)
+    options = SoakOptions(
+        servers=soak.servers,
+        duration=soak.duration,
+        seed=seed,
+        concurrency=soak.concurrency,
+        report_dir=None if soak.report is None else Path(soak.report),
+    )
+    results: list[SoakResult] = []
+
+    async def soaking() -> int:
+        results.append(await run_soak(options, progress=say))
+        return 0
+
+    stopped = run(soaking)
+    if not results:  # stopped by a signal: the servers are stopped, nothing is judged
+        return stopped
+    result = results[0]
+    verdict = result.verdict
+    if soak.json:
+        from ._common import print_json
+
+        print_json(verdict.to_builtins())
+    else:
+        print(verdict.summary())
+        for problem in verdict.problems:
+            print(f"  - {problem}")
+        print(f"{result.calls} calls, {result.faults} faults injected, seed {seed}")
+        if result.report_html is not None:
+            print(f"report: {result.report_html}")
+    return 0 if verdict.ok else EXIT_FAILURE
+
+
 def _cmd_chaos(args: argparse.Namespace) -> int:
     from ..faults import FaultEngine, PlanError, load_plan
 
     rest = list(args.rest)
+    if rest[:1] == ["soak"]:
+        return _cmd_soak(args, rest[1:])
     http = args.listen is not None or args.upstream is not None
     if http:
         if args.listen is None or args.upstream is None:
