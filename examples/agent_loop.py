@@ -119,9 +119,7 @@ def builtin_config() -> dict[str, object]:
         # Restart after 0.25 s, 0.5 s, 1 s ... at most 2 s apart; the count starts over once
         # a server stayed up 1.5 s, and a server is given up on after 20 restarts in a row.
         "supervisor": {
-            "backoff": {
-                "local": {"initial": 0.25, "max": 2, "stableAfter": 1.5, "maxAttempts": 20}
-            }
+            "backoff": {"local": {"initial": 0.25, "max": 2, "stableAfter": 1.5, "maxAttempts": 20}}
         },
     }
 
@@ -258,7 +256,11 @@ class Stats:
 
 
 async def perform(
-    sup: SupervisorHandle, fleet: Fleet, task: Task, round_number: int, stats: Stats,
+    sup: SupervisorHandle,
+    fleet: Fleet,
+    task: Task,
+    round_number: int,
+    stats: Stats,
     timeout: float,
 ) -> str:
     """Make the task's call, falling back across servers; return what happened, in brief."""
@@ -270,8 +272,9 @@ async def perform(
     # Skip servers known to be down. If all are, try them anyway: a call to a server
     # that is restarting waits in its mailbox and is served once it is back (or times out).
     up = [route for route in options if fleet.usable(route.server)]
-    notes = [f"{route.server} {fleet.state.get(route.server)}" for route in options
-             if route not in up]
+    notes = [
+        f"{route.server} {fleet.state.get(route.server)}" for route in options if route not in up
+    ]
     arguments = task.arguments_for(round_number)
     for route in up or options:
         started = trio.current_time()
@@ -291,8 +294,10 @@ async def perform(
                 notes.append(f"{route.server} {kind}")
                 continue
             stats.failed += 1
-            return (f"{task.tool}: {route.server} {kind}, not retried: it may have run "
-                    "and the tool is not idempotent")
+            return (
+                f"{task.tool}: {route.server} {kind}, not retried: it may have run "
+                "and the tool is not idempotent"
+            )
         except ToolError as exc:
             # The tool ran and said it failed: the request's fault, not the server's.
             stats.errors["tool error"] += 1
@@ -311,8 +316,10 @@ async def perform(
         stats.answered_by[route.server] += 1
         if route is not options[0]:
             stats.fallbacks += 1
-            return (f"{task.tool}: {', '.join(notes)} -> fell back to {route.server}: "
-                    f"ok {answer} ({took:.0f} ms)")
+            return (
+                f"{task.tool}: {', '.join(notes)} -> fell back to {route.server}: "
+                f"ok {answer} ({took:.0f} ms)"
+            )
         return f"{task.tool}: {route.server} ok {answer} ({took:.0f} ms)"
     stats.failed += 1
     return f"{task.tool}: {', '.join(notes)} -> no server left to try"
@@ -339,7 +346,10 @@ def say(line: str) -> None:
 
 
 async def agent_loop(
-    sup: SupervisorHandle, fleet: Fleet, tasks: Sequence[Task], args: argparse.Namespace,
+    sup: SupervisorHandle,
+    fleet: Fleet,
+    tasks: Sequence[Task],
+    args: argparse.Namespace,
     stats: Stats,
 ) -> None:
     """Round after round, each task in turn, until ``--rounds`` (or forever)."""
@@ -380,8 +390,10 @@ async def main(args: argparse.Namespace) -> int:
             await sup.tools()  # connect every server once, to learn what it offers
             fleet = Fleet(sup)
             if not any(routes(sup, task) for task in args.tasks):
-                print("no server offers any of the tools to call; pass --task TOOL=JSON",
-                      file=sys.stderr)
+                print(
+                    "no server offers any of the tools to call; pass --task TOOL=JSON",
+                    file=sys.stderr,
+                )
                 return 2
             say("servers: " + ", ".join(f"{n} {s}" for n, s in fleet.state.items()))
             async with trio.open_nursery() as nursery:
@@ -397,12 +409,16 @@ async def main(args: argparse.Namespace) -> int:
 def report(sup: SupervisorHandle, stats: Stats, elapsed: float) -> None:
     """The final summary: calls, fallbacks, errors by type, and each server's state."""
     answered = ", ".join(f"{n} {c}" for n, c in sorted(stats.answered_by.items()))
-    say(f"summary: {stats.rounds} rounds in {elapsed:.1f} s; calls ok: {stats.ok} "
-        f"({answered or 'none'}); fallbacks: {stats.fallbacks}; failed: {stats.failed}")
+    say(
+        f"summary: {stats.rounds} rounds in {elapsed:.1f} s; calls ok: {stats.ok} "
+        f"({answered or 'none'}); fallbacks: {stats.fallbacks}; failed: {stats.failed}"
+    )
     errors = ", ".join(f"{kind} {n}" for kind, n in stats.errors.most_common())
     say(f"errors by type: {errors or 'none'}")
-    status = ", ".join(f"{name} {record.status} (restarts {record.restarts})"
-                       for name, record in sup.status().items())
+    status = ", ".join(
+        f"{name} {record.status} (restarts {record.restarts})"
+        for name, record in sup.status().items()
+    )
     say(f"servers at the end: {status}")
 
 
@@ -424,21 +440,51 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="A long-running agent loop over supervised MCP servers, with fallback.",
     )
-    parser.add_argument("--config", metavar="PATH",
-                        help="your MCP config (default: two built-in fixture servers)")
-    parser.add_argument("--task", action="append", default=[], metavar="TOOL[=JSON]",
-                        help="a tool to call every round, with its arguments (repeatable); "
-                        "default: echo and add")
-    parser.add_argument("--rounds", type=int, default=0, metavar="N",
-                        help="stop after N rounds (default: run until Ctrl-C)")
-    parser.add_argument("--duration", type=float, default=0, metavar="S",
-                        help="stop after S seconds (default: run until Ctrl-C)")
-    parser.add_argument("--interval", type=float, default=0.5, metavar="S",
-                        help="pause between rounds (default: 0.5)")
-    parser.add_argument("--call-timeout", type=float, default=5.0, metavar="S",
-                        help="give up on one call after S seconds (default: 5)")
-    parser.add_argument("--revive-after", type=float, default=10.0, metavar="S",
-                        help="restart a failed server after S seconds; 0: never (default: 10)")
+    parser.add_argument(
+        "--config", metavar="PATH", help="your MCP config (default: two built-in fixture servers)"
+    )
+    parser.add_argument(
+        "--task",
+        action="append",
+        default=[],
+        metavar="TOOL[=JSON]",
+        help="a tool to call every round, with its arguments (repeatable); default: echo and add",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=0,
+        metavar="N",
+        help="stop after N rounds (default: run until Ctrl-C)",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=0,
+        metavar="S",
+        help="stop after S seconds (default: run until Ctrl-C)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=0.5,
+        metavar="S",
+        help="pause between rounds (default: 0.5)",
+    )
+    parser.add_argument(
+        "--call-timeout",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="give up on one call after S seconds (default: 5)",
+    )
+    parser.add_argument(
+        "--revive-after",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="restart a failed server after S seconds; 0: never (default: 10)",
+    )
     parser.add_argument("--verbose", action="store_true", help="the supervisor's info logs")
     args = parser.parse_args(argv)
     try:

@@ -250,3 +250,25 @@ async def test_flaky_server_serves_over_http_and_fails_every_nth_fetch() -> None
             assert (url_again, port_again) == (url, port) and again.pid != process.pid
             again.kill()
     assert not alive(process.pid) and not alive(again.pid)
+
+
+def test_the_agent_under_faults_example_passes_its_own_tests() -> None:
+    """examples/test_agent_under_faults.py runs under pytest as its docstring says, with
+    the plugin that comes with the package."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(ROOT / "examples" / "test_agent_under_faults.py"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 passed" in done.stdout
