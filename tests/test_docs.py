@@ -42,17 +42,23 @@ def _parsers() -> dict[str, set[str]]:
 
     parser = build_parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return {
+    from supervisor.cli._chaos import _soak_parser
+
+    found = {
         name: {o for action in sub._actions for o in action.option_strings}
         for name, sub in commands.choices.items()
     }
+    found["chaos soak"] = {o for action in _soak_parser()._actions for o in action.option_strings}
+    return found
 
 
 def _mentions(text: str) -> list[tuple[str, str]]:
     """``(sentence, command line)`` for every ``mcp-supervisor …`` in inline code or a
     code block, and every inline code span that starts with a subcommand's name."""
     found = []
-    for block in re.findall(r"```(?:sh|bash|text|console)?\n(.*?)```", text, re.S):
+    for language, block in re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M):
+        if language not in ("", "sh", "bash", "text", "console"):
+            continue
         for line in block.splitlines():
             line = line.lstrip("$ ").strip()
             if line.startswith("mcp-supervisor ") and not line.startswith("mcp-supervisor: "):
@@ -76,10 +82,14 @@ def test_the_mention_check_finds_what_does_not_exist() -> None:
     page = (
         "Run `mcp-supervisor frobnicate --config F`, or `status --shiny`.\n\n"
         "```sh\nmcp-supervisor tools --config F --colour\n```\n\n"
-        "Still to come: `serve --stdio`. And `status --json` works.\n"
+        "Still to come: `serve --stdio`. And `status --json` works.\n\n"
+        '```json\n{"a": 1}\n```\n\nProse between blocks.\n\n'
+        "```sh\nmcp-supervisor chaos soak --servers 2 --shiny\n"
+        "mcp-supervisor chaos --plan p.json -- server --its-own-option\n```\n"
     )
     assert _wrong_mentions(page) == [
         "tools has no option --colour ('mcp-supervisor tools --config F --colour')",
+        "chaos soak has no option --shiny ('mcp-supervisor chaos soak --servers 2 --shiny')",
         "unknown command in 'mcp-supervisor frobnicate --config F'",
         "status has no option --shiny ('status --shiny')",
     ]
@@ -101,9 +111,13 @@ def _wrong_mentions(text: str) -> list[str]:
                 continue
         elif not words or words[0] not in parsers or len(words) == 1:
             continue  # prose that happens to be a command's name ("status")
-        command = words[0]
-        for word in words[1:]:
+        command, rest = words[0].rstrip(":"), words[1:]
+        if command == "chaos" and rest[:1] == ["soak"]:
+            command, rest = "chaos soak", rest[1:]
+        for word in rest:
             option = word.split("=", 1)[0].strip("[]|,.;)(")
+            if option == "--":
+                break  # what follows is the server's own command line
             if option.startswith("--") and option not in parsers[command]:
                 wrong.append(f"{command} has no option {option} ({span!r})")
     return wrong
