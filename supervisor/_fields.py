@@ -84,7 +84,10 @@ def _bool(value: object) -> bool:
 def _number(value: object, *, minimum: float = 0.0, inclusive: bool = False) -> float:
     _want(value, int | float, "a number")
     assert isinstance(value, int | float)
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too large for a float
+        raise _Bad("is too large a number") from None
     if not math.isfinite(number):
         raise _Bad("must be a finite number")
     if number < minimum or (number == minimum and not inclusive):

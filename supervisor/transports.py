@@ -226,13 +226,15 @@ class StdioTransport:
 
     While entered: ``pid`` is the server's pid (``on_spawn`` hears it), each stderr line
     (decoded, redacted) goes to ``on_stderr`` and into ``stderr_tail``; a line on stdout
-    that is not JSON-RPC is a :class:`ProtocolViolation` that closes the connection. A
-    line longer than ``max_message_bytes`` is skipped (read and dropped up to its end,
-    never held in memory) and the connection stays up: if it was the answer to a request,
+    that is not JSON-RPC (a last one without its newline included) is a
+    :class:`ProtocolViolation` that closes the connection. A line longer than
+    ``max_message_bytes`` is skipped (read and dropped up to its end, never held in
+    memory) and the connection stays up: if it was the answer to a request,
     that request gets an error instead (code :data:`RESULT_TOO_LARGE`, naming the limit
     and its size), which the supervisor raises as
     :class:`~supervisor.errors.ResultTooLarge`. ``closed`` is set when the
-    connection is gone (exit, end of stdout, violation) and ``failure`` holds why;
+    connection is gone (exit, end of stdout, violation; a process that closes its stdout
+    but does not exit within ``grace`` seconds is a failure) and ``failure`` holds why;
     requests still waiting then fail with the SDK's "Connection closed". Leaving closes
     stdin, waits ``grace`` seconds, sends SIGTERM to the process group, waits
     ``kill_after`` more, then SIGKILL — shielded from cancellation and bounded, so
@@ -345,6 +347,13 @@ class StdioTransport:
                 # Missing, not executable, or a bad cwd: no retry will find it meanwhile.
                 retryable=exc.errno not in _PERMANENT_SPAWN_ERRORS,
             ) from exc
+        except ValueError as exc:  # a NUL character, or text the OS encoding cannot hold
+            raise ServerExited(
+                f"MCP server {self.name!r} could not be started: its command, arguments, "
+                f"env or cwd cannot be given to a process ({exc})",
+                exit_code=None,
+                retryable=False,
+            ) from exc
         self._process = process
         self.pid = process.pid
         if self.on_spawn is not None:
@@ -393,8 +402,11 @@ class StdioTransport:
         try:
             while True:
                 chunk = await process.stdout.receive_some(65536)
-                if not chunk:
-                    break
+                ended = not chunk
+                if ended:  # a last line without its newline is a line all the same
+                    if skipping is None and not buffer:
+                        break
+                    chunk = b"\n"
                 if skipping is not None:
                     end = chunk.find(b"\n")
                     skipping.add(chunk if end < 0 else chunk[:end])
@@ -420,6 +432,8 @@ class StdioTransport:
                 if len(buffer) > limit:
                     skipping = _Skipped(bytes(buffer))
                     buffer.clear()
+                if ended:
+                    break
         except ProtocolViolation as exc:
             self._fail(exc)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, trio.ClosedResourceError):
@@ -427,8 +441,20 @@ class StdioTransport:
         except OSError as exc:
             self._fail(TransportError(f"reading from MCP server {self.name!r} failed: {exc}"))
         else:
-            # End of stdout: the process is exiting, or closed its stdout on purpose.
-            await self._wait_exit(process)
+            # End of stdout: the process is exiting — or it closed its stdout and lives
+            # on, unable to answer anything: the connection is gone either way.
+            with trio.move_on_after(self.grace):
+                await process.wait()
+            if process.returncode is None and not self._stopping:
+                self._fail(
+                    TransportError(
+                        f"MCP server {self.name!r} (pid {self.pid}) closed its stdout but "
+                        "is still running; stdout carries its MCP messages, so it can no "
+                        "longer answer"
+                    )
+                )
+            else:
+                await self._wait_exit(process)
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             await to_session.aclose()
 
@@ -752,7 +778,13 @@ def http_client(
 
 def _safe_url(url: str) -> str:
     """``url`` without user-info and query string, either of which may hold a secret."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # one urlsplit refuses (an unclosed IPv6 "[", say): cut it by hand
+        head = re.split(r"[?#]", url, maxsplit=1)[0]
+        scheme, sep, rest = head.partition("://")
+        netloc, slash, path = rest.partition("/")
+        return f"{scheme}://{netloc.rpartition('@')[2]}{slash}{path}" if sep else head
     netloc = parts.netloc.rpartition("@")[2]
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 

@@ -20,6 +20,7 @@ from ._validate import (
     _join,
     _nonempty,
     _object,
+    _split_url,
     _str,
     _unknown_field,
     _want,
@@ -43,7 +44,7 @@ def _scopes(value: object) -> tuple[str, ...]:
 
 def _loopback_http(value: object) -> str:
     url = _str(value)
-    parts = urlsplit(url)
+    parts = _split_url(url)
     if parts.scheme != "http" or parts.hostname not in _LOOPBACK_HOSTS:
         raise _Bad("must be an http:// URL on a loopback host (127.0.0.1, localhost or [::1])")
     try:
@@ -55,7 +56,7 @@ def _loopback_http(value: object) -> str:
 
 def _metadata_url(value: object) -> str:
     url = _str(value)
-    parts = urlsplit(url)
+    parts = _split_url(url)
     loopback = parts.hostname in _LOOPBACK_HOSTS
     if not parts.hostname or not (parts.scheme == "https" or (parts.scheme == "http" and loopback)):
         raise _Bad("must be an https:// URL")

@@ -16,6 +16,7 @@ no server was found).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator, Mapping
 
@@ -79,7 +80,8 @@ class _Document:
         for section in (k for k in document if k in _SERVER_SECTIONS):
             for name, raw, p, style in self._entries(document[section], section):
                 if name in defined:
-                    errors.add(p, f'server "{name}" is also defined at {defined[name]}')
+                    # json.dumps: a name may hold a quote or a line break
+                    errors.add(p, f"server {json.dumps(name)} is also defined at {defined[name]}")
                     continue
                 defined[name] = p
                 draft = _Draft.parse(errors, settings, style, name, raw, p, self.base)

@@ -129,6 +129,10 @@ def _read_document(path: Path, label: str, limit: int) -> tuple[object, int]:
         document = json.loads(_strip_jsonc(text), object_pairs_hook=_Object)
     except json.JSONDecodeError as exc:
         raise fail(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise fail("invalid JSON: arrays or objects nested too deeply") from None
+    except ValueError:  # int(): more digits than sys.get_int_max_str_digits()
+        raise fail("invalid JSON: a number with too many digits") from None
     return document, len(data)
 
 
@@ -148,8 +152,11 @@ class _Object(dict[str, object]):
         self.duplicates = [key for key, n in counts.items() if n > 1]
 
 
-_COMMENTS = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/', re.S)
-_TRAILING_COMMAS = re.compile(r'"(?:[^"\\]|\\.)*"|,(?=\s*[}\]])')
+# A string or a /* comment left open runs to the end of the text: matched once, so that an
+# unterminated one is not scanned again from each later quote (quadratic in the file size).
+_STRING = r'"(?:[^"\\]|\\.)*(?:"|\\?\Z)'
+_COMMENTS = re.compile(_STRING + r"|//[^\n]*|/\*(?:.*?\*/|.*)", re.S)
+_TRAILING_COMMAS = re.compile(_STRING + r"|,(?=\s*[}\]])", re.S)
 
 
 def _strip_jsonc(text: str) -> str:
@@ -157,8 +164,8 @@ def _strip_jsonc(text: str) -> str:
 
     def blank(m: re.Match[str]) -> str:
         s = m.group()
-        if s.startswith('"'):
-            return s
+        if s.startswith('"') or (s.startswith("/*") and (len(s) < 4 or not s.endswith("*/"))):
+            return s  # a string, or an unterminated comment: left to the JSON parser
         if s == ",":
             before = m.start() - 1
             while before >= 0 and m.string[before].isspace():

@@ -81,7 +81,11 @@ def _query(url: str) -> list[tuple[str, str]]:
 
 def masked_url(url: str) -> str:
     """``url`` with the values of secret-looking query parameters replaced by ``***``."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # one urlsplit refuses (an unclosed IPv6 "[", say): mask all its query
+        base, sep, _ = url.partition("?")
+        return f"{base}?***" if sep else url
     if not parts.query:
         return url
     query = "&".join(

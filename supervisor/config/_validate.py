@@ -7,7 +7,7 @@ problems — is defined here.
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from .._fields import (
     _Bad,
@@ -52,15 +52,28 @@ __all__ = [
     "_str_list",
     "_unknown_field",
     "_want",
+    "_split_url",
     "_url_problem",
 ]
+
+
+def _split_url(url: str) -> SplitResult:
+    """``urlsplit(url)``; ``_Bad`` (not quoting the URL) for one it refuses: an unclosed
+    IPv6 ``[``, or a host with characters that NFKC normalisation turns into separators."""
+    try:
+        return urlsplit(url)
+    except ValueError:
+        raise _Bad("URL is malformed (an invalid host or IPv6 address)") from None
 
 
 def _url_problem(url: str, type_: ServerType) -> str | None:
     """Why ``url`` cannot be used for a server of this type, or ``None``. Never quotes it."""
     if any(c.isspace() or ord(c) < 32 for c in url):
         return "URL contains whitespace or control characters"
-    parts = urlsplit(url)
+    try:
+        parts = _split_url(url)
+    except _Bad as exc:
+        return str(exc)
     schemes = ("ws", "wss") if type_ is ServerType.WS else ("http", "https")
     if parts.scheme.lower() not in schemes:
         return f"URL must start with {schemes[0]}:// or {schemes[1]}://"

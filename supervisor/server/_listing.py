@@ -78,7 +78,15 @@ class Listings:
         try:
             while (client := self._client()) is not None:
                 self._relist_again = False
-                tools = await self.all_tools(client)
+                try:
+                    tools = await self.all_tools(client)
+                except MCPError as exc:
+                    if exc.code != types.CONNECTION_CLOSED:
+                        raise
+                    # The connection died under the fetch: the session reports why (the
+                    # transport's reason); raising here would end the incarnation first,
+                    # with only "Connection closed" to say.
+                    return
                 server = self.server
                 before = {t.name: t for t in server.tools}
                 server.tools = tools
