@@ -12,7 +12,7 @@ Each fault is said on stderr as it is injected (``--quiet``: not), and ``--fault
 PATH`` writes them all as JSON when the proxy ends.
 
 ``chaos soak --servers N --duration S --seed K [--report DIR]`` runs the soak
-(:func:`supervisor.faults.run_soak`): fixture servers of mixed transports under random
+(:func:`supervisor.testing.run_soak`): fixture servers of mixed transports under random
 seeded plans with continuous calls, then the checker's verdict; exit 0 when it finds
 nothing wrong, 1 when it does.
 """
@@ -90,8 +90,8 @@ def _seconds(text: str) -> float:
 def _cmd_soak(args: argparse.Namespace, argv: list[str]) -> int:
     import sys
 
-    from ..faults import SoakOptions, SoakResult, run_soak
     from ..log import configure_logging
+    from ..testing import SoakOptions, SoakResult, run_soak
 
     try:
         soak = _soak_parser().parse_args(argv)

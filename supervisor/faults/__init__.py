@@ -20,8 +20,6 @@ injected, and the checker that judges what a run did (docs/faults.md).
   (:class:`ResourceSampler`, :func:`leftover_processes`).
 - :func:`write_json` and :func:`write_html` write the run's report: its data, and a
   self-contained page with one timeline per server.
-- :func:`run_soak` is ``mcp-supervisor chaos soak``: many servers under random seeded
-  plans with continuous calls, judged by the checker.
 - :class:`FaultyHTTPTransport` carries Streamable HTTP exchanges through an engine (an
   ``httpx2`` transport: supervised remote servers, ``http_transport(faults=...)``);
   :func:`run_http_proxy` is ``mcp-supervisor chaos --listen HOST:PORT --upstream URL``.
@@ -49,7 +47,6 @@ from ._link import Link, Target
 from ._plan import ACTIONS, TO_CLIENT, TO_SERVER, Action, Plan, PlanError, Rule, When, load_plan
 from ._report import render_html, server_states, write_html, write_json
 from ._session import FaultyTransport
-from ._soak import SoakOptions, SoakResult, random_plan, run_soak
 from ._stdio import ProxyEnded, run_stdio_proxy
 
 __all__ = [
@@ -75,8 +72,6 @@ __all__ = [
     "ResourceSampler",
     "Rule",
     "ServerVerdict",
-    "SoakOptions",
-    "SoakResult",
     "Target",
     "Verdict",
     "When",
@@ -87,12 +82,10 @@ __all__ = [
     "leftover_processes",
     "load_plan",
     "open_fds",
-    "random_plan",
     "read_faults",
     "render_html",
     "rss_kb",
     "run_http_proxy",
-    "run_soak",
     "run_stdio_proxy",
     "server_states",
     "spawned_pids",

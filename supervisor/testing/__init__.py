@@ -10,12 +10,15 @@
   under trio; a failure shrinks to its fewest steps. :class:`SupervisorMachine` is one
   ready-made over fixture servers, with the rules ``call``, ``kill``, ``hang``,
   ``resume``, ``list_changed`` and ``restart`` (it needs hypothesis, loaded on first use).
+- :func:`run_soak` (``mcp-supervisor chaos soak``): many fixture servers of mixed
+  transports under random seeded fault plans with continuous calls, judged by the checker.
 - The pytest plugin (:mod:`supervisor.testing.plugin`): the fixtures ``mcp_servers`` and
   ``mcp_checker``.
 """
 
 from ._events import CapturedEvents, EventTimeout, capture_events
 from ._machine import AsyncStateMachine, Step, invariant, precondition, rule
+from ._soak import SoakOptions, SoakResult, random_plan, run_soak
 
 
 def __getattr__(name: str) -> object:
@@ -30,10 +33,14 @@ __all__ = [
     "AsyncStateMachine",
     "CapturedEvents",
     "EventTimeout",
+    "SoakOptions",
+    "SoakResult",
     "Step",
     "SupervisorMachine",
     "capture_events",
     "invariant",
     "precondition",
+    "random_plan",
     "rule",
+    "run_soak",
 ]

@@ -1,4 +1,4 @@
-"""The soak: many servers of mixed transports under a random seeded fault plan, with
+"""The soak (``mcp-supervisor chaos soak``): many servers of mixed transports under a random seeded fault plan, with
 continuous concurrent calls, judged by the checker.
 
 :func:`run_soak` is ``mcp-supervisor chaos soak --servers N --duration S --seed K``. It
@@ -35,7 +35,7 @@ from ..log import get_logger
 
 __all__ = ["SoakOptions", "SoakResult", "random_plan", "run_soak"]
 
-log = get_logger("supervisor.faults")
+log = get_logger("supervisor.testing")
 
 #: The transports of the servers, in turn.
 MIX = ("stdio", "http", "stdio", "ws", "stdio", "http", "stdio", "sse")
@@ -134,12 +134,18 @@ async def run_soak(
 async def _soak(
     options: SoakOptions, counts: Path, directory: Path | None, say: Callable[[str], None]
 ) -> SoakResult:
+    from ..faults import (
+        CallHistory,
+        ResourceSampler,
+        check,
+        leftover_processes,
+        spawned_pids,
+        write_html,
+        write_json,
+    )
     from ..runtime import open_supervisor
-    from ..testing.servers import executions_by_call, make_server, open_http_fixture
     from ..ws import serve_websocket
-    from ._checker import ResourceSampler, check, leftover_processes, spawned_pids
-    from ._history import CallHistory
-    from ._report import write_html, write_json
+    from .servers import executions_by_call, make_server, open_http_fixture
 
     rng = random.Random(f"soak:{options.seed}")
     history = CallHistory()
@@ -154,7 +160,7 @@ async def _soak(
             count_file.unlink(missing_ok=True)
             entry: dict[str, object] = {"approve": False, "initTimeout": 120}
             if transport == "stdio":
-                from ..testing.servers import stdio_params
+                from .servers import stdio_params
 
                 command, args = stdio_params("echo", count_file=count_file)
                 entry.update(command=command, args=args)
