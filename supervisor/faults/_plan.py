@@ -316,9 +316,9 @@ def _action(errors: _Errors, value: object, path: str) -> Action | None:
         if key == "hang_ms":
             return Action("hang", ms=_ms(item))
         if key == "http_status":
-            status = _int(item, minimum=100)
+            status = _int(item, minimum=200)
             if status > 599:
-                raise _Bad("must be an HTTP status, 100 to 599")
+                raise _Bad("must be an HTTP status, 200 to 599 (a final answer, not 1xx)")
             return Action("http_status", status=status)
         if key == "error":
             error = _object(item, 'an object {"code": N, "message": "..."}')

@@ -1,5 +1,5 @@
-"""The soak (``mcp-supervisor chaos soak``): many servers of mixed transports under a random seeded fault plan, with
-continuous concurrent calls, judged by the checker.
+"""The soak (``mcp-supervisor chaos soak``): many servers of mixed transports under a
+random seeded fault plan, with continuous concurrent calls, judged by the checker.
 
 :func:`run_soak` is ``mcp-supervisor chaos soak --servers N --duration S --seed K``. It
 starts N fixture servers — stdio, Streamable HTTP (a process of its own), WebSocket and
@@ -36,6 +36,10 @@ from ..log import get_logger
 __all__ = ["SoakOptions", "SoakResult", "random_plan", "run_soak"]
 
 log = get_logger("supervisor.testing")
+
+#: The supervisor's restart intensity in the soak (max restarts, within seconds), which the
+#: checker holds every server's restarts to: faults cause restarts, but not a crash loop.
+INTENSITY = (100, 10.0)
 
 #: The transports of the servers, in turn.
 MIX = ("stdio", "http", "stdio", "ws", "stdio", "http", "stdio", "sse")
@@ -192,7 +196,10 @@ async def _soak(
                     "local": {"initial": 0.05, "max": 0.5, "maxAttempts": 1000},
                     "remote": {"initial": 0.05, "max": 0.5, "maxAttempts": 1000},
                 },
-                "intensity": {"maxRestarts": 10_000, "withinSeconds": 1},
+                "intensity": {
+                    "maxRestarts": INTENSITY[0],
+                    "withinSeconds": INTENSITY[1],
+                },
             },
         }
         say(f"soak: {options.servers} servers ({_mix(transports)}), seed {options.seed}")
@@ -222,6 +229,7 @@ async def _soak(
         executions=executions,
         faults=faults,
         catalog=(listed, offered),
+        restart_limits={"*": INTENSITY},
         processes=lambda: leftover_processes(spawned_pids(history.events)),
         resources=sampler,
         max_rss_growth_kb=options.max_rss_growth_kb,
