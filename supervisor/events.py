@@ -156,7 +156,8 @@ class HealthStale(ServerEvent, tag="mcp.health.stale", kw_only=True):
 
 class HealthRecovered(ServerEvent, tag="mcp.health.recovered", kw_only=True):
     """``server`` answered again after being stale or degraded (then ``downtime`` is the
-    time it was degraded), or connected again after an outage; in seconds."""
+    time it was degraded), or connected again after an outage; in seconds, measured on
+    trio's clock (exact under a mock clock)."""
 
     downtime: float
 

@@ -53,6 +53,7 @@ from .actors import (
 )
 from .bus import Bus, Subscription
 from .config import Config, load_config
+from .config._apps import with_apps
 from .config._faults import check_plan, load_faults
 from .errors import (
     ConfigError,
@@ -383,9 +384,11 @@ async def open_supervisor(
     retries: bool = True,
     faults: Mapping[str, PlanSource] | None = None,
     history: CallHistory | None = None,
+    apps: Mapping[str, object] | None = None,
     **client_options: object,
 ) -> AsyncIterator[SupervisorHandle]:
-    """Supervise every enabled server of ``config`` for the duration of the block.
+    """Supervise every enabled server of ``config`` (and the in-process ``apps``) for the
+    duration of the block.
 
     ``config`` is a :class:`~supervisor.config.Config`, a path, or a parsed mapping.
     ``approve`` is the approval callback (:data:`supervisor.tools.ApprovalCallback`):
@@ -418,6 +421,22 @@ async def open_supervisor(
     every server is stopped and :class:`~supervisor.actors.SupervisorGaveUp` (naming the
     server) is raised out of the block.
 
+    ``apps`` maps names to in-process MCP servers — an
+    :class:`mcp.server.mcpserver.MCPServer` or a low-level :class:`mcp.server.Server`,
+    such as ``supervisor.testing.servers.make_server("echo")`` — supervised like the
+    configured ones, after them, under those names (tools ``<name>_<tool>``), through the
+    SDK's in-memory transport: each connection, restarts included, is a fresh in-memory
+    session with the same object. Each gets a local server's defaults from the config's
+    ``supervisor`` section (request and init timeouts, pings, ``backoff.local``,
+    ``maxRestarts``); its record's ``type`` is ``memory`` and its ``target`` the server's
+    own name. Their tools are auto-approved (they are the embedder's code; a tool that
+    looks destructive still asks). A name the config has already, or that is not a valid
+    server name, raises :class:`~supervisor.errors.ConfigError` naming ``apps.<name>``.
+    With in-process servers only, seeded ``faults`` and
+    :func:`supervisor.testing.run_deterministic` (trio's mock clock, its scheduler
+    seeded) a run is deterministic: the same seeds give the same run, byte for byte in
+    :func:`supervisor.testing.replay_log` (docs/faults.md, "Deterministic runs").
+
     ``faults`` maps server names to fault plans to inject (docs/faults.md), as the
     config's ``faults`` field does (a plan, a path to a JSON plan relative to the current
     directory, or the plan as a mapping or list of rules), replacing the config's; a wrong
@@ -437,6 +456,8 @@ async def open_supervisor(
     """
     configure_default_logging()  # only if the application has not configured structlog
     cfg = config if isinstance(config, Config) else load_config(config)
+    if apps:
+        cfg = with_apps(cfg, apps)
     if faults:
         cfg = _with_faults(cfg, faults)
     bus = bus if bus is not None else Bus()

@@ -40,6 +40,7 @@ This package is a façade over focused private modules:
 - ``_formats`` — the top level: which client format, where the servers are;
 - ``_server`` — one server entry, field by field, before expansion;
 - ``_auth`` — a server's ``auth`` (``oauth``) object;
+- ``_apps`` — in-process servers (``open_supervisor(apps=...)``) as ``memory`` servers;
 - ``_settings`` — the ``supervisor`` section and backoff fields;
 - ``_validate`` — single-field checks, error collection, field paths;
 - ``_expand`` — ``${VAR}`` expansion, ``envFile`` files, the final :class:`ServerConfig`;

@@ -27,6 +27,7 @@ _WHERE = {
     ServerType.WS: "a WebSocket server",
     ServerType.HTTP: "an HTTP server",
     ServerType.SSE: "an SSE server",
+    ServerType.MEMORY: "an in-process server",
 }
 
 

@@ -39,6 +39,9 @@ class ServerType(enum.StrEnum):
     SSE = "sse"
     #: WebSocket (subprotocol ``mcp``)
     WS = "ws"
+    #: an in-process server (``open_supervisor(apps=...)``) over the SDK's in-memory
+    #: transport; never written in a config file
+    MEMORY = "memory"
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):
@@ -133,7 +136,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     ``backoff`` between them, before the server is marked failed; 0 means never.
     ``approve`` and ``auto_approve`` are ``True`` (every tool), a tuple of tool names or
     globs, or ``None`` when not set. ``faults`` is a :class:`~supervisor.faults.Plan` to
-    inject into the server's connection (docs/faults.md), or ``None``. ``repr()`` masks
+    inject into the server's connection (docs/faults.md), or ``None``. A ``memory`` server
+    (:func:`~supervisor.open_supervisor`'s ``apps``) has its server object in ``app``
+    and neither ``command`` nor ``url``. ``repr()`` masks
     ``env`` and ``headers`` values and anything else that looks secret.
     """
 
@@ -175,6 +180,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     auto_approve: ToolPolicy | None = None
     #: the fault plan injected into this server's connection (``faults``; testing only)
     faults: Plan | None = None
+    #: the in-process MCP server object of a ``memory`` server (``open_supervisor(apps=...)``)
+    app: object | None = None
     errors: tuple[FieldError, ...] = ()
 
     @property

@@ -172,6 +172,11 @@ class _Draft:
         v = self.values
         if key == "type":
             type_name = _str(value)
+            if type_name == ServerType.MEMORY:
+                raise _Bad(
+                    '"memory" is not a transport for config files: pass in-process servers '
+                    "to open_supervisor(apps={name: server}) instead"
+                )
             if type_name not in _TYPES:
                 raise _Bad(
                     'must be one of "stdio" (or "local"), "http" (or "streamable-http"), '

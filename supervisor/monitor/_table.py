@@ -159,8 +159,10 @@ def short_target(record: HealthRecord) -> str:
 def about(record: HealthRecord) -> str:
     """A server's second line: its transport and command line or URL, then what its last
     handshake said — the server's own name and version, the MCP protocol version — and the
-    resources and prompts it listed; what is not known yet is left out."""
-    parts = [p for p in (record.type, short_target(record)) if p]
+    resources and prompts it listed; what is not known yet is left out. An in-process
+    server (type ``memory``) says ``in-process`` and its server object's name."""
+    kind = "in-process" if record.type == "memory" else record.type
+    parts = [p for p in (kind, short_target(record)) if p]
     if record.server_name:
         parts.append(" ".join(p for p in (record.server_name, record.server_version) if p))
     if record.protocol_version:

@@ -206,6 +206,8 @@ class Health:
     status: ServerStatus = ServerStatus.IDLE
     connected_since: float | None = None
     disconnected_at: float | None = None
+    #: when the outage ``disconnected_at`` began, on trio's clock (what it is measured on)
+    outage_since: float | None = None
     last_ok: float | None = None
     last_error: str | None = None
     error_count: int = 0
@@ -220,7 +222,8 @@ class Health:
     server_name: str | None = None
     server_version: str | None = None
     protocol_version: str | None = None
-    #: calls in a row that timed out on a live connection, and since when it is degraded
+    #: calls in a row that timed out on a live connection, and since when (trio's clock)
+    #: it is degraded
     consecutive_timeouts: int = 0
     degraded_since: float | None = None
     calls_ok: int = 0
@@ -261,7 +264,8 @@ class Health:
         that called itself ``server_name`` ``server_version`` (``None``: it did not say),
         speaking MCP ``protocol_version``.
 
-        Returns how long the server was down (wall seconds) if this ends an outage.
+        Returns how long the server was down (seconds on trio's clock) if this ends an
+        outage.
         """
         self.server_name = server_name or None
         self.server_version = server_version or None
@@ -279,9 +283,9 @@ class Health:
         self.mark_connected(now)
         if self.disconnected_at is None:
             return None
-        downtime = wall - self.disconnected_at
-        self.disconnected_at = None
-        return downtime
+        began = self.outage_since
+        self.disconnected_at = self.outage_since = None
+        return None if began is None else now - began
 
     def failed(self, error: str, wall: float, now: float, *, retryable: bool = True) -> None:
         """A connection attempt failed or the connection was lost, with ``error``;
@@ -295,31 +299,31 @@ class Health:
         self.error_count += 1
         self.consecutive_failures += 1
         if self.disconnected_at is None:
-            self.disconnected_at = wall
+            self.disconnected_at, self.outage_since = wall, now
         self.mark_down(now)
 
-    def timed_out(self, reason: str, limit: int, wall: float) -> bool:
-        """A call on the live connection timed out. True when that makes ``limit`` in a
-        row: the server is now ``degraded``, with ``reason``."""
+    def timed_out(self, reason: str, limit: int, now: float) -> bool:
+        """A call on the live connection timed out (at ``now``, trio's clock). True when
+        that makes ``limit`` in a row: the server is now ``degraded``, with ``reason``."""
         if self.status is not ServerStatus.CONNECTED and self.status is not ServerStatus.DEGRADED:
             return False  # not on a live connection: its own state says what is wrong
         self.consecutive_timeouts += 1
         if self.status is ServerStatus.CONNECTED and self.consecutive_timeouts >= limit:
             self.status = ServerStatus.DEGRADED
-            self.degraded_since = wall
+            self.degraded_since = now
             self.last_error = reason
             return True
         return False
 
-    def answered(self, wall: float) -> float | None:
-        """A call was answered: the timeouts in a row end. Returns how long the server
-        was degraded (seconds) if this ends that."""
+    def answered(self, now: float) -> float | None:
+        """A call was answered (at ``now``, trio's clock): the timeouts in a row end.
+        Returns how long the server was degraded (seconds) if this ends that."""
         self.consecutive_timeouts = 0
         if self.status is not ServerStatus.DEGRADED or self.degraded_since is None:
             return None
         self.status = ServerStatus.CONNECTED
         since, self.degraded_since = self.degraded_since, None
-        return wall - since
+        return now - since
 
     def stopped(self, was_connected: bool, now: float) -> None:
         """Stopped on purpose; a ``failed`` status (the tree gave up) stays."""

@@ -34,6 +34,7 @@ from ..actors import (
     open_tree,
 )
 from ..config import command_line
+from ..config._apps import app_name
 from ..errors import (
     CallMayHaveTakenEffect,
     RequestTimeout,
@@ -71,9 +72,12 @@ def target(config: ServerSettings) -> str | None:
     """What a server runs or reaches, for people: a local server's command line, secret-
     looking arguments masked (``--token=***``), or a remote server's URL without user-info
     and query string (either may hold a secret). A record shows it with the secrets known
-    at that moment redacted (:func:`~supervisor.log.redact`)."""
+    at that moment redacted (:func:`~supervisor.log.redact`). An in-process server's is
+    the name its server object calls itself."""
     if config.type == "stdio" and config.command is not None:
         return command_line(config)
+    if config.type == "memory":
+        return app_name(getattr(config, "app", None))
     if config.url is not None:
         return safe_url(config.url)
     return None
@@ -388,7 +392,7 @@ class ManagedServer:
                 kill_after=self._kill_after,
                 faults=faults,
             )
-        if c.type == "memory":
+        if c.type == "memory":  # a fresh session with the same in-process server object
             memory = InMemoryTransport(c.app)  # type: ignore[attr-defined]
             return _Remote(memory) if faults is None else self._faulty(memory)
         assert c.url is not None
@@ -484,7 +488,7 @@ class ManagedServer:
             f"{limit} calls in a row timed out (the last: tool {exc.tool!r} after "
             f"{exc.timeout:g} s) although connected; probing it"
         )
-        if not self.health.timed_out(reason, limit, time.time()):
+        if not self.health.timed_out(reason, limit, trio.current_time()):
             return
         log.warning("server degraded", server=self.name, reason=reason)
         self.emit(events.HealthStale(server=self.name, last_ok=self.health.last_ok))
@@ -493,7 +497,7 @@ class ManagedServer:
         self.changed()
 
     def _answered(self) -> None:
-        degraded_for = self.health.answered(time.time())
+        degraded_for = self.health.answered(trio.current_time())
         if degraded_for is not None:
             self.emit(events.HealthRecovered(server=self.name, downtime=degraded_for))
             self.changed()

@@ -12,10 +12,15 @@
   ``resume``, ``list_changed`` and ``restart`` (it needs hypothesis, loaded on first use).
 - :func:`run_soak` (``mcp-supervisor chaos soak``): many fixture servers of mixed
   transports under random seeded fault plans with continuous calls, judged by the checker.
+- :func:`run_deterministic` and :func:`replay_log` — ``trio.run`` on the mock clock with
+  trio's scheduler seeded, and a run's calls, events and injected faults as canonical
+  JSON with every time on trio's clock: two runs with in-process servers and the same
+  seeds compare byte for byte.
 - The pytest plugin (:mod:`supervisor.testing.plugin`): the fixtures ``mcp_servers`` and
   ``mcp_checker``.
 """
 
+from ._deterministic import replay_log, run_deterministic
 from ._events import CapturedEvents, EventTimeout, capture_events
 from ._machine import AsyncStateMachine, Step, invariant, precondition, rule
 from ._soak import SoakOptions, SoakResult, random_plan, run_soak
@@ -41,6 +46,8 @@ __all__ = [
     "invariant",
     "precondition",
     "random_plan",
+    "replay_log",
     "rule",
+    "run_deterministic",
     "run_soak",
 ]
