@@ -158,16 +158,29 @@ class TestProcess:
             cli.kill()
 
     def test_a_client_that_closes_stdin_ends_server_and_proxy(self, tmp_path: pathlib.Path) -> None:
+        """The client goes away: the server's stdin is closed, it exits (0), and so does
+        the proxy, with its code."""
         plan = write_plan(tmp_path, [])
         command, args = stdio_params("echo")
-        done = subprocess.run(
+        proxy = subprocess.Popen(
             [sys.executable, "-m", "supervisor", "chaos", "--plan", plan, "--", command, *args],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=CALL_LIMIT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
-        assert done.returncode == 0, done.stderr.decode()
-        assert done.stdout == b""
+        try:
+            assert proxy.stderr is not None and proxy.stdin is not None
+            ready = proxy.stderr.readline()  # the server is serving: it reads its stdin
+            assert b"fixture echo ready" in ready, ready
+            server = children(proxy.pid)
+            proxy.stdin.close()
+            assert proxy.wait(timeout=CALL_LIMIT) == 0
+            assert proxy.stdout is not None and proxy.stdout.read() == b""
+            assert wait_until_gone(server) == set()
+        finally:
+            if proxy.poll() is None:
+                proxy.kill()
+                proxy.wait()
 
     def test_a_killed_server_ends_the_proxy_as_a_crash(self, tmp_path: pathlib.Path) -> None:
         plan = write_plan(tmp_path, [{"when": {"method": "initialize"}, "do": "kill"}])

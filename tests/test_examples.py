@@ -263,6 +263,8 @@ def test_the_agent_under_faults_example_passes_its_own_tests() -> None:
             "-q",
             "-p",
             "no:cacheprovider",
+            "-n",
+            "0",  # one process: four tests
             str(ROOT / "examples" / "test_agent_under_faults.py"),
         ],
         capture_output=True,
