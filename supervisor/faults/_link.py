@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import trio
 
 from ._engine import FaultEngine, Injected, Message
 from ._plan import TO_CLIENT, TO_SERVER, Action
 
-__all__ = ["REORDER_HOLD_S", "Link", "Send", "Target", "garbage", "json_error"]
+__all__ = ["REORDER_HOLD_S", "CallRecorder", "Link", "Send", "Target", "garbage", "json_error"]
 
 Send = Callable[[bytes], Awaitable[None]]
 #: How long ``reorder`` holds a message back waiting for the next one to overtake it.
@@ -42,6 +42,76 @@ class Target(Protocol):
 
     async def close(self, direction: str) -> None:
         """Close the stream messages travel ``direction`` on."""
+
+
+class CallRecorder:
+    """The tool calls a proxy carries, in a :class:`~supervisor.faults.CallHistory`, as
+    the client lives them: ``invoke`` when a ``tools/call`` request arrives; ``ok`` when an
+    answer reaches the client (``is_error`` for a tool's own failure); ``fail`` when an
+    error answer does (the server's, or one injected in its place), or when the session
+    ends before the request reached the server; ``info`` when it ends after it did, but
+    before any answer reached the client (:meth:`finish`). ``server`` names the server in
+    the records."""
+
+    def __init__(self, history: Any, server: str | None = None) -> None:  # noqa: ANN401
+        self.history = history
+        self.server = server
+        self._pending: dict[int | str, Any] = {}  # JSON-RPC id -> its CallRecord
+
+    def invoked(self, message: Message) -> None:
+        assert message.id is not None
+        tool = message.tool or "?"
+        self._pending[message.id] = self.history.invoke(tool, server=self.server, original=tool)
+
+    def watch(self, towards: str, send: Send) -> Send:
+        """``send``, noting what it delivers ``towards`` the server or the client."""
+
+        async def sending(line: bytes) -> None:
+            await send(line)
+            self._delivered(towards, line)
+
+        return sending
+
+    def _delivered(self, towards: str, line: bytes) -> None:
+        if not self._pending:
+            return
+        try:
+            body = json.loads(line)
+        except ValueError:
+            return  # garbage or a cut message: nobody can read it
+        if not isinstance(body, dict):
+            return
+        msg_id = body.get("id")
+        if not isinstance(msg_id, int | str) or isinstance(msg_id, bool):
+            return
+        record = self._pending.get(msg_id)
+        if record is None:
+            return
+        if towards == TO_SERVER:
+            if body.get("method") == "tools/call" and record.sent_at is None:
+                self.history.sent(record)
+            return
+        if "method" in body:
+            return  # a request of the server's own that reuses the number
+        del self._pending[msg_id]
+        error = body.get("error")
+        if isinstance(error, dict):
+            self.history.fail(record, f"MCP error {error.get('code')}: {error.get('message')}")
+            return
+        result = body.get("result")
+        is_error = isinstance(result, dict) and result.get("isError") is True
+        self.history.ok(record, is_error=is_error)
+
+    def finish(self) -> None:
+        """The session is over: the calls still unanswered get their outcome."""
+        for record in self._pending.values():
+            if record.sent_at is None:
+                self.history.fail(record, "the session ended before the call reached the server")
+            else:
+                self.history.info(
+                    record, "the session ended before an answer to the call reached the client"
+                )
+        self._pending.clear()
 
 
 def json_error(msg_id: int | str, code: int, message: str) -> bytes:
@@ -70,11 +140,14 @@ class Link:
         nursery: trio.Nursery,
         *,
         to_client: Send | None = None,
+        calls: CallRecorder | None = None,
     ) -> None:
         self.engine = engine
         self.target = target
         self._nursery = nursery
         self._to_client = to_client
+        #: records the tool calls that pass, if a proxy keeps a history
+        self.calls = calls
         engine.link = self  # the engine's current connection, for inject()
         self._locks = {TO_SERVER: trio.Lock(), TO_CLIENT: trio.Lock()}
         # a message held back by ``reorder``, per direction, with its way on
@@ -86,6 +159,12 @@ class Link:
         """Carry one message ``direction``; ``forward`` sends it on, ``back`` answers."""
         message = self.engine.classify(direction, line)
         actions = self.engine.decide(direction, message)
+        if self.calls is not None:
+            if direction == TO_SERVER and message.method == "tools/call" and message.is_request:
+                self.calls.invoked(message)
+            other = TO_CLIENT if direction == TO_SERVER else TO_SERVER
+            forward = self.calls.watch(direction, forward)
+            back = self.calls.watch(other, back)
         async with self._locks[direction]:
             if not actions:
                 await forward(line)

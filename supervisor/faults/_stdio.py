@@ -18,11 +18,12 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import suppress
+from typing import Any
 
 import trio
 
 from ._engine import FaultEngine, Injected
-from ._link import Link
+from ._link import CallRecorder, Link
 from ._plan import TO_CLIENT, TO_SERVER, Plan
 
 __all__ = ["ProxyEnded", "run_stdio_proxy"]
@@ -140,12 +141,15 @@ async def run_stdio_proxy(
     stdout: trio.abc.SendStream | None = None,
     on_inject: Callable[[Injected], None] | None = None,
     engine: FaultEngine | None = None,
+    history: Any = None,  # noqa: ANN401 - a CallHistory
 ) -> int:
     """Run ``command`` behind ``plan`` until it exits; return the exit code to end with.
 
     ``stdin``/``stdout`` default to this process's (file descriptors 0 and 1).
     ``engine`` may be passed to read its fault log afterwards; ``on_inject`` is called
-    with each fault as it is injected.
+    with each fault as it is injected. ``history``, a
+    :class:`~supervisor.faults.CallHistory`, records every tool call the client makes as
+    it lived it (:class:`~supervisor.faults.CallRecorder`), under COMMAND's name.
     """
     plan.check_supported("a stdio server (chaos --plan P -- COMMAND)", http=False)
     if engine is None:
@@ -172,9 +176,13 @@ async def run_stdio_proxy(
     to_server = _Writer(process.stdin)
     to_client = _Writer(stdout)
     target = _Process(process, to_server, to_client)
+    calls = None
+    if history is not None:
+        history.start()
+        calls = CallRecorder(history, server=os.path.basename(command[0]))
     try:
         async with trio.open_nursery() as nursery:
-            link = Link(engine, target, nursery, to_client=to_client.send)
+            link = Link(engine, target, nursery, to_client=to_client.send, calls=calls)
 
             async def client_to_server() -> None:
                 async for line in read_lines(stdin):
@@ -199,6 +207,8 @@ async def run_stdio_proxy(
             await process.wait()
             nursery.cancel_scope.cancel()  # the client side waits on stdin
     finally:
+        if calls is not None:
+            calls.finish()
         with trio.CancelScope(shield=True):
             if process.returncode is None:
                 await target.shut_down()
