@@ -108,6 +108,58 @@ async def test_an_injected_error_answers_for_a_server_that_never_runs_the_call(
     assert count_executions(counts) == {"echo": 1}
 
 
+async def test_the_report_judges_the_calls_as_the_client_lived_them(
+    tmp_path: pathlib.Path,
+) -> None:
+    plan = write_plan(
+        tmp_path,
+        [
+            {"when": {"method": "tools/call", "nth": 2}, "do": {"error": {"code": -32001}}},
+            {"when": {"method": "tools/call", "direction": "to_client", "nth": 2}, "do": "drop"},
+        ],
+    )
+    report = tmp_path / "report"
+    command, args = stdio_params("rich")
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "supervisor",
+            "chaos",
+            "--plan",
+            plan,
+            "--report",
+            str(report),
+            "--",
+            command,
+            *args,
+        ],
+    )
+    with trio.fail_after(CALL_LIMIT):
+        async with Client(server) as client:
+            await client.call_tool("echo", {"text": "1"})  # ok
+            with pytest.raises(MCPError):
+                await client.call_tool("echo", {"text": "2"})  # answered by the plan
+            with pytest.raises(MCPError, match="timed out"):  # its answer dropped
+                await client.call_tool("echo", {"text": "3"}, read_timeout_seconds=1)
+            failed = await client.call_tool("fail", {"message": "no"})  # the tool's own error
+            assert failed.is_error
+    written = json.loads((report / "chaos.json").read_text())
+    calls = written["history"]["calls"]
+    assert [(c["original"], c["outcome"], c["is_error"]) for c in calls] == [
+        ("echo", "ok", False),
+        ("echo", "fail", False),
+        ("echo", "info", False),
+        ("fail", "ok", True),
+    ]
+    assert calls[1]["sent_at"] is None and calls[2]["sent_at"] is not None
+    assert "the session ended before an answer" in calls[2]["error"]
+    assert {c["server"] for c in calls} == {pathlib.Path(command).name}
+    assert written["verdict"]["ok"] is True
+    assert [f["action"] for f in written["faults"]] == ["error", "drop"]
+    assert "timeline" in (report / "chaos.html").read_text()
+
+
 def faults_of(tmp_path: pathlib.Path, seed: int, name: str) -> list[tuple[object, ...]]:
     """The faults a seeded plan injects into one fixed session with the time server."""
     plan = write_plan(
@@ -238,3 +290,11 @@ class TestUsage:
         plan = write_plan(tmp_path, [])
         done = self.run("--plan", plan, "--", str(tmp_path / "no-such-server"))
         assert done.returncode == 127 and "command not found" in done.stderr
+
+    def test_soak_options_are_checked(self) -> None:
+        done = self.run("soak", "--servers", "0")
+        assert done.returncode == 2 and "--servers: must be 1 to 64" in done.stderr
+        done = self.run("soak", "--duration", "soon")
+        assert done.returncode == 2 and "not a number of seconds" in done.stderr
+        done = self.run("soak", "--help")
+        assert done.returncode == 0 and "--concurrency C" in done.stdout

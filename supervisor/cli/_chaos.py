@@ -9,7 +9,9 @@ of the remote MCP server at URL: point the client at ``http://HOST:PORT/mcp`` (s
 stderr once listening). It runs until a signal stops it (130, 143, 129).
 
 Each fault is said on stderr as it is injected (``--quiet``: not), and ``--faults-log
-PATH`` writes them all as JSON when the proxy ends.
+PATH`` writes them all as JSON when the proxy ends; ``--report DIR`` records the client's
+tool calls (:class:`~supervisor.faults.CallRecorder`) and writes the checker's verdict on
+them, with the faults, as ``chaos.json`` and ``chaos.html``.
 
 ``chaos soak --servers N --duration S --seed K [--report DIR]`` runs the soak
 (:func:`supervisor.testing.run_soak`): fixture servers of mixed transports under random
@@ -187,14 +189,44 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
             say(f"mcp-supervisor chaos: {_described(fault)}")
 
     engine = FaultEngine(plan, on_inject=announce)
+    history = None
+    if args.report is not None:
+        from ..faults import CallHistory
+
+        history = CallHistory()
     try:
         if http:
             host, port = args.listen
-            return run(_http, plan, host, port, args.upstream, engine)
-        return run(_stdio, plan, rest, engine)
+            return run(_http, plan, host, port, args.upstream, engine, history)
+        return run(_stdio, plan, rest, engine, history)
     finally:
         if args.faults_log is not None:
             _write_log(args.faults_log, engine)
+        if history is not None:
+            _write_report(Path(args.report), engine, history)
+
+
+def _write_report(directory: Path, engine: object, history: object) -> None:
+    """The checker's verdict on the calls the proxy carried, as ``chaos.json`` and
+    ``chaos.html`` in ``directory``."""
+    from ..faults import check, write_html, write_json
+
+    faults = list(engine.log)  # type: ignore[attr-defined]
+    verdict = check(history, faults=faults)  # type: ignore[arg-type]
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        write_json(directory / "chaos.json", verdict, history, faults=faults)  # type: ignore[arg-type]
+        write_html(
+            directory / "chaos.html",
+            verdict,
+            history,  # type: ignore[arg-type]
+            faults=faults,
+            title="mcp-supervisor chaos",
+        )
+    except OSError as exc:
+        say(f"mcp-supervisor chaos: cannot write the report to {directory}: {exc.strerror or exc}")
+        return
+    say(f"mcp-supervisor chaos: {verdict.summary()}; report at {directory / 'chaos.html'}")
 
 
 def _upstream_problem(url: str) -> str | None:
@@ -210,14 +242,24 @@ def _upstream_problem(url: str) -> str | None:
     return None
 
 
-async def _http(plan: object, host: str, port: int, upstream: str, engine: object) -> int:
+async def _http(
+    plan: object, host: str, port: int, upstream: str, engine: object, history: object
+) -> int:
     from ..faults import run_http_proxy
     from ..faults._http_proxy import safe_url
 
     async with trio.open_nursery() as nursery:
         try:
             url = await nursery.start(
-                partial(run_http_proxy, plan, host, port, upstream, engine=engine)  # type: ignore[arg-type]
+                partial(
+                    run_http_proxy,
+                    plan,  # type: ignore[arg-type]
+                    host,
+                    port,
+                    upstream,
+                    engine=engine,  # type: ignore[arg-type]
+                    history=history,
+                )
             )
         except OSError as exc:
             say(f"mcp-supervisor chaos: cannot listen on {host}:{port}: {exc.strerror or exc}")
@@ -226,11 +268,11 @@ async def _http(plan: object, host: str, port: int, upstream: str, engine: objec
     return EXIT_FAILURE  # the proxy ends only when a signal stops it
 
 
-async def _stdio(plan: object, command: list[str], engine: object) -> int:
+async def _stdio(plan: object, command: list[str], engine: object, history: object) -> int:
     from ..faults import ProxyEnded, run_stdio_proxy
 
     try:
-        return await run_stdio_proxy(plan, command, engine=engine)  # type: ignore[arg-type]
+        return await run_stdio_proxy(plan, command, engine=engine, history=history)  # type: ignore[arg-type]
     except ProxyEnded as exc:
         say(f"mcp-supervisor chaos: {exc}")
         return exc.exit_code
@@ -281,7 +323,8 @@ def register(commands: Commands, parents: Parents) -> None:
         "at URL on http://HOST:PORT/mcp (the URL is said on stderr). The same plan and "
         "seed inject the same faults in the same order for the same messages. Exits as "
         "COMMAND does (137 after a kill), the HTTP proxy 143 after SIGTERM (130 after "
-        "Ctrl-C); 2 for a usage or plan error.",
+        "Ctrl-C); 2 for a usage or plan error. `mcp-supervisor chaos soak --help` tells of "
+        "the soak: many fixture servers under random plans, then the checker's verdict.",
     )
     chaos._intermixing = True  # type: ignore[attr-defined]  # COMMAND's options are its own
     chaos.add_argument("--plan", metavar="PLAN", help="the fault plan: a JSON file")
@@ -293,6 +336,13 @@ def register(commands: Commands, parents: Parents) -> None:
         metavar="PATH",
         default=None,
         help="write the injected faults to PATH as JSON when the proxy ends",
+    )
+    chaos.add_argument(
+        "--report",
+        metavar="DIR",
+        default=None,
+        help="record the client's tool calls and, when the proxy ends, write the checker's "
+        "verdict on them with the faults to DIR/chaos.json and DIR/chaos.html",
     )
     chaos.add_argument(
         "--quiet", action="store_true", help="do not say each injected fault on stderr"

@@ -43,7 +43,7 @@ from ._engine import FaultEngine, Injected, Message, faults_json, read_faults
 from ._history import CALL_ID_META, CallHistory, CallRecord, Outcome, classify
 from ._http import FaultyHTTPTransport
 from ._http_proxy import run_http_proxy
-from ._link import Link, Target
+from ._link import CallRecorder, Link, Target
 from ._plan import ACTIONS, TO_CLIENT, TO_SERVER, Action, Plan, PlanError, Rule, When, load_plan
 from ._report import render_html, server_states, write_html, write_json
 from ._session import FaultyTransport
@@ -57,6 +57,7 @@ __all__ = [
     "TO_SERVER",
     "Action",
     "CallHistory",
+    "CallRecorder",
     "CallRecord",
     "FaultEngine",
     "FaultyTransport",
