@@ -30,7 +30,7 @@ from pydantic import BaseModel
 
 from supervisor.cli import main
 from supervisor.errors import HTTPConnectionLost
-from supervisor.faults import FaultEngine, Injected, load_plan, run_http_proxy
+from supervisor.faults import CallHistory, FaultEngine, Injected, load_plan, run_http_proxy
 from supervisor.faults import _http as faults_http
 from supervisor.faults._http import FaultyHTTPTransport
 from supervisor.runtime import open_supervisor
@@ -124,8 +124,10 @@ async def chaos(
     url: str,
     *,
     on_status: Callable[[int], None] | None = None,
+    history: CallHistory | None = None,
 ) -> AsyncIterator[Chaos]:
-    """``rules`` between clients and ``url``: through our transport or the chaos proxy."""
+    """``rules`` between clients and ``url``: through our transport or the chaos proxy
+    (which records the tool calls in ``history``, if given)."""
     watch = Watch()
     plan = load_plan(rules)
     engine = FaultEngine(plan, on_inject=watch)
@@ -134,7 +136,7 @@ async def chaos(
         return
     async with trio.open_nursery() as nursery:
         proxy = await nursery.start(
-            partial(run_http_proxy, plan, "127.0.0.1", 0, url, engine=engine)
+            partial(run_http_proxy, plan, "127.0.0.1", 0, url, engine=engine, history=history)
         )
         try:
             yield Chaos(via, proxy, engine, watch, on_status)
@@ -866,3 +868,43 @@ def test_chaos_listen_usage_errors(
     finally:
         structlog.configure(**before)
     assert said in capsys.readouterr().err
+
+
+# -- the proxy's call history ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_proxy_records_the_calls_as_the_client_lived_them(
+    mode: str, tmp_path: Path
+) -> None:
+    """ok for an answer that reached the client (``is_error`` for the tool's own failure),
+    fail for an injected error (never sent), and, once the proxy stops, info for a call
+    the server ran whose answer was dropped on the way back."""
+    count = tmp_path / "count"
+    rules = [
+        calls(2, {"error": {"code": -32042, "message": "injected by the plan"}}),
+        calls(2, "drop", "to_client"),  # the 2nd answer from the server: the 3rd call's
+    ]
+    history = CallHistory()
+    async with upstream("rich", count_file=count) as url:
+        async with chaos("proxy", rules, url, history=history) as c:
+            with trio.fail_after(DEADLINE):
+                async with c.client(mode) as client:
+                    await client.call_tool("echo", {"text": "1"})
+                    with pytest.raises(MCPError, match="injected by the plan"):
+                        await client.call_tool("add", {"a": 1, "b": 2})
+                    with pytest.raises(MCPError, match="timed out"):
+                        await client.call_tool("echo", {"text": "3"}, read_timeout_seconds=0.3)
+                    assert text_of(await client.call_tool("echo", {"text": "4"})) == "4"
+                    failed = await client.call_tool("fail", {"message": "no luck"})
+                    assert failed.is_error
+            assert history.calls[2].outcome is None  # the answer may come yet
+        host_port = url.split("/")[2]
+    records = history.calls
+    assert [r.tool for r in records] == ["echo", "add", "echo", "echo", "fail"]
+    assert [r.outcome for r in records] == ["ok", "fail", "info", "ok", "ok"]
+    assert [r.is_error for r in records] == [False, False, False, False, True]
+    assert [r.sent_at is not None for r in records] == [True, False, True, True, True]
+    assert records[1].error == "MCP error -32042: injected by the plan"
+    assert {r.server for r in records} == {host_port}
+    assert count_executions(count) == {"echo": 3, "fail": 1}

@@ -87,7 +87,7 @@ import trio
 
 from ..log import get_logger
 from ._engine import FaultEngine, Message
-from ._link import LIST_CHANGED, REORDER_HOLD_S, garbage, json_error
+from ._link import LIST_CHANGED, REORDER_HOLD_S, CallRecorder, garbage, json_error
 from ._plan import TO_CLIENT, TO_SERVER, Action
 
 __all__ = [
@@ -107,6 +107,9 @@ MAX_BODY_BYTES = 64 * 2**20
 #: A request extension: a request with it set passes untouched (the chaos proxy's
 #: requests for paths other than the MCP endpoint).
 BYPASS = "mcp_supervisor.faults.bypass"
+#: A request extension set when tool calls are recorded: the exchange, which an answer
+#: belongs to (the recorder's scope).
+_EXCHANGE = "mcp_supervisor.faults.exchange"
 #: The body a server that does not know a session answers with (the SDK's words).
 SESSION_NOT_FOUND = (
     b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}}'
@@ -309,11 +312,23 @@ class FaultyHTTPTransport(httpx2.AsyncBaseTransport):
 
     One engine may serve several transports in turn (a supervisor makes one per
     connection): each is a start of the server, for ``slow_start``.
+
+    ``calls`` records the tool calls POSTed through it as the client lives them: invoked
+    when the request comes, sent once its body went upstream, and the answer that reaches
+    the client (a JSON body returned, or an event of a stream handed on); an answer
+    belongs to its request's exchange. The owner calls ``calls.finish()`` at the end.
     """
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, engine: FaultEngine) -> None:
+    def __init__(
+        self,
+        inner: httpx2.AsyncBaseTransport,
+        engine: FaultEngine,
+        *,
+        calls: CallRecorder | None = None,
+    ) -> None:
         self.inner = inner
         self.engine = engine
+        self.calls = calls
         self._started = False
         self._ready_at = -math.inf
         self._hang_until = -math.inf
@@ -370,13 +385,33 @@ class FaultyHTTPTransport(httpx2.AsyncBaseTransport):
         self.start()
         request.headers["accept-encoding"] = "identity"
         scope = trio.CancelScope()
+        if self.calls is not None:
+            request.extensions[_EXCHANGE] = scope  # any object unique to the exchange
         self._exchanges.add(scope)
         try:
             with scope:
-                return await self._exchange(request)
+                response = await self._exchange(request)
+                if self.calls is not None:
+                    self._answered(response, scope)
+                return response
         finally:
             self._exchanges.discard(scope)
         raise _no_response(request)  # a kill cancelled the exchange
+
+    def _answered(self, response: httpx2.Response, exchange: object) -> None:
+        """Tell the recorder about the messages of an answer made in memory (an event
+        stream read as it comes tells it of each event itself)."""
+        assert self.calls is not None
+        if not response.is_stream_consumed or _encoded(response.headers):
+            return
+        media_type = _media_type(response.headers)
+        if media_type == _JSON:
+            self.calls.delivered(TO_CLIENT, response.content, exchange)
+        elif media_type == _SSE:
+            for raw in _EVENT_END.split(response.content):
+                data, _ = _event_data(raw)
+                if data is not None:
+                    self.calls.delivered(TO_CLIENT, data, exchange)
 
     async def _exchange(self, request: httpx2.Request) -> httpx2.Response:
         if trio.current_time() < self._ready_at:
@@ -388,6 +423,8 @@ class FaultyHTTPTransport(httpx2.AsyncBaseTransport):
         body = await request.aread()
         message = self.engine.classify(TO_SERVER, body)
         actions = self.engine.decide(TO_SERVER, message)
+        if self.calls is not None and message.method == "tools/call" and message.is_request:
+            self.calls.invoked(message, request.extensions.get(_EXCHANGE))
         return await self._post(request, body, message, actions)
 
     async def _post(
@@ -461,13 +498,21 @@ class FaultyHTTPTransport(httpx2.AsyncBaseTransport):
         async def trace(event_name: str, info: dict[str, object]) -> None:
             if event_name.endswith("send_request_body.complete"):
                 self._went(TO_SERVER)
+                self._sent(request, request.content)
             if outer is not None:
                 await outer(event_name, info)
 
         request.extensions["trace"] = trace
         response = await self.inner.handle_async_request(request)
         self._went(TO_SERVER)
+        self._sent(request, request.content)
         return response
+
+    def _sent(self, origin: httpx2.Request, body: bytes) -> None:
+        """``body``, POSTed for ``origin``'s exchange, reached the server (a call it
+        carries was sent)."""
+        if self.calls is not None:
+            self.calls.delivered(TO_SERVER, body, origin.extensions.get(_EXCHANGE))
 
     async def _side(self, origin: httpx2.Request, method: str, content: bytes = b"") -> None:
         """Send a request of our own upstream, as ``origin``'s client would (its headers,
@@ -484,6 +529,8 @@ class FaultyHTTPTransport(httpx2.AsyncBaseTransport):
         )
         try:
             response = await self.inner.handle_async_request(side)
+            if method == "POST":
+                self._sent(origin, content)
             try:
                 await response.aread()
             finally:
@@ -682,6 +729,7 @@ class _EventStream(httpx2.AsyncByteStream):
         self._waiting: trio.CancelScope | None = None
         self._cut = False
         self._closed = False
+        self._exchange = request.extensions.get(_EXCHANGE)
 
     # -- reading upstream -----------------------------------------------------------
 
@@ -750,6 +798,15 @@ class _EventStream(httpx2.AsyncByteStream):
         if self._waiting is not None:
             self._waiting.cancel()
 
+    def _handed(self, chunk: bytes) -> bytes:
+        """``chunk``, an event about to be handed to the client, told to the recorder."""
+        calls = self._transport.calls
+        if calls is not None:
+            data, _ = _event_data(chunk)
+            if data is not None:
+                calls.delivered(TO_CLIENT, data, self._exchange)
+        return chunk
+
     # -- the byte stream ------------------------------------------------------------
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -766,14 +823,14 @@ class _EventStream(httpx2.AsyncByteStream):
     async def _events(self) -> AsyncIterator[bytes]:
         transport, engine = self._transport, self._transport.engine
         for data in self._first:
-            yield event(data)
+            yield self._handed(event(data))
         self._open()
         held: bytes | None = None
         hold: _Hold | None = None
         answer_dropped = False
         while True:
             if held is not None and hold is not None and hold.over:
-                yield held
+                yield self._handed(held)
                 transport._end_hold(TO_CLIENT, hold)
                 held = hold = None
             item = await self._await(self._next, math.inf if hold is None else hold.deadline)
@@ -801,13 +858,13 @@ class _EventStream(httpx2.AsyncByteStream):
                     transport._hang(action.ms)
                 elif kind == "garbage_line":
                     transport._garbage += 1
-                    yield event(garbage(transport._garbage))
+                    yield self._handed(event(garbage(transport._garbage)))
                 elif kind == "duplicate":
                     copies += 1
                 elif kind == "reorder":
                     hold_this = True
                 elif kind == "list_changed":
-                    yield event(LIST_CHANGED)
+                    yield self._handed(event(LIST_CHANGED))
                 elif kind in ("kill", "exit_on_initialize"):
                     transport._kill()
                     raise _broken(self._request)
@@ -838,18 +895,18 @@ class _EventStream(httpx2.AsyncByteStream):
                 if hold is not None:
                     held, copies = out, copies - 1
             for _ in range(copies if out is not None else 0):
-                yield out  # type: ignore[misc]
+                yield self._handed(out)  # type: ignore[arg-type]
             if out is None or not hold_this:
                 transport._went(TO_CLIENT, by=self)
                 if held is not None and hold is not None:
-                    yield held
+                    yield self._handed(held)
                     transport._end_hold(TO_CLIENT, hold)
                     held = hold = None
         if held is not None and hold is not None:
             # nothing more in this stream to overtake it: wait for another message, as a
             # JSON answer does, or the end of the hold
             await self._await(_until_over, hold)
-            yield held
+            yield self._handed(held)
             transport._end_hold(TO_CLIENT, hold)
         if answer_dropped:
             # as for any answer lost on the way: the client waits until it gives up

@@ -34,6 +34,7 @@ from hypercorn.trio import serve
 from ..log import get_logger
 from ._engine import FaultEngine, Injected
 from ._http import BYPASS, FaultyHTTPTransport
+from ._link import CallRecorder
 from ._plan import Plan
 
 __all__ = ["ENDPOINT", "GRACEFUL_TIMEOUT", "run_http_proxy"]
@@ -298,6 +299,7 @@ async def run_http_proxy(
     *,
     engine: FaultEngine | None = None,
     on_inject: Callable[[Injected], None] | None = None,
+    history: Any = None,  # noqa: ANN401 - a CallHistory
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve a fault-injecting proxy of ``upstream_url`` on ``listen_host:listen_port``
@@ -305,9 +307,12 @@ async def run_http_proxy(
     (``http://127.0.0.1:PORT/mcp``; port 0 picks a free one).
 
     ``engine`` may be passed to read its fault log afterwards; ``on_inject`` is called with
-    each fault as it is injected. Raises :class:`~._plan.PlanError` for a plan the proxy
-    cannot carry out, ``ValueError`` for an upstream that is not an ``http(s)`` URL and
-    ``OSError`` when the address cannot be bound.
+    each fault as it is injected. ``history``, a :class:`~supervisor.faults.CallHistory`,
+    records every tool call a client makes through the proxy as it lived it
+    (:class:`~._link.CallRecorder`), under the upstream's ``host:port``; the calls left
+    unanswered get their outcome when the proxy stops. Raises :class:`~._plan.PlanError`
+    for a plan the proxy cannot carry out, ``ValueError`` for an upstream that is not an
+    ``http(s)`` URL and ``OSError`` when the address cannot be bound.
     """
     plan.check_supported("an HTTP proxy (chaos --listen)", http=True)
     upstream = httpx2.URL(upstream_url)
@@ -315,34 +320,56 @@ async def run_http_proxy(
         raise ValueError(f"the upstream must be an http:// or https:// URL, not {upstream_url!r}")
     if engine is None:
         engine = FaultEngine(plan, on_inject=on_inject)
-    transport = FaultyHTTPTransport(httpx2.AsyncHTTPTransport(), engine)
+    sockets = await _listen(listen_host, listen_port)
+    calls = None
+    if history is not None:
+        history.start()
+        calls = CallRecorder(history, server=_host_port(upstream))
+    try:
+        await _proxy(engine, upstream, sockets, calls, task_status)
+    finally:
+        if calls is not None:
+            calls.finish()
+        for sock in sockets:
+            sock.close()
+
+
+def _host_port(url: httpx2.URL) -> str:
+    """``url``'s ``host:port`` (its scheme's port when it names none)."""
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    return f"{host}:{url.port or (443 if url.scheme == 'https' else 80)}"
+
+
+async def _proxy(
+    engine: FaultEngine,
+    upstream: httpx2.URL,
+    sockets: list[socket.socket],
+    calls: CallRecorder | None,
+    task_status: trio.TaskStatus[str],
+) -> None:
+    transport = FaultyHTTPTransport(httpx2.AsyncHTTPTransport(), engine, calls=calls)
     client = httpx2.AsyncClient(
         transport=transport,
         timeout=httpx2.Timeout(CONNECT_TIMEOUT, read=None, write=None, pool=None),
         follow_redirects=False,
     )
-    sockets = await _listen(listen_host, listen_port)
-    try:
-        host, port = sockets[0].getsockname()[:2]
-        url = f"http://{_url_host(host)}:{port}{ENDPOINT}"
-        app = _ProxyApp(client, upstream)
-        server_scope = trio.CancelScope(shield=True)
-        stopping = trio.Event()
-        async with client, trio.open_nursery() as nursery:
-            transport.start()
-            try:
-                await nursery.start(partial(_serve, app, _config(sockets), stopping, server_scope))
-                log.info("chaos proxy listening", url=url, upstream=safe_url(upstream))
-                task_status.started(url)
-                await trio.sleep_forever()
-            finally:
-                stopping.set()
-                server_scope.deadline = min(
-                    server_scope.deadline, trio.current_time() + _SHUTDOWN_TIMEOUT
-                )
-    finally:
-        for sock in sockets:
-            sock.close()
+    host, port = sockets[0].getsockname()[:2]
+    url = f"http://{_url_host(host)}:{port}{ENDPOINT}"
+    app = _ProxyApp(client, upstream)
+    server_scope = trio.CancelScope(shield=True)
+    stopping = trio.Event()
+    async with client, trio.open_nursery() as nursery:
+        transport.start()
+        try:
+            await nursery.start(partial(_serve, app, _config(sockets), stopping, server_scope))
+            log.info("chaos proxy listening", url=url, upstream=safe_url(upstream))
+            task_status.started(url)
+            await trio.sleep_forever()
+        finally:
+            stopping.set()
+            server_scope.deadline = min(
+                server_scope.deadline, trio.current_time() + _SHUTDOWN_TIMEOUT
+            )
 
 
 async def _serve(

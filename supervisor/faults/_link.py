@@ -51,28 +51,38 @@ class CallRecorder:
     error answer does (the server's, or one injected in its place), or when the session
     ends before the request reached the server; ``info`` when it ends after it did, but
     before any answer reached the client (:meth:`finish`). ``server`` names the server in
-    the records."""
+    the records.
+
+    A call is known by its JSON-RPC id within a ``scope``: one stream for a stdio proxy
+    (``None``), one exchange over HTTP, whose answer comes in that exchange's response,
+    so that clients numbering their requests alike do not mix up their calls."""
 
     def __init__(self, history: Any, server: str | None = None) -> None:  # noqa: ANN401
         self.history = history
         self.server = server
-        self._pending: dict[int | str, Any] = {}  # JSON-RPC id -> its CallRecord
+        # (scope, JSON-RPC id) -> its CallRecord
+        self._pending: dict[tuple[object, int | str], Any] = {}
 
-    def invoked(self, message: Message) -> None:
+    def invoked(self, message: Message, scope: object = None) -> None:
+        """The client sent the ``tools/call`` request ``message`` (in ``scope``)."""
         assert message.id is not None
         tool = message.tool or "?"
-        self._pending[message.id] = self.history.invoke(tool, server=self.server, original=tool)
+        record = self.history.invoke(tool, server=self.server, original=tool)
+        self._pending[(scope, message.id)] = record
 
     def watch(self, towards: str, send: Send) -> Send:
         """``send``, noting what it delivers ``towards`` the server or the client."""
 
         async def sending(line: bytes) -> None:
             await send(line)
-            self._delivered(towards, line)
+            self.delivered(towards, line)
 
         return sending
 
-    def _delivered(self, towards: str, line: bytes) -> None:
+    def delivered(self, towards: str, line: bytes, scope: object = None) -> None:
+        """The message ``line`` (in ``scope``) was delivered ``towards`` the server or the
+        client: a call's request reached the server, or an answer the client. What is not
+        a JSON-RPC message about a pending call is ignored."""
         if not self._pending:
             return
         try:
@@ -84,7 +94,8 @@ class CallRecorder:
         msg_id = body.get("id")
         if not isinstance(msg_id, int | str) or isinstance(msg_id, bool):
             return
-        record = self._pending.get(msg_id)
+        key = (scope, msg_id)
+        record = self._pending.get(key)
         if record is None:
             return
         if towards == TO_SERVER:
@@ -93,7 +104,7 @@ class CallRecorder:
             return
         if "method" in body:
             return  # a request of the server's own that reuses the number
-        del self._pending[msg_id]
+        del self._pending[key]
         error = body.get("error")
         if isinstance(error, dict):
             self.history.fail(record, f"MCP error {error.get('code')}: {error.get('message')}")
