@@ -791,7 +791,8 @@ async def test_other_paths_pass_through_the_proxy_without_faults() -> None:
 
 async def test_chaos_listen_proxies_until_sigterm(tmp_path: Path) -> None:
     """``mcp-supervisor chaos --listen 127.0.0.1:0 --upstream URL``: says its URL on
-    stderr, injects the plan's faults (logged with --faults-log), exits 143 on SIGTERM."""
+    stderr, injects the plan's faults (logged with --faults-log), exits 143 on SIGTERM,
+    and then writes the report of the calls (--report)."""
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps([calls(1, {"error": {"code": -32042, "message": "from chaos"}})]))
     log_path = tmp_path / "faults.json"
@@ -810,6 +811,8 @@ async def test_chaos_listen_proxies_until_sigterm(tmp_path: Path) -> None:
                 url,
                 "--faults-log",
                 str(log_path),
+                "--report",
+                str(tmp_path / "report"),
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -841,6 +844,9 @@ async def test_chaos_listen_proxies_until_sigterm(tmp_path: Path) -> None:
     assert not await trio.Path(f"/proc/{process.pid}").exists()
     [fault] = json.loads(log_path.read_text())
     assert fault["action"] == "error" and fault["tool"] == "echo"
+    report = json.loads((tmp_path / "report" / "chaos.json").read_text())
+    assert [c["outcome"] for c in report["history"]["calls"]] == ["fail", "ok"]
+    assert (tmp_path / "report" / "chaos.html").exists()
 
 
 @pytest.mark.parametrize(
