@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 from supervisor.faults import read_faults
 from supervisor.testing.servers import count_executions, stdio_params
 
-from .test_cli_signals import Cli, children, on_stderr, wait_until_gone
+from .test_cli_signals import children, wait_until_gone
 
 TIME_SERVER = [sys.executable, "-m", "mcp_server_time"]
 #: a call's bound: never a hang, however busy the machine
@@ -198,16 +198,26 @@ class TestProcess:
     def test_sigterm_stops_the_server_and_exits_143(self, tmp_path: pathlib.Path) -> None:
         plan = write_plan(tmp_path, [])
         command, args = stdio_params("echo")
-        cli = Cli("chaos", "--plan", plan, "--", command, *args)
+        proxy = subprocess.Popen(  # stdin stays open: the client is still there
+            [sys.executable, "-m", "supervisor", "chaos", "--plan", plan, "--", command, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         try:
-            cli.wait_for(on_stderr("fixture echo ready"), "the server's ready line")
-            server = children(cli.process.pid)
+            assert proxy.stderr is not None
+            ready = proxy.stderr.readline()
+            assert b"fixture echo ready" in ready, ready
+            server = children(proxy.pid)
             assert len(server) == 1
-            cli.process.send_signal(signal.SIGTERM)
-            assert cli.finish() == 143
+            proxy.send_signal(signal.SIGTERM)
+            assert proxy.wait(timeout=CALL_LIMIT) == 143
+            assert b"terminated, stopping the servers" in proxy.stderr.read()
             assert wait_until_gone(server) == set()
         finally:
-            cli.kill()
+            if proxy.poll() is None:
+                proxy.kill()
+                proxy.wait()
 
     def test_a_client_that_closes_stdin_ends_server_and_proxy(self, tmp_path: pathlib.Path) -> None:
         """The client goes away: the server's stdin is closed, it exits (0), and so does
