@@ -30,7 +30,7 @@ __all__ = ["ProxyEnded", "run_stdio_proxy"]
 
 #: How long COMMAND gets to exit after its stdin closes, then after SIGTERM.
 GRACE_S = 2.0
-#: Lines longer than this are passed on without being looked at.
+#: Lines longer than this are passed on whole without being looked at.
 MAX_LINE_BYTES = 64 * 2**20
 
 
@@ -60,9 +60,6 @@ async def read_lines(stream: trio.abc.ReceiveStream) -> AsyncIterator[bytes]:
             del buffer[: end + 1]
             if line.strip():
                 yield line
-        if len(buffer) > MAX_LINE_BYTES:
-            yield bytes(buffer)  # passed on whole, unexamined, by the caller's link
-            buffer.clear()
 
 
 class _Writer:
