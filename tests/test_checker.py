@@ -453,9 +453,12 @@ def test_a_catalog_out_of_step_is_reported() -> None:
 async def test_a_process_left_behind_is_reported() -> None:
     """A live child process is reported (by pid, name and command line); once it is gone
     — or a zombie not reaped yet — it is not; a check function may say instead."""
-    script = "import sys; sys.stdin.read()"
-    process = await trio.lowlevel.open_process([sys.executable, "-c", script], stdin=-1)
+    script = "import sys; print('running', flush=True); sys.stdin.read()"
+    process = await trio.lowlevel.open_process([sys.executable, "-c", script], stdin=-1, stdout=-1)
     try:
+        assert process.stdout is not None
+        with trio.fail_after(60):  # its command line is its own once it runs the script
+            assert (await process.stdout.receive_some(100)).startswith(b"running")
         (left,) = leftover_processes([process.pid])
         assert left.startswith(f"pid {process.pid} (") and script in left
         verdict = check(CallHistory(), processes=[process.pid])

@@ -510,3 +510,12 @@ async def test_the_same_seed_gives_the_same_faults_from_a_stdio_server() -> None
     first = await _stdio_faults(5)
     assert first == await _stdio_faults(5)
     assert {f["action"] for f in first} == {"delay", "error"}
+
+
+def test_a_plan_path_with_a_control_character_keeps_one_error_a_line() -> None:
+    """Found by the config fuzzer: a record separator in the plan's path split the
+    message in two (``str.splitlines`` breaks at it); the path is quoted instead."""
+    with pytest.raises(ConfigError) as failed:
+        load_config({"mcpServers": {"a": {"command": "x", "faults": "0\x1e"}}})
+    assert str(failed.value).splitlines() == [str(e) for e in failed.value.errors]
+    assert '("0\\u001e")' in str(failed.value)

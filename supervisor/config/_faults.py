@@ -10,6 +10,7 @@ is known (:func:`check_plan`).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,6 +44,8 @@ def plan_errors(error: PlanError, path: str, file: str | None = None) -> list[Fi
     problem with the plan as a whole (a file unreadable or not JSON) is the field's own;
     with ``file`` (the plan file as the config names it), each message says which file."""
     out: list[FieldError] = []
+    if file is not None and not file.isprintable():  # a line break would split the message
+        file = json.dumps(file)
     for problem in error.errors:
         whole = problem.path == error.path if error.path is not None else problem.path == "plan"
         if whole:
