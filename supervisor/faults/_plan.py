@@ -256,24 +256,25 @@ def _ms(value: object) -> float:
     return ms
 
 
+#: How an action that takes a value is written, for one given as a bare string.
+_WRITTEN_AS = {
+    "delay": '{"delay_ms": 100}',
+    "delay_ms": '{"delay_ms": 100}',
+    "error": '{"error": {"code": -32603, "message": "..."}}',
+    "http_status": '{"http_status": 503}',
+    "slow_start": '{"slow_start_ms": 1000}',
+    "slow_start_ms": '{"slow_start_ms": 1000}',
+    "hang_ms": '{"hang_ms": 1000}',
+}
+
+
 def _action(errors: _Errors, value: object, path: str) -> Action | None:
     if isinstance(value, str):
         if value in SIMPLE_ACTIONS:
             return Action(value)
-        if value in OBJECT_ACTIONS or value in ("delay", "slow_start"):
-            errors.add(
-                path,
-                f"{value!r} takes a value: write it as an object, e.g. "
-                + (
-                    '{"delay_ms": 100}'
-                    if value.startswith("delay")
-                    else '{"error": {"code": -32603, "message": "..."}}'
-                    if value == "error"
-                    else '{"http_status": 503}'
-                    if value == "http_status"
-                    else '{"' + value.removesuffix("_ms") + '_ms": 1000}'
-                ),
-            )
+        example = _WRITTEN_AS.get(value)
+        if example is not None:
+            errors.add(path, f"{value!r} takes a value: write it as an object, e.g. {example}")
             return None
         errors.add(
             path,
