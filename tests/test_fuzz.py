@@ -420,21 +420,23 @@ def alive(pid: int) -> bool:
 async def settled(sup: SupervisorHandle, name: str, timeout: float = 60) -> str:
     """Wait until server ``name`` has settled: ``"connected"`` once a tool call was
     answered (so whatever it wrote before the answer was read), or ``"failed"``. Any
-    error of a call is a :class:`SupervisorError` (a retry or the failure follows)."""
-    with trio.fail_after(timeout):
-        while True:
-            status = sup.status()[name].status
-            if status == "failed":
-                return status
-            if status == "connected":
-                try:
-                    result = await sup.call(f"{name}_noop", timeout=30)
-                except SupervisorError:
-                    pass
-                else:
-                    assert result.text == "ok"
+    error of a call is a :class:`SupervisorError` (a retry or the failure follows). The
+    state is looked at again after each event, not on a timer."""
+    async with sup.subscribe("*") as events:
+        with trio.fail_after(timeout):
+            while True:
+                status = sup.status()[name].status
+                if status == "failed":
                     return status
-            await trio.sleep(0.01)
+                if status == "connected":
+                    try:
+                        result = await sup.call(f"{name}_noop", timeout=30)
+                    except SupervisorError:
+                        pass
+                    else:
+                        assert result.text == "ok"
+                        return status
+                await events.receive()  # something happened: look again
 
 
 async def echo_answers(sup: SupervisorHandle, text: str) -> None:
@@ -643,9 +645,10 @@ async def test_a_connection_lost_during_a_relist_keeps_its_reason(tmp_path: Path
     server was failed for "unknown error". Now the transport's reason is the server's."""
     instructions = script(tmp_path / "relist.json", LIST_CHANGED, "connected", "eof")
     async with open_supervisor(supervised({"relist": byte_server(instructions)})) as sup:
-        with trio.fail_after(60):
-            while sup.status()["relist"].status != "failed":  # noqa: ASYNC110 - no call
-                await trio.sleep(0.01)
+        async with sup.subscribe("*") as events:  # no call: only the events are awaited
+            with trio.fail_after(60):
+                while sup.status()["relist"].status != "failed":
+                    await events.receive()
         record = sup.status()["relist"]
         assert record.restarts == 1
         assert "closed its stdout but is still running" in (record.last_error or "")

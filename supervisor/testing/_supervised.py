@@ -170,18 +170,19 @@ class SupervisorMachine(AsyncStateMachine):
 
         for name in list(self.hung):
             await self._inject(self.names.index(name), "resume")
-        with trio.fail_after(self.recovery_timeout):
-            for name in self.names:
-                while True:
-                    try:
-                        result = await self.sup.server(name).call_tool(
-                            "echo", {"text": "back"}, timeout=self.call_timeout
-                        )
-                    except Exception:  # noqa: BLE001 - still recovering: a degraded or restarting server
-                        await trio.sleep(0.05)
-                        continue
-                    assert result.text == "back"
-                    break
+        async with self.sup.subscribe("*") as events:
+            with trio.fail_after(self.recovery_timeout):
+                for name in self.names:
+                    while True:
+                        try:
+                            result = await self.sup.server(name).call_tool(
+                                "echo", {"text": "back"}, timeout=self.call_timeout
+                            )
+                        except Exception:  # noqa: BLE001 - still recovering: restarting, degraded
+                            await events.receive()  # look again once something happened
+                            continue
+                        assert result.text == "back"
+                        break
         tools = await self.sup.tools()
         listed = set(tools)  # the merged names
         offered = {
