@@ -1,14 +1,22 @@
 """:func:`serve_dashboard`: the dashboard's ASGI app (``_app``), served by hypercorn's trio
-worker on sockets bound by trio (``_listen``), with the event hub that feeds its pages.
+worker on sockets bound by trio, with the event hub that feeds its pages.
 
 Everything runs in :func:`serve_dashboard`'s nursery, under trio: the hub, and hypercorn
-(``hypercorn.trio.serve``), which runs every connection and request as a task of its own
-nurseries, in this trio run. Hypercorn runs inside a cancel scope shielded from
-:func:`serve_dashboard`'s cancellation: cancelling :func:`serve_dashboard` sets its
-*shutdown trigger* instead, so that it shuts down gracefully and within bounds. It stops
-accepting, closes idle connections, every page's feed closes with code 1001 (``_live``),
-open requests get ``GRACEFUL_TIMEOUT`` seconds (``_hypercorn``), and a deadline a little
-later ends whatever is left.
+(``hypercorn.trio.serve``, through :func:`supervisor._serving.serve_sockets`), which runs
+every connection and request as a task of its own nurseries, in this trio run. Hypercorn
+runs inside a cancel scope shielded from :func:`serve_dashboard`'s cancellation:
+cancelling :func:`serve_dashboard` sets its *shutdown trigger* instead, so that it shuts
+down gracefully and within bounds. It stops accepting, closes idle connections, every
+page's feed closes with code 1001 (``_live``), open requests get
+:data:`GRACEFUL_TIMEOUT` seconds, and a deadline a little later ends whatever is left.
+
+The dashboard's limits: a request head larger than :data:`MAX_HEAD` bytes is ``431``;
+the head of a request must arrive, and an idle keep-alive connection is kept,
+:data:`IDLE_TIMEOUT` seconds; a message from a page larger than :data:`MAX_WS_MESSAGE`
+bytes closes its feed (1009). Its sockets have ``TCP_USER_TIMEOUT`` =
+:data:`~supervisor._serving.STALL_TIMEOUT`, so a page that stopped reading its feed
+cannot hold it, or the shutdown, forever. Hypercorn's warnings and errors are logged as
+``supervisor.dashboard.http`` (secrets redacted); there is no ``Server`` header.
 """
 
 from __future__ import annotations
@@ -20,14 +28,12 @@ from typing import TYPE_CHECKING
 
 import attrs
 import trio
-from hypercorn.trio import serve
 
+from .._serving import listen, serve_sockets
 from ..log import get_logger, redacting
 from ._address import format_host
 from ._app import DashboardApp
 from ._feed import Hub
-from ._hypercorn import GRACEFUL_TIMEOUT, make_config
-from ._listen import listen
 from ._security import TOKEN_HEADER, Guard
 
 if TYPE_CHECKING:
@@ -37,8 +43,14 @@ __all__ = ["DashboardInfo", "TOKEN_HEADER", "serve_dashboard"]
 
 log = get_logger("supervisor.dashboard")
 
-#: How long a stopping dashboard may take, at most, before what is left is cancelled.
-_SHUTDOWN_TIMEOUT = GRACEFUL_TIMEOUT + 2.0
+#: Largest request head (request line and headers) accepted, in bytes.
+MAX_HEAD = 16 * 1024
+#: How long a connection may stay idle, or take to send a request head.
+IDLE_TIMEOUT = 30.0
+#: Largest message a page may send on its feed (it has no reason to send any).
+MAX_WS_MESSAGE = 4096
+#: How long open requests and feeds get to finish when the dashboard stops.
+GRACEFUL_TIMEOUT = 2.0
 
 
 @attrs.frozen
@@ -84,44 +96,28 @@ async def serve_dashboard(
         hub = Hub()
         stopping = trio.Event()
         app = DashboardApp(sup, Guard(token, host, bound_port), hub, token, stopping)
-        server_scope = trio.CancelScope(shield=True)
         # The token is redacted from logs while the dashboard serves.
         with redacting([token]):
             async with trio.open_nursery() as nursery:
                 await nursery.start(hub.run, sup.subscribe)
-                try:
-                    await nursery.start(
-                        partial(_serve_http, app, make_config(sockets), stopping, server_scope)
+                await nursery.start(
+                    partial(
+                        serve_sockets,
+                        app,
+                        sockets,
+                        logger_name="supervisor.dashboard.http",
+                        stopping=stopping,
+                        max_head=MAX_HEAD,
+                        idle_timeout=IDLE_TIMEOUT,
+                        graceful_timeout=GRACEFUL_TIMEOUT,
+                        websocket_max_message_size=MAX_WS_MESSAGE,
                     )
-                    log.info("dashboard listening", url=info.url)
-                    task_status.started(info)
-                    await trio.sleep_forever()
-                finally:
-                    stopping.set()
-                    server_scope.deadline = min(
-                        server_scope.deadline, trio.current_time() + _SHUTDOWN_TIMEOUT
-                    )
+                )
+                log.info("dashboard listening", url=info.url)
+                task_status.started(info)
     finally:
         for sock in sockets:
             sock.close()
-
-
-async def _serve_http(
-    app: DashboardApp,
-    config: object,
-    stopping: trio.Event,
-    scope: trio.CancelScope,
-    *,
-    task_status: trio.TaskStatus[list[str]],
-) -> None:
-    """Hypercorn, in *scope*, until *stopping* is set (then a graceful shutdown)."""
-    with scope:
-        await serve(
-            app,  # type: ignore[arg-type]
-            config,  # type: ignore[arg-type]
-            shutdown_trigger=stopping.wait,
-            task_status=task_status,
-        )
 
 
 def _url_host(requested: str, bound: str) -> str:

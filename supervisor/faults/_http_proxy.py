@@ -27,10 +27,8 @@ from typing import Any
 
 import httpx2
 import trio
-from hypercorn.config import Config, Sockets
-from hypercorn.logging import Logger
-from hypercorn.trio import serve
 
+from .._serving import listen, serve_sockets
 from ..log import get_logger
 from ._engine import FaultEngine, Injected
 from ._http import BYPASS, FaultyHTTPTransport
@@ -47,8 +45,6 @@ ENDPOINT = "/mcp"
 MAX_REQUEST_BYTES = 64 * 2**20
 #: How long open requests get to finish when the proxy stops.
 GRACEFUL_TIMEOUT = 2.0
-#: How long a stopping proxy may take before what is left is cancelled.
-_SHUTDOWN_TIMEOUT = GRACEFUL_TIMEOUT + 2.0
 #: How long the upstream gets to accept a connection (reads wait as long as they must:
 #: an event stream may be quiet for hours).
 CONNECT_TIMEOUT = 10.0
@@ -76,46 +72,6 @@ Receive = Any
 Send = Any
 
 
-class _Log(Logger):
-    """Hypercorn's warnings and errors, into the supervisor's log."""
-
-    async def warning(self, message: str, *args: Any, **kwargs: Any) -> None:
-        log.warning(message % args if args else message, exc_info=kwargs.get("exc_info"))
-
-    async def error(self, message: str, *args: Any, **kwargs: Any) -> None:
-        log.error(message % args if args else message, exc_info=kwargs.get("exc_info"))
-
-    async def critical(self, message: str, *args: Any, **kwargs: Any) -> None:
-        log.critical(message % args if args else message, exc_info=kwargs.get("exc_info"))
-
-    async def exception(self, message: str, *args: Any, **kwargs: Any) -> None:
-        log.error(message % args if args else message, exc_info=True)
-
-
-class _Config(Config):
-    """A hypercorn config that serves sockets bound beforehand (so that a bind error is
-    raised as itself, before anything runs)."""
-
-    def __init__(self, sockets: list[socket.socket]) -> None:
-        self._sockets = sockets
-
-    def create_sockets(self) -> Sockets:
-        return Sockets(secure_sockets=[], insecure_sockets=list(self._sockets), quic_sockets=[])
-
-
-async def _listen(host: str, port: int) -> list[socket.socket]:
-    """Listening sockets for ``host:port`` (one, for port 0), which the caller closes."""
-    listeners = await trio.open_tcp_listeners(port, host=host)
-    if port == 0:
-        for extra in listeners[1:]:
-            await extra.aclose()
-        listeners = listeners[:1]
-    sockets = [socket.socket(fileno=listener.socket.detach()) for listener in listeners]
-    for sock in sockets:
-        sock.setblocking(False)
-    return sockets
-
-
 def _url_host(host: str) -> str:
     try:
         address = ipaddress.ip_address(host)
@@ -124,16 +80,6 @@ def _url_host(host: str) -> str:
     if address.is_unspecified:
         return "[::1]" if address.version == 6 else "127.0.0.1"
     return f"[{host}]" if address.version == 6 else host
-
-
-def _config(sockets: list[socket.socket]) -> Config:
-    config = _Config(sockets)
-    config.logger_class = _Log
-    config.accesslog = None
-    config.errorlog = None
-    config.include_server_header = False
-    config.graceful_timeout = GRACEFUL_TIMEOUT
-    return config
 
 
 def safe_url(url: str | httpx2.URL) -> str:
@@ -320,7 +266,8 @@ async def run_http_proxy(
         raise ValueError(f"the upstream must be an http:// or https:// URL, not {upstream_url!r}")
     if engine is None:
         engine = FaultEngine(plan, on_inject=on_inject)
-    sockets = await _listen(listen_host, listen_port)
+    # stalled peers are left to the kernel's default (no TCP_USER_TIMEOUT), as before
+    sockets = await listen(listen_host, listen_port, stall_timeout=None)
     calls = None
     if history is not None:
         history.start()
@@ -356,36 +303,16 @@ async def _proxy(
     host, port = sockets[0].getsockname()[:2]
     url = f"http://{_url_host(host)}:{port}{ENDPOINT}"
     app = _ProxyApp(client, upstream)
-    server_scope = trio.CancelScope(shield=True)
-    stopping = trio.Event()
     async with client, trio.open_nursery() as nursery:
         transport.start()
-        try:
-            await nursery.start(partial(_serve, app, _config(sockets), stopping, server_scope))
-            log.info("chaos proxy listening", url=url, upstream=safe_url(upstream))
-            task_status.started(url)
-            await trio.sleep_forever()
-        finally:
-            stopping.set()
-            server_scope.deadline = min(
-                server_scope.deadline, trio.current_time() + _SHUTDOWN_TIMEOUT
+        await nursery.start(
+            partial(
+                serve_sockets,
+                app,
+                sockets,
+                logger_name="supervisor.faults.proxy",
+                graceful_timeout=GRACEFUL_TIMEOUT,
             )
-
-
-async def _serve(
-    app: _ProxyApp,
-    config: Config,
-    stopping: trio.Event,
-    scope: trio.CancelScope,
-    *,
-    task_status: trio.TaskStatus[list[str]],
-) -> None:
-    """Hypercorn, in ``scope`` (shielded from the proxy's cancellation), until ``stopping``
-    is set: then a graceful shutdown, bounded by the scope's deadline."""
-    with scope:
-        await serve(
-            app,  # type: ignore[arg-type]
-            config,
-            shutdown_trigger=stopping.wait,  # type: ignore[arg-type]
-            task_status=task_status,
         )
+        log.info("chaos proxy listening", url=url, upstream=safe_url(upstream))
+        task_status.started(url)

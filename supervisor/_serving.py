@@ -1,0 +1,260 @@
+"""Serving HTTP under trio: sockets bound by trio, served by hypercorn, logged by us.
+
+The dashboard, the chaos HTTP proxy and the OAuth callback listener all serve a plain
+ASGI application with hypercorn's trio worker, in the caller's trio run (no thread of
+their own). This module is what they share, and so imports nothing of the project but
+:mod:`supervisor.log`:
+
+* **Sockets.** :func:`listen` binds every address of a host, like
+  :func:`trio.open_tcp_listeners`; :func:`bind_first` binds one socket on the first free
+  port of a list. Binding first, then serving, raises a bind error as itself, before
+  anything runs. Each socket has ``TCP_USER_TIMEOUT`` (:data:`STALL_TIMEOUT`, where the
+  platform has it); accepted connections inherit it, so the kernel drops a connection
+  whose peer has taken nothing we sent for that long. Hypercorn sends with cancellation
+  shielded, so this bound is what keeps a stuck peer from holding a task, or a shutdown,
+  forever.
+* **Config.** :func:`make_config` serves those sockets (hypercorn hands them over
+  through :meth:`Config.create_sockets`, which it calls once, when it starts serving)
+  with the caller's limits, and no ``Server`` header.
+* **Log.** Hypercorn's warnings and errors go to a structured logger the caller names
+  (so secrets are redacted like every other line); its access log and start-up
+  messages are off.
+* **Serving.** :func:`serve_sockets` runs hypercorn until cancelled, then shuts it down
+  gracefully and within bounds.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import Any
+
+import trio
+from hypercorn.config import Config, Sockets
+from hypercorn.logging import Logger
+from hypercorn.trio import serve
+
+from .log import get_logger
+
+__all__ = [
+    "SHUTDOWN_MARGIN",
+    "STALL_TIMEOUT",
+    "bind_first",
+    "listen",
+    "make_config",
+    "serve_sockets",
+]
+
+#: Seconds a peer may leave what we send unread (or unacknowledged) before it is dropped.
+STALL_TIMEOUT = 30.0
+#: Seconds a stopping server gets beyond its graceful timeout before what is left of it
+#: is cancelled.
+SHUTDOWN_MARGIN = 2.0
+
+#: An ASGI application (``scope, receive, send``).
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
+
+
+async def listen(
+    host: str, port: int, *, stall_timeout: float | None = STALL_TIMEOUT
+) -> list[socket.socket]:
+    """Listening sockets for *host*:*port*, which the caller closes.
+
+    Bound like :func:`trio.open_tcp_listeners` (every address of a name such as
+    ``localhost``, ``SO_REUSEADDR``, IPv6 sockets v6-only; ``OSError`` when it cannot),
+    keeping only the first socket for port 0, whose other addresses would each get their
+    own free port. Each socket gets ``TCP_USER_TIMEOUT`` = *stall_timeout* seconds where
+    the platform has it (``None``: the kernel's default).
+    """
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    if port == 0:
+        for extra in listeners[1:]:
+            await extra.aclose()
+        listeners = listeners[:1]
+    sockets = [socket.socket(fileno=listener.socket.detach()) for listener in listeners]
+    for sock in sockets:
+        _prepare(sock, stall_timeout)
+    return sockets
+
+
+async def bind_first(
+    host: str, ports: Sequence[int], *, stall_timeout: float | None = STALL_TIMEOUT
+) -> tuple[socket.socket, int]:
+    """One listening socket on *host* (its first address), on the first port of *ports*
+    that is free, and that port; the caller closes the socket.
+
+    A busy port (``EADDRINUSE``) moves on to the next; any other error is raised at once.
+    When every port is busy, the last port's ``OSError`` is raised (its message names the
+    host and port). ``SO_REUSEADDR`` is set, as :func:`listen` does (on Linux, it does
+    not let two sockets listen on one port), and ``TCP_USER_TIMEOUT`` likewise.
+    """
+    if not ports:
+        raise ValueError("bind_first needs at least one port")
+    infos = await trio.socket.getaddrinfo(
+        host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )
+    family, kind, proto, _, address = infos[0]
+    busy: OSError | None = None
+    for port in ports:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind((address[0], port, *address[2:]))
+            sock.listen(socket.SOMAXCONN)
+        except OSError as exc:
+            sock.close()
+            error = OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}")
+            if exc.errno != errno.EADDRINUSE:
+                raise error from exc
+            busy = error
+            continue
+        _prepare(sock, stall_timeout)
+        return sock, sock.getsockname()[1]
+    assert busy is not None
+    raise busy
+
+
+def _prepare(sock: socket.socket, stall_timeout: float | None) -> None:
+    sock.setblocking(False)
+    user_timeout = getattr(socket, "TCP_USER_TIMEOUT", None)
+    if user_timeout is not None and stall_timeout is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, user_timeout, int(stall_timeout * 1000))
+
+
+class _Config(Config):
+    """A hypercorn config that serves sockets bound beforehand, logging to a structured
+    logger of the given name."""
+
+    def __init__(self, sockets: Sequence[socket.socket], logger_name: str) -> None:
+        self._sockets = list(sockets)
+        self.logger_name = logger_name
+
+    def create_sockets(self) -> Sockets:
+        return Sockets(secure_sockets=[], insecure_sockets=list(self._sockets), quic_sockets=[])
+
+
+class _Log(Logger):
+    """Hypercorn's log, into the supervisor's: warnings and errors only (with
+    ``accesslog`` and ``errorlog`` unset, the base class logs nothing itself)."""
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self._out = get_logger(getattr(config, "logger_name", __name__))
+
+    async def warning(self, message: str, *args: Any, **kwargs: Any) -> None:
+        self._out.warning(_text(message, args), exc_info=kwargs.get("exc_info"))
+
+    async def error(self, message: str, *args: Any, **kwargs: Any) -> None:
+        self._out.error(_text(message, args), exc_info=kwargs.get("exc_info"))
+
+    async def critical(self, message: str, *args: Any, **kwargs: Any) -> None:
+        self._out.critical(_text(message, args), exc_info=kwargs.get("exc_info"))
+
+    async def exception(self, message: str, *args: Any, **kwargs: Any) -> None:
+        self._out.error(_text(message, args), exc_info=True)
+
+
+def _text(message: str, args: tuple[Any, ...]) -> str:
+    return message % args if args else message
+
+
+def make_config(
+    sockets: Sequence[socket.socket],
+    *,
+    logger_name: str,
+    max_head: int | None = None,
+    idle_timeout: float | None = None,
+    graceful_timeout: float | None = None,
+    websocket_max_message_size: int | None = None,
+) -> Config:
+    """The hypercorn config that serves *sockets*, its warnings and errors logged to the
+    structured logger *logger_name*, without a ``Server`` header or an access log.
+
+    The limits, each left at hypercorn's default when ``None``: *max_head*, the largest
+    request head (request line and headers) in bytes, ``431`` beyond; *idle_timeout*,
+    how long a connection may stay idle, or take to send a request head, in seconds;
+    *graceful_timeout*, how long open requests get to finish on shutdown;
+    *websocket_max_message_size*, the largest WebSocket message a client may send (a
+    larger one closes the socket, 1009).
+    """
+    config = _Config(sockets, logger_name)
+    config.logger_class = _Log
+    config.accesslog = None
+    config.errorlog = None
+    config.include_server_header = False
+    if max_head is not None:
+        config.h11_max_incomplete_size = max_head
+    if idle_timeout is not None:
+        config.keep_alive_timeout = idle_timeout
+    if graceful_timeout is not None:
+        config.graceful_timeout = graceful_timeout
+    if websocket_max_message_size is not None:
+        config.websocket_max_message_size = websocket_max_message_size
+    return config
+
+
+async def serve_sockets(
+    app: ASGIApp,
+    sockets: Sequence[socket.socket],
+    *,
+    logger_name: str,
+    stopping: trio.Event | None = None,
+    max_head: int | None = None,
+    idle_timeout: float | None = None,
+    graceful_timeout: float,
+    websocket_max_message_size: int | None = None,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve *app* on *sockets* (which the caller closes) until cancelled; start it with
+    ``nursery.start``, which returns once hypercorn is serving.
+
+    The config is :func:`make_config`'s, with these arguments. Hypercorn runs in a cancel
+    scope shielded from this call's cancellation, which sets *stopping* instead (an app
+    can watch it to end long-lived responses, such as a feed): hypercorn stops
+    accepting, closes idle connections and gives open requests *graceful_timeout*
+    seconds; :data:`SHUTDOWN_MARGIN` seconds later, whatever is left is cancelled.
+    """
+    config = make_config(
+        sockets,
+        logger_name=logger_name,
+        max_head=max_head,
+        idle_timeout=idle_timeout,
+        graceful_timeout=graceful_timeout,
+        websocket_max_message_size=websocket_max_message_size,
+    )
+    stopping = trio.Event() if stopping is None else stopping
+    server_scope = trio.CancelScope(shield=True)
+    async with trio.open_nursery() as nursery:
+        try:
+            await nursery.start(partial(_serve, app, config, stopping, server_scope))
+            task_status.started()
+            await trio.sleep_forever()
+        finally:
+            stopping.set()
+            server_scope.deadline = min(
+                server_scope.deadline,
+                trio.current_time() + graceful_timeout + SHUTDOWN_MARGIN,
+            )
+
+
+async def _serve(
+    app: ASGIApp,
+    config: Config,
+    stopping: trio.Event,
+    scope: trio.CancelScope,
+    *,
+    task_status: trio.TaskStatus[list[str]],
+) -> None:
+    """Hypercorn, in *scope*, until *stopping* is set (then a graceful shutdown, bounded
+    by the scope's deadline)."""
+    with scope:
+        await serve(
+            app,  # type: ignore[arg-type]
+            config,
+            shutdown_trigger=stopping.wait,  # type: ignore[arg-type]
+            task_status=task_status,
+        )

@@ -1,0 +1,139 @@
+"""``supervisor._serving``: binding ports and serving an ASGI app with hypercorn, on real
+sockets on 127.0.0.1."""
+
+from __future__ import annotations
+
+import errno
+import io
+import json
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+
+from supervisor import log
+from supervisor._serving import bind_first, listen, make_config, serve_sockets
+
+
+@contextmanager
+def busy_port() -> Iterator[int]:
+    """A port of 127.0.0.1 that another socket listens on, for the block."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+async def hello(scope: dict[str, Any], receive: Any, send: Any) -> None:  # noqa: ANN401
+    """A tiny ASGI app: ``hello`` for any request; ``/boom`` fails."""
+    if scope["type"] == "lifespan":
+        assert (await receive())["type"] == "lifespan.startup"
+        await send({"type": "lifespan.startup.complete"})
+        assert (await receive())["type"] == "lifespan.shutdown"
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    if scope["path"] == "/boom":
+        raise RuntimeError("boom with s3cret-s3cret-s3cret inside")
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"hello"})
+
+
+async def test_bind_first_skips_a_busy_port_and_returns_the_next() -> None:
+    with busy_port() as busy:
+        sock, port = await bind_first("127.0.0.1", [busy, 0])
+        with sock:
+            assert port != busy
+            assert sock.getsockname() == ("127.0.0.1", port)
+            assert not sock.getblocking()
+            with socket.create_connection(("127.0.0.1", port)):
+                pass  # it listens already
+
+
+async def test_bind_first_raises_the_last_error_when_every_port_is_busy() -> None:
+    with busy_port() as first, busy_port() as last:
+        with pytest.raises(OSError, match=f"127.0.0.1:{last}") as raised:
+            await bind_first("127.0.0.1", [first, last])
+    assert raised.value.errno == errno.EADDRINUSE
+    with pytest.raises(ValueError):
+        await bind_first("127.0.0.1", [])
+
+
+async def test_listen_sets_the_stall_timeout_unless_told_not_to() -> None:
+    option = getattr(socket, "TCP_USER_TIMEOUT", None)
+    if option is None:
+        pytest.skip("no TCP_USER_TIMEOUT here")
+    for stall_timeout, expected in ((1.5, 1500), (None, 0)):
+        [sock] = await listen("127.0.0.1", 0, stall_timeout=stall_timeout)
+        with sock:
+            assert sock.getsockopt(socket.IPPROTO_TCP, option) == expected
+
+
+def test_make_config_leaves_unset_limits_at_hypercorns_defaults() -> None:
+    default = make_config([], logger_name="t")
+    assert (default.include_server_header, default.accesslog, default.errorlog) == (
+        False,
+        None,
+        None,
+    )
+    limited = make_config(
+        [],
+        logger_name="t",
+        max_head=1024,
+        idle_timeout=7.0,
+        graceful_timeout=1.0,
+        websocket_max_message_size=99,
+    )
+    assert limited.h11_max_incomplete_size == 1024
+    assert limited.keep_alive_timeout == 7.0
+    assert limited.graceful_timeout == 1.0
+    assert limited.websocket_max_message_size == 99
+    assert default.keep_alive_timeout != 7.0
+
+
+async def test_serves_an_app_until_cancelled_then_frees_the_port() -> None:
+    out = io.StringIO()
+    log.configure_logging(level="warning", stream=out, json=True, force=True)
+    try:
+        sockets = await listen("127.0.0.1", 0)
+        port = sockets[0].getsockname()[1]
+        stopping = trio.Event()
+        try:
+            with log.redacting(["s3cret-s3cret-s3cret"]):
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(
+                        partial(
+                            serve_sockets,
+                            hello,
+                            sockets,
+                            logger_name="tests.serving",
+                            stopping=stopping,
+                            graceful_timeout=1.0,
+                        )
+                    )
+                    async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+                        answer = await client.get("/")
+                        failed = await client.get("/boom")
+                    assert (answer.status_code, answer.text) == (200, "hello")
+                    assert "server" not in answer.headers
+                    assert failed.status_code == 500
+                    assert not stopping.is_set()
+                    nursery.cancel_scope.cancel()
+            assert stopping.is_set()
+        finally:
+            for sock in sockets:
+                sock.close()
+    finally:
+        log.reset_logging()
+    sock, again = await bind_first("127.0.0.1", [port])
+    sock.close()
+    assert again == port
+    [line] = [json.loads(text) for text in out.getvalue().splitlines()]
+    assert line["logger"] == "tests.serving"
+    assert line["level"] == "error"
+    assert "s3cret" not in out.getvalue()
+    assert "boom with ***" in line["exception"]
