@@ -83,8 +83,16 @@ whose ``stop()`` frees the port for a restart. ``stdio_params``/``stdio_server_p
 give the subprocess command line; ``spawn_http``/``open_http_fixture`` run an HTTP fixture
 in a subprocess.
 
+OAuth (``_oauth``): ``open_oauth_server(**knobs)`` serves an OAuth-protected MCP server
+(the SDK's authorization server and bearer-protected ``/mcp``, tools ``whoami`` and
+``echo``) in-process, with ``TestAuthProvider`` (in-memory provider, counters),
+``OAuthConfig`` (knobs), ``TestIdP`` (an enterprise IdP issuing ID-JAGs by token
+exchange), ``make_oauth_server`` and ``generate_key_pair``;
+``supervisor.testing.oauth_browser`` is a ``$BROWSER`` that follows the authorization
+redirect to the client's loopback callback.
+
 Importing this package does not import the ``mcp`` SDK; ``make_server``, ``serve_http``,
-``start_http`` and ``HttpServer`` load it on first access.
+``start_http``, ``HttpServer`` and the OAuth names load it on first access.
 """
 
 from __future__ import annotations
@@ -118,14 +126,29 @@ if TYPE_CHECKING:
     from ._http import serve_http as serve_http
     from ._http import start_http as start_http
     from ._kinds import make_server as make_server
+    from ._oauth import OAuthConfig as OAuthConfig
+    from ._oauth import OAuthFixture as OAuthFixture
+    from ._oauth import TestAuthProvider as TestAuthProvider
+    from ._oauth import TestIdP as TestIdP
+    from ._oauth import generate_key_pair as generate_key_pair
+    from ._oauth import make_oauth_server as make_oauth_server
+    from ._oauth import open_oauth_server as open_oauth_server
 
 _LAZY = {
     "HttpServer": "._http",
+    "OAuthConfig": "._oauth",
+    "OAuthFixture": "._oauth",
+    "TestAuthProvider": "._oauth",
+    "TestIdP": "._oauth",
+    "generate_key_pair": "._oauth",
+    "make_oauth_server": "._oauth",
     "make_server": "._kinds",
+    "open_oauth_server": "._oauth",
     "serve_http": "._http",
     "start_http": "._http",
 }
-"""Attributes whose modules import the ``mcp`` SDK (≈0.5 s): loaded on first access."""
+"""Attributes whose modules import the ``mcp`` SDK (≈0.5 s; ``._oauth`` also PyJWT and
+cryptography): loaded on first access."""
 
 
 def __getattr__(name: str) -> object:
@@ -149,13 +172,20 @@ __all__ = [
     "HttpServer",
     "HttpTransport",
     "MCPServerKind",
+    "OAuthConfig",
+    "OAuthFixture",
     "ServerKind",
+    "TestAuthProvider",
+    "TestIdP",
     "count_executions",
     "executions_by_call",
     "garbage_app",
+    "generate_key_pair",
     "hang_app",
+    "make_oauth_server",
     "make_server",
     "open_http_fixture",
+    "open_oauth_server",
     "serve_http",
     "spawn_http",
     "start_http",
