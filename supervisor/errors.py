@@ -20,6 +20,8 @@ One class per failure mode, under bases that catch whole families::
     ├── UnknownServer                 no configured server of that name
     ├── ServerError                   something went wrong with one MCP server (.server)
     │   ├── ServerUnavailable         failed after its attempts, or stopped: fails fast
+    │   │   ├── AuthRequired          needs an OAuth login (status needs_auth)
+    │   │   └── AuthorizationFailed   the authorization server refused (status auth_failed)
     │   ├── ConnectTimeout            the handshake took longer than initTimeout
     │   ├── StaleConnection           a ping went unanswered
     │   ├── CatalogTooLarge           more tools (or bytes) than the limits allow
@@ -93,6 +95,8 @@ __all__ = [
     "ActorUnavailable",
     "ApprovalDenied",
     "ApprovalRequired",
+    "AuthRequired",
+    "AuthorizationFailed",
     "CallMayHaveTakenEffect",
     "CallTimeout",
     "CatalogTooLarge",
@@ -226,6 +230,29 @@ class ServerUnavailable(ServerError):
     def __init__(self, message: str, *, server: str, cli_message: str | None = None) -> None:
         super().__init__(message, server=server)
         self.cli_message = message if cli_message is None else cli_message
+
+
+class AuthRequired(ServerUnavailable):
+    """The remote server needs an OAuth login before it can be used: its status is
+    ``needs_auth`` and calls fail fast with this until a login (``handle.login(name)``,
+    ``mcp-supervisor auth login NAME``) gets it a token."""
+
+
+class AuthorizationFailed(ServerUnavailable):
+    """The remote server's authorization server refused (or the login failed): its
+    status is ``auth_failed``. ``oauth_error`` is the server's error code when it gave
+    one (``invalid_client``, ``access_denied`` …). Nothing is retried until a new login."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        server: str,
+        cli_message: str | None = None,
+        oauth_error: str | None = None,
+    ) -> None:
+        super().__init__(message, server=server, cli_message=cli_message)
+        self.oauth_error = oauth_error
 
 
 class ConnectTimeout(ServerError, TimeoutError):

@@ -19,9 +19,10 @@ The kinds, their classes and their fields (besides ``kind`` and ``ts``)::
     mcp.local.spawned            LocalSpawned       server, pid
     mcp.local.crashed            LocalCrashed       server, exit_code, stderr_tail
     mcp.local.shutdown           LocalShutdown      server
-    mcp.auth.started             AuthStarted        server
-    mcp.auth.completed           AuthCompleted      server
+    mcp.auth.started             AuthStarted        server, grant
+    mcp.auth.completed           AuthCompleted      server, issuer, scopes, expires_at
     mcp.auth.failed              AuthFailed         server, error
+    mcp.auth.refreshed           AuthRefreshed      server, expires_at
     tools.registered             ToolsRegistered    server, names
     tools.deregistered           ToolsDeregistered  server, names
     tools.updated                ToolsUpdated       server, names
@@ -53,6 +54,7 @@ __all__ = [
     "AnyEvent",
     "AuthCompleted",
     "AuthFailed",
+    "AuthRefreshed",
     "AuthStarted",
     "BusDropped",
     "ChildGaveUp",
@@ -190,11 +192,27 @@ class LocalShutdown(ServerEvent, tag="mcp.local.shutdown", kw_only=True):
 
 
 class AuthStarted(ServerEvent, tag="mcp.auth.started", kw_only=True):
-    """An OAuth authorization flow for ``server`` has begun."""
+    """A browser login for ``server`` has begun: the authorization URL was shown.
+    ``grant`` is the OAuth grant (``authorization_code``)."""
+
+    grant: str = "authorization_code"
 
 
 class AuthCompleted(ServerEvent, tag="mcp.auth.completed", kw_only=True):
-    """``server``'s OAuth flow succeeded and its tokens were stored."""
+    """``server``'s OAuth authorization succeeded and its tokens were stored: granted by
+    ``issuer`` (the authorization server) for ``scopes``, the access token expiring at
+    ``expires_at`` (unix seconds; ``None``: not said). Never the tokens themselves."""
+
+    issuer: str | None = None
+    scopes: list[str] = msgspec.field(default_factory=list)
+    expires_at: float | None = None
+
+
+class AuthRefreshed(ServerEvent, tag="mcp.auth.refreshed", kw_only=True):
+    """``server``'s access token was renewed with its refresh token, without a login;
+    the new one expires at ``expires_at`` (unix seconds; ``None``: not said)."""
+
+    expires_at: float | None = None
 
 
 class AuthFailed(ServerEvent, tag="mcp.auth.failed", kw_only=True):
@@ -309,6 +327,7 @@ AnyEvent: TypeAlias = (
     | AuthStarted
     | AuthCompleted
     | AuthFailed
+    | AuthRefreshed
     | ToolsRegistered
     | ToolsDeregistered
     | ToolsUpdated

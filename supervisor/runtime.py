@@ -32,8 +32,9 @@ import math
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import mcp_types as types
 import msgspec
@@ -51,6 +52,15 @@ from .actors import (
     open_tree,
     supervisor_spec,
 )
+from .auth import (
+    AuthProblem,
+    AuthService,
+    AuthStore,
+    BrokerInfo,
+    CallbackHandler,
+    RedirectHandler,
+    TokenBroker,
+)
 from .bus import Bus, Subscription
 from .config import Config, load_config
 from .config._apps import with_apps
@@ -63,7 +73,7 @@ from .errors import (
 )
 from .faults import Injected, Plan
 from .gate import Gate, ServerView, connect
-from .log import configure_default_logging, get_logger, redacting
+from .log import RedactionScope, configure_default_logging, get_logger, redacting, redactor
 from .monitor import SessionSummary, summarize
 from .registry import Catalog, Entry, NamingPolicy, Registry, RegistryStatistics
 from .resources import MergedPrompt, MergedResource, MergedResourceTemplate, Resources
@@ -112,8 +122,10 @@ class SupervisorHandle:
         approve: ApprovalCallback | None = None,
         spill_dir: str | os.PathLike[str] | None = None,
         history: CallHistory | None = None,
+        auth: AuthService | None = None,
     ) -> None:
         self.config = config
+        self._auth = auth
         self.bus = bus
         self._root = root
         self._servers = dict(servers)
@@ -127,6 +139,52 @@ class SupervisorHandle:
         self._views = {name: ServerView(s, self._gate) for name, s in self._servers.items()}
         self._opened_at = trio.current_time()
         self._summary: SessionSummary | None = None
+
+    # -- OAuth -------------------------------------------------------------------------
+
+    def _broker(self, name: str) -> TokenBroker:
+        if name not in self._servers:
+            known = ", ".join(self._servers) or "none"
+            raise UnknownServer(f"no MCP server named {name!r} (configured: {known})")
+        broker = self._auth.broker(name) if self._auth is not None else None
+        if broker is None:
+            raise ValueError(
+                f"MCP server {name!r} does not use OAuth (only remote servers do, unless "
+                '"auth" is false or they send their own Authorization header)'
+            )
+        return broker
+
+    async def login(
+        self, name: str, redirect_handler: RedirectHandler | Literal["browser"] | None = None
+    ) -> BrokerInfo:
+        """Log remote server ``name`` in with OAuth now, from the start (a browser login
+        for the authorization-code grant, the machine grant otherwise), and return what
+        was granted. ``redirect_handler`` shows the authorization URL (``"browser"``:
+        print it and open the browser); the default is ``open_supervisor``'s, else
+        ``"browser"``. A server waiting in ``needs_auth`` connects once it is done.
+
+        Raises :class:`~supervisor.errors.AuthorizationFailed` when the login fails.
+        """
+        broker = self._broker(name)
+        assert self._auth is not None
+        handler = self._auth.resolve(redirect_handler)
+        if handler is None and broker.redirect is None:
+            handler = self._auth.browser_handler()
+        try:
+            await broker.login(handler)
+        except AuthProblem as exc:
+            raise self._servers[name].auth_exception(exc) from None
+        return broker.info()
+
+    def logout(self, name: str) -> bool:
+        """Forget remote server ``name``'s OAuth tokens (on disk too); whether it had
+        any. Its connection carries on until the server refuses the old token."""
+        return self._broker(name).logout()
+
+    def auth_status(self, name: str) -> BrokerInfo:
+        """Remote server ``name``'s OAuth state: issuer, scopes, expiry, account; never
+        a token."""
+        return self._broker(name).info()
 
     # -- servers -----------------------------------------------------------------------
 
@@ -385,6 +443,9 @@ async def open_supervisor(
     faults: Mapping[str, PlanSource] | None = None,
     history: CallHistory | None = None,
     apps: Mapping[str, object] | None = None,
+    oauth_redirect_handler: RedirectHandler | Literal["browser"] | None = None,
+    oauth_callback_handler: CallbackHandler | None = None,
+    auth_dir: str | os.PathLike[str] | None = None,
     **client_options: object,
 ) -> AsyncIterator[SupervisorHandle]:
     """Supervise every enabled server of ``config`` (and the in-process ``apps``) for the
@@ -449,6 +510,17 @@ async def open_supervisor(
     them from then on — and logged as one ``session summary`` info line, before the
     servers are shut down.
 
+    Remote servers log in with OAuth (docs/auth.md) when they ask for it, with tokens kept
+    in ``auth_dir`` (default: the config's ``supervisor.authDir``,
+    ``$MCP_SUPERVISOR_AUTH_DIR``, or ``~/.mcp-supervisor/auth``). A server that needs a
+    browser login waits in ``needs_auth`` — its calls fail fast with
+    :class:`~supervisor.errors.AuthRequired` — until :meth:`SupervisorHandle.login`; with
+    ``oauth_redirect_handler`` (an ``async (url) -> None`` that shows the authorization
+    URL to a person, or ``"browser"`` to print it and open the browser) the login starts
+    at once. The authorization server's answer comes back to a loopback listener on
+    127.0.0.1 (``callbackPort``, 9876 by default); ``oauth_callback_handler`` (``async
+    () -> mcp.shared.auth.AuthorizationCodeResult``) replaces it.
+
     ``history`` (a :class:`supervisor.faults.CallHistory`) records every tool call — its
     invocation and its outcome, ``ok``, ``fail`` or ``info`` — and every event published
     meanwhile; each call's id goes to its server in the request's ``_meta``. Check it
@@ -474,6 +546,16 @@ async def open_supervisor(
         policy=NamingPolicy(settings.tool_name_template, settings.tool_clash),
         builtins=frozenset(builtins),
     )
+    secrets = RedactionScope(redactor)
+    auth = AuthService(
+        [cfg.servers[name] for name in enabled],
+        store=AuthStore(_auth_dir(auth_dir, cfg)),
+        publish=publish,
+        remember=secrets.add,
+        redirect=oauth_redirect_handler,
+        callback=oauth_callback_handler,
+        base_dir=cfg.path.parent if cfg.path is not None else None,
+    )
     servers = {
         name: ManagedServer(
             cfg.servers[name],
@@ -485,12 +567,14 @@ async def open_supervisor(
             retry_idempotent=retry_idempotent,
             report=registry.report,
             retries=retries,
+            broker=auth.broker(name),
         )
         for name in enabled
     }
     children = [
         ChildSpec("bus", bus.incarnation, shutdown_timeout=5.0),
         ChildSpec("registry", registry.incarnation, shutdown_timeout=5.0),
+        *auth.children(),
         supervisor_spec(
             "servers",
             [s.spec for s in servers.values() if s.error is None],
@@ -503,7 +587,7 @@ async def open_supervisor(
     ]
     try:
         # The config's secrets and the default spill directory belong to this session.
-        with redacting(cfg.secrets()), SpillDirectory(spill_dir) as spill:
+        with secrets, redacting(cfg.secrets()), SpillDirectory(spill_dir) as spill:
             async with open_tree(
                 children,
                 name="root",
@@ -520,6 +604,7 @@ async def open_supervisor(
                     approve=approve,
                     spill_dir=spill,
                     history=history,
+                    auth=auth,
                 )
                 try:
                     yield handle
@@ -553,6 +638,21 @@ def _with_faults(config: Config, faults: Mapping[str, object]) -> Config:
     if problems:
         raise ConfigError(problems)
     return msgspec.structs.replace(config, servers=servers)
+
+
+def _auth_dir(given: str | os.PathLike[str] | None, config: Config) -> Path | None:
+    """Where OAuth credentials are kept: ``given``, else the config's
+    ``supervisor.authDir`` (relative to the config's directory), else ``None`` (the
+    environment variable, or the default)."""
+    if given is not None:
+        return Path(given).expanduser()
+    setting = config.settings.auth_dir
+    if setting is None:
+        return None
+    path = Path(setting).expanduser()
+    if not path.is_absolute() and config.path is not None:
+        path = config.path.parent / path
+    return path
 
 
 #: The root restarts a crashed bus or registry actor; more than this and it gives up.

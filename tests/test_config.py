@@ -730,7 +730,8 @@ class TestErrors:
                 }
             }
         ) == [
-            "mcpServers.a.auth: the client_credentials grant needs clientId and clientSecret",
+            "mcpServers.a.auth: the client_credentials grant needs clientId, and clientSecret "
+            "or privateKeyFile",
             "mcpServers.b.auth.redirectUri: must be an http:// URL on a loopback host "
             "(127.0.0.1, localhost or [::1])",
             "mcpServers.b.auth.callbackPort: must be a port number, 1-65535",
@@ -738,8 +739,57 @@ class TestErrors:
             'credentials in "headers"',
             "mcpServers.d.oauth: applies to remote servers only",
             "mcpServers.e.auth.scopes: must be a string or an array of strings, not a number",
-            'mcpServers.e.auth.grant: must be one of "authorization_code", "client_credentials"',
+            'mcpServers.e.auth.grant: must be one of "authorization_code", '
+            '"client_credentials", "identity_assertion"',
             "mcpServers.e.auth.x: unknown field",
+        ]
+
+    def test_auth_rules_of_the_machine_grants(self) -> None:
+        """The new auth fields: each grant's needs, secrets never inline, field paths."""
+        assert errors_of(
+            {
+                "mcpServers": {
+                    "a": {
+                        "url": "https://h",
+                        "auth": {
+                            "grant": "identity_assertion",
+                            "clientId": "c",
+                            "clientSecret": "s",
+                            "idp": {"tokenEndpoint": "ftp://idp", "clientSecret": "inline"},
+                        },
+                    },
+                    "b": {
+                        "url": "https://h",
+                        "auth": {
+                            "grant": "client_credentials",
+                            "clientId": "c",
+                            "clientSecret": "s",
+                            "privateKeyFile": "key.pem",
+                            "signingAlgorithm": "HS256",
+                        },
+                    },
+                    "c": {
+                        "url": "https://h",
+                        "auth": {"clientMetadataUrl": "https://client.example/", "account": ""},
+                    },
+                    "d": {"url": "https://h", "auth": {"grant": "identity_assertion"}},
+                }
+            }
+        ) == [
+            "mcpServers.a.auth.idp.tokenEndpoint: must be an https:// URL",
+            "mcpServers.a.auth.idp.clientSecret: is never written in the config: use "
+            "clientSecretFile or clientSecretEnv (a file or an environment variable that "
+            "holds it)",
+            'mcpServers.a.auth.idp: needs "clientId"',
+            'mcpServers.b.auth.signingAlgorithm: must be one of "RS256", "RS384", "RS512", '
+            '"PS256", "PS384", "PS512", "ES256", "ES384", "ES512"',
+            "mcpServers.b.auth.privateKeyFile: is an alternative to clientSecret; set only "
+            "one of them",
+            "mcpServers.c.auth.clientMetadataUrl: must be an https:// URL with a path (a "
+            "client ID metadata document)",
+            "mcpServers.c.auth.account: must not be empty",
+            "mcpServers.d.auth: the identity_assertion grant needs clientId and clientSecret",
+            'mcpServers.d.auth: the identity_assertion grant needs "idp" (the identity provider)',
         ]
 
     def test_full_auth_struct(self) -> None:

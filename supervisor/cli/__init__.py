@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 import trio
 
 from ..log import configure_logging, redact, redacting
-from . import _basics, _chaos, _resources, _serve, _servers, _tools
+from . import _auth, _basics, _chaos, _resources, _serve, _servers, _tools
 from ._common import EPILOG, EXIT_BROKEN_PIPE, EXIT_FAILURE, Parser, log, said, say
 
 __all__ = ["build_parser", "main"]
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     _resources.register(commands, parents)
     _serve.register(commands, parents)
     _chaos.register(commands, parents)
+    _auth.register(commands, parents)
     _basics.register_bench(commands, parents)
     for command in commands.choices.values():
         command.epilog = EPILOG

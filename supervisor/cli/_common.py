@@ -59,8 +59,11 @@ class Parser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        # parse_known_intermixed_args parses in two passes, each through this method.
-        if self._intermixing or not self._get_positional_actions():
+        # parse_known_intermixed_args parses in two passes, each through this method; a
+        # command with actions of its own (`auth login`) leaves it to their parsers.
+        positionals = self._get_positional_actions()
+        nested = any(isinstance(a, argparse._SubParsersAction) for a in positionals)
+        if self._intermixing or not positionals or nested:
             return super().parse_known_args(args, namespace)
         self._intermixing = True
         try:

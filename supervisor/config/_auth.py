@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from ._model import AuthConfig
+from ._model import AuthConfig, IdpConfig
 from ._validate import (
     _Bad,
     _choice,
@@ -26,7 +26,8 @@ from ._validate import (
     _want,
 )
 
-_GRANTS = ("authorization_code", "client_credentials")
+_GRANTS = ("authorization_code", "client_credentials", "identity_assertion")
+_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
 _AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -88,7 +89,66 @@ _AUTH_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
     ),
     "authServerMetadataUrl": ("auth_server_metadata_url", _metadata_url),
     "clientName": ("client_name", _nonempty),
+    "clientMetadataUrl": ("client_metadata_url", lambda v: _client_metadata_url(v)),
+    "privateKeyFile": ("private_key_file", _nonempty),
+    "signingAlgorithm": ("signing_algorithm", lambda v: _choice(v, _ALGORITHMS)),
+    "account": ("account", _nonempty),
+    "issuer": ("issuer", _metadata_url),
+    "idp": ("idp", lambda v: v),  # an object, parsed by _parse_idp
 }
+
+_IDP_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
+    "tokenEndpoint": ("token_endpoint", _metadata_url),
+    "clientId": ("client_id", _nonempty),
+    "clientSecretFile": ("client_secret_file", _nonempty),
+    "clientSecretEnv": ("client_secret_env", _nonempty),
+    "idTokenFile": ("id_token_file", _nonempty),
+    "idTokenEnv": ("id_token_env", _nonempty),
+    "tokenEndpointAuthMethod": (
+        "token_endpoint_auth_method",
+        lambda v: _choice(v, ("client_secret_basic", "client_secret_post")),
+    ),
+}
+
+
+def _client_metadata_url(value: object) -> str:
+    url = _str(value)
+    parts = _split_url(url)
+    if parts.scheme != "https" or not parts.hostname or parts.path in ("", "/"):
+        raise _Bad("must be an https:// URL with a path (a client ID metadata document)")
+    return url
+
+
+def _parse_idp(errors: _Errors, value: object, path: str) -> IdpConfig | None:
+    mapping = _object(value, "an object")
+    got: dict[str, object] = {}
+    for key, item, p in _fields(errors, mapping, path):
+        spec = _IDP_KEYS.get(key)
+        if spec is None:
+            if key in ("clientSecret", "idToken"):
+                errors.add(
+                    p,
+                    f"is never written in the config: use {key}File or {key}Env (a file or "
+                    "an environment variable that holds it)",
+                )
+            else:
+                errors.add(p, _unknown_field(key, _IDP_KEYS))
+            continue
+        try:
+            got[spec[0]] = spec[1](item)
+        except _Bad as exc:
+            errors.add(p, str(exc))
+    present = set(mapping)
+    missing = [k for k in ("tokenEndpoint", "clientId") if k not in present]
+    for key in missing:
+        errors.add(path, f'needs "{key}"')
+    for pair in (("client_secret_file", "client_secret_env"), ("id_token_file", "id_token_env")):
+        if sum(a in got for a in pair) != 1 and not missing:
+            field = "clientSecret" if pair[0].startswith("client") else "idToken"
+            errors.add(path, f'needs exactly one of "{field}File" and "{field}Env"')
+    if missing or not {"token_endpoint", "client_id"} <= set(got):
+        return None
+    return IdpConfig(**got)  # type: ignore[arg-type]
 
 
 def _parse_auth(errors: _Errors, value: object, path: str) -> AuthConfig | None:
@@ -107,20 +167,46 @@ def _parse_auth(errors: _Errors, value: object, path: str) -> AuthConfig | None:
             errors.add(p, f'duplicates "{given[attribute]}"; set only one of them')
             continue
         given[attribute] = key
-        if isinstance(item, str) and ("${" in item or "{env:" in item):
+        if attribute != "idp" and isinstance(item, str) and ("${" in item or "{env:" in item):
             errors.add(
                 p,
                 "${...} is not expanded here (only in command, args, env, envFile, cwd, url "
                 "and headers)",
             )
             continue
+        if attribute == "idp":
+            try:
+                idp = _parse_idp(errors, item, p)
+            except _Bad as exc:
+                errors.add(p, str(exc))
+                continue
+            if idp is not None:
+                got["idp"] = idp
+            continue
         try:
             got[attribute] = parse(item)
         except _Bad as exc:
             errors.add(p, str(exc))
     auth = AuthConfig(**got)  # type: ignore[arg-type]
-    if auth.grant == "client_credentials" and not (auth.client_id and auth.client_secret):
-        errors.add(path, "the client_credentials grant needs clientId and clientSecret")
+    if auth.grant == "client_credentials" and not (
+        auth.client_id and (auth.client_secret or auth.private_key_file)
+    ):
+        errors.add(
+            path,
+            "the client_credentials grant needs clientId, and clientSecret or privateKeyFile",
+        )
+    if auth.grant == "identity_assertion":
+        if not (auth.client_id and auth.client_secret):
+            errors.add(path, "the identity_assertion grant needs clientId and clientSecret")
+        if "idp" not in given:
+            errors.add(path, 'the identity_assertion grant needs "idp" (the identity provider)')
+    if auth.private_key_file and auth.client_secret:
+        errors.add(
+            _join(path, given["private_key_file"]),
+            "is an alternative to clientSecret; set only one of them",
+        )
+    if auth.signing_algorithm and not auth.private_key_file:
+        errors.add(_join(path, given["signing_algorithm"]), "needs privateKeyFile")
     if auth.redirect_uri and auth.callback_port:
         port = urlsplit(auth.redirect_uri).port
         if port is not None and port != auth.callback_port:

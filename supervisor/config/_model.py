@@ -90,22 +90,45 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     tool_name_template: str = "{prefix}_{tool}"
     #: what a name clash between servers' tools does: ``suffix``, ``hash`` or ``error``
     tool_clash: Literal["suffix", "hash", "error"] = "suffix"
+    #: where OAuth tokens and client registrations are kept (``~`` expanded; relative to
+    #: the config's directory); ``None``: ``$MCP_SUPERVISOR_AUTH_DIR`` or
+    #: ``~/.mcp-supervisor/auth``
+    auth_dir: str | None = None
+
+
+class IdpConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """The enterprise identity provider of the ``identity_assertion`` grant (``auth.idp``):
+    where the user's ID token is exchanged for an ID-JAG (RFC 8693). Its client secret and
+    the ID token are read from a file or an environment variable, never written here."""
+
+    token_endpoint: str
+    client_id: str
+    client_secret_file: str | None = None
+    client_secret_env: str | None = None
+    id_token_file: str | None = None
+    id_token_env: str | None = None
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post"] = (
+        "client_secret_basic"
+    )
 
 
 class AuthConfig(msgspec.Struct, frozen=True, kw_only=True):
     """OAuth settings of one remote server (``auth``, or ``oauth`` as Claude Code and
     OpenCode spell it). Everything is optional: without a ``client_id`` the client is
-    registered dynamically (RFC 7591).
+    registered dynamically (RFC 7591), or identified by ``client_metadata_url`` where the
+    authorization server accepts URL-based client IDs.
 
     ``enabled=False`` (written ``"auth": false``) turns OAuth off for a server that
     authenticates with static headers. ``repr()`` masks ``client_secret``.
     """
 
     enabled: bool = True
-    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    grant: Literal["authorization_code", "client_credentials", "identity_assertion"] = (
+        "authorization_code"
+    )
     client_id: str | None = None
     client_secret: str | None = None
-    #: scopes to request; empty means "what the server's metadata advertises"
+    #: scopes to request; empty means "what the server's challenge or metadata asks"
     scopes: tuple[str, ...] = ()
     #: where the authorization server sends the browser back: an http loopback URL
     redirect_uri: str | None = None
@@ -118,6 +141,16 @@ class AuthConfig(msgspec.Struct, frozen=True, kw_only=True):
     auth_server_metadata_url: str | None = None
     #: ``client_name`` sent at dynamic client registration
     client_name: str | None = None
+    #: a URL-based client ID (client ID metadata document), used when advertised
+    client_metadata_url: str | None = None
+    #: client credentials with a private-key JWT (RFC 7523): the PEM key's file
+    private_key_file: str | None = None
+    signing_algorithm: str | None = None
+    #: which account's tokens: two accounts on one server are stored apart
+    account: str | None = None
+    #: the authorization server's issuer, for the machine grants (else discovered)
+    issuer: str | None = None
+    idp: IdpConfig | None = None
 
     def __repr__(self) -> str:
         return _masked_repr(self, {"client_secret"})

@@ -21,6 +21,7 @@ from ._validate import (
     _fraction,
     _int,
     _join,
+    _nonempty,
     _number,
     _parse_object,
     _seconds,
@@ -86,6 +87,7 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
         "pingInterval": lambda v: _number(v, inclusive=True),
         "pingTimeout": _seconds,
         "toolNames": _id,
+        "authDir": _nonempty,
     }
     fields = _parse_object(errors, value, path, parsers)
     if fields is None:
@@ -98,6 +100,7 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
         ("initTimeout", "init_timeout"),
         ("pingInterval", "ping_interval"),
         ("pingTimeout", "ping_timeout"),
+        ("authDir", "auth_dir"),
     ):
         if key in fields:
             changes[name] = fields[key]

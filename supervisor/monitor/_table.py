@@ -20,6 +20,9 @@ ICONS: Mapping[str, str] = {
     "degraded": "🟡",
     "disconnected": "🔴",
     "failed": "🔴",
+    "needs_auth": "🔑",
+    "refreshing": "🟡",
+    "auth_failed": "🔴",
     "idle": "⚪",
     "stopped": "⚪",
     "disabled": "⚪",
@@ -36,6 +39,9 @@ _DETAIL_COLORS = {
     "degraded": _YELLOW,
     "disconnected": _RED,
     "failed": _RED,
+    "needs_auth": _YELLOW,
+    "refreshing": _YELLOW,
+    "auth_failed": _RED,
     "idle": _DIM,
     "stopped": _DIM,
     "disabled": _DIM,
@@ -132,6 +138,12 @@ def details(record: HealthRecord, now: float) -> str:
             plural = "attempt" if tries == 1 else "attempts"
             return f"gave up after {tries} {plural}: {error or 'no error recorded'}"
         return error or "failed"
+    if status == "needs_auth":
+        return f"🔑 needs login: mcp-supervisor auth login {record.server}"
+    if status == "refreshing":
+        return "refreshing its OAuth token"
+    if status == "auth_failed":
+        return f"login refused: {error or 'authorization failed'}"
     if status == "idle":
         return "not started"
     if status == "stopped":
@@ -258,7 +270,10 @@ def _full_reason(record: HealthRecord, width: int, cut: bool) -> list[str]:
     """The whole reason a server is down, wrapped under its row, when the Details cell
     shows only part of it: its gist (the first clause: "exited with code 1", say,
     without the line of stderr that says why), or the cell was ``cut`` to fit."""
-    if record.status not in ("disconnected", "failed", "degraded") or not record.last_error:
+    if (
+        record.status not in ("disconnected", "failed", "degraded", "auth_failed")
+        or not record.last_error
+    ):
         return []
     full = " ".join(_SERVER_PREFIX.sub("", record.last_error.strip()).split())
     if full == short_error(record.last_error) and not cut:
@@ -275,8 +290,10 @@ def _full_reason(record: HealthRecord, width: int, cut: bool) -> list[str]:
 
 
 def progress_line(records: Mapping[str, HealthRecord]) -> str:
-    """``connecting 3/8…``: how many servers have settled (connected, failed or
-    stopped) of all enabled ones, while ``status`` waits for them."""
+    """``connecting 3/8…``: how many servers have settled (connected, failed, stopped,
+    or waiting for a login) of all enabled ones, while ``status`` waits for them."""
     enabled = [r for r in records.values() if r.status != "disabled"]
-    settled = sum(r.status in ("connected", "failed", "stopped") for r in enabled)
+    settled = sum(
+        r.status in ("connected", "failed", "stopped", "needs_auth", "auth_failed") for r in enabled
+    )
     return f"connecting {settled}/{len(enabled)}…"

@@ -17,7 +17,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import events
 from ..actors import Actor, Normal, before_effect, collapse
+from ..auth import AuthProblem
 from ..errors import (
+    AuthorizationFailed,
+    AuthRequired,
     CallMayHaveTakenEffect,
     ConnectTimeout,
     HTTPStatusError,
@@ -44,6 +47,9 @@ from ._messages import CALL_ID_META, CallTool, GetPrompt, ListTools, ReadResourc
 from ._remote import TransportLike
 
 log = get_logger("supervisor.server")
+
+#: The errors an OAuth problem ends a connection with.
+AuthError = AuthRequired | AuthorizationFailed
 
 #: How long a ping may take before the connection counts as stale.
 PING_TIMEOUT = 10.0
@@ -120,6 +126,7 @@ class ServerActor(Actor):
         self._lost = trio.Event()  # a request found the connection closed
         self._renew = trio.Event()  # a request found its session forgotten by the server
         self._probe_now = trio.Event()  # the server looks hung: probe it without waiting
+        self._auth_blocked = trio.Event()  # waiting for an OAuth login: calls fail fast
         self._direct_scopes: set[trio.CancelScope] = set()
         self._in_flight_direct = 0
         self._no_direct = trio.Event()
@@ -139,7 +146,9 @@ class ServerActor(Actor):
     async def _connected(self, not_this: Client | None = None) -> Client:
         self._wanted.set()
         while True:
-            await self._ready.wait()
+            if self.server.auth_problem is not None:
+                raise self.server.auth_exception()
+            await self._ready.wait()  # also woken when a login is needed
             client = self.client
             if client is not None and client is not not_this:
                 return client
@@ -369,9 +378,79 @@ class ServerActor(Actor):
         request never reached the server, so the next incarnation sends it."""
         self._lost.set()  # makes sure the connection task notices and the incarnation ends
         with before_effect():
-            await trio.sleep_forever()
+            # The incarnation ends (and the next one sends it), or the connection died
+            # for want of an OAuth login: then it fails like any call made meanwhile.
+            await self._auth_blocked.wait()
+        raise self.server.auth_exception()
 
     # -- the connection ----------------------------------------------------------------
+
+    async def _session_or_login(self) -> str | None:
+        """One session; or, when it needs an OAuth login, the wait for one (no crash, no
+        restart spent), then ``"logged in"`` to start the next."""
+        try:
+            return await self._session()
+        except BaseException:
+            failure = getattr(self.transport, "failure", None)
+            if self.stopping or not isinstance(failure, AuthError):
+                raise
+        await self._await_login()
+        return "logged in"
+
+    async def _await_login(self) -> None:
+        """Wait in ``needs_auth`` (or ``auth_failed``) until the broker has a new token:
+        a login started here when the embedder gave a redirect handler, otherwise one
+        made elsewhere (``handle.login``, ``mcp-supervisor auth login``)."""
+        server = self.server
+        broker = server.broker
+        assert broker is not None
+        rejected = broker._token
+        problem = server.auth_problem
+        if problem is not None and problem.needs_login and broker.redirect is not None:
+            try:
+                await broker.login()
+            except AuthProblem as exc:
+                self._auth_failed(exc)
+                await broker.wait_changed(rejected)
+        else:
+            await broker.wait_changed(rejected)
+        server.auth_problem = None
+        self._auth_blocked = trio.Event()
+        self._lost = trio.Event()  # that connection is gone; the next one is fresh
+        self._renew = trio.Event()
+        server.health.status = ServerStatus.CONNECTING
+        server.changed()
+
+    def _auth_failed(self, problem: AuthProblem) -> None:
+        server = self.server
+        server.auth_problem = problem
+        server.health.status = ServerStatus.AUTH_FAILED
+        server.health.last_error = str(problem)
+        server.changed()
+
+    def _on_auth_blocked(self, error: AuthError, connected: bool) -> None:
+        """The connection needs a login, or the authorization server refused: a state of
+        its own, not a crash (nothing is counted, no restart is spent)."""
+        server = self.server
+        self.client = None
+        server.auth_problem = error.problem  # type: ignore[attr-defined]
+        needs = server.auth_problem.needs_login
+        server.health.status = ServerStatus.NEEDS_AUTH if needs else ServerStatus.AUTH_FAILED
+        server.health.last_error = str(error)
+        self._auth_blocked.set()
+        self._ready.set()  # wakes whoever waits to connect: they fail fast now
+        self._ready = trio.Event()  # set again by the next connection
+        if connected:
+            server.emit(events.Disconnected(server=server.name, reason=str(error), was_clean=False))
+        if needs and server.broker is not None and server.broker.redirect is not None:
+            log.info("needs an OAuth login: starting one", server=server.name)
+        else:
+            log.warning(
+                "needs an OAuth login" if needs else "OAuth authorization failed",
+                server=server.name,
+                reason=str(error),
+            )
+        server.changed()
 
     async def _connection(self) -> None:
         # One session after another: a server that forgot our session (it restarted
@@ -379,7 +458,9 @@ class ServerActor(Actor):
         # server that refuses Streamable HTTP is tried again over legacy SSE.
         try:
             await self._wanted.wait()
-            while (why := await self._session()) is not None:
+            while (why := await self._session_or_login()) is not None:
+                if why == "logged in":
+                    continue
                 if why == "session expired":
                     self.server.emit(
                         events.Disconnected(server=self.server.name, reason=why, was_clean=False)
@@ -462,6 +543,8 @@ class ServerActor(Actor):
         except BaseException as exc:
             if self.stopping or isinstance(collapse(exc), trio.Cancelled):
                 self._on_stopped(transport, connected)
+            elif isinstance(transport.failure, AuthError):
+                self._on_auth_blocked(transport.failure, connected)
             else:
                 self._on_failed(transport, connected, exc)
             raise
@@ -490,9 +573,12 @@ class ServerActor(Actor):
         if status in (404, 405, 410):
             message += "; check the URL: no MCP endpoint is there"
         elif status in (401, 403):
-            message += (
-                "; the server wants credentials it did not get or accept: check the "
-                "server's headers (OAuth logins are not supported yet)"
+            broker = self.server.broker
+            oauth = broker is not None and broker.speaks_oauth is not False
+            message += "; the server wants credentials it did not get or accept: " + (
+                "it refused even a fresh OAuth token (check the account's rights)"
+                if oauth
+                else "check the server's headers (it offers no OAuth login)"
             )
         return HTTPStatusError(message, url=url, status_code=status)
 

@@ -25,6 +25,12 @@ class ServerStatus(enum.Enum):
     DISCONNECTED = "disconnected"
     FAILED = "failed"
     STOPPED = "stopped"
+    #: a remote server waiting for an OAuth login (calls fail fast saying how)
+    NEEDS_AUTH = "needs_auth"
+    #: connecting while its OAuth token is being renewed
+    REFRESHING = "refreshing"
+    #: the authorization server refused; waits for a new login
+    AUTH_FAILED = "auth_failed"
     #: configured with ``disabled: true`` (or ``enabled: false``): never started
     DISABLED = "disabled"
 

@@ -33,9 +33,12 @@ from ..actors import (
     actor_spec,
     open_tree,
 )
+from ..auth import AuthProblem, BrokerAuth, TokenBroker
 from ..config import command_line
 from ..config._apps import app_name
 from ..errors import (
+    AuthorizationFailed,
+    AuthRequired,
     CallMayHaveTakenEffect,
     RequestTimeout,
     ServerRequestError,
@@ -143,8 +146,13 @@ class ManagedServer:
         grace: float = GRACE_SECONDS,
         kill_after: float = KILL_AFTER_SECONDS,
         retries: bool = True,
+        broker: TokenBroker | None = None,
     ) -> None:
         self.config = config
+        #: the OAuth token broker of a remote server that uses OAuth (docs/auth.md)
+        self.broker = broker
+        #: why the server waits for an OAuth login (or was refused), while it does
+        self.auth_problem: AuthProblem | None = None
         #: false: one attempt, never restarted (what a one-shot command wants)
         self.retries = retries
         self.ping_timeout = ping_timeout
@@ -247,7 +255,54 @@ class ManagedServer:
             # A crash that its restart type does not restart leaves it failed.
             failed = self.health.status is ServerStatus.FAILED
             return ServerStatus.FAILED if failed else ServerStatus.STOPPED
-        return self.health.status
+        status = self.health.status
+        if (
+            status is ServerStatus.CONNECTING
+            and self.broker is not None
+            and self.broker.state == "refreshing"
+        ):
+            return ServerStatus.REFRESHING
+        return status
+
+    # -- OAuth -------------------------------------------------------------------------
+
+    def auth_exception(
+        self, problem: AuthProblem | None = None
+    ) -> AuthRequired | AuthorizationFailed:
+        """The error calls fail with while the server waits for a login (or was refused)."""
+        problem = problem or self.auth_problem
+        assert problem is not None
+        name = self.name
+        if problem.needs_login:
+            error: AuthRequired | AuthorizationFailed = AuthRequired(
+                f"MCP server {name!r} needs an OAuth login: call handle.login({name!r}), or "
+                f"run `mcp-supervisor auth login {name}`",
+                server=name,
+                cli_message=f"MCP server {name!r} needs an OAuth login: run "
+                f"`mcp-supervisor auth login {name}`",
+            )
+        else:
+            error = AuthorizationFailed(
+                f"MCP server {name!r}: {problem}; after fixing it, log in again "
+                f"(handle.login({name!r}) or `mcp-supervisor auth login {name}`)",
+                server=name,
+                cli_message=f"MCP server {name!r}: {problem}; after fixing it, run "
+                f"`mcp-supervisor auth login {name}`",
+                oauth_error=problem.oauth_error,
+            )
+        error.problem = problem  # type: ignore[attr-defined]
+        return error
+
+    def _oauth(self, remote: _Remote) -> BrokerAuth | None:
+        """The connection's ``httpx2.Auth``: tokens from the broker; a problem getting
+        one ends the connection with its error (the actor then waits for a login)."""
+        if self.broker is None:
+            return None
+
+        def problem(found: AuthProblem) -> None:
+            remote.lose(self.auth_exception(found))  # type: ignore[arg-type]
+
+        return BrokerAuth(self.broker, problem)
 
     # -- what the supervision tree decided -----------------------------------------------
 
@@ -397,7 +452,7 @@ class ManagedServer:
             return _Remote(memory) if faults is None else self._faulty(memory)
         assert c.url is not None
         if c.type == "sse":
-            return _Remote(sse_transport(c.url, headers=c.headers, timeout=c.timeout))
+            return self._sse(c)
         if c.type == "ws":
             from ..ws import _parse_frame, websocket_client
 
@@ -413,14 +468,23 @@ class ManagedServer:
 
             return self._faulty(socket, parse=frame)
         if self.use_sse:
-            return _Remote(sse_transport(c.url, headers=c.headers, timeout=c.timeout))
+            return self._sse(c)
         remote = _Remote(None, tracks_delivery=True)
         remote._inner = http_transport(
             c.url,
             headers=c.headers,
             timeout=c.timeout,
+            auth=self._oauth(remote),
             on_status=remote.saw_status,
             faults=faults,
+        )
+        return remote
+
+    def _sse(self, c: ServerSettings) -> _Remote:
+        assert c.url is not None
+        remote = _Remote(None)
+        remote._inner = sse_transport(
+            c.url, headers=c.headers, timeout=c.timeout, auth=self._oauth(remote)
         )
         return remote
 
@@ -512,6 +576,8 @@ class ManagedServer:
     ) -> types.CallToolResult:
         if self.error is not None:
             self.check_available()
+        if self.auth_problem is not None:
+            raise self.auth_exception()
         limit = self.config.timeout if timeout is None else timeout
         message = CallTool(tool, arguments, progress, call_id)
         left = limit
@@ -537,6 +603,8 @@ class ManagedServer:
                 f"MCP server {self.name!r} is not configured correctly: {self.error}",
                 server=self.name,
             )
+        if self.auth_problem is not None:
+            raise self.auth_exception()
         with self._translated("", 0.0):
             self.address.check_open()
 
@@ -663,6 +731,8 @@ class ManagedServer:
         """Send ``message`` through the mailbox, saying actor errors in terms of ``what``."""
         if self.error is not None:
             self.check_available()
+        if self.auth_problem is not None:
+            raise self.auth_exception()
         limit = self.config.timeout if timeout is None else timeout
         try:
             return await self.address.call(message, limit)

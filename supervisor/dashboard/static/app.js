@@ -7,14 +7,19 @@
   const token = document.querySelector('meta[name="dashboard-token"]').content;
   const HEALTH = {
     connected: "green", connecting: "yellow", degraded: "yellow", disconnected: "red", failed: "red",
+    needs_auth: "yellow", refreshing: "yellow", auth_failed: "red",
     idle: "grey", stopped: "grey", disabled: "grey",
   };
-  const GOOD = new Set(["mcp.connected", "mcp.health.recovered", "mcp.auth.completed"]);
+  const GOOD = new Set([
+    "mcp.connected", "mcp.health.recovered", "mcp.auth.completed", "mcp.auth.refreshed",
+  ]);
   const BAD = new Set([
     "mcp.error", "mcp.local.crashed", "mcp.disconnected", "mcp.health.stale",
     "mcp.auth.failed", "supervisor.child.gave_up", "supervisor.escalated",
   ]);
-  const WARN = new Set(["mcp.connecting", "supervisor.child.restarted", "bus.dropped"]);
+  const WARN = new Set([
+    "mcp.connecting", "mcp.auth.started", "supervisor.child.restarted", "bus.dropped",
+  ]);
   const KEEP = 300; // events kept per timeline
 
   const $ = (id) => document.getElementById(id);
@@ -53,6 +58,8 @@
       return `retry ${r.retry_attempt + 1} in ${wait.toFixed(wait < 10 ? 1 : 0)}s`;
     }
     if (r.status === "connecting" && r.retry_attempt > 0) return `attempt ${r.retry_attempt + 1}`;
+    if (r.status === "needs_auth") return `needs login: mcp-supervisor auth login ${r.server}`;
+    if (r.status === "refreshing") return "refreshing its OAuth token";
     if (r.status === "idle") return "not started";
     if (r.status === "disabled") return "not started: disabled in the config";
     return "";

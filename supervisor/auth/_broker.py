@@ -1,0 +1,851 @@
+"""The token broker: one per resource × account, the only user of its OAuth provider.
+
+Every connection to a remote server asks its broker for a token (:class:`BrokerAuth`, the
+``httpx2.Auth`` on the connection's HTTP client). The broker runs the SDK's OAuth
+provider itself — ``OAuthClientProvider`` for browser logins, the client-credentials and
+private-key-JWT providers, ``IdentityAssertionOAuthProvider`` — never re-implementing a
+step of OAuth, and adds what clients usually get wrong:
+
+* **One refresh for all.** A valid token is handed out at once. Renewing one (ahead of
+  its expiry, or after the server answered 401) is a request to the broker's actor, whose
+  mailbox serves one at a time: the first caller refreshes, everyone who was waiting on
+  the same token gets the new one. The SDK's provider, used as each connection's
+  ``httpx2.Auth``, would instead hold a lock across every request until its answer
+  starts, serialising all calls.
+* **Expiry survives restarts.** Tokens are stored with their absolute expiry, so a fresh
+  process refreshes an expired token instead of sending it, being refused, and sending
+  the user to the browser again.
+* **A rejected token is refreshed before anything else**; a failed refresh asks for a
+  new authorization (a browser login waits for a person, see below), never a loop.
+* **Browser logins never run inside a connection attempt.** A connection that needs one
+  fails with :class:`~supervisor.errors.AuthRequired` and its server waits in
+  ``needs_auth`` — starting the login at once when the embedder gave a redirect handler,
+  otherwise until ``handle.login(name)``, ``mcp-supervisor auth login``, or a login by
+  another process that shows up in the token file.
+* **PKCE S256 or nothing**: an authorization server that does not advertise it is
+  refused before the browser opens.
+
+The flow is driven with a probe request to the server's URL that is never sent: the
+provider is given the server's real challenge (its ``WWW-Authenticate``) as the probe's
+answer, every request the provider makes on the way (discovery, registration, token) is
+sent for real, and the token is read off the probe when the provider hands it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+import warnings
+from collections.abc import AsyncGenerator, Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qs, urlsplit
+
+import attrs
+import httpx2
+import trio
+from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.exceptions import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
+from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
+from mcp.client.auth.utils import extract_field_from_www_auth
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.shared.auth_utils import resource_url_from_server_url
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
+from pydantic import AnyUrl
+
+from .. import events
+from ..actors import Actor, actor_spec
+from ..log import get_logger, redact
+from ..transports import delivery
+from ._idjag import discover_issuer, fetch_id_jag, read_secret
+from ._login import CALLBACK_PATH, DEFAULT_CALLBACK_PORT, EXTRA_PORTS, Logins
+from ._store import AuthStore, Credentials
+
+__all__ = ["AuthProblem", "BrokerAuth", "BrokerInfo", "TokenBroker"]
+
+log = get_logger("supervisor.auth")
+
+
+def _not_flow_errors(record: logging.LogRecord) -> bool:
+    """The SDK logs every failed flow with its traceback; the broker reports each one
+    itself (an ``auth_failed`` state, an ``mcp.auth.failed`` event, a warning with the
+    reason), so that copy is dropped."""
+    return record.getMessage() != "OAuth flow error"
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_not_flow_errors)
+
+#: What a broker is doing: ``unknown`` before the first token is needed, ``ok`` holding
+#: one, ``refreshing`` / ``authorizing`` while it gets one, ``needs_auth`` waiting for a
+#: login, ``auth_failed`` after the authorization server refused.
+BrokerState = Literal["unknown", "ok", "refreshing", "authorizing", "needs_auth", "auth_failed"]
+
+#: How many step-ups (403 insufficient_scope) in a row before giving up on more scope.
+STEP_UP_LIMIT = 2
+#: How often a broker waiting for a login looks at its token file (seconds).
+WATCH_INTERVAL = 2.0
+
+
+class NoOAuth(Exception):
+    """The server refused without offering OAuth: its 401 stands as it is."""
+
+
+class AuthProblem(Exception):
+    """Why no token can be had now: a login is needed (``needs_login``) or the
+    authorization server refused (``oauth_error`` holds its error code when it gave one)."""
+
+    def __init__(self, message: str, *, needs_login: bool, oauth_error: str | None = None) -> None:
+        super().__init__(message)
+        self.needs_login = needs_login
+        self.oauth_error = oauth_error
+
+
+@attrs.frozen
+class _Challenge:
+    """A server's refusal of a token: its status and ``WWW-Authenticate``."""
+
+    status: int
+    www_authenticate: str | None
+
+    @classmethod
+    def of(cls, response: httpx2.Response) -> _Challenge:
+        return cls(response.status_code, response.headers.get("www-authenticate"))
+
+    @property
+    def step_up(self) -> bool:
+        return self.status == 403
+
+
+@attrs.frozen
+class BrokerInfo:
+    """What ``auth status`` shows of one broker: never a token."""
+
+    resource: str
+    account: str
+    grant: str
+    state: str
+    issuer: str | None
+    scopes: tuple[str, ...]
+    expires_at: float | None
+    has_refresh_token: bool
+    error: str | None
+    servers: tuple[str, ...]
+    token_file: str
+
+
+def _bearer(request: httpx2.Request) -> str | None:
+    value = request.headers.get("authorization", "")
+    return value[7:] if value[:7].lower() == "bearer " else None
+
+
+def _challenge_header(challenge: _Challenge | None, scopes: Sequence[str]) -> dict[str, str]:
+    """The ``WWW-Authenticate`` given to the provider: the server's own, with the
+    configured scopes added to (or put in) its ``scope``."""
+    header = challenge.www_authenticate if challenge is not None else None
+    if not scopes:
+        return {"www-authenticate": header} if header else {}
+    if header is None:
+        return {"www-authenticate": f'Bearer scope="{" ".join(scopes)}"'}
+    probe = httpx2.Response(401, headers={"www-authenticate": header})
+    had = (extract_field_from_www_auth(probe, "scope") or "").split()
+    merged = " ".join(dict.fromkeys([*had, *scopes]))
+    params = [p for p in _params(header) if not p.lower().startswith("scope=")]
+    return {"www-authenticate": "Bearer " + ", ".join([*params, f'scope="{merged}"'])}
+
+
+def _params(header: str) -> list[str]:
+    """The ``key=value`` parameters of a Bearer challenge (quoted values kept whole)."""
+    body = header.split(" ", 1)[1] if header.lower().startswith("bearer") else header
+    out, current, quoted = [], "", False
+    for ch in body:
+        if ch == '"':
+            quoted = not quoted
+        if ch == "," and not quoted:
+            if current.strip():
+                out.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        out.append(current.strip())
+    return out
+
+
+def _oauth_error(exc: BaseException) -> str | None:
+    text = str(exc)
+    for code in (
+        "invalid_grant",
+        "invalid_client",
+        "unauthorized_client",
+        "access_denied",
+        "invalid_scope",
+        "unsupported_grant_type",
+        "invalid_request",
+        "server_error",
+        "temporarily_unavailable",
+    ):
+        if code in text:
+            return code
+    return getattr(exc, "error", None)
+
+
+class TokenBroker:
+    """Tokens for one resource (a remote server's URL) × account; see the module doc.
+
+    ``servers`` are the configured servers that share it (their events name each);
+    ``remember`` registers a secret with the log redactor; ``redirect`` shows a person
+    the authorization URL (``None``: browser logins wait for :meth:`login`);
+    ``callback`` replaces the loopback listener when given.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        auth: Any,  # supervisor.config.AuthConfig
+        *,
+        store: AuthStore,
+        logins: Logins,
+        servers: Sequence[str],
+        publish: Callable[[events.Event], None] = lambda event: None,
+        remember: Callable[[str], None] = lambda secret: None,
+        redirect: Callable[[str], Any] | None = None,
+        callback: Callable[[], Any] | None = None,
+        base_dir: Path | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.url = url
+        self.auth = auth
+        self.resource = resource_url_from_server_url(url)
+        self.account = auth.account or "default"
+        self.grant: str = auth.grant
+        self.servers = tuple(servers)
+        self.logins = logins
+        self._publish = publish
+        self._remember = remember
+        self.redirect = redirect
+        self._callback = callback
+        self._base_dir = base_dir
+        self.credentials = Credentials(
+            store, self.resource, self.account, server=self.servers[0], on_tokens=self._seen
+        )
+        self.clock = clock
+        self.state: BrokerState = "unknown"
+        self.error: str | None = None
+        self.refreshes = 0
+        self._token: str | None = None
+        self._expires_at: float | None = None
+        self._lifetime: float | None = None
+        self._challenge: _Challenge | None = None
+        self._step_ups = 0
+        self._interactive = False
+        self._login_state: str | None = None
+        self._changed = trio.Event()
+        self._speaks: bool | None = None
+        self._load()
+        self.provider = self._make_provider()
+        self.spec = actor_spec(
+            f"auth:{self.servers[0]}",
+            lambda: _BrokerActor(self),
+            mailbox=math.inf,
+            shutdown_timeout=1.0,
+        )
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """Unix time as the broker sees it (expiries are computed and compared on it)."""
+        return self.credentials.clock
+
+    @clock.setter
+    def clock(self, clock: Callable[[], float]) -> None:
+        self.credentials.clock = clock
+
+    def __repr__(self) -> str:
+        return f"<TokenBroker {self.resource} account={self.account!r} state={self.state}>"
+
+    # -- what the connections ask --------------------------------------------------------
+
+    @property
+    def interactive(self) -> bool:
+        """Whether getting a token may need a person (the browser login)."""
+        return self.grant == "authorization_code"
+
+    def current(self) -> str | None:
+        """The held access token if it is good for a while yet, else ``None``."""
+        if self._token is None:
+            return None
+        if self._expires_at is not None:
+            lifetime = self._lifetime or 0.0
+            margin = min(60.0, max(1.0, 0.1 * lifetime))
+            if self.clock() >= self._expires_at - margin:
+                return None
+        return self._token
+
+    async def token(self) -> str | None:
+        """A token to send: the held one, or a renewed one when it is about to expire.
+        ``None`` when there is none yet (the request goes without; the server's 401 says
+        how to get one)."""
+        token = self.current()
+        if token is not None or (self._token is None and self.state in ("unknown", "ok")):
+            return token
+        return await self.spec.address.call(_Renew(self._token, None), math.inf)
+
+    async def rejected(self, token: str | None, response: httpx2.Response) -> str:
+        """The server refused ``token`` (401, or 403 ``insufficient_scope``): a new
+        token, renewed once for everyone who was refused the same one. Raises
+        :class:`AuthProblem` when none can be had without a person (or at all)."""
+        return await self.spec.address.call(_Renew(token, _Challenge.of(response)), math.inf)
+
+    async def login(self, redirect: Callable[[str], Any] | None = None) -> None:
+        """Authorize from the start now (a browser login for the authorization-code
+        grant), whatever is held; ``redirect`` shows the URL (default: the broker's)."""
+        await self.spec.address.call(_Login(redirect), math.inf)
+
+    def logout(self) -> bool:
+        """Forget the tokens (kept client registrations are reused at the next login);
+        whether there were any."""
+        had = self.credentials.forget()
+        self._token = self._expires_at = None
+        self._clear_provider()
+        self.state = "needs_auth" if self.interactive else "unknown"
+        return had
+
+    async def wait_changed(self, since: str | None) -> None:
+        """Return once the broker holds a token other than ``since``: after a login here,
+        or one by another process that wrote the token file (looked at every
+        :data:`WATCH_INTERVAL` s)."""
+        mtime = self.credentials.tokens_mtime()
+        while True:
+            with trio.move_on_after(WATCH_INTERVAL):
+                await self._changed.wait()
+            if self._token is not None and self._token != since:
+                return
+            now_mtime = self.credentials.tokens_mtime()
+            if now_mtime is not None and now_mtime != mtime:
+                mtime = now_mtime
+                self._load()
+                self._clear_provider()
+                if self._token is not None and self._token != since:
+                    self._set_state("ok")
+                    return
+
+    def info(self) -> BrokerInfo:
+        stored = self.credentials.stored()
+        token = stored.token if stored is not None else None
+        return BrokerInfo(
+            resource=self.resource,
+            account=self.account,
+            grant=self.grant,
+            state=self.state if stored is not None or self.state != "unknown" else "no tokens",
+            issuer=stored.issuer if stored is not None else None,
+            scopes=tuple((token.scope or "").split()) if token is not None else (),
+            expires_at=stored.expires_at if stored is not None else None,
+            has_refresh_token=bool(token is not None and token.refresh_token),
+            error=self.error,
+            servers=self.servers,
+            token_file=str(self.credentials.store.path("tokens", self.credentials.key)),
+        )
+
+    # -- inside the actor ----------------------------------------------------------------
+
+    async def _renew(self, message: _Renew) -> str:
+        """Serve one renewal (one at a time: see the module doc)."""
+        challenge = message.challenge
+        held = self.current()
+        if held is not None and held != message.rejected:
+            if challenge is None or not challenge.step_up:
+                return held  # someone else's renewal already brought a new one
+        if challenge is not None:
+            self._challenge = challenge
+            if challenge.step_up:
+                self._step_ups += 1
+                if self._step_ups > STEP_UP_LIMIT:
+                    self._fail(
+                        "the server keeps asking for more scope (403 insufficient_scope) "
+                        f"after {STEP_UP_LIMIT} step-ups; check the scopes the account can "
+                        "be granted"
+                    )
+        elif self.state in ("needs_auth", "auth_failed") and self._token is None:
+            raise AuthProblem(self.error or "a login is needed", needs_login=True)
+        if self._token is None and not await self._speaks_oauth(challenge):
+            raise NoOAuth
+        step_up = challenge is not None and challenge.step_up
+        self._set_state("refreshing" if self._token is not None and not step_up else "authorizing")
+        try:
+            # A step-up needs a new grant, not a refresh of the old one.
+            token = await self._drive(rejected=message.rejected, challenge=challenge, fresh=step_up)
+        except AuthProblem as exc:
+            self._problem(exc)
+            raise
+        return token
+
+    async def _login(self, message: _Login) -> None:
+        self._set_state("authorizing")
+        self._interactive = True
+        self._step_ups = 0
+        redirect = message.redirect or self.redirect
+        saved = self.redirect
+        self.redirect = redirect
+        try:
+            await self._drive(rejected=self._token, challenge=self._challenge, fresh=True)
+        except AuthProblem as exc:
+            self._problem(exc)
+            raise
+        finally:
+            self._interactive = False
+            self.redirect = saved
+
+    async def _drive(
+        self, *, rejected: str | None, challenge: _Challenge | None, fresh: bool = False
+    ) -> str:
+        """Run the provider's flow once (see the module doc); the new token."""
+        provider = self.provider
+        context = getattr(provider, "context", None)
+        if provider is not None and context is not None:
+            if not getattr(provider, "_initialized", True):
+                await provider._initialize()  # type: ignore[attr-defined]
+            # Whatever it holds: renew, refreshing first (0 would read as "no expiry").
+            context.token_expiry_time = 1.0
+            if fresh:
+                context.clear_tokens()
+        ports = self._ports()
+        uses_listener = self.interactive and self._interactive and self._callback is None
+        if uses_listener:
+            port = await self.logins.acquire(ports)
+            self._set_redirect_uris(port, ports)
+        started = self.refreshes
+        try:
+            token = await self._flow(rejected, challenge, fresh)
+        except AuthProblem:
+            raise
+        except (OAuthFlowError, OAuthTokenError, OAuthRegistrationError, ValueError) as exc:
+            raise AuthProblem(
+                redact(f"authorization failed: {exc}"),
+                needs_login=False,
+                oauth_error=_oauth_error(exc),
+            ) from exc
+        except (TimeoutError, Exception) as exc:
+            if isinstance(exc, httpx2.HTTPError):
+                raise
+            from ._login import LoginCancelled
+
+            if isinstance(exc, LoginCancelled | TimeoutError):
+                raise AuthProblem(
+                    redact(f"login failed: {exc}"),
+                    needs_login=False,
+                    oauth_error=getattr(exc, "error", None),
+                ) from exc
+            raise
+        finally:
+            if uses_listener:
+                await self.logins.release()
+        self._adopt(token)
+        self.error = None
+        self._set_state("ok")
+        if self.refreshes > started and not fresh:
+            self._emit(lambda s: events.AuthRefreshed(server=s, expires_at=self._expires_at))
+        else:
+            self._step_ups = 0 if challenge is None or not challenge.step_up else self._step_ups
+            info = self.info()
+            self._emit(
+                lambda s: events.AuthCompleted(
+                    server=s,
+                    issuer=info.issuer,
+                    scopes=list(info.scopes),
+                    expires_at=info.expires_at,
+                )
+            )
+        self._changed.set()
+        self._changed = trio.Event()
+        return token
+
+    async def _flow(self, rejected: str | None, challenge: _Challenge | None, fresh: bool) -> str:
+        probe = httpx2.Request(
+            "POST",
+            self.url,
+            headers={"mcp-protocol-version": LATEST_HANDSHAKE_VERSION},
+        )
+        challenged = False
+        async with httpx2.AsyncClient(timeout=30.0) as http:
+            if self.provider is None:
+                await self._discover_issuer(http)
+            assert self.provider is not None
+            flow = self.provider.async_auth_flow(probe)
+            try:
+                outgoing = await flow.__anext__()
+                while True:
+                    if outgoing is probe:
+                        token = _bearer(probe)
+                        if token is not None and token != rejected and (challenged or not fresh):
+                            return token
+                        if challenged:
+                            raise AuthProblem(
+                                "the authorization server gave no usable token",
+                                needs_login=False,
+                            )
+                        if self.interactive and not self._interactive:
+                            raise AuthProblem(self._login_hint(), needs_login=True)
+                        challenged = True
+                        probe.headers.pop("authorization", None)
+                        status = challenge.status if challenge is not None else 401
+                        response = httpx2.Response(
+                            status,
+                            headers=_challenge_header(challenge, self._wanted_scopes(challenge)),
+                            request=probe,
+                        )
+                    else:
+                        if b"grant_type=refresh_token" in (outgoing.content or b""):
+                            self.refreshes += 1
+                        response = await http.send(outgoing)
+                        await response.aread()
+                    outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                token = _bearer(probe)
+                if token is None or token == rejected:
+                    raise AuthProblem(
+                        "the authorization server gave no usable token", needs_login=False
+                    ) from None
+                return token
+            finally:
+                await flow.aclose()
+
+    # -- the SDK provider's handlers ----------------------------------------------------
+
+    async def _redirect_handler(self, url: str) -> None:
+        context = self.provider.context  # type: ignore[union-attr]
+        metadata = context.oauth_metadata
+        methods = (metadata.code_challenge_methods_supported or []) if metadata else []
+        if "S256" not in methods:
+            where = str(metadata.issuer) if metadata else "the authorization server"
+            raise AuthProblem(
+                f"{where} does not advertise PKCE with S256 (code_challenge_methods_supported)"
+                ", which the MCP authorization spec requires; refusing to log in there",
+                needs_login=False,
+                oauth_error="pkce_not_supported",
+            )
+        if not self._interactive or self.redirect is None:
+            raise AuthProblem(self._login_hint(), needs_login=True)
+        state = parse_qs(urlsplit(url).query).get("state", [""])[0]
+        self._login_state = state
+        if self._callback is None:
+            self.logins.expect(state)
+        self._emit(lambda s: events.AuthStarted(server=s, grant=self.grant))
+        log.info("OAuth login started", servers=list(self.servers), account=self.account)
+        try:
+            await self.redirect(url)
+        except Exception as exc:  # the embedder's handler: its failure is this login's
+            raise AuthProblem(
+                f"the login could not be shown (the redirect handler raised {exc!r})",
+                needs_login=False,
+            ) from exc
+
+    async def _callback_handler(self) -> Any:
+        if self._callback is not None:
+            return await self._callback()
+        assert self._login_state is not None
+        return await self.logins.wait(self._login_state)
+
+    # -- internals ------------------------------------------------------------------------
+
+    @property
+    def speaks_oauth(self) -> bool | None:
+        """Whether the server offers OAuth (``None``: not known yet)."""
+        return self._speaks
+
+    async def _speaks_oauth(self, challenge: _Challenge | None) -> bool:
+        """Whether the server's refusal can be answered with OAuth at all: it publishes
+        protected-resource metadata (RFC 9728), or authorization-server metadata at its
+        origin (the 2025-03-26 fallback). Asked once; a server that does neither is
+        refused as a plain HTTP 401 (wrong or missing credentials in its headers)."""
+        if self._speaks is None:
+            if self.auth.auth_server_metadata_url or self.grant == "identity_assertion":
+                self._speaks = True
+            else:
+                async with httpx2.AsyncClient(timeout=10.0) as http:
+                    found = await discover_issuer(http, self.url, challenge)
+                    if found is None:
+                        origin = self.url.split("/", 3)
+                        well_known = (
+                            "/".join(origin[:3]) + "/.well-known/oauth-authorization-server"
+                        )
+                        answer = await http.get(well_known)
+                        found = answer.status_code == 200 and "json" in answer.headers.get(
+                            "content-type", ""
+                        )
+                self._speaks = bool(found)
+        return self._speaks
+
+    def _wanted_scopes(self, challenge: _Challenge | None) -> list[str]:
+        """Scopes to add to the server's challenge: the configured ones, and for a
+        step-up the ones held now (the provider forgets them with the old token)."""
+        wanted = list(self.auth.scopes)
+        if challenge is not None and challenge.step_up:
+            stored = self.credentials.stored()
+            if stored is not None and stored.token.scope:
+                wanted += stored.token.scope.split()
+        return list(dict.fromkeys(wanted))
+
+    def _login_hint(self) -> str:
+        name = self.servers[0]
+        return f"MCP server {name!r} needs an OAuth login: run `mcp-supervisor auth login {name}`"
+
+    def _ports(self) -> list[int]:
+        if self.auth.redirect_uri:
+            return [urlsplit(self.auth.redirect_uri).port or 80]
+        base = self.auth.callback_port or DEFAULT_CALLBACK_PORT
+        return [p for p in range(base, base + 1 + EXTRA_PORTS) if p <= 65535]
+
+    def _redirect_uris(self, first: int | None = None) -> list[str]:
+        if self.auth.redirect_uri:
+            return [self.auth.redirect_uri]
+        ports = self._ports()
+        if first is not None:
+            ports = [first, *(p for p in ports if p != first)]
+        return [self.logins.redirect_uri(p, CALLBACK_PATH) for p in ports]
+
+    def _set_redirect_uris(self, port: int, ports: Sequence[int]) -> None:
+        context = self.provider.context  # type: ignore[union-attr]
+        context.client_metadata.redirect_uris = [AnyUrl(u) for u in self._redirect_uris(port)]
+
+    def _make_provider(self) -> httpx2.Auth:
+        a = self.auth
+        scope = " ".join(a.scopes) or None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)  # no issuer configured
+            if self.grant == "client_credentials" and a.private_key_file:
+                key = read_secret(a.private_key_file, None, self._base_dir, "privateKeyFile")
+                assertion = SignedJWTParameters(
+                    issuer=a.client_id,
+                    subject=a.client_id,
+                    signing_key=key,
+                    signing_algorithm=a.signing_algorithm or "RS256",
+                ).create_assertion_provider()
+                return PrivateKeyJWTOAuthProvider(
+                    self.url,
+                    self.credentials,
+                    a.client_id,
+                    assertion,
+                    scope=scope,
+                    issuer=a.issuer,
+                )
+            if self.grant == "client_credentials":
+                return ClientCredentialsOAuthProvider(
+                    self.url,
+                    self.credentials,
+                    a.client_id,
+                    a.client_secret,
+                    token_endpoint_auth_method=a.token_endpoint_auth_method
+                    or "client_secret_basic",
+                    scope=scope,
+                    issuer=a.issuer,
+                )
+            if self.grant == "identity_assertion":
+                return self._identity_assertion(scope)
+        metadata = OAuthClientMetadata(
+            redirect_uris=self._redirect_uris(),  # type: ignore[arg-type]
+            client_name=a.client_name or "mcp-supervisor",
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+            token_endpoint_auth_method=(
+                a.token_endpoint_auth_method
+                or ("client_secret_basic" if a.client_secret else "none")
+            ),
+            scope=scope,
+        )
+        if a.client_id:
+            self.credentials.fixed_client = OAuthClientInformationFull(
+                client_id=a.client_id,
+                client_secret=a.client_secret,
+                redirect_uris=self._redirect_uris(),  # type: ignore[arg-type]
+                grant_types=["authorization_code", "refresh_token"],
+                token_endpoint_auth_method=metadata.token_endpoint_auth_method,
+            )
+        return OAuthClientProvider(
+            self.url,
+            metadata,
+            self.credentials,
+            redirect_handler=self._redirect_handler,
+            callback_handler=self._callback_handler,
+            client_metadata_url=a.client_metadata_url,
+        )
+
+    def _identity_assertion(self, scope: str | None) -> httpx2.Auth | None:
+        """The SDK's SEP-990 provider, once its authorization server's issuer is known
+        (configured, or discovered by :meth:`_discover_issuer`); ``None`` until then."""
+        a = self.auth
+        issuer = a.issuer or self.credentials.issuer
+        if not issuer:
+            return None
+        base_dir = self._base_dir
+
+        async def assertion(audience: str, resource: str) -> str:
+            jag = await fetch_id_jag(a.idp, audience, resource, base_dir, self._remember)
+            return jag
+
+        self.credentials.issuer = issuer
+        return IdentityAssertionOAuthProvider(
+            self.url,
+            self.credentials,
+            a.client_id,
+            a.client_secret,
+            issuer,
+            assertion,
+            scope=scope,
+            token_endpoint_auth_method=a.token_endpoint_auth_method or "client_secret_post",
+        )
+
+    async def _discover_issuer(self, http: httpx2.AsyncClient) -> None:
+        """The identity-assertion grant without a configured issuer: take it from the
+        resource's protected-resource metadata (RFC 9728), then make the provider."""
+        found = await discover_issuer(http, self.url, self._challenge)
+        if found is None:
+            raise AuthProblem(
+                f"{self.url}'s protected-resource metadata names no authorization server; "
+                'set "issuer" in the server\'s auth',
+                needs_login=False,
+            )
+        self.credentials.issuer = found
+        self.provider = self._make_provider()
+
+    def _clear_provider(self) -> None:
+        """Make the provider read the stored credentials again before its next flow."""
+        if hasattr(self.provider, "_initialized"):
+            self.provider._initialized = False  # type: ignore[attr-defined]
+
+    def _load(self) -> None:
+        stored = self.credentials.stored()
+        if stored is None:
+            self._token = self._expires_at = self._lifetime = None
+            if self.interactive and self.state == "unknown":
+                pass
+            return
+        self._remember_token(stored.token)
+        self._token = stored.token.access_token
+        self._expires_at = stored.expires_at
+        self._lifetime = (
+            None if stored.expires_at is None else max(stored.expires_at - stored.saved_at, 0.0)
+        )
+        self.credentials.issuer = stored.issuer
+        if self.state == "unknown":
+            self.state = "ok"
+
+    def _adopt(self, token: str) -> None:
+        self._load()
+        if self._token != token:  # a provider that did not store (it always does)
+            self._token, self._expires_at, self._lifetime = token, None, None
+
+    def _seen(self, tokens: OAuthToken) -> None:
+        """The SDK stores new tokens: make them secret before anything can print them,
+        and note the issuer they came from."""
+        self._remember_token(tokens)
+        context = getattr(self.provider, "context", None)
+        issuer = None
+        if context is not None and context.oauth_metadata is not None:
+            issuer = str(context.oauth_metadata.issuer)
+        if issuer is not None:
+            self.credentials.issuer = issuer
+
+    def _remember_token(self, tokens: OAuthToken) -> None:
+        self._remember(tokens.access_token)
+        if tokens.refresh_token:
+            self._remember(tokens.refresh_token)
+
+    def _set_state(self, state: BrokerState) -> None:
+        self.state = state
+
+    def _problem(self, exc: AuthProblem) -> None:
+        self.error = str(exc)
+        if exc.needs_login:
+            self._set_state("needs_auth")
+            return
+        self._set_state("auth_failed")
+        self._emit(lambda s: events.AuthFailed(server=s, error=str(exc)))
+        log.warning("OAuth authorization failed", servers=list(self.servers), error=str(exc))
+
+    def _fail(self, message: str) -> None:
+        raise AuthProblem(message, needs_login=False, oauth_error="insufficient_scope")
+
+    def _emit(self, make: Callable[[str], events.Event]) -> None:
+        for server in self.servers:
+            with contextlib.suppress(Exception):
+                self._publish(make(server))
+
+
+# -- the actor -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Renew:
+    rejected: str | None
+    challenge: _Challenge | None
+
+
+@attrs.frozen
+class _Login:
+    redirect: Callable[[str], Any] | None
+
+
+class _BrokerActor(Actor):
+    """Serves a broker's renewals and logins one at a time."""
+
+    def __init__(self, broker: TokenBroker) -> None:
+        self.broker = broker
+
+    async def handle(self, message: object) -> object:
+        if isinstance(message, _Renew):
+            return await self.broker._renew(message)
+        if isinstance(message, _Login):
+            return await self.broker._login(message)
+        raise TypeError(f"token broker cannot handle {message!r}")
+
+
+# -- the connection's side -----------------------------------------------------------------
+
+
+class BrokerAuth(httpx2.Auth):
+    """The ``httpx2.Auth`` of one connection: its broker's token on every request; a
+    refused token (401, 403 ``insufficient_scope``) is renewed through the broker and
+    the request sent once more. ``on_problem`` hears why no token could be had (the
+    connection then fails with it)."""
+
+    def __init__(self, broker: TokenBroker, on_problem: Callable[[AuthProblem], None]) -> None:
+        self.broker = broker
+        self._on_problem = on_problem
+
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        try:
+            token = await self.broker.token()
+        except AuthProblem as exc:
+            self._on_problem(exc)
+            raise
+        if token is not None:
+            request.headers["Authorization"] = f"Bearer {token}"
+        response = yield request
+        refused = response.status_code == 401 or (
+            response.status_code == 403
+            and extract_field_from_www_auth(response, "error") == "insufficient_scope"
+        )
+        if not refused:
+            return
+        await response.aread()
+        try:
+            token = await self.broker.rejected(token, response)
+        except NoOAuth:
+            return  # the server's refusal is the answer
+        except AuthProblem as exc:
+            receipt = delivery.get()
+            if receipt is not None:
+                receipt.delivered = False  # refused unseen (401/403): it did not run
+            self._on_problem(exc)
+            raise
+        request.headers["Authorization"] = f"Bearer {token}"
+        yield request

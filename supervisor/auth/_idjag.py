@@ -1,0 +1,121 @@
+"""Enterprise-managed authorization (SEP-990, cross-app access): the enterprise side.
+
+The MCP authorization server's half (the RFC 7523 jwt-bearer grant) is the SDK's
+``IdentityAssertionOAuthProvider``; the SDK leaves obtaining the Identity Assertion JWT
+Authorization Grant (ID-JAG) to the caller. This module does it: an RFC 8693 token
+exchange at the enterprise IdP's token endpoint, trading the user's ID token for an
+ID-JAG whose audience is the MCP authorization server and whose resource is the MCP
+server. The IdP client's secret and the user's ID token come from a file or an
+environment variable, never from the config itself, and both are registered with the log
+redactor as soon as they are read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp.client.auth.exceptions import OAuthTokenError
+from mcp.client.auth.utils import (
+    build_protected_resource_metadata_discovery_urls,
+    create_oauth_metadata_request,
+    extract_resource_metadata_from_www_auth,
+    handle_protected_resource_response,
+)
+
+__all__ = ["ID_JAG", "TOKEN_EXCHANGE", "discover_issuer", "fetch_id_jag", "read_secret"]
+
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ID_JAG = "urn:ietf:params:oauth:token-type:id-jag"
+ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token"
+
+
+def read_secret(file: str | None, env: str | None, base_dir: Path | None, what: str) -> str:
+    """The secret in ``file`` (relative to ``base_dir``, the config's directory) or in
+    the environment variable ``env``; an error naming ``what`` and where it looked."""
+    if file:
+        path = Path(file).expanduser()
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        try:
+            value = path.read_text().strip()
+        except OSError as exc:
+            raise OAuthTokenError(f"cannot read {what} from {path}: {exc.strerror}") from None
+        if not value:
+            raise OAuthTokenError(f"{what} file {path} is empty")
+        return value
+    if env:
+        value = os.environ.get(env, "").strip()
+        if not value:
+            raise OAuthTokenError(f"{what}: environment variable {env} is not set")
+        return value
+    raise OAuthTokenError(f"no {what} configured")
+
+
+async def discover_issuer(http: httpx2.AsyncClient, url: str, challenge: Any = None) -> str | None:
+    """The first authorization server named by ``url``'s protected-resource metadata
+    (RFC 9728: the challenge's ``resource_metadata`` hint, then the well-known URLs)."""
+    hint = None
+    if challenge is not None and challenge.www_authenticate:
+        probe = httpx2.Response(401, headers={"www-authenticate": challenge.www_authenticate})
+        hint = extract_resource_metadata_from_www_auth(probe)
+    for candidate in build_protected_resource_metadata_discovery_urls(hint, url):
+        response = await http.send(create_oauth_metadata_request(candidate))
+        await response.aread()
+        metadata = await handle_protected_resource_response(response)
+        if metadata is not None and metadata.authorization_servers:
+            return str(metadata.authorization_servers[0])
+    return None
+
+
+async def fetch_id_jag(
+    idp: Any,  # supervisor.config.IdpConfig
+    audience: str,
+    resource: str,
+    base_dir: Path | None,
+    remember: Callable[[str], None],
+) -> str:
+    """Exchange the user's ID token at the IdP for an ID-JAG (RFC 8693, SEP-990)."""
+    if idp is None:
+        raise OAuthTokenError('the identity_assertion grant needs "idp" in the server\'s auth')
+    secret = read_secret(
+        idp.client_secret_file, idp.client_secret_env, base_dir, "idp client secret"
+    )
+    id_token = read_secret(idp.id_token_file, idp.id_token_env, base_dir, "the user's ID token")
+    remember(secret)
+    remember(id_token)
+    data = {
+        "grant_type": TOKEN_EXCHANGE,
+        "requested_token_type": ID_JAG,
+        "subject_token": id_token,
+        "subject_token_type": ID_TOKEN,
+        "audience": audience,
+        "resource": resource,
+    }
+    auth: tuple[str, str] | None = None
+    if idp.token_endpoint_auth_method == "client_secret_post":
+        data |= {"client_id": idp.client_id, "client_secret": secret}
+    else:
+        auth = (idp.client_id, secret)
+    async with httpx2.AsyncClient(timeout=30.0) as http:
+        response = await http.post(idp.token_endpoint, data=data, auth=auth)
+    if response.status_code != 200:
+        raise OAuthTokenError(
+            f"the identity provider refused the token exchange ({response.status_code}): "
+            f"{response.text[:500]}"
+        )
+    try:
+        body = response.json()
+        token = body["access_token"]
+    except (ValueError, KeyError, TypeError):
+        raise OAuthTokenError("the identity provider's answer has no access_token") from None
+    issued = body.get("issued_token_type")
+    if issued != ID_JAG:
+        raise OAuthTokenError(
+            f"the identity provider issued a {issued!r} token, not an ID-JAG ({ID_JAG})"
+        )
+    remember(token)
+    return str(token)

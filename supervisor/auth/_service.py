@@ -1,0 +1,136 @@
+"""The auth part of one supervisor: its brokers, their store, its callback listener.
+
+:class:`AuthService` is made from the config: every remote server (Streamable HTTP, SSE,
+``remote``) gets OAuth unless its ``auth`` is ``false`` — or it sends its own
+``Authorization`` header and has no ``auth`` object, when OAuth would only fight it.
+Servers that reach the same resource with the same ``account`` share one
+:class:`~._broker.TokenBroker`, so they never log in twice or overwrite each other's
+tokens. The brokers and the listener are actors in the supervision tree
+(:meth:`AuthService.children`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from mcp.shared.auth_utils import resource_url_from_server_url
+
+from .. import events
+from ..actors import Actor, ChildSpec, actor_spec
+from ._broker import TokenBroker
+from ._login import CallbackHandler, Logins, RedirectHandler, default_redirect_handler
+from ._store import AuthStore
+
+__all__ = ["AuthService", "uses_oauth"]
+
+_REMOTE = ("http", "sse", "remote")
+
+
+def uses_oauth(config: Any) -> bool:
+    """Whether server ``config`` (a :class:`~supervisor.config.ServerConfig`) gets OAuth."""
+    if str(config.type) not in _REMOTE or config.url is None:
+        return False
+    auth = config.auth
+    if auth is not None:
+        return bool(auth.enabled)
+    return not any(k.lower() == "authorization" for k in config.headers)
+
+
+class AuthService:
+    """Brokers by server name, one per resource × account; see the module doc.
+
+    ``redirect`` is who shows a person the authorization URL when a server needs a
+    browser login: a handler, ``"browser"`` (print it and open the browser), or ``None``
+    — then such a server waits in ``needs_auth`` for :meth:`login`.
+    """
+
+    def __init__(
+        self,
+        servers: Iterable[Any],
+        *,
+        store: AuthStore,
+        publish: Callable[[events.Event], None],
+        remember: Callable[[str], None],
+        redirect: RedirectHandler | str | None = None,
+        callback: CallbackHandler | None = None,
+        base_dir: Path | None = None,
+    ) -> None:
+        self.store = store
+        self.logins = Logins()
+        self._redirect = redirect
+        by_key: dict[tuple[str, str], list[Any]] = {}
+        for config in servers:
+            if uses_oauth(config):
+                auth = config.auth or _default_auth()
+                key = (resource_url_from_server_url(config.url), auth.account or "default")
+                by_key.setdefault(key, []).append(config)
+        self.brokers: dict[str, TokenBroker] = {}
+        self._unique: list[TokenBroker] = []
+        for configs in by_key.values():
+            first = configs[0]
+            broker = TokenBroker(
+                first.url,
+                first.auth or _default_auth(),
+                store=store,
+                logins=self.logins,
+                servers=[c.name for c in configs],
+                publish=publish,
+                remember=remember,
+                redirect=self._redirect_handler if redirect is not None else None,
+                callback=callback,
+                base_dir=base_dir,
+            )
+            self._unique.append(broker)
+            for config in configs:
+                self.brokers[config.name] = broker
+
+    def broker(self, server: str) -> TokenBroker | None:
+        return self.brokers.get(server)
+
+    def children(self) -> list[ChildSpec]:
+        """The listener's and the brokers' actors, for the supervision tree."""
+        if not self._unique:
+            return []
+        listener = actor_spec("auth-listener", lambda: _Holder(self), shutdown_timeout=2.0)
+        return [listener, *(b.spec for b in self._unique)]
+
+    def browser_handler(self) -> RedirectHandler:
+        """Print the URL and open the browser (``$BROWSER`` honoured)."""
+
+        async def redirect(url: str) -> None:
+            nursery = self.logins.nursery
+            if nursery is None:
+                raise RuntimeError("the supervisor is not running")
+            await default_redirect_handler(nursery)(url)
+
+        return redirect
+
+    async def _redirect_handler(self, url: str) -> None:
+        handler = self._redirect
+        if handler == "browser":
+            handler = self.browser_handler()
+        assert callable(handler)
+        await handler(url)
+
+    def resolve(self, redirect: RedirectHandler | str | None) -> RedirectHandler | None:
+        if redirect == "browser":
+            return self.browser_handler()
+        return redirect  # type: ignore[return-value]
+
+
+class _Holder(Actor):
+    """Holds the nursery the callback listener and browser commands run in."""
+
+    def __init__(self, service: AuthService) -> None:
+        self.service = service
+
+    async def init(self) -> None:
+        self.service.logins.nursery = self.nursery
+
+
+def _default_auth() -> Any:
+    from ..config import AuthConfig
+
+    return AuthConfig()

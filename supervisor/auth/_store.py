@@ -1,0 +1,273 @@
+"""Where OAuth credentials live on disk: private, atomic, one file per thing.
+
+Layout under the auth directory (``~/.mcp-supervisor/auth`` unless
+``$MCP_SUPERVISOR_AUTH_DIR`` or the config's ``supervisor.authDir`` says otherwise)::
+
+    tokens/<key>.json    the tokens of one resource × account (access, refresh, expiry)
+    clients/<key>.json   the client registration used for them (client id, secret, issuer)
+
+Tokens and client registrations are kept apart, so removing one (a logout) never loses
+the other by accident. The key is the resource's host followed by a hash of the resource
+URL and the account name: two accounts on one server never share a file. Every directory
+is 0700 and every file 0600, created with those modes (never loosened afterwards) and
+written atomically — a temporary file in the same directory, flushed to disk, then
+renamed over the old one — so a crash mid-write leaves the old credentials, never half of
+new ones. A rotated refresh token is on disk before the call that uses it is sent.
+
+Reads and writes are small synchronous file operations: the files are a few hundred
+bytes on a local disk, cheaper than handing them to a thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import attrs
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+__all__ = ["ENV_AUTH_DIR", "AuthStore", "Credentials", "StoredTokens", "default_auth_dir"]
+
+#: The environment variable that moves the auth directory.
+ENV_AUTH_DIR = "MCP_SUPERVISOR_AUTH_DIR"
+
+_DIR_MODE = 0o700
+_FILE_MODE = 0o600
+
+
+def default_auth_dir() -> Path:
+    """``$MCP_SUPERVISOR_AUTH_DIR``, else ``~/.mcp-supervisor/auth``."""
+    given = os.environ.get(ENV_AUTH_DIR)
+    return Path(given).expanduser() if given else Path.home() / ".mcp-supervisor" / "auth"
+
+
+def _slug(resource: str) -> str:
+    host = urlsplit(resource).hostname or "server"
+    return re.sub(r"[^A-Za-z0-9.-]", "_", host)[:40]
+
+
+def file_key(resource: str, account: str) -> str:
+    """The file name (without ``.json``) of ``resource`` × ``account``."""
+    digest = hashlib.sha256(f"{resource}\n{account}".encode()).hexdigest()[:20]
+    return f"{_slug(resource)}-{digest}"
+
+
+@attrs.frozen
+class StoredTokens:
+    """Tokens as stored: what ``auth status`` shows, besides the tokens themselves."""
+
+    token: OAuthToken
+    issuer: str | None
+    #: unix seconds when the access token expires; ``None``: the server did not say
+    expires_at: float | None
+    saved_at: float
+    server: str | None
+
+
+class AuthStore:
+    """The auth directory: private subdirectories, atomic private files."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.root = Path(root).expanduser() if root is not None else default_auth_dir()
+
+    def __repr__(self) -> str:
+        return f"AuthStore({str(self.root)!r})"
+
+    def _dir(self, kind: str) -> Path:
+        """``root/kind``, made if needed; ``root`` and it are kept 0700 (the parents of
+        ``root`` are the user's business)."""
+        path = self.root / kind
+        self.root.parent.mkdir(parents=True, exist_ok=True)
+        for directory in (self.root, path):
+            try:
+                directory.mkdir(mode=_DIR_MODE)
+            except FileExistsError:
+                if directory.stat().st_mode & 0o077:
+                    os.chmod(directory, _DIR_MODE)
+        return path
+
+    def path(self, kind: str, key: str) -> Path:
+        return self.root / kind / f"{key}.json"
+
+    def read(self, kind: str, key: str) -> dict[str, object] | None:
+        """The JSON object stored under ``kind``/``key``, ``None`` when there is none (or
+        it is not a JSON object: a damaged file is treated as absent, and replaced by the
+        next write)."""
+        try:
+            data = json.loads(self.path(kind, key).read_bytes())
+        except (FileNotFoundError, NotADirectoryError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def write(self, kind: str, key: str, data: dict[str, object]) -> None:
+        """Store ``data`` under ``kind``/``key`` atomically, mode 0600."""
+        directory = self._dir(kind)
+        fd, temp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                os.fchmod(out.fileno(), _FILE_MODE)  # mkstemp's 0600, whatever the umask
+                out.write(json.dumps(data, indent=2, sort_keys=True).encode())
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, directory / f"{key}.json")
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            raise
+        _fsync_dir(directory)
+
+    def delete(self, kind: str, key: str) -> bool:
+        """Remove ``kind``/``key``; whether there was one."""
+        try:
+            self.path(kind, key).unlink()
+        except FileNotFoundError:
+            return False
+        _fsync_dir(self.root / kind)
+        return True
+
+    def mtime(self, kind: str, key: str) -> float | None:
+        try:
+            return self.path(kind, key).stat().st_mtime_ns / 1e9
+        except FileNotFoundError:
+            return None
+
+    def entries(self, kind: str) -> Iterator[tuple[str, dict[str, object]]]:
+        """Every ``(key, data)`` stored under ``kind``."""
+        directory = self.root / kind
+        if not directory.is_dir():
+            return
+        for path in sorted(directory.glob("*.json")):
+            data = self.read(kind, path.stem)
+            if data is not None:
+                yield path.stem, data
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Credentials:
+    """The SDK's ``TokenStorage`` for one resource × account, on an :class:`AuthStore`.
+
+    ``on_tokens`` sees every token set the SDK stores (the broker registers them with the
+    log redactor there, before anything else can print them).
+    """
+
+    def __init__(
+        self,
+        store: AuthStore,
+        resource: str,
+        account: str = "default",
+        *,
+        server: str | None = None,
+        on_tokens: object = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.resource = resource
+        self.account = account
+        self.server = server
+        self.key = file_key(resource, account)
+        self.issuer: str | None = None
+        #: a pre-registered client (from the config): used instead of a stored one
+        self.fixed_client: OAuthClientInformationFull | None = None
+        self._on_tokens = on_tokens
+        #: the clock expiries are computed on (the broker's)
+        self.clock = clock
+
+    # -- the SDK's TokenStorage protocol ------------------------------------------------
+
+    async def get_tokens(self) -> OAuthToken | None:
+        stored = self.stored()
+        return None if stored is None else stored.token
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        if callable(self._on_tokens):
+            self._on_tokens(tokens)
+        now = self.clock()
+        expires_at = None if tokens.expires_in is None else now + int(tokens.expires_in)
+        self.store.write(
+            "tokens",
+            self.key,
+            {
+                "resource": self.resource,
+                "account": self.account,
+                "server": self.server,
+                "issuer": self.issuer,
+                "saved_at": now,
+                "expires_at": expires_at,
+                "token": tokens.model_dump(mode="json", exclude_none=True),
+            },
+        )
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        if self.fixed_client is not None:
+            return self.fixed_client
+        data = self.store.read("clients", self.key)
+        if data is None or not isinstance(data.get("client"), dict):
+            return None
+        try:
+            return OAuthClientInformationFull.model_validate(data["client"])
+        except ValueError:
+            return None
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        if client_info.issuer:
+            self.issuer = str(client_info.issuer)
+        self.store.write(
+            "clients",
+            self.key,
+            {
+                "resource": self.resource,
+                "account": self.account,
+                "server": self.server,
+                "issuer": client_info.issuer,
+                "client": client_info.model_dump(mode="json", exclude_none=True),
+            },
+        )
+
+    # -- ours --------------------------------------------------------------------------
+
+    def stored(self) -> StoredTokens | None:
+        """The stored tokens with their expiry, ``None`` without (or with damaged) ones."""
+        data = self.store.read("tokens", self.key)
+        if data is None or not isinstance(data.get("token"), dict):
+            return None
+        try:
+            token = OAuthToken.model_validate(data["token"])
+        except ValueError:
+            return None
+        expires_at = data.get("expires_at")
+        saved_at = data.get("saved_at")
+        issuer = data.get("issuer")
+        return StoredTokens(
+            token=token,
+            issuer=issuer if isinstance(issuer, str) else None,
+            expires_at=float(expires_at) if isinstance(expires_at, int | float) else None,
+            saved_at=float(saved_at) if isinstance(saved_at, int | float) else 0.0,
+            server=self.server,
+        )
+
+    def tokens_mtime(self) -> float | None:
+        """When the token file last changed (another process's login shows here)."""
+        return self.store.mtime("tokens", self.key)
+
+    def forget(self, *, client: bool = False) -> bool:
+        """Delete the tokens (and the client registration with ``client``); whether
+        there were tokens."""
+        had = self.store.delete("tokens", self.key)
+        if client:
+            self.store.delete("clients", self.key)
+        return had

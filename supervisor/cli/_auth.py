@@ -1,0 +1,310 @@
+"""``auth login|logout|status``: OAuth logins of remote servers (docs/auth.md)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ._common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    Commands,
+    Parents,
+    Parser,
+    load,
+    run,
+    said,
+)
+
+if TYPE_CHECKING:
+    from ..auth import AuthService, BrokerInfo
+    from ..config import Config
+    from ..runtime import SupervisorHandle
+
+
+def _service(config: Config, args: argparse.Namespace) -> AuthService:
+    """The brokers of ``config``'s servers, outside a supervisor (status, logout)."""
+    from ..auth import AuthService, AuthStore
+    from ..runtime import _auth_dir
+
+    return AuthService(
+        [c for c in config.servers.values() if not c.disabled],
+        store=AuthStore(_auth_dir(None, config)),
+        publish=lambda event: None,
+        remember=args.secrets.add,
+        base_dir=config.path.parent if config.path is not None else None,
+    )
+
+
+def _chosen(service: AuthService, config: Config, name: str | None) -> list[str] | None:
+    """The OAuth servers the command is about; ``None`` (said on stderr) when ``name`` is
+    not one."""
+    oauth = list(service.brokers)
+    if name is None:
+        if not oauth:
+            print("mcp-supervisor auth: no server in the config uses OAuth", file=sys.stderr)
+            return None
+        return oauth
+    if name in oauth:
+        return [name]
+    if name not in config.servers:
+        known = ", ".join(config.servers) or "none"
+        print(
+            f"mcp-supervisor auth: no MCP server named {name!r} (configured: {known})",
+            file=sys.stderr,
+        )
+    else:
+        print(
+            f"mcp-supervisor auth: MCP server {name!r} does not use OAuth (only remote "
+            'servers do, unless "auth" is false or they send their own Authorization '
+            "header)",
+            file=sys.stderr,
+        )
+    return None
+
+
+def _expiry(expires_at: float | None, now: float) -> str:
+    if expires_at is None:
+        return "no expiry given"
+    left = expires_at - now
+    if left <= 0:
+        return f"expired {_span(-left)} ago"
+    return f"in {_span(left)}"
+
+
+def _span(seconds: float) -> str:
+    if seconds < 90:
+        return f"{int(seconds)} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    if seconds < 172800:
+        return f"{round(seconds / 3600)} h"
+    return f"{round(seconds / 86400)} days"
+
+
+def _document(name: str, info: BrokerInfo) -> dict[str, Any]:
+    return {
+        "server": name,
+        "account": info.account,
+        "grant": info.grant,
+        "logged_in": info.state != "no tokens",
+        "issuer": info.issuer,
+        "scopes": list(info.scopes),
+        "expires_at": info.expires_at,
+        "refreshable": info.has_refresh_token,
+        "resource": info.resource,
+        "token_file": info.token_file,
+    }
+
+
+def _describe(name: str, info: BrokerInfo, now: float) -> list[str]:
+    if info.state == "no tokens":
+        head = f"{name}: not logged in (account {info.account})"
+        if info.grant == "authorization_code":
+            head += f" — run `mcp-supervisor auth login {name}`"
+        return [head]
+    refresh = "refreshable" if info.has_refresh_token else "no refresh token"
+    return [
+        f"{name}: logged in (account {info.account})",
+        f"  issuer   {info.issuer or 'unknown'}",
+        f"  scopes   {' '.join(info.scopes) or '(none)'}",
+        f"  expires  {_expiry(info.expires_at, now)} ({refresh})",
+    ]
+
+
+# -- status, logout: no servers run ---------------------------------------------------
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    config = load(args)
+    if config is None:
+        return EXIT_USAGE
+    service = _service(config, args)
+    names = _chosen(service, config, args.server)
+    if names is None:
+        return EXIT_USAGE
+    now = time.time()
+    infos = {name: service.brokers[name].info() for name in names}
+    if args.json:
+        print(json.dumps([_document(n, i) for n, i in infos.items()]))
+    else:
+        for name, info in infos.items():
+            print("\n".join(_describe(name, info, now)))
+    logged_in = all(i.state != "no tokens" for i in infos.values())
+    return EXIT_OK if logged_in else EXIT_FAILURE
+
+
+def _cmd_logout(args: argparse.Namespace) -> int:
+    config = load(args)
+    if config is None:
+        return EXIT_USAGE
+    service = _service(config, args)
+    names = _chosen(service, config, args.server)
+    if names is None:
+        return EXIT_USAGE
+    done: set[int] = set()
+    for name in names:
+        broker = service.brokers[name]
+        if id(broker) in done:
+            continue
+        done.add(id(broker))
+        had = broker.logout()
+        print(f"{name}: {'logged out' if had else 'was not logged in'}")
+    print(
+        "(a supervisor already running keeps its connection until the server refuses "
+        "the old token)",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+# -- login: the browser, the listener, and a pasted URL ---------------------------------
+
+
+def _cmd_login(args: argparse.Namespace) -> int:
+    config = load(args)
+    if config is None:
+        return EXIT_USAGE
+    names = _chosen(_service(config, args), config, args.server)
+    if names is None:
+        return EXIT_USAGE
+    return run(_login, config, names, args)
+
+
+async def _login(config: Config, names: Sequence[str], args: argparse.Namespace) -> int:
+    from ..errors import SupervisorError
+    from ..runtime import open_supervisor
+
+    only = {n: c for n, c in config.servers.items() if n in names}
+    import msgspec
+
+    config = msgspec.structs.replace(config, servers=only)
+    failed = 0
+    async with open_supervisor(config, retries=False) as sup:
+        async with trio.open_nursery() as nursery:
+            if sys.stdin.isatty() and not args.no_paste:
+                nursery.start_soon(_read_pasted, sup)
+            results = await _login_all(sup, names)
+            nursery.cancel_scope.cancel()
+        now = time.time()
+        for name, outcome in results.items():
+            if isinstance(outcome, SupervisorError):
+                failed += 1
+                print(f"mcp-supervisor auth: {name}: {said(outcome)}", file=sys.stderr)
+                continue
+            print("\n".join(_describe(name, outcome, now)))
+            try:
+                tools = await sup.server(name).list_tools()
+            except SupervisorError as exc:
+                failed += 1
+                print(f"  but connecting failed: {said(exc)}", file=sys.stderr)
+            else:
+                shown = ", ".join(t.name for t in tools[:8]) + (" …" if len(tools) > 8 else "")
+                print(f"  tools    {len(tools)}{': ' + shown if tools else ''}")
+    return EXIT_FAILURE if failed else EXIT_OK
+
+
+async def _login_all(sup: SupervisorHandle, names: Sequence[str]) -> dict[str, Any]:
+    """Log every one of ``names`` in, concurrently (one callback listener for all)."""
+    from ..errors import SupervisorError
+
+    results: dict[str, Any] = {}
+
+    async def one(name: str) -> None:
+        try:
+            results[name] = await sup.login(name, "browser")
+        except SupervisorError as exc:
+            results[name] = exc
+
+    async with trio.open_nursery() as nursery:
+        for name in names:
+            nursery.start_soon(one, name)
+    return {name: results[name] for name in names}
+
+
+async def _read_pasted(sup: SupervisorHandle) -> None:
+    """Take redirected URLs pasted on the terminal (a browser on another machine lands
+    on a page that does not load: its address holds the answer)."""
+    logins = sup._auth.logins if sup._auth is not None else None
+    if logins is None:
+        return
+    print(
+        "(If the browser is on another machine, paste the address it was sent back to "
+        "here and press Enter.)",
+        file=sys.stderr,
+        flush=True,
+    )
+    fd = os.dup(sys.stdin.fileno())
+    stream = trio.lowlevel.FdStream(fd)
+    buffer = b""
+    try:
+        while True:
+            chunk = await stream.receive_some(65536)
+            if not chunk:
+                return
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                text = line.decode(errors="replace").strip()
+                if text and not logins.deliver(text):
+                    print("That is not an answer a login is waiting for.", file=sys.stderr)
+    finally:
+        await stream.aclose()
+        with contextlib.suppress(OSError):
+            os.set_blocking(sys.stdin.fileno(), True)  # the terminal is shared
+
+
+def register(commands: Commands, parents: Parents) -> None:
+    """Add ``auth`` (``login``, ``logout``, ``status``) to the subcommands."""
+    auth = commands.add_parser(
+        "auth",
+        parents=parents,
+        help="OAuth logins of remote servers: login, logout, status",
+        description="Log remote servers in with OAuth, log them out, or show what is "
+        "stored (docs/auth.md). Tokens are kept in ~/.mcp-supervisor/auth (0600 files), or "
+        "$MCP_SUPERVISOR_AUTH_DIR, or the config's supervisor.authDir.",
+    )
+    actions = auth.add_subparsers(
+        dest="action", metavar="ACTION", required=True, parser_class=Parser
+    )
+    login = actions.add_parser(
+        "login",
+        parents=parents,
+        help="log in now (every OAuth server without SERVER)",
+        description="Authorize from the start: a browser login for the authorization-code "
+        "grant (the URL is printed and opened with $BROWSER or the system's browser; a "
+        "redirected URL pasted on the terminal also works), the machine grant otherwise. "
+        "Then connect once and list the server's tools. Exit 0 when every login worked.",
+    )
+    logout = actions.add_parser(
+        "logout",
+        parents=parents,
+        help="forget the stored tokens (every OAuth server without SERVER)",
+        description="Delete the stored tokens; the client registration is kept for the next login.",
+    )
+    status = actions.add_parser(
+        "status",
+        parents=parents,
+        help="show the stored logins: issuer, scopes, expiry, account (never a token)",
+        description="Show each OAuth server's stored login without contacting it. Exit 0 "
+        "when every one shown is logged in.",
+    )
+    for sub in (login, logout, status):
+        sub.add_argument("server", nargs="?", metavar="SERVER", help="one server's name")
+        sub.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    login.add_argument(
+        "--no-paste", action="store_true", help="do not read a pasted URL from the terminal"
+    )
+    status.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    login.set_defaults(handler=_cmd_login)
+    logout.set_defaults(handler=_cmd_logout)
+    status.set_defaults(handler=_cmd_status)

@@ -1,0 +1,516 @@
+"""OAuth end to end: the supervisor against real OAuth-protected MCP servers on 127.0.0.1
+(the SDK's authorization server and bearer-protected Streamable HTTP endpoint), the
+browser played by a redirect handler that follows the redirect (``$BROWSER`` in
+test_cli_auth.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+from mcp.shared.auth import JWT_BEARER_GRANT_TYPE
+
+from supervisor import open_supervisor
+from supervisor.errors import AuthorizationFailed, AuthRequired, SupervisorError
+from supervisor.testing import capture_events
+from supervisor.testing.servers import generate_key_pair, open_oauth_server
+
+SCOPES = ["read", "write", "admin", "offline_access"]
+
+
+class Browser:
+    """Plays the user's browser: GET the authorization URL, follow its redirect to the
+    loopback callback (its parameters changed by ``tamper``). Counts its openings."""
+
+    def __init__(self, *, tamper: dict[str, str] | None = None) -> None:
+        self.opened: list[str] = []
+        self.tamper = tamper or {}
+        self.pages: list[tuple[int, str]] = []
+
+    async def __call__(self, url: str) -> None:
+        self.opened.append(url)
+        async with httpx2.AsyncClient() as http:
+            answer = await http.get(url)
+            assert answer.status_code in (302, 303, 307), answer.text
+            location = httpx2.URL(answer.headers["location"])
+            if self.tamper:
+                location = location.copy_merge_params(self.tamper)
+            page = await http.get(location)
+            self.pages.append((page.status_code, page.text))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def entry(url: str, **auth: Any) -> dict[str, Any]:
+    """A lazy-false, auto-approved remote server; its callback on a free port (tests
+    run in parallel: never the shared default 9876)."""
+    auth.setdefault("callbackPort", free_port())
+    auth = {k: v for k, v in auth.items() if v is not None}
+    return {"type": "http", "url": url, "lazy": False, "autoApprove": True, "auth": auth}
+
+
+def config(url: str, **auth: Any) -> dict[str, Any]:
+    return {"mcpServers": {"remote": entry(url, **auth)}}
+
+
+async def whoami(sup: Any, server: str = "remote") -> dict[str, Any]:
+    result = await sup.call(f"{server}_whoami", {})
+    return json.loads(result.text)
+
+
+async def connected(sup: Any, *names: str, timeout: float = 20) -> None:
+    """Wait (on events) until every one of ``names`` (default: all) is connected: an
+    automatic login ends with a connection, while ``connect_all`` returns at once."""
+    names = names or tuple(sup.servers)
+    with trio.fail_after(timeout):
+        async with sup.subscribe("*") as events:
+            while any(sup.status()[n].status != "connected" for n in names):
+                await events.__anext__()
+
+
+def broker(sup: Any, name: str = "remote") -> Any:
+    return sup._auth.broker(name)
+
+
+def stored(auth_dir: Path) -> dict[str, Any]:
+    (path,) = (auth_dir / "tokens").glob("*.json")
+    return json.loads(path.read_text())
+
+
+async def test_first_login_then_stored_tokens_without_a_browser(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        browser = Browser()
+        async with (
+            open_supervisor(
+                config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
+            ) as sup,
+            capture_events(sup, "mcp.auth.*", "mcp.connected") as seen,
+        ):
+            await seen.wait_for("mcp.connected", timeout=20, server="remote")
+            me = await whoami(sup)
+            assert me["subject"] == "test-user" and "read" in me["scopes"]
+        (completed,) = [e for e in seen.events if e.kind == "mcp.auth.completed"]
+        assert completed.issuer == fx.issuer and "read" in completed.scopes
+        assert len(browser.opened) == 1
+        assert browser.pages[0][0] == 200 and "Logged in" in browser.pages[0][1]
+        assert fx.provider.registrations == 1  # dynamic client registration
+        query = httpx2.URL(browser.opened[0]).params
+        assert query["code_challenge_method"] == "S256" and query["state"]
+        assert query["resource"] == fx.url  # RFC 8707
+        # A fresh supervisor: the stored tokens, no browser, no new registration.
+        again = Browser()
+        async with open_supervisor(
+            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=again
+        ) as sup:
+            await sup.connect_all()
+            assert sup.status()["remote"].status == "connected"
+            await whoami(sup)
+        assert again.opened == []
+        assert (fx.provider.registrations, fx.provider.authorizations) == (1, 1)
+
+
+async def test_needs_auth_is_a_state_calls_fail_fast_then_login(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with open_supervisor(config(fx.url), auth_dir=tmp_path) as sup:
+            await sup.connect_all()
+            record = sup.status()["remote"]
+            assert record.status == "needs_auth"
+            assert "auth login remote" in (record.last_error or "")
+            assert record.restarts == 0 and record.retry_attempt == 0  # no restart spent
+            with pytest.raises(AuthRequired) as caught:
+                await sup.call("remote_whoami", {})
+            assert "mcp-supervisor auth login remote" in caught.value.cli_message
+            browser = Browser()
+            async with capture_events(sup, "mcp.connected") as seen:
+                info = await sup.login("remote", browser)
+                await seen.wait_for("mcp.connected", timeout=20)
+            assert info.issuer == fx.issuer and "read" in info.scopes
+            assert (await whoami(sup))["subject"] == "test-user"
+            assert sup.status()["remote"].restarts == 0
+
+
+async def test_silent_refresh_on_401_and_ahead_of_expiry(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        browser = Browser()
+        async with (
+            open_supervisor(
+                config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
+            ) as sup,
+            capture_events(sup, "mcp.auth.*", "mcp.connected") as seen,
+        ):
+            await seen.wait_for("mcp.connected", timeout=20)
+            first = stored(tmp_path)["token"]
+            # The server's clock: the token expired. The call is answered all the same.
+            fx.provider.expire_access_tokens()
+            await whoami(sup)
+            assert fx.provider.refreshes == 1
+            await seen.wait_for("mcp.auth.refreshed", timeout=5)
+            second = stored(tmp_path)["token"]
+            # The refresh token was rotated: the new one is on disk, not the old one.
+            assert second["refresh_token"] != first["refresh_token"]
+            assert second["access_token"] != first["access_token"]
+            # Ours: the token is about to expire, so it is renewed before it is sent.
+            broker(sup).clock = lambda: time.time() + 3590  # 10 s before its expiry
+            await whoami(sup)
+            assert fx.provider.refreshes == 2
+            assert len(browser.opened) == 1  # never a new login
+            assert sup.status()["remote"].restarts == 0
+
+
+async def test_rotated_refresh_token_is_used_by_a_fresh_process(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with open_supervisor(
+            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=Browser()
+        ) as sup:
+            await connected(sup)
+            fx.provider.expire_access_tokens()
+            await whoami(sup)  # refreshed: the old refresh token is now void
+        fx.provider.expire_access_tokens()
+        browser = Browser()
+        async with open_supervisor(
+            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
+        ) as sup:
+            await sup.connect_all()
+            assert sup.status()["remote"].status == "connected"
+            await whoami(sup)
+        assert fx.provider.refreshes == 2 and browser.opened == []
+
+
+async def test_a_revoked_refresh_token_leads_to_a_new_login(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        browser = Browser()
+        async with open_supervisor(
+            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
+        ) as sup:
+            await connected(sup)
+            fx.provider.revoke_all_refresh_tokens()
+            fx.provider.expire_access_tokens()
+            async with capture_events(sup, "mcp.auth.*", "mcp.connected") as seen:
+                # The refresh fails: this call was refused unseen, and says why.
+                with pytest.raises(AuthRequired):
+                    await whoami(sup)
+                await seen.wait_for("mcp.auth.completed", timeout=20)
+                await seen.wait_for("mcp.connected", timeout=20)
+            assert (await whoami(sup))["subject"] == "test-user"
+            assert len(browser.opened) == 2  # one new login, not a loop
+            assert fx.provider.token_requests["refresh_token"] == 1
+            record = sup.status()["remote"]
+            assert record.status == "connected" and record.restarts == 0
+
+
+@pytest.mark.parametrize("method", ["client_secret_basic", "client_secret_post"])
+async def test_pre_registered_client(tmp_path: Path, method: str) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        redirect = f"http://127.0.0.1:{free_port()}/callback"
+        fx.provider.add_client(
+            "pre-registered",
+            "s3cret-value",
+            token_endpoint_auth_method=method,
+            redirect_uris=[redirect],
+        )
+        browser = Browser()
+        async with open_supervisor(
+            config(
+                fx.url,
+                clientId="pre-registered",
+                clientSecret="s3cret-value",
+                tokenEndpointAuthMethod=method,
+                redirectUri=redirect,
+                callbackPort=None,
+            ),
+            auth_dir=tmp_path,
+            oauth_redirect_handler=browser,
+        ) as sup:
+            await connected(sup)
+            assert (await whoami(sup))["client_id"] == "pre-registered"
+        assert fx.provider.registrations == 0
+        assert not (tmp_path / "clients").exists()  # the config's client is not copied
+        # The method is the one configured: the other one is refused by the server.
+        other = {"client_secret_basic": "client_secret_post"}.get(method, "client_secret_basic")
+        async with (
+            open_supervisor(
+                config(
+                    fx.url,
+                    clientId="pre-registered",
+                    clientSecret="s3cret-value",
+                    tokenEndpointAuthMethod=other,
+                    redirectUri=redirect,
+                    callbackPort=None,
+                ),
+                auth_dir=tmp_path / "other",
+                oauth_redirect_handler=Browser(),
+            ) as sup,
+            capture_events(sup, "mcp.auth.failed") as seen,
+        ):
+            failed = await seen.wait_for("mcp.auth.failed", timeout=20)
+            assert "invalid_client" in failed.error
+
+
+async def test_client_credentials_with_a_secret(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        fx.provider.add_client("machine", "m-secret-value", grant_types=["client_credentials"])
+        async with open_supervisor(
+            config(
+                fx.url,
+                grant="client_credentials",
+                clientId="machine",
+                clientSecret="m-secret-value",
+                issuer=fx.issuer,
+            ),
+            auth_dir=tmp_path,
+        ) as sup:
+            await sup.connect_all()
+            assert (await whoami(sup))["client_id"] == "machine"
+            fx.provider.expire_access_tokens()
+            await whoami(sup)  # no refresh token: a new client-credentials grant
+        assert fx.provider.token_requests["client_credentials"] == 2
+        assert fx.provider.authorizations == 0
+
+
+async def test_client_credentials_with_a_private_key_jwt(tmp_path: Path) -> None:
+    private, public = generate_key_pair()
+    key = tmp_path / "key.pem"
+    key.write_text(private)
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        fx.provider.add_client(
+            "signer",
+            token_endpoint_auth_method="private_key_jwt",
+            public_key_pem=public,
+            grant_types=["client_credentials"],
+        )
+        async with open_supervisor(
+            config(
+                fx.url,
+                grant="client_credentials",
+                clientId="signer",
+                privateKeyFile=str(key),
+                signingAlgorithm="ES256",
+            ),
+            auth_dir=tmp_path / "auth",
+        ) as sup:
+            await sup.connect_all()
+            assert (await whoami(sup))["client_id"] == "signer"
+        assert fx.provider.token_requests["client_credentials"] == 1
+
+
+async def test_identity_assertion_grant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES, idp=True) as fx:
+        assert fx.idp is not None
+        fx.provider.add_client(
+            "enterprise",
+            "ent-secret-value",
+            grant_types=[JWT_BEARER_GRANT_TYPE],
+            token_endpoint_auth_method="client_secret_post",  # the SDK provider's default
+        )
+        fx.idp.add_client("idp-client", "idp-secret-value", mcp_client_id="enterprise")
+        id_token = tmp_path / "id_token"
+        id_token.write_text(fx.idp.issue_id_token("alice"))
+        monkeypatch.setenv("TEST_IDP_SECRET", "idp-secret-value")
+        idp = {
+            "tokenEndpoint": fx.idp.token_endpoint,
+            "clientId": "idp-client",
+            "clientSecretEnv": "TEST_IDP_SECRET",
+            "idTokenFile": str(id_token),
+        }
+        async with open_supervisor(
+            config(
+                fx.url,
+                grant="identity_assertion",
+                clientId="enterprise",
+                clientSecret="ent-secret-value",
+                idp=idp,
+            ),  # no issuer: discovered from the resource's metadata
+            auth_dir=tmp_path / "auth",
+        ) as sup:
+            await sup.connect_all()
+            me = await whoami(sup)
+            assert me["client_id"] == "enterprise" and me["subject"] == "alice"
+        assert fx.idp.exchanges == 1
+        assert fx.provider.token_requests[JWT_BEARER_GRANT_TYPE] == 1
+
+
+async def test_step_up_on_insufficient_scope(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        browser = Browser()
+        async with (
+            open_supervisor(
+                config(fx.url, scopes=["read"]), auth_dir=tmp_path, oauth_redirect_handler=browser
+            ) as sup,
+            capture_events(sup, "mcp.auth.*", "mcp.connected") as seen,
+        ):
+            await seen.wait_for("mcp.connected", timeout=20)
+            held = (await whoami(sup))["scopes"]
+            assert "read" in held and "admin" not in held
+            assert "offline_access" in held  # the server supports it: asked for
+            fx.step_up_scopes = {"admin"}
+            with pytest.raises(SupervisorError):
+                await whoami(sup)
+            await seen.wait_for("mcp.connected", timeout=20)  # the next one
+            scopes = (await whoami(sup))["scopes"]
+            assert {"read", "admin"} <= set(scopes)  # the union: held and challenged
+            assert len(browser.opened) == 2
+
+
+async def test_an_authorization_server_without_s256_is_refused(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES, advertise_s256=False) as fx:
+        browser = Browser()
+        async with (
+            open_supervisor(
+                config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
+            ) as sup,
+            capture_events(sup, "mcp.auth.*") as seen,
+        ):
+            await seen.wait_for("mcp.auth.failed", timeout=20)
+            record = sup.status()["remote"]
+            assert record.status == "auth_failed" and "S256" in (record.last_error or "")
+            with pytest.raises(AuthorizationFailed):
+                await sup.call("remote_whoami", {})
+        assert browser.opened == []
+
+
+@pytest.mark.parametrize("wrong", ["state", "iss"])
+async def test_a_wrong_state_or_issuer_is_rejected(tmp_path: Path, wrong: str) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES, wrong_iss=wrong == "iss") as fx:
+        browser = Browser(tamper={"state": "forged"} if wrong == "state" else None)
+        async with (
+            open_supervisor(
+                config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
+            ) as sup,
+            capture_events(sup, "mcp.auth.*") as seen,
+        ):
+            failed = await seen.wait_for("mcp.auth.failed", timeout=20)
+            assert ("state" if wrong == "state" else "iss") in failed.error.lower()
+            assert sup.status()["remote"].status == "auth_failed"
+        assert fx.provider.token_requests["authorization_code"] == 0  # no code exchanged
+
+
+async def test_callback_port_busy_takes_the_next_and_redirect_uri_matches(
+    tmp_path: Path,
+) -> None:
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    try:
+        async with open_oauth_server(scopes_supported=SCOPES) as fx:
+            async with open_supervisor(
+                config(fx.url, callbackPort=port),
+                auth_dir=tmp_path,
+                oauth_redirect_handler=Browser(),
+            ) as sup:
+                await connected(sup)
+            (sent,) = fx.provider.redirect_uris
+            assert sent == f"http://127.0.0.1:{port + 1}/callback"
+    finally:
+        busy.close()
+
+
+async def test_two_concurrent_logins_share_the_one_listener(tmp_path: Path) -> None:
+    async with (
+        open_oauth_server(scopes_supported=SCOPES) as a,
+        open_oauth_server(scopes_supported=SCOPES) as b,
+    ):
+        port = free_port()
+        both_sent = trio.Event()
+        opened: list[str] = []
+        browser = Browser()
+
+        async def slow_browser(url: str) -> None:
+            opened.append(url)  # both logins are pending before either answers
+            if len(opened) == 2:
+                both_sent.set()
+            await both_sent.wait()
+            await browser(url)
+
+        cfg = {
+            "mcpServers": {
+                "one": entry(a.url, callbackPort=port),
+                "two": entry(b.url, callbackPort=port),
+            }
+        }
+        async with open_supervisor(
+            cfg, auth_dir=tmp_path, oauth_redirect_handler=slow_browser
+        ) as sup:
+            await connected(sup, timeout=30)
+            await whoami(sup, "one")
+            await whoami(sup, "two")
+        assert (
+            a.provider.redirect_uris
+            == b.provider.redirect_uris
+            == [f"http://127.0.0.1:{port}/callback"]
+        )
+
+
+async def test_twenty_calls_on_an_expired_token_refresh_once(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with open_supervisor(
+            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=Browser()
+        ) as sup:
+            await connected(sup)
+            fx.provider.expire_access_tokens()  # each call's token is refused: 401
+            async with trio.open_nursery() as nursery:
+                for _ in range(20):
+                    nursery.start_soon(whoami, sup)
+            assert fx.provider.refreshes == 1
+            # And on our side of the clock: expired before sending, still one refresh.
+            broker(sup).clock = lambda: time.time() + 3601
+            async with trio.open_nursery() as nursery:
+                for _ in range(20):
+                    nursery.start_soon(whoami, sup)
+            assert fx.provider.refreshes == 2
+
+
+async def test_modes_and_no_token_in_logs_events_or_status(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from supervisor.log import configure_logging
+
+    auth_dir = tmp_path / "auth"
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        configure_logging(level="debug", force=True)
+        try:
+            async with (
+                open_supervisor(
+                    config(fx.url), auth_dir=auth_dir, oauth_redirect_handler=Browser()
+                ) as sup,
+                capture_events(sup) as seen,
+            ):
+                await connected(sup)
+                fx.provider.expire_access_tokens()
+                await whoami(sup)
+                status = json.dumps([msgspec_builtins(r) for r in sup.status().values()])
+                info = repr(sup.auth_status("remote"))
+                events = json.dumps([msgspec_builtins(e) for e in seen.events])
+        finally:
+            configure_logging(level="warning", force=True)
+    assert stat.S_IMODE(auth_dir.stat().st_mode) == 0o700
+    for sub in ("tokens", "clients"):
+        assert stat.S_IMODE((auth_dir / sub).stat().st_mode) == 0o700
+        for path in (auth_dir / sub).iterdir():
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    secrets = [t.token for t in fx.provider.access_tokens.values()] + list(
+        fx.provider.refresh_tokens
+    )
+    assert len(secrets) >= 3
+    logs = capsys.readouterr()
+    for text in (logs.out + logs.err, status, info, events):
+        for secret in secrets:
+            assert secret not in text
+    assert '"kind": "mcp.auth.refreshed"' in events
+
+
+def msgspec_builtins(value: object) -> object:
+    import msgspec
+
+    return msgspec.to_builtins(value)
