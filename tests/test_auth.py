@@ -18,7 +18,9 @@ import trio
 from mcp.shared.auth import JWT_BEARER_GRANT_TYPE
 
 from supervisor import open_supervisor
+from supervisor.dashboard._feed import feed_message
 from supervisor.errors import AuthorizationFailed, AuthRequired, SupervisorError
+from supervisor.monitor import status_table
 from supervisor.testing import capture_events
 from supervisor.testing.servers import generate_key_pair, open_oauth_server
 
@@ -138,6 +140,20 @@ async def test_needs_auth_is_a_state_calls_fail_fast_then_login(tmp_path: Path) 
             assert info.issuer == fx.issuer and "read" in info.scopes
             assert (await whoami(sup))["subject"] == "test-user"
             assert sup.status()["remote"].restarts == 0
+
+
+async def test_a_login_made_elsewhere_is_picked_up(tmp_path: Path) -> None:
+    """A server waiting for a login connects once another process (here: another
+    supervisor on the same store) has logged in; nothing else is needed."""
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        cfg = config(fx.url)
+        async with open_supervisor(cfg, auth_dir=tmp_path) as waiting:
+            await waiting.connect_all()
+            assert waiting.status()["remote"].status == "needs_auth"
+            async with open_supervisor(cfg, auth_dir=tmp_path) as other:
+                await other.login("remote", Browser())
+            await connected(waiting, timeout=10)  # the token file is looked at every 2 s
+            assert (await whoami(waiting))["subject"] == "test-user"
 
 
 async def test_silent_refresh_on_401_and_ahead_of_expiry(tmp_path: Path) -> None:
@@ -490,8 +506,10 @@ async def test_modes_and_no_token_in_logs_events_or_status(
                 fx.provider.expire_access_tokens()
                 await whoami(sup)
                 status = json.dumps([msgspec_builtins(r) for r in sup.status().values()])
+                status += status_table(sup.status())
                 info = repr(sup.auth_status("remote"))
                 events = json.dumps([msgspec_builtins(e) for e in seen.events])
+                feed = feed_message("hello", sup.status(), list(seen.events))  # the dashboard's
         finally:
             configure_logging(level="warning", force=True)
     assert stat.S_IMODE(auth_dir.stat().st_mode) == 0o700
@@ -504,7 +522,7 @@ async def test_modes_and_no_token_in_logs_events_or_status(
     )
     assert len(secrets) >= 3
     logs = capsys.readouterr()
-    for text in (logs.out + logs.err, status, info, events):
+    for text in (logs.out + logs.err, status, info, events, feed):
         for secret in secrets:
             assert secret not in text
     assert '"kind": "mcp.auth.refreshed"' in events

@@ -49,6 +49,11 @@ def _parsers() -> dict[str, set[str]]:
         for name, sub in commands.choices.items()
     }
     found["chaos soak"] = {o for action in _soak_parser()._actions for o in action.option_strings}
+    for name, sub in commands.choices.items():  # commands with actions: `auth login`
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for verb, parser in action.choices.items():
+                    found[f"{name} {verb}"] = {o for a in parser._actions for o in a.option_strings}
     return found
 
 
@@ -112,8 +117,8 @@ def _wrong_mentions(text: str) -> list[str]:
         elif not words or words[0] not in parsers or len(words) == 1:
             continue  # prose that happens to be a command's name ("status")
         command, rest = words[0].rstrip(":"), words[1:]
-        if command == "chaos" and rest[:1] == ["soak"]:
-            command, rest = "chaos soak", rest[1:]
+        if rest and f"{command} {rest[0]}" in parsers:  # `chaos soak`, `auth login`
+            command, rest = f"{command} {rest[0]}", rest[1:]
         for word in rest:
             option = word.split("=", 1)[0].strip("[]|,.;)(")
             if option == "--":

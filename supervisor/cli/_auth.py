@@ -191,7 +191,7 @@ async def _login(config: Config, names: Sequence[str], args: argparse.Namespace)
     failed = 0
     async with open_supervisor(config, retries=False) as sup:
         async with trio.open_nursery() as nursery:
-            if sys.stdin.isatty() and not args.no_paste:
+            if not args.no_paste:
                 nursery.start_soon(_read_pasted, sup)
             results = await _login_all(sup, names)
             nursery.cancel_scope.cancel()
@@ -202,15 +202,30 @@ async def _login(config: Config, names: Sequence[str], args: argparse.Namespace)
                 print(f"mcp-supervisor auth: {name}: {said(outcome)}", file=sys.stderr)
                 continue
             print("\n".join(_describe(name, outcome, now)))
-            try:
-                tools = await sup.server(name).list_tools()
-            except SupervisorError as exc:
+            await sup.connect_all()
+            record = await _settled(sup, name)
+            if record.status != "connected":
                 failed += 1
-                print(f"  but connecting failed: {said(exc)}", file=sys.stderr)
-            else:
-                shown = ", ".join(t.name for t in tools[:8]) + (" …" if len(tools) > 8 else "")
-                print(f"  tools    {len(tools)}{': ' + shown if tools else ''}")
+                reason = record.last_error or record.status
+                print(f"mcp-supervisor auth: {name}: logged in, but: {reason}", file=sys.stderr)
+                continue
+            tools = sorted(t.name for t in sup.server(name).tools)
+            shown = ", ".join(tools[:8]) + (" …" if len(tools) > 8 else "")
+            print(f"  tools    {len(tools)}{': ' + shown if tools else ''}")
     return EXIT_FAILURE if failed else EXIT_OK
+
+
+async def _settled(sup: SupervisorHandle, name: str) -> Any:
+    """``name``'s record once its connection after the login succeeded or failed (the
+    server reconnects by itself when its broker has the new token)."""
+    server = sup.server(name)
+    limit = server.config.init_timeout + 5.0  # type: ignore[attr-defined]
+    settled = ("connected", "failed", "needs_auth", "auth_failed", "disconnected")
+    with trio.move_on_after(limit):
+        async with sup.subscribe("*") as events:
+            while server.status() not in settled or server.status() == "needs_auth":
+                await events.__anext__()
+    return server.record()
 
 
 async def _login_all(sup: SupervisorHandle, names: Sequence[str]) -> dict[str, Any]:
@@ -237,13 +252,18 @@ async def _read_pasted(sup: SupervisorHandle) -> None:
     logins = sup._auth.logins if sup._auth is not None else None
     if logins is None:
         return
-    print(
-        "(If the browser is on another machine, paste the address it was sent back to "
-        "here and press Enter.)",
-        file=sys.stderr,
-        flush=True,
-    )
-    fd = os.dup(sys.stdin.fileno())
+    try:
+        fileno = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # no standard input at all
+    if sys.stdin.isatty():
+        print(
+            "(If the browser is on another machine, paste the address it was sent back "
+            "to here and press Enter.)",
+            file=sys.stderr,
+            flush=True,
+        )
+    fd = os.dup(fileno)
     stream = trio.lowlevel.FdStream(fd)
     buffer = b""
     try:
@@ -260,7 +280,7 @@ async def _read_pasted(sup: SupervisorHandle) -> None:
     finally:
         await stream.aclose()
         with contextlib.suppress(OSError):
-            os.set_blocking(sys.stdin.fileno(), True)  # the terminal is shared
+            os.set_blocking(fileno, True)  # the terminal (or pipe) is shared
 
 
 def register(commands: Commands, parents: Parents) -> None:

@@ -14,7 +14,18 @@ from ..server import HealthRecord, ServerMetrics
 
 #: Every ``status`` value a server can have, for the ``mcp_supervisor_server_status``
 #: state set.
-STATUSES = ("idle", "connecting", "connected", "degraded", "disconnected", "failed", "stopped")
+STATUSES = (
+    "idle",
+    "connecting",
+    "connected",
+    "degraded",
+    "disconnected",
+    "failed",
+    "stopped",
+    "needs_auth",
+    "refreshing",
+    "auth_failed",
+)
 
 
 def status_document(

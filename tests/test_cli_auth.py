@@ -1,0 +1,191 @@
+"""``mcp-supervisor auth login|logout|status`` as real processes against a real
+OAuth-protected server on 127.0.0.1; the browser is ``$BROWSER``, a script that follows
+the redirect (supervisor.testing.oauth_browser)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import trio
+
+from supervisor.testing import oauth_browser
+from supervisor.testing.servers import open_oauth_server
+
+SCOPES = ["read", "write", "offline_access"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_config(tmp_path: Path, url: str, *more: tuple[str, str]) -> str:
+    path = tmp_path / "mcp.json"
+    port = free_port()
+    servers = {
+        name: {"type": "http", "url": where, "auth": {"callbackPort": port}}
+        for name, where in (("remote", url), *more)
+    }
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return str(path)
+
+
+def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("MCP_SUPERVISOR_NO_BROWSER", None)
+    env |= {
+        "MCP_SUPERVISOR_AUTH_DIR": str(tmp_path / "auth"),
+        "BROWSER": oauth_browser.command(),
+        oauth_browser.LOG_ENV: str(tmp_path / "browser.log"),
+        **extra,
+    }
+    return env
+
+
+async def cli(env: dict[str, str], *args: str) -> Any:
+    return await trio.run_process(
+        [sys.executable, "-m", "supervisor", *args],
+        env=env,
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
+        stdin=b"",
+    )
+
+
+def opened(tmp_path: Path) -> int:
+    log = tmp_path / "browser.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+async def test_login_status_logout(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx, open_oauth_server() as fx2:
+        config = write_config(tmp_path, fx.url, ("second", fx2.url))
+        env = environment(tmp_path)
+        # Before: the one-shot status says how to log in; nothing is stored.
+        before = await cli(env, "status", "--config", config)
+        assert before.returncode == 1
+        assert "🔑 needs login: mcp-supervisor auth login remote" in before.stdout.decode()
+        # Without a name: every OAuth server, through the one callback listener.
+        done = await cli(env, "auth", "login", "--config", config)
+        out, err = done.stdout.decode(), done.stderr.decode()
+        assert done.returncode == 0, err
+        assert err.count("Open this URL to authorize: http://127.0.0.1") == 2
+        assert "remote: logged in (account default)" in out
+        assert "second: logged in (account default)" in out
+        assert f"issuer   {fx.issuer}" in out and "tools    2: echo, whoami" in out
+        assert opened(tmp_path) == 2
+        # Stored: 0700 directory, 0600 files; status shows it without the token.
+        auth_dir = tmp_path / "auth"
+        assert stat.S_IMODE(auth_dir.stat().st_mode) == 0o700
+        tokens = {}
+        for token_file in (auth_dir / "tokens").iterdir():
+            assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+            stored = json.loads(token_file.read_text())
+            tokens[stored["server"]] = stored["token"]["access_token"]
+        status = await cli(env, "auth", "status", "remote", "--config", config, "--json")
+        assert status.returncode == 0, status.stderr
+        (doc,) = json.loads(status.stdout)
+        assert doc["logged_in"] and doc["issuer"] == fx.issuer and doc["refreshable"]
+        assert "read" in doc["scopes"] and doc["expires_at"] > 0
+        assert tokens["remote"] not in status.stdout.decode()
+        # The other commands use the stored tokens: no browser.
+        tools = await cli(env, "tools", "--config", config)
+        assert tools.returncode == 0, tools.stderr
+        assert "remote_whoami" in tools.stdout.decode() and "second_echo" in tools.stdout.decode()
+        assert all(t not in tools.stdout.decode() + tools.stderr.decode() for t in tokens.values())
+        assert opened(tmp_path) == 2
+        out = await cli(env, "auth", "logout", "remote", "--config", config)
+        assert out.returncode == 0 and "remote: logged out" in out.stdout.decode()
+        assert len(list((auth_dir / "clients").iterdir())) == 2  # registrations are kept
+        after = await cli(env, "auth", "status", "--config", config)
+        assert after.returncode == 1
+        assert "remote: not logged in" in after.stdout.decode()
+        assert "second: logged in" in after.stdout.decode()
+
+
+async def test_headless_login_takes_the_pasted_url(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        config = write_config(tmp_path, fx.url)
+        env = environment(tmp_path, MCP_SUPERVISOR_NO_BROWSER="1")
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "supervisor", "auth", "login", "remote", "--config", config],
+            env=env,
+            stdin=-1,
+            stdout=-1,
+            stderr=-1,
+        )
+        try:
+            with trio.fail_after(30):
+                url = await _authorize_url(process.stderr)
+                async with httpx2.AsyncClient() as http:
+                    answer = await http.get(url)  # the user's browser, elsewhere
+                redirected = answer.headers["location"]
+                await process.stdin.send_all(redirected.encode() + b"\n")
+                code = await process.wait()
+            out = await process.stdout.receive_some(65536)
+            assert code == 0
+            assert b"remote: logged in" in out
+            assert opened(tmp_path) == 0  # no browser was run
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+async def _authorize_url(stderr: Any) -> str:
+    buffer = b""
+    marker = b"Open this URL to authorize: "
+    while b"\n" not in buffer.partition(marker)[2]:
+        chunk = await stderr.receive_some(4096)
+        assert chunk, buffer
+        buffer += chunk
+    return buffer.partition(marker)[2].split(b"\n", 1)[0].decode().strip()
+
+
+async def test_sigterm_during_a_login_stops_it_and_its_browser(tmp_path: Path) -> None:
+    """A login waiting for the browser stops on SIGTERM (143), its browser command too."""
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        config = write_config(tmp_path, fx.url)
+        pid_file = tmp_path / "browser.pid"
+        browser = tmp_path / "browser.sh"
+        browser.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
+        browser.chmod(0o755)
+        env = environment(tmp_path, BROWSER=f"{browser} %s")
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "supervisor", "auth", "login", "remote", "--config", config],
+            env=env,
+            stdin=-1,
+            stdout=-1,
+            stderr=-1,
+        )
+        try:
+            with trio.fail_after(30):
+                await _authorize_url(process.stderr)
+                while not pid_file.exists() or not pid_file.read_text().strip():
+                    await trio.sleep(0.05)  # the browser starting: poll with a deadline
+                process.send_signal(signal.SIGTERM)
+                code = await process.wait()
+            assert code == 143
+            pid = int(pid_file.read_text())
+            assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
