@@ -6,6 +6,7 @@ test_cli_auth.py)."""
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import stat
 import time
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx2
 import pytest
+import structlog
 import trio
 from mcp.shared.auth import JWT_BEARER_GRANT_TYPE
 
@@ -493,6 +495,9 @@ async def test_modes_and_no_token_in_logs_events_or_status(
     from supervisor.log import configure_logging
 
     auth_dir = tmp_path / "auth"
+    structlog_config = structlog.get_config()  # debug logs to this test's stderr, closed after
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     async with open_oauth_server(scopes_supported=SCOPES) as fx:
         configure_logging(level="debug", force=True)
         try:
@@ -511,7 +516,9 @@ async def test_modes_and_no_token_in_logs_events_or_status(
                 events = json.dumps([msgspec_builtins(e) for e in seen.events])
                 feed = feed_message("hello", sup.status(), list(seen.events))  # the dashboard's
         finally:
-            configure_logging(level="warning", force=True)
+            structlog.configure(**structlog_config)
+            root.handlers[:] = handlers
+            root.setLevel(level)
     assert stat.S_IMODE(auth_dir.stat().st_mode) == 0o700
     for sub in ("tokens", "clients"):
         assert stat.S_IMODE((auth_dir / sub).stat().st_mode) == 0o700
@@ -532,3 +539,67 @@ def msgspec_builtins(value: object) -> object:
     import msgspec
 
     return msgspec.to_builtins(value)
+
+
+async def test_step_up_gives_up_when_the_scope_is_never_granted(tmp_path: Path) -> None:
+    """An authorization server that keeps granting less than the server demands: a few
+    step-ups, then auth_failed saying so, never a loop."""
+    async with open_oauth_server(scopes_supported=[*SCOPES, "superuser"]) as fx:
+        fx.provider.add_client("machine", "m-secret-value", grant_types=["client_credentials"])
+        issue = fx.provider.issue_tokens
+
+        def stingy(client_id: str, scopes: list[str], **kw: Any) -> Any:
+            return issue(client_id, [s for s in scopes if s != "superuser"], **kw)
+
+        fx.provider.issue_tokens = stingy  # type: ignore[method-assign]
+        async with (
+            open_supervisor(
+                config(
+                    fx.url,
+                    grant="client_credentials",
+                    clientId="machine",
+                    clientSecret="m-secret-value",
+                ),
+                auth_dir=tmp_path,
+            ) as sup,
+            capture_events(sup, "mcp.auth.failed") as seen,
+        ):
+            await connected(sup)
+            fx.step_up_scopes = {"superuser"}
+            for _ in range(4):
+                with pytest.raises(SupervisorError):
+                    await whoami(sup)
+                if sup.status()["remote"].status == "auth_failed":
+                    break
+            failed = await seen.wait_for("mcp.auth.failed", timeout=10)
+            assert "403 insufficient_scope" in failed.error
+            assert sup.status()["remote"].status == "auth_failed"
+        assert fx.provider.token_requests["client_credentials"] <= 4
+
+
+async def test_refreshing_is_the_state_while_a_connection_waits_for_a_refresh(
+    tmp_path: Path,
+) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with open_supervisor(
+            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=Browser()
+        ) as sup:
+            await connected(sup)
+            b = broker(sup)
+            drive, entered, release = b._drive, trio.Event(), trio.Event()
+
+            async def held_drive(**kw: Any) -> Any:
+                entered.set()
+                await release.wait()
+                return await drive(**kw)
+
+            b._drive = held_drive
+            b.clock = lambda: time.time() + 3601  # the stored token has expired
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sup.restart, "remote")  # a new connection needs a token
+                with trio.fail_after(10):
+                    await entered.wait()
+                assert sup.status()["remote"].status == "refreshing"
+                release.set()
+            await connected(sup)
+            assert fx.provider.refreshes == 1

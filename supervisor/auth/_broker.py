@@ -360,31 +360,32 @@ class TokenBroker:
         challenge = message.challenge
         held = self.current()
         if held is not None and held != message.rejected:
-            if challenge is None or not challenge.step_up:
-                return held  # someone else's renewal already brought a new one
+            return held  # someone else's renewal already brought a new one
+        step_up = challenge is not None and challenge.step_up
         if challenge is not None:
             self._challenge = challenge
-            if challenge.step_up:
-                self._step_ups += 1
-                if self._step_ups > STEP_UP_LIMIT:
-                    self._fail(
-                        "the server keeps asking for more scope (403 insufficient_scope) "
-                        f"after {STEP_UP_LIMIT} step-ups; check the scopes the account can "
-                        "be granted"
-                    )
         elif self.state in ("needs_auth", "auth_failed") and self._token is None:
             raise AuthProblem(self.error or "a login is needed", needs_login=True)
         if self._token is None and not await self._speaks_oauth(challenge):
             raise NoOAuth
-        step_up = challenge is not None and challenge.step_up
-        self._set_state("refreshing" if self._token is not None and not step_up else "authorizing")
         try:
+            if step_up:
+                self._step_ups += 1
+                if self._step_ups > STEP_UP_LIMIT:
+                    raise AuthProblem(
+                        "the server keeps asking for more scope (403 insufficient_scope) "
+                        f"after {STEP_UP_LIMIT} step-ups; check the scopes the account can "
+                        "be granted",
+                        needs_login=False,
+                        oauth_error="insufficient_scope",
+                    )
+            refreshing = self._token is not None and not step_up
+            self._set_state("refreshing" if refreshing else "authorizing")
             # A step-up needs a new grant, not a refresh of the old one.
-            token = await self._drive(rejected=message.rejected, challenge=challenge, fresh=step_up)
+            return await self._drive(rejected=message.rejected, challenge=challenge, fresh=step_up)
         except AuthProblem as exc:
             self._problem(exc)
             raise
-        return token
 
     async def _login(self, message: _Login) -> None:
         self._set_state("authorizing")
@@ -768,9 +769,6 @@ class TokenBroker:
         self._set_state("auth_failed")
         self._emit(lambda s: events.AuthFailed(server=s, error=str(exc)))
         log.warning("OAuth authorization failed", servers=list(self.servers), error=str(exc))
-
-    def _fail(self, message: str) -> None:
-        raise AuthProblem(message, needs_login=False, oauth_error="insufficient_scope")
 
     def _emit(self, make: Callable[[str], events.Event]) -> None:
         for server in self.servers:

@@ -310,12 +310,17 @@ def default_redirect_handler(nursery: trio.Nursery, *, quiet: bool = False) -> R
 
 
 async def _run_browser(command: list[str]) -> None:
+    """Start the user's browser, detached: it is theirs, not a server of ours — a login
+    that ends (or a supervisor that stops) leaves it open, as Python's ``webbrowser``
+    does. Reaped here if it exits while the supervisor runs."""
     try:
-        await trio.run_process(
+        process = await trio.lowlevel.open_process(
             command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            check=False,
+            start_new_session=True,
         )
     except OSError as exc:  # a $BROWSER that cannot be run
         log.warning("could not open a browser", command=command[0], error=str(exc))
+        return
+    await process.wait()
