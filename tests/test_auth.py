@@ -17,7 +17,7 @@ import httpx2
 import pytest
 import structlog
 import trio
-from mcp.shared.auth import JWT_BEARER_GRANT_TYPE
+from mcp.shared.auth import JWT_BEARER_GRANT_TYPE, AuthorizationCodeResult
 
 from supervisor import open_supervisor
 from supervisor.dashboard._feed import feed_message
@@ -603,3 +603,118 @@ async def test_refreshing_is_the_state_while_a_connection_waits_for_a_refresh(
                 release.set()
             await connected(sup)
             assert fx.provider.refreshes == 1
+
+
+async def test_a_url_based_client_id_when_the_server_accepts_one(tmp_path: Path) -> None:
+    client_url = "https://client.example/mcp-supervisor.json"
+    async with open_oauth_server(scopes_supported=SCOPES, client_id_metadata_documents=True) as fx:
+        async with open_supervisor(
+            config(fx.url, clientMetadataUrl=client_url),
+            auth_dir=tmp_path,
+            oauth_redirect_handler=Browser(),
+        ) as sup:
+            await connected(sup)
+            assert (await whoami(sup))["client_id"] == client_url
+        assert fx.provider.registrations == 0
+    # Not advertised: dynamic registration instead.
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with open_supervisor(
+            config(fx.url, clientMetadataUrl=client_url),
+            auth_dir=tmp_path / "other",
+            oauth_redirect_handler=Browser(),
+        ) as sup:
+            await connected(sup)
+            assert (await whoami(sup))["client_id"] != client_url
+        assert fx.provider.registrations == 1
+
+
+async def test_offline_access_only_when_the_server_supports_it(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=["read", "write"]) as fx:
+        browser = Browser()
+        async with open_supervisor(
+            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
+        ) as sup:
+            await connected(sup)
+        scope = httpx2.URL(browser.opened[0]).params["scope"].split()
+        assert "read" in scope and "offline_access" not in scope
+
+
+async def test_two_accounts_on_one_server_and_the_configured_directory(tmp_path: Path) -> None:
+    """Two accounts of one server: two brokers, two logins (on two callback ports: the
+    second waits for the first), two token files that never overwrite each other, in
+    the config's ``supervisor.authDir``."""
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        path = tmp_path / "mcp.json"
+        path.write_text(
+            json.dumps(
+                {
+                    "supervisor": {"authDir": "tokens-here"},
+                    "mcpServers": {
+                        "work": entry(fx.url, account="work"),
+                        "home": entry(fx.url, account="home"),
+                    },
+                }
+            )
+        )
+        async with open_supervisor(path, oauth_redirect_handler=Browser()) as sup:
+            await connected(sup)
+            assert broker(sup, "work") is not broker(sup, "home")
+            work, home = await whoami(sup, "work"), await whoami(sup, "home")
+            assert work["subject"] == home["subject"] == "test-user"
+        files = list((tmp_path / "tokens-here" / "tokens").iterdir())
+        assert len(files) == 2
+        accounts = {json.loads(f.read_text())["account"] for f in files}
+        assert accounts == {"work", "home"}
+        tokens = {json.loads(f.read_text())["token"]["access_token"] for f in files}
+        assert len(tokens) == 2
+
+
+async def test_an_embedders_callback_handler_replaces_the_listener(tmp_path: Path) -> None:
+    """A GUI app with its own redirect scheme: its redirect handler shows the URL, its
+    callback handler hands back the code; no loopback listener is opened."""
+    send, receive = trio.open_memory_channel[Any](1)
+
+    async def show(url: str) -> None:
+        async with httpx2.AsyncClient() as http:
+            answer = await http.get(url)
+        await send.send(httpx2.URL(answer.headers["location"]).params)
+
+    async def answer() -> AuthorizationCodeResult:
+        params = await receive.receive()
+        return AuthorizationCodeResult(
+            code=params["code"], state=params["state"], iss=params["iss"]
+        )
+
+    redirect = "http://127.0.0.1:1/never-listened"
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with open_supervisor(
+            config(fx.url, redirectUri=redirect, callbackPort=None),
+            auth_dir=tmp_path,
+            oauth_redirect_handler=show,
+            oauth_callback_handler=answer,
+        ) as sup:
+            await connected(sup)
+            assert sup._auth.logins.port is None  # never listened
+            await whoami(sup)
+        assert fx.provider.redirect_uris == [redirect]
+
+
+async def test_credentials_of_another_issuer_are_not_reused(tmp_path: Path) -> None:
+    """A stored registration belongs to the authorization server that issued it: when
+    the server's issuer is another one, the client registers again."""
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with open_supervisor(
+            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=Browser()
+        ) as sup:
+            await connected(sup)
+        (client_file,) = (tmp_path / "clients").iterdir()
+        stored = json.loads(client_file.read_text())
+        assert stored["issuer"] == fx.issuer
+        stored["client"]["issuer"] = stored["issuer"] = "https://moved-away.example"
+        client_file.write_text(json.dumps(stored))
+        (tmp_path / "tokens").joinpath(client_file.name).unlink()  # no tokens either
+        async with open_supervisor(
+            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=Browser()
+        ) as sup:
+            await connected(sup)
+        assert fx.provider.registrations == 2

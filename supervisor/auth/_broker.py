@@ -365,7 +365,9 @@ class TokenBroker:
         if challenge is not None:
             self._challenge = challenge
         elif self.state in ("needs_auth", "auth_failed") and self._token is None:
-            raise AuthProblem(self.error or "a login is needed", needs_login=True)
+            raise AuthProblem(
+                self.error or self._login_hint(), needs_login=self.state == "needs_auth"
+            )
         if self._token is None and not await self._speaks_oauth(challenge):
             raise NoOAuth
         try:
@@ -396,6 +398,13 @@ class TokenBroker:
         self.redirect = redirect
         try:
             await self._drive(rejected=self._token, challenge=self._challenge, fresh=True)
+        except httpx2.HTTPError as exc:  # a login has no connection to retry it
+            problem = AuthProblem(
+                redact(f"cannot reach the authorization server: {exc or type(exc).__name__}"),
+                needs_login=False,
+            )
+            self._problem(problem)
+            raise problem from exc
         except AuthProblem as exc:
             self._problem(exc)
             raise
@@ -419,7 +428,12 @@ class TokenBroker:
         ports = self._ports()
         uses_listener = self.interactive and self._interactive and self._callback is None
         if uses_listener:
-            port = await self.logins.acquire(ports)
+            try:
+                port = await self.logins.acquire(ports)
+            except OSError as exc:
+                raise AuthProblem(
+                    f"{exc}; set another callbackPort in the server's auth", needs_login=True
+                ) from exc
             self._set_redirect_uris(port, ports)
         started = self.refreshes
         try:
@@ -542,6 +556,7 @@ class TokenBroker:
         try:
             await self.redirect(url)
         except Exception as exc:  # the embedder's handler: its failure is this login's
+            self.logins.forget(state)
             raise AuthProblem(
                 f"the login could not be shown (the redirect handler raised {exc!r})",
                 needs_login=False,

@@ -122,6 +122,7 @@ class Logins:
         self._stopped: trio.Event | None = None
         self._lock = trio.Lock()
         self._users = 0
+        self._idle = trio.Event()  # set (and replaced) each time the listener stops
         #: where the listener and browser commands run: the supervisor's auth actor sets it
         self.nursery: trio.Nursery | None = None
 
@@ -137,17 +138,21 @@ class Logins:
 
     async def acquire(self, ports: Sequence[int]) -> int:
         """Make sure the listener is up (on the first free one of ``ports`` when it
-        starts); return its port. Pair with :meth:`release`."""
+        starts); return its port. Pair with :meth:`release`. A login whose ports do not
+        include the one the listener is on waits for the logins using it to finish.
+        Raises :class:`OSError` when every one of ``ports`` is busy."""
         nursery = self.nursery
         if nursery is None:
             raise RuntimeError("the OAuth callback listener is not running (no supervisor)")
+        while True:
+            async with self._lock:
+                if self._port is None or self._port in ports:
+                    break
+                idle = self._idle  # on another port: wait until its logins are done
+            await idle.wait()
         async with self._lock:
-            if self._port is not None and not set(ports) & {self._port}:
-                raise OSError(
-                    f"the OAuth callback listener is on port {self._port}, but this login "
-                    f"needs one of {', '.join(map(str, ports))} (a fixed redirectUri); "
-                    "finish the other login first"
-                )
+            if self._port is not None and self._port not in ports:
+                return await self.acquire(ports)  # another login took it meanwhile
             if self._port is None:
                 sock, port = await bind_first(self.host, ports)
                 scope = trio.CancelScope()
@@ -172,6 +177,8 @@ class Logins:
             with trio.CancelScope(shield=True):
                 await stopped.wait()
             log.info("OAuth callback listener stopped")
+            self._idle.set()
+            self._idle = trio.Event()
 
     async def _serve(self, sock: object, scope: trio.CancelScope, stopped: trio.Event) -> None:
         try:
@@ -239,6 +246,10 @@ class Logins:
     def expect(self, state: str) -> None:
         """A login sent the browser off with ``state``: route its answer here."""
         self._pending[state] = _Pending(state)
+
+    def forget(self, state: str) -> None:
+        """The login sent off with ``state`` will not wait for its answer after all."""
+        self._pending.pop(state, None)
 
     def deliver(self, url: str) -> bool:
         """Take an authorization answer pasted by hand (the redirected URL, or just its

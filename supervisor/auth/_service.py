@@ -30,8 +30,8 @@ _REMOTE = ("http", "sse", "remote")
 
 def uses_oauth(config: Any) -> bool:
     """Whether server ``config`` (a :class:`~supervisor.config.ServerConfig`) gets OAuth."""
-    if str(config.type) not in _REMOTE or config.url is None:
-        return False
+    if str(config.type) not in _REMOTE or config.url is None or config.error is not None:
+        return False  # not remote, or invalid (never started)
     auth = config.auth
     if auth is not None:
         return bool(auth.enabled)

@@ -123,6 +123,10 @@ class OAuthConfig:
     """Overrides the protected-resource metadata's ``scopes_supported``."""
     subject: str = "test-user"
     """The resource owner the authorization endpoint "logs in"."""
+    client_id_metadata_documents: bool = False
+    """The AS advertises ``client_id_metadata_document_supported`` and takes an
+    ``https://`` client ID as a public client with loopback redirect URIs (its document is
+    not fetched: nothing leaves 127.0.0.1)."""
 
     def needed_scopes(self) -> list[str]:
         """Every scope ``/mcp`` needs now: required ones first, then step-up ones sorted."""
@@ -268,6 +272,15 @@ class TestAuthProvider:
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         client = self.clients.get(client_id)
+        if client is None and self.config.client_id_metadata_documents:
+            if client_id.startswith("https://"):
+                client = _FixtureClient(
+                    client_id=client_id,
+                    token_endpoint_auth_method="none",
+                    grant_types=["authorization_code", "refresh_token"],
+                    redirect_uris=[AnyUrl("http://127.0.0.1/callback")],
+                )
+                client._config = self.config
         if client is not None and _asserted_client.get() == client_id:
             shown = client.model_copy(
                 update={
@@ -657,6 +670,8 @@ class _Gate:
         methods.extend(m for m in ("private_key_jwt", "none") if m not in methods)
         doc["token_endpoint_auth_signing_alg_values_supported"] = list(_ASSERTION_ALGORITHMS)
         doc["authorization_response_iss_parameter_supported"] = config.advertise_iss
+        if config.client_id_metadata_documents:
+            doc["client_id_metadata_document_supported"] = True
 
     def _edit_resource_metadata(self, doc: dict[str, Any]) -> None:
         scopes = self.provider.config.resource_scopes_supported
