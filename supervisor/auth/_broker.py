@@ -390,6 +390,14 @@ class TokenBroker:
             raise
 
     async def _login(self, message: _Login) -> None:
+        if self.interactive and not await self._speaks_oauth(self._challenge):
+            problem = AuthProblem(
+                f"{self.url} offers no OAuth login (it publishes no OAuth metadata); if it "
+                'needs credentials, give them in the server\'s "headers"',
+                needs_login=False,
+            )
+            self._problem(problem)
+            raise problem
         self._set_state("authorizing")
         self._interactive = True
         self._step_ups = 0
