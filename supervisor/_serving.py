@@ -39,6 +39,7 @@ from hypercorn.trio import serve
 from .log import get_logger
 
 __all__ = [
+    "lifespan",
     "SHUTDOWN_MARGIN",
     "STALL_TIMEOUT",
     "bind_first",
@@ -55,6 +56,18 @@ SHUTDOWN_MARGIN = 2.0
 
 #: An ASGI application (``scope, receive, send``).
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
+
+
+async def lifespan(receive: Any, send: Any) -> None:
+    """An ASGI app's ``lifespan`` scope for an app with nothing to set up or tear down:
+    acknowledge startup and shutdown."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
 
 
 async def listen(

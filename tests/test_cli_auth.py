@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import stat
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,17 @@ async def cli(env: dict[str, str], *args: str) -> Any:
         capture_stderr=True,
         check=False,
         stdin=b"",
+    )
+
+
+async def start_login(env: dict[str, str], config: str) -> Any:
+    """``auth login remote`` as a process with pipes for its standard streams."""
+    return await trio.lowlevel.open_process(
+        [sys.executable, "-m", "supervisor", "auth", "login", "remote", "--config", config],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -117,13 +129,7 @@ async def test_headless_login_takes_the_pasted_url(tmp_path: Path) -> None:
     async with open_oauth_server(scopes_supported=SCOPES) as fx:
         config = write_config(tmp_path, fx.url)
         env = environment(tmp_path, MCP_SUPERVISOR_NO_BROWSER="1")
-        process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "supervisor", "auth", "login", "remote", "--config", config],
-            env=env,
-            stdin=-1,
-            stdout=-1,
-            stderr=-1,
-        )
+        process = await start_login(env, config)
         try:
             with trio.fail_after(30):
                 url = await _authorize_url(process.stderr)
@@ -166,13 +172,7 @@ async def test_sigterm_during_a_login_stops_it_and_leaves_the_browser(tmp_path: 
         # Read end first, and a writer of our own so that it never reads as ended.
         reader = trio.lowlevel.FdStream(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
         keep_open = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-        process = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "supervisor", "auth", "login", "remote", "--config", config],
-            env=env,
-            stdin=-1,
-            stdout=-1,
-            stderr=-1,
-        )
+        process = await start_login(env, config)
         try:
             with trio.fail_after(30):
                 pid = int(await reader.receive_some(64))  # the browser is running

@@ -33,7 +33,7 @@ import attrs
 import trio
 from mcp.shared.auth import AuthorizationCodeResult
 
-from .._serving import bind_first, serve_sockets
+from .._serving import bind_first, lifespan, serve_sockets
 from ..log import get_logger
 
 __all__ = [
@@ -197,13 +197,8 @@ class Logins:
 
     async def _app(self, scope: dict, receive: Callable, send: Callable) -> None:  # noqa: C901
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await lifespan(receive, send)
+            return
         if scope["type"] != "http":
             return
         status, body = 404, _page(False, "Nothing is here.")

@@ -124,14 +124,22 @@ def _describe(name: str, info: BrokerInfo, now: float) -> list[str]:
 # -- status, logout: no servers run ---------------------------------------------------
 
 
-def _cmd_status(args: argparse.Namespace) -> int:
+def _offline(args: argparse.Namespace) -> tuple[AuthService, list[str]] | None:
+    """The config's brokers and the OAuth servers named (all without a name), for a
+    command that runs no server; ``None`` after saying what is wrong."""
     config = load(args)
     if config is None:
-        return EXIT_USAGE
+        return None
     service = _service(config, args)
     names = _chosen(service, config, args.server)
-    if names is None:
+    return None if names is None else (service, names)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    found = _offline(args)
+    if found is None:
         return EXIT_USAGE
+    service, names = found
     now = time.time()
     infos = {name: service.brokers[name].info() for name in names}
     if args.json:
@@ -144,13 +152,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_logout(args: argparse.Namespace) -> int:
-    config = load(args)
-    if config is None:
+    found = _offline(args)
+    if found is None:
         return EXIT_USAGE
-    service = _service(config, args)
-    names = _chosen(service, config, args.server)
-    if names is None:
-        return EXIT_USAGE
+    service, names = found
     done: set[int] = set()
     for name in names:
         broker = service.brokers[name]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from .._serving import lifespan as _lifespan
 from ..actors import SupervisorError
 from ..log import get_logger
 from ._feed import Hub
@@ -223,17 +224,6 @@ class DashboardApp:
             log.info("dashboard feed refused: foreign or missing Origin")
             return error(403, "refused: the request does not come from this dashboard")
         return None
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    """Nothing to set up or tear down: acknowledge startup and shutdown."""
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 @lru_cache(maxsize=16)  # the few static assets: bounded

@@ -28,6 +28,7 @@ from typing import Any
 import httpx2
 import trio
 
+from .._serving import lifespan as _lifespan
 from .._serving import listen, serve_sockets
 from ..log import get_logger
 from ._engine import FaultEngine, Injected
@@ -138,16 +139,6 @@ async def _drop(send: Send) -> None:
 
 async def _once(chunk: bytes) -> AsyncIterator[bytes]:
     yield chunk
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 async def _cancel_on_disconnect(receive: Receive, scope: trio.CancelScope) -> None:

@@ -57,6 +57,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..._serving import lifespan
 from ._http import HttpServer, start_http
 from ._raw import ASGIApp, Message, Receive, Scope, Send
 
@@ -1119,13 +1120,8 @@ class _Deferred:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await lifespan(receive, send)
+            return
         await self._ready.wait()
         assert self._app is not None
         await self._app(scope, receive, send)

@@ -11,6 +11,8 @@ import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from ..._serving import lifespan as _lifespan
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -64,16 +66,6 @@ def garbage_stdio() -> int:
         sys.stdout.write(garbage_line(n) + "\n")
         sys.stdout.flush()
     return 0
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
 
 
 async def hang_app(scope: Scope, receive: Receive, send: Send) -> None:
