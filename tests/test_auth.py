@@ -220,6 +220,7 @@ async def test_a_revoked_refresh_token_leads_to_a_new_login(tmp_path: Path) -> N
                     await whoami(sup)
                 await seen.wait_for("mcp.auth.completed", timeout=20)
                 await seen.wait_for("mcp.connected", timeout=20)
+            assert "mcp.auth.refreshed" not in [e.kind for e in seen.events]  # it failed
             assert (await whoami(sup))["subject"] == "test-user"
             assert len(browser.opened) == 2  # one new login, not a loop
             assert fx.provider.token_requests["refresh_token"] == 1

@@ -3,6 +3,8 @@ login by ``state``; an error answer, a timeout and the browser command are said 
 
 from __future__ import annotations
 
+import webbrowser
+
 import pytest
 import trio
 import trio.lowlevel
@@ -54,6 +56,9 @@ async def test_a_login_waits_300_s_for_the_browser(autojump_clock: trio.abc.Cloc
 
 def test_the_browser_command_follows_browser(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BROWSER", "my-browser --new-tab %s")
+    # webbrowser reads $BROWSER once per process: make this test's process read it again
+    monkeypatch.setattr(webbrowser, "_tryorder", None)
+    monkeypatch.setattr(webbrowser, "_browsers", {})
     url = "http://127.0.0.1:5/authorize?a=1&b=2"
     assert browser_command(url) == ["my-browser", "--new-tab", url]
 

@@ -683,7 +683,11 @@ async def test_the_page_in_chromium_shows_crash_recovery_and_restarts(
             "[data-server=notes]') && document.querySelector('#timeline "
             'li[data-kind="mcp.health.recovered"][data-server=notes]\')'
         )
-        assert await page.evaluate(cell("notes", "restarts")) == "1"
+        # One restart, or more when the machine is so loaded that the first one failed:
+        # the page shows the server's own count.
+        restarts = sup.status()["notes"].restarts
+        assert restarts >= 1
+        await page.wait_for(f"{cell('notes', 'restarts')} === '{restarts}'")
 
         # The Restart button, clicked with the mouse: the page sends its token.
         calc_pid = sup.status()["calc"].pid

@@ -66,7 +66,7 @@ from ..actors import Actor, actor_spec
 from ..log import get_logger, redact
 from ..transports import delivery
 from ._idjag import discover_issuer, fetch_id_jag, read_secret
-from ._login import CALLBACK_PATH, DEFAULT_CALLBACK_PORT, EXTRA_PORTS, Logins
+from ._login import CALLBACK_PATH, DEFAULT_CALLBACK_PORT, EXTRA_PORTS, LoginCancelled, Logins
 from ._store import AuthStore, Credentials
 
 __all__ = ["AuthProblem", "BrokerAuth", "BrokerInfo", "TokenBroker"]
@@ -239,6 +239,7 @@ class TokenBroker:
         self.clock = clock
         self.state: BrokerState = "unknown"
         self.error: str | None = None
+        #: access tokens renewed with the refresh token, successfully
         self.refreshes = 0
         self._token: str | None = None
         self._expires_at: float | None = None
@@ -446,33 +447,25 @@ class TokenBroker:
         started = self.refreshes
         try:
             token = await self._flow(rejected, challenge, fresh)
-        except AuthProblem:
-            raise
         except (OAuthFlowError, OAuthTokenError, OAuthRegistrationError, ValueError) as exc:
             raise AuthProblem(
                 redact(f"authorization failed: {exc}"),
                 needs_login=False,
                 oauth_error=_oauth_error(exc),
             ) from exc
-        except (TimeoutError, Exception) as exc:
-            if isinstance(exc, httpx2.HTTPError):
-                raise
-            from ._login import LoginCancelled
-
-            if isinstance(exc, LoginCancelled | TimeoutError):
-                raise AuthProblem(
-                    redact(f"login failed: {exc}"),
-                    needs_login=False,
-                    oauth_error=getattr(exc, "error", None),
-                ) from exc
-            raise
+        except (LoginCancelled, TimeoutError) as exc:
+            raise AuthProblem(
+                redact(f"login failed: {exc}"),
+                needs_login=False,
+                oauth_error=getattr(exc, "error", None),
+            ) from exc
         finally:
             if uses_listener:
                 await self.logins.release()
         self._adopt(token)
         self.error = None
         self._set_state("ok")
-        if self.refreshes > started and not fresh:
+        if self.refreshes > started and not fresh:  # renewed by its refresh token
             self._emit(lambda s: events.AuthRefreshed(server=s, expires_at=self._expires_at))
         else:
             self._step_ups = 0 if challenge is None or not challenge.step_up else self._step_ups
@@ -524,10 +517,11 @@ class TokenBroker:
                             request=probe,
                         )
                     else:
-                        if b"grant_type=refresh_token" in (outgoing.content or b""):
-                            self.refreshes += 1
                         response = await http.send(outgoing)
                         await response.aread()
+                        refresh = b"grant_type=refresh_token" in (outgoing.content or b"")
+                        if refresh and response.status_code == 200:
+                            self.refreshes += 1  # counted once it worked
                     outgoing = await flow.asend(response)
             except StopAsyncIteration:
                 token = _bearer(probe)
