@@ -719,3 +719,32 @@ async def test_credentials_of_another_issuer_are_not_reused(tmp_path: Path) -> N
         ) as sup:
             await connected(sup)
         assert fx.provider.registrations == 2
+
+
+async def test_a_missing_key_file_fails_that_server_only(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        fx.provider.add_client("ok-machine", "ok-secret-value", grant_types=["client_credentials"])
+        cfg = {
+            "mcpServers": {
+                "signed": entry(
+                    fx.url,
+                    grant="client_credentials",
+                    clientId="signer",
+                    privateKeyFile=str(tmp_path / "missing.pem"),
+                    account="signer",
+                ),
+                "fine": entry(
+                    fx.url,
+                    grant="client_credentials",
+                    clientId="ok-machine",
+                    clientSecret="ok-secret-value",
+                ),
+            }
+        }
+        async with open_supervisor(cfg, auth_dir=tmp_path / "auth") as sup:
+            await sup.connect_all()
+            await connected(sup, "fine")
+            record = sup.status()["signed"]
+            assert record.status == "auth_failed"
+            assert "cannot read privateKeyFile" in (record.last_error or "")
+            assert "missing.pem" in (record.last_error or "")

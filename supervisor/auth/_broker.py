@@ -48,12 +48,6 @@ import httpx2
 import trio
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.exceptions import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
-from mcp.client.auth.extensions.client_credentials import (
-    ClientCredentialsOAuthProvider,
-    PrivateKeyJWTOAuthProvider,
-    SignedJWTParameters,
-)
-from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from mcp.shared.auth_utils import resource_url_from_server_url
@@ -632,40 +626,13 @@ class TokenBroker:
         context = self.provider.context  # type: ignore[union-attr]
         context.client_metadata.redirect_uris = [AnyUrl(u) for u in self._redirect_uris(port)]
 
-    def _make_provider(self) -> httpx2.Auth:
+    def _make_provider(self) -> httpx2.Auth | None:
         a = self.auth
         scope = " ".join(a.scopes) or None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", MCPDeprecationWarning)  # no issuer configured
-            if self.grant == "client_credentials" and a.private_key_file:
-                key = read_secret(a.private_key_file, None, self._base_dir, "privateKeyFile")
-                assertion = SignedJWTParameters(
-                    issuer=a.client_id,
-                    subject=a.client_id,
-                    signing_key=key,
-                    signing_algorithm=a.signing_algorithm or "RS256",
-                ).create_assertion_provider()
-                return PrivateKeyJWTOAuthProvider(
-                    self.url,
-                    self.credentials,
-                    a.client_id,
-                    assertion,
-                    scope=scope,
-                    issuer=a.issuer,
-                )
-            if self.grant == "client_credentials":
-                return ClientCredentialsOAuthProvider(
-                    self.url,
-                    self.credentials,
-                    a.client_id,
-                    a.client_secret,
-                    token_endpoint_auth_method=a.token_endpoint_auth_method
-                    or "client_secret_basic",
-                    scope=scope,
-                    issuer=a.issuer,
-                )
-            if self.grant == "identity_assertion":
-                return self._identity_assertion(scope)
+        if self.grant == "client_credentials":
+            return self._machine_provider(scope)
+        if self.grant == "identity_assertion":
+            return self._identity_assertion(scope)
         metadata = OAuthClientMetadata(
             redirect_uris=self._redirect_uris(),  # type: ignore[arg-type]
             client_name=a.client_name or "mcp-supervisor",
@@ -694,9 +661,52 @@ class TokenBroker:
             client_metadata_url=a.client_metadata_url,
         )
 
+    def _machine_provider(self, scope: str | None) -> httpx2.Auth:
+        """The SDK's client-credentials provider: with the client secret, or signing a
+        private-key JWT with the key read when an assertion is made (a missing key file
+        fails that server's authorization, saying which file)."""
+        # Loaded only for the servers that use them (PyJWT): every command imports this.
+        from mcp.client.auth.extensions.client_credentials import (
+            ClientCredentialsOAuthProvider,
+            PrivateKeyJWTOAuthProvider,
+            SignedJWTParameters,
+        )
+
+        a = self.auth
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)  # no issuer configured
+            if not a.private_key_file:
+                return ClientCredentialsOAuthProvider(
+                    self.url,
+                    self.credentials,
+                    a.client_id,
+                    a.client_secret,
+                    token_endpoint_auth_method=a.token_endpoint_auth_method
+                    or "client_secret_basic",
+                    scope=scope,
+                    issuer=a.issuer,
+                )
+            base_dir = self._base_dir
+
+            async def assertion(audience: str) -> str:
+                key = read_secret(a.private_key_file, None, base_dir, "privateKeyFile")
+                sign = SignedJWTParameters(
+                    issuer=a.client_id,
+                    subject=a.client_id,
+                    signing_key=key,
+                    signing_algorithm=a.signing_algorithm or "RS256",
+                ).create_assertion_provider()
+                return await sign(audience)
+
+            return PrivateKeyJWTOAuthProvider(
+                self.url, self.credentials, a.client_id, assertion, scope=scope, issuer=a.issuer
+            )
+
     def _identity_assertion(self, scope: str | None) -> httpx2.Auth | None:
         """The SDK's SEP-990 provider, once its authorization server's issuer is known
         (configured, or discovered by :meth:`_discover_issuer`); ``None`` until then."""
+        from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
+
         a = self.auth
         issuer = a.issuer or self.credentials.issuer
         if not issuer:

@@ -33,7 +33,6 @@ import attrs
 import trio
 from mcp.shared.auth import AuthorizationCodeResult
 
-from .._serving import bind_first, lifespan, serve_sockets
 from ..log import get_logger
 
 __all__ = [
@@ -141,6 +140,8 @@ class Logins:
         starts); return its port. Pair with :meth:`release`. A login whose ports do not
         include the one the listener is on waits for the logins using it to finish.
         Raises :class:`OSError` when every one of ``ports`` is busy."""
+        from .._serving import bind_first  # hypercorn: loaded for the first login only
+
         nursery = self.nursery
         if nursery is None:
             raise RuntimeError("the OAuth callback listener is not running (no supervisor)")
@@ -181,6 +182,8 @@ class Logins:
             self._idle = trio.Event()
 
     async def _serve(self, sock: object, scope: trio.CancelScope, stopped: trio.Event) -> None:
+        from .._serving import serve_sockets
+
         try:
             with scope:
                 await serve_sockets(
@@ -197,6 +200,8 @@ class Logins:
 
     async def _app(self, scope: dict, receive: Callable, send: Callable) -> None:  # noqa: C901
         if scope["type"] == "lifespan":
+            from .._serving import lifespan
+
             await lifespan(receive, send)
             return
         if scope["type"] != "http":
