@@ -748,3 +748,17 @@ async def test_a_missing_key_file_fails_that_server_only(tmp_path: Path) -> None
             assert record.status == "auth_failed"
             assert "cannot read privateKeyFile" in (record.last_error or "")
             assert "missing.pem" in (record.last_error or "")
+
+
+async def test_a_legacy_sse_server_logs_in_too(tmp_path: Path) -> None:
+    async with open_oauth_server(scopes_supported=SCOPES, transport="sse") as fx:
+        cfg = {"mcpServers": {"remote": {**entry(fx.url), "type": "sse"}}}
+        browser = Browser()
+        async with open_supervisor(cfg, auth_dir=tmp_path, oauth_redirect_handler=browser) as sup:
+            await connected(sup)
+            assert (await whoami(sup))["subject"] == "test-user"
+            fx.provider.expire_access_tokens()
+            await sup.restart("remote")  # a new SSE stream, with a refreshed token
+            await connected(sup)
+            await whoami(sup)
+        assert len(browser.opened) == 1 and fx.provider.refreshes == 1

@@ -29,7 +29,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import attrs
@@ -1202,9 +1202,13 @@ async def open_oauth_server(
     host: str = "127.0.0.1",
     port: int = 0,
     config: OAuthConfig | None = None,
+    transport: Literal["http", "sse"] = "http",
     **knobs: Any,
 ) -> AsyncIterator[OAuthFixture]:
     """Serve an OAuth-protected MCP server (and with `idp`, a ``TestIdP``) on loopback.
+
+    ``transport="sse"`` serves the legacy HTTP+SSE endpoint (``/sse``) instead of
+    Streamable HTTP (``/mcp``); the step-up knobs apply to ``/mcp`` only.
 
     `knobs` are ``OAuthConfig`` fields (or pass `config`). With `idp`, the IdP gets its own
     port and the provider trusts its key; register the enterprise client on both sides
@@ -1219,21 +1223,26 @@ async def open_oauth_server(
         deferred = _Deferred()
         http = await start_http(nursery, deferred, host=host, port=port)
         issuer = http.url.removesuffix("/mcp")
+        url = http.url if transport == "http" else issuer + "/sse"
         test_idp = None
         if idp:
             test_idp = TestIdP()
             idp_http = await start_http(nursery, test_idp.app, host=host)
             test_idp.issuer = idp_http.url.removesuffix("/mcp")
-        provider = TestAuthProvider(issuer, http.url, config)
+        provider = TestAuthProvider(issuer, url, config)
         if test_idp is not None:
             provider.trust_idp(test_idp.issuer, test_idp.public_key)
         server = make_oauth_server(provider)
-        app = server.streamable_http_app(host=host)
-        gate = _Gate(app, provider, issuer + "/.well-known/oauth-protected-resource/mcp")
+        if transport == "http":
+            app = server.streamable_http_app(host=host)
+        else:
+            app = server.sse_app(host=host)
+        path = urlsplit(url).path
+        gate = _Gate(app, provider, issuer + "/.well-known/oauth-protected-resource" + path)
         await nursery.start(_run_lifespan, app)
         deferred.set(gate)
         try:
-            yield OAuthFixture(http.url, issuer, provider, server, http, test_idp, gate)
+            yield OAuthFixture(url, issuer, provider, server, http, test_idp, gate)
         finally:
             nursery.cancel_scope.cancel()
 
