@@ -577,7 +577,7 @@ class TokenBroker:
         origin (the 2025-03-26 fallback). Asked once; a server that does neither is
         refused as a plain HTTP 401 (wrong or missing credentials in its headers)."""
         if self._speaks is None:
-            if self.auth.auth_server_metadata_url or self.grant == "identity_assertion":
+            if self.grant == "identity_assertion":
                 self._speaks = True
             else:
                 async with httpx2.AsyncClient(timeout=10.0) as http:

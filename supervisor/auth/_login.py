@@ -147,23 +147,19 @@ class Logins:
             raise RuntimeError("the OAuth callback listener is not running (no supervisor)")
         while True:
             async with self._lock:
-                if self._port is None or self._port in ports:
-                    break
+                if self._port is None:
+                    sock, port = await bind_first(self.host, ports)
+                    scope = trio.CancelScope()
+                    stopped = trio.Event()
+                    nursery.start_soon(self._serve, sock, scope, stopped)
+                    self._port, self._ports = port, tuple(ports)
+                    self._stop, self._stopped = scope, stopped
+                    log.info("OAuth callback listener started", port=port)
+                if self._port in ports:
+                    self._users += 1
+                    return self._port
                 idle = self._idle  # on another port: wait until its logins are done
             await idle.wait()
-        async with self._lock:
-            if self._port is not None and self._port not in ports:
-                return await self.acquire(ports)  # another login took it meanwhile
-            if self._port is None:
-                sock, port = await bind_first(self.host, ports)
-                scope = trio.CancelScope()
-                stopped = trio.Event()
-                nursery.start_soon(self._serve, sock, scope, stopped)
-                self._port, self._ports = port, tuple(ports)
-                self._stop, self._stopped = scope, stopped
-                log.info("OAuth callback listener started", port=port)
-            self._users += 1
-            return self._port
 
     async def release(self) -> None:
         async with self._lock:

@@ -137,7 +137,7 @@ class AuthConfig(msgspec.Struct, frozen=True, kw_only=True):
     token_endpoint_auth_method: (
         Literal["none", "client_secret_basic", "client_secret_post"] | None
     ) = None
-    #: skip discovery and read the authorization server's metadata from here
+    #: Claude Code's field, read and checked but not used: metadata is always discovered
     auth_server_metadata_url: str | None = None
     #: ``client_name`` sent at dynamic client registration
     client_name: str | None = None
