@@ -40,6 +40,7 @@ from .log import get_logger
 
 __all__ = [
     "lifespan",
+    "respond",
     "SHUTDOWN_MARGIN",
     "STALL_TIMEOUT",
     "bind_first",
@@ -68,6 +69,28 @@ async def lifespan(receive: Any, send: Any) -> None:
         elif message["type"] == "lifespan.shutdown":
             await send({"type": "lifespan.shutdown.complete"})
             return
+
+
+async def respond(
+    send: Any,
+    status: int,
+    body: bytes,
+    content_type: bytes,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
+    """Send one whole ASGI HTTP response: ``body`` with its type, length and ``headers``."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 async def listen(

@@ -68,6 +68,12 @@ def config(url: str, **auth: Any) -> dict[str, Any]:
     return {"mcpServers": {"remote": entry(url, **auth)}}
 
 
+def supervise(fx: Any, auth_dir: Path, browser: Any) -> Any:
+    """A supervisor of ``fx``'s server, its tokens in ``auth_dir``, logging in at once
+    through ``browser``."""
+    return open_supervisor(config(fx.url), auth_dir=auth_dir, oauth_redirect_handler=browser)
+
+
 async def whoami(sup: Any, server: str = "remote") -> dict[str, Any]:
     result = await sup.call(f"{server}_whoami", {})
     return json.loads(result.text)
@@ -96,9 +102,7 @@ async def test_first_login_then_stored_tokens_without_a_browser(tmp_path: Path) 
     async with open_oauth_server(scopes_supported=SCOPES) as fx:
         browser = Browser()
         async with (
-            open_supervisor(
-                config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
-            ) as sup,
+            supervise(fx, tmp_path, browser) as sup,
             capture_events(sup, "mcp.auth.*", "mcp.connected") as seen,
         ):
             await seen.wait_for("mcp.connected", timeout=20, server="remote")
@@ -114,9 +118,7 @@ async def test_first_login_then_stored_tokens_without_a_browser(tmp_path: Path) 
         assert query["resource"] == fx.url  # RFC 8707
         # A fresh supervisor: the stored tokens, no browser, no new registration.
         again = Browser()
-        async with open_supervisor(
-            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=again
-        ) as sup:
+        async with supervise(fx, tmp_path, again) as sup:
             await sup.connect_all()
             assert sup.status()["remote"].status == "connected"
             await whoami(sup)
@@ -162,9 +164,7 @@ async def test_silent_refresh_on_401_and_ahead_of_expiry(tmp_path: Path) -> None
     async with open_oauth_server(scopes_supported=SCOPES) as fx:
         browser = Browser()
         async with (
-            open_supervisor(
-                config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
-            ) as sup,
+            supervise(fx, tmp_path, browser) as sup,
             capture_events(sup, "mcp.auth.*", "mcp.connected") as seen,
         ):
             await seen.wait_for("mcp.connected", timeout=20)
@@ -188,17 +188,13 @@ async def test_silent_refresh_on_401_and_ahead_of_expiry(tmp_path: Path) -> None
 
 async def test_rotated_refresh_token_is_used_by_a_fresh_process(tmp_path: Path) -> None:
     async with open_oauth_server(scopes_supported=SCOPES) as fx:
-        async with open_supervisor(
-            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=Browser()
-        ) as sup:
+        async with supervise(fx, tmp_path, Browser()) as sup:
             await connected(sup)
             fx.provider.expire_access_tokens()
             await whoami(sup)  # refreshed: the old refresh token is now void
         fx.provider.expire_access_tokens()
         browser = Browser()
-        async with open_supervisor(
-            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
-        ) as sup:
+        async with supervise(fx, tmp_path, browser) as sup:
             await sup.connect_all()
             assert sup.status()["remote"].status == "connected"
             await whoami(sup)
@@ -208,9 +204,7 @@ async def test_rotated_refresh_token_is_used_by_a_fresh_process(tmp_path: Path) 
 async def test_a_revoked_refresh_token_leads_to_a_new_login(tmp_path: Path) -> None:
     async with open_oauth_server(scopes_supported=SCOPES) as fx:
         browser = Browser()
-        async with open_supervisor(
-            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
-        ) as sup:
+        async with supervise(fx, tmp_path, browser) as sup:
             await connected(sup)
             fx.provider.revoke_all_refresh_tokens()
             fx.provider.expire_access_tokens()
@@ -385,9 +379,7 @@ async def test_an_authorization_server_without_s256_is_refused(tmp_path: Path) -
     async with open_oauth_server(scopes_supported=SCOPES, advertise_s256=False) as fx:
         browser = Browser()
         async with (
-            open_supervisor(
-                config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
-            ) as sup,
+            supervise(fx, tmp_path, browser) as sup,
             capture_events(sup, "mcp.auth.*") as seen,
         ):
             await seen.wait_for("mcp.auth.failed", timeout=20)
@@ -403,9 +395,7 @@ async def test_a_wrong_state_or_issuer_is_rejected(tmp_path: Path, wrong: str) -
     async with open_oauth_server(scopes_supported=SCOPES, wrong_iss=wrong == "iss") as fx:
         browser = Browser(tamper={"state": "forged"} if wrong == "state" else None)
         async with (
-            open_supervisor(
-                config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
-            ) as sup,
+            supervise(fx, tmp_path, browser) as sup,
             capture_events(sup, "mcp.auth.*") as seen,
         ):
             failed = await seen.wait_for("mcp.auth.failed", timeout=20)
@@ -473,9 +463,7 @@ async def test_two_concurrent_logins_share_the_one_listener(tmp_path: Path) -> N
 
 async def test_twenty_calls_on_an_expired_token_refresh_once(tmp_path: Path) -> None:
     async with open_oauth_server(scopes_supported=SCOPES) as fx:
-        async with open_supervisor(
-            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=Browser()
-        ) as sup:
+        async with supervise(fx, tmp_path, Browser()) as sup:
             await connected(sup)
             fx.provider.expire_access_tokens()  # each call's token is refused: 401
             async with trio.open_nursery() as nursery:
@@ -582,9 +570,7 @@ async def test_refreshing_is_the_state_while_a_connection_waits_for_a_refresh(
     tmp_path: Path,
 ) -> None:
     async with open_oauth_server(scopes_supported=SCOPES) as fx:
-        async with open_supervisor(
-            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=Browser()
-        ) as sup:
+        async with supervise(fx, tmp_path, Browser()) as sup:
             await connected(sup)
             b = broker(sup)
             drive, entered, release = b._drive, trio.Event(), trio.Event()
@@ -632,9 +618,7 @@ async def test_a_url_based_client_id_when_the_server_accepts_one(tmp_path: Path)
 async def test_offline_access_only_when_the_server_supports_it(tmp_path: Path) -> None:
     async with open_oauth_server(scopes_supported=["read", "write"]) as fx:
         browser = Browser()
-        async with open_supervisor(
-            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=browser
-        ) as sup:
+        async with supervise(fx, tmp_path, browser) as sup:
             await connected(sup)
         scope = httpx2.URL(browser.opened[0]).params["scope"].split()
         assert "read" in scope and "offline_access" not in scope
@@ -704,9 +688,7 @@ async def test_credentials_of_another_issuer_are_not_reused(tmp_path: Path) -> N
     """A stored registration belongs to the authorization server that issued it: when
     the server's issuer is another one, the client registers again."""
     async with open_oauth_server(scopes_supported=SCOPES) as fx:
-        async with open_supervisor(
-            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=Browser()
-        ) as sup:
+        async with supervise(fx, tmp_path, Browser()) as sup:
             await connected(sup)
         (client_file,) = (tmp_path / "clients").iterdir()
         stored = json.loads(client_file.read_text())
@@ -714,9 +696,7 @@ async def test_credentials_of_another_issuer_are_not_reused(tmp_path: Path) -> N
         stored["client"]["issuer"] = stored["issuer"] = "https://moved-away.example"
         client_file.write_text(json.dumps(stored))
         (tmp_path / "tokens").joinpath(client_file.name).unlink()  # no tokens either
-        async with open_supervisor(
-            config(fx.url), auth_dir=tmp_path, oauth_redirect_handler=Browser()
-        ) as sup:
+        async with supervise(fx, tmp_path, Browser()) as sup:
             await connected(sup)
         assert fx.provider.registrations == 2
 

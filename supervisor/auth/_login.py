@@ -206,18 +206,10 @@ class Logins:
         if scope["method"] == "GET" and scope["path"] != "/favicon.ico":
             query = scope.get("query_string", b"").decode("latin-1")
             status, body = self._route(query)
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"text/html; charset=utf-8"),
-                    (b"cache-control", b"no-store"),
-                    (b"referrer-policy", b"no-referrer"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        from .._serving import respond
+
+        no_cache = [(b"cache-control", b"no-store"), (b"referrer-policy", b"no-referrer")]
+        await respond(send, status, body, b"text/html; charset=utf-8", no_cache)
 
     def _route(self, query: str) -> tuple[int, bytes]:
         state, result = _answer(query)

@@ -29,7 +29,7 @@ import httpx2
 import trio
 
 from .._serving import lifespan as _lifespan
-from .._serving import listen, serve_sockets
+from .._serving import listen, respond, serve_sockets
 from ..log import get_logger
 from ._engine import FaultEngine, Injected
 from ._http import BYPASS, FaultyHTTPTransport
@@ -111,18 +111,7 @@ async def _read_body(receive: Receive) -> bytes:
 
 
 async def _plain(send: Send, status: int, text: str) -> None:
-    body = text.encode() + b"\n"
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body, "more_body": False})
+    await respond(send, status, text.encode() + b"\n", b"text/plain; charset=utf-8")
 
 
 async def _drop(send: Send) -> None:

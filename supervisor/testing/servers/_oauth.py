@@ -57,7 +57,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..._serving import lifespan
+from ..._serving import lifespan, respond
 from ._http import HttpServer, start_http
 from ._raw import ASGIApp, Message, Receive, Scope, Send
 
@@ -838,19 +838,7 @@ def _basic_credentials(header: str | None) -> tuple[str, str] | None:
 async def _send_json(
     send: Send, status: int, doc: dict[str, Any], headers: list[tuple[bytes, bytes]]
 ) -> None:
-    body = json.dumps(doc).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await respond(send, status, json.dumps(doc).encode(), b"application/json", headers)
 
 
 # -- the enterprise IdP ---------------------------------------------------------------------

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from ..._serving import lifespan as _lifespan
+from ..._serving import respond
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -100,14 +101,4 @@ async def garbage_app(scope: Scope, receive: Receive, send: Send) -> None:
     else:
         content_type = b"application/json"
         body = (garbage_line(1) + "\n").encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 200,
-            "headers": [
-                (b"content-type", content_type),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    await respond(send, 200, body, content_type)
