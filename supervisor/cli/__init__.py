@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 import trio
 
 from ..log import configure_logging, redact, redacting
-from . import _auth, _basics, _chaos, _resources, _serve, _servers, _tools
+from . import _auth, _basics, _chaos, _manage, _resources, _serve, _servers, _tools
 from ._common import EPILOG, EXIT_BROKEN_PIPE, EXIT_FAILURE, Parser, log, said, say
 
 __all__ = ["build_parser", "main"]
@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parents = [verbosity]
     _basics.register(commands, parents)
+    _manage.register(commands, parents)
     _servers.register(commands, parents)
     _tools.register(commands, parents)
     _resources.register(commands, parents)

@@ -24,6 +24,7 @@ from ._common import (
     run,
     said,
 )
+from ._trust import add_config_options
 
 if TYPE_CHECKING:
     from ..auth import AuthService, BrokerInfo
@@ -325,7 +326,7 @@ def register(commands: Commands, parents: Parents) -> None:
     )
     for sub in (login, logout, status):
         sub.add_argument("server", nargs="?", metavar="SERVER", help="one server's name")
-        sub.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+        add_config_options(sub)
     login.add_argument(
         "--no-paste", action="store_true", help="do not read a pasted URL from the terminal"
     )

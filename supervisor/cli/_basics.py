@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, run
 from ._serve import add_dashboard_option
+from ._trust import add_config_options
 
 if TYPE_CHECKING:
     from ..config import FieldError, ServerConfig
@@ -31,7 +32,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_check(args: argparse.Namespace) -> int:
     from ..config import ConfigError, command_line, load_config, masked_url
     from ..log import redact
+    from ._trust import config_path
 
+    # check starts nothing (it reads the file and looks for each command on PATH), so the
+    # default ./.mcp.json needs no trust here: checking a file is how one decides to trust it
+    if config_path(args) is None:
+        return EXIT_USAGE
     try:
         config = load_config(args.config)
     except ConfigError as exc:
@@ -171,9 +177,10 @@ def register(commands: Commands, parents: Parents) -> None:
         "listing every problem on stderr, one per line, each starting with its field path. "
         "A server that needs an environment variable which is not set is a problem, and so "
         "is a local server whose command is not found: not on PATH (the server's own, if "
-        "its env sets one), or not an executable file at the path given.",
+        "its env sets one), or not an executable file at the path given. Check starts "
+        "nothing, so it reads ./.mcp.json without asking whether it is trusted.",
     )
-    check.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    add_config_options(check, trust=False)
     check.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     check.set_defaults(handler=_cmd_check)
 

@@ -147,18 +147,31 @@ def say(line: str) -> None:
 
 
 def load(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Config, or None after errors
-    """Load ``args.config``; its secrets are redacted for the rest of the command (they join
-    ``args.secrets``, the command's :class:`~supervisor.log.RedactionScope`)."""
+    """Load ``args.config`` — without one, ``./.mcp.json`` once it is trusted
+    (:mod:`._trust`); its secrets are redacted for the rest of the command (they join
+    ``args.secrets``, the command's :class:`~supervisor.log.RedactionScope`). ``None``
+    when there is no file, it does not load, or it is not trusted: said on stderr."""
     from ..config import ConfigError, load_config
+    from ._trust import config_path, digest, trust_default
 
+    chosen = args.config is not None
+    path = config_path(args)
+    if path is None:
+        return None
+    before = None if chosen else digest(path)
     try:
-        config = load_config(args.config)
+        config = load_config(path)
     except ConfigError as exc:
         for error in exc.errors:
             print(error, file=sys.stderr)
         return None
     args.secrets.add(*config.secrets())
-    return config
+    if chosen:
+        return config
+    if before is None or digest(path) != before:
+        say(f"mcp-supervisor {args.command}: {path} changed while it was read; try again")
+        return None
+    return config if trust_default(args, config, before) else None
 
 
 def one_shot(args: argparse.Namespace) -> None:

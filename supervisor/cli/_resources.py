@@ -22,6 +22,7 @@ from ._common import (
     run,
     said,
 )
+from ._trust import add_config_options
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -289,7 +290,7 @@ def register(commands: Commands, parents: Parents) -> None:
         description="Connect every enabled server (one attempt each) and list the merged "
         "resources and resource templates: uri, server, MIME type, description. " + codes,
     )
-    resources.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    add_config_options(resources)
     resources.add_argument("--json", action="store_true", help="one JSON document on stdout")
     resources.set_defaults(handler=_cmd_resources)
 
@@ -302,7 +303,7 @@ def register(commands: Commands, parents: Parents) -> None:
         "line naming its type and size (--json has them, base64). Exit 0 ok; 1 a server "
         "failure; 2 no server offers URI, or a usage or config error.",
     )
-    read.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    add_config_options(read)
     read.add_argument("uri", metavar="URI", help="the resource, e.g. notes://index")
     read.add_argument("--server", metavar="NAME", help="read it from this server")
     read.add_argument("--json", action="store_true", help="one JSON document on stdout")
@@ -316,7 +317,7 @@ def register(commands: Commands, parents: Parents) -> None:
         description="Connect every enabled server (one attempt each) and list the merged "
         "prompts with their arguments. " + codes,
     )
-    prompts.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    add_config_options(prompts)
     prompts.add_argument("--json", action="store_true", help="one JSON document on stdout")
     prompts.set_defaults(handler=_cmd_prompts)
 
@@ -329,7 +330,7 @@ def register(commands: Commands, parents: Parents) -> None:
         "ok; 1 a server failure; 2 an unknown prompt, missing arguments, or a usage or "
         "config error.",
     )
-    prompt.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    add_config_options(prompt)
     prompt.add_argument("name", metavar="NAME", help="the prompt's merged name")
     prompt.add_argument("arguments", nargs="*", metavar="ARG=VALUE", help="its arguments")
     prompt.add_argument("--json", action="store_true", help="one JSON document on stdout")

@@ -19,6 +19,7 @@ from typing import NoReturn
 import trio
 
 from ._common import EXIT_USAGE, Commands, Parents, load, run
+from ._trust import add_config_options
 
 __all__ = ["add_dashboard_option", "register", "start_dashboard"]
 
@@ -98,6 +99,6 @@ def register(commands: Commands, parents: Parents) -> None:
         "them and exit 130, 143 or 129. Exit 1 if the supervisor gives up, 2 for a usage or "
         "config error.",
     )
-    serve.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    add_config_options(serve)
     add_dashboard_option(serve, required=True)  # the one thing serve serves
     serve.set_defaults(handler=_cmd_serve)

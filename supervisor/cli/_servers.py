@@ -24,6 +24,7 @@ from ._common import (
     run,
 )
 from ._serve import add_dashboard_option, start_dashboard
+from ._trust import add_config_options
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -154,7 +155,7 @@ def register(commands: Commands, parents: Parents) -> None:
         "the health records and metrics as one JSON document; --watch keeps redrawing the "
         "table as events arrive, until Ctrl-C (exit 130) or another signal.",
     )
-    status.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    add_config_options(status)
     status.add_argument("--json", action="store_true", help="one JSON document on stdout")
     status.add_argument("--watch", action="store_true", help="redraw on every change (Ctrl-C)")
     add_dashboard_option(status)  # implies --watch
@@ -168,7 +169,7 @@ def register(commands: Commands, parents: Parents) -> None:
         "JSON line on stdout, until --duration seconds have passed (exit 0) or Ctrl-C "
         "(exit 130) or another signal.",
     )
-    events.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    add_config_options(events)
     events.add_argument(
         "--filter", default="*", metavar="PATTERN", help="glob over event kinds (mcp.*)"
     )

@@ -36,6 +36,7 @@ from ._common import (
     run,
     said,
 )
+from ._trust import add_config_options
 
 if TYPE_CHECKING:
     from ..registry import Entry
@@ -425,7 +426,7 @@ def register(commands: Commands, parents: Parents) -> None:
         "named on stderr. Exit 0; 1 if no server could be connected; 2 for a config "
         "error.",
     )
-    tools.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    add_config_options(tools)
     tools.add_argument("--json", action="store_true", help="one JSON document on stdout")
     tools.add_argument(
         "--search",
@@ -449,7 +450,7 @@ def register(commands: Commands, parents: Parents) -> None:
         "ARGS_JSON, an unknown tool, arguments that do not match the tool's schema, "
         "approval needed without a terminal or --yes, or a config error.",
     )
-    call.add_argument("--config", required=True, metavar="F", help="the config file (JSON)")
+    add_config_options(call)
     call.add_argument("tool", metavar="TOOL", help="the tool's merged name, e.g. notes_add_note")
     call.add_argument(
         "arguments",

@@ -25,6 +25,7 @@ _REFERENCE = re.compile(r"\$\$\{|\$\{([^{}]*)\}|\$\{")
 _OPENCODE_REFERENCE = re.compile(r"\$\$\{|\$\{([^{}]*)\}|\$\{|\{env:([^{}]*)\}|\{file:[^{}]*\}")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _BUILTINS = ("PROJECT_ROOT", "workspaceFolder", "userHome")
+_ESCAPE = re.compile(r'\\([n"\\])')
 
 
 class _Var(msgspec.Struct, frozen=True):
@@ -168,8 +169,8 @@ def _read_env_file(
         value = value.strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             quote, value = value[0], value[1:-1]
-            if quote == '"':
-                value = value.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+            if quote == '"':  # \n, \" and \\ are escapes, read in one pass
+                value = _ESCAPE.sub(lambda m: "\n" if m[1] == "n" else m[1], value)
         else:
             value = re.sub(r"\s+#.*\Z", "", value)
         env[key] = value

@@ -1,0 +1,54 @@
+"""Small files written whole and atomically: the trust store, a config being edited, an
+env file of secrets.
+
+A write goes to a temporary file in the same directory, is flushed to disk, then renamed
+over the old file, so a crash mid-write leaves the old content, never half of the new.
+Reads and writes are small synchronous file operations, done before (or outside) the
+command's trio run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+#: a private directory's mode, and a private file's
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` made if needed (its parents too) and kept 0700."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(mode=DIR_MODE)
+    except FileExistsError:
+        if path.stat().st_mode & 0o077:
+            os.chmod(path, DIR_MODE)
+    return path
+
+
+def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Replace ``path``'s content with ``data`` atomically. The file gets ``mode``, or
+    keeps the one it has (a new file: 0666 less the umask, as ``open`` would make it)."""
+    if mode is None:
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            os.fchmod(out.fileno(), mode)
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise

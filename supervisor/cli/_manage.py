@@ -1,0 +1,447 @@
+"""``add``, ``remove`` and ``list``: the servers of a config file, managed from the command
+line.
+
+They edit (or read) the file given by ``--config``, by default ``./.mcp.json`` (which
+``add`` creates), in the format it already has, changing nothing but the entry
+(:mod:`supervisor.config._edit`); the file is replaced atomically and keeps its mode. No
+trust question is asked: ``list`` and ``remove`` start nothing, and ``add`` starts only
+the server just typed. Editing a file that was trusted (:mod:`._trust`) keeps it trusted,
+and a file ``add`` creates is trusted: what is in it was typed here.
+
+An ``--env KEY`` given without a value is asked for without echo and kept in the server's
+``envFile``, ``.mcp-supervisor/NAME.env`` beside the config (0600, in a 0700 directory
+holding a ``.gitignore`` of ``*`` so that git never commits it); the config refers to the
+file, never holds the secret. ``--env KEY=VALUE`` is stored in the entry's ``env`` as
+typed (a value typed on the command line is already in the shell's history).
+
+``list`` imports no MCP machinery: it reads the file and prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, Parser, say
+from ._files import FILE_MODE, private_dir, write_atomic
+from ._trust import DEFAULT_CONFIG, TrustStore, add_config_options, digest
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+#: the directory beside the config that holds the env files ``add`` writes
+ENV_DIR = ".mcp-supervisor"
+_TRANSPORTS = ("http", "sse", "ws")
+
+
+class _CommandLineParser(Parser):
+    """``add``'s parser: what follows ``--`` is the server's command line, its options
+    the server's own (``args.command_line``)."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        words = list(sys.argv[1:] if args is None else args)
+        tail: list[str] | None = None
+        if not self._intermixing and "--" in words:
+            i = words.index("--")
+            words, tail = words[:i], words[i + 1 :]
+        parsed, extras = super().parse_known_args(words, namespace)
+        if tail is not None or not hasattr(parsed, "command_line"):
+            parsed.command_line = tail or []
+        return parsed, extras
+
+
+def _path(args: argparse.Namespace) -> Path:
+    return Path(args.config if args.config is not None else DEFAULT_CONFIG)
+
+
+def _read(path: Path) -> tuple[str, bool] | None:
+    """The file's text, and whether it starts with a byte-order mark; ``None`` if there
+    is no file. Raises :class:`OSError` and :class:`UnicodeDecodeError`."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    bom = data.startswith(b"\xef\xbb\xbf")
+    return data.decode("utf-8-sig"), bom
+
+
+def _write(path: Path, text: str, bom: bool, *, created: bool) -> None:
+    """Write the edited config; a file trusted before the edit (or created by it) stays
+    trusted."""
+    store = TrustStore()
+    before = None if created else digest(path)
+    data = (b"\xef\xbb\xbf" if bom else b"") + text.encode()
+    write_atomic(path, data)
+    after = digest(path)
+    if after is not None and (created or (before is not None and store.trusted(path, before))):
+        store.remember(path, after)
+
+
+# -- add -------------------------------------------------------------------------------------
+
+
+def _cmd_add(args: argparse.Namespace) -> int:
+    from ..config import ConfigError, load_config
+    from ..config._edit import NEW_FILE, add_entry, server_entry
+    from ..config._server import _NAME
+
+    prefix = "mcp-supervisor add"
+    command: list[str] = args.command_line
+    if (args.url is None) == (not command):
+        say(
+            f"{prefix}: give the server's command after -- (add NAME -- COMMAND ARGS...) "
+            "or its URL (add NAME --url URL), one of the two"
+        )
+        return EXIT_USAGE
+    if args.url is not None and args.env:
+        say(
+            f"{prefix}: --env applies to a local server (a command); a remote server gets "
+            "its credentials in a header: --header 'Authorization: Bearer ${TOKEN}'"
+        )
+        return EXIT_USAGE
+    if args.url is None and (args.header or args.transport):
+        option = "--header" if args.header else "--transport"
+        say(f"{prefix}: {option} applies to a remote server (--url URL)")
+        return EXIT_USAGE
+    if not _NAME.match(args.name):
+        say(
+            f"{prefix}: invalid server name {args.name!r}: use 1-64 letters, digits, '_', "
+            "'-' or '.', starting with a letter or digit"
+        )
+        return EXIT_USAGE
+    headers = {}
+    for header in args.header:
+        key, sep, value = header.partition(":")
+        if not sep or not key.strip():
+            say(f"{prefix}: --header {header!r} is not 'NAME: VALUE'")
+            return EXIT_USAGE
+        headers[key.strip()] = value.strip()
+    inline: dict[str, str] = {}
+    asked: list[str] = []
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if sep:
+            inline[key] = value
+        else:
+            asked.append(key)
+
+    path = _path(args)
+    label = str(path)
+    try:
+        found = _read(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        say(f"{prefix}: cannot read {label}: {getattr(exc, 'strerror', None) or exc}")
+        return EXIT_USAGE
+    created = found is None
+    text, bom = found if found is not None else (NEW_FILE, False)
+
+    env_file = f"{ENV_DIR}/{args.name}.env" if asked else None
+    entry = partial(
+        server_entry,
+        command=command[0] if command else None,
+        args=command[1:],
+        env=inline,
+        env_file=env_file,
+        url=args.url,
+        transport=args.transport,
+        headers=headers,
+    )
+    try:
+        new_text, section, replaced = add_entry(text, label, args.name, entry, replace=args.force)
+        # The entry alone, as the loader reads it where it goes: a bad URL, a bad
+        # variable reference or env name is refused before anything is written.
+        style = section.split(".")[0]
+        alone: dict[str, object] = {args.name: entry(style)}
+        document = {"mcp": {"servers": alone}} if section == "mcp.servers" else {style: alone}
+        load_config(document, project_root=path.absolute().parent)
+    except ConfigError as exc:
+        for error in exc.errors:
+            print(error, file=sys.stderr)
+        return EXIT_USAGE
+
+    secrets = _ask_secrets(args.name, asked)
+    if secrets is None:
+        return EXIT_USAGE
+    try:
+        if secrets:
+            _write_env_file(path.absolute().parent, args.name, secrets)
+        _write(path, new_text, bom, created=created)
+    except OSError as exc:
+        say(f"{prefix}: cannot write {exc.filename or label}: {exc.strerror or exc}")
+        return EXIT_FAILURE
+    what = "replaced" if replaced else "added"
+    print(f"{what} {args.name} in {label} ({section})")
+    if secrets:
+        print(f"  {', '.join(secrets)} kept in {path.parent / env_file} (0600), not in the config")  # type: ignore[operator]
+    for key in inline:
+        from ..config._secrets import _secretish
+
+        if _secretish(key):
+            say(
+                f"{prefix}: note: {key} is stored in {label} as typed; `--env {key}` "
+                "(no value) asks for it and keeps it in an env file instead"
+            )
+    if args.no_connect:
+        return EXIT_OK
+    return _connect_once(args, label)
+
+
+def _ask_secrets(name: str, keys: Sequence[str]) -> dict[str, str] | None:
+    """The values of ``keys``, asked on the terminal without echo; ``None`` (said on
+    stderr) without a terminal or for an empty answer."""
+    import getpass
+
+    prefix = "mcp-supervisor add"
+    if keys and not sys.stdin.isatty():
+        say(
+            f"{prefix}: --env {keys[0]} has no value and there is no terminal to ask for it "
+            f"on: give --env {keys[0]}=VALUE, or set it in {ENV_DIR}/{name}.env "
+            "(NAME=value lines) and refer to that file as the server's envFile"
+        )
+        return None
+    values: dict[str, str] = {}
+    for key in keys:
+        value = getpass.getpass(f"{key} for {name} (not echoed): ", stream=sys.stderr)
+        if not value:
+            say(f"{prefix}: no value given for {key}; nothing was written")
+            return None
+        values[key] = value
+    return values
+
+
+def _write_env_file(base: Path, name: str, values: dict[str, str]) -> None:
+    """``base/.mcp-supervisor/NAME.env``, 0600, in a 0700 directory git ignores."""
+    directory = private_dir(base / ENV_DIR)
+    ignore = directory / ".gitignore"
+    if not ignore.exists():
+        write_atomic(ignore, b"# secrets written by mcp-supervisor add: never committed\n*\n")
+    lines = []
+    for key, value in values.items():
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        lines.append(f'{key}="{escaped}"\n')
+    write_atomic(directory / f"{name}.env", "".join(lines).encode(), FILE_MODE)
+
+
+def _connect_once(args: argparse.Namespace, label: str) -> int:
+    """Start the new server alone, once, and print its tools, or why it failed."""
+    import msgspec
+
+    from ..config import ConfigError, load_config
+    from ._common import one_shot, run
+
+    fix = (
+        f"{args.name} stays in {label}: fix it there or with `mcp-supervisor add {args.name} "
+        f"--force ...`, or take it out with `mcp-supervisor remove {args.name}`"
+    )
+    try:
+        config = load_config(label)
+    except ConfigError as exc:
+        for error in exc.errors:
+            print(error, file=sys.stderr)
+        say(f"mcp-supervisor add: {label} does not load, so {args.name} was not started; {fix}")
+        return EXIT_USAGE
+    args.secrets.add(*config.secrets())
+    server = config.servers[args.name]
+    if server.errors:
+        for error in server.errors:
+            print(error, file=sys.stderr)
+        say(f"mcp-supervisor add: {args.name} cannot start; {fix}")
+        return EXIT_FAILURE
+    one_shot(args)
+    only = msgspec.structs.replace(config, servers={args.name: server})
+    return run(_list_tools, only, args.name, fix)
+
+
+async def _list_tools(config: Config, name: str, fix: str) -> int:
+    from ..runtime import open_supervisor
+
+    async with open_supervisor(config, retries=False) as sup:
+        catalog = await sup.tools()
+        record = sup.status()[name]
+    if record.status != "connected":
+        why = record.last_error or record.status
+        say(f"mcp-supervisor add: {name} did not start: {why}")
+        say(f"mcp-supervisor add: {fix}")
+        return EXIT_FAILURE
+    entries = [catalog[t] for t in catalog.by_server.get(name, ())]
+    print(f"{name}: connected, {len(entries)} tool{'s' if len(entries) != 1 else ''}")
+    width = max((len(e.name) for e in entries), default=0)
+    for e in entries:
+        first = (e.description or "").strip().splitlines()
+        print(f"  {e.name:<{width}}  {first[0] if first else ''}".rstrip())
+    return EXIT_OK
+
+
+# -- remove ----------------------------------------------------------------------------------
+
+
+def _cmd_remove(args: argparse.Namespace) -> int:
+    from ..config import ConfigError
+    from ..config._edit import entries, remove_entry
+
+    prefix = "mcp-supervisor remove"
+    path = _path(args)
+    label = str(path)
+    try:
+        found = _read(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        say(f"{prefix}: cannot read {label}: {getattr(exc, 'strerror', None) or exc}")
+        return EXIT_USAGE
+    if found is None:
+        say(f"{prefix}: no config file {label}; pass --config F")
+        return EXIT_USAGE
+    text, bom = found
+    try:
+        new_text, where, raw = remove_entry(text, label, args.name)
+    except ConfigError as exc:
+        for error in exc.errors:
+            print(error, file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        _write(path, new_text, bom, created=False)
+    except OSError as exc:
+        say(f"{prefix}: cannot write {label}: {exc.strerror or exc}")
+        return EXIT_FAILURE
+    print(f"removed {args.name} from {label} ({where})")
+    env_file = raw.get("envFile") if isinstance(raw, dict) else None
+    if isinstance(env_file, str):
+        ours = env_file == f"{ENV_DIR}/{args.name}.env"
+        still = [
+            n
+            for n, (_, e) in entries(new_text, label).items()
+            if isinstance(e, dict) and e.get("envFile") == env_file
+        ]
+        secret = path.absolute().parent / env_file
+        if ours and not still and secret.is_file():
+            secret.unlink()
+            print(f"  deleted its env file {path.parent / env_file}")
+        elif secret.is_file():
+            print(f"  its env file {path.parent / env_file} is left as it is")
+    print(
+        "This stops nothing already running: a `mcp-supervisor serve` (or other client) "
+        "using this file keeps the server until it restarts or reloads the file."
+    )
+    return EXIT_OK
+
+
+# -- list ------------------------------------------------------------------------------------
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from ..config import ConfigError, command_line, load_config, masked_url
+    from ..log import redact
+
+    path = _path(args)
+    if args.config is None and not path.exists():
+        say(
+            f"mcp-supervisor list: no config file: {DEFAULT_CONFIG} is not here; "
+            "`mcp-supervisor add NAME -- COMMAND ARGS...` creates it, or pass --config F"
+        )
+        return EXIT_USAGE
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        for error in exc.errors:
+            print(error, file=sys.stderr)
+        return EXIT_USAGE
+    args.secrets.add(*config.secrets())
+    rows = []
+    for s in config.servers.values():
+        kind = "remote" if s.remote_fallback else s.type.value
+        target = redact(masked_url(s.url) if s.url else command_line(s))
+        rows.append({"name": s.name, "type": kind, "target": target,
+                     "disabled": s.disabled, "lazy": s.lazy})  # fmt: skip
+    if args.json:
+        print(json.dumps({"path": str(path), "servers": rows}))
+        return EXIT_OK
+    if not rows:
+        print(f"{path}: no servers")
+        return EXIT_OK
+    width = max(len(r["name"]) for r in rows)  # type: ignore[arg-type]
+    for r in rows:
+        flags = "".join(f"  ({f})" for f in ("disabled", "lazy") if r[f])
+        print(f"{r['name']:<{width}}  {r['type']:<6}  {r['target']}{flags}")
+    return EXIT_OK
+
+
+def register(commands: Commands, parents: Parents) -> None:
+    """Add ``add``, ``remove`` and ``list`` to the subcommands."""
+    add = commands.add_parser(
+        "add",
+        parents=parents,
+        help="add a server to the config file, then connect to it once and list its tools",
+        usage="%(prog)s NAME [--env KEY[=VALUE]]... -- COMMAND ARGS...\n"
+        "       %(prog)s NAME --url URL [--transport {http,sse,ws}] [--header 'K: V']...",
+        description="Add server NAME to the config file (default ./.mcp.json, created if "
+        "missing) in the file's own format (mcpServers, OpenCode's mcp, VS Code's "
+        "servers), changing nothing else in it; then start that server alone, once, and "
+        "print its tools, or the error and how to fix it. --env KEY without a value asks "
+        "for it without echo and keeps it in .mcp-supervisor/NAME.env beside the config "
+        "(0600, ignored by git), which the entry names as its envFile. Exit 0 connected; "
+        "1 the server did not start (the entry stays added); 2 a usage error, a name "
+        "already configured (without --force), or an entry the config would refuse.",
+    )
+    add.__class__ = _CommandLineParser
+    add.add_argument("name", metavar="NAME", help="the server's name")
+    add_config_options(add, trust=False)
+    add.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY[=VALUE]",
+        help="an environment variable of a local server; without =VALUE, asked for "
+        "without echo and kept in an env file (repeatable)",
+    )
+    add.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'K: V'",
+        help="an HTTP header of a remote server (repeatable); ${VAR} is expanded when "
+        "the config is loaded",
+    )
+    add.add_argument("--url", metavar="URL", help="a remote server's URL")
+    add.add_argument(
+        "--transport",
+        choices=_TRANSPORTS,
+        help="a remote server's transport (default: ws for ws:// URLs, else http)",
+    )
+    add.add_argument(
+        "--force", action="store_true", help="replace a server already configured as NAME"
+    )
+    add.add_argument(
+        "--no-connect", action="store_true", help="only edit the file: do not start the server"
+    )
+    add.set_defaults(handler=_cmd_add)
+
+    remove = commands.add_parser(
+        "remove",
+        parents=parents,
+        help="remove a server from the config file",
+        description="Remove server NAME from the config file (default ./.mcp.json), "
+        "changing nothing else in it, and the env file add made for it. This stops "
+        "nothing that is running: a serve using the file keeps the server until it "
+        "restarts. Exit 0; 2 if there is no such server.",
+    )
+    remove.add_argument("name", metavar="NAME", help="the server's name")
+    add_config_options(remove, trust=False)
+    remove.set_defaults(handler=_cmd_remove)
+
+    listing = commands.add_parser(
+        "list",
+        parents=parents,
+        help="list the configured servers without connecting",
+        description="Print each server of the config file (default ./.mcp.json): name, "
+        "type, command line or URL (secret-looking values masked), disabled or lazy. "
+        "Nothing is started. Exit 0; 2 if the file does not load.",
+    )
+    add_config_options(listing, trust=False)
+    listing.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    listing.set_defaults(handler=_cmd_list)
