@@ -1,0 +1,222 @@
+"""Trusting the default config file: ./.mcp.json is used only once trusted — asked on a
+terminal, or --trust-config — and a trusted content is remembered until it changes.
+
+The commands run in this process (``supervisor.cli.main``) with standard input and error
+on a pseudo-terminal where a terminal is needed; the config's one server, if it is ever
+started, leaves a marker file and exits, so each test sees whether anything was started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import pty
+import select
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from supervisor.cli import main
+
+TIMEOUT = 60
+
+
+@pytest.fixture
+def project(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[pathlib.Path]:
+    """A working directory holding a .mcp.json whose server leaves ``started`` behind; the
+    state directory in ``tmp_path/state``."""
+    home = tmp_path / "project"
+    home.mkdir()
+    monkeypatch.chdir(home)
+    monkeypatch.setenv("MCP_SUPERVISOR_STATE_DIR", str(tmp_path / "state"))
+    code = f"open({str(home / 'started')!r}, 'w').close(); raise SystemExit(1)"
+    server = {"command": sys.executable, "args": ["-c", code], "maxRestarts": 0}
+    (home / ".mcp.json").write_text(json.dumps({"mcpServers": {"marker": server}}, indent=2))
+    yield home
+
+
+class Terminal:
+    """Standard input and standard error on a pseudo-terminal, for ``main`` in-process
+    (set up in the test's body: pytest sets its own ``sys.stderr`` before each phase)."""
+
+    def __enter__(self) -> Terminal:
+        self.controller, terminal = pty.openpty()
+        self.stdin = open(terminal, encoding="utf-8", closefd=False)  # noqa: SIM115
+        self.stderr = open(terminal, "w", encoding="utf-8")  # noqa: SIM115
+        self.patch = pytest.MonkeyPatch()
+        self.patch.setattr(sys, "stdin", self.stdin)
+        self.patch.setattr(sys, "stderr", self.stderr)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.patch.undo()
+        self.stdin.close()
+        self.stderr.close()
+        os.close(self.controller)
+
+    def type(self, text: str) -> None:
+        os.write(self.controller, text.encode())
+
+    def shown(self) -> str:
+        """What the terminal has shown since the last call."""
+        self.stderr.flush()
+        out = b""
+        while select.select([self.controller], [], [], 0)[0]:
+            try:
+                chunk = os.read(self.controller, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out.decode(errors="replace").replace("\r\n", "\n")
+
+
+def started(project: pathlib.Path) -> bool:
+    marker = project / "started"
+    found = marker.exists()
+    marker.unlink(missing_ok=True)
+    return found
+
+
+def test_yes_on_a_terminal_starts_the_servers_and_is_remembered(
+    project: pathlib.Path,
+) -> None:
+    """On a terminal the untrusted default file's servers and commands are shown and y
+    trusts it: the server starts, and its hash is kept in a 0600 file in a 0700
+    directory, so the next run (here without a terminal) is not asked."""
+    with Terminal() as terminal:
+        terminal.type("y\n")
+        assert main(["tools"]) == 1  # the marker server fails, after starting
+        shown = terminal.shown()
+    assert ".mcp.json is not trusted yet. It can start these servers:" in shown
+    assert f"marker  stdio   {sys.executable} -c" in shown
+    assert "Trust .mcp.json (asked again if it changes)? [y/N]" in shown
+    assert started(project)
+    state = project.parent / "state"
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
+    assert stat.S_IMODE((state / "trusted-configs.json").stat().st_mode) == 0o600
+    stored = json.loads((state / "trusted-configs.json").read_text())["files"]
+    assert list(stored) == [str(project / ".mcp.json")]
+
+    assert main(["tools"]) == 1  # headless now: remembered, not refused
+    assert started(project)
+
+
+def test_no_on_a_terminal_starts_nothing(project: pathlib.Path) -> None:
+    """Anything but y or yes refuses: exit 2, nothing started, nothing remembered."""
+    with Terminal() as terminal:
+        terminal.type("\n")
+        assert main(["tools"]) == 2
+        assert "tools: .mcp.json not trusted; nothing was started" in terminal.shown()
+    assert not started(project)
+    assert not (project.parent / "state").exists()
+
+
+def test_without_a_terminal_the_default_file_is_refused_saying_how_to_trust_it(
+    project: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Headless, an untrusted ./.mcp.json is not used (exit 2), and the message names
+    its commands and both ways to trust it."""
+    assert main(["status"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "mcp-supervisor status: .mcp.json is not trusted yet" in err
+    assert f"(here marker: {sys.executable} -c" in err
+    assert "pass --trust-config to trust it, or --config .mcp.json to choose it" in err
+    assert not started(project)
+
+
+def test_trust_config_trusts_it_without_asking_and_remembers_it(
+    project: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--trust-config uses the default file headless, and the trust outlives the run."""
+    assert main(["tools", "--trust-config"]) == 1
+    assert started(project)
+    assert main(["tools"]) == 1
+    assert started(project)
+    assert "not trusted" not in capsys.readouterr().err
+
+
+def test_config_option_chooses_and_trusts_a_file(
+    project: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--config F is used without a question and without remembering anything."""
+    assert main(["tools", "--config", ".mcp.json"]) == 1
+    assert started(project)
+    assert not (project.parent / "state").exists()
+
+
+def test_a_changed_file_is_asked_about_again(
+    project: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once the trusted file changes it is refused headless and asked about again on a
+    terminal, saying that it changed."""
+    assert main(["tools", "--trust-config"]) == 1
+    assert started(project)
+    config = project / ".mcp.json"
+    config.write_text(config.read_text() + "\n")
+    assert main(["tools"]) == 2
+    assert not started(project)
+    assert ".mcp.json has changed since it was trusted" in capsys.readouterr().err
+    with Terminal() as terminal:
+        terminal.type("yes\n")
+        assert main(["tools"]) == 1
+        assert ".mcp.json has changed since you trusted it." in terminal.shown()
+    assert started(project)
+
+
+def test_no_config_at_all_is_a_usage_error_saying_what_to_do(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --config and without ./.mcp.json: exit 2, naming --config and `add`; no
+    ancestor directory's .mcp.json is used."""
+    (tmp_path / ".mcp.json").write_text('{"mcpServers": {}}')
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert main(["tools", "--trust-config"]) == 2
+    err = capsys.readouterr().err
+    assert "mcp-supervisor tools: no config file: pass --config F, or create .mcp.json" in err
+    assert "`mcp-supervisor add NAME -- COMMAND ARGS...` creates it" in err
+
+
+def test_check_reads_the_default_file_without_asking(
+    project: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """check starts nothing, so it validates an untrusted ./.mcp.json without trust."""
+    assert main(["check"]) == 0
+    assert capsys.readouterr().out.startswith(".mcp.json: 1 server")
+    assert not started(project)
+
+
+def test_the_prompt_on_a_real_terminal(project: pathlib.Path) -> None:
+    """The installed command asks on its terminal before starting anything, and y starts
+    the servers (one process end to end)."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", "tools"],
+        stdin=terminal, stderr=terminal, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    os.close(terminal)
+    shown = b""
+    try:
+        while b"[y/N]" not in shown:
+            ready, _, _ = select.select([controller], [], [], TIMEOUT)
+            assert ready, f"no prompt; the terminal showed {shown!r}"
+            chunk = os.read(controller, 4096)
+            assert chunk, f"no prompt; the terminal showed {shown!r}"
+            shown += chunk
+        assert not started(project)  # nothing before the answer
+        os.write(controller, b"y\n")
+        process.communicate(timeout=TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+    assert process.returncode == 1
+    assert b"It can start these servers:" in shown
+    assert started(project)
