@@ -270,7 +270,7 @@ async def _list_tools(config: Config, name: str, fix: str) -> int:
         say(f"mcp-supervisor add: {name} did not start: {why}")
         say(f"mcp-supervisor add: {fix}")
         return EXIT_FAILURE
-    entries = [catalog[t] for t in catalog.by_server.get(name, ())]
+    entries = catalog.by_server.get(name, ())
     print(f"{name}: connected, {len(entries)} tool{'s' if len(entries) != 1 else ''}")
     width = max((len(e.name) for e in entries), default=0)
     for e in entries:
