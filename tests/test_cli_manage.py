@@ -48,7 +48,7 @@ OPENCODE_ADDED = (
     '"https://example.com/mcp"},',
     '\n\t\t"new": {\n\t\t\t"type": "local",\n\t\t\t"command": [\n\t\t\t\t"run-it",'
     '\n\t\t\t\t"--flag"\n\t\t\t],\n\t\t\t"environment": {\n\t\t\t\t"MODE": "fast"'
-    '\n\t\t\t}\n\t\t},',
+    "\n\t\t\t}\n\t\t},",
 )
 
 VSCODE = (

@@ -137,12 +137,9 @@ def _sections(text: str, root: _Value) -> list[tuple[str, str, _Value]]:
     """``(style, path, object)`` of each server section, in file order (the loader's)."""
     out = []
     assert root.members is not None
-    seen = set()
-    for member in root.members:
-        if member.key not in _SERVER_SECTIONS or member.key in seen:
-            continue
-        seen.add(member.key)
-        member = _last(root.members, member.key)  # type: ignore[assignment]
+    keys = dict.fromkeys(m.key for m in root.members if m.key in _SERVER_SECTIONS)
+    for key in keys:  # in file order; a key given twice is read as its last value
+        member = _last(root.members, key)
         assert member is not None
         value, path = member.value, member.key
         if value.members is None:
