@@ -292,7 +292,11 @@ class AuditLog:
     ) -> None:
         """``call`` ended, raising ``exc`` or returning ``result``: write its line. Never
         raises: a line that cannot be written is kept back and the log fails closed."""
-        line = self._line(call, exc, result)
+        try:
+            line = self._line(call, exc, result)
+        except Exception:  # a bug here must not lose the call's line, nor fail the call
+            log.exception("audit line could not be made; writing it without details")
+            line = self._bare_line(call, exc)
         if self._failing:
             self._keep(line)
             return
@@ -342,6 +346,20 @@ class AuditLog:
             record["arguments"] = redactor.redact(repr(record.get("arguments")))
             record.pop("result", None)
             return msgspec.json.encode(record, enc_hook=repr) + b"\n"
+
+    def _bare_line(self, call: AuditCall, exc: BaseException | None) -> bytes:
+        """The line without approval, arguments, result or message: ids and outcome."""
+        record: dict[str, object] = {
+            "ts": _iso(call.ts),
+            "call_id": call.call_id,
+            "server": call.server,
+            "tool": call.tool,
+            "original_tool": call.original,
+            "outcome": audit_outcome(exc, sent=call.sent),
+        }
+        if exc is not None:
+            record["error"] = {"type": type(exc).__name__, "message": ""}
+        return msgspec.json.encode(redactor(None, "audit", record)) + b"\n"
 
     def _message(self, exc: BaseException) -> str:
         """``exc``'s message, without the arguments' or the result's text unless they are
