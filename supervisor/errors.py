@@ -49,6 +49,7 @@ One class per failure mode, under bases that catch whole families::
     ├── ToolError                     the tool ran and reported an error (isError; .text)
     ├── ApprovalDenied                the approval callback refused the call
     │   └── ApprovalRequired          approval is needed and nobody can give it (headless)
+    ├── AuditLogError                 the audit log cannot be written; calls are refused
     └── ToolNameConflict              two tools want one name and the clash policy is error
 
 The actor runtime's errors (down to :class:`SupervisorNotRunning`) are defined in
@@ -95,6 +96,7 @@ __all__ = [
     "ActorUnavailable",
     "ApprovalDenied",
     "ApprovalRequired",
+    "AuditLogError",
     "AuthRequired",
     "AuthorizationFailed",
     "CallMayHaveTakenEffect",
@@ -591,6 +593,17 @@ class ApprovalRequired(ApprovalDenied):
     ) -> None:
         super().__init__(message, server=server, tool=tool, reason=reason)
         self.cli_message = message if cli_message is None else cli_message
+
+
+class AuditLogError(SupervisorError):
+    """The audit log (``supervisor.audit``) cannot be opened or written: ``path`` names
+    the file. A supervisor whose audit log cannot be opened does not start; once a line
+    could not be written, tool calls are refused (before they are sent) until it can be
+    again. The ``__cause__`` is the operating system's error."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 def _tool_errors_message(tool: str, errors: list[tuple[str, str]], what: str) -> str:

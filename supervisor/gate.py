@@ -14,15 +14,21 @@ reaches a server's connection around it. In order:
    (:class:`~supervisor.errors.ToolArgumentsInvalid`, naming each wrong field);
 4. the server's approval policy is applied: the ``approve`` callback decides, and without
    one a call that needs approval fails closed (:class:`~supervisor.errors.ApprovalRequired`;
-   a refusal is :class:`~supervisor.errors.ApprovalDenied`). The decision is taken once per
-   tool definition the server listed: a re-listed tool is decided again;
+   a refusal is :class:`~supervisor.errors.ApprovalDenied`). The policy's verdict is
+   taken once per tool definition the server listed: a re-listed tool is decided again.
+   The callback is asked about one call at a time, in the order the calls asked (a
+   second call needing approval waits until the first is answered, so a person never
+   sees two questions at once); calls that need no approval do not wait for it;
 5. the call is sent (the server's request timeout unless one is given) and its result
    normalised (:class:`~supervisor.tools.ToolResult`); a tool that reports failure raises
    :class:`~supervisor.errors.ToolError`.
 
 With a call history (:class:`supervisor.faults.CallHistory`), every call is recorded —
 once, from the moment it is invoked, even when it fails before it is sent — and its id
-goes to the server in the request's ``_meta``.
+goes to the server in the request's ``_meta``. With an audit log
+(:class:`supervisor.audit.AuditLog`) every call is written there the same way, one line
+with the approval decision and the outcome, under the history's call id if there is one;
+a log that cannot be written refuses calls before they are sent.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import mcp_types as types
+import trio
 
 from .actors import AddressState, SupervisorError
 from .errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid, UnknownTool
@@ -41,16 +48,19 @@ from .registry import Registry
 from .server import HealthRecord, ManagedServer, Progress, ServerMetrics
 from .tools import (
     ApprovalCallback,
+    ApprovalDecision,
     ApprovalReason,
     ApprovalRequest,
+    Decider,
     ToolResult,
-    approval_reason,
-    check_approval,
+    decide_approval,
     normalize_result,
+    policy_verdict,
     validate_arguments,
 )
 
 if TYPE_CHECKING:
+    from .audit import AuditLog
     from .faults._history import CallHistory
 
 log = get_logger("supervisor.gate")
@@ -59,7 +69,7 @@ log = get_logger("supervisor.gate")
 class Gate:
     """Tool calls to ``servers`` (by name, in config order), named by ``registry``,
     approved by ``approve``; large text results spill into ``spill_dir``; each call is
-    recorded in ``history``, if given."""
+    recorded in ``history`` and written to ``audit``, if given."""
 
     def __init__(
         self,
@@ -69,14 +79,18 @@ class Gate:
         approve: ApprovalCallback | None = None,
         spill_dir: str | os.PathLike[str] | None = None,
         history: CallHistory | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self._servers = servers
         self._registry = registry
         self._approve = approve
         self._spill_dir = spill_dir
         self.history = history
-        # (server, original name) -> (the tool object decided on, the decision)
-        self._reasons: dict[tuple[str, str, str], tuple[types.Tool, ApprovalReason | None]] = {}
+        self.audit = audit
+        # (server, original name, merged name) -> (the tool object decided on, the verdict)
+        self._verdicts: dict[tuple[str, str, str], tuple[types.Tool, ApprovalReason | Decider]] = {}
+        # one question to the approval callback at a time (trio's lock is fair: FIFO)
+        self._asking = trio.Lock()
 
     def resolve(self, name: str) -> tuple[ManagedServer, str]:
         """The server and its own tool name for a merged tool name (step 1 above)."""
@@ -109,7 +123,13 @@ class Gate:
         """Call the tool of merged name ``name``: every step of the module docstring."""
         history = self.history
         record = None if history is None else history.invoke(name)
+        audit = self.audit
+        entry = None
+        if audit is not None:
+            entry = audit.begin(name, arguments, None if record is None else record.call_id)
         try:
+            if audit is not None:
+                audit.check()  # a log that cannot be written refuses the call
             arguments = {} if arguments is None else arguments
             try:
                 server, original = self.resolve(name)
@@ -121,25 +141,37 @@ class Gate:
                 server, original = self.resolve(name)
             if record is not None:
                 record.server, record.original = server.name, original
+            if entry is not None:
+                entry.server, entry.original = server.name, original
             listed = server.tool(original)
             if listed is None:
                 server, original, listed = await self._learn(name, server, timeout)
                 if record is not None:
                     record.server, record.original = server.name, original
+                if entry is not None:
+                    entry.server, entry.original = server.name, original
             try:
                 validate_arguments(listed, arguments)
             except ToolArgumentsInvalid as exc:
                 raise ToolArgumentsInvalid(name, exc.errors) from None  # the name called
-            reason = self.approval_reason(server, original, listed, name)
-            if reason is not None:
+            verdict = self.verdict(server, original, listed, name)
+            if isinstance(verdict, Decider):  # the policy lets it go ahead
+                if entry is not None:
+                    entry.approval = ApprovalDecision(True, verdict)
+            else:
                 request = ApprovalRequest(
                     server=server.name,
                     tool=name,
                     original_name=original,
                     arguments=arguments,
-                    reason=reason,
+                    reason=verdict,
                 )
-                await check_approval(True, self._approve, request)
+                decision = await self._ask(request)
+                if entry is not None:
+                    entry.approval = decision
+                decision.check(request)
+            if entry is not None:
+                entry.sent = True
             if record is None:
                 sending = server.call_tool(original, arguments, timeout, progress)
             else:
@@ -158,10 +190,22 @@ class Gate:
         except BaseException as exc:
             if record is not None:
                 history.ended(record, exc)  # type: ignore[union-attr]
+            if entry is not None:
+                audit.end(entry, exc)  # type: ignore[union-attr]
             raise
         if record is not None:
             history.ok(record)  # type: ignore[union-attr]
+        if entry is not None:
+            audit.end(entry, None, result)  # type: ignore[union-attr]
         return result
+
+    async def _ask(self, request: ApprovalRequest) -> ApprovalDecision:
+        """The approval decision on ``request``: the callback's, asked one call at a
+        time (a call cancelled while it waits its turn just leaves the queue)."""
+        if self._approve is None:
+            return await decide_approval(None, request)  # refused at once: nobody to ask
+        async with self._asking:
+            return await decide_approval(self._approve, request)
 
     async def _learn(
         self, name: str, server: ManagedServer, timeout: float | None
@@ -202,15 +246,24 @@ class Gate:
         self, server: ManagedServer, original: str, tool: types.Tool, merged: str
     ) -> ApprovalReason | None:
         """Why calling ``tool`` (``merged`` in the catalog) needs approval (``None``: it
-        does not), decided once per tool object the server listed: a new listing brings
-        new objects, decided anew."""
+        does not); see :meth:`verdict`."""
+        verdict = self.verdict(server, original, tool, merged)
+        return None if isinstance(verdict, Decider) else verdict
+
+    def verdict(
+        self, server: ManagedServer, original: str, tool: types.Tool, merged: str
+    ) -> ApprovalReason | Decider:
+        """What ``server``'s policy says of calling ``tool`` (``merged`` in the catalog):
+        why it needs approval, or the rule that lets it go ahead
+        (:func:`~supervisor.tools.policy_verdict`), decided once per tool object the
+        server listed: a new listing brings new objects, decided anew."""
         key = (server.name, original, merged)
-        cached = self._reasons.get(key)
+        cached = self._verdicts.get(key)
         if cached is not None and cached[0] is tool:
             return cached[1]
-        reason = approval_reason(server.config, tool, original, merged)
-        self._reasons[key] = (tool, reason)
-        return reason
+        verdict = policy_verdict(server.config, tool, original, merged)
+        self._verdicts[key] = (tool, verdict)
+        return verdict
 
 
 async def connect(server: ManagedServer, timeout: float | None) -> None:

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
@@ -52,6 +52,7 @@ from .actors import (
     open_tree,
     supervisor_spec,
 )
+from .audit import AuditLog
 from .auth import (
     AuthProblem,
     AuthService,
@@ -123,6 +124,7 @@ class SupervisorHandle:
         spill_dir: str | os.PathLike[str] | None = None,
         history: CallHistory | None = None,
         auth: AuthService | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self.config = config
         self._auth = auth
@@ -132,8 +134,15 @@ class SupervisorHandle:
         self._registry = registry
         #: the call history every tool call is recorded in, if any
         self.history = history
+        #: the audit log every tool call is written to, if the config asks for one
+        self.audit = audit
         self._gate = Gate(
-            self._servers, registry, approve=approve, spill_dir=spill_dir, history=history
+            self._servers,
+            registry,
+            approve=approve,
+            spill_dir=spill_dir,
+            history=history,
+            audit=audit,
         )
         self._resources = Resources(self._servers, registry, self.connect_all)
         self._views = {name: ServerView(s, self._gate) for name, s in self._servers.items()}
@@ -521,6 +530,11 @@ async def open_supervisor(
     127.0.0.1 (``callbackPort``, 9876 by default); ``oauth_callback_handler`` (``async
     () -> mcp.shared.auth.AuthorizationCodeResult``) replaces it.
 
+    With the config's ``supervisor.audit`` section, every tool call is written to that
+    audit log (:mod:`supervisor.audit`; ``handle.audit``), opened before the servers
+    start and closed when the block ends: a log that cannot be opened raises
+    :class:`~supervisor.errors.AuditLogError` before anything starts.
+
     ``history`` (a :class:`supervisor.faults.CallHistory`) records every tool call — its
     invocation and its outcome, ``ok``, ``fail`` or ``info`` — and every event published
     meanwhile; each call's id goes to its server in the request's ``_meta``. Check it
@@ -587,7 +601,12 @@ async def open_supervisor(
     ]
     try:
         # The config's secrets and the default spill directory belong to this session.
-        with secrets, redacting(cfg.secrets()), SpillDirectory(spill_dir) as spill:
+        with (
+            secrets,
+            redacting(cfg.secrets()),
+            SpillDirectory(spill_dir) as spill,
+            _audit_log(cfg) as audit,
+        ):
             async with open_tree(
                 children,
                 name="root",
@@ -605,6 +624,7 @@ async def open_supervisor(
                     spill_dir=spill,
                     history=history,
                     auth=auth,
+                    audit=audit,
                 )
                 try:
                     yield handle
@@ -638,6 +658,19 @@ def _with_faults(config: Config, faults: Mapping[str, object]) -> Config:
     if problems:
         raise ConfigError(problems)
     return msgspec.structs.replace(config, servers=servers)
+
+
+@contextmanager
+def _audit_log(config: Config) -> Iterator[AuditLog | None]:
+    """The config's audit log (``supervisor.audit``), open for the block; ``None``
+    without one."""
+    settings = config.settings.audit
+    if settings is None:
+        yield None
+        return
+    base = config.path.parent if config.path is not None else None
+    with AuditLog.from_settings(settings, base) as audit:
+        yield audit
 
 
 def _auth_dir(given: str | os.PathLike[str] | None, config: Config) -> Path | None:

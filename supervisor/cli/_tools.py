@@ -210,11 +210,13 @@ def _cmd_call(args: argparse.Namespace) -> int:
     config = load(args)
     if config is None:
         return EXIT_USAGE
+    from ..tools import Approver, Decider
+
     approve: ApprovalCallback | None = None
     if args.yes:
-        approve = _approve_all
+        approve = Approver(_approve_all, Decider.CLI_YES)
     elif os.isatty(0) and os.isatty(2):
-        approve = _ask_on_terminal
+        approve = Approver(_ask_on_terminal, Decider.CLI_PROMPT)
     one_shot(args)
     return run(_call, config, args.tool, arguments, args.json, approve, args.timeout)
 
@@ -260,7 +262,7 @@ async def _call(
         UnknownTool,
     )
     from ..runtime import open_supervisor
-    from ..tools import ToolResult
+    from ..tools import Approver, Decider, ToolResult
 
     def fail(exc: SupervisorError, code: int, why: str | None = None) -> int:
         why = why or f"{type(exc).__name__}: {said(exc)}"
@@ -307,7 +309,8 @@ async def _call(
             # refused before anything was sent, the same way on every try: a usage error
             return fail(exc, EXIT_USAGE)
         except ApprovalDenied as exc:  # someone said no
-            why = f"not approved; {name} was not called" if approve is _ask_on_terminal else None
+            asked = isinstance(approve, Approver) and approve.by is Decider.CLI_PROMPT
+            why = f"not approved; {name} was not called" if asked else None
             return fail(exc, EXIT_FAILURE, why)
         except SupervisorError as exc:
             return fail(exc, EXIT_FAILURE)

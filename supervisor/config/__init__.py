@@ -54,6 +54,7 @@ from ..errors import ConfigError as ConfigError
 from ..errors import FieldError as FieldError
 from ._load import load_config as load_config
 from ._model import DEFAULT_MAX_CONFIG_BYTES as DEFAULT_MAX_CONFIG_BYTES
+from ._model import AuditSettings as AuditSettings
 from ._model import AuthConfig as AuthConfig
 from ._model import Config as Config
 from ._model import Limits as Limits
@@ -66,6 +67,7 @@ from ._secrets import masked_url as masked_url
 
 __all__ = [
     "DEFAULT_MAX_CONFIG_BYTES",
+    "AuditSettings",
     "AuthConfig",
     "Config",
     "ConfigError",

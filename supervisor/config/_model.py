@@ -1,5 +1,6 @@
 """The values a loaded config is made of: :class:`Config`, :class:`ServerConfig`,
-:class:`Settings`, :class:`Limits`, :class:`AuthConfig` and :class:`ServerType`.
+:class:`Settings`, :class:`Limits`, :class:`AuditSettings`, :class:`AuthConfig` and
+:class:`ServerType`.
 
 All are frozen; ``repr()`` masks what looks secret (see :mod:`._secrets`).
 """
@@ -57,6 +58,24 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_message_bytes: int = 16_777_216
 
 
+#: The size at which the audit log is rotated by default (10 MiB), and the files kept.
+DEFAULT_AUDIT_MAX_BYTES = 10_485_760
+DEFAULT_AUDIT_BACKUPS = 3
+
+
+class AuditSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The audit log (``supervisor.audit``): one JSON line per tool call, in ``path``
+    (``~`` expanded; relative to the config's directory), rotated by size."""
+
+    path: str
+    #: write each call's arguments and result too (redacted); off: never
+    include_arguments: bool = False
+    #: the size at which the file is rotated; 0: never rotated
+    max_bytes: int = DEFAULT_AUDIT_MAX_BYTES
+    #: how many rotated files are kept (``path.1`` … ``path.N``)
+    backups: int = DEFAULT_AUDIT_BACKUPS
+
+
 def _local_backoff() -> Backoff:
     return Backoff(initial=1.0, maximum=30.0, multiplier=2.0, jitter=0.0, stable_after=30.0)
 
@@ -94,6 +113,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     #: the config's directory); ``None``: ``$MCP_SUPERVISOR_AUTH_DIR`` or
     #: ``~/.mcp-supervisor/auth``
     auth_dir: str | None = None
+    #: the audit log of tool calls; ``None``: none is written
+    audit: AuditSettings | None = None
 
 
 class IdpConfig(msgspec.Struct, frozen=True, kw_only=True):

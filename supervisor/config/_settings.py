@@ -13,9 +13,10 @@ import attrs
 import msgspec
 
 from ..actors import Backoff, Intensity, Strategy
-from ._model import Limits, Settings
+from ._model import AuditSettings, Limits, Settings
 from ._validate import (
     _Bad,
+    _bool,
     _choice,
     _Errors,
     _fraction,
@@ -88,6 +89,7 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
         "pingTimeout": _seconds,
         "toolNames": _id,
         "authDir": _nonempty,
+        "audit": _id,
     }
     fields = _parse_object(errors, value, path, parsers)
     if fields is None:
@@ -142,6 +144,8 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
         )
         if got:
             changes["limits"] = Limits(**{_LIMITS[k]: v for k, v in got.items()})  # type: ignore[arg-type]
+    if "audit" in fields:
+        changes["audit"] = _audit(errors, fields["audit"], _join(path, "audit"))
     if "toolNames" in fields:
         p = _join(path, "toolNames")
         got = _parse_object(
@@ -156,6 +160,29 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
             if "clash" in got:
                 changes["tool_clash"] = got["clash"]
     return msgspec.structs.replace(settings, **changes)
+
+
+def _audit(errors: _Errors, value: object, path: str) -> AuditSettings | None:
+    """The ``audit`` object: ``path`` is required; the rest keep their defaults."""
+    got = _parse_object(
+        errors,
+        value,
+        path,
+        {
+            "path": _nonempty,
+            "includeArguments": _bool,
+            "maxBytes": lambda v: _int(v),
+            "backups": lambda v: _int(v, minimum=1),
+        },
+    )
+    if got is None:
+        return None
+    if "path" not in got:
+        if not any(e.path == _join(path, "path") for e in errors.items):
+            errors.add(_join(path, "path"), "is required: the file the audit log is written to")
+        return None
+    names = {"includeArguments": "include_arguments", "maxBytes": "max_bytes"}
+    return AuditSettings(**{names.get(k, k): v for k, v in got.items()})  # type: ignore[arg-type]
 
 
 _CLASHES = ("suffix", "hash", "error")

@@ -12,9 +12,11 @@ A façade over one module per job:
   :class:`ToolResult`: joined text (a preview when large, the whole text spilled to a
   private file in a :class:`SpillDirectory`), images, audio, resources, and
   ``structuredContent`` checked against the ``outputSchema``.
-* **Approval** (``_approval``) — :func:`approval_reason` / :func:`needs_approval` apply a
-  server's ``approve`` / ``autoApprove`` policy; :func:`check_approval` asks the
-  embedder's callback and fails closed without one.
+* **Approval** (``_approval``) — :func:`policy_verdict` (:func:`approval_reason`,
+  :func:`needs_approval`) applies a server's ``approve`` / ``autoApprove`` policy;
+  :func:`decide_approval` asks the embedder's callback and fails closed without one,
+  returning an :class:`ApprovalDecision` that names its :class:`Decider`;
+  :func:`check_approval` raises on a refusal.
 * **Parameters** (``_params``) — :func:`parameters` summarises an ``inputSchema`` for
   people: each :class:`Parameter`'s name, short type and whether it is required;
   :func:`signature` writes them on one line.
@@ -24,13 +26,18 @@ from __future__ import annotations
 
 from ._approval import DESTRUCTIVE_WORDS as DESTRUCTIVE_WORDS
 from ._approval import ApprovalCallback as ApprovalCallback
+from ._approval import ApprovalDecision as ApprovalDecision
 from ._approval import ApprovalReason as ApprovalReason
 from ._approval import ApprovalRequest as ApprovalRequest
+from ._approval import Approver as Approver
+from ._approval import Decider as Decider
 from ._approval import ToolPolicySource as ToolPolicySource
 from ._approval import approval_reason as approval_reason
 from ._approval import check_approval as check_approval
+from ._approval import decide_approval as decide_approval
 from ._approval import is_destructive_name as is_destructive_name
 from ._approval import needs_approval as needs_approval
+from ._approval import policy_verdict as policy_verdict
 from ._params import Parameter as Parameter
 from ._params import parameters as parameters
 from ._params import signature as signature
@@ -53,9 +60,12 @@ __all__ = [
     "DEFAULT_PREVIEW_BYTES",
     "DESTRUCTIVE_WORDS",
     "ApprovalCallback",
+    "ApprovalDecision",
     "ApprovalReason",
     "ApprovalRequest",
+    "Approver",
     "ArgumentValidator",
+    "Decider",
     "MediaContent",
     "Parameter",
     "ResourceContent",
@@ -65,11 +75,13 @@ __all__ = [
     "ValidatorStatistics",
     "approval_reason",
     "check_approval",
+    "decide_approval",
     "fingerprint",
     "invalid_output",
     "is_destructive_name",
     "needs_approval",
     "normalize_result",
+    "policy_verdict",
     "parameters",
     "signature",
     "validate_arguments",

@@ -1,12 +1,15 @@
 """The approval policy: which calls need the embedder's approval, and asking for it.
 
-:func:`approval_reason` / :func:`needs_approval` apply a server's ``approve`` /
-``autoApprove`` policy; :func:`check_approval` asks the embedder's callback and fails
-closed without one.
+:func:`policy_verdict` applies a server's ``approve`` / ``autoApprove`` policy (and
+:func:`approval_reason` / :func:`needs_approval` say the same more briefly);
+:func:`decide_approval` asks the embedder's callback and fails closed without one, and
+:func:`check_approval` raises when the answer is no. Each decision is an
+:class:`ApprovalDecision` naming who took it (a :class:`Decider`): the audit log records it.
 """
 
 from __future__ import annotations
 
+import enum
 import fnmatch
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -23,6 +26,23 @@ from ..errors import ApprovalDenied, ApprovalRequired
 ApprovalReason: TypeAlias = Literal[
     "destructive annotation", "destructive name", "listed in approve", "not auto-approved"
 ]
+
+
+class Decider(enum.StrEnum):
+    """Who decided whether a call may go ahead (a string enum, as the audit log writes it)."""
+
+    #: the server's ``autoApprove`` policy let it go ahead without asking
+    AUTO_APPROVE = "autoApprove"
+    #: the server's ``"approve": false`` let it go ahead without asking
+    APPROVE_FALSE = "approve:false"
+    #: it needed approval and there was no callback to ask: refused (fails closed)
+    NO_CALLBACK = "no callback"
+    #: the embedder's approval callback
+    CALLBACK = "callback"
+    #: the command line's ``--yes``
+    CLI_YES = "cli --yes"
+    #: the person at the command line's prompt
+    CLI_PROMPT = "cli prompt"
 
 
 class ToolPolicySource(Protocol):
@@ -73,10 +93,12 @@ def _matches(policy: ToolPolicy | None, names: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(n, pattern) for pattern in policy for n in names)
 
 
-def approval_reason(
+def policy_verdict(
     policy: ToolPolicySource, tool: types.Tool, original_name: str, merged_name: str | None = None
-) -> ApprovalReason | None:
-    """Why a call of ``tool`` needs approval under a server's policy, or ``None`` if not.
+) -> ApprovalReason | Decider:
+    """What a server's policy says of a call of ``tool``: why it needs approval (an
+    :data:`ApprovalReason`), or the rule that lets it go ahead without asking
+    (:attr:`Decider.AUTO_APPROVE` or :attr:`Decider.APPROVE_FALSE`).
 
     In order: ``destructiveHint: true`` → ``"destructive annotation"``; a destructive word
     in the original or merged name (:func:`is_destructive_name`) → ``"destructive name"``;
@@ -94,9 +116,20 @@ def approval_reason(
         return "destructive name"
     if _matches(policy.approve, names):
         return "listed in approve"
-    if _matches(policy.auto_approve, names) or policy.approve is False:
-        return None
+    if _matches(policy.auto_approve, names):
+        return Decider.AUTO_APPROVE
+    if policy.approve is False:
+        return Decider.APPROVE_FALSE
     return "not auto-approved"
+
+
+def approval_reason(
+    policy: ToolPolicySource, tool: types.Tool, original_name: str, merged_name: str | None = None
+) -> ApprovalReason | None:
+    """Why a call of ``tool`` needs approval under a server's policy, or ``None`` if not;
+    see :func:`policy_verdict`."""
+    verdict = policy_verdict(policy, tool, original_name, merged_name)
+    return None if isinstance(verdict, Decider) else verdict
 
 
 def needs_approval(
@@ -130,21 +163,52 @@ class ApprovalRequest:
 ApprovalCallback: TypeAlias = Callable[[ApprovalRequest], Awaitable[bool]]
 
 
-async def check_approval(
-    needs: bool, callback: ApprovalCallback | None, request: ApprovalRequest
-) -> None:
-    """Return if the call may go ahead; raise if it may not.
+@attrs.frozen
+class Approver:
+    """An approval callback that says who answers it, for the audit log: ``by`` is
+    :attr:`Decider.CALLBACK` unless the front end knows better (the command line's
+    ``--yes`` is :attr:`Decider.CLI_YES`). Called like the callback it wraps."""
 
-    If ``needs`` is false this returns at once without calling ``callback``. Otherwise the
-    callback decides: only ``True`` approves, any other answer raises
-    :class:`~supervisor.errors.ApprovalDenied`, and an exception from the callback
-    propagates (the call is not made either way). With no callback (headless) it raises
-    :class:`~supervisor.errors.ApprovalRequired`, whose message says how to grant approval.
-    """
-    if not needs:
-        return
-    where = f"tool {request.tool!r} (server {request.server!r})"
-    if callback is None:
+    callback: ApprovalCallback
+    by: Decider = Decider.CALLBACK
+
+    async def __call__(self, request: ApprovalRequest) -> bool:
+        return await self.callback(request)
+
+
+@attrs.frozen
+class ApprovalDecision:
+    """Whether a call may go ahead, who decided, and why it was asked about at all."""
+
+    #: the call may be sent
+    approved: bool
+    #: who decided: the server's policy, the callback, the command line …
+    by: Decider
+    #: why approval was needed (``None``: it was not: the policy let it go ahead)
+    reason: ApprovalReason | None = None
+
+    @property
+    def answer(self) -> Literal["approved", "refused", "not required"]:
+        """The decision in one word, as the audit log writes it."""
+        if self.reason is None:
+            return "not required"
+        return "approved" if self.approved else "refused"
+
+    def check(self, request: ApprovalRequest) -> None:
+        """Raise the error a refusal of ``request`` is (:class:`~supervisor.errors.
+        ApprovalRequired` without a callback, else :class:`~supervisor.errors.
+        ApprovalDenied`); return if approved."""
+        if self.approved:
+            return
+        where = f"tool {request.tool!r} (server {request.server!r})"
+        if self.by is not Decider.NO_CALLBACK:
+            raise ApprovalDenied(
+                f"{where}: the approval callback refused the call ({request.reason}); "
+                "it was not made",
+                server=request.server,
+                tool=request.tool,
+                reason=request.reason,
+            )
         needs_it = f"{where} needs approval ({request.reason})"
         if request.reason in ("destructive annotation", "destructive name"):
             always = " (destructive tools always ask, even when listed in autoApprove)"
@@ -163,10 +227,32 @@ async def check_approval(
             cli_message=f"{needs_it} and no terminal to ask on; the call was not made. "
             f"To allow it: {cli_how}",
         )
-    if await callback(request) is not True:
-        raise ApprovalDenied(
-            f"{where}: the approval callback refused the call ({request.reason}); it was not made",
-            server=request.server,
-            tool=request.tool,
-            reason=request.reason,
-        )
+
+
+async def decide_approval(
+    callback: ApprovalCallback | None, request: ApprovalRequest
+) -> ApprovalDecision:
+    """Ask ``callback`` about ``request`` (a call that needs approval) and return the
+    decision: only ``True`` approves. With no callback (headless) the call is refused
+    (:attr:`Decider.NO_CALLBACK`: it fails closed). An exception from the callback
+    propagates. The decider is the :class:`Approver`'s ``by``, else
+    :attr:`Decider.CALLBACK`."""
+    if callback is None:
+        return ApprovalDecision(False, Decider.NO_CALLBACK, request.reason)
+    by = callback.by if isinstance(callback, Approver) else Decider.CALLBACK
+    return ApprovalDecision(await callback(request) is True, by, request.reason)
+
+
+async def check_approval(
+    needs: bool, callback: ApprovalCallback | None, request: ApprovalRequest
+) -> None:
+    """Return if the call may go ahead; raise if it may not.
+
+    If ``needs`` is false this returns at once without calling ``callback``. Otherwise the
+    callback decides (:func:`decide_approval`): only ``True`` approves, any other answer
+    raises :class:`~supervisor.errors.ApprovalDenied`, and an exception from the callback
+    propagates (the call is not made either way). With no callback (headless) it raises
+    :class:`~supervisor.errors.ApprovalRequired`, whose message says how to grant approval.
+    """
+    if needs:
+        (await decide_approval(callback, request)).check(request)
