@@ -629,7 +629,19 @@ class _LibraryLogger:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
+        if name in _BELOW_DEFAULT and "structlog" not in sys.modules:
+            # Nobody configured structlog (nobody imported it): the default drops these
+            # levels, so they are dropped here without importing it.
+            return _drop
         return getattr(self._target(), name)
+
+
+#: the methods of levels the library's default (warnings and above) drops
+_BELOW_DEFAULT = frozenset({"debug", "info"})
+
+
+def _drop(*args: object, **kwargs: object) -> None:
+    """A log call at a level nobody asked for."""
 
 
 def get_logger(name: str | None = None, **initial: object) -> FilteringBoundLogger:
