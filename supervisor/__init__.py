@@ -1,6 +1,7 @@
 """mcp-supervisor: keep many MCP servers available, the way an OTP supervision tree does.
 
-This is the public façade; everything here is re-exported from a focused module:
+This is the public façade; everything here is re-exported from a focused module, and
+imported from it when first used (so ``import supervisor`` itself loads almost nothing):
 
 - :func:`open_supervisor` / :func:`load_config` — run configured MCP servers
   (:mod:`supervisor.runtime`, :mod:`supervisor.config`, :mod:`supervisor.server`);
@@ -16,55 +17,54 @@ This is the public façade; everything here is re-exported from a focused module
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
-from .actors import ActorError as ActorError
-from .actors import ActorStopped as ActorStopped
-from .actors import ActorUnavailable as ActorUnavailable
-from .actors import CallTimeout as CallTimeout
-from .actors import RequestAborted as RequestAborted
-from .actors import SupervisorError as SupervisorError
-from .actors import SupervisorGaveUp as SupervisorGaveUp
-from .bus import Bus as Bus
-from .bus import Subscription as Subscription
-from .config import Config as Config
-from .config import ServerConfig as ServerConfig
-from .config import load_config as load_config
-from .errors import ApprovalDenied as ApprovalDenied
-from .errors import ApprovalRequired as ApprovalRequired
-from .errors import CallMayHaveTakenEffect as CallMayHaveTakenEffect
-from .errors import ConfigError as ConfigError
-from .errors import PromptArgumentsInvalid as PromptArgumentsInvalid
-from .errors import RequestTimeout as RequestTimeout
-from .errors import ServerError as ServerError
-from .errors import ServerRequestError as ServerRequestError
-from .errors import ServerUnavailable as ServerUnavailable
-from .errors import ToolArgumentsInvalid as ToolArgumentsInvalid
-from .errors import ToolCallTimeout as ToolCallTimeout
-from .errors import ToolError as ToolError
-from .errors import ToolOutputInvalid as ToolOutputInvalid
-from .errors import UnknownPrompt as UnknownPrompt
-from .errors import UnknownResource as UnknownResource
-from .errors import UnknownServer as UnknownServer
-from .errors import UnknownTool as UnknownTool
-from .events import Event as Event
-from .log import configure_logging as configure_logging
-from .log import get_logger as get_logger
-from .log import register_secret as register_secret
-from .monitor import SessionSummary as SessionSummary
-from .registry import Catalog as Catalog
-from .registry import Entry as Entry
-from .runtime import SupervisorHandle as SupervisorHandle
-from .runtime import open_supervisor as open_supervisor
-from .server import HealthRecord as HealthRecord
-from .server import ServerMetrics as ServerMetrics
-from .tools import ApprovalRequest as ApprovalRequest
-from .tools import ToolResult as ToolResult
+from ._lazy import attach
 
-try:
-    __version__ = version("mcp-supervisor")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0+unknown"
+if TYPE_CHECKING:
+    from ._version import __version__ as __version__
+    from .actors import ActorError as ActorError
+    from .actors import ActorStopped as ActorStopped
+    from .actors import ActorUnavailable as ActorUnavailable
+    from .actors import CallTimeout as CallTimeout
+    from .actors import RequestAborted as RequestAborted
+    from .actors import SupervisorError as SupervisorError
+    from .actors import SupervisorGaveUp as SupervisorGaveUp
+    from .bus import Bus as Bus
+    from .bus import Subscription as Subscription
+    from .config import Config as Config
+    from .config import ServerConfig as ServerConfig
+    from .config import load_config as load_config
+    from .errors import ApprovalDenied as ApprovalDenied
+    from .errors import ApprovalRequired as ApprovalRequired
+    from .errors import CallMayHaveTakenEffect as CallMayHaveTakenEffect
+    from .errors import ConfigError as ConfigError
+    from .errors import PromptArgumentsInvalid as PromptArgumentsInvalid
+    from .errors import RequestTimeout as RequestTimeout
+    from .errors import ServerError as ServerError
+    from .errors import ServerRequestError as ServerRequestError
+    from .errors import ServerUnavailable as ServerUnavailable
+    from .errors import ToolArgumentsInvalid as ToolArgumentsInvalid
+    from .errors import ToolCallTimeout as ToolCallTimeout
+    from .errors import ToolError as ToolError
+    from .errors import ToolOutputInvalid as ToolOutputInvalid
+    from .errors import UnknownPrompt as UnknownPrompt
+    from .errors import UnknownResource as UnknownResource
+    from .errors import UnknownServer as UnknownServer
+    from .errors import UnknownTool as UnknownTool
+    from .events import Event as Event
+    from .log import configure_logging as configure_logging
+    from .log import get_logger as get_logger
+    from .log import register_secret as register_secret
+    from .monitor import SessionSummary as SessionSummary
+    from .registry import Catalog as Catalog
+    from .registry import Entry as Entry
+    from .runtime import SupervisorHandle as SupervisorHandle
+    from .runtime import open_supervisor as open_supervisor
+    from .server import HealthRecord as HealthRecord
+    from .server import ServerMetrics as ServerMetrics
+    from .tools import ApprovalRequest as ApprovalRequest
+    from .tools import ToolResult as ToolResult
 
 __all__ = [
     "ActorError",
@@ -111,3 +111,52 @@ __all__ = [
     "register_secret",
     "__version__",
 ]
+
+#: where each public name is defined; imported from there on first use
+_SOURCES = {
+    "__version__": "._version",
+    "ActorError": ".actors",
+    "ActorStopped": ".actors",
+    "ActorUnavailable": ".actors",
+    "ApprovalDenied": ".errors",
+    "ApprovalRequest": ".tools",
+    "ApprovalRequired": ".errors",
+    "Bus": ".bus",
+    "CallMayHaveTakenEffect": ".errors",
+    "CallTimeout": ".actors",
+    "Catalog": ".registry",
+    "Config": ".config",
+    "ConfigError": ".errors",
+    "Entry": ".registry",
+    "Event": ".events",
+    "HealthRecord": ".server",
+    "PromptArgumentsInvalid": ".errors",
+    "RequestAborted": ".actors",
+    "RequestTimeout": ".errors",
+    "ServerConfig": ".config",
+    "ServerError": ".errors",
+    "ServerMetrics": ".server",
+    "ServerRequestError": ".errors",
+    "ServerUnavailable": ".errors",
+    "SessionSummary": ".monitor",
+    "Subscription": ".bus",
+    "SupervisorError": ".actors",
+    "SupervisorGaveUp": ".actors",
+    "SupervisorHandle": ".runtime",
+    "ToolArgumentsInvalid": ".errors",
+    "ToolCallTimeout": ".errors",
+    "ToolError": ".errors",
+    "ToolOutputInvalid": ".errors",
+    "ToolResult": ".tools",
+    "UnknownPrompt": ".errors",
+    "UnknownResource": ".errors",
+    "UnknownServer": ".errors",
+    "UnknownTool": ".errors",
+    "configure_logging": ".log",
+    "get_logger": ".log",
+    "load_config": ".config",
+    "open_supervisor": ".runtime",
+    "register_secret": ".log",
+}
+
+__getattr__, __dir__ = attach(__name__, _SOURCES, __all__)

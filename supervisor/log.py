@@ -57,10 +57,14 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
-import structlog
-from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
+# structlog is imported where it is used, not here: with rich installed it costs a
+# command's start-up a few hundred milliseconds, and redaction and get_logger() need none
+# of it until a line is logged or logging is configured.
+if TYPE_CHECKING:
+    import structlog
+    from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -455,6 +459,8 @@ def configure_logging(
 def _bridge_stdlib(level: str | int, stream: TextIO, renderer: Processor) -> None:
     """Send the standard library's log records (the SDK's, httpx's) through the same
     renderer and the redactor, on the same stream, replacing our earlier handler."""
+    import structlog
+
     root = logging.getLogger()
     for handler in list(root.handlers):
         if getattr(handler, "_supervisor_bridge", False):
@@ -493,6 +499,8 @@ def configure_default_logging() -> bool:
     :func:`~supervisor.open_supervisor` calls this on entry; the ``mcp-supervisor``
     command calls :func:`configure_logging` instead.
     """
+    import structlog
+
     if structlog.is_configured():
         return False
     _configure("warning", cast(TextIO, _STDERR), json=False)
@@ -500,6 +508,8 @@ def configure_default_logging() -> bool:
 
 
 def _renderer(stream: TextIO, json: bool | None) -> Processor:
+    import structlog
+
     tty = _isatty(stream)
     if (not tty) if json is None else json:
         return structlog.processors.JSONRenderer(serializer=_json.dumps, default=_json_default)
@@ -507,6 +517,8 @@ def _renderer(stream: TextIO, json: bool | None) -> Processor:
 
 
 def _processors(renderer: Processor) -> list[Processor]:
+    import structlog
+
     return [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -520,6 +532,8 @@ def _processors(renderer: Processor) -> list[Processor]:
 
 
 def _configure(level: str | int, stream: TextIO, json: bool | None) -> Processor:
+    import structlog
+
     min_level = _level_number(level)
     renderer = _renderer(stream, json)
     structlog.configure(
@@ -552,22 +566,26 @@ _STDERR = _Stderr()
 # Bounded: one chain per answer to "is stderr a terminal (and colors allowed)?".
 @functools.lru_cache(maxsize=2)
 def _default_chain(colors: bool) -> list[Processor]:
+    import structlog
+
     return _processors(structlog.dev.ConsoleRenderer(colors=colors))
 
 
 def _default_logger(name: str | None, initial: dict[str, Any]) -> FilteringBoundLogger:
     """A logger of the library's default, built without touching structlog's configuration:
     warnings and above, console format, on the current ``sys.stderr``, redacted."""
+    import structlog
+
     colors = _STDERR.isatty() and "NO_COLOR" not in os.environ
     proxy = structlog.wrap_logger(
-        _NamedPrintLogger(cast(TextIO, _STDERR), name),
+        _named_print_logger()(cast(TextIO, _STDERR), name),
         processors=_default_chain(colors),
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
         context_class=dict,
         cache_logger_on_first_use=False,
         **initial,
     )
-    return cast(FilteringBoundLogger, proxy.bind())
+    return cast("FilteringBoundLogger", proxy.bind())
 
 
 class _LibraryLogger:
@@ -586,6 +604,8 @@ class _LibraryLogger:
         return f"<supervisor logger {name!r} {self._initial!r}>"
 
     def _target(self) -> FilteringBoundLogger:
+        import structlog
+
         if structlog.is_configured():
             logger: FilteringBoundLogger = structlog.get_logger(*self._args, **self._initial)
             return logger
@@ -609,7 +629,19 @@ class _LibraryLogger:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
+        if name in _BELOW_DEFAULT and "structlog" not in sys.modules:
+            # Nobody configured structlog (nobody imported it): the default drops these
+            # levels, so they are dropped here without importing it.
+            return _drop
         return getattr(self._target(), name)
+
+
+#: the methods of levels the library's default (warnings and above) drops
+_BELOW_DEFAULT = frozenset({"debug", "info"})
+
+
+def _drop(*args: object, **kwargs: object) -> None:
+    """A log call at a level nobody asked for."""
 
 
 def get_logger(name: str | None = None, **initial: object) -> FilteringBoundLogger:
@@ -622,30 +654,37 @@ def get_logger(name: str | None = None, **initial: object) -> FilteringBoundLogg
     default (warnings and above, to stderr, redacted) without configuring anything.
     """
     args = () if name is None else (name,)
-    return cast(FilteringBoundLogger, _LibraryLogger(args, dict(initial)))
+    return cast("FilteringBoundLogger", _LibraryLogger(args, dict(initial)))
 
 
-class _NamedPrintLogger(structlog.PrintLogger):
-    """A :class:`structlog.PrintLogger` that remembers the name it was asked for."""
+@functools.cache
+def _named_print_logger() -> type[structlog.PrintLogger]:
+    """The class of :class:`structlog.PrintLogger` that remembers the name it was asked
+    for (made on first use: subclassing needs structlog imported)."""
+    import structlog
 
-    def __init__(self, file: TextIO | None = None, name: str | None = None) -> None:
-        super().__init__(file)
-        self.name = name
+    class _NamedPrintLogger(structlog.PrintLogger):
+        def __init__(self, file: TextIO | None = None, name: str | None = None) -> None:
+            super().__init__(file)
+            self.name = name
 
-    def __deepcopy__(self, memodict: dict[str, object]) -> _NamedPrintLogger:
-        new = cast(_NamedPrintLogger, super().__deepcopy__(memodict))
-        new.name = self.name
-        return new
+        def __deepcopy__(self, memodict: dict[str, object]) -> _NamedPrintLogger:
+            new = cast(_NamedPrintLogger, super().__deepcopy__(memodict))
+            new.name = self.name
+            return new
+
+    return _NamedPrintLogger
 
 
 class _NamedPrintLoggerFactory:
-    """Build a :class:`_NamedPrintLogger` writing to *stream* for ``get_logger(name)``."""
+    """Build a named print logger (:func:`_named_print_logger`) writing to *stream* for
+    ``get_logger(name)``."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
 
-    def __call__(self, name: str | None = None, *_: object) -> _NamedPrintLogger:
-        return _NamedPrintLogger(self._stream, name)
+    def __call__(self, name: str | None = None, *_: object) -> structlog.PrintLogger:
+        return _named_print_logger()(self._stream, name)
 
 
 def _add_logger_name(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
@@ -694,6 +733,8 @@ def reset_logging() -> None:
     """Undo :func:`configure_logging` and :func:`configure_default_logging` (for tests):
     structlog's configuration, our standard library handler and the once-flag. The
     library's loggers fall back to their unconfigured default (stderr, warnings)."""
+    import structlog
+
     global _configured
     structlog.reset_defaults()
     root = logging.getLogger()

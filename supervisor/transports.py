@@ -29,7 +29,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import urllib.parse
@@ -49,6 +48,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
+from ._programs import command_problem as command_problem
 from .errors import (
     HTTPConnectError,
     HTTPConnectionLost,
@@ -180,41 +180,6 @@ def child_environment(
     with ``inherit_env``, and then ``env`` over it."""
     base = dict(os.environ) if inherit_env else get_default_environment()
     return base | dict(env or {})
-
-
-def command_problem(
-    command: str,
-    *,
-    env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    inherit_env: bool = False,
-) -> str | None:
-    """Why a :class:`StdioTransport` with these settings could not start ``command``, or
-    ``None`` when it finds a program to run.
-
-    The program is looked up as the process will be: a bare name on the ``PATH`` of
-    :func:`child_environment` (the server's own ``env`` PATH when it sets one), a path
-    with a ``/`` relative to ``cwd`` (default: the current directory). The message quotes
-    the command and says what to do. A program found may still fail once it runs.
-    """
-    if os.sep in command or (os.altsep and os.altsep in command):
-        program = os.path.join(os.fspath(cwd or os.getcwd()), command)
-        if not os.path.exists(program):
-            return f'"{command}" does not exist; install it there, or correct the path'
-        if os.path.isdir(program):
-            return f'"{command}" is a directory, not a program'
-        if not os.access(program, os.X_OK):
-            return (
-                f'"{command}" is not executable; make it so (chmod +x), or give its '
-                'interpreter as the command (e.g. "python3") and the script in "args"'
-            )
-        return None
-    environment = child_environment(env, inherit_env=inherit_env)
-    search = os.pathsep.join(os.get_exec_path(environment))
-    if shutil.which(command, path=search) is not None:
-        return None
-    where = "the PATH set in its env" if "PATH" in (env or {}) else "PATH"
-    return f'"{command}" is not on {where}; install it, or give its full path'
 
 
 class StdioTransport:

@@ -52,13 +52,15 @@ async def _no_new_children(before: set[int]) -> set[int]:
         pytest.param(bench.shutdown_8_ratio, 2, id="shutdown_8_ratio"),
         pytest.param(bench.recovery_s, 1, id="recovery_s"),
         pytest.param(bench.rss_per_server_kb, 2, id="rss_per_server_kb"),
+        pytest.param(bench.cli_help_ms, 1, id="cli_help_ms"),
     ],
 )
 async def test_server_measurement_returns_a_positive_figure_and_leaves_no_process(
     function: Callable[[int], Awaitable[float]], n: int
 ) -> None:
-    """Each real-server measurement returns a positive finite figure on a tiny round, and
-    every fixture process it started has exited by the time it returns."""
+    """Each measurement that starts processes (fixture servers, fresh interpreters) returns
+    a positive finite figure on a tiny round, and every process it started has exited by
+    the time it returns."""
     before = _children()
     with trio.fail_after(120):  # a hang guard: connecting may retry on a loaded machine
         value = await function(n)
@@ -185,6 +187,8 @@ def test_every_registered_key_has_a_design_target_or_is_marked_informative() -> 
     assert targets["rss_per_server_kb"] == "<= 300"
     assert callable(targets["recovery_s"])
     assert targets["recovery_connect_s"] is None
+    assert targets["cli_help_ms"] == "<= 200"
+    assert targets["cli_help_baseline_ms"] is None
 
 
 def test_rss_probe_usage() -> None:

@@ -22,7 +22,7 @@ import trio_websocket
 from supervisor.dashboard import DashboardInfo, parse_address, serve_dashboard
 from supervisor.events import make_event
 from supervisor.runtime import SupervisorHandle, open_supervisor
-from supervisor.testing.browser import open_browser
+from supervisor.testing.browser import BrowserNotFound, find_chromium, open_browser
 from supervisor.testing.servers import stdio_params
 
 from .probes import until
@@ -581,6 +581,45 @@ async def test_serve_runs_the_dashboard_until_interrupted(tmp_path: Path) -> Non
 
 # ------------------------------------------------------------------ real Chromium
 
+#: Set (CI sets it to 1) when the Chromium tests must run: without Chromium they then fail
+#: instead of being skipped.
+REQUIRE_BROWSER = "MCP_SUPERVISOR_REQUIRE_BROWSER"
+
+
+def chromium_or_skip(executable: str | None = None) -> str:
+    """The Chromium a browser test runs (:func:`find_chromium`). Without one the test is
+    skipped, saying how to install it; with ``$MCP_SUPERVISOR_REQUIRE_BROWSER`` set (not
+    ``0``) it fails instead."""
+    try:
+        return find_chromium(executable)
+    except BrowserNotFound as exc:
+        if os.environ.get(REQUIRE_BROWSER, "") not in ("", "0"):
+            pytest.fail(f"{exc}; ${REQUIRE_BROWSER} is set: the browser tests must run")
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def chromium() -> str:
+    """The Chromium to drive (see :func:`chromium_or_skip`), found before any server
+    starts."""
+    return chromium_or_skip()
+
+
+@pytest.mark.parametrize("required", ["", "0", "1"])
+def test_without_chromium_a_browser_test_skips_saying_how_to_install_it(
+    required: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without Chromium a browser test is skipped with a reason naming the install command
+    and $CHROMIUM; with $MCP_SUPERVISOR_REQUIRE_BROWSER set (CI) it fails instead."""
+    monkeypatch.setenv(REQUIRE_BROWSER, required)
+    missing = str(tmp_path / "no-chromium")
+    outcome = pytest.fail.Exception if required == "1" else pytest.skip.Exception
+    with pytest.raises(outcome) as raised:
+        chromium_or_skip(missing)
+    reason = str(raised.value)
+    assert missing in reason and "apt-get install" in reason and "$CHROMIUM" in reason
+    assert (REQUIRE_BROWSER in reason) == (required == "1")
+
 
 def group_members(pgid: int) -> list[str]:
     """Live (not zombie) processes of process group *pgid*."""
@@ -630,7 +669,7 @@ def cell(name: str, field: str) -> str:
 
 
 async def test_the_page_in_chromium_shows_crash_recovery_and_restarts(
-    supervised: tuple[SupervisorHandle, DashboardInfo],
+    chromium: str, supervised: tuple[SupervisorHandle, DashboardInfo]
 ) -> None:
     """In headless Chromium the page lists both servers; a server killed with SIGKILL turns
     red, then green again once restarted; the Restart button restarts with the token; the
@@ -638,7 +677,7 @@ async def test_the_page_in_chromium_shows_crash_recovery_and_restarts(
     sup, info = supervised
     timings: dict[str, float] = {}
     began = time.monotonic()
-    async with open_browser() as browser:
+    async with open_browser(chromium) as browser:
         timings["launch"] = time.monotonic() - began
         page = await browser.new_page()
         await page.navigate(info.url)
@@ -772,7 +811,7 @@ async def serve_foreign_page(*, task_status: trio.TaskStatus[int]) -> None:
 
 
 async def test_another_origin_in_chromium_cannot_read_the_token_or_act(
-    supervised: tuple[SupervisorHandle, DashboardInfo],
+    chromium: str, supervised: tuple[SupervisorHandle, DashboardInfo]
 ) -> None:
     """A page of another origin, in the same browser: reading the dashboard (and its token)
     fails, opening its feed fails, and its blind POSTs change nothing."""
@@ -780,7 +819,7 @@ async def test_another_origin_in_chromium_cannot_read_the_token_or_act(
     before = {name: (r.pid, r.restarts) for name, r in sup.status().items()}
     async with trio.open_nursery() as nursery:
         port = await nursery.start(serve_foreign_page)
-        async with open_browser() as browser:
+        async with open_browser(chromium) as browser:
             page = await browser.new_page()
             await page.navigate(f"http://127.0.0.1:{port}/")
             base = f"http://127.0.0.1:{info.port}"

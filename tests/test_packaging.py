@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from .test_startup import HEAVY
+
 ROOT = Path(__file__).resolve().parent.parent
 #: Seconds for the whole test: copy, build, install and a demo, on a loaded 2-core machine.
 TIMEOUT = 300.0
@@ -89,3 +91,11 @@ def test_an_installed_wheel_runs_the_demo_from_any_directory(tmp_path: Path) -> 
     assert "total: 3 servers, 3 connected" in out
     assert out.rstrip().endswith("all servers stopped.")
     assert "Traceback" not in demo.stderr
+
+    # The installed entry point's --help loads no MCP SDK, HTTP stack, trio or structlog.
+    script = venv / "bin" / "mcp-supervisor"
+    helped = deadline.run(python, "-X", "importtime", script, "--help", cwd=elsewhere)
+    assert helped.stdout.startswith("usage: mcp-supervisor")
+    loaded = {line.split("|")[-1].strip() for line in helped.stderr.splitlines()}
+    assert "supervisor.cli" in loaded
+    assert not {m.partition(".")[0] for m in loaded} & set(HEAVY)

@@ -8,9 +8,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
-import trio
 
 if TYPE_CHECKING:
+    import trio
+
     from ._mailbox import Address
 
 
@@ -150,9 +151,9 @@ class Child(Protocol):
     has not returned after its spec's ``shutdown_timeout`` it is cancelled.
     """
 
-    async def run(
-        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> ExitReason | None: ...
+    # ``...``: a protocol's default is only declared (trio is not imported at run time,
+    # so that the config loader, which uses these values, does not load it)
+    async def run(self, *, task_status: trio.TaskStatus[None] = ...) -> ExitReason | None: ...
 
     def request_stop(self) -> None: ...
 

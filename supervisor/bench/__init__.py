@@ -24,6 +24,10 @@ fail on a missed target.
 
 # The underscored names are internals the tests exercise directly, not API.
 from ._alternate import Timer as Timer
+from ._cli import CLI as CLI
+from ._cli import CLI_BASELINE as CLI_BASELINE
+from ._cli import CLI_HELP as CLI_HELP
+from ._cli import cli_help_ms as cli_help_ms
 from ._fixtures import BenchError as BenchError
 from ._inprocess import BUS as BUS
 from ._inprocess import BUS_EVENTS as BUS_EVENTS
@@ -85,6 +89,7 @@ __all__ = [
     "bus_ratio",
     "call_overhead_ratio_concurrent",
     "call_overhead_ratio_seq",
+    "cli_help_ms",
     "format_table",
     "mailbox_call_ratio",
     "mailbox_call_timeout_us",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..registry._bench import listing_ms_32k, registry_merge_ms_32k, search_ms_32k
+from ._cli import CLI, CLI_BASELINE, CLI_HELP
 from ._inprocess import (
     _PIECES,
     BUS,
@@ -176,5 +177,26 @@ MEASUREMENTS: Sequence[Measurement] = (
         digits=0,
         note="VmRSS growth per connected stdio server of a fresh client process (after one "
         "warm-up server); our process only, not the server processes",
+    ),
+    CLI.measurement(
+        CLI_HELP,
+        target="<= 200",
+        unit="ms",
+        size=5,
+        quick_size=3,
+        digits=0,
+        note="wall time of `python -m supervisor --help`, process start included, bytecode "
+        "cached; median of n fresh processes per round, alternating with "
+        "cli_help_baseline_ms",
+    ),
+    CLI.measurement(
+        CLI_BASELINE,
+        target=None,
+        unit="ms",
+        size=5,
+        quick_size=3,
+        digits=0,
+        note="wall time of `python -c pass` by the same interpreter, same rounds: what "
+        "starting the interpreter costs on this machine",
     ),
 )

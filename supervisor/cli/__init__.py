@@ -7,6 +7,13 @@ output was closed early (``| head``), which ends the command quietly. Each modul
 adds its subcommands to the parser (``register``) and implements them; options are
 accepted anywhere on a subcommand's line (:class:`~._common.Parser`).
 
+Start-up is kept short: building the parser imports only the standard library and the
+command modules, which import what a command needs when it runs (the MCP SDK, HTTP
+stacks and trio are loaded by commands that connect to servers). A command that only
+reads files (``check``) sets the parser default ``light``: :func:`main` then configures
+logging only if ``-v`` asks for more than warnings, which still reach standard error
+through the library's default.
+
 :func:`main` configures logging (:func:`~supervisor.log.configure_logging`; importing
 configures nothing) and opens a redaction scope (``args.secrets``, a
 :class:`~supervisor.log.RedactionScope`) for the command: the secrets of the config it
@@ -20,8 +27,6 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-
-import trio
 
 from ..log import configure_logging, redact, redacting
 from . import _auth, _basics, _chaos, _manage, _resources, _serve, _servers, _tools
@@ -70,8 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 with usage on stderr for a usage error
     verbose = getattr(args, "verbose", 0)
-    level = "warning" if verbose == 0 else "info" if verbose == 1 else "debug"
-    configure_logging(level=level, stream=sys.stderr, force=True)
+    if verbose or not getattr(args, "light", False):
+        level = "warning" if verbose == 0 else "info" if verbose == 1 else "debug"
+        configure_logging(level=level, stream=sys.stderr, force=True)
     handler: Callable[[argparse.Namespace], int] = args.handler
     with redacting() as args.secrets:  # the loaded config's secrets, for the command
         try:
@@ -101,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _root_cause(exc: BaseException) -> BaseException:
     """The single error inside nested exception groups (ignoring cancellations), if any."""
     while isinstance(exc, BaseExceptionGroup):
-        real = [e for e in exc.exceptions if not isinstance(e, trio.Cancelled)]
+        real = [e for e in exc.exceptions if not _cancelled(e)]
         if len(real) != 1:
             return exc
         exc = real[0]
@@ -113,8 +119,15 @@ def _leaves(exc: BaseException) -> Iterator[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
             yield from _leaves(inner)
-    elif not isinstance(exc, trio.Cancelled):
+    elif not _cancelled(exc):
         yield exc
+
+
+def _cancelled(exc: BaseException) -> bool:
+    """Whether ``exc`` is trio's cancellation; trio is not imported to find out (a
+    command that never loaded it raised none)."""
+    trio = sys.modules.get("trio")
+    return trio is not None and isinstance(exc, trio.Cancelled)
 
 
 def _silence_stdout() -> None:

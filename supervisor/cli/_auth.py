@@ -11,8 +11,6 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from ._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -187,6 +185,8 @@ def _cmd_login(args: argparse.Namespace) -> int:
 
 
 async def _login(config: Config, names: Sequence[str], args: argparse.Namespace) -> int:
+    import trio
+
     from ..errors import SupervisorError
     from ..runtime import open_supervisor
 
@@ -224,6 +224,8 @@ async def _login(config: Config, names: Sequence[str], args: argparse.Namespace)
 async def _settled(sup: SupervisorHandle, name: str) -> Any:
     """``name``'s record once its connection after the login succeeded or failed (the
     server reconnects by itself when its broker has the new token)."""
+    import trio
+
     server = sup.server(name)
     limit = server.config.init_timeout + 5.0  # type: ignore[attr-defined]
     settled = ("connected", "failed", "needs_auth", "auth_failed", "disconnected")
@@ -236,6 +238,8 @@ async def _settled(sup: SupervisorHandle, name: str) -> Any:
 
 async def _login_all(sup: SupervisorHandle, names: Sequence[str]) -> dict[str, Any]:
     """Log every one of ``names`` in, concurrently (one callback listener for all)."""
+    import trio
+
     from ..errors import SupervisorError
 
     results: dict[str, Any] = {}
@@ -255,6 +259,8 @@ async def _login_all(sup: SupervisorHandle, names: Sequence[str]) -> dict[str, A
 async def _read_pasted(sup: SupervisorHandle) -> None:
     """Take redirected URLs pasted on the terminal (a browser on another machine lands
     on a page that does not load: its address holds the answer)."""
+    import trio
+
     logins = sup._auth.logins if sup._auth is not None else None
     if logins is None:
         return

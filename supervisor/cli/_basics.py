@@ -110,15 +110,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _problems(server: ServerConfig) -> list[FieldError]:
     """A server's errors, and for a local one that has none, whether its program is found
     where the process will look for it (its own env PATH, its cwd)."""
+    from .._programs import command_problem
     from ..config import FieldError, ServerType
     from ..log import redact
-    from ..transports import command_problem
 
     if server.errors or server.type is not ServerType.STDIO or server.command is None:
         return list(server.errors)
-    problem = command_problem(
-        server.command, env=server.env, cwd=server.cwd, inherit_env=server.inherit_env
-    )
+    problem = command_problem(server.command, env=server.env, cwd=server.cwd)
     return [] if problem is None else [FieldError(f"{server.path}.command", redact(problem))]
 
 
@@ -182,7 +180,7 @@ def register(commands: Commands, parents: Parents) -> None:
     )
     add_config_options(check, trust=False)
     check.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    check.set_defaults(handler=_cmd_check)
+    check.set_defaults(handler=_cmd_check, light=True)
 
 
 def register_bench(commands: Commands, parents: Parents) -> None:

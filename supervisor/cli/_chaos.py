@@ -25,8 +25,6 @@ import argparse
 from functools import partial
 from pathlib import Path
 
-import trio
-
 from ._common import EXIT_FAILURE, EXIT_USAGE, Commands, Parents, run, say
 from ._serve import dashboard_address
 
@@ -245,6 +243,8 @@ def _upstream_problem(url: str) -> str | None:
 async def _http(
     plan: object, host: str, port: int, upstream: str, engine: object, history: object
 ) -> int:
+    import trio
+
     from ..faults import run_http_proxy
     from ..faults._http_proxy import safe_url
 

@@ -16,11 +16,12 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
-from typing import Any, TypeAlias
-
-import trio
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..log import get_logger
+
+if TYPE_CHECKING:
+    import trio
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -84,6 +85,8 @@ def run(command: Callable[..., Awaitable[int]], *args: object) -> int:
     signal (such as writing to a terminal that hung up) is logged at debug level: the exit
     code is the signal's.
     """
+    import trio
+
     caught: list[signal.Signals] = []
     code = trio.run(_stoppable, command, args, caught)
     return 128 + caught[0] if caught else code
@@ -92,6 +95,8 @@ def run(command: Callable[..., Awaitable[int]], *args: object) -> int:
 async def _stoppable(
     command: Callable[..., Awaitable[int]], args: Sequence[object], caught: list[signal.Signals]
 ) -> int:
+    import trio
+
     code = EXIT_FAILURE  # replaced unless a signal cancels the command
     error: Exception | None = None
     async with trio.open_nursery() as nursery:
@@ -114,10 +119,12 @@ async def _stop_on_signal(
     scope: trio.CancelScope,
     caught: list[signal.Signals],
     *,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[None],
 ) -> None:
     """Cancel ``scope`` at the first of :data:`STOP_SIGNALS`, noting it in ``caught``;
     listen (and only say so) until cancelled."""
+    import trio
+
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         task_status.started()
         async for signum in signals:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
-
-import trio
+from typing import TYPE_CHECKING, NoReturn
 
 from ._common import EXIT_USAGE, Commands, Parents, load, run
 from ._trust import add_config_options
+
+if TYPE_CHECKING:
+    import trio
 
 __all__ = ["add_dashboard_option", "register", "start_dashboard"]
 
@@ -79,6 +80,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 async def _serve(config: object, dashboard: tuple[str, int]) -> NoReturn:
     """Serve until cancelled: :func:`~._common.run` cancels it on a signal."""
+    import trio
+
     from ..runtime import open_supervisor
 
     async with open_supervisor(config) as sup, trio.open_nursery() as nursery:  # type: ignore[arg-type]

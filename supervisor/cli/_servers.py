@@ -10,8 +10,6 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
-import trio
-
 from ._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -64,6 +62,8 @@ def _show(sup: SupervisorHandle, as_json: bool, *, redraw: bool = False, once: b
 
 async def _connect_all(sup: SupervisorHandle) -> None:
     """Connect every server; on a terminal, show ``connecting 3/8…`` on stderr meanwhile."""
+    import trio
+
     from ..monitor import progress_line
 
     if not sys.stderr.isatty() or len(sup.servers) < 2:
@@ -92,6 +92,8 @@ async def _connect_all(sup: SupervisorHandle) -> None:
 async def _watch(sup: SupervisorHandle, as_json: bool) -> NoReturn:
     """Redraw on every change (and every second on a terminal, for the clocks), until
     cancelled (a signal, see :func:`~._common.run`)."""
+    import trio
+
     tty = sys.stdout.isatty()
     async with sup.subscribe("mcp.*", "supervisor.*") as events, trio.open_nursery() as nursery:
         nursery.start_soon(sup.connect_all)
@@ -104,6 +106,8 @@ async def _watch(sup: SupervisorHandle, as_json: bool) -> NoReturn:
 
 
 async def _status(config: Config, args: argparse.Namespace) -> int:
+    import trio
+
     from ..runtime import open_supervisor
 
     # Without --watch (or the dashboard) status is a one-shot command: one attempt each.
@@ -129,6 +133,8 @@ def _cmd_events(args: argparse.Namespace) -> int:
 
 
 async def _events(config: object, pattern: str, duration: float | None) -> int:
+    import trio
+
     from ..events import encode
     from ..runtime import open_supervisor
 

@@ -20,8 +20,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import trio
-
 from ._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -228,6 +226,8 @@ async def _approve_all(request: ApprovalRequest) -> bool:
 
 async def _ask_on_terminal(request: ApprovalRequest) -> bool:
     """Ask on stderr, read one line from the terminal on stdin: only y or yes approves."""
+    import trio
+
     shown = json.dumps(dict(request.arguments))
     if len(shown) > 200:
         shown = shown[:199] + "…"

@@ -19,10 +19,11 @@ Chromium runs in its own process group; leaving the block closes it (``Browser.c
 bounded), then kills the whole group and removes the profile, so nothing is left behind,
 whatever happened inside.
 
-Errors: :class:`BrowserNotFound` when the executable is missing (a test that needs the
-browser fails, it is not skipped); :class:`BrowserError` when Chromium does not start or a
-command fails; :class:`JavaScriptError` when evaluated code throws; ``trio.TooSlowError``
-when a wait runs out.
+Errors: :class:`BrowserNotFound` when the executable is missing (its message says how to
+install one; this project's own browser tests skip on it unless
+``$MCP_SUPERVISOR_REQUIRE_BROWSER`` is set, as CI sets it); :class:`BrowserError` when
+Chromium does not start or a command fails; :class:`JavaScriptError` when evaluated code
+throws; ``trio.TooSlowError`` when a wait runs out.
 """
 
 from __future__ import annotations
