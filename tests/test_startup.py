@@ -1,5 +1,6 @@
-"""Start-up: ``import supervisor``, every ``--help`` and ``check`` load only what they need
-(no MCP SDK, HTTP stack, trio or structlog); the lazy façades still give every public name.
+"""Start-up: ``import supervisor``, every ``--help``, ``check`` and ``list`` load only what
+they need (no MCP SDK, HTTP stack, trio or structlog); the lazy façades still give every
+public name.
 
 What is loaded is checked, not how long it takes: the time is the bench's
 ``cli_help_ms``.
@@ -65,6 +66,8 @@ for line in [(), *commands(build_parser())]:
 found["help"] = heavy()
 with contextlib.redirect_stdout(io.StringIO()) as out:
     found["check"] = [main(["check", "--config", config]), out.getvalue(), heavy()]
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    found["list"] = [main(["list", "--config", config]), out.getvalue(), heavy()]
 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
     found["check -vv"] = [main(["check", "-vv", "--config", config]), err.getvalue()]
 print(json.dumps(found))
@@ -73,7 +76,7 @@ print(json.dumps(found))
 
 def test_help_and_check_load_no_heavy_package(tmp_path: Path) -> None:
     """``import supervisor`` loads none of its modules but the façade's helper; every
-    command's ``--help`` and ``check`` of a valid config load no SDK, HTTP stack, trio or
+    command's ``--help``, ``check`` and ``list`` of a valid config load no SDK, HTTP stack, trio or
     structlog; ``check -vv`` still configures logging and shows its debug lines."""
     config = tmp_path / "mcp.json"
     servers = {"local": {"command": sys.executable}, "web": {"url": "http://127.0.0.1:9/mcp"}}
@@ -94,6 +97,8 @@ def test_help_and_check_load_no_heavy_package(tmp_path: Path) -> None:
     assert found["help"] == []
     code, out, loaded = found["check"]
     assert (code, out.splitlines()[0], loaded) == (0, f"{config}: 2 servers", [])
+    code, out, loaded = found["list"]
+    assert (code, loaded) == (0, []) and "local" in out and "http://127.0.0.1:9/mcp" in out
     code, err = found["check -vv"]
     assert code == 0 and "ignored the client's own top-level keys" in err
 

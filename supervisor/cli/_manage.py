@@ -444,4 +444,4 @@ def register(commands: Commands, parents: Parents) -> None:
     )
     add_config_options(listing, trust=False)
     listing.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    listing.set_defaults(handler=_cmd_list)
+    listing.set_defaults(handler=_cmd_list, light=True)
