@@ -186,19 +186,25 @@ def test_a_tool_without_a_description_is_described_by_default(
 ) -> None:
     """tools --json and the table describe a tool listed without a description as "Tool
     '{name}' from MCP server '{serverId}'", and --json gives its provenance."""
+    from supervisor import log
     from supervisor.cli import main
 
     script = tmp_path / "bare.py"
     script.write_text(UNDESCRIBED)
     config = write_config(tmp_path, {"bare": {"command": sys.executable, "args": [str(script)]}})
-    assert main(["tools", "--config", config, "--json"]) == 0
-    (ping,) = json.loads(capsys.readouterr().out)["tools"]
+    try:
+        assert main(["tools", "--config", config, "--json"]) == 0
+        json_out = capsys.readouterr().out
+        assert main(["tools", "--config", config]) == 0
+        table_out = capsys.readouterr().out
+    finally:
+        log.reset_logging()  # the command configured logging for this whole process
+    (ping,) = json.loads(json_out)["tools"]
     assert ping["description"] == "Tool 'ping' from MCP server 'bare'"
     assert ping["provenance"] == {
         "name": "bare_ping", "source": "mcp", "serverId": "bare", "originalName": "ping"
     }  # fmt: skip
-    assert main(["tools", "--config", config]) == 0
-    row = capsys.readouterr().out.splitlines()[1]
+    row = table_out.splitlines()[1]
     assert row.split()[:2] == ["bare_ping", "bare"]
     assert row.endswith("  Tool 'ping' from MCP server 'bare'")
 

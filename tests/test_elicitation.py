@@ -5,9 +5,11 @@ in-memory server."""
 from __future__ import annotations
 
 import json
+import logging
 
 import mcp_types as types
 import pytest
+import structlog
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from structlog.testing import capture_logs
@@ -149,13 +151,18 @@ async def test_an_answer_that_does_not_fit_is_not_sent(mode: str) -> None:
         return answers.pop(0)
 
     apps = {"shop": asking_app()}
-    with capture_logs() as logs:
-        async with open_supervisor(
-            NO_SERVERS, apps=apps, elicitation_callback=handler, mode=mode
-        ) as sup:
-            with pytest.raises(ServerRequestError) as caught:
-                await sup.call("shop_ask")
-            declined = json.loads((await sup.call("shop_ask")).text)
+    before = structlog.get_config()  # warnings captured whatever ran before configured
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    try:
+        with capture_logs() as logs:
+            async with open_supervisor(
+                NO_SERVERS, apps=apps, elicitation_callback=handler, mode=mode
+            ) as sup:
+                with pytest.raises(ServerRequestError) as caught:
+                    await sup.call("shop_ask")
+                declined = json.loads((await sup.call("shop_ask")).text)
+    finally:
+        structlog.configure(**before)
     said = "MCP server 'shop': elicitation answer refused: count: must be of type 'integer'"
     assert said in str(caught.value)
     assert "seven" not in str(caught.value)
