@@ -46,6 +46,7 @@ One class per failure mode, under bases that catch whole families::
     ├── ToolArgumentsInvalid          arguments do not match the tool's schema (.tool, .errors)
     ├── ToolOutputInvalid             structuredContent does not match the outputSchema
     ├── PromptArgumentsInvalid        prompt arguments missing or not strings (.prompt, .errors)
+    ├── ElicitationAnswerInvalid      an elicitation answer does not fit the requested schema
     ├── ToolError                     the tool ran and reported an error (isError; .text)
     ├── ApprovalDenied                the approval callback refused the call
     │   └── ApprovalRequired          approval is needed and nobody can give it (headless)
@@ -104,6 +105,7 @@ __all__ = [
     "CatalogTooLarge",
     "ConfigError",
     "ConnectTimeout",
+    "ElicitationAnswerInvalid",
     "FieldError",
     "HTTPConnectError",
     "HTTPConnectionLost",
@@ -545,6 +547,32 @@ class PromptArgumentsInvalid(SupervisorError, ValueError):
         self.errors: list[tuple[str, str]] = list(errors)
         lines = [f"  {name}: {message}" for name, message in self.errors]
         super().__init__("\n".join([f"prompt {prompt!r}: invalid arguments", *lines]))
+
+
+class ElicitationAnswerInvalid(SupervisorError, ValueError):
+    """The embedder's elicitation handler accepted with an answer that does not fit the
+    schema the server requested (after the schema's defaults were filled in); it was not
+    sent. Its message goes, as a JSON-RPC error (-32602), to the server — or, on a
+    2026-07-28 connection, ends the call locally — so the call that asked raises
+    :class:`ServerRequestError` with it (docs/servers.md).
+
+    ``server`` is the server that asked; ``errors`` lists ``(field, message)`` pairs in
+    field order (``(root)`` for the answer as a whole). Messages never quote the answer's
+    values, only what the schema wants::
+
+        MCP server 'shop': elicitation answer refused: quantity: must be of type 'integer'
+    """
+
+    def __init__(self, server: str, errors: Iterable[tuple[str, str]]) -> None:
+        self.server = server
+        self.errors: list[tuple[str, str]] = list(errors)
+        head = f"MCP server {server!r}: elicitation answer refused"
+        if len(self.errors) == 1:
+            message = f"{head}: {self.errors[0][0]}: {self.errors[0][1]}"
+        else:
+            lines = [f"  {field}: {problem}" for field, problem in self.errors]
+            message = "\n".join([f"{head}: {len(lines)} problems", *lines])
+        super().__init__(message)
 
 
 class ToolError(SupervisorError):

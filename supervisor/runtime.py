@@ -471,7 +471,10 @@ async def open_supervisor(
     ``client_options`` go to each server's SDK ``mcp.Client``: ``sampling_callback``,
     ``elicitation_callback``, ``list_roots_callback``, ``logging_callback``,
     ``message_handler``, ``client_info``; without a handler a server's request gets the
-    proper MCP error. Servers connect lazily unless ``lazy: false``.
+    proper MCP error. An ``elicitation_callback``'s accepted answers get the requested
+    schema's defaults filled in and are checked against it; one that does not fit is not
+    sent (docs/servers.md). Servers connect lazily unless
+    ``lazy: false``.
 
     With ``retries=False`` each server gets one attempt and is never restarted: a server
     that fails is ``failed`` at once, with its reason, and calls to it fail fast — what a

@@ -420,3 +420,46 @@ async def test_builtin_clash_keeps_the_prefixed_name_and_warns() -> None:
         assert isinstance(event, ToolsConflict)
         assert (event.servers, event.builtin) == (["<built-in>", "web"], True)
         await sup.call("web_search", {"text": "q"})
+
+
+def undescribed_app() -> object:
+    """A low-level server listing tools without a description (absent, null, empty,
+    blank) and one with its own."""
+    import mcp_types as types
+    from mcp.server import Server
+
+    listed = [
+        types.Tool.model_validate({"name": "absent", "inputSchema": {"type": "object"}}),
+        types.Tool(name="null", description=None, input_schema={"type": "object"}),
+        types.Tool(name="empty", description="", input_schema={"type": "object"}),
+        types.Tool(name="blank", description=" \n ", input_schema={"type": "object"}),
+        types.Tool(name="own", description="Has its own.", input_schema={"type": "object"}),
+    ]
+
+    async def list_tools(ctx: object, params: object) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    return Server("bare", on_list_tools=list_tools)
+
+
+async def test_tools_listed_without_descriptions_get_the_default_and_provenance() -> None:
+    """Through a running supervisor, each description-less tool is described as "Tool
+    '{name}' from MCP server '{serverId}'" in the catalog, its summaries and search, and
+    every entry carries its provenance."""
+    async with open_supervisor({"mcpServers": {}}, apps={"plain": undescribed_app()}) as sup:
+        catalog = await sup.tools()
+        descriptions = {e.original_name: e.description for e in catalog.values()}
+        assert descriptions == {
+            "absent": "Tool 'absent' from MCP server 'plain'",
+            "null": "Tool 'null' from MCP server 'plain'",
+            "empty": "Tool 'empty' from MCP server 'plain'",
+            "blank": "Tool 'blank' from MCP server 'plain'",
+            "own": "Has its own.",
+        }
+        assert [s.description for s in catalog.list(limit=1)] == [descriptions["absent"]]
+        (hit,) = sup.search("blank")
+        assert (hit.name, hit.description) == ("plain_blank", descriptions["blank"])
+        assert sup.search("server") == []
+        provenance = catalog["plain_null"].provenance
+        assert (provenance.name, provenance.source) == ("plain_null", "mcp")
+        assert (provenance.server_id, provenance.original_name) == ("plain", "null")

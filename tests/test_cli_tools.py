@@ -1,4 +1,5 @@
-"""The tools and call commands of the CLI, run as real processes against fixture servers."""
+"""The tools and call commands of the CLI, run as real processes against fixture servers
+(and, where one run is enough, in this process)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,22 @@ from supervisor.testing.servers import count_executions, stdio_params
 TIMEOUT = 60
 ENTRY_KEYS = {
     "name", "server", "original_name", "description", "input_schema",
-    "annotations", "approval", "parameters",
+    "annotations", "approval", "parameters", "provenance",
 }  # fmt: skip
+#: A stdio server whose tool ``ping`` has no description (no docstring: listed as "").
+UNDESCRIBED = """
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("bare")
+
+
+@app.tool()
+def ping() -> str:
+    return "pong"
+
+
+app.run()
+"""
 
 
 def write_config(tmp_path: pathlib.Path, servers: dict[str, object]) -> str:
@@ -78,6 +93,9 @@ def test_tools_json_is_the_merged_catalog_in_config_order(tmp_path: pathlib.Path
     assert add["description"] == "Return a + b."
     assert set(add["input_schema"]["properties"]) == {"a", "b"}
     assert tools[3]["server"] == "beta" and tools[3]["original_name"] == "echo"
+    assert tools[0]["provenance"] == {
+        "name": "alpha_echo", "source": "mcp", "serverId": "alpha", "originalName": "echo"
+    }  # fmt: skip
     servers = {s["name"]: s for s in document["servers"]}
     assert servers["alpha"]["status"] == "connected" and servers["alpha"]["tool_count"] == 3
     assert servers["alpha"]["unsupported"] == 0 and servers["alpha"]["skipped"] == []
@@ -161,6 +179,34 @@ def test_tools_show_annotations_approval_and_parameters(tmp_path: pathlib.Path) 
     assert echo_row.split()[:4] == ["r_echo", "r", "auto", "r-i-"]
     assert lines[-1] == "13 tools from 1 server"
     assert "off" not in done.stderr
+
+
+def test_a_tool_without_a_description_is_described_by_default(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tools --json and the table describe a tool listed without a description as "Tool
+    '{name}' from MCP server '{serverId}'", and --json gives its provenance."""
+    from supervisor import log
+    from supervisor.cli import main
+
+    script = tmp_path / "bare.py"
+    script.write_text(UNDESCRIBED)
+    config = write_config(tmp_path, {"bare": {"command": sys.executable, "args": [str(script)]}})
+    try:
+        assert main(["tools", "--config", config, "--json"]) == 0
+        json_out = capsys.readouterr().out
+        assert main(["tools", "--config", config]) == 0
+        table_out = capsys.readouterr().out
+    finally:
+        log.reset_logging()  # the command configured logging for this whole process
+    (ping,) = json.loads(json_out)["tools"]
+    assert ping["description"] == "Tool 'ping' from MCP server 'bare'"
+    assert ping["provenance"] == {
+        "name": "bare_ping", "source": "mcp", "serverId": "bare", "originalName": "ping"
+    }  # fmt: skip
+    row = table_out.splitlines()[1]
+    assert row.split()[:2] == ["bare_ping", "bare"]
+    assert row.endswith("  Tool 'ping' from MCP server 'bare'")
 
 
 def test_tools_exits_1_when_no_server_connects(tmp_path: pathlib.Path) -> None:

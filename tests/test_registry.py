@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 
 import jsonschema
+import msgspec
 import pytest
 import trio
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ from supervisor.registry import (
     Conflict,
     Listing,
     NamingPolicy,
+    Provenance,
     diff,
     merge,
 )
@@ -290,6 +292,69 @@ class TestMerge:
             merge(two_searches()).resolve("web_serch")
 
 
+class TestDescriptionsAndProvenance:
+    @pytest.mark.parametrize(
+        "description",
+        [None, "", "   ", "\n\t"],
+        ids=["null", "empty", "spaces", "whitespace"],
+    )
+    def test_a_tool_without_a_description_gets_the_specs_default(
+        self, description: str | None
+    ) -> None:
+        """A missing, null, empty or blank description becomes "Tool '{name}' from MCP
+        server '{serverId}'", with the tool's own name and the server's name."""
+        catalog = merge([("web-srv", "w", [tool("fetch page", description)])])
+        (entry,) = catalog.values()
+        assert entry.name == "w_fetch_page"
+        assert entry.description == "Tool 'fetch page' from MCP server 'web-srv'"
+        assert catalog.list()[0].description == entry.description
+        assert catalog.unsupported["web-srv"] == 0
+
+    def test_a_tool_missing_the_description_field_gets_the_default(self) -> None:
+        """A tool listed with no description key at all gets the default too."""
+        listed = Tool.model_validate({"name": "ping", "inputSchema": {"type": "object"}})
+        assert "description" not in listed.model_dump(exclude_unset=True)
+        (entry,) = merge([("s", "s", [listed])]).values()
+        assert entry.description == "Tool 'ping' from MCP server 's'"
+
+    def test_an_own_description_is_kept_as_listed(self) -> None:
+        """A description with text is the tool's own, surrounding whitespace included."""
+        (entry,) = merge([("s", "s", [tool("t", "  Does things.\n")])]).values()
+        assert entry.description == "  Does things.\n"
+
+    def test_search_does_not_match_the_default_text(self) -> None:
+        """Words only the default description has ("tool", "server", the server's name)
+        match nothing; the same words in an own description do, and names still match."""
+        catalog = merge(
+            [
+                ("alpha", "a", [tool("ping"), tool("pong", "Ping the alpha server.")]),
+                ("beta", "b", [tool("tool_list")]),
+            ]
+        )
+        assert catalog["a_ping"].description == "Tool 'ping' from MCP server 'alpha'"
+        assert [s.name for s in catalog.search("alpha server")] == ["a_pong"]
+        assert [s.name for s in catalog.search("mcp")] == []
+        assert [s.name for s in catalog.search("tool")] == ["b_tool_list"]
+        assert [s.name for s in catalog.search("ping")] == ["a_ping", "a_pong"]
+
+    def test_every_entry_has_its_provenance(self) -> None:
+        """Provenance is {name, source "mcp", serverId, originalName}: the merged name,
+        the server's configured name and the tool's own name, also after a clash."""
+        catalog = merge(two_searches(prefix_a="", prefix_b=""))
+        assert [e.provenance for e in catalog.values()] == [
+            Provenance(name="search", source="mcp", server_id="web", original_name="search"),
+            Provenance(name="search_2", source="mcp", server_id="docs", original_name="search"),
+        ]
+        assert msgspec.to_builtins(catalog["search_2"].provenance) == {
+            "name": "search_2",
+            "source": "mcp",
+            "serverId": "docs",
+            "originalName": "search",
+        }
+        with pytest.raises(AttributeError):
+            catalog["search"].provenance.name = "other"  # type: ignore[misc]
+
+
 class TestDiff:
     def test_registered_deregistered_updated(self) -> None:
         """Diff reports added, removed and changed tools per server, and builds events."""
@@ -404,7 +469,9 @@ def _reference_search(catalog: object, query: str, limit: int) -> list[str]:
     ranked = []
     for entry in catalog.values():  # type: ignore[attr-defined]
         names = set(_tokens(entry.name))
-        described = {t for word in entry.description.split() for t in _tokens(word)}
+        own = entry.tool.description  # a default description is not searched
+        words_of = entry.description.split() if own and own.strip() else []
+        described = {t for word in words_of for t in _tokens(word)}
         exact = query.strip().lower() in (entry.name.lower(), entry.original_name.lower())
         named = sum(w in names for w in words)
         prefixed = sum(any(n.startswith(w) and n != w for n in names) for w in words)

@@ -51,6 +51,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
 
 async def _tools(config: object, as_json: bool, query: str | None, limit: int) -> int:
     import attrs
+    import msgspec
 
     from ..runtime import open_supervisor
     from ..tools import parameters
@@ -101,6 +102,7 @@ async def _tools(config: object, as_json: bool, query: str | None, limit: int) -
                     "annotations": _annotations(e),
                     "approval": approvals[e.name],
                     "parameters": [attrs.asdict(p) for p in parameters(e.input_schema)],
+                    "provenance": msgspec.to_builtins(e.provenance),
                 }
                 for e in entries
             ],
@@ -425,7 +427,9 @@ def register(commands: Commands, parents: Parents) -> None:
         "annotated) and description, each tool's parameters under it (* required); or "
         "with --json one document whose 'tools' entries carry name, server, "
         "original_name, description, input_schema, annotations, approval (why a call "
-        "needs it, or null) and parameters. Servers that could not be connected are "
+        "needs it, or null), parameters and provenance (name, source, serverId, "
+        "originalName); a tool listed without a description gets \"Tool '<name>' from "
+        "MCP server '<server>'\". Servers that could not be connected are "
         "named on stderr. Exit 0; 1 if no server could be connected; 2 for a config "
         "error.",
     )

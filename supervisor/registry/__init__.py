@@ -32,7 +32,11 @@ Invalid tools — a name that is not a non-empty string, a description that is n
 an input schema that is not an object with ``"type": "object"`` or is not valid JSON Schema,
 or an original name the server already listed — are skipped, counted in
 :attr:`Catalog.unsupported` and explained in :attr:`Catalog.invalid`; the server's other
-tools are unaffected.
+tools are unaffected. A tool listed without a description (missing, null, empty or only
+whitespace) is valid: its entry's description is ``Tool '{name}' from MCP server
+'{server}'`` (:func:`default_description`), which search leaves out. Every entry says where
+it comes from (:attr:`Entry.provenance`: merged name, ``source`` ``"mcp"``, server and
+original name).
 
 Schemas are checked for the shape JSON Schema 2020-12 gives the keywords that decide
 validation (``type``, ``properties``, ``items``, ``additionalProperties``, ``required``,
@@ -58,7 +62,9 @@ from ._catalog import Catalog as Catalog
 from ._catalog import CatalogDiff as CatalogDiff
 from ._catalog import Conflict as Conflict
 from ._catalog import Entry as Entry
+from ._catalog import Provenance as Provenance
 from ._catalog import Summary as Summary
+from ._catalog import default_description as default_description
 from ._live import Offer as Offer
 from ._live import Registry as Registry
 from ._live import RegistryStatistics as RegistryStatistics
@@ -90,12 +96,14 @@ __all__ = [
     "MergedResourceTemplate",
     "NamingPolicy",
     "Offer",
+    "Provenance",
     "Registry",
     "RegistryStatistics",
     "ServerTools",
     "Snapshot",
     "Summary",
     "check_prompt_arguments",
+    "default_description",
     "diff",
     "merge",
     "merge_prompts",

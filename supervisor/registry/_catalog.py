@@ -32,15 +32,40 @@ _ENCODER = msgspec.json.Encoder(order="sorted")
 BUILTIN = "<built-in>"
 
 
+def default_description(name: str, server: str) -> str:
+    """The description given to a tool ``name`` of ``server`` that was listed without one
+    (missing, null, empty or only whitespace): ``Tool '{name}' from MCP server
+    '{server}'``, the remote-server specification's words. ``name`` is the tool's own name
+    as the server listed it."""
+    return f"Tool '{name}' from MCP server '{server}'"
+
+
+class Provenance(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Where a catalog entry comes from.
+
+    ``name`` is the merged name, ``source`` is ``"mcp"``, ``server_id`` the configured
+    server's name and ``original_name`` the tool's name as that server listed it.
+    ``msgspec.to_builtins`` gives the JSON form ``tools --json`` prints:
+    ``{"name", "source", "serverId", "originalName"}``.
+    """
+
+    name: str
+    source: str
+    server_id: str
+    original_name: str
+
+
 class Entry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One tool in the merged catalog, with its provenance.
 
-    ``tool`` is the object the server listed; ``description`` and ``input_schema`` are its
-    own (the description ``""`` when it had none). ``fingerprint`` is a stable hash (16 hex
-    digits) of the server, original name, description and input schema in canonical JSON:
-    it changes exactly when the definition the model sees changes. It is computed when read
-    (about a microsecond), never by a merge, and not stored: entries stay small, immutable
-    and untracked by the cycle collector, so merging 32k of them stays cheap.
+    ``tool`` is the object the server listed; ``input_schema`` is its own, and so is
+    ``description`` unless it listed none (missing, null, empty or only whitespace): then
+    it is :func:`default_description`'s ``Tool '{name}' from MCP server '{server}'``.
+    ``fingerprint`` is a stable hash (16 hex digits) of the server, original name,
+    description and input schema in canonical JSON: it changes exactly when the definition
+    the model sees changes. It and ``provenance`` (:class:`Provenance`) are computed when
+    read (about a microsecond), never by a merge, and not stored: entries stay small,
+    immutable and untracked by the cycle collector, so merging 32k of them stays cheap.
     """
 
     name: str
@@ -58,6 +83,16 @@ class Entry(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             (self.server, self.original_name, self.description, self.input_schema)
         )
         return hashlib.blake2b(blob, digest_size=8).hexdigest()
+
+    @property
+    def provenance(self) -> Provenance:
+        """Where this entry comes from: merged name, source, server and original name."""
+        return Provenance(
+            name=self.name,
+            source=self.source,
+            server_id=self.server,
+            original_name=self.original_name,
+        )
 
 
 class Summary(msgspec.Struct, frozen=True, kw_only=True):
@@ -203,7 +238,10 @@ class Catalog(Mapping[str, Entry]):
         rank by, in order: the whole query equals the name (or original name); how many
         query words are words of the name; how many are prefixes of words of the name; how
         many are words of the description. Ties go to the alphabetically first name.
-        Entries matching nothing are left out.
+        Entries matching nothing are left out. A description given by default (the tool
+        listed none, see :class:`Entry`) is not searched: its words — "tool", "server",
+        the server's name — would match every such tool alike, and say nothing its name
+        and server do not.
         """
         return [_summary(e) for e in self._index.search(query, limit)]
 
@@ -257,7 +295,8 @@ class _SearchIndex:
             self.lower_names.setdefault(entry.original_name.lower(), i)
             for token in set(_tokens(entry.name)):
                 name_postings.setdefault(token, []).append(i)
-            words = set(entry.description.split())
+            own = entry.tool.description  # None or blank: the description is a default
+            words = set(entry.description.split()) if own and not own.isspace() else ()
             seen: set[str] = set()
             for word in words:
                 toks = memo.get(word)

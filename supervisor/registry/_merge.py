@@ -11,7 +11,7 @@ import msgspec
 from mcp_types import Tool
 
 from ..errors import ToolNameConflict
-from ._catalog import BUILTIN, Catalog, CatalogDiff, Conflict, Entry
+from ._catalog import BUILTIN, Catalog, CatalogDiff, Conflict, Entry, default_description
 from ._naming import _VALID, MAX_NAME, NamingPolicy, _fit, _part, _short_hash, _with_suffix
 
 ServerTools = tuple[str, str, Sequence[Tool]]
@@ -61,7 +61,9 @@ class Listing(Sequence[Tool]):
                 continue
             seen.add(original)
             plain = original.isascii() and original.isidentifier()
-            rows.append((tool, original, description or "", schema, plain))
+            if not description or description.isspace():  # merge gives it the default
+                description = ""
+            rows.append((tool, original, description, schema, plain))
         self._rows = rows
         self.problems: tuple[str, ...] = tuple(problems)
 
@@ -157,7 +159,7 @@ def _merge(
                 name=name,
                 server=server,
                 original_name=original,
-                description=description,
+                description=description or default_description(original, server),
                 input_schema=schema,
                 tool=tool,
             )

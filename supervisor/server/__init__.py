@@ -17,6 +17,10 @@ An incarnation connects lazily — on the first call or tool listing — unless 
 before being sent) while the server connects or restarts, each within its own deadline.
 A call already sent when the connection dies fails with :class:`CallMayHaveTakenEffect`
 and is never re-sent.
+
+An embedder's ``elicitation_callback`` is wrapped per server (:func:`checked_elicitation`):
+an accepted answer gets the requested schema's defaults and is checked against it
+(:func:`complete_elicitation`); one that does not fit is refused, not sent.
 """
 
 from ..errors import CallMayHaveTakenEffect as CallMayHaveTakenEffect
@@ -32,6 +36,8 @@ from ..transports import ServerExited as ServerExited
 from ._actor import MAX_IN_FLIGHT as MAX_IN_FLIGHT
 from ._actor import PING_TIMEOUT as PING_TIMEOUT
 from ._actor import ServerActor as ServerActor
+from ._elicitation import checked_elicitation as checked_elicitation
+from ._elicitation import complete_elicitation as complete_elicitation
 from ._health import Health as Health
 from ._health import HealthRecord as HealthRecord
 from ._health import LatencyHistogram as LatencyHistogram
@@ -78,6 +84,8 @@ __all__ = [
     "ServerUnavailable",
     "StaleConnection",
     "ToolCallTimeout",
+    "checked_elicitation",
+    "complete_elicitation",
     "disabled_record",
     "open_servers",
     "tree_hook",

@@ -7,7 +7,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import mcp_types as types
 import trio
@@ -40,6 +40,7 @@ from ..transports import (
     delivery,
 )
 from ..transports import _safe_url as safe_url
+from ._elicitation import checked_elicitation
 from ._health import ServerStatus
 from ._host import ServerHost
 from ._listing import Listings, describe
@@ -592,6 +593,9 @@ class ServerActor(Actor):
     async def _client(self, transport: TransportLike) -> AsyncIterator[Client]:
         options = dict(self.server.client_options)
         user_handler = options.pop("message_handler", None)
+        elicit: Any = options.get("elicitation_callback")
+        if elicit is not None:  # defaults filled in, answers checked (see _elicitation)
+            options["elicitation_callback"] = checked_elicitation(elicit, self.server.name)
 
         async def message_handler(message: object) -> None:
             if isinstance(message, types.ToolListChangedNotification):
