@@ -20,12 +20,10 @@ bytes on a local disk, cheaper than handing them to a thread.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,13 +32,12 @@ from urllib.parse import urlsplit
 import attrs
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
+from .._files import FILE_MODE, fsync_dir, private_dir, write_atomic
+
 __all__ = ["ENV_AUTH_DIR", "AuthStore", "Credentials", "StoredTokens", "default_auth_dir"]
 
 #: The environment variable that moves the auth directory.
 ENV_AUTH_DIR = "MCP_SUPERVISOR_AUTH_DIR"
-
-_DIR_MODE = 0o700
-_FILE_MODE = 0o600
 
 
 def default_auth_dir() -> Path:
@@ -84,15 +81,8 @@ class AuthStore:
     def _dir(self, kind: str) -> Path:
         """``root/kind``, made if needed; ``root`` and it are kept 0700 (the parents of
         ``root`` are the user's business)."""
-        path = self.root / kind
-        self.root.parent.mkdir(parents=True, exist_ok=True)
-        for directory in (self.root, path):
-            try:
-                directory.mkdir(mode=_DIR_MODE)
-            except FileExistsError:
-                if directory.stat().st_mode & 0o077:
-                    os.chmod(directory, _DIR_MODE)
-        return path
+        private_dir(self.root)
+        return private_dir(self.root / kind)
 
     def path(self, kind: str, key: str) -> Path:
         return self.root / kind / f"{key}.json"
@@ -109,20 +99,8 @@ class AuthStore:
 
     def write(self, kind: str, key: str, data: dict[str, object]) -> None:
         """Store ``data`` under ``kind``/``key`` atomically, mode 0600."""
-        directory = self._dir(kind)
-        fd, temp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                os.fchmod(out.fileno(), _FILE_MODE)  # mkstemp's 0600, whatever the umask
-                out.write(json.dumps(data, indent=2, sort_keys=True).encode())
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temp, directory / f"{key}.json")
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)
-            raise
-        _fsync_dir(directory)
+        data_bytes = json.dumps(data, indent=2, sort_keys=True).encode()
+        write_atomic(self._dir(kind) / f"{key}.json", data_bytes, FILE_MODE)
 
     def delete(self, kind: str, key: str) -> bool:
         """Remove ``kind``/``key``; whether there was one."""
@@ -130,7 +108,7 @@ class AuthStore:
             self.path(kind, key).unlink()
         except FileNotFoundError:
             return False
-        _fsync_dir(self.root / kind)
+        fsync_dir(self.root / kind)
         return True
 
     def mtime(self, kind: str, key: str) -> float | None:
@@ -148,14 +126,6 @@ class AuthStore:
             data = self.read(kind, path.stem)
             if data is not None:
                 yield path.stem, data
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Credentials:

@@ -27,8 +27,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._files import FILE_MODE, private_dir, write_atomic
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, Parser, say
-from ._files import FILE_MODE, private_dir, write_atomic
 from ._trust import DEFAULT_CONFIG, TrustStore, add_config_options, digest
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from ._files import FILE_MODE, private_dir, write_atomic
+from .._files import FILE_MODE, private_dir, write_atomic
 
 if TYPE_CHECKING:
     from ..config import Config

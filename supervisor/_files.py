@@ -1,10 +1,10 @@
-"""Small files written whole and atomically: the trust store, a config being edited, an
-env file of secrets.
+"""Small files written whole and atomically, and private directories: OAuth tokens, the
+trust store, a config being edited, an env file of secrets, the audit log's directory.
 
 A write goes to a temporary file in the same directory, is flushed to disk, then renamed
-over the old file, so a crash mid-write leaves the old content, never half of the new.
-Reads and writes are small synchronous file operations, done before (or outside) the
-command's trio run.
+over the old file (and the directory flushed), so a crash mid-write leaves the old
+content, never half of the new. These are small synchronous file operations: no thread
+is worth its cost for a few kilobytes.
 """
 
 from __future__ import annotations
@@ -52,3 +52,13 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Flush ``directory``'s entries (a rename or unlink in it) to disk."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
