@@ -84,6 +84,7 @@ from .server import (
     Progress,
     ServerMetrics,
     ServerStatus,
+    StartSlots,
     disabled_record,
     tree_hook,
 )
@@ -462,7 +463,9 @@ async def open_supervisor(
     ``client_options`` go to each server's SDK ``mcp.Client``: ``sampling_callback``,
     ``elicitation_callback``, ``list_roots_callback``, ``logging_callback``,
     ``message_handler``, ``client_info``; without a handler a server's request gets the
-    proper MCP error. Servers connect lazily unless ``lazy: false``.
+    proper MCP error. Servers connect lazily unless ``lazy: false``; at most
+    ``supervisor.startupConcurrency`` (4) connect at once, restarts included, the others
+    waiting their turn in start order, each ``initTimeout`` running from its turn.
 
     With ``retries=False`` each server gets one attempt and is never restarted: a server
     that fails is ``failed`` at once, with its reason, and calls to it fail fast — what a
@@ -556,6 +559,8 @@ async def open_supervisor(
         callback=oauth_callback_handler,
         base_dir=cfg.path.parent if cfg.path is not None else None,
     )
+    # One queue for all: at most startupConcurrency servers connect at once.
+    start_slots = StartSlots(settings.startup_concurrency)
     servers = {
         name: ManagedServer(
             cfg.servers[name],
@@ -568,6 +573,7 @@ async def open_supervisor(
             report=registry.report,
             retries=retries,
             broker=auth.broker(name),
+            start_slots=start_slots,
         )
         for name in enabled
     }

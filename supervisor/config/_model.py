@@ -57,12 +57,21 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_message_bytes: int = 16_777_216
 
 
+#: The default ``jitter`` of restart delays: each is drawn from ``[0.8 d, d]``, so servers
+#: that failed together do not all come back at the same moment.
+DEFAULT_JITTER = 0.2
+
+
 def _local_backoff() -> Backoff:
-    return Backoff(initial=1.0, maximum=30.0, multiplier=2.0, jitter=0.0, stable_after=30.0)
+    return Backoff(
+        initial=1.0, maximum=30.0, multiplier=2.0, jitter=DEFAULT_JITTER, stable_after=30.0
+    )
 
 
 def _remote_backoff() -> Backoff:
-    return Backoff(initial=1.0, maximum=60.0, multiplier=2.0, jitter=0.0, stable_after=30.0)
+    return Backoff(
+        initial=1.0, maximum=60.0, multiplier=2.0, jitter=DEFAULT_JITTER, stable_after=30.0
+    )
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -86,6 +95,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     init_timeout: float = 10.0
     ping_interval: float = 300.0
     ping_timeout: float = 10.0
+    #: servers that connect at once (spawn, handshake, first listing), restarts
+    #: included; the others wait their turn, and their ``init_timeout`` starts with it
+    startup_concurrency: int = 4
     #: how merged tool names are formed: ``{prefix}``, ``{server}``, ``{tool}``
     tool_name_template: str = "{prefix}_{tool}"
     #: what a name clash between servers' tools does: ``suffix``, ``hash`` or ``error``
