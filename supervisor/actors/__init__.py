@@ -38,7 +38,6 @@ from ._root import supervisor_spec as supervisor_spec
 from ._rules import RestartWindow as RestartWindow
 from ._rules import backoff_delay as backoff_delay
 from ._rules import children_to_restart as children_to_restart
-from ._rules import jitter_rng as jitter_rng
 from ._rules import should_restart as should_restart
 from ._spec import Backoff as Backoff
 from ._spec import Child as Child
@@ -98,7 +97,6 @@ __all__ = [
     "backoff_delay",
     "before_effect",
     "children_to_restart",
-    "jitter_rng",
     "collapse",
     "collapsing",
     "leaves",

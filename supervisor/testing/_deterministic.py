@@ -29,7 +29,7 @@ import msgspec
 import trio
 import trio.testing
 
-from ..actors import jitter_rng
+from ..actors._rules import jitter_rng
 from ..events import to_builtins
 
 if TYPE_CHECKING:
@@ -103,8 +103,8 @@ def run_deterministic(
     deterministic mode, the one it uses under Hypothesis — whatever else this process
     imported; its previous state is restored afterwards. The scheduler's ``seed`` is not
     the fault plans' seeds: those decide the faults, this one the order of simultaneous
-    steps — and the backoff jitter of restarts, drawn from a generator seeded with it
-    (:data:`supervisor.actors.jitter_rng`). ``run_options`` go to :func:`trio.run`.
+    steps — and the backoff jitter of restarts, drawn from a generator seeded with it.
+    ``run_options`` go to :func:`trio.run`.
 
     Raises :class:`RuntimeError` if this trio has no deterministic scheduling to turn on.
     """
