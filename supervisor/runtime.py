@@ -85,6 +85,7 @@ from .server import (
     Progress,
     ServerMetrics,
     ServerStatus,
+    StartSlots,
     disabled_record,
     tree_hook,
 )
@@ -473,8 +474,9 @@ async def open_supervisor(
     ``message_handler``, ``client_info``; without a handler a server's request gets the
     proper MCP error. An ``elicitation_callback``'s accepted answers get the requested
     schema's defaults filled in and are checked against it; one that does not fit is not
-    sent (docs/servers.md). Servers connect lazily unless
-    ``lazy: false``.
+    sent (docs/servers.md). Servers connect lazily unless ``lazy: false``; at most
+    ``supervisor.startupConcurrency`` (4) connect at once, restarts included, the others
+    waiting their turn in start order, each ``initTimeout`` running from its turn.
 
     With ``retries=False`` each server gets one attempt and is never restarted: a server
     that fails is ``failed`` at once, with its reason, and calls to it fail fast — what a
@@ -573,6 +575,8 @@ async def open_supervisor(
         callback=oauth_callback_handler,
         base_dir=cfg.path.parent if cfg.path is not None else None,
     )
+    # One queue for all: at most startupConcurrency servers connect at once.
+    start_slots = StartSlots(settings.startup_concurrency)
     servers = {
         name: ManagedServer(
             cfg.servers[name],
@@ -585,6 +589,7 @@ async def open_supervisor(
             report=registry.report,
             retries=retries,
             broker=auth.broker(name),
+            start_slots=start_slots,
         )
         for name in enabled
     }

@@ -49,6 +49,7 @@ async def _no_new_children(before: set[int]) -> set[int]:
         pytest.param(bench.call_overhead_ratio_seq, 5, id="call_overhead_ratio_seq"),
         pytest.param(bench.call_overhead_ratio_concurrent, 5, id="call_overhead_ratio_concurrent"),
         pytest.param(bench.startup_8_ratio, 2, id="startup_8_ratio"),
+        pytest.param(bench.startup_64_ratio, 4, id="startup_64_ratio"),
         pytest.param(bench.shutdown_8_ratio, 2, id="shutdown_8_ratio"),
         pytest.param(bench.recovery_s, 1, id="recovery_s"),
         pytest.param(bench.rss_per_server_kb, 2, id="rss_per_server_kb"),
@@ -183,6 +184,8 @@ def test_every_registered_key_has_a_design_target_or_is_marked_informative() -> 
     assert targets["call_overhead_ratio_seq"] == "<= 1.05"
     assert targets["call_overhead_ratio_concurrent"] == "<= 1.05"
     assert targets["startup_8_ratio"] == "<= 1.1"
+    assert targets["startup_64_ratio"] == "<= 1.2"
+    assert targets["startup_64_restarts"] == "<= 0"
     assert targets["shutdown_8_ratio"] == "<= 1.1"
     assert targets["rss_per_server_kb"] == "<= 300"
     assert callable(targets["recovery_s"])

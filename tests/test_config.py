@@ -285,7 +285,7 @@ class TestFormats:
         st = config.settings
         assert st.strategy is Strategy.REST_FOR_ONE
         assert st.intensity == Intensity(max_restarts=5, within_seconds=60)
-        assert st.local_backoff == Backoff(initial=0.5, maximum=10, stable_after=30)
+        assert st.local_backoff == Backoff(initial=0.5, maximum=10, jitter=0.2, stable_after=30)
         assert st.local_max_attempts == 3
         assert st.remote_backoff == Backoff(
             initial=1, maximum=60, multiplier=3, jitter=0.2, stable_after=120
@@ -902,12 +902,17 @@ class TestMerging:
 
 class TestRestartDefaults:
     def test_local_and_remote_defaults(self) -> None:
-        """Local: 1,2,4…30 s and 5 restarts; remote: 1,2,4…60 s and 10 reconnections."""
+        """Local: 1,2,4…30 s and 5 restarts; remote: 1,2,4…60 s and 10 reconnections; each
+        delay jittered by 0.2 (an upper bound)."""
         config = one({"mcpServers": {"l": {"command": "x"}, "r": {"url": "https://h"}}})
         local, remote = config.servers["l"], config.servers["r"]
-        assert local.backoff == Backoff(initial=1, maximum=30, multiplier=2, stable_after=30)
+        assert local.backoff == Backoff(
+            initial=1, maximum=30, multiplier=2, jitter=0.2, stable_after=30
+        )
         assert local.max_attempts == 5
-        assert remote.backoff == Backoff(initial=1, maximum=60, multiplier=2, stable_after=30)
+        assert remote.backoff == Backoff(
+            initial=1, maximum=60, multiplier=2, jitter=0.2, stable_after=30
+        )
         assert remote.max_attempts == 10
         assert (local.timeout, local.init_timeout, local.ping_interval) == (30, 10, 300)
         assert local.lazy and not local.disabled and not local.inherit_env
@@ -928,7 +933,7 @@ class TestRestartDefaults:
         s = config.servers
         assert [s[n].max_attempts for n in "abcde"] == [2, 0, 0, 3, 10]
         assert [s[n].restart_on_crash for n in "abcde"] == [True, False, False, True, True]
-        assert s["d"].backoff == Backoff(initial=1, maximum=5, stable_after=30)
+        assert s["d"].backoff == Backoff(initial=1, maximum=5, jitter=0.2, stable_after=30)
 
     def test_backoff_max_must_not_be_below_initial(self) -> None:
         """A backoff whose max is below its initial delay is an error at that object."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import contextvars
 import random
 from collections.abc import Sequence
 
@@ -73,3 +74,12 @@ def backoff_delay(backoff: Backoff, attempt: int, rng: random.Random | None = No
     if backoff.jitter and rng is not None:
         delay *= 1.0 - backoff.jitter * rng.random()
     return delay
+
+
+#: The generator a supervisor draws its backoff jitter from when it has no ``rng`` of its
+#: own (nor its parent's): ``None`` (the default) is a fresh, unseeded one per tree. A
+#: seeded generator set here for a run makes its delays repeatable — what
+#: :func:`supervisor.testing.run_deterministic` does.
+jitter_rng: contextvars.ContextVar[random.Random | None] = contextvars.ContextVar(
+    "supervisor_jitter_rng", default=None
+)

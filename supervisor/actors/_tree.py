@@ -20,7 +20,13 @@ from ._errors import (
 )
 from ._mailbox import Envelope
 from ._requests import fail_requests, request
-from ._rules import RestartWindow, backoff_delay, children_to_restart, should_restart
+from ._rules import (
+    RestartWindow,
+    backoff_delay,
+    children_to_restart,
+    jitter_rng,
+    should_restart,
+)
 from ._slot import LIVE, Exited, Slot, StartedStatus
 from ._spec import (
     Backoff,
@@ -198,7 +204,7 @@ class Supervisor:
         if self._control is not None:
             raise SupervisorError(f"supervisor {self.name!r} is already running")
         if self._rng is None:
-            self._rng = random.Random()
+            self._rng = jitter_rng.get() or random.Random()
         send, receive = trio.open_memory_channel[object](math.inf)
         self._control = send
         if self._stop_requested:

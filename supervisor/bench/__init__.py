@@ -65,7 +65,10 @@ from ._servers import RECOVERY as RECOVERY
 from ._servers import RECOVERY_CONNECT as RECOVERY_CONNECT
 from ._servers import SHUTDOWN as SHUTDOWN
 from ._servers import STARTUP as STARTUP
+from ._servers import STARTUP_64 as STARTUP_64
+from ._servers import STARTUP_64_RESTARTS as STARTUP_64_RESTARTS
 from ._servers import STARTUPS as STARTUPS
+from ._servers import STARTUPS_64 as STARTUPS_64
 from ._servers import _recovery_target as _recovery_target
 from ._servers import call_overhead_ratio_concurrent as call_overhead_ratio_concurrent
 from ._servers import call_overhead_ratio_seq as call_overhead_ratio_seq
@@ -73,6 +76,8 @@ from ._servers import recovery_backoff_initial as recovery_backoff_initial
 from ._servers import recovery_s as recovery_s
 from ._servers import shutdown_8_ratio as shutdown_8_ratio
 from ._servers import startup_8_ratio as startup_8_ratio
+from ._servers import startup_64_ratio as startup_64_ratio
+from ._servers import startup_64_restarts as startup_64_restarts
 from ._suite import QUICK_ROUNDS as QUICK_ROUNDS
 from ._suite import ROUNDS as ROUNDS
 from ._suite import Measurement as Measurement
@@ -100,4 +105,6 @@ __all__ = [
     "run_bench",
     "shutdown_8_ratio",
     "startup_8_ratio",
+    "startup_64_ratio",
+    "startup_64_restarts",
 ]

@@ -10,10 +10,11 @@ from contextlib import asynccontextmanager
 
 import trio
 from mcp import Client
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from ..runtime import SupervisorHandle
 from ..testing.servers import stdio_params, stdio_server_parameters
+from ..testing.servers.tiny import tiny_server
 from ..tools import ToolResult
 
 
@@ -68,13 +69,29 @@ def _check_connected(sup: SupervisorHandle) -> None:
 
 
 @asynccontextmanager
-async def _bare_client() -> AsyncIterator[Client]:
+async def _bare_client(params: StdioServerParameters | None = None) -> AsyncIterator[Client]:
     """The baseline: a bare SDK ``mcp.Client`` over the SDK's own stdio transport, to an
-    echo fixture process (its stderr discarded). Leaving it stops the process."""
+    echo fixture process (or ``params``' server), its stderr discarded. Leaving it stops
+    the process."""
+    if params is None:
+        params = stdio_server_parameters("echo")
     with open(os.devnull, "w") as errlog:  # noqa: ASYNC230 - /dev/null never blocks
-        transport = stdio_client(stdio_server_parameters("echo"), errlog=errlog)
+        transport = stdio_client(params, errlog=errlog)
         async with Client(transport) as client:  # type: ignore[arg-type]
             yield client
+
+
+def _tiny_config(n: int) -> dict[str, object]:
+    """``n`` eager stdio servers running the tiny stdlib-only fixture, default settings."""
+    return {"mcpServers": {f"tiny{i}": tiny_server() for i in range(1, n + 1)}}
+
+
+def _tiny_params() -> StdioServerParameters:
+    """The tiny fixture as the bare client runs it: the same command line."""
+    entry = tiny_server()
+    args = entry["args"]
+    assert isinstance(args, list)
+    return StdioServerParameters(command=str(entry["command"]), args=args)
 
 
 def _check_echo(result: object, via: str) -> None:

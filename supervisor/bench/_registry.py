@@ -28,7 +28,10 @@ from ._servers import (
     RECOVERY_CONNECT,
     SHUTDOWN,
     STARTUP,
+    STARTUP_64,
+    STARTUP_64_RESTARTS,
     STARTUPS,
+    STARTUPS_64,
     _recovery_target,
 )
 from ._suite import Measurement
@@ -134,8 +137,29 @@ MEASUREMENTS: Sequence[Measurement] = (
         size=8,
         quick_size=8,
         digits=3,
-        note="entering open_supervisor with 8 eager stdio servers until all are connected "
-        "(tools listed) ÷ 8 bare mcp.Clients entered concurrently until all are connected",
+        note="entering open_supervisor with 8 eager stdio servers (startupConcurrency 8) "
+        "until all are connected (tools listed) ÷ 8 bare mcp.Clients entered concurrently "
+        "until all are connected",
+    ),
+    STARTUPS_64.measurement(
+        STARTUP_64,
+        target="<= 1.2",
+        unit="ratio",
+        size=64,
+        quick_size=64,
+        digits=3,
+        note="entering open_supervisor with 64 eager stdio servers (the tiny stdlib-only "
+        "fixture), default settings, until all are connected ÷ 64 bare mcp.Clients to the "
+        "same fixture entered concurrently until all are connected",
+    ),
+    STARTUPS_64.measurement(
+        STARTUP_64_RESTARTS,
+        target="<= 0",
+        unit="restarts",
+        size=64,
+        quick_size=64,
+        digits=0,
+        note="restarts the supervisor needed in the startup_64_ratio rounds (median round)",
     ),
     STARTUPS.measurement(
         SHUTDOWN,

@@ -13,6 +13,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 
 import trio
+from mcp.client.stdio import StdioServerParameters
 
 from ..config import load_config
 from ..runtime import open_supervisor
@@ -27,6 +28,8 @@ from ._fixtures import (
     _connect_all,
     _echo_config,
     _server_names,
+    _tiny_config,
+    _tiny_params,
 )
 from ._suite import QUICK_ROUNDS, ROUNDS, RoundFn, Suite
 
@@ -34,6 +37,8 @@ from ._suite import QUICK_ROUNDS, ROUNDS, RoundFn, Suite
 CALL_SEQ = "call_overhead_ratio_seq"
 CALL_CONCURRENT = "call_overhead_ratio_concurrent"
 STARTUP = "startup_8_ratio"
+STARTUP_64 = "startup_64_ratio"
+STARTUP_64_RESTARTS = "startup_64_restarts"
 SHUTDOWN = "shutdown_8_ratio"
 RECOVERY = "recovery_s"
 RECOVERY_CONNECT = "recovery_connect_s"
@@ -116,10 +121,14 @@ async def _open_calls() -> AsyncIterator[RoundFn]:
         yield round_
 
 
-async def _supervisor_start_stop(n: int) -> tuple[float, float]:
-    """Seconds from entering ``open_supervisor`` (``n`` eager stdio servers) until all are
-    connected, and from then until the block is left (every server stopped)."""
-    config = _echo_config(_server_names(n))
+async def _supervisor_start_stop(
+    n: int, config: Mapping[str, object] | None = None
+) -> tuple[float, float, int]:
+    """Seconds from entering ``open_supervisor`` (``n`` eager stdio echo servers, all
+    starting at once; or ``config``) until all are connected, and from then until the
+    block is left (every server stopped); and the restarts it took."""
+    if config is None:
+        config = _echo_config(_server_names(n), startupConcurrency=n)
     async with AsyncExitStack() as stack:
         start = time.perf_counter()
         sup = await stack.enter_async_context(open_supervisor(config))
@@ -127,22 +136,26 @@ async def _supervisor_start_stop(n: int) -> tuple[float, float]:
             await sup.connect_all()
         connected = time.perf_counter()
         _check_connected(sup)
+        restarts = sum(record.restarts for record in sup.status().values())
         closing = time.perf_counter()
         await stack.aclose()
         closed = time.perf_counter()
-    return connected - start, closed - closing
+    return connected - start, closed - closing, restarts
 
 
-async def _bare_start_stop(n: int) -> tuple[float, float]:
+async def _bare_start_stop(
+    n: int, params: StdioServerParameters | None = None
+) -> tuple[float, float]:
     """Seconds until ``n`` bare ``Client``\\ s entered concurrently in one nursery are all
-    connected, and until they have all exited, concurrently."""
+    connected (to echo fixtures, or ``params``' server), and until they have all exited,
+    concurrently."""
     connected = 0
     all_connected = trio.Event()
     close = trio.Event()
 
     async def one() -> None:
         nonlocal connected
-        async with _bare_client():
+        async with _bare_client(params):
             connected += 1
             if connected == n:
                 all_connected.set()
@@ -174,6 +187,28 @@ async def _open_startup() -> AsyncIterator[RoundFn]:
             supervised = await _supervisor_start_stop(n)
             bare = await _bare_start_stop(n)
         return {STARTUP: supervised[0] / bare[0], SHUTDOWN: supervised[1] / bare[1]}
+
+    yield round_
+
+
+@asynccontextmanager
+async def _open_startup_64() -> AsyncIterator[RoundFn]:
+    """Each round starts ``n`` eager tiny stdio servers under a supervisor with default
+    settings (start-up slots and all) and ``n`` bare clients to the same fixture, in
+    alternating order, until all are connected; and counts the supervisor's restarts."""
+    parity = itertools.count()
+    params = _tiny_params()
+
+    async def round_(sizes: Mapping[str, int]) -> dict[str, float]:
+        n = max(sizes.values())
+        config = _tiny_config(n)
+        if next(parity) % 2 == 1:
+            bare = await _bare_start_stop(n, params)
+            supervised = await _supervisor_start_stop(n, config)
+        else:
+            supervised = await _supervisor_start_stop(n, config)
+            bare = await _bare_start_stop(n, params)
+        return {STARTUP_64: supervised[0] / bare[0], STARTUP_64_RESTARTS: supervised[2]}
 
     yield round_
 
@@ -240,6 +275,7 @@ async def _open_recovery() -> AsyncIterator[RoundFn]:
 
 CALLS = Suite("calls", _open_calls, rounds=ROUNDS, quick_rounds=QUICK_ROUNDS)
 STARTUPS = Suite("startup", _open_startup, rounds=3, quick_rounds=1)
+STARTUPS_64 = Suite("startup-64", _open_startup_64, rounds=3, quick_rounds=1)
 RECOVERIES = Suite("recovery", _open_recovery, rounds=5, quick_rounds=2)
 
 
@@ -258,6 +294,18 @@ async def startup_8_ratio(n: int) -> float:
     """Eager start of ``n`` stdio servers until all are connected ÷ ``n`` bare clients
     entered concurrently in one nursery until all are connected."""
     return await STARTUPS.measure(STARTUP, n)
+
+
+async def startup_64_ratio(n: int) -> float:
+    """Eager start of ``n`` tiny stdio servers, default settings, until all are connected
+    ÷ ``n`` bare clients to the same fixture entered concurrently until all are connected."""
+    return await STARTUPS_64.measure(STARTUP_64, n)
+
+
+async def startup_64_restarts(n: int) -> float:
+    """Restarts the supervisor needed to connect ``n`` tiny stdio servers (none, if
+    start-up holds at that scale)."""
+    return await STARTUPS_64.measure(STARTUP_64_RESTARTS, n)
 
 
 async def shutdown_8_ratio(n: int) -> float:

@@ -58,6 +58,10 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     max_message_bytes: int = 16_777_216
 
 
+#: The default ``jitter`` of restart delays: each is drawn from ``[0.8 d, d]``, so servers
+#: that failed together do not all come back at the same moment.
+DEFAULT_JITTER = 0.2
+
 #: The size at which the audit log is rotated by default (10 MiB), and the files kept.
 DEFAULT_AUDIT_MAX_BYTES = 10_485_760
 DEFAULT_AUDIT_BACKUPS = 3
@@ -77,11 +81,15 @@ class AuditSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _local_backoff() -> Backoff:
-    return Backoff(initial=1.0, maximum=30.0, multiplier=2.0, jitter=0.0, stable_after=30.0)
+    return Backoff(
+        initial=1.0, maximum=30.0, multiplier=2.0, jitter=DEFAULT_JITTER, stable_after=30.0
+    )
 
 
 def _remote_backoff() -> Backoff:
-    return Backoff(initial=1.0, maximum=60.0, multiplier=2.0, jitter=0.0, stable_after=30.0)
+    return Backoff(
+        initial=1.0, maximum=60.0, multiplier=2.0, jitter=DEFAULT_JITTER, stable_after=30.0
+    )
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -105,6 +113,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     init_timeout: float = 10.0
     ping_interval: float = 300.0
     ping_timeout: float = 10.0
+    #: servers that connect at once (spawn, handshake, first listing), restarts
+    #: included; the others wait their turn, and their ``init_timeout`` starts with it
+    startup_concurrency: int = 4
     #: how merged tool names are formed: ``{prefix}``, ``{server}``, ``{tool}``
     tool_name_template: str = "{prefix}_{tool}"
     #: what a name clash between servers' tools does: ``suffix``, ``hash`` or ``error``

@@ -87,6 +87,7 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
         "initTimeout": _seconds,
         "pingInterval": lambda v: _number(v, inclusive=True),
         "pingTimeout": _seconds,
+        "startupConcurrency": lambda v: _int(v, minimum=1),
         "toolNames": _id,
         "authDir": _nonempty,
         "audit": _id,
@@ -102,6 +103,7 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
         ("initTimeout", "init_timeout"),
         ("pingInterval", "ping_interval"),
         ("pingTimeout", "ping_timeout"),
+        ("startupConcurrency", "startup_concurrency"),
         ("authDir", "auth_dir"),
     ):
         if key in fields:

@@ -101,6 +101,7 @@ def _namespace(
         [
             (server, prefix, [Tool(name=key, input_schema=_OBJECT) for key in dict.fromkeys(keys)])
             for server, prefix, keys in keyed
+            if keys  # a server offering none names nothing (most offer no prompts, say)
         ],
         policy,
     )

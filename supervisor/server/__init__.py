@@ -55,6 +55,8 @@ from ._messages import CALL_ID_META as CALL_ID_META
 from ._messages import CallTool as CallTool
 from ._messages import ListTools as ListTools
 from ._messages import Progress as Progress
+from ._startup import StartSlots as StartSlots
+from ._startup import Turn as Turn
 
 __all__ = [
     "CALL_ID_META",
@@ -83,7 +85,9 @@ __all__ = [
     "ServerStatus",
     "ServerUnavailable",
     "StaleConnection",
+    "StartSlots",
     "ToolCallTimeout",
+    "Turn",
     "checked_elicitation",
     "complete_elicitation",
     "disabled_record",

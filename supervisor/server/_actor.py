@@ -46,6 +46,7 @@ from ._host import ServerHost
 from ._listing import Listings, describe
 from ._messages import CALL_ID_META, CallTool, GetPrompt, ListTools, ReadResource, _NotSent
 from ._remote import TransportLike
+from ._startup import Turn
 
 log = get_logger("supervisor.server")
 
@@ -134,6 +135,7 @@ class ServerActor(Actor):
         self._closing = False
         self._ended = False
         self.transport: TransportLike | None = None
+        self._turn: Turn | None = None  # a start slot queued for at init, not yet used
 
     async def init(self) -> None:
         server = self.server
@@ -142,7 +144,14 @@ class ServerActor(Actor):
         eager = not server.config.lazy or self.number > 1 or server.address.statistics().queued > 0
         if eager:
             self._wanted.set()
+            # Queue for a start slot now: the tree starts its children one after the other,
+            # so servers started (or restarted) together connect in that order.
+            self._turn = self._take_turn()
         self.nursery.start_soon(self._connection)
+
+    def _take_turn(self) -> Turn | None:
+        slots = self.server.start_slots
+        return None if slots is None else slots.turn()
 
     async def _connected(self, not_this: Client | None = None) -> Client:
         self._wanted.set()
@@ -475,18 +484,39 @@ class ServerActor(Actor):
             # server is not restarted after (a permanent one is).
             self.exit(Normal())
         finally:
+            if self._turn is not None:
+                self._turn.close()  # ended before it connected: the next server's turn
             self.client = None
             self._end_direct_calls()
             if self.server.current is self:
                 self.server.current = None
 
     async def _session(self) -> str | None:
-        """Connect and serve one session; why it must be started over, else it raises."""
+        """Connect and serve one session; why it must be started over, else it raises.
+
+        Connecting (spawn, handshake, first listing) holds one of the server's start
+        slots, if it has them: it waits its turn first, and ``initTimeout`` runs from then.
+        """
+        turn = self._turn if self._turn is not None else self._take_turn()
+        self._turn = None
+        try:
+            return await self._connect_and_serve(turn)
+        finally:
+            if turn is not None:
+                turn.close()
+
+    async def _connect_and_serve(self, turn: Turn | None) -> str | None:
         server = self.server
         health = server.health
         config = server.config
-        # attempt 0 is the first connection; 1..max_attempts are the retries after it.
         health.status = ServerStatus.CONNECTING
+        if turn is not None and not turn.holding:
+            try:
+                await turn.wait()
+            except trio.Cancelled:
+                self._on_stopped(None, connected=False)
+                raise
+        # attempt 0 is the first connection; 1..max_attempts are the retries after it.
         server.emit(
             events.Connecting(
                 server=server.name, attempt=server.attempt, max_attempts=config.max_attempts
@@ -508,6 +538,8 @@ class ServerActor(Actor):
                             tools = await self.listings.all_tools(client)
                             handshake.deadline = math.inf
                             connected = True
+                            if turn is not None:
+                                turn.close()  # listed: the next server may start
                             await self.listings.extras(client, ("resources", "prompts"))
                             self._on_connected(client, tools, trio.current_time() - began)
                             watchers.start_soon(self._ping, client)
@@ -687,7 +719,7 @@ class ServerActor(Actor):
         # tree's decision: the server reports it when the tree makes it (decided()).
         server.changed()
 
-    def _on_stopped(self, transport: TransportLike, connected: bool) -> None:
+    def _on_stopped(self, transport: TransportLike | None, connected: bool) -> None:
         server = self.server
         self.client = None
         server.health.stopped(connected, trio.current_time())

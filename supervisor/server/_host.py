@@ -19,6 +19,7 @@ from .. import events
 from ..actors import Address, Backoff, GiveUp, Restart
 from ._health import Health
 from ._remote import TransportLike
+from ._startup import StartSlots
 
 
 class ServerSettings(Protocol):
@@ -80,6 +81,9 @@ class ServerHost(Protocol):
     attempt: int
     #: a ``type: remote`` server that turned out to speak only legacy SSE
     use_sse: bool
+    #: the start slots its connections queue for (shared by a supervisor's servers);
+    #: ``None``: it connects at once
+    start_slots: StartSlots | None
     tools: list[types.Tool]
     resources: list[types.Resource]
     resource_templates: list[types.ResourceTemplate]

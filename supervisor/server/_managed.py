@@ -61,6 +61,7 @@ from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
 from ._host import Limits, ServerSettings
 from ._messages import CallTool, GetPrompt, ListTools, Progress, ReadResource, _NotSent
 from ._remote import TransportLike, _Remote
+from ._startup import StartSlots
 
 log = get_logger("supervisor.server")
 
@@ -147,8 +148,12 @@ class ManagedServer:
         kill_after: float = KILL_AFTER_SECONDS,
         retries: bool = True,
         broker: TokenBroker | None = None,
+        start_slots: StartSlots | None = None,
     ) -> None:
         self.config = config
+        #: the start slots each connection waits for (see :class:`StartSlots`); ``None``:
+        #: it connects at once
+        self.start_slots = start_slots
         #: the OAuth token broker of a remote server that uses OAuth (docs/auth.md)
         self.broker = broker
         #: why the server waits for an OAuth login (or was refused), while it does

@@ -10,16 +10,18 @@
 
     assert run_deterministic(main) == run_deterministic(main)
 
-Three things vary between two runs of one workload, and each is pinned: time (trio's
+Four things vary between two runs of one workload, and each is pinned: time (trio's
 ``MockClock`` — every sleep and timeout lasts exactly as long as asked, however loaded the
-machine), the fault plans' draws (their seeds) and trio's scheduler, which runs the tasks
-ready at one moment in a random order (:func:`run_deterministic` seeds it). The servers
+machine), the fault plans' draws (their seeds), trio's scheduler, which runs the tasks
+ready at one moment in a random order, and the restarts' backoff jitter
+(:func:`run_deterministic` seeds both from its ``seed``). The servers
 run in-process (``open_supervisor(apps=...)``): no subprocess, socket or thread whose
 timing the run would depend on.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,6 +29,7 @@ import msgspec
 import trio
 import trio.testing
 
+from ..actors._rules import jitter_rng
 from ..events import to_builtins
 
 if TYPE_CHECKING:
@@ -100,7 +103,8 @@ def run_deterministic(
     deterministic mode, the one it uses under Hypothesis — whatever else this process
     imported; its previous state is restored afterwards. The scheduler's ``seed`` is not
     the fault plans' seeds: those decide the faults, this one the order of simultaneous
-    steps. ``run_options`` go to :func:`trio.run`.
+    steps — and the backoff jitter of restarts, drawn from a generator seeded with it.
+    ``run_options`` go to :func:`trio.run`.
 
     Raises :class:`RuntimeError` if this trio has no deterministic scheduling to turn on.
     """
@@ -114,10 +118,12 @@ def run_deterministic(
     state, allowed = rng.getstate(), _run._ALLOW_DETERMINISTIC_SCHEDULING
     rng.seed(seed)
     _run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    jitter = jitter_rng.set(random.Random(seed))  # the restarts' jitter: from the seed too
     try:
         if clock is None:
             clock = trio.testing.MockClock(autojump_threshold=0)
         return trio.run(async_fn, *args, clock=clock, **run_options)
     finally:
+        jitter_rng.reset(jitter)
         rng.setstate(state)
         _run._ALLOW_DETERMINISTIC_SCHEDULING = allowed  # type: ignore[misc]

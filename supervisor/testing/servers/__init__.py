@@ -91,6 +91,11 @@ exchange), ``make_oauth_server`` and ``generate_key_pair``;
 ``supervisor.testing.oauth_browser`` is a ``$BROWSER`` that follows the authorization
 redirect to the client's loopback callback.
 
+``tiny`` (:mod:`supervisor.testing.servers.tiny`) is a stdio server of the standard
+library alone — ``echo`` and ``add``, started in a few tens of milliseconds — for tests
+that start many servers: ``tiny_server()`` gives its config entry, and with ``log=`` its
+processes record how many were starting at once (``max_overlap``).
+
 Importing this package does not import the ``mcp`` SDK; ``make_server``, ``serve_http``,
 ``start_http``, ``HttpServer`` and the OAuth names load it on first access.
 """
@@ -120,6 +125,8 @@ from ._procs import stdio_server_parameters as stdio_server_parameters
 from ._raw import ASGIApp as ASGIApp
 from ._raw import garbage_app as garbage_app
 from ._raw import hang_app as hang_app
+from .tiny import max_overlap as max_overlap
+from .tiny import tiny_server as tiny_server
 
 if TYPE_CHECKING:
     from ._http import HttpServer as HttpServer
@@ -184,6 +191,7 @@ __all__ = [
     "hang_app",
     "make_oauth_server",
     "make_server",
+    "max_overlap",
     "open_http_fixture",
     "open_oauth_server",
     "serve_http",
@@ -191,4 +199,5 @@ __all__ = [
     "start_http",
     "stdio_params",
     "stdio_server_parameters",
+    "tiny_server",
 ]
