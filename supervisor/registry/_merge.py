@@ -48,29 +48,44 @@ class Listing(Sequence[Tool]):
         seen: set[str] = set()
         check = msgspec.convert
         shape = _InputSchema
+        encode_into = msgspec.json.Encoder().encode_into
+        encoded = bytearray()  # reused: each schema encoded into it, resized to fit
         named = _TOOL_NAME.fullmatch
         for tool in self._tools:
             original = tool.name
             schema = tool.input_schema
             description = tool.description
-            problem = _schema_limits(schema, "inputSchema", max_schema)
+            problem = None
+            if type(schema) is dict:
+                # The common case costs one encoding and one search: no "$" keyword at all.
+                try:
+                    encode_into(schema, encoded)
+                    ok = True
+                except (TypeError, ValueError, OverflowError):
+                    ok = False
+                if not ok or len(encoded) > max_schema or b'"$' in encoded:
+                    known = bytes(encoded) if ok else None
+                    problem = _schema_limits(schema, known, "inputSchema", max_schema)
             if problem is None:
                 try:
                     check(schema, shape)  # a dict, "type": "object", shaped like JSON Schema
                 except msgspec.ValidationError as exc:
                     problem = _schema_problem(schema, exc)
-            if problem is None and tool.output_schema is not None:
-                problem = _schema_limits(tool.output_schema, "outputSchema", max_schema)
+            if problem is None and (output := tool.output_schema) is not None:
+                problem = _schema_limits(output, None, "outputSchema", max_schema)
             if problem is None:
-                if type(original) is not str or not named(original) or original in seen:
+                if type(original) is not str or original in seen:
                     problem = _name_problem(original)
                 elif description is not None and type(description) is not str:
                     problem = "its description is not a string"
+            plain = problem is None and original.isascii() and original.isidentifier()
+            if problem is None and not (plain and len(original) <= MAX_TOOL_NAME):
+                if not named(original):
+                    problem = _name_problem(original)
             if problem is not None:
                 problems.append(f"tool {original!r}: {problem}")
                 continue
             seen.add(original)
-            plain = original.isascii() and original.isidentifier()
             if not description or description.isspace():  # merge gives it the default
                 description = ""
             elif len(description) * 4 > max_description:
@@ -377,16 +392,17 @@ _DIALECTS = frozenset(
 )
 
 
-def _schema_limits(schema: object, what: str, max_bytes: int) -> str | None:
-    """Why a schema breaks the limits — larger than ``max_bytes`` as compact JSON, a
-    ``$schema`` dialect other than 2020-12 or draft-07, an external ``$ref`` — or None.
-    Any other fault is left to the shape check."""
+def _schema_limits(schema: object, encoded: bytes | None, what: str, max_bytes: int) -> str | None:
+    """Why a schema breaks the limits — larger than ``max_bytes`` as compact JSON
+    (``encoded``, if known), a ``$schema`` dialect other than 2020-12 or draft-07, an
+    external ``$ref`` — or None. Any other fault is left to the shape check."""
     if type(schema) is not dict:
         return None
-    try:
-        encoded = msgspec.json.encode(schema)
-    except (TypeError, ValueError, OverflowError):
-        return f"its {what} is not JSON"
+    if encoded is None:
+        try:
+            encoded = msgspec.json.encode(schema)
+        except (TypeError, ValueError, OverflowError):
+            return f"its {what} is not JSON"
     if len(encoded) > max_bytes:
         return (
             f"its {what} is {len(encoded)} bytes, more than the limit of {max_bytes} "
