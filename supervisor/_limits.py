@@ -60,3 +60,11 @@ class Limits:
     #: a result's text preview: bytes and lines
     max_preview_bytes: int = DEFAULT_MAX_PREVIEW_BYTES
     max_preview_lines: int = DEFAULT_MAX_PREVIEW_LINES
+
+
+def size_text(n: int) -> str:
+    """A limit in bytes as people read it: ``16 KiB``, ``4 MiB``, else ``N bytes``."""
+    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
+        if n and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} bytes"

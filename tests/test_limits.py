@@ -154,7 +154,7 @@ def test_a_description_over_16_kib_is_cut_saying_so() -> None:
     assert catalog["at"].description == at
     cut = catalog["past"].description
     assert len(cut.encode()) <= limit
-    assert cut.endswith("\n… [description truncated: 1 bytes over the 16 KiB limit]")
+    assert cut.endswith("\n… [description truncated: 1 byte over the 16 KiB limit]")
     assert past.startswith(cut.split("\n…")[0])
     listing = Listing([tool("past", description=past)])
     assert listing.problems == ()
@@ -437,4 +437,4 @@ async def test_the_configured_result_limits_reach_calls(tmp_path: Path) -> None:
     lines = out.text.split("\n")
     assert lines[:2] == ["a", "b"]
     assert lines[2].startswith("[output truncated at 2 of 3 lines")
-    assert lines[3].startswith("[image 2 (image/png, 2 bytes) not kept inline: only 1 images")
+    assert lines[3].startswith("[image 2 (image/png, 2 bytes) not kept inline: only 1 image is")

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Union, overload
 import msgspec
 from mcp_types import Tool
 
-from .._limits import Limits
+from .._limits import Limits, size_text
 from ..errors import ToolNameConflict
 from ._catalog import BUILTIN, Catalog, CatalogDiff, Conflict, Entry, default_description
 from ._naming import _VALID, MAX_NAME, NamingPolicy, _fit, _part, _short_hash, _with_suffix
@@ -444,15 +444,8 @@ def _cut_description(description: str, limit: int) -> tuple[str, str | None]:
     over = len(encoded) - limit
     if over <= 0:
         return description, None
-    marker = f"\n… [description truncated: {over} bytes over the {_size(limit)} limit]"
+    bytes_ = "byte" if over == 1 else "bytes"
+    marker = f"\n… [description truncated: {over} {bytes_} over the {size_text(limit)} limit]"
     keep = max(limit - len(marker.encode()), 0)
     cut = encoded[:keep].decode("utf-8", "ignore") + marker
-    return cut, f"its description ({len(encoded)} bytes) was cut to the {_size(limit)} limit"
-
-
-def _size(n: int) -> str:
-    """``16 KiB`` for a whole number of KiB or MiB, else ``N bytes``."""
-    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
-        if n % size == 0:
-            return f"{n // size} {unit}"
-    return f"{n} bytes"
+    return cut, f"its description ({len(encoded)} bytes) was cut to the {size_text(limit)} limit"

@@ -23,7 +23,7 @@ from typing import Literal
 import attrs
 import mcp_types as types
 
-from .._limits import DEFAULT_MAX_PREVIEW_BYTES, Limits
+from .._limits import DEFAULT_MAX_PREVIEW_BYTES, Limits, size_text
 from ..errors import ToolError, ToolOutputInvalid
 from . import _validate
 from ._validate import ArgumentValidator, JSONSchema
@@ -146,9 +146,10 @@ def normalize_result(
             seen_images += 1
             image = MediaContent(block.data, block.mime_type, _b64_size(block.data))
             if image.size > limits.max_image_bytes:
-                why = f"larger than the {_size(limits.max_image_bytes)} limit"
+                why = f"larger than the {size_text(limits.max_image_bytes)} limit"
             elif len(images) >= limits.max_inline_images:
-                why = f"only {limits.max_inline_images} images are kept inline"
+                n = limits.max_inline_images
+                why = f"only {n} image{' is' if n == 1 else 's are'} kept inline"
             else:
                 images.append(image)
                 continue
@@ -247,14 +248,6 @@ def _structured_preview(
         f"{preview}\n[structured content truncated at {len(preview.encode())} of "
         f"{len(encoded)} bytes; the whole of it is at {path}]"
     )
-
-
-def _size(n: int) -> str:
-    """``4 MiB`` for a whole number of MiB or KiB, else ``N bytes``."""
-    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
-        if n and n % size == 0:
-            return f"{n // size} {unit}"
-    return f"{n} bytes"
 
 
 def _decoded(data: str) -> bytes:
