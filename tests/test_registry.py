@@ -141,10 +141,9 @@ class TestNames:
         catalog = merge([("my server", "my.srv", tools)])
         assert list(catalog) == ["my_srv_fs_read", "my_srv_a-b"]
         assert catalog.unsupported["my server"] == 3
-        assert "tool 'read file': its name has characters MCP does not allow" in (
-            catalog.invalid["my server"][0]
-        )
-        assert "' '" in catalog.invalid["my server"][0]
+        first = catalog.invalid["my server"][0]
+        assert first.startswith("tool 'read file': its name has characters MCP does not allow")
+        assert "(' ')" in first
 
     def test_long_names_stay_valid_readable_and_distinct(self) -> None:
         """Two 100-character names differing only at the end stay distinct and ≤ 64 chars."""
