@@ -25,6 +25,7 @@ One class per failure mode, under bases that catch whole families::
     │   ├── ConnectTimeout            the handshake took longer than initTimeout
     │   ├── StaleConnection           a ping went unanswered
     │   ├── CatalogTooLarge           more tools (or bytes) than the limits allow
+    │   ├── PaginationError           a listing repeated a cursor or took over maxListPages
     │   ├── ResultTooLarge            one answer was over maxMessageBytes; dropped, connection kept
     │   ├── CallMayHaveTakenEffect    the connection died during the call; not retried
     │   ├── ToolCallTimeout           the call took longer than its timeout
@@ -113,6 +114,7 @@ __all__ = [
     "HTTPStatusError",
     "MailboxFull",
     "NoSuchChild",
+    "PaginationError",
     "PromptArgumentsInvalid",
     "ProtocolViolation",
     "RequestAborted",
@@ -269,6 +271,24 @@ class StaleConnection(ServerError):
 
 class CatalogTooLarge(ServerError):
     """The server lists more tools, or a bigger catalog, than the limits allow."""
+
+
+class PaginationError(ServerError):
+    """A listing (``tools/list``, ``resources/list`` …) was stopped: the server sent a
+    cursor it had sent before (it would loop forever), or the listing needed more requests
+    than ``maxListPages``. ``what`` is the listing, ``pages`` the requests made, ``cursor``
+    the repeated cursor (``None`` for too many pages). Not retryable: the same server
+    paginates the same way again."""
+
+    retryable = False
+
+    def __init__(
+        self, message: str, *, server: str, what: str, pages: int, cursor: str | None = None
+    ) -> None:
+        super().__init__(message, server=server)
+        self.what = what
+        self.pages = pages
+        self.cursor = cursor
 
 
 class ResultTooLarge(ServerError):

@@ -185,7 +185,9 @@ class Gate:
             except ToolOutputInvalid as exc:
                 raise ToolOutputInvalid(name, exc.errors) from exc.__cause__
             # The SDK client has checked structuredContent against the outputSchema already.
-            result = normalize_result(raw, tool=name, spill_dir=self._spill_dir)
+            result = normalize_result(
+                raw, tool=name, spill_dir=self._spill_dir, limits=server.limits
+            )
             result.raise_for_error(server=server.name)
         except BaseException as exc:
             if record is not None:

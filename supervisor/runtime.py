@@ -437,6 +437,14 @@ def _limits(config: Config) -> Limits:
         max_tools=limits.max_tools_per_server,
         max_catalog_bytes=limits.max_catalog_bytes,
         max_message_bytes=limits.max_message_bytes,
+        max_list_pages=limits.max_list_pages,
+        max_description_bytes=limits.max_description_bytes,
+        max_schema_bytes=limits.max_schema_bytes,
+        max_inline_images=limits.max_inline_images,
+        max_image_bytes=limits.max_image_bytes,
+        max_structured_preview_bytes=limits.max_structured_preview_bytes,
+        max_preview_bytes=limits.max_preview_bytes,
+        max_preview_lines=limits.max_preview_lines,
     )
 
 

@@ -48,6 +48,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
+from ._limits import DEFAULT_MAX_MESSAGE_BYTES
 from ._programs import command_problem as command_problem
 from .errors import (
     HTTPConnectError,
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
 log = get_logger("supervisor.transports")
 
 #: Default bound on one JSON-RPC message (the config's limits).
-MAX_MESSAGE_BYTES = 16 * 2**20
+MAX_MESSAGE_BYTES = DEFAULT_MAX_MESSAGE_BYTES
 #: How long a server gets to exit after its stdin closes, then after SIGTERM.
 GRACE_SECONDS = 2.0
 KILL_AFTER_SECONDS = 2.0

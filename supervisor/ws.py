@@ -51,6 +51,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
+from ._limits import DEFAULT_MAX_MESSAGE_BYTES
 from .errors import (
     WebSocketClosed,
     WebSocketConnectError,
@@ -81,7 +82,7 @@ log = get_logger(__name__)
 SUBPROTOCOL = "mcp"
 
 #: Largest message accepted by default, in characters (text) or bytes (binary): 16 MiB.
-DEFAULT_MAX_MESSAGE_SIZE = 16 * 2**20
+DEFAULT_MAX_MESSAGE_SIZE = DEFAULT_MAX_MESSAGE_BYTES
 
 # Close codes that mean "we are done", as opposed to a failure worth reporting.
 _NORMAL_CLOSE_CODES = frozenset({1000, 1001})

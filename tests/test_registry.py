@@ -135,12 +135,15 @@ class TestNames:
         assert list(catalog) == ["mcp__web__search", "mcp__docs__search"]
 
     def test_odd_names_are_normalised_readably(self) -> None:
-        """Spaces, dots and accents become readable valid names."""
-        tools = [tool("read file"), tool("fs.read"), tool("café-menü"), tool("检索")]
-        names = list(merge([("my server", "my.srv", tools)]))
-        assert names[:3] == ["my_srv_read_file", "my_srv_fs_read", "my_srv_cafe-menu"]
-        assert names[3].startswith("my_srv_t")
-        assert all(NAME.match(n) for n in names)
+        """Dots in a tool's name and odd characters in a prefix become readable valid names;
+        a tool name outside MCP's characters is skipped as unsupported, saying why."""
+        tools = [tool("read file"), tool("fs.read"), tool("café-menü"), tool("检索"), tool("a-b")]
+        catalog = merge([("my server", "my.srv", tools)])
+        assert list(catalog) == ["my_srv_fs_read", "my_srv_a-b"]
+        assert catalog.unsupported["my server"] == 3
+        first = catalog.invalid["my server"][0]
+        assert first.startswith("tool 'read file': its name has characters MCP does not allow")
+        assert "(' ')" in first
 
     def test_long_names_stay_valid_readable_and_distinct(self) -> None:
         """Two 100-character names differing only at the end stay distinct and ≤ 64 chars."""
@@ -236,20 +239,28 @@ class TestMerge:
         jsonschema.Draft202012Validator.check_schema(schema)
         assert list(merge([("s", "s", [tool("ok", schema=schema)])])) == ["s_ok"]
 
-    def test_an_older_draft_is_checked_by_its_own_metaschema(self) -> None:
-        """A schema declaring draft-04 may use its forms (a boolean exclusiveMinimum,
-        draft-03's boolean required) when its own metaschema accepts them."""
+    def test_only_2020_12_and_draft_07_are_supported(self) -> None:
+        """A schema declaring draft-07 is checked like any other; one declaring an older
+        dialect (draft-04, draft-03) is skipped as unsupported, naming its dialect."""
+        draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+                  "properties": {"pair": {"type": "array", "items": [{"type": "string"}]}}}
         draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
                   "properties": {"n": {"type": "number", "minimum": 0,
                                        "exclusiveMinimum": True}}}
         draft3 = {"$schema": "http://json-schema.org/draft-03/schema#", "type": "object",
                   "properties": {"n": {"type": "any", "required": True}}}
-        bad3 = {"$schema": "http://json-schema.org/draft-03/schema#", "type": "object",
-                "properties": {"n": {"type": "nonsense", "required": "yes"}}}
-        catalog = merge([("s", "s", [tool("four", schema=draft4), tool("three", schema=draft3),
-                                     tool("bad", schema=bad3)])])
-        assert list(catalog) == ["s_four", "s_three"]
-        assert catalog.invalid["s"][0].startswith("tool 'bad': its inputSchema is not a valid")
+        bad7 = {"$schema": "http://json-schema.org/draft-07/schema", "type": "object",
+                "properties": {"n": {"type": "nonsense"}}}
+        catalog = merge([("s", "s", [tool("seven", schema=draft7), tool("four", schema=draft4),
+                                     tool("three", schema=draft3), tool("bad", schema=bad7)])])
+        assert list(catalog) == ["s_seven"]
+        four, three, bad = catalog.invalid["s"]
+        assert four == (
+            "tool 'four': its inputSchema declares the JSON Schema dialect "
+            "'http://json-schema.org/draft-04/schema#'; only 2020-12 and draft-07 are supported"
+        )
+        assert "draft-03" in three
+        assert bad.startswith("tool 'bad': its inputSchema is not a valid")
 
     def test_a_listing_is_checked_once_and_merges_like_its_tools(self) -> None:
         """A Listing is the listed sequence (invalid tools included) with its problems;
@@ -303,10 +314,10 @@ class TestDescriptionsAndProvenance:
     ) -> None:
         """A missing, null, empty or blank description becomes "Tool '{name}' from MCP
         server '{serverId}'", with the tool's own name and the server's name."""
-        catalog = merge([("web-srv", "w", [tool("fetch page", description)])])
+        catalog = merge([("web-srv", "w", [tool("fetch.page", description)])])
         (entry,) = catalog.values()
         assert entry.name == "w_fetch_page"
-        assert entry.description == "Tool 'fetch page' from MCP server 'web-srv'"
+        assert entry.description == "Tool 'fetch.page' from MCP server 'web-srv'"
         assert catalog.list()[0].description == entry.description
         assert catalog.unsupported["web-srv"] == 0
 
@@ -570,9 +581,11 @@ def _schemas() -> st.SearchStrategy[object]:
 @settings(max_examples=500, deadline=None)
 @given(_schemas())
 def test_no_schema_jsonschema_accepts_is_refused(inner: object) -> None:
-    """Whatever the shape check refuses, jsonschema's Draft 2020-12 check refuses too."""
+    """Whatever the shape check refuses, jsonschema's Draft 2020-12 check refuses too (a
+    $ref outside the schema, valid but unsupported, aside)."""
     schema = {"type": "object", "properties": {"p": inner}}
-    refused = not list(merge([("s", "s", [tool("t", schema=schema)])]))
-    if refused:
+    catalog = merge([("s", "s", [tool("t", schema=schema)])])
+    refused = not list(catalog)
+    if refused and "outside the schema" not in catalog.invalid["s"][0]:
         with pytest.raises(jsonschema.SchemaError):
             jsonschema.Draft202012Validator.check_schema(schema)

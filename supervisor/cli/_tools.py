@@ -384,11 +384,12 @@ def _result_document(result: ToolResult, server: str | None) -> dict[str, object
 
 def _print_result(result: ToolResult) -> None:
     """The text (a preview naming the spill file when it was too big), then a line per
-    image, audio clip and resource; the structured content when there is no text."""
+    image, audio clip and resource; the structured content's preview when there is no
+    text."""
     if result.text:
         print(result.text)
-    elif result.structured is not None:
-        print(json.dumps(result.structured, indent=2))
+    elif result.structured_preview is not None:
+        print(result.structured_preview)
     for kind, items in (("image", result.images), ("audio", result.audio)):
         for m in items:
             print(f"[{kind}: {m.mime_type}, {m.size} bytes]")

@@ -85,6 +85,7 @@ def load_config(
             f"the file is {size} bytes, more than this limit of "
             f"{settings.limits.max_config_bytes} bytes",
         )
+    _check_server_count(errors, parsed.servers, settings.limits.max_servers)
     if errors.items:
         raise ConfigError(
             errors.items, path=None if path is None else root_label, servers=parsed.servers
@@ -93,6 +94,19 @@ def load_config(
     expander = _Expander(env, root, _workspace_folder(path, root))
     servers = {d.name: _build_server(d, settings, expander, base, limit) for d in drafts}
     return Config(servers=servers, settings=settings, path=path, project_root=root)
+
+
+def _check_server_count(errors: _Errors, servers: Mapping[str, str], limit: int) -> None:
+    """More servers than ``supervisor.limits.maxServers`` (disabled ones count too) is an
+    error at the section holding the first one past the limit."""
+    if len(servers) <= limit:
+        return
+    where = list(servers.values())[limit].split(".", 1)[0]
+    errors.add(
+        where,
+        f"has {len(servers)} servers, more than the limit of {limit}; remove some, or raise "
+        "supervisor.limits.maxServers",
+    )
 
 
 def _sets_config_limit(document: object) -> bool:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import msgspec
 
+from .. import _limits
 from ..actors import Backoff, GiveUp, Intensity, Restart, Strategy
 from ..errors import FieldError
 from ._secrets import _masked_repr, _query, _secret_args, _secretish
@@ -50,12 +51,28 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
 
     #: largest config file read; see :func:`load_config` for when a change takes effect
     max_config_bytes: int = DEFAULT_MAX_CONFIG_BYTES
+    #: most servers one config may hold
+    max_servers: int = _limits.DEFAULT_MAX_SERVERS
     #: most tools one server may list
-    max_tools_per_server: int = 1000
+    max_tools_per_server: int = _limits.DEFAULT_MAX_TOOLS_PER_SERVER
     #: largest tool catalog (tools, resources, prompts as JSON) one server may list
-    max_catalog_bytes: int = 2_097_152
+    max_catalog_bytes: int = _limits.DEFAULT_MAX_CATALOG_BYTES
     #: largest single JSON-RPC message accepted from a server
-    max_message_bytes: int = 16_777_216
+    max_message_bytes: int = _limits.DEFAULT_MAX_MESSAGE_BYTES
+    #: most requests (pages) one listing may take
+    max_list_pages: int = _limits.DEFAULT_MAX_LIST_PAGES
+    #: longest tool description kept whole (a longer one is cut, saying so)
+    max_description_bytes: int = _limits.DEFAULT_MAX_DESCRIPTION_BYTES
+    #: largest input or output schema of a tool (a larger one: the tool is unsupported)
+    max_schema_bytes: int = _limits.DEFAULT_MAX_SCHEMA_BYTES
+    #: images of one result kept inline, and the largest one kept
+    max_inline_images: int = _limits.DEFAULT_MAX_INLINE_IMAGES
+    max_image_bytes: int = _limits.DEFAULT_MAX_IMAGE_BYTES
+    #: largest preview of a result's structured content
+    max_structured_preview_bytes: int = _limits.DEFAULT_MAX_STRUCTURED_PREVIEW_BYTES
+    #: a result's text preview: at most this many bytes and lines
+    max_preview_bytes: int = _limits.DEFAULT_MAX_PREVIEW_BYTES
+    max_preview_lines: int = _limits.DEFAULT_MAX_PREVIEW_LINES
 
 
 #: The default ``jitter`` of restart delays: each is drawn from ``[0.8 d, d]``, so servers

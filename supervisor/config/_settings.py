@@ -65,10 +65,21 @@ def _backoff(
 
 _LIMITS = {
     "maxConfigBytes": "max_config_bytes",
+    "maxServers": "max_servers",
     "maxToolsPerServer": "max_tools_per_server",
     "maxCatalogBytes": "max_catalog_bytes",
     "maxMessageBytes": "max_message_bytes",
+    "maxListPages": "max_list_pages",
+    "maxDescriptionBytes": "max_description_bytes",
+    "maxSchemaBytes": "max_schema_bytes",
+    "maxInlineImages": "max_inline_images",
+    "maxImageBytes": "max_image_bytes",
+    "maxStructuredPreviewBytes": "max_structured_preview_bytes",
+    "maxPreviewBytes": "max_preview_bytes",
+    "maxPreviewLines": "max_preview_lines",
 }
+# Limits that may be 0 (keep no image inline); every other one is at least 1.
+_ZERO_ALLOWED = frozenset({"maxInlineImages"})
 _STRATEGIES = {s.value: s for s in Strategy}
 
 
@@ -142,7 +153,10 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
     if "limits" in fields:
         p = _join(path, "limits")
         got = _parse_object(
-            errors, fields["limits"], p, {k: lambda v: _int(v, minimum=1) for k in _LIMITS}
+            errors,
+            fields["limits"],
+            p,
+            {k: lambda v, k=k: _int(v, minimum=0 if k in _ZERO_ALLOWED else 1) for k in _LIMITS},
         )
         if got:
             changes["limits"] = Limits(**{_LIMITS[k]: v for k, v in got.items()})  # type: ignore[arg-type]

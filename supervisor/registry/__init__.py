@@ -10,10 +10,10 @@ expose a large catalog a little at a time.
 Naming, in order:
 
 1. Each part (``{prefix}``, ``{server}``, ``{tool}``) is normalised on its own: accents are
-   dropped (``café`` → ``cafe``), every run of other characters becomes one ``_``, and ``_``
-   is stripped from the ends of a part that needed it. A part left empty becomes ``t`` plus
-   a short hash. With an empty prefix, ``{prefix}`` disappears with the separator next to it
-   (``{prefix}_{tool}`` → ``{tool}``).
+   dropped (``café`` → ``cafe``; a tool's own name has none, see below), every run of
+   other characters becomes one ``_``, and ``_`` is stripped from the ends of a part that
+   needed it. A part left empty becomes ``t`` plus a short hash. With an empty prefix,
+   ``{prefix}`` disappears with the separator next to it (``{prefix}_{tool}`` → ``{tool}``).
 2. A name longer than 64 characters keeps a readable head and ends in ``_`` plus 8 hex
    digits hashed from the server and original name, so distinct long names stay distinct.
 3. A name equal to a built-in (registered by the embedder) never replaces it. The MCP tool
@@ -28,15 +28,19 @@ Naming, in order:
    :class:`~supervisor.errors.ToolNameConflict`. A :class:`Conflict` naming every server
    involved is recorded for ``suffix`` and ``hash``.
 
-Invalid tools — a name that is not a non-empty string, a description that is not a string,
-an input schema that is not an object with ``"type": "object"`` or is not valid JSON Schema,
-or an original name the server already listed — are skipped, counted in
-:attr:`Catalog.unsupported` and explained in :attr:`Catalog.invalid`; the server's other
-tools are unaffected. A tool listed without a description (missing, null, empty or only
-whitespace) is valid: its entry's description is ``Tool '{name}' from MCP server
-'{server}'`` (:func:`default_description`), which search leaves out. Every entry says where
-it comes from (:attr:`Entry.provenance`: merged name, ``source`` ``"mcp"``, server and
-original name).
+Invalid tools — a name that is not 1 to 128 characters of ``[A-Za-z0-9_.-]`` (MCP's rule),
+a description that is not a string, an input schema that is not an object with ``"type":
+"object"`` or is not valid JSON Schema, an input or output schema larger than the limit
+(:class:`~supervisor.server.Limits`), declaring a ``$schema`` other than 2020-12 or
+draft-07 or with a ``$ref`` outside itself, or an original name the server already
+listed — are skipped, counted in :attr:`Catalog.unsupported` and explained in
+:attr:`Catalog.invalid`; the server's other tools are unaffected. A description longer
+than the limit is cut to it with a marker saying so (:attr:`Listing.notes`). A tool
+listed without a description (missing, null, empty or only whitespace) is valid: its
+entry's description is ``Tool '{name}' from MCP server '{server}'``
+(:func:`default_description`), which search leaves out. Every entry says where it comes
+from (:attr:`Entry.provenance`: merged name, ``source`` ``"mcp"``, server and original
+name).
 
 Schemas are checked for the shape JSON Schema 2020-12 gives the keywords that decide
 validation (``type``, ``properties``, ``items``, ``additionalProperties``, ``required``,

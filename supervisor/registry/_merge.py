@@ -4,12 +4,14 @@ catalog, and diffing catalogs."""
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any, Literal, Union, overload
 
 import msgspec
 from mcp_types import Tool
 
+from .._limits import Limits, size_text
 from ..errors import ToolNameConflict
 from ._catalog import BUILTIN, Catalog, CatalogDiff, Conflict, Entry, default_description
 from ._naming import _VALID, MAX_NAME, NamingPolicy, _fit, _part, _short_hash, _with_suffix
@@ -32,40 +34,70 @@ class Listing(Sequence[Tool]):
     tools must not change afterwards.
     """
 
-    __slots__ = ("_rows", "_tools", "problems")
+    __slots__ = ("_rows", "_tools", "notes", "problems")
 
-    def __init__(self, tools: Iterable[Tool]) -> None:
+    def __init__(self, tools: Iterable[Tool], limits: Limits | None = None) -> None:
         self._tools = tuple(tools)
+        limits = limits or _DEFAULT_LIMITS
+        max_schema = limits.max_schema_bytes
+        max_description = limits.max_description_bytes
         # (tool, name, description, schema, whether the name is a plain ASCII identifier)
         rows: list[tuple[Tool, str, str, dict[str, object], bool]] = []
         problems: list[str] = []
+        notes: list[str] = []
         seen: set[str] = set()
         check = msgspec.convert
         shape = _InputSchema
+        encode_into = msgspec.json.Encoder().encode_into
+        encoded = bytearray()  # reused: each schema encoded into it, resized to fit
+        named = _TOOL_NAME.fullmatch
         for tool in self._tools:
             original = tool.name
             schema = tool.input_schema
             description = tool.description
-            try:
-                check(schema, shape)  # a dict, "type": "object", shaped like JSON Schema
-                problem = None
-            except msgspec.ValidationError as exc:
-                problem = _schema_problem(schema, exc)
+            problem = None
+            if type(schema) is dict:
+                # The common case costs one encoding and one search: no "$" keyword at all.
+                try:
+                    encode_into(schema, encoded)
+                    ok = True
+                except (TypeError, ValueError, OverflowError):
+                    ok = False
+                if not ok or len(encoded) > max_schema or b'"$' in encoded:
+                    known = bytes(encoded) if ok else None
+                    problem = _schema_limits(schema, known, "inputSchema", max_schema)
             if problem is None:
-                if type(original) is not str or not original or original in seen:
+                try:
+                    check(schema, shape)  # a dict, "type": "object", shaped like JSON Schema
+                except msgspec.ValidationError as exc:
+                    problem = _schema_problem(schema, exc)
+            if problem is None and (output := tool.output_schema) is not None:
+                problem = _schema_limits(output, None, "outputSchema", max_schema)
+            if problem is None:
+                if type(original) is not str or original in seen:
                     problem = _name_problem(original)
                 elif description is not None and type(description) is not str:
                     problem = "its description is not a string"
+            plain = problem is None and original.isascii() and original.isidentifier()
+            if problem is None and not (plain and len(original) <= MAX_TOOL_NAME):
+                if not named(original):
+                    problem = _name_problem(original)
             if problem is not None:
                 problems.append(f"tool {original!r}: {problem}")
                 continue
             seen.add(original)
-            plain = original.isascii() and original.isidentifier()
             if not description or description.isspace():  # merge gives it the default
                 description = ""
+            elif len(description) * 4 > max_description:
+                description, note = _cut_description(description, max_description)
+                if note:
+                    notes.append(f"tool {original!r}: {note}")
             rows.append((tool, original, description, schema, plain))
         self._rows = rows
+        #: why each invalid tool is skipped, one line each
         self.problems: tuple[str, ...] = tuple(problems)
+        #: what was changed to offer a tool (a description cut to the limit), one line each
+        self.notes: tuple[str, ...] = tuple(notes)
 
     @overload
     def __getitem__(self, index: int) -> Tool: ...
@@ -328,4 +360,92 @@ def _name_problem(original: object) -> str:
         return f"its name is not a string (got {type(original).__name__})"
     if not original:
         return "its name is empty"
+    if len(original) > MAX_TOOL_NAME:
+        return (
+            f"its name is {len(original)} characters long, more than the {MAX_TOOL_NAME} MCP allows"
+        )
+    if not _TOOL_NAME.fullmatch(original):
+        bad = sorted(set(_NOT_NAME.findall(original)))
+        return (
+            f"its name has characters MCP does not allow in a tool name "
+            f"({', '.join(map(repr, bad))}); only A-Z, a-z, 0-9, '_', '.' and '-'"
+        )
     return "the server already listed a tool of that name"
+
+
+# --- limits on a tool's definition ----------------------------------------------------
+
+#: Longest tool name a server may list (MCP's rule: 1 to 128 of ``[A-Za-z0-9_.-]``).
+MAX_TOOL_NAME = 128
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+_NOT_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+_DEFAULT_LIMITS = Limits()
+
+#: The JSON Schema dialects a tool's schema may declare in ``$schema``: 2020-12 (MCP's
+#: default) and draft-07, over http or https, with or without the empty fragment.
+DIALECTS = ("json-schema.org/draft/2020-12/schema", "json-schema.org/draft-07/schema")
+_DIALECTS = frozenset(
+    f"{scheme}://{dialect}{fragment}"
+    for dialect in DIALECTS
+    for scheme in ("http", "https")
+    for fragment in ("", "#")
+)
+
+
+def _schema_limits(schema: object, encoded: bytes | None, what: str, max_bytes: int) -> str | None:
+    """Why a schema breaks the limits — larger than ``max_bytes`` as compact JSON
+    (``encoded``, if known), a ``$schema`` dialect other than 2020-12 or draft-07, an
+    external ``$ref`` — or None. Any other fault is left to the shape check."""
+    if type(schema) is not dict:
+        return None
+    if encoded is None:
+        try:
+            encoded = msgspec.json.encode(schema)
+        except (TypeError, ValueError, OverflowError):
+            return f"its {what} is not JSON"
+    if len(encoded) > max_bytes:
+        return (
+            f"its {what} is {len(encoded)} bytes, more than the limit of {max_bytes} "
+            "(supervisor.limits.maxSchemaBytes)"
+        )
+    dialect = schema.get("$schema")
+    if dialect is not None and (type(dialect) is not str or dialect not in _DIALECTS):
+        return (
+            f"its {what} declares the JSON Schema dialect {dialect!r}; only 2020-12 and "
+            "draft-07 are supported"
+        )
+    if b'"$ref"' in encoded and (ref := _external_ref(schema)) is not None:
+        return (
+            f"its {what} refers to {ref!r}, outside the schema; only local references "
+            "('#...') are supported"
+        )
+    return None
+
+
+def _external_ref(schema: object) -> str | None:
+    """The first ``$ref`` in ``schema`` that does not start with ``#``, if any."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and not ref.startswith("#"):
+                return ref
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return None
+
+
+def _cut_description(description: str, limit: int) -> tuple[str, str | None]:
+    """``description`` cut to at most ``limit`` UTF-8 bytes, marker included, at a
+    character boundary, and a note saying so; as it is (and ``None``) if it fits."""
+    encoded = description.encode("utf-8", "replace")
+    over = len(encoded) - limit
+    if over <= 0:
+        return description, None
+    bytes_ = "byte" if over == 1 else "bytes"
+    marker = f"\n… [description truncated: {over} {bytes_} over the {size_text(limit)} limit]"
+    keep = max(limit - len(marker.encode()), 0)
+    cut = encoded[:keep].decode("utf-8", "ignore") + marker
+    return cut, f"its description ({len(encoded)} bytes) was cut to the {size_text(limit)} limit"

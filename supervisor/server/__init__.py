@@ -26,6 +26,7 @@ an accepted answer gets the requested schema's defaults and is checked against i
 from ..errors import CallMayHaveTakenEffect as CallMayHaveTakenEffect
 from ..errors import CatalogTooLarge as CatalogTooLarge
 from ..errors import ConnectTimeout as ConnectTimeout
+from ..errors import PaginationError as PaginationError
 from ..errors import ServerError as ServerError
 from ..errors import ServerRequestError as ServerRequestError
 from ..errors import ServerUnavailable as ServerUnavailable
@@ -74,6 +75,7 @@ __all__ = [
     "ListTools",
     "Progress",
     "ManagedServer",
+    "PaginationError",
     "ProtocolViolation",
     "ServerActor",
     "ServerError",

@@ -12,10 +12,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-import attrs
 import mcp_types as types
 
 from .. import events
+from .._limits import Limits as Limits
 from ..actors import Address, Backoff, GiveUp, Restart
 from ._health import Health
 from ._remote import TransportLike
@@ -50,15 +50,6 @@ class ServerSettings(Protocol):
     give_up: GiveUp
     #: seconds a stopping server gets before it is stopped by force
     shutdown_timeout: float
-
-
-@attrs.frozen
-class Limits:
-    """Bounds on what one server may send."""
-
-    max_tools: int = 1000
-    max_catalog_bytes: int = 2 * 2**20
-    max_message_bytes: int = 16 * 2**20
 
 
 class ServerHost(Protocol):

@@ -19,7 +19,7 @@ from mcp.client.subscriptions import (
 from mcp.shared.exceptions import MCPError
 
 from ..actors import collapse, leaves
-from ..errors import CatalogTooLarge
+from ..errors import CatalogTooLarge, PaginationError
 from ..log import get_logger
 from ._host import ServerHost
 
@@ -102,25 +102,55 @@ class Listings:
         self, what: str, fetch: Callable[[str | None], Awaitable[tuple[Sequence[_T], str | None]]]
     ) -> list[_T]:
         """Every page of one listing (``fetch(cursor)`` → items, next cursor), within the
-        server's limits (:class:`~supervisor.server.Limits`, as for tools)."""
+        server's limits (:class:`~supervisor.server.Limits`, as for tools): a listing that
+        grows too large raises :class:`~supervisor.errors.CatalogTooLarge`; one that needs
+        more than ``max_list_pages`` requests, or is handed a cursor it was handed before
+        (a server that would page forever), raises
+        :class:`~supervisor.errors.PaginationError` and is stopped there."""
         limits = self.server.limits
+        name = self.server.name
         items: list[_T] = []
         cursor: str | None = None
+        seen: set[str] = set()
         size = 0
+        pages = 0
         while True:
             page, cursor = await fetch(cursor)
+            pages += 1
             items.extend(page)
             size += sum(len(item.model_dump_json()) for item in page)  # type: ignore[attr-defined]
             if len(items) > limits.max_tools or size > limits.max_catalog_bytes:
                 raise CatalogTooLarge(
-                    f"MCP server {self.server.name!r} lists {len(items)} {what} ({size} "
+                    f"MCP server {name!r} lists {len(items)} {what} ({size} "
                     f"bytes), more than the limits ({limits.max_tools} {what}, "
                     f"{limits.max_catalog_bytes} bytes); raise supervisor.limits if that is "
                     "expected",
-                    server=self.server.name,
+                    server=name,
                 )
             if not cursor:
                 return items
+            if cursor in seen:
+                shown = cursor if len(cursor) <= 80 else cursor[:77] + "..."
+                raise PaginationError(
+                    f"MCP server {name!r} sent the {what} cursor {shown!r} a second time "
+                    f"(after {pages} pages): its pagination would never end, so the listing "
+                    "was stopped. The server is at fault: fix or update it",
+                    server=name,
+                    what=what,
+                    pages=pages,
+                    cursor=cursor,
+                )
+            if pages >= limits.max_list_pages:
+                raise PaginationError(
+                    f"MCP server {name!r} was still paginating its {what} after "
+                    f"{pages} requests, the limit (supervisor.limits.maxListPages); the "
+                    "listing was stopped. Raise that limit if the server really has that "
+                    "many pages",
+                    server=name,
+                    what=what,
+                    pages=pages,
+                )
+            seen.add(cursor)
 
     async def extras(self, client: Client, which: Sequence[Listing]) -> bool:
         """List the server's resources (with templates) and/or prompts, as its capabilities

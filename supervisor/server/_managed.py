@@ -238,7 +238,7 @@ class ManagedServer:
         # A name listed twice is the first tool's (as in the catalog: the rest are invalid).
         self._by_name = {t.name: t for t in reversed(tools)}
         # Checked here, once per list: names, descriptions, input schemas.
-        self.listing = listing = Listing(tools)
+        self.listing = listing = Listing(tools, self.limits)
         self.health.unsupported_tools = len(listing.problems)
         if listing.problems:
             log.warning(
@@ -246,6 +246,13 @@ class ManagedServer:
                 server=self.name,
                 count=len(listing.problems),
                 problems=list(listing.problems[:_LOGGED_PROBLEMS]),
+            )
+        if listing.notes:
+            log.warning(
+                "tool descriptions cut to the limit",
+                server=self.name,
+                count=len(listing.notes),
+                notes=list(listing.notes[:_LOGGED_PROBLEMS]),
             )
 
     def tool(self, name: str) -> types.Tool | None:

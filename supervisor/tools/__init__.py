@@ -9,9 +9,10 @@ A façade over one module per job:
   compiled once per :func:`fingerprint` and kept in a bounded LRU cache
   (:class:`ArgumentValidator`).
 * **Results** (``_results``) — :func:`normalize_result` turns a ``CallToolResult`` into a
-  :class:`ToolResult`: joined text (a preview when large, the whole text spilled to a
-  private file in a :class:`SpillDirectory`), images, audio, resources, and
-  ``structuredContent`` checked against the ``outputSchema``.
+  :class:`ToolResult`: joined text (a preview when long, the whole text spilled to a
+  private file in a :class:`SpillDirectory`), images (those past the inline limits
+  spilled too, each named in the text), audio, resources, and ``structuredContent``
+  checked against the ``outputSchema`` and previewed within its limit.
 * **Approval** (``_approval``) — :func:`policy_verdict` (:func:`approval_reason`,
   :func:`needs_approval`) applies a server's ``approve`` / ``autoApprove`` policy;
   :func:`decide_approval` asks the embedder's callback and fails closed without one,

@@ -1,13 +1,18 @@
-"""Result normalisation: a ``CallToolResult`` as a :class:`ToolResult`, large text spilled.
+"""Result normalisation: a ``CallToolResult`` as a :class:`ToolResult`, within the limits.
 
-:func:`normalize_result` joins the text blocks (a preview when large, the whole text
-spilled to a private file in a :class:`SpillDirectory`), keeps images, audio and
-resources, and checks ``structuredContent`` against the ``outputSchema``.
+:func:`normalize_result` joins the text blocks (a preview when long, the whole text
+spilled to a private file in a :class:`SpillDirectory`), keeps images inline up to the
+limits (the others are spilled to files too), keeps audio and resources, previews
+``structuredContent`` (spilled whole when long) and checks it against the
+``outputSchema``. Whatever a preview leaves out, it says so, and where the rest is.
 """
 
 from __future__ import annotations
 
 import atexit
+import binascii
+import json
+import mimetypes
 import os
 import re
 import shutil
@@ -18,12 +23,14 @@ from typing import Literal
 import attrs
 import mcp_types as types
 
+from .._limits import DEFAULT_MAX_PREVIEW_BYTES, Limits, size_text
 from ..errors import ToolError, ToolOutputInvalid
 from . import _validate
 from ._validate import ArgumentValidator, JSONSchema
 
 #: Largest text kept in memory in a :class:`ToolResult`; more is spilled to a file (24 KiB).
-DEFAULT_PREVIEW_BYTES = 24 * 1024
+DEFAULT_PREVIEW_BYTES = DEFAULT_MAX_PREVIEW_BYTES
+_DEFAULT_LIMITS = Limits()
 
 
 @attrs.frozen
@@ -55,11 +62,14 @@ class ResourceContent:
 class ToolResult:
     """A normalised tool result.
 
-    ``text`` is the result's text blocks joined with newlines — or, when that is larger than
-    the preview limit, its first bytes followed by a line naming ``spilled_to``, the file
-    holding the whole text. ``structured`` is ``structuredContent`` (validated against the
-    ``outputSchema`` when the tool has one). ``is_error`` means the tool reported failure:
-    :meth:`raise_for_error` turns it into :class:`~supervisor.errors.ToolError`.
+    ``text`` is the result's text blocks joined with newlines — or, when that is longer than
+    the preview limits (bytes or lines), its beginning followed by a line naming
+    ``spilled_to``, the file holding the whole text — then a line for each image not kept
+    inline (more than the limit, or too large), naming the file it was saved to.
+    ``structured`` is ``structuredContent`` (validated against the ``outputSchema`` when
+    the tool has one), whole; ``structured_preview`` is it as JSON, cut to the limit with a
+    last line naming the file holding the whole of it. ``is_error`` means the tool reported
+    failure: :meth:`raise_for_error` turns it into :class:`~supervisor.errors.ToolError`.
     """
 
     tool: str
@@ -70,6 +80,7 @@ class ToolResult:
     structured: object | None = None
     is_error: bool = False
     spilled_to: Path | None = None
+    structured_preview: str | None = None
     #: the result exactly as the server sent it
     raw: types.CallToolResult | None = attrs.field(default=None, eq=False, repr=False)
 
@@ -92,9 +103,10 @@ def normalize_result(
     *,
     tool: types.Tool | str,
     output_schema: JSONSchema | None = None,
-    preview_bytes: int = DEFAULT_PREVIEW_BYTES,
+    preview_bytes: int | None = None,
     spill_dir: str | os.PathLike[str] | None = None,
     validator: ArgumentValidator | None = None,
+    limits: Limits | None = None,
 ) -> ToolResult:
     """Normalise a tool's result into a :class:`ToolResult`.
 
@@ -104,25 +116,48 @@ def normalize_result(
     or :class:`~supervisor.errors.ToolOutputInvalid` is raised naming the path. An error
     result is never validated (it need not conform).
 
-    Text longer than ``preview_bytes`` (UTF-8) is written whole to a new file of mode 0600,
-    in ``spill_dir`` — a :class:`SpillDirectory` (a supervisor session's), or a path
-    (created with mode 0700 if missing, never removed) — or else in a private per-process
-    directory of mode 0700 created on first use and removed at exit; ``text`` is then the
-    preview, cut at a character boundary, and a last line saying where the whole output is.
+    ``limits`` (:class:`~supervisor.server.Limits`; ``preview_bytes`` overrides its
+    ``max_preview_bytes``) bound what is kept in memory. Text longer than
+    ``max_preview_bytes`` (UTF-8) or ``max_preview_lines`` lines is written whole to a new
+    file of mode 0600, in ``spill_dir`` — a :class:`SpillDirectory` (a supervisor
+    session's), or a path (created with mode 0700 if missing, never removed) — or else in
+    a private per-process directory of mode 0700 created on first use and removed at exit;
+    ``text`` is then the preview, cut at a character boundary, and a last line saying how
+    much was kept and where the whole output is. Images past the first
+    ``max_inline_images``, and any larger than ``max_image_bytes``, are saved (decoded) to
+    files there too, each named in a line of ``text``. ``structuredContent`` longer than
+    ``max_structured_preview_bytes`` as JSON is saved whole, and its preview says where.
     """
     name = tool if isinstance(tool, str) else tool.name
     if output_schema is None and not isinstance(tool, str):
         output_schema = tool.output_schema
+    limits = limits or _DEFAULT_LIMITS
 
     texts: list[str] = []
     images: list[MediaContent] = []
     audio: list[MediaContent] = []
     resources: list[ResourceContent] = []
+    notes: list[str] = []
+    seen_images = 0
     for block in result.content:
         if isinstance(block, types.TextContent):
             texts.append(block.text)
         elif isinstance(block, types.ImageContent):
-            images.append(MediaContent(block.data, block.mime_type, _b64_size(block.data)))
+            seen_images += 1
+            image = MediaContent(block.data, block.mime_type, _b64_size(block.data))
+            if image.size > limits.max_image_bytes:
+                why = f"larger than the {size_text(limits.max_image_bytes)} limit"
+            elif len(images) >= limits.max_inline_images:
+                n = limits.max_inline_images
+                why = f"only {n} image{' is' if n == 1 else 's are'} kept inline"
+            else:
+                images.append(image)
+                continue
+            path = _spill(_decoded(image.data), name, spill_dir, _suffix(image.mime_type))
+            notes.append(
+                f"[image {seen_images} ({image.mime_type}, {image.size} bytes) not kept "
+                f"inline: {why}; it is at {path}]"
+            )
         elif isinstance(block, types.AudioContent):
             audio.append(MediaContent(block.data, block.mime_type, _b64_size(block.data)))
         elif isinstance(block, types.EmbeddedResource):
@@ -141,17 +176,21 @@ def normalize_result(
                 name, [("(root)", "no structuredContent, but the tool declares an outputSchema")]
             )
         (validator or _validate._default_validator).validate_output(name, output_schema, structured)
-
-    text = "\n".join(texts)
-    spilled_to = None
-    encoded = text.encode("utf-8", "replace")
-    if len(encoded) > preview_bytes:
-        spilled_to = _spill(encoded, name, spill_dir)
-        preview = encoded[:preview_bytes].decode("utf-8", "ignore")
-        text = (
-            f"{preview}\n[output truncated at {len(preview.encode())} of {len(encoded)} bytes;"
-            f" the full output is at {spilled_to}]"
+    structured_preview = None
+    if structured is not None:
+        structured_preview = _structured_preview(
+            structured, name, spill_dir, limits.max_structured_preview_bytes
         )
+
+    text, spilled_to = _text_preview(
+        "\n".join(texts),
+        name,
+        spill_dir,
+        limits.max_preview_bytes if preview_bytes is None else preview_bytes,
+        limits.max_preview_lines,
+    )
+    if notes:
+        text = "\n".join([text, *notes]) if text else "\n".join(notes)
     return ToolResult(
         tool=name,
         text=text,
@@ -161,8 +200,66 @@ def normalize_result(
         structured=structured,
         is_error=bool(result.is_error),
         spilled_to=spilled_to,
+        structured_preview=structured_preview,
         raw=result,
     )
+
+
+def _text_preview(
+    text: str,
+    tool: str,
+    spill_dir: str | os.PathLike[str] | None,
+    max_bytes: int,
+    max_lines: int,
+) -> tuple[str, Path | None]:
+    """``text``, or its preview and the file holding all of it when it is longer than
+    ``max_bytes`` (UTF-8) or ``max_lines`` lines."""
+    encoded = text.encode("utf-8", "replace")
+    # Lines as people count them: a last line break ends a line, it does not start one.
+    lines = text.count("\n") + (not text.endswith("\n"))
+    if len(encoded) <= max_bytes and lines <= max_lines:
+        return text, None
+    spilled_to = _spill(encoded, tool, spill_dir)
+    preview = encoded[:max_bytes].decode("utf-8", "ignore")
+    if lines > max_lines:
+        preview = "\n".join(preview.split("\n", max_lines)[:max_lines])
+    kept = len(preview.encode())
+    if lines > max_lines:
+        shown = preview.count("\n") + 1
+        said = f"{shown} of {lines} lines, {kept} of {len(encoded)} bytes"
+    else:
+        said = f"{kept} of {len(encoded)} bytes"
+    note = f"[output truncated at {said}; the full output is at {spilled_to}]"
+    return f"{preview}\n{note}", spilled_to
+
+
+def _structured_preview(
+    structured: object, tool: str, spill_dir: str | os.PathLike[str] | None, max_bytes: int
+) -> str:
+    """``structured`` as JSON, or its first ``max_bytes`` and a line naming the file
+    holding all of it."""
+    whole = json.dumps(structured, ensure_ascii=False, separators=(",", ":"), default=str)
+    encoded = whole.encode("utf-8", "replace")
+    if len(encoded) <= max_bytes:
+        return whole
+    path = _spill(encoded, tool, spill_dir, ".json")
+    preview = encoded[:max_bytes].decode("utf-8", "ignore")
+    return (
+        f"{preview}\n[structured content truncated at {len(preview.encode())} of "
+        f"{len(encoded)} bytes; the whole of it is at {path}]"
+    )
+
+
+def _decoded(data: str) -> bytes:
+    """Base64 ``data`` decoded; the text itself if it is not base64."""
+    try:
+        return binascii.a2b_base64(data)
+    except (binascii.Error, ValueError):
+        return data.encode("utf-8", "replace")
+
+
+def _suffix(mime_type: str) -> str:
+    return mimetypes.guess_extension(mime_type.split(";", 1)[0].strip()) or ".bin"
 
 
 def _b64_size(data: str) -> int:
@@ -281,10 +378,12 @@ def _spill_directory(spill_dir: str | os.PathLike[str] | None) -> Path:
     return SpillDirectory(spill_dir).get()
 
 
-def _spill(data: bytes, tool: str, spill_dir: str | os.PathLike[str] | None) -> Path:
+def _spill(
+    data: bytes, tool: str, spill_dir: str | os.PathLike[str] | None, suffix: str = ".txt"
+) -> Path:
     directory = _spill_directory(spill_dir)
     prefix = (_UNSAFE.sub("_", tool)[:64] or "tool") + "-"
-    fd, name = tempfile.mkstemp(prefix=prefix, suffix=".txt", dir=directory)  # mode 0600
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)  # mode 0600
     with os.fdopen(fd, "wb") as f:
         f.write(data)
     return Path(name)

@@ -1,0 +1,70 @@
+"""The bounds on what servers may send, and their defaults: each default defined once here.
+
+The config's ``supervisor.limits`` section (:class:`supervisor.config.Limits`) takes its
+defaults from these constants; the running supervisor gets them as one :class:`Limits`
+value, which the server actors (listings), the registry (tool definitions) and result
+normalisation read. Imports nothing of the package, so every layer may import it.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+#: Most servers one config may hold.
+DEFAULT_MAX_SERVERS = 32
+#: Most tools one server may list.
+DEFAULT_MAX_TOOLS_PER_SERVER = 1000
+#: Largest catalog (tools, resources and prompts, as JSON) one server may list (2 MiB).
+DEFAULT_MAX_CATALOG_BYTES = 2 * 2**20
+#: Largest single JSON-RPC message accepted from a server (16 MiB).
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 2**20
+#: Most ``*/list`` requests one listing may take (pages, the first included).
+DEFAULT_MAX_LIST_PAGES = 100
+#: Longest tool description kept whole (UTF-8 bytes, 16 KiB); a longer one is cut.
+DEFAULT_MAX_DESCRIPTION_BYTES = 16 * 1024
+#: Largest input or output schema of a tool (compact JSON bytes, 64 KiB).
+DEFAULT_MAX_SCHEMA_BYTES = 64 * 1024
+#: Most images of one result kept inline.
+DEFAULT_MAX_INLINE_IMAGES = 4
+#: Largest image kept inline (decoded bytes, 4 MiB).
+DEFAULT_MAX_IMAGE_BYTES = 4 * 2**20
+#: Largest preview of a result's structured content (JSON bytes, 16 KiB).
+DEFAULT_MAX_STRUCTURED_PREVIEW_BYTES = 16 * 1024
+#: Largest text preview of a result (UTF-8 bytes, 24 KiB); more is spilled to a file.
+DEFAULT_MAX_PREVIEW_BYTES = 24 * 1024
+#: Most lines of a result's text preview; more is spilled to a file.
+DEFAULT_MAX_PREVIEW_LINES = 1000
+
+
+@attrs.frozen
+class Limits:
+    """Bounds on what one server may send, and on the previews of its results."""
+
+    #: tools one server may list
+    max_tools: int = DEFAULT_MAX_TOOLS_PER_SERVER
+    #: one server's catalog, as JSON
+    max_catalog_bytes: int = DEFAULT_MAX_CATALOG_BYTES
+    #: one JSON-RPC message
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    #: requests one listing may take
+    max_list_pages: int = DEFAULT_MAX_LIST_PAGES
+    #: a tool description kept whole
+    max_description_bytes: int = DEFAULT_MAX_DESCRIPTION_BYTES
+    #: a tool's input or output schema
+    max_schema_bytes: int = DEFAULT_MAX_SCHEMA_BYTES
+    #: images of one result kept inline, and the largest kept
+    max_inline_images: int = DEFAULT_MAX_INLINE_IMAGES
+    max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES
+    #: the preview of a result's structured content
+    max_structured_preview_bytes: int = DEFAULT_MAX_STRUCTURED_PREVIEW_BYTES
+    #: a result's text preview: bytes and lines
+    max_preview_bytes: int = DEFAULT_MAX_PREVIEW_BYTES
+    max_preview_lines: int = DEFAULT_MAX_PREVIEW_LINES
+
+
+def size_text(n: int) -> str:
+    """A limit in bytes as people read it: ``16 KiB``, ``4 MiB``, else ``N bytes``."""
+    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
+        if n and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} bytes"
