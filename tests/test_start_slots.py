@@ -110,9 +110,12 @@ async def test_at_most_the_startup_concurrency_servers_handshake_at_once(
 
 
 async def test_64_cheap_servers_all_connect_with_default_settings() -> None:
-    """64 eager stdio servers, default settings: every one connects, none restarts and
-    none records an error."""
-    config = {"mcpServers": {f"s{i}": tiny_server() for i in range(64)}}
+    """64 eager stdio servers, default settings (but the 32-server limit, raised): every one
+    connects, none restarts and none records an error."""
+    config = {
+        "mcpServers": {f"s{i}": tiny_server() for i in range(64)},
+        "supervisor": {"limits": {"maxServers": 64}},
+    }
     async with open_supervisor(config) as sup:
         with trio.fail_after(120):
             await sup.connect_all()

@@ -12,6 +12,7 @@ import trio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from .._limits import DEFAULT_MAX_SERVERS
 from ..runtime import SupervisorHandle
 from ..testing.servers import stdio_params, stdio_server_parameters
 from ..testing.servers.tiny import tiny_server
@@ -82,8 +83,12 @@ async def _bare_client(params: StdioServerParameters | None = None) -> AsyncIter
 
 
 def _tiny_config(n: int) -> dict[str, object]:
-    """``n`` eager stdio servers running the tiny stdlib-only fixture, default settings."""
-    return {"mcpServers": {f"tiny{i}": tiny_server() for i in range(1, n + 1)}}
+    """``n`` eager stdio servers running the tiny stdlib-only fixture, default settings
+    but for ``limits.maxServers``, raised to ``n`` where it is past the default 32."""
+    config: dict[str, object] = {"mcpServers": {f"tiny{i}": tiny_server() for i in range(1, n + 1)}}
+    if n > DEFAULT_MAX_SERVERS:
+        config["supervisor"] = {"limits": {"maxServers": n}}
+    return config
 
 
 def _tiny_params() -> StdioServerParameters:
