@@ -116,7 +116,7 @@ def test_demo_recovers_a_killed_stdio_server_and_a_lost_http_server() -> None:
         r"calc +mcp\.local\.crashed +exit code -9",
         r"calc +mcp\.disconnected +unexpected",
         r"calc_add\(a=2, b=40\) sent$",
-        r"calc +mcp\.error +#1, retry in 0\.20 s",
+        r"calc +mcp\.error +#1, retry in 0\.(1[6-9]|20) s",  # 0.2 s, jittered by up to 20%
         r"calc +supervisor\.child\.restarted +restart 1",
         r"calc +mcp\.connecting +attempt 1 of 5",
         r"calc +mcp\.local\.spawned +pid \d+",
@@ -126,7 +126,7 @@ def test_demo_recovers_a_killed_stdio_server_and_a_lost_http_server() -> None:
         # flaky: its HTTP process killed, a call finds it gone, it comes back on its port
         rf"^4\. Outage: the flaky HTTP server goes away \(kill -9 pid {flaky_pid[1]}\)",
         r"flaky_fetch\(key='exchange-rate'\) sent$",
-        r"flaky +mcp\.error +#1, retry in 0\.50 s",
+        r"flaky +mcp\.error +#1, retry in 0\.(4\d|50) s",
         r"^  flaky +(🔴|🟡) ",  # the table while it is down
         r"flaky +serving again on port \d+ \(pid \d+\)",
         r"flaky +mcp\.connected +2 tools",
@@ -200,7 +200,8 @@ def alive(pid: int) -> bool:
 
 
 def test_bench_json_quick_is_one_document_of_positive_figures() -> None:
-    """`bench --json --quick` prints one JSON object with every key, a positive number each;
+    """`bench --json --quick` prints one JSON object with every key, a positive number each
+    (a count that should be 0, such as restarts, may be);
     the same report makes a table naming each key and its target."""
     # A guard against hangs only: the whole quick bench takes a minute or two.
     result = run_cli("bench", "--json", "--quick", timeout=600)
@@ -208,8 +209,9 @@ def test_bench_json_quick_is_one_document_of_positive_figures() -> None:
     report = json.loads(result.stdout)
     keys = {m.key for m in bench.MEASUREMENTS}
     assert keys <= set(report)
-    for key in keys:
-        assert isinstance(report[key], int | float) and report[key] > 0, key
+    for key in keys:  # a count whose target is none at all (restarts) may be 0
+        floor = 0 if report["targets"][key] == "<= 0" else 1e-12
+        assert isinstance(report[key], int | float) and report[key] >= floor, key
     assert report["targets"]["mailbox_call_ratio"] == "<= 1.2"
     assert report["targets"]["bus_ratio"] == "<= 1.5"
     assert report["targets"]["mailbox_call_us"] is None

@@ -23,7 +23,7 @@ from mcp_types import Tool
 
 from ..errors import PromptArgumentsInvalid
 from ._merge import merge
-from ._naming import NamingPolicy
+from ._naming import NamingPolicy, _fit, _part
 
 
 @attrs.frozen
@@ -86,16 +86,18 @@ def _namespace(
     """Merged names for each server's original names, in order, by the tools' rules:
     :func:`supervisor.registry.merge` itself names them.
 
-    Unlike tools, one server may list a name twice (resource names need not be unique):
-    the second is named as if it were ``<name>_2`` rather than dropped.
+    Unlike tools, a resource or prompt name need not follow MCP's tool-name rule, nor be
+    unique: it is made a valid name part first (``notes://x y`` → ``notes_x_y``), and a
+    name one server lists twice is named as if it were ``<name>_2`` rather than dropped.
     """
     keyed: list[tuple[str, str, list[str]]] = []
     for server, prefix, originals in groups:
         seen: Counter[str] = Counter()
         keys: list[str] = []
         for original in originals:
-            seen[original] += 1
-            keys.append(original if seen[original] == 1 else f"{original}_{seen[original]}")
+            base = _fit(_part(original, server, original), server, original)
+            seen[base] += 1
+            keys.append(base if seen[base] == 1 else f"{base}_{seen[base]}")
         keyed.append((server, prefix, keys))
     catalog = merge(
         [
