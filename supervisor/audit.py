@@ -320,11 +320,7 @@ class AuditLog:
         outcome = audit_outcome(exc, sent=call.sent)
         approval = call.approval
         record: dict[str, object] = {
-            "ts": _iso(call.ts),
-            "call_id": call.call_id,
-            "server": call.server,
-            "tool": call.tool,
-            "original_tool": call.original,
+            **_ids(call),
             "approval": None
             if approval is None
             else {"decision": approval.answer, "by": str(approval.by), "reason": approval.reason},
@@ -349,14 +345,7 @@ class AuditLog:
 
     def _bare_line(self, call: AuditCall, exc: BaseException | None) -> bytes:
         """The line without approval, arguments, result or message: ids and outcome."""
-        record: dict[str, object] = {
-            "ts": _iso(call.ts),
-            "call_id": call.call_id,
-            "server": call.server,
-            "tool": call.tool,
-            "original_tool": call.original,
-            "outcome": audit_outcome(exc, sent=call.sent),
-        }
+        record: dict[str, object] = {**_ids(call), "outcome": audit_outcome(exc, sent=call.sent)}
         if exc is not None:
             record["error"] = {"type": type(exc).__name__, "message": ""}
         return msgspec.json.encode(redactor(None, "audit", record)) + b"\n"
@@ -449,6 +438,17 @@ def _last_byte(path: Path) -> bytes:
     with open(path, "rb") as file:
         file.seek(-1, os.SEEK_END)
         return file.read(1)
+
+
+def _ids(call: AuditCall) -> dict[str, object]:
+    """What every line of ``call`` begins with: when, its id, the server and the tool."""
+    return {
+        "ts": _iso(call.ts),
+        "call_id": call.call_id,
+        "server": call.server,
+        "tool": call.tool,
+        "original_tool": call.original,
+    }
 
 
 def _iso(ts: float) -> str:

@@ -1,8 +1,14 @@
-"""Shared test helpers: a journal and a controllable probe actor."""
+"""Shared test helpers: a journal, a controllable probe actor, and a command answered on a
+pseudo-terminal."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import pty
+import select
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
 
 import attrs
 import trio
@@ -117,3 +123,57 @@ async def until(predicate: Callable[[], bool], timeout: float = 600.0) -> None:
     with trio.fail_after(timeout):
         while not predicate():  # noqa: ASYNC110 - a predicate over state, in trio time
             await trio.sleep(0.001)
+
+
+#: how long a command on a pseudo-terminal may take to ask, and to end once answered
+TERMINAL_TIMEOUT = 60
+
+
+def answer_on_a_terminal(
+    args: Sequence[str], answer: bytes, *, before_answer: Callable[[], None] | None = None
+) -> tuple[int, str, str]:
+    """Run ``python -m supervisor ARGS`` with stdin and stderr on a pseudo-terminal and
+    answer its ``[y/N]`` question once it shows (``before_answer`` runs just before).
+    Returns the exit code, stdout and what the terminal showed."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "supervisor", *args],
+        stdin=terminal, stderr=terminal, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    os.close(terminal)
+    shown = b""
+    try:
+        while b"[y/N]" not in shown:
+            ready, _, _ = select.select([controller], [], [], TERMINAL_TIMEOUT)
+            assert ready, f"no prompt; the terminal showed {shown!r}"
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: the process closed the terminal
+                chunk = b""
+            assert chunk, f"no prompt; the terminal showed {shown!r}"
+            shown += chunk
+        if before_answer is not None:
+            before_answer()
+        os.write(controller, answer)
+        out, _ = process.communicate(timeout=TERMINAL_TIMEOUT)
+        shown += rest_of_terminal(controller)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(controller)
+    return process.returncode, out, shown.decode(errors="replace")
+
+
+def rest_of_terminal(controller: int) -> bytes:
+    """What the terminal still has to show, once the process has ended."""
+    rest = b""
+    while select.select([controller], [], [], 0)[0]:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not chunk:
+            break
+        rest += chunk
+    return rest

@@ -8,13 +8,14 @@ import json
 import os
 import pathlib
 import pty
-import select
 import subprocess
 import sys
 
 import pytest
 
 from supervisor.testing.servers import count_executions, stdio_params
+
+from .probes import answer_on_a_terminal, rest_of_terminal
 
 TIMEOUT = 60
 ENTRY_KEYS = {
@@ -398,50 +399,11 @@ def test_call_with_bad_args_json_exits_2_before_starting_anything(
     assert not started.exists()
 
 
-def _rest_of(controller: int) -> bytes:
-    """What the terminal still has to show, once the process has ended."""
-    rest = b""
-    while select.select([controller], [], [], 0)[0]:
-        try:
-            chunk = os.read(controller, 4096)
-        except OSError:  # EIO: the process closed the terminal
-            break
-        if not chunk:
-            break
-        rest += chunk
-    return rest
-
-
 def ask_on_a_terminal(config: str, answer: bytes) -> tuple[int, str, str]:
     """Run call with stdin and stderr on a pseudo-terminal; answer the prompt once it shows.
     Returns the exit code, stdout and what the terminal showed."""
-    controller, terminal = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "supervisor", "call", "--config", config, "r_delete_note",
-         '{"title": "x"}'],
-        stdin=terminal, stderr=terminal, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    os.close(terminal)
-    shown = b""
-    try:
-        while b"[y/N]" not in shown:
-            ready, _, _ = select.select([controller], [], [], TIMEOUT)
-            assert ready, f"no prompt; the terminal showed {shown!r}"
-            try:
-                chunk = os.read(controller, 4096)
-            except OSError:  # EIO: the process closed the terminal
-                chunk = b""
-            assert chunk, f"no prompt; the terminal showed {shown!r}"
-            shown += chunk
-        os.write(controller, answer)
-        out, _ = process.communicate(timeout=TIMEOUT)
-        shown += _rest_of(controller)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        os.close(controller)
-    return process.returncode, out, shown.decode(errors="replace")
+    args = ["call", "--config", config, "r_delete_note", '{"title": "x"}']
+    return answer_on_a_terminal(args, answer)
 
 
 def test_call_asks_on_a_terminal(rich) -> None:
@@ -486,7 +448,7 @@ def test_call_draws_the_servers_progress_on_a_terminal(tmp_path: pathlib.Path) -
     shown = b""
     try:
         out, _ = process.communicate(timeout=TIMEOUT)
-        shown += _rest_of(controller)
+        shown += rest_of_terminal(controller)
     finally:
         if process.poll() is None:
             process.kill()

@@ -12,15 +12,15 @@ import json
 import os
 import pathlib
 import pty
-import select
 import stat
-import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
 
 from supervisor.cli import main
+
+from .probes import answer_on_a_terminal, rest_of_terminal
 
 TIMEOUT = 60
 
@@ -64,15 +64,7 @@ class Terminal:
     def shown(self) -> str:
         """What the terminal has shown since the last call."""
         self.stderr.flush()
-        out = b""
-        while select.select([self.controller], [], [], 0)[0]:
-            try:
-                chunk = os.read(self.controller, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            out += chunk
+        out = rest_of_terminal(self.controller)
         return out.decode(errors="replace").replace("\r\n", "\n")
 
 
@@ -195,28 +187,11 @@ def test_check_reads_the_default_file_without_asking(
 def test_the_prompt_on_a_real_terminal(project: pathlib.Path) -> None:
     """The installed command asks on its terminal before starting anything, and y starts
     the servers (one process end to end)."""
-    controller, terminal = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "supervisor", "tools"],
-        stdin=terminal, stderr=terminal, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    os.close(terminal)
-    shown = b""
-    try:
-        while b"[y/N]" not in shown:
-            ready, _, _ = select.select([controller], [], [], TIMEOUT)
-            assert ready, f"no prompt; the terminal showed {shown!r}"
-            chunk = os.read(controller, 4096)
-            assert chunk, f"no prompt; the terminal showed {shown!r}"
-            shown += chunk
-        assert not started(project)  # nothing before the answer
-        os.write(controller, b"y\n")
-        process.communicate(timeout=TIMEOUT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        os.close(controller)
-    assert process.returncode == 1
-    assert b"It can start these servers:" in shown
+    before: list[bool] = []  # whether it had started anything when asked
+    code, _, shown = answer_on_a_terminal(
+        ["tools"], b"y\n", before_answer=lambda: before.append(started(project))
+    )
+    assert before == [False]  # nothing before the answer
+    assert code == 1
+    assert "It can start these servers:" in shown
     assert started(project)

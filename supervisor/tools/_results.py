@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import binascii
-import json
 import mimetypes
 import os
 import re
@@ -22,6 +21,7 @@ from typing import Literal
 
 import attrs
 import mcp_types as types
+import msgspec
 
 from .._limits import DEFAULT_MAX_PREVIEW_BYTES, Limits, size_text
 from ..errors import ToolError, ToolOutputInvalid
@@ -238,10 +238,9 @@ def _structured_preview(
 ) -> str:
     """``structured`` as JSON, or its first ``max_bytes`` and a line naming the file
     holding all of it."""
-    whole = json.dumps(structured, ensure_ascii=False, separators=(",", ":"), default=str)
-    encoded = whole.encode("utf-8", "replace")
+    encoded = msgspec.json.encode(structured, enc_hook=str)  # compact UTF-8, as sent
     if len(encoded) <= max_bytes:
-        return whole
+        return encoded.decode()
     path = _spill(encoded, tool, spill_dir, ".json")
     preview = encoded[:max_bytes].decode("utf-8", "ignore")
     return (

@@ -10,9 +10,9 @@ tens of milliseconds, where an SDK fixture server spends about half a second on 
 
 Launch it by path, not with ``-m`` (that would import ``supervisor``)::
 
-    python -S -I path/to/tiny.py [--name NAME] [--init-delay S] [--log PATH]
+    python -S -I path/to/tiny.py [--name NAME] [--log PATH]
 
-``--init-delay S`` answers ``initialize`` S seconds late. ``--log PATH`` records how many
+``--log PATH`` records how many
 start at once: ``start <pid>`` is appended to PATH (one ``O_APPEND`` write) when the
 process starts, ``end <pid>`` just before it answers its first ``tools/list`` — so a client
 that waits for that answer sees the line written — and :func:`max_overlap` reads the
@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 
 #: This file: what a config entry runs (with ``sys.executable -S -I``).
 PATH = os.path.abspath(__file__)
@@ -56,12 +55,10 @@ _METHOD_NOT_FOUND = -32601
 
 
 def tiny_server(
-    *, name: str = "tiny", init_delay: float = 0.0, log: str | os.PathLike[str] | None = None
+    *, name: str = "tiny", log: str | os.PathLike[str] | None = None
 ) -> dict[str, object]:
     """A config entry (``mcpServers`` style, ``lazy: false``) that runs this server."""
     args = ["-S", "-I", PATH, "--name", name]
-    if init_delay:
-        args += ["--init-delay", str(init_delay)]
     if log is not None:
         args += ["--log", os.fspath(log)]
     return {"command": sys.executable, "args": args, "lazy": False}
@@ -89,13 +86,11 @@ def _record(log: str | None, word: str) -> None:
         os.close(fd)
 
 
-def _answer(request: dict[str, object], name: str, init_delay: float) -> dict[str, object]:
+def _answer(request: dict[str, object], name: str) -> dict[str, object]:
     method = request.get("method")
     params = request.get("params")
     params = params if isinstance(params, dict) else {}
     if method == "initialize":
-        if init_delay:
-            time.sleep(init_delay)
         return {
             "result": {
                 "protocolVersion": params.get("protocolVersion", "2025-06-18"),
@@ -124,7 +119,6 @@ def _answer(request: dict[str, object], name: str, init_delay: float) -> dict[st
 def main(argv: list[str]) -> int:
     options = dict(zip(argv[::2], argv[1::2], strict=False))
     name = options.get("--name", "tiny")
-    init_delay = float(options.get("--init-delay", 0))
     log = options.get("--log")
     _record(log, "start")
     listed = False
@@ -136,7 +130,7 @@ def main(argv: list[str]) -> int:
             continue
         if not isinstance(request, dict) or "id" not in request:
             continue  # a notification (or a response): nothing to answer
-        answer = _answer(request, name, init_delay)
+        answer = _answer(request, name)
         if request.get("method") == "tools/list" and not listed:
             listed = True
             _record(log, "end")
