@@ -632,6 +632,12 @@ def test_prometheus_text_parses_line_by_line() -> None:
 
 
 def write_config(tmp_path: pathlib.Path, servers: dict[str, object]) -> str:
+    """A config file for the CLI. Its stdio servers get a generous ``initTimeout``: on a
+    loaded 2-core CI machine an SDK fixture can take more than the default 10 s to
+    start, and these tests are about what ``status`` prints, not about that timeout."""
+    for server in servers.values():
+        if isinstance(server, dict) and "command" in server:
+            server.setdefault("initTimeout", 60)
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"mcpServers": servers}))
     return str(path)

@@ -20,6 +20,8 @@ import pytest
 
 import supervisor
 import supervisor.actors
+import supervisor.faults
+import supervisor.testing
 from supervisor._programs import exec_path
 from supervisor.transports import child_environment
 
@@ -117,7 +119,10 @@ def _lazy_sources(module: ModuleType) -> dict[str, str]:
     return found
 
 
-@pytest.mark.parametrize("module", [supervisor, supervisor.actors], ids=lambda m: m.__name__)
+FACADES = [supervisor, supervisor.actors, supervisor.faults, supervisor.testing]
+
+
+@pytest.mark.parametrize("module", FACADES, ids=lambda m: m.__name__)
 def test_a_lazy_facade_gives_every_public_name(module: ModuleType) -> None:
     """A lazy façade's ``__all__``, its ``TYPE_CHECKING`` imports and the sources it loads
     from name the same things; each name resolves to its module's object and is listed by

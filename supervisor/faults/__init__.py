@@ -25,29 +25,56 @@ injected, and the checker that judges what a run did (docs/faults.md).
   :func:`run_http_proxy` is ``mcp-supervisor chaos --listen HOST:PORT --upstream URL``.
 """
 
-from ._checker import (
-    DEFAULT_DEADLINE_SLACK,
-    ResourceSample,
-    ResourceSampler,
-    ServerVerdict,
-    Verdict,
-    check,
-    fault_fields,
-    leftover_processes,
-    open_fds,
-    rss_kb,
-    spawned_pids,
-    timed_events,
-)
-from ._engine import FaultEngine, Injected, Message, faults_json, read_faults
-from ._history import CALL_ID_META, CallHistory, CallRecord, Outcome, classify
-from ._http import FaultyHTTPTransport
-from ._http_proxy import run_http_proxy
-from ._link import CallRecorder, Link, Target
-from ._plan import ACTIONS, TO_CLIENT, TO_SERVER, Action, Plan, PlanError, Rule, When, load_plan
-from ._report import render_html, server_states, write_html, write_json
-from ._session import FaultyTransport
-from ._stdio import ProxyEnded, run_stdio_proxy
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ._checker import DEFAULT_DEADLINE_SLACK as DEFAULT_DEADLINE_SLACK
+    from ._checker import ResourceSample as ResourceSample
+    from ._checker import ResourceSampler as ResourceSampler
+    from ._checker import ServerVerdict as ServerVerdict
+    from ._checker import Verdict as Verdict
+    from ._checker import check as check
+    from ._checker import fault_fields as fault_fields
+    from ._checker import leftover_processes as leftover_processes
+    from ._checker import open_fds as open_fds
+    from ._checker import rss_kb as rss_kb
+    from ._checker import spawned_pids as spawned_pids
+    from ._checker import timed_events as timed_events
+    from ._engine import FaultEngine as FaultEngine
+    from ._engine import Injected as Injected
+    from ._engine import Message as Message
+    from ._engine import faults_json as faults_json
+    from ._engine import read_faults as read_faults
+    from ._history import CALL_ID_META as CALL_ID_META
+    from ._history import CallHistory as CallHistory
+    from ._history import CallRecord as CallRecord
+    from ._history import Outcome as Outcome
+    from ._history import classify as classify
+    from ._http import FaultyHTTPTransport as FaultyHTTPTransport
+    from ._http_proxy import run_http_proxy as run_http_proxy
+    from ._link import CallRecorder as CallRecorder
+    from ._link import Link as Link
+    from ._link import Target as Target
+    from ._plan import ACTIONS as ACTIONS
+    from ._plan import TO_CLIENT as TO_CLIENT
+    from ._plan import TO_SERVER as TO_SERVER
+    from ._plan import Action as Action
+    from ._plan import Plan as Plan
+    from ._plan import PlanError as PlanError
+    from ._plan import Rule as Rule
+    from ._plan import When as When
+    from ._plan import load_plan as load_plan
+    from ._report import render_html as render_html
+    from ._report import server_states as server_states
+    from ._report import write_html as write_html
+    from ._report import write_json as write_json
+    from ._session import FaultyTransport as FaultyTransport
+    from ._stdio import ProxyEnded as ProxyEnded
+    from ._stdio import run_stdio_proxy as run_stdio_proxy
 
 __all__ = [
     "ACTIONS",
@@ -94,3 +121,52 @@ __all__ = [
     "write_html",
     "write_json",
 ]
+
+#: where each public name is defined; imported from there on first use
+_SOURCES = {
+    "DEFAULT_DEADLINE_SLACK": "._checker",
+    "ResourceSample": "._checker",
+    "ResourceSampler": "._checker",
+    "ServerVerdict": "._checker",
+    "Verdict": "._checker",
+    "check": "._checker",
+    "fault_fields": "._checker",
+    "leftover_processes": "._checker",
+    "open_fds": "._checker",
+    "rss_kb": "._checker",
+    "spawned_pids": "._checker",
+    "timed_events": "._checker",
+    "FaultEngine": "._engine",
+    "Injected": "._engine",
+    "Message": "._engine",
+    "faults_json": "._engine",
+    "read_faults": "._engine",
+    "CALL_ID_META": "._history",
+    "CallHistory": "._history",
+    "CallRecord": "._history",
+    "Outcome": "._history",
+    "classify": "._history",
+    "FaultyHTTPTransport": "._http",
+    "run_http_proxy": "._http_proxy",
+    "CallRecorder": "._link",
+    "Link": "._link",
+    "Target": "._link",
+    "ACTIONS": "._plan",
+    "Action": "._plan",
+    "Plan": "._plan",
+    "PlanError": "._plan",
+    "Rule": "._plan",
+    "TO_CLIENT": "._plan",
+    "TO_SERVER": "._plan",
+    "When": "._plan",
+    "load_plan": "._plan",
+    "render_html": "._report",
+    "server_states": "._report",
+    "write_html": "._report",
+    "write_json": "._report",
+    "FaultyTransport": "._session",
+    "ProxyEnded": "._stdio",
+    "run_stdio_proxy": "._stdio",
+}
+
+__getattr__, __dir__ = attach(__name__, _SOURCES, __all__)

@@ -62,9 +62,7 @@ from ..errors import (
     UnknownTool,
 )
 from ..events import Event
-
-#: The ``_meta`` key a tool call's id travels under to the server, when a history is kept.
-CALL_ID_META = "mcp-supervisor/call-id"
+from ._call_id import CALL_ID_META
 
 __all__ = [
     "CALL_ID_META",

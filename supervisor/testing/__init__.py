@@ -20,19 +20,28 @@
   ``mcp_checker``.
 """
 
-from ._deterministic import replay_log, run_deterministic
-from ._events import CapturedEvents, EventTimeout, capture_events
-from ._machine import AsyncStateMachine, Step, invariant, precondition, rule
-from ._soak import SoakOptions, SoakResult, random_plan, run_soak
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def __getattr__(name: str) -> object:
-    if name == "SupervisorMachine":  # imports hypothesis, a test-time dependency
-        from ._supervised import SupervisorMachine
+from .._lazy import attach
 
-        return SupervisorMachine
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+if TYPE_CHECKING:
+    from ._deterministic import replay_log as replay_log
+    from ._deterministic import run_deterministic as run_deterministic
+    from ._events import CapturedEvents as CapturedEvents
+    from ._events import EventTimeout as EventTimeout
+    from ._events import capture_events as capture_events
+    from ._machine import AsyncStateMachine as AsyncStateMachine
+    from ._machine import Step as Step
+    from ._machine import invariant as invariant
+    from ._machine import precondition as precondition
+    from ._machine import rule as rule
+    from ._soak import SoakOptions as SoakOptions
+    from ._soak import SoakResult as SoakResult
+    from ._soak import random_plan as random_plan
+    from ._soak import run_soak as run_soak
+    from ._supervised import SupervisorMachine as SupervisorMachine
 
 __all__ = [
     "AsyncStateMachine",
@@ -51,3 +60,25 @@ __all__ = [
     "run_deterministic",
     "run_soak",
 ]
+
+#: where each public name is defined; imported from there on first use (``SupervisorMachine``
+#: needs hypothesis, a test-time dependency)
+_SOURCES = {
+    "replay_log": "._deterministic",
+    "run_deterministic": "._deterministic",
+    "CapturedEvents": "._events",
+    "EventTimeout": "._events",
+    "capture_events": "._events",
+    "AsyncStateMachine": "._machine",
+    "Step": "._machine",
+    "invariant": "._machine",
+    "precondition": "._machine",
+    "rule": "._machine",
+    "SoakOptions": "._soak",
+    "SoakResult": "._soak",
+    "random_plan": "._soak",
+    "run_soak": "._soak",
+    "SupervisorMachine": "._supervised",
+}
+
+__getattr__, __dir__ = attach(__name__, _SOURCES, __all__)
