@@ -76,7 +76,7 @@ from .faults import Injected, Plan
 from .gate import Gate, ServerView, connect
 from .log import RedactionScope, configure_default_logging, get_logger, redacting, redactor
 from .monitor import SessionSummary, summarize
-from .registry import Catalog, Entry, NamingPolicy, Registry, RegistryStatistics
+from .registry import Catalog, Entry, NamingPolicy, Registry, RegistryStatistics, Snapshot
 from .resources import MergedPrompt, MergedResource, MergedResourceTemplate, Resources
 from .server import (
     HealthRecord,
@@ -322,6 +322,13 @@ class SupervisorHandle:
         server.health.mark_stopped(trio.current_time())  # also when it was down: not downtime
 
     # -- tools -------------------------------------------------------------------------
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The registry's latest merge (:class:`~supervisor.registry.Snapshot`): ``named``
+        (every known tool, its server up or not), ``current`` (the tools on offer now),
+        ``resources``, ``templates`` and ``prompts``. Never waits."""
+        return self._registry.snapshot
 
     @property
     def catalog(self) -> Catalog:

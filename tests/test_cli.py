@@ -234,18 +234,19 @@ def test_usage_error_exits_2_with_usage_on_stderr(args: tuple[str, ...]) -> None
     assert result.stdout == ""
 
 
-def test_serve_without_dashboard_is_a_usage_error_naming_it(tmp_path: pathlib.Path) -> None:
-    """`serve` serves the web dashboard and nothing else yet: without --dashboard it exits
-    2 naming that option, which its usage shows as required; no other mode is offered."""
+def test_serve_offers_stdio_or_http_and_an_optional_dashboard(tmp_path: pathlib.Path) -> None:
+    """`serve`'s usage: --stdio (the default) or --http, the dashboard optional; a token
+    file that cannot be read is a usage error naming it, before anything starts."""
+    usage = run_cli("serve", "--help").stdout.split("\n\n", 1)[0]
+    assert "[--stdio | --http HOST:PORT]" in usage and "[--dashboard HOST:PORT]" in usage
     config = tmp_path / "mcp.json"
     config.write_text('{"mcpServers": {}}')
-    done = run_cli("serve", "--config", str(config))
+    missing = tmp_path / "no-token"
+    done = run_cli("serve", "--config", str(config), "--http", ":0", "--token-file", str(missing))
     assert done.returncode == 2
-    assert done.stderr.startswith("usage: mcp-supervisor serve")
-    assert "error: the following arguments are required: --dashboard" in done.stderr
-    assert "nothing to serve" not in done.stderr and "gateway" not in done.stderr
-    usage = run_cli("serve", "--help").stdout.split("\n\n", 1)[0]
-    assert "--dashboard HOST:PORT" in usage and "[--dashboard" not in usage
+    assert done.stderr.startswith(f"mcp-supervisor serve: cannot read --token-file {missing}")
+    both = run_cli("serve", "--config", str(config), "--stdio", "--http", ":0")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
 
 @pytest.mark.parametrize(

@@ -70,10 +70,10 @@ def wait_until_gone(pids: set[int]) -> set[int]:
 class Cli:
     """``mcp-supervisor ARGS`` as a child process whose output is read as it comes."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, stdin: int = subprocess.DEVNULL) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "supervisor", *args],
-            stdin=subprocess.DEVNULL,
+            stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
@@ -151,6 +151,7 @@ CASES: dict[str, tuple[Callable[[pathlib.Path], str], tuple[str, ...], Ready, in
     "events": (two_echo_servers, ("-v",), connected(2), 2),
     "status-watch": (two_echo_servers, ("--watch", "--json", "-v"), connected(2), 2),
     "serve": (two_echo_servers, ("--dashboard", "127.0.0.1:0", "-v"), connected(2), 2),
+    "serve-http": (two_echo_servers, ("--http", "127.0.0.1:0", "-v"), connected(2), 2),
     # the example servers: notes and calc over stdio, flaky over HTTP in its own process
     "demo": (lambda _: "", (), on_stdout("2. Calls across servers"), 3),
     "call-running": (
@@ -198,6 +199,30 @@ def test_a_signal_stops_the_servers_then_exits_128_plus_its_number(
     assert "Traceback" not in err
     stopped = {"SIGTERM": "terminated", "SIGHUP": "hung up", "SIGINT": "interrupted"}[sig.name]
     assert f"mcp-supervisor: {stopped}, stopping the servers" in err
+
+
+@pytest.mark.parametrize("end", ["close stdin", "SIGTERM"])
+def test_a_stdio_gateway_ends_with_its_client_or_a_signal(tmp_path: pathlib.Path, end: str) -> None:
+    """``serve`` over stdio: the client closing standard input ends it with exit 0, a
+    signal with 128 + its number; either way every server it started is gone."""
+    config = two_echo_servers(tmp_path)
+    cli = Cli("serve", "--config", config, "-v", stdin=subprocess.PIPE)
+    try:
+        cli.wait_for(connected(2), "sign of the servers being up")
+        servers = children(cli.process.pid)
+        assert len(servers) == 2, servers
+        assert cli.process.stdin is not None
+        if end == "close stdin":
+            cli.process.stdin.close()
+        else:
+            cli.process.send_signal(signal.SIGTERM)
+        code = cli.finish()
+    finally:
+        cli.kill()
+    err = cli.err.decode()
+    assert code == (0 if end == "close stdin" else 143), err
+    assert wait_until_gone(servers) == set()
+    assert "Traceback" not in err and cli.out == b""  # stdout is the protocol's alone
 
 
 def test_a_second_signal_does_not_cut_the_stop_short(tmp_path: pathlib.Path) -> None:

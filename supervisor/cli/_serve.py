@@ -1,7 +1,5 @@
-"""``serve``: run the supervised servers until a signal, with what serves them to others.
-
-For now that is the web dashboard (``--dashboard HOST:PORT``); the MCP gateway
-(``--stdio`` / ``--http HOST:PORT``) will be another mode of the same command.
+"""``serve``: the supervised servers served as one MCP server (the gateway), over stdio
+or Streamable HTTP, optionally with the web dashboard (``--dashboard HOST:PORT``).
 Other commands add the dashboard with :func:`add_dashboard_option` and
 :func:`start_dashboard`::
 
@@ -13,10 +11,12 @@ Other commands add the dashboard with :func:`add_dashboard_option` and
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import TYPE_CHECKING, NoReturn
+from functools import partial
+from typing import TYPE_CHECKING
 
-from ._common import EXIT_USAGE, Commands, Parents, load, run
+from ._common import EXIT_OK, EXIT_USAGE, Commands, Parents, load, run
 from ._trust import add_config_options
 
 if TYPE_CHECKING:
@@ -72,23 +72,89 @@ async def start_dashboard(nursery: trio.Nursery, sup: object, address: tuple[str
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    token: str | None = None
+    if args.http is not None:
+        token = _token(args)
+        if token is None:
+            return EXIT_USAGE
     config = load(args)
     if config is None:
         return EXIT_USAGE
-    return run(_serve, config, args.dashboard)
+    return run(_serve, config, args, token)
 
 
-async def _serve(config: object, dashboard: tuple[str, int]) -> NoReturn:
-    """Serve until cancelled: :func:`~._common.run` cancels it on a signal."""
+#: The environment variable a gateway's bearer token may be given in.
+TOKEN_ENV = "MCP_SUPERVISOR_GATEWAY_TOKEN"
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    """The HTTP gateway's bearer token: ``--token-file``, else ``$MCP_SUPERVISOR_GATEWAY_TOKEN``,
+    else ``""`` (one is generated when serving starts); ``None`` (said why) when the file
+    cannot be read or holds no token."""
+    if args.token_file is not None:
+        try:
+            with open(args.token_file, encoding="utf-8") as file:
+                token = file.read().strip()
+        except OSError as exc:
+            _say(f"cannot read --token-file {args.token_file}: {exc.strerror or exc}")
+            return None
+        if not token or any(c.isspace() for c in token):
+            held = "several words" if token else "nothing"
+            _say(f"--token-file {args.token_file} must hold one token (no spaces), not {held}")
+            return None
+        return token
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if token and any(c.isspace() for c in token):
+        _say(f"${TOKEN_ENV} must be one token, without spaces")
+        return None
+    return token
+
+
+def _say(message: str) -> None:
+    print(f"mcp-supervisor serve: {message}", file=sys.stderr, flush=True)
+
+
+async def _serve(config: object, args: argparse.Namespace, token: str | None) -> int:
+    """Serve until the stdio client closes its end (exit 0) or, over HTTP, until cancelled:
+    :func:`~._common.run` cancels it on a signal."""
     import trio
 
+    from ..gateway import Gateway, new_token, serve_http, serve_stdio
     from ..runtime import open_supervisor
+    from ..tools import Approver, Decider
+    from ._tools import approve_all
 
-    async with open_supervisor(config) as sup, trio.open_nursery() as nursery:  # type: ignore[arg-type]
+    approve = Approver(approve_all, Decider.CLI_YES) if args.yes else None
+    async with (
+        open_supervisor(config, approve=approve) as sup,  # type: ignore[arg-type]
+        trio.open_nursery() as nursery,
+    ):
         # The dashboard before connecting, so that the page's timeline shows the connections.
-        await start_dashboard(nursery, sup, dashboard)
-        nursery.start_soon(sup.connect_all)
+        if args.dashboard is not None:
+            await start_dashboard(nursery, sup, args.dashboard)
+        gateway = Gateway(sup, tools=args.tools or (), servers=args.servers or ())
+        await nursery.start(gateway.run)  # which connects every server
+        if args.stdio or (args.http is None and args.dashboard is None):
+            await serve_stdio(gateway)  # until the client closes standard input
+            nursery.cancel_scope.cancel()
+            return EXIT_OK
+        if args.http is None:  # the dashboard alone
+            await trio.sleep_forever()
+        host, port = args.http
+        generated = not token
+        token = token or new_token()
+        info = await nursery.start(
+            partial(serve_http, gateway, host, port, token=token, stateless=args.stateless)
+        )
+        print(f"mcp-supervisor: gateway at {info.url}", file=sys.stderr, flush=True)
+        if generated:  # said once, here; never logged
+            print(
+                f"mcp-supervisor: gateway token (send 'Authorization: Bearer TOKEN'): {token}",
+                file=sys.stderr,
+                flush=True,
+            )
         await trio.sleep_forever()
+    return EXIT_OK  # not reached: the nursery ends only by cancellation
 
 
 def register(commands: Commands, parents: Parents) -> None:
@@ -96,12 +162,54 @@ def register(commands: Commands, parents: Parents) -> None:
     serve = commands.add_parser(
         "serve",
         parents=parents,
-        help="run the servers until Ctrl-C, with the web dashboard",
-        description="Connect every enabled server and keep them supervised, serving the "
-        "web dashboard at --dashboard HOST:PORT, until Ctrl-C, SIGTERM or SIGHUP; then stop "
-        "them and exit 130, 143 or 129. Exit 1 if the supervisor gives up, 2 for a usage or "
-        "config error.",
+        help="serve every server's tools, resources and prompts as one MCP server",
+        description="Connect every enabled server, keep them supervised, and serve their "
+        "merged tools, resources and prompts as one MCP server (docs/gateway.md): over "
+        "stdio until the client closes it (exit 0), or over Streamable HTTP at --http "
+        "HOST:PORT until Ctrl-C, SIGTERM or SIGHUP; then stop the servers and exit 130, "
+        "143 or 129. Stdio is the default unless --http or --dashboard is given: "
+        "--dashboard alone serves the web dashboard only. Exit 1 if the supervisor gives "
+        "up, 2 for a usage or config error.",
     )
     add_config_options(serve)
-    add_dashboard_option(serve, required=True)  # the one thing serve serves
+    mode = serve.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--stdio",
+        action="store_true",
+        help="serve over standard input and output (the default without --http or --dashboard)",
+    )
+    mode.add_argument(
+        "--http",
+        type=dashboard_address,
+        default=None,
+        metavar="HOST:PORT",
+        help="serve Streamable HTTP at http://HOST:PORT/mcp (127.0.0.1 unless a host is "
+        "given), with /healthz, /readyz and /metrics",
+    )
+    serve.add_argument(
+        "--token-file",
+        metavar="F",
+        default=None,
+        help=f"the HTTP bearer token, read from F (else ${TOKEN_ENV}, else one is generated "
+        "and printed once on stderr)",
+    )
+    serve.add_argument(
+        "--stateless",
+        action="store_true",
+        help="HTTP without sessions: any replica can answer any request",
+    )
+    serve.add_argument(
+        "--tools", nargs="+", metavar="GLOB", default=None, help="serve only these tools"
+    )
+    serve.add_argument(
+        "--servers", nargs="+", metavar="NAME", default=None, help="serve only these servers"
+    )
+    serve.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="approve every call that needs approval (a gateway has nobody to ask; "
+        "without this such calls are refused, saying how to allow them)",
+    )
+    add_dashboard_option(serve)
     serve.set_defaults(handler=_cmd_serve)

@@ -214,14 +214,14 @@ def _cmd_call(args: argparse.Namespace) -> int:
 
     approve: ApprovalCallback | None = None
     if args.yes:
-        approve = Approver(_approve_all, Decider.CLI_YES)
+        approve = Approver(approve_all, Decider.CLI_YES)
     elif os.isatty(0) and os.isatty(2):
         approve = Approver(_ask_on_terminal, Decider.CLI_PROMPT)
     one_shot(args)
     return run(_call, config, args.tool, arguments, args.json, approve, args.timeout)
 
 
-async def _approve_all(request: ApprovalRequest) -> bool:
+async def approve_all(request: ApprovalRequest) -> bool:
     log.info("approved by --yes", server=request.server, tool=request.tool, reason=request.reason)
     return True
 

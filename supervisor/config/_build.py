@@ -75,6 +75,7 @@ def _build_server(
         description=v.get("description"),  # type: ignore[arg-type]
         disabled=bool(v.get("disabled", False)),
         lazy=bool(v.get("lazy", True)),
+        required=bool(v.get("required", False)),
         timeout=float(v.get("timeout", settings.request_timeout)),  # type: ignore[arg-type]
         init_timeout=float(v.get("init_timeout", settings.init_timeout)),  # type: ignore[arg-type]
         ping_interval=float(v.get("ping_interval", settings.ping_interval)),  # type: ignore[arg-type]

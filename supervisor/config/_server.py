@@ -86,6 +86,7 @@ _SERVER_KEYS = {
     "disabled": "disabled",
     "enabled": "disabled",
     "lazy": "lazy",
+    "required": "required",
     "timeout": "timeout",
     "timeoutMs": "timeout",
     "initTimeout": "init_timeout",
@@ -200,7 +201,7 @@ class _Draft:
             v[attribute] = _str_map(errors, value, path, attribute)
         elif key in ("envFile", "cwd", "url"):
             v[attribute] = _nonempty(value)
-        elif key in ("inheritEnv", "disabled", "lazy", "restartOnCrash"):
+        elif key in ("inheritEnv", "disabled", "lazy", "required", "restartOnCrash"):
             v[attribute] = _bool(value)
         elif key == "enabled":
             v["disabled"] = not _bool(value)

@@ -1,0 +1,36 @@
+"""The gateway: the supervised, merged catalog served as one MCP server (docs/gateway.md).
+
+* :class:`Gateway` — the SDK's low-level server over a running supervisor: the merged
+  tools, resources, templates and prompts; calls through the one gate; lists that follow
+  the tree (a failed server's tools withdrawn, restored when it is back), announced to
+  clients of both protocol eras. Run :meth:`Gateway.run` for the announcements.
+* :func:`serve_stdio` — to one client over standard input and output;
+* :func:`serve_http` — over Streamable HTTP, behind a bearer token, with ``/healthz``,
+  ``/readyz`` (:func:`readiness`) and ``/metrics``.
+
+``mcp-supervisor serve`` is these, with the supervisor around them.
+"""
+
+from __future__ import annotations
+
+from ._core import ERROR_META as ERROR_META
+from ._core import WITHDRAWN as WITHDRAWN
+from ._core import Gateway as Gateway
+from ._http import HttpGatewayInfo as HttpGatewayInfo
+from ._http import new_token as new_token
+from ._http import readiness as readiness
+from ._http import serve_http as serve_http
+from ._stdio import serve_stdio as serve_stdio
+from ._stdio import stdio_streams as stdio_streams
+
+__all__ = [
+    "ERROR_META",
+    "WITHDRAWN",
+    "Gateway",
+    "HttpGatewayInfo",
+    "new_token",
+    "readiness",
+    "serve_http",
+    "serve_stdio",
+    "stdio_streams",
+]

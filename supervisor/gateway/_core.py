@@ -1,0 +1,415 @@
+"""The gateway's MCP server: the supervisor's merged catalog behind the SDK's server.
+
+One :class:`Gateway` wraps a running :class:`~supervisor.runtime.SupervisorHandle` in an
+``mcp.server.lowlevel.Server`` whose tools, resources, resource templates and prompts
+are the registry's merged ones, and whose calls go through the supervisor's one gate.
+The same server object is served over stdio (:mod:`._stdio`) and Streamable HTTP
+(:mod:`._http`), to clients of either protocol era.
+
+What a client sees follows the tree:
+
+* a backing server that is restarting keeps its tools listed, and a call waits for it
+  (within the call's deadline);
+* one that is ``failed`` (or stopped, or needs a login nobody can give here) has its tools,
+  resources and prompts withdrawn; a call to one of its tools is answered at once with a
+  tool error naming the server and its last error;
+* every change of what is listed is announced: ``notifications/tools/list_changed`` (and
+  the resource and prompt ones) on each handshake-era session, and the same events on
+  the ``subscriptions/listen`` streams of 2026-07-28 clients.
+
+A failure is a tool result with ``isError`` set, its text saying what happened, and
+``_meta["mcp-supervisor/error"]`` saying it as data: the error's ``type``, its
+``server``, and its ``effect`` — ``"not executed"`` (definitely not run: safe to retry)
+or ``"may have taken effect"`` (the connection died mid-call, or it timed out).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import weakref
+from collections.abc import Collection, Mapping, Sequence
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+import trio
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .._version import __version__
+from ..errors import (
+    ApprovalRequired,
+    PromptArgumentsInvalid,
+    SupervisorError,
+    ToolError,
+    UnknownPrompt,
+    UnknownResource,
+    UnknownTool,
+)
+from ..faults._history import FAIL, classify, describe_error
+from ..log import get_logger
+
+if TYPE_CHECKING:
+    from mcp.server.connection import Connection
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+
+    from ..registry import Entry
+    from ..runtime import SupervisorHandle
+
+__all__ = ["ERROR_META", "WITHDRAWN", "Gateway"]
+
+log = get_logger("supervisor.gateway")
+
+#: The statuses whose server's tools, resources and prompts are withdrawn from listings.
+WITHDRAWN = frozenset({"failed", "auth_failed", "needs_auth", "stopped", "disabled"})
+#: The ``_meta`` key of a failed call's result that says what failed, as data.
+ERROR_META = "mcp-supervisor/error"
+#: JSON-RPC error code for a resource not found (the MCP specification's).
+RESOURCE_NOT_FOUND = -32002
+#: Seconds a listing made at start waits for the servers' first connections.
+FIRST_LISTING_WAIT = 15.0
+#: Seconds one client gets to take a change notification before it is skipped.
+NOTIFY_TIMEOUT = 5.0
+
+_ALL_CHANGES = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+
+
+class _Server(Server[Any]):
+    """The SDK's low-level server, saying that its lists change (``listChanged``) to
+    handshake-era clients as well — over HTTP the session manager asks for the
+    initialization options without arguments."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or _ALL_CHANGES, experimental_capabilities, extensions
+        )
+
+
+class Gateway:
+    """The merged catalog of ``sup`` served as one MCP server (:attr:`server`).
+
+    ``tools`` (globs over merged tool names) and ``servers`` (backing server names)
+    narrow what this gateway serves; empty means everything. Run :meth:`run` in a
+    nursery (``await nursery.start(gateway.run)``) for the change notifications.
+    """
+
+    def __init__(
+        self,
+        sup: SupervisorHandle,
+        *,
+        tools: Sequence[str] = (),
+        servers: Collection[str] = (),
+        name: str = "mcp-supervisor",
+    ) -> None:
+        self.sup = sup
+        self._globs = tuple(tools)
+        self._only = frozenset(servers)
+        #: where 2026-07-28 clients' ``subscriptions/listen`` streams get their events
+        self.subscriptions = InMemorySubscriptionBus()
+        self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self._announced: tuple[object, object, object] | None = None
+        self._connected = trio.Event()
+        self.server = _Server(
+            name,
+            version=__version__,
+            instructions="Tools, resources and prompts of several MCP servers, supervised "
+            "and merged by mcp-supervisor. A tool whose server is down answers with an "
+            "error saying so; the list changes as servers fail and recover.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_templates,
+            on_read_resource=self._read_resource,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+            on_subscriptions_listen=ListenHandler(self.subscriptions),
+        )
+        self.server.middleware.append(self._remember_connection)
+
+    # -- what is served ------------------------------------------------------------------
+
+    def serves(self, server: str, name: str | None = None) -> bool:
+        """Whether this gateway serves ``server`` (and its tool ``name``) at all."""
+        if self._only and server not in self._only:
+            return False
+        if name is None or not self._globs:
+            return True
+        return any(fnmatch.fnmatchcase(name, glob) for glob in self._globs)
+
+    def _up(self) -> set[str]:
+        return {
+            name
+            for name, record in self.sup.status().items()
+            if record.status not in WITHDRAWN and self.serves(name)
+        }
+
+    def tools(self) -> list[Entry]:
+        """The tools listed now: every known tool of a server that is not withdrawn
+        (restarting ones included), as narrowed by ``tools`` and ``servers``."""
+        up = self._up()
+        named = self.sup.snapshot.named
+        return [e for e in named.values() if e.server in up and self.serves(e.server, e.name)]
+
+    def _state(self) -> tuple[object, object, object]:
+        """What the lists say now, to tell whether they changed."""
+        up = self._up()
+        snapshot = self.sup.snapshot
+        tools = tuple((e.name, e.fingerprint) for e in self.tools())
+        resources = tuple(
+            [(r.name, r.uri) for r in snapshot.resources if r.server in up]
+            + [(t.name, t.uri_template) for t in snapshot.templates if t.server in up]
+        )
+        prompts = tuple((p.name, p.server) for p in snapshot.prompts if p.server in up)
+        return tools, resources, prompts
+
+    # -- change notifications ------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Announce every change of the lists to connected clients, until cancelled."""
+        async with (
+            self.sup.subscribe("tools.*", "mcp.*", "supervisor.*") as events,
+            trio.open_nursery() as nursery,
+        ):
+            self._announced = self._state()
+            nursery.start_soon(self._connect_all)
+            task_status.started()
+            async for _ in events:
+                events.drain()
+                await self.announce()
+
+    async def _connect_all(self) -> None:
+        try:
+            await self.sup.connect_all()
+        finally:
+            self._connected.set()
+
+    async def _first_listing(self) -> None:
+        """A listing made while the servers make their first connection waits for them
+        (at most :data:`FIRST_LISTING_WAIT` seconds): a client that lists once at start,
+        as many do, then sees every server that can be reached."""
+        with trio.move_on_after(FIRST_LISTING_WAIT):
+            await self._connected.wait()
+
+    async def announce(self) -> None:
+        """Tell every client which lists changed since the last announcement, if any."""
+        state = self._state()
+        before = self._announced
+        self._announced = state
+        if before is None or state == before:
+            return
+        pairs = zip(_KINDS, state, before, strict=True)
+        changed = [kind for kind, now, then in pairs if now != then]
+        log.info("gateway lists changed", lists=changed, tools=len(state[0]))  # type: ignore[arg-type]
+        async with trio.open_nursery() as nursery:
+            for connection in list(self._connections):
+                nursery.start_soon(self._notify, connection, changed)
+        for kind in changed:
+            await self.subscriptions.publish(_EVENTS[kind]())
+
+    async def _notify(self, connection: Connection, changed: Sequence[str]) -> None:
+        with trio.move_on_after(NOTIFY_TIMEOUT), suppress(Exception):
+            for kind in changed:
+                await getattr(connection, _SENDERS[kind])()
+
+    async def _remember_connection(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Keep each handshake-era client's connection (its standalone channel: the GET
+        stream over HTTP), to send it change notifications. The SDK makes a new
+        ``ServerSession`` per request, around the one connection it keeps per client."""
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            connection = getattr(ctx.session, "_connection", None)
+            if connection is not None:
+                self._connections.add(connection)
+        return await call_next(ctx)
+
+    # -- tools ---------------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        await self._first_listing()
+        return types.ListToolsResult(tools=[_tool(entry) for entry in self.tools()])
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        name = params.name
+        entry = self.sup.snapshot.named.get(name)
+        if entry is not None and not self.serves(entry.server, name):
+            raise MCPError(types.INVALID_PARAMS, f"tool {name!r} is not served by this gateway")
+        try:
+            result = await self.sup.call(
+                name, params.arguments or {}, progress=_progress(ctx, params)
+            )
+        except UnknownTool as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        except ToolError as exc:
+            if exc.result is not None and exc.result.raw is not None:
+                return _passed_on(exc.result.raw)
+            return _error_result(exc, exc.text or str(exc))
+        except ApprovalRequired as exc:
+            return _error_result(exc, _approval_text(exc))
+        except (SupervisorError, TimeoutError) as exc:
+            return _error_result(exc, str(exc))
+        if result.raw is not None:
+            return _passed_on(result.raw)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)])
+
+    # -- resources and prompts -----------------------------------------------------------
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        await self._first_listing()
+        up = self._up()
+        return types.ListResourcesResult(
+            resources=[
+                r.resource.model_copy(update={"name": r.name})
+                for r in self.sup.snapshot.resources
+                if r.server in up
+            ]
+        )
+
+    async def _list_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        await self._first_listing()
+        up = self._up()
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                t.template.model_copy(update={"name": t.name})
+                for t in self.sup.snapshot.templates
+                if t.server in up
+            ]
+        )
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        try:
+            return await self.sup.read_resource(uri)
+        except UnknownResource as exc:
+            raise MCPError(RESOURCE_NOT_FOUND, str(exc), {"uri": uri}) from None
+        except (SupervisorError, TimeoutError) as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
+
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        await self._first_listing()
+        up = self._up()
+        return types.ListPromptsResult(
+            prompts=[
+                p.prompt.model_copy(update={"name": p.name})
+                for p in self.sup.snapshot.prompts
+                if p.server in up
+            ]
+        )
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        try:
+            return await self.sup.get_prompt(params.name, params.arguments or {})
+        except (UnknownPrompt, PromptArgumentsInvalid) as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        except (SupervisorError, TimeoutError) as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
+
+
+_KINDS = ("tools", "resources", "prompts")
+_SENDERS: Mapping[str, str] = {
+    "tools": "send_tool_list_changed",
+    "resources": "send_resource_list_changed",
+    "prompts": "send_prompt_list_changed",
+}
+_EVENTS: Mapping[str, type[ToolsListChanged | ResourcesListChanged | PromptsListChanged]] = {
+    "tools": ToolsListChanged,
+    "resources": ResourcesListChanged,
+    "prompts": PromptsListChanged,
+}
+
+
+def _tool(entry: Entry) -> types.Tool:
+    """The tool as the backing server listed it, under its merged name (and with the
+    default description where it had none)."""
+    return entry.tool.model_copy(update={"name": entry.name, "description": entry.description})
+
+
+def _passed_on(result: types.CallToolResult) -> types.CallToolResult:
+    """The backing server's result, without the protocol's own ``_meta`` stamps (its
+    ``io.modelcontextprotocol/serverInfo``): those describe a hop, and this one is ours."""
+    meta = result.meta
+    if not meta or not any(key.startswith(_PROTOCOL_META) for key in meta):
+        return result
+    kept = {k: v for k, v in meta.items() if not k.startswith(_PROTOCOL_META)}
+    return result.model_copy(update={"meta": kept or None})
+
+
+_PROTOCOL_META = "io.modelcontextprotocol/"
+
+
+def _approval_text(exc: ApprovalRequired) -> str:
+    """The refusal of a call that needs approval, in the gateway's terms: nobody to ask,
+    and how to allow it (the server's ``autoApprove``, or ``serve --yes``)."""
+    how = exc.cli_message.partition("To allow it: ")[2] or "start the gateway with --yes"
+    how = how.replace("run with --yes", "start the gateway with --yes")
+    return (
+        f"tool {exc.tool!r} (server {exc.server!r}) needs approval ({exc.reason}) and a "
+        f"gateway has nobody to ask; the call was not made. To allow it: {how}"
+    )
+
+
+def _error_data(exc: BaseException) -> dict[str, object]:
+    """What failed, as data: the error's type, its server, and whether the request may
+    have taken effect."""
+    outcome, _ = classify(exc, sent=True)
+    return {
+        "type": type(exc).__name__,
+        "server": getattr(exc, "server", None),
+        "effect": "not executed" if outcome == FAIL else "may have taken effect",
+    }
+
+
+def _error_result(exc: BaseException, text: str) -> types.CallToolResult:
+    log.info("gateway call failed", error=describe_error(exc))
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        is_error=True,
+        _meta={ERROR_META: _error_data(exc)},
+    )
+
+
+def _progress(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+    """A progress callback relaying the backing server's progress to the client, when
+    the client asked for progress (``_meta.progressToken``)."""
+    meta: Mapping[str, Any] = params.meta or {}  # a TypedDict: keys by field name or alias
+    token = meta.get("progress_token", meta.get("progressToken"))
+    if token is None:
+        return None
+    session = ctx.session
+    request_id = None if ctx.request_id is None else str(ctx.request_id)
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        with suppress(Exception):
+            await session.send_progress_notification(
+                token, progress, total, message, related_request_id=request_id
+            )
+
+    return relay

@@ -1,0 +1,202 @@
+"""The gateway over Streamable HTTP: the SDK's ASGI app behind a bearer token, served by
+hypercorn under trio.
+
+* ``/mcp`` is the MCP endpoint (both protocol eras; sessions unless ``stateless``). Every
+  request needs ``Authorization: Bearer TOKEN``; without it, or with another token, the
+  answer is ``401`` with a ``WWW-Authenticate`` header. A request that carries an
+  ``Origin`` other than the address it was sent to is refused (``403``), so a web page
+  cannot drive the gateway from a browser (DNS rebinding included; on a loopback address
+  the SDK also checks the ``Host`` header).
+* ``/healthz``: ``200`` while the process serves, with every server's status.
+* ``/readyz``: ``200``, or ``503`` while a server marked ``required: true`` is down
+  (failed, stopped, or waiting for a login), naming it and its last error.
+* ``/metrics``: the Prometheus text of every server's metrics (docs/monitoring.md).
+
+The three read-only routes need no token, like the dashboard's: probes and scrapers
+rarely carry one.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+from collections.abc import Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import attrs
+import trio
+
+from .._serving import listen, respond, serve_sockets
+from ..log import get_logger, redacting
+from ..monitor import prometheus_text
+from ._core import WITHDRAWN, Gateway
+
+if TYPE_CHECKING:
+    from ..runtime import SupervisorHandle
+
+__all__ = ["HttpGatewayInfo", "new_token", "readiness", "serve_http"]
+
+log = get_logger("supervisor.gateway.http")
+
+#: Seconds open requests (a listen stream, a call) get to finish when the gateway stops.
+GRACEFUL_TIMEOUT = 2.0
+#: The MCP endpoint's path.
+MCP_PATH = "/mcp"
+_JSON = b"application/json"
+_METRICS = b"text/plain; version=0.0.4; charset=utf-8"
+
+
+@attrs.frozen
+class HttpGatewayInfo:
+    """Where a running HTTP gateway is: ``url`` is the MCP endpoint
+    (``http://127.0.0.1:8000/mcp``); ``token`` the bearer token it takes (left out of
+    ``repr``)."""
+
+    url: str
+    host: str
+    port: int
+    token: str = attrs.field(repr=False)
+
+
+def readiness(sup: SupervisorHandle) -> tuple[int, dict[str, object]]:
+    """``/readyz``'s status code and document: 503 while a ``required`` server is down."""
+    down = {
+        name: {"status": record.status, "last_error": record.last_error}
+        for name, record in sup.status().items()
+        if getattr(sup.servers[name].config, "required", False) and record.status in WITHDRAWN
+    }
+    if down:
+        return 503, {"status": "not ready", "required_servers_down": down}
+    return 200, {"status": "ready"}
+
+
+class _Front:
+    """The ASGI app in front of the SDK's: probes, metrics, the token and the origin."""
+
+    def __init__(self, app: Any, sup: SupervisorHandle, token: str) -> None:
+        self.app = app
+        self.sup = sup
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)  # lifespan: the session manager's
+            return
+        path = scope["path"]
+        if path == "/healthz":
+            statuses = {name: r.status for name, r in self.sup.status().items()}
+            await _json(send, 200, {"status": "alive", "servers": statuses})
+        elif path == "/readyz":
+            await _json(send, *readiness(self.sup))
+        elif path == "/metrics":
+            await respond(send, 200, prometheus_text(self.sup.metrics()).encode(), _METRICS)
+        elif path != MCP_PATH:
+            await _json(send, 404, {"error": f"not found; the MCP endpoint is {MCP_PATH}"})
+        else:
+            headers = _headers(scope)
+            if not _same_origin(headers):
+                await _json(send, 403, {"error": "cross-origin requests are refused"})
+            elif not hmac.compare_digest(headers.get("authorization", "").encode(), self._expected):
+                await _unauthorized(send, given="authorization" in headers)
+            else:
+                await self.app(scope, receive, send)
+
+
+def _headers(scope: Mapping[str, Any]) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+def _same_origin(headers: Mapping[str, str]) -> bool:
+    """Whether the request has no ``Origin`` or one naming the address it was sent to."""
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    return urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
+
+
+async def _json(send: Any, status: int, document: object) -> None:
+    await respond(send, status, json.dumps(document).encode(), _JSON)
+
+
+async def _unauthorized(send: Any, *, given: bool) -> None:
+    challenge = 'Bearer realm="mcp-supervisor"'
+    if given:
+        challenge += ', error="invalid_token"'
+    await respond(
+        send,
+        401,
+        json.dumps(
+            {
+                "error": "this gateway needs 'Authorization: Bearer TOKEN': the token "
+                "mcp-supervisor serve printed, or $MCP_SUPERVISOR_GATEWAY_TOKEN / --token-file"
+            }
+        ).encode(),
+        _JSON,
+        [(b"www-authenticate", challenge.encode())],
+    )
+
+
+def new_token() -> str:
+    """A random bearer token."""
+    return secrets.token_urlsafe(32)
+
+
+async def serve_http(
+    gateway: Gateway,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    token: str,
+    stateless: bool = False,
+    task_status: trio.TaskStatus[HttpGatewayInfo] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``gateway`` over Streamable HTTP on ``host``:``port`` until cancelled; start
+    it with ``nursery.start``, which returns its :class:`HttpGatewayInfo` once listening
+    (``port=0``: a free port). ``stateless``: no sessions, so any replica can answer any
+    request (handshake-era clients then get no change notifications)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from ..dashboard._address import format_host, is_loopback
+
+    security = None
+    if is_loopback(host) or host == "localhost":  # DNS rebinding: check Host as well
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+    app = gateway.server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=stateless,
+        transport_security=security,
+        host=host,
+    )
+    sockets = await listen(host, port)
+    try:
+        bound_host, bound_port = sockets[0].getsockname()[:2]
+        shown = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(bound_host, bound_host)  # noqa: S104
+        info = HttpGatewayInfo(
+            url=f"http://{format_host(shown)}:{bound_port}{MCP_PATH}",
+            host=bound_host,
+            port=bound_port,
+            token=token,
+        )
+        with redacting([token]):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(
+                    partial(
+                        serve_sockets,
+                        _Front(app, gateway.sup, token),
+                        sockets,
+                        logger_name="supervisor.gateway.http",
+                        graceful_timeout=GRACEFUL_TIMEOUT,
+                    )
+                )
+                log.info("gateway listening", url=info.url, stateless=stateless)
+                task_status.started(info)
+    finally:
+        for sock in sockets:
+            sock.close()

@@ -1,0 +1,106 @@
+"""The gateway over stdio: JSON-RPC lines on standard input and output, read and written
+by trio (the SDK's own stdio server wraps the files in worker threads).
+
+Standard output is the protocol's alone: while the gateway serves, file descriptor 1 is
+pointed at standard error, so a stray ``print`` from anywhere in the process lands there
+instead of corrupting a message, and the messages go to a private duplicate of the
+original descriptor. The client closing standard input ends the session.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+
+import anyio
+import mcp_types as types
+import trio
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared._stream_protocols import ReadStream, WriteStream
+from mcp.shared.message import SessionMessage
+
+from ._core import Gateway
+
+__all__ = ["DRAIN_TIMEOUT", "MAX_LINE_BYTES", "serve_stdio", "stdio_streams"]
+
+#: Seconds the last messages get to be written out when the session ends.
+DRAIN_TIMEOUT = 5.0
+
+#: The longest line (one message) read from standard input; a longer one is refused.
+MAX_LINE_BYTES = 64 * 1024 * 1024
+
+
+@asynccontextmanager
+async def stdio_streams(
+    stdin: int = 0, stdout: int = 1
+) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
+    """The session's message streams over the descriptors ``stdin`` and ``stdout``
+    (a line that is not a JSON-RPC message reaches the session as its exception)."""
+    in_fd, out_fd = os.dup(stdin), os.dup(stdout)
+    saved = os.dup(stdout) if stdout == 1 else None
+    if saved is not None:
+        os.dup2(2, 1)  # stray writes to standard output go to standard error
+    reader = trio.lowlevel.FdStream(in_fd)
+    writer = trio.lowlevel.FdStream(out_fd)
+    to_session, from_wire = create_context_streams[SessionMessage | Exception](0)
+    to_wire, from_session = create_context_streams[SessionMessage](0)
+
+    reading = trio.CancelScope()
+
+    async def read() -> None:
+        buffer = bytearray()
+        async with to_session:
+            with reading, suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                while chunk := await reader.receive_some(65536):
+                    buffer += chunk
+                    while (end := buffer.find(b"\n")) >= 0:
+                        line = bytes(buffer[:end]).strip()
+                        del buffer[: end + 1]
+                        if line:
+                            await to_session.send(_parse(line))
+                    if len(buffer) > MAX_LINE_BYTES:
+                        await to_session.send(
+                            ValueError(f"a message over {MAX_LINE_BYTES} bytes was dropped")
+                        )
+                        buffer.clear()
+
+    async def write() -> None:
+        async with from_session:
+            with suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                async for message in from_session:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await writer.send_all(data.encode() + b"\n")
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            nursery.start_soon(write)
+            try:
+                yield from_wire, to_wire
+            finally:
+                # What the session sent is written out (for a bounded time), then done.
+                reading.cancel()
+                with suppress(anyio.ClosedResourceError):
+                    await to_wire.aclose()
+                nursery.cancel_scope.deadline = trio.current_time() + DRAIN_TIMEOUT
+    finally:
+        await reader.aclose()
+        await writer.aclose()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        return exc
+
+
+async def serve_stdio(gateway: Gateway, stdin: int = 0, stdout: int = 1) -> None:
+    """Serve ``gateway`` to the one client on ``stdin``/``stdout`` until it closes its end
+    (or this is cancelled)."""
+    async with stdio_streams(stdin, stdout) as (read, write):
+        await gateway.server.run(read, write, gateway.server.create_initialization_options())

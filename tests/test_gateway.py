@@ -1,0 +1,420 @@
+"""The gateway (``mcp-supervisor serve``): the merged catalog served as one MCP server,
+used by a plain ``mcp`` SDK client over stdio and over Streamable HTTP, in both protocol
+eras; its lists follow the tree; its HTTP front wants a token and refuses other origins."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from functools import partial
+from pathlib import Path
+
+import httpx2
+import mcp_types
+import pytest
+import trio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from supervisor import open_supervisor
+from supervisor.gateway import ERROR_META, Gateway, HttpGatewayInfo, serve_http
+from supervisor.testing.servers import make_server, stdio_params
+
+TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
+TOKEN = "test-gateway-token-0123456789"
+
+
+def fixture(kind: str, **extra: object) -> dict[str, object]:
+    command, args = stdio_params(kind)  # type: ignore[arg-type]
+    return {"command": command, "args": args, "initTimeout": 60, **extra}
+
+
+def text(result: mcp_types.CallToolResult) -> str:
+    return "\n".join(b.text for b in result.content if isinstance(b, mcp_types.TextContent))
+
+
+@asynccontextmanager
+async def gateway_over_http(
+    config: dict[str, object], *, apps: dict[str, object] | None = None, **options: object
+) -> AsyncIterator[tuple[object, Gateway, HttpGatewayInfo]]:
+    """A supervisor of ``config`` served by an in-process HTTP gateway on a free port,
+    every server connected and listed before a client comes (so that no announcement of
+    the start can reach a test's client)."""
+    async with open_supervisor(config, apps=apps) as sup, trio.open_nursery() as nursery:
+        gateway = Gateway(sup, **options)  # type: ignore[arg-type]
+        await nursery.start(gateway.run)
+        await sup.tools()
+        await gateway.announce()
+        info = await nursery.start(partial(serve_http, gateway, "127.0.0.1", 0, token=TOKEN))
+        yield sup, gateway, info
+        nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def http_client(
+    url: str, *, mode: str = "auto", token: str = TOKEN, **options: object
+) -> AsyncIterator[Client]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    async with (
+        http,
+        Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,
+    ):  # type: ignore[arg-type]
+        yield client
+
+
+# -- a plain client, three backing servers ------------------------------------------------
+
+
+async def test_a_stdio_client_uses_tools_resources_and_prompts_of_three_servers(
+    tmp_path: Path,
+) -> None:
+    """``serve`` over stdio (the default): one SDK client sees the tools of our echo and
+    rich fixtures and of ``mcp-server-time`` (which we did not write), reads a resource,
+    gets a prompt and calls a tool of each, under their merged names (``--yes`` approving
+    the time server's, which is not auto-approved)."""
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "echo": fixture("echo", autoApprove=True),
+                    "notes": fixture("rich", autoApprove=True),
+                    "time": {**TIME_SERVER, "initTimeout": 60},  # not auto-approved
+                }
+            }
+        )
+    )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "supervisor", "serve", "--config", str(config), "--yes"],
+    )
+    with trio.fail_after(90):
+        async with Client(stdio_client(params), mode="legacy") as client:
+            assert client.server_capabilities.tools.list_changed  # type: ignore[union-attr]
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"echo_echo", "notes_add_note", "time_get_current_time"} <= names
+            assert text(await client.call_tool("echo_echo", {"text": "hi"})) == "hi"
+            now = await client.call_tool("time_get_current_time", {"timezone": "UTC"})
+            assert not now.is_error and json.loads(text(now))["timezone"] == "UTC"
+            assert not (await client.call_tool("notes_add_note", {"title": "x"})).is_error
+            uris = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert "notes://index" in uris
+            read = await client.read_resource("notes://index")
+            assert read.contents
+            prompts = {p.name for p in (await client.list_prompts()).prompts}
+            assert "notes_greet" in prompts
+            summary = await client.get_prompt("notes_summarize", {"title": "Ada"})
+            assert "Summarize note Ada" in json.dumps(summary.model_dump(mode="json"))
+
+
+async def test_an_http_client_of_either_era_gets_the_merged_catalog() -> None:
+    """Over HTTP, a 2026-07-28 client and a handshake-era one see the same tools, and a
+    tool's result comes back as the backing server sent it (structured content too), with
+    the gateway's own server info, not the backing server's."""
+    apps = {"echo": make_server("echo"), "notes": make_server("rich")}
+    config = {"mcpServers": {}, "supervisor": {}}
+    async with gateway_over_http(config, apps=apps) as (_, _, info):
+        for mode in ("auto", "legacy"):
+            async with http_client(info.url, mode=mode) as client:
+                names = {tool.name for tool in (await client.list_tools()).tools}
+                assert {"echo_echo", "notes_echo", "notes_structured_ok"} <= names
+                result = await client.call_tool("echo_echo", {"text": "hello"})
+                assert text(result) == "hello" and result.structured_content == {"result": "hello"}
+                stamp = (result.meta or {}).get("io.modelcontextprotocol/serverInfo")
+                assert stamp is None or stamp["name"] == "mcp-supervisor"
+                assert client.server_info.name == "mcp-supervisor"  # type: ignore[union-attr]
+
+
+async def test_a_call_that_needs_approval_is_refused_saying_how_to_allow_it() -> None:
+    """A headless gateway has nobody to ask: a tool of a server without ``autoApprove``
+    answers with a tool error (the call not sent) naming autoApprove and --yes; an
+    unknown tool is the protocol's invalid-params error, naming close matches."""
+    config = {"mcpServers": {"asks": fixture("echo")}}
+    async with gateway_over_http(config) as (_, _, info), http_client(info.url) as client:
+        result = await client.call_tool("asks_echo", {"text": "x"})
+        assert result.is_error
+        said = text(result)
+        assert "needs approval" in said and "autoApprove" in said
+        assert "start the gateway with --yes" in said
+        assert (result.meta or {})[ERROR_META] == {
+            "type": "ApprovalRequired",
+            "server": "asks",
+            "effect": "not executed",
+        }
+        unknown = await _raises(client.call_tool("asks_ech", {}))
+        assert "asks_ech" in unknown and "asks_echo" in unknown  # close matches named
+
+
+async def _raises(awaitable: object) -> str:
+    from mcp.shared.exceptions import MCPError
+
+    with pytest.raises(MCPError) as caught:
+        await awaitable  # type: ignore[misc]
+    assert caught.value.error.code == mcp_types.INVALID_PARAMS
+    return caught.value.error.message
+
+
+async def test_progress_of_the_backing_server_reaches_the_client() -> None:
+    """A client that asks for progress gets the backing server's, relayed."""
+    async with gateway_over_http({"mcpServers": {}}, apps={"s": make_server("slow")}) as (
+        _,
+        _,
+        info,
+    ):
+        seen: list[tuple[float, float | None, str | None]] = []
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            seen.append((done, total, message))
+
+        async with http_client(info.url) as client:
+            result = await client.call_tool(
+                "s_sleep", {"seconds": 0.03, "steps": 3}, progress_callback=progress
+            )
+        assert text(result) == "slept 0.03"
+        assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+
+
+# -- the lists follow the tree -------------------------------------------------------------
+
+
+async def test_list_changed_of_a_backing_server_reaches_clients_of_both_eras() -> None:
+    """A backing server announcing a new tool: the gateway re-lists it and tells its own
+    clients — a notification on a handshake-era session, an event on a 2026-07-28
+    client's listen stream — and the new tool can be called through it."""
+    apps = {"live": make_server("changing")}
+    async with gateway_over_http({"mcpServers": {}}, apps=apps) as (_, _, info):
+        notified = trio.Event()
+
+        async def handler(message: object) -> None:
+            if isinstance(message, mcp_types.ToolListChangedNotification):
+                notified.set()
+
+        async with (
+            http_client(info.url, mode="legacy", message_handler=handler) as legacy,
+            http_client(info.url) as modern,
+        ):
+            await legacy.list_tools()
+            async with modern.listen(tools_list_changed=True) as events:
+                await legacy.call_tool("live_add_tool", {"name": "late"})
+                with trio.fail_after(10):
+                    event = await events.__anext__()
+                    await notified.wait()
+            assert type(event).__name__ == "ToolsListChanged"
+            names = {t.name for t in (await modern.list_tools(cache_mode="refresh")).tools}
+            assert "live_late" in names
+            assert text(await legacy.call_tool("live_late", {})) == "late"
+
+
+async def test_kill_9_of_a_backing_server_is_only_latency() -> None:
+    """kill -9 of a stdio server mid-session: the next call through the gateway waits for
+    the restart and succeeds; its tools were never withdrawn (no list_changed)."""
+    config = {
+        "mcpServers": {"echo": fixture("echo", lazy=False, autoApprove=True)},
+        "supervisor": {"backoff": {"local": {"initial": 0.05}}},
+    }
+    notified: list[object] = []
+
+    async def handler(message: object) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            notified.append(message)
+
+    async with (
+        gateway_over_http(config) as (sup, _, info),
+        sup.subscribe("mcp.local.crashed") as crashes,  # type: ignore[attr-defined]
+        http_client(info.url, mode="legacy", message_handler=handler) as client,
+    ):
+        assert text(await client.call_tool("echo_echo", {"text": "a"})) == "a"
+        os.kill(sup.status()["echo"].pid, signal.SIGKILL)  # type: ignore[attr-defined,arg-type]
+        await crashes.receive()  # the next call comes after the crash, as a client's would
+        with trio.fail_after(60):
+            assert text(await client.call_tool("echo_echo", {"text": "b"})) == "b"
+        names = {t.name for t in (await client.list_tools(cache_mode="refresh")).tools}
+        assert "echo_echo" in names and notified == []
+
+
+async def test_a_failed_server_is_withdrawn_at_once_and_restored_when_back() -> None:
+    """A backing server that ends ``failed``: clients get list_changed and its tools are
+    gone; a call to one is at once a tool error naming the server and its last error,
+    marked not executed; /readyz says 503 as it is required. Restarted, its tools come
+    back with another list_changed, and /readyz is 200 again."""
+    config = {
+        "mcpServers": {
+            "echo": fixture("echo", lazy=False, autoApprove=True, maxRestarts=0, required=True),
+            "other": fixture("echo", lazy=False, autoApprove=True),
+        }
+    }
+    changes: list[object] = []
+    changed = trio.Event()
+
+    async def handler(message: object) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            changes.append(message)
+            changed.set()
+
+    async with gateway_over_http(config) as (sup, _, info):
+        probe = httpx2.AsyncClient()
+        base = info.url.removesuffix("/mcp")
+        async with probe, http_client(info.url, mode="legacy", message_handler=handler) as client:
+            assert "echo_echo" in {t.name for t in (await client.list_tools()).tools}
+            assert (await probe.get(f"{base}/readyz")).status_code == 200
+            os.kill(sup.status()["echo"].pid, signal.SIGKILL)  # type: ignore[attr-defined,arg-type]
+            with trio.fail_after(30):
+                await changed.wait()
+            assert sup.status()["echo"].status == "failed"  # type: ignore[attr-defined]
+            names = {t.name for t in (await client.list_tools(cache_mode="refresh")).tools}
+            assert "echo_echo" not in names and "other_echo" in names
+            with trio.fail_after(5):  # at once: no wait for a restart that will not come
+                result = await client.call_tool("echo_echo", {"text": "x"})
+            assert result.is_error and "'echo'" in text(result)
+            assert "exit" in text(result) or "killed" in text(result) or "signal" in text(result)
+            assert (result.meta or {})[ERROR_META]["effect"] == "not executed"
+            ready = await probe.get(f"{base}/readyz")
+            assert ready.status_code == 503 and "echo" in ready.json()["required_servers_down"]
+            changed = trio.Event()
+            await sup.restart("echo")  # type: ignore[attr-defined]
+            with trio.fail_after(60):
+                await changed.wait()
+            names = {t.name for t in (await client.list_tools(cache_mode="refresh")).tools}
+            assert "echo_echo" in names and len(changes) == 2
+            assert text(await client.call_tool("echo_echo", {"text": "y"})) == "y"
+            assert (await probe.get(f"{base}/readyz")).status_code == 200
+
+
+async def test_filters_narrow_what_one_gateway_serves() -> None:
+    """``tools`` globs and ``servers`` names: only those are listed, and a call to another
+    known tool is refused as not served here."""
+    apps = {"e": make_server("echo"), "n": make_server("rich")}
+    async with gateway_over_http({"mcpServers": {}}, apps=apps, tools=["*_echo", "n_add*"]) as (
+        _,
+        _,
+        info,
+    ):
+        async with http_client(info.url) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert names == {"e_echo", "n_echo", "n_add", "n_add_note"}
+            message = await _raises(client.call_tool("e_count", {}))
+            assert "not served by this gateway" in message
+    async with gateway_over_http({"mcpServers": {}}, apps=apps, servers=["n"]) as (_, _, info):
+        async with http_client(info.url) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert names and all(name.startswith("n_") for name in names)
+
+
+# -- the HTTP front --------------------------------------------------------------------------
+
+
+async def test_http_needs_the_token_and_refuses_other_origins() -> None:
+    """No token or a wrong one: 401 with WWW-Authenticate; another Origin: 403; the
+    probes and metrics answer without a token; an unknown path is 404."""
+    async with gateway_over_http({"mcpServers": {}}, apps={"e": make_server("echo")}) as (
+        _,
+        _,
+        info,
+    ):
+        base = info.url.removesuffix("/mcp")
+        body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        async with httpx2.AsyncClient() as http:
+            bare = await http.post(info.url, json=body)
+            assert bare.status_code == 401
+            assert bare.headers["www-authenticate"] == 'Bearer realm="mcp-supervisor"'
+            wrong = await http.post(info.url, json=body, headers={"Authorization": "Bearer no"})
+            assert wrong.status_code == 401 and "invalid_token" in wrong.headers["www-authenticate"]
+            evil = await http.post(
+                info.url,
+                json=body,
+                headers={"Authorization": f"Bearer {TOKEN}", "Origin": "http://evil.example"},
+            )
+            assert evil.status_code == 403
+            health = await http.get(f"{base}/healthz")
+            assert health.status_code == 200 and health.json()["status"] == "alive"
+            assert (await http.get(f"{base}/readyz")).json() == {"status": "ready"}
+            metrics = await http.get(f"{base}/metrics")
+            assert metrics.status_code == 200 and "mcp_" in metrics.text
+            assert (await http.get(f"{base}/nope")).status_code == 404
+
+
+async def test_serve_http_prints_a_generated_token_once_and_takes_it(tmp_path: Path) -> None:
+    """``serve --http`` without a token configured makes one and prints it once on
+    stderr, with the endpoint; the token works, and is in no log line."""
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"echo": fixture("echo", autoApprove=True)}}))
+    env = {k: v for k, v in os.environ.items() if k != "MCP_SUPERVISOR_GATEWAY_TOKEN"}
+    command = [sys.executable, "-m", "supervisor", "serve", "--config", str(config)]
+    process = await trio.lowlevel.open_process(
+        [*command, "--http", "127.0.0.1:0", "-v"], stderr=subprocess.PIPE, env=env
+    )
+    assert process.stderr is not None
+    err = b""
+    try:
+        with trio.fail_after(60):
+            while b"gateway token" not in err:
+                chunk = await process.stderr.receive_some()
+                assert chunk, err.decode()
+                err += chunk
+        found = re.search(rb"gateway at (\S+)\n.*gateway token \(send .*\): (\S+)\n", err, re.S)
+        assert found is not None, err.decode()
+        url, token = found[1].decode(), found[2].decode()
+        async with http_client(url, token=token) as client:
+            assert text(await client.call_tool("echo_echo", {"text": "hi"})) == "hi"
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(30):
+            while chunk := await process.stderr.receive_some():
+                err += chunk
+            assert await process.wait() == 143
+    finally:
+        with suppress(ProcessLookupError):
+            process.kill()
+        await process.stderr.aclose()
+    assert err.decode().count(token) == 1  # printed once; the logs redact it
+
+
+def test_the_token_comes_from_a_file_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--token-file wins over $MCP_SUPERVISOR_GATEWAY_TOKEN; neither: "" (generate one);
+    a file with several words or nothing is refused, naming it."""
+    from argparse import Namespace
+
+    from supervisor.cli._serve import _token
+
+    monkeypatch.setenv("MCP_SUPERVISOR_GATEWAY_TOKEN", "from-env")
+    assert _token(Namespace(token_file=None)) == "from-env"
+    file = tmp_path / "token"
+    file.write_text("from-file\n")
+    assert _token(Namespace(token_file=str(file))) == "from-file"
+    monkeypatch.delenv("MCP_SUPERVISOR_GATEWAY_TOKEN")
+    assert _token(Namespace(token_file=None)) == ""
+    for bad in ("", "two words"):
+        file.write_text(bad)
+        assert _token(Namespace(token_file=str(file))) is None
+
+
+def test_the_client_snippets_in_the_docs_start_the_gateway() -> None:
+    """docs/gateway.md's Claude Desktop, VS Code and Claude Code snippets are valid in
+    their clients' formats, and what they run is ``serve`` over stdio as our parser
+    reads it."""
+    from supervisor.cli import build_parser
+    from supervisor.config import load_config
+
+    page = (Path(__file__).parent.parent / "docs" / "gateway.md").read_text()
+    snippets = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", page, re.S) if "args" in b]
+    assert len(snippets) == 2  # Claude Desktop (mcpServers) and VS Code (servers)
+    commands = []
+    for snippet in snippets:
+        (server,) = load_config(snippet).servers.values()
+        commands.append([server.command, *server.args])
+    claude_code = re.search(r"claude mcp add supervisor -- (.*)\n", page)
+    assert claude_code is not None
+    commands.append(claude_code[1].split())
+    for command in commands:
+        assert command[0] == "mcp-supervisor"
+        args = build_parser().parse_args(command[1:])
+        assert args.command == "serve" and args.http is None and args.dashboard is None
+        assert Path(args.config).is_absolute()
