@@ -21,6 +21,7 @@ import pytest
 import supervisor
 import supervisor.actors
 import supervisor.faults
+import supervisor.gateway
 import supervisor.testing
 from supervisor._programs import exec_path
 from supervisor.transports import child_environment
@@ -119,7 +120,13 @@ def _lazy_sources(module: ModuleType) -> dict[str, str]:
     return found
 
 
-FACADES = [supervisor, supervisor.actors, supervisor.faults, supervisor.testing]
+FACADES = [
+    supervisor,
+    supervisor.actors,
+    supervisor.faults,
+    supervisor.gateway,
+    supervisor.testing,
+]
 
 
 @pytest.mark.parametrize("module", FACADES, ids=lambda m: m.__name__)

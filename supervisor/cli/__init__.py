@@ -28,9 +28,18 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 
-from ..log import configure_logging, redact, redacting
+from ..log import redact, redacting
 from . import _auth, _basics, _chaos, _manage, _resources, _serve, _servers, _tools
-from ._common import EPILOG, EXIT_BROKEN_PIPE, EXIT_FAILURE, Parser, log, said, say
+from ._common import (
+    EPILOG,
+    EXIT_BROKEN_PIPE,
+    EXIT_FAILURE,
+    Parser,
+    configure_cli_logging,
+    log,
+    said,
+    say,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -74,10 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 with usage on stderr for a usage error
-    verbose = getattr(args, "verbose", 0)
-    if verbose or not getattr(args, "light", False):
-        level = "warning" if verbose == 0 else "info" if verbose == 1 else "debug"
-        configure_logging(level=level, stream=sys.stderr, force=True)
+    if getattr(args, "verbose", 0) or not getattr(args, "light", False):
+        configure_cli_logging(args)
     handler: Callable[[argparse.Namespace], int] = args.handler
     with redacting() as args.secrets:  # the loaded config's secrets, for the command
         try:

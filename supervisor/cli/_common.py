@@ -181,6 +181,17 @@ def load(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Config, or None a
     return config if trust_default(args, config, before) else None
 
 
+def configure_cli_logging(args: argparse.Namespace) -> None:
+    """Log to stderr: warnings, or more with ``-v`` (info) and ``-vv`` (debug). Done for
+    every command but the light ones (``light=True``), which do it once they know they
+    need it: ``call`` through a running gateway never loads the logging stack."""
+    from ..log import configure_logging
+
+    verbose = getattr(args, "verbose", 0)
+    level = "warning" if verbose == 0 else "info" if verbose == 1 else "debug"
+    configure_logging(level=level, stream=sys.stderr, force=True)
+
+
 def one_shot(args: argparse.Namespace) -> None:
     """A one-shot command (``status``, ``tools``, ``call``) gives each server one attempt
     and reports every outcome itself: the supervisor's own warnings (a server failed,

@@ -119,7 +119,7 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
     :func:`~._common.run` cancels it on a signal."""
     import trio
 
-    from ..gateway import Gateway, new_token, serve_http, serve_stdio
+    from ..gateway import Gateway, new_token, serve_http, serve_local, serve_stdio
     from ..runtime import open_supervisor
     from ..tools import Approver, Decider
     from ._tools import approve_all
@@ -134,6 +134,8 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
             await start_dashboard(nursery, sup, args.dashboard)
         gateway = Gateway(sup, tools=args.tools or (), servers=args.servers or ())
         await nursery.start(gateway.run)  # which connects every server
+        # Where status, tools, call and events find this gateway for this config.
+        await nursery.start(serve_local, gateway, args.config)
         if args.stdio or (args.http is None and args.dashboard is None):
             await serve_stdio(gateway)  # until the client closes standard input
             nursery.cancel_scope.cancel()

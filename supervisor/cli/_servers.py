@@ -10,6 +10,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
+from . import _remote as remote
 from ._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -21,6 +22,7 @@ from ._common import (
     one_shot,
     run,
 )
+from ._remote import add_gateway_options, cold_start, find_gateway
 from ._serve import add_dashboard_option, start_dashboard
 from ._trust import add_config_options
 
@@ -30,6 +32,11 @@ if TYPE_CHECKING:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
+    if not args.watch and args.dashboard is None:
+        gateway = find_gateway(args)
+        if gateway is not None and (code := remote.status(gateway, args.json)) is not None:
+            return code
+    cold_start(args)
     config = load(args)
     if config is None:
         return EXIT_USAGE
@@ -126,6 +133,12 @@ async def _status(config: Config, args: argparse.Namespace) -> int:
 
 
 def _cmd_events(args: argparse.Namespace) -> int:
+    gateway = find_gateway(args)
+    if gateway is not None:
+        code = remote.events(gateway, args.filter, args.duration)
+        if code is not None:
+            return code
+    cold_start(args)
     config = load(args)
     if config is None:
         return EXIT_USAGE
@@ -162,6 +175,7 @@ def register(commands: Commands, parents: Parents) -> None:
         "table as events arrive, until Ctrl-C (exit 130) or another signal.",
     )
     add_config_options(status)
+    add_gateway_options(status)
     status.add_argument("--json", action="store_true", help="one JSON document on stdout")
     status.add_argument("--watch", action="store_true", help="redraw on every change (Ctrl-C)")
     add_dashboard_option(status)  # implies --watch
@@ -176,6 +190,7 @@ def register(commands: Commands, parents: Parents) -> None:
         "(exit 130) or another signal.",
     )
     add_config_options(events)
+    add_gateway_options(events)
     events.add_argument(
         "--filter", default="*", metavar="PATTERN", help="glob over event kinds (mcp.*)"
     )

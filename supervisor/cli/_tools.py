@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import _remote as remote
 from ._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -34,6 +35,7 @@ from ._common import (
     run,
     said,
 )
+from ._remote import add_gateway_options, cold_start, find_gateway
 from ._trust import add_config_options
 
 if TYPE_CHECKING:
@@ -42,6 +44,10 @@ if TYPE_CHECKING:
 
 
 def _cmd_tools(args: argparse.Namespace) -> int:
+    gateway = find_gateway(args)
+    if gateway is not None and (code := remote.tools(gateway, args.json, args.search)) is not None:
+        return code
+    cold_start(args)
     config = load(args)
     if config is None:
         return EXIT_USAGE
@@ -207,6 +213,12 @@ def _cmd_call(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    gateway = find_gateway(args)
+    if gateway is not None:
+        code = remote.call(gateway, args.tool, arguments, args.json)
+        if code is not None:
+            return code
+    cold_start(args)
     config = load(args)
     if config is None:
         return EXIT_USAGE
@@ -435,6 +447,7 @@ def register(commands: Commands, parents: Parents) -> None:
         "error.",
     )
     add_config_options(tools)
+    add_gateway_options(tools)
     tools.add_argument("--json", action="store_true", help="one JSON document on stdout")
     tools.add_argument(
         "--search",
@@ -459,6 +472,7 @@ def register(commands: Commands, parents: Parents) -> None:
         "approval needed without a terminal or --yes, or a config error.",
     )
     add_config_options(call)
+    add_gateway_options(call)
     call.add_argument("tool", metavar="TOOL", help="the tool's merged name, e.g. notes_add_note")
     call.add_argument(
         "arguments",

@@ -6,31 +6,69 @@
   clients of both protocol eras. Run :meth:`Gateway.run` for the announcements.
 * :func:`serve_stdio` — to one client over standard input and output;
 * :func:`serve_http` — over Streamable HTTP, behind a bearer token, with ``/healthz``,
-  ``/readyz`` (:func:`readiness`) and ``/metrics``.
+  ``/readyz`` (:func:`readiness`) and ``/metrics``;
+* :func:`serve_local` — on the Unix socket where the CLI's commands find a running
+  gateway (:func:`local_socket`), and :class:`GatewayClient`, what they ask it with.
 
-``mcp-supervisor serve`` is these, with the supervisor around them.
+``mcp-supervisor serve`` is these, with the supervisor around them. A lazy façade:
+:class:`GatewayClient` and :func:`local_socket` load neither the MCP SDK nor trio.
 """
 
 from __future__ import annotations
 
-from ._core import ERROR_META as ERROR_META
-from ._core import WITHDRAWN as WITHDRAWN
-from ._core import Gateway as Gateway
-from ._http import HttpGatewayInfo as HttpGatewayInfo
-from ._http import new_token as new_token
-from ._http import readiness as readiness
-from ._http import serve_http as serve_http
-from ._stdio import serve_stdio as serve_stdio
-from ._stdio import stdio_streams as stdio_streams
+from typing import TYPE_CHECKING
+
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ._core import ERROR_META as ERROR_META
+    from ._core import WITHDRAWN as WITHDRAWN
+    from ._core import Gateway as Gateway
+    from ._http import HttpGatewayInfo as HttpGatewayInfo
+    from ._http import new_token as new_token
+    from ._http import readiness as readiness
+    from ._http import serve_http as serve_http
+    from ._http import serve_local as serve_local
+    from ._local import GatewayClient as GatewayClient
+    from ._local import GatewayError as GatewayError
+    from ._local import GatewayRequestError as GatewayRequestError
+    from ._local import local_socket as local_socket
+    from ._stdio import serve_stdio as serve_stdio
+    from ._stdio import stdio_streams as stdio_streams
 
 __all__ = [
     "ERROR_META",
     "WITHDRAWN",
     "Gateway",
+    "GatewayClient",
+    "GatewayError",
+    "GatewayRequestError",
     "HttpGatewayInfo",
+    "local_socket",
     "new_token",
     "readiness",
     "serve_http",
+    "serve_local",
     "serve_stdio",
     "stdio_streams",
 ]
+
+#: where each public name is defined; imported from there on first use
+_SOURCES = {
+    "ERROR_META": "._core",
+    "WITHDRAWN": "._core",
+    "Gateway": "._core",
+    "HttpGatewayInfo": "._http",
+    "new_token": "._http",
+    "readiness": "._http",
+    "serve_http": "._http",
+    "serve_local": "._http",
+    "GatewayClient": "._local",
+    "GatewayError": "._local",
+    "GatewayRequestError": "._local",
+    "local_socket": "._local",
+    "serve_stdio": "._stdio",
+    "stdio_streams": "._stdio",
+}
+
+__getattr__, __dir__ = attach(__name__, _SOURCES, __all__)

@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from ..registry import Entry
     from ..runtime import SupervisorHandle
 
-__all__ = ["ERROR_META", "WITHDRAWN", "Gateway"]
+__all__ = ["ERROR_META", "SERVER_META", "WITHDRAWN", "Gateway"]
 
 log = get_logger("supervisor.gateway")
 
@@ -73,6 +73,8 @@ log = get_logger("supervisor.gateway")
 WITHDRAWN = frozenset({"failed", "auth_failed", "needs_auth", "stopped", "disabled"})
 #: The ``_meta`` key of a failed call's result that says what failed, as data.
 ERROR_META = "mcp-supervisor/error"
+#: The ``_meta`` key of a result that names the backing server which answered.
+SERVER_META = "mcp-supervisor/server"
 #: JSON-RPC error code for a resource not found (the MCP specification's).
 RESOURCE_NOT_FOUND = -32002
 #: Seconds a listing made at start waits for the servers' first connections.
@@ -260,15 +262,19 @@ class Gateway:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         except ToolError as exc:
             if exc.result is not None and exc.result.raw is not None:
-                return _passed_on(exc.result.raw)
+                return _passed_on(exc.result.raw, exc.server)
             return _error_result(exc, exc.text or str(exc))
         except ApprovalRequired as exc:
             return _error_result(exc, _approval_text(exc))
         except (SupervisorError, TimeoutError) as exc:
             return _error_result(exc, str(exc))
+        server = self.sup.resolve(name)[0]
         if result.raw is not None:
-            return _passed_on(result.raw)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=result.text)])
+            return _passed_on(result.raw, server)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=result.text)],
+            _meta={SERVER_META: server},
+        )
 
     # -- resources and prompts -----------------------------------------------------------
 
@@ -352,14 +358,14 @@ def _tool(entry: Entry) -> types.Tool:
     return entry.tool.model_copy(update={"name": entry.name, "description": entry.description})
 
 
-def _passed_on(result: types.CallToolResult) -> types.CallToolResult:
+def _passed_on(result: types.CallToolResult, server: str | None) -> types.CallToolResult:
     """The backing server's result, without the protocol's own ``_meta`` stamps (its
-    ``io.modelcontextprotocol/serverInfo``): those describe a hop, and this one is ours."""
-    meta = result.meta
-    if not meta or not any(key.startswith(_PROTOCOL_META) for key in meta):
-        return result
-    kept = {k: v for k, v in meta.items() if not k.startswith(_PROTOCOL_META)}
-    return result.model_copy(update={"meta": kept or None})
+    ``io.modelcontextprotocol/serverInfo``: those describe a hop, and this one is ours),
+    and with the name of the server that answered (:data:`SERVER_META`)."""
+    meta = {k: v for k, v in (result.meta or {}).items() if not k.startswith(_PROTOCOL_META)}
+    if server is not None:
+        meta[SERVER_META] = server
+    return result.model_copy(update={"meta": meta or None})
 
 
 _PROTOCOL_META = "io.modelcontextprotocol/"

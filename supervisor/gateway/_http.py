@@ -11,9 +11,12 @@ hypercorn under trio.
 * ``/readyz``: ``200``, or ``503`` while a server marked ``required: true`` is down
   (failed, stopped, or waiting for a login), naming it and its last error.
 * ``/metrics``: the Prometheus text of every server's metrics (docs/monitoring.md).
+* ``/status``: the ``status --json`` document; ``/events?filter=GLOB``: the events as JSON
+  lines, as they come (what ``status`` and ``events`` show when they use this gateway).
 
-The three read-only routes need no token, like the dashboard's: probes and scrapers
-rarely carry one.
+``/healthz``, ``/readyz`` and ``/metrics`` need no token, like the dashboard's: probes
+and scrapers rarely carry one. :func:`serve_local` serves the same routes on a Unix socket
+only its user can reach, without a token.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
+import socket
 from collections.abc import Mapping
+from contextlib import suppress
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -37,7 +43,7 @@ from ._core import WITHDRAWN, Gateway
 if TYPE_CHECKING:
     from ..runtime import SupervisorHandle
 
-__all__ = ["HttpGatewayInfo", "new_token", "readiness", "serve_http"]
+__all__ = ["HttpGatewayInfo", "new_token", "readiness", "serve_http", "serve_local"]
 
 log = get_logger("supervisor.gateway.http")
 
@@ -74,12 +80,16 @@ def readiness(sup: SupervisorHandle) -> tuple[int, dict[str, object]]:
 
 
 class _Front:
-    """The ASGI app in front of the SDK's: probes, metrics, the token and the origin."""
+    """The ASGI app in front of the SDK's: probes, metrics, status and events, the token
+    (none on the local socket: ``token=None``) and the origin."""
 
-    def __init__(self, app: Any, sup: SupervisorHandle, token: str) -> None:
+    def __init__(
+        self, app: Any, sup: SupervisorHandle, token: str | None, stopping: trio.Event
+    ) -> None:
         self.app = app
         self.sup = sup
-        self._expected = f"Bearer {token}".encode()
+        self._expected = None if token is None else f"Bearer {token}".encode()
+        self._stopping = stopping
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -93,16 +103,66 @@ class _Front:
             await _json(send, *readiness(self.sup))
         elif path == "/metrics":
             await respond(send, 200, prometheus_text(self.sup.metrics()).encode(), _METRICS)
-        elif path != MCP_PATH:
+        elif path not in _PRIVATE:
             await _json(send, 404, {"error": f"not found; the MCP endpoint is {MCP_PATH}"})
         else:
             headers = _headers(scope)
+            given = headers.get("authorization", "").encode()
             if not _same_origin(headers):
                 await _json(send, 403, {"error": "cross-origin requests are refused"})
-            elif not hmac.compare_digest(headers.get("authorization", "").encode(), self._expected):
+            elif self._expected is not None and not hmac.compare_digest(given, self._expected):
                 await _unauthorized(send, given="authorization" in headers)
+            elif path == "/status":
+                await _json(send, 200, _status(self.sup))
+            elif path == "/events":
+                await self._events(scope, receive, send)
             else:
                 await self.app(scope, receive, send)
+
+    async def _events(self, scope: Any, receive: Any, send: Any) -> None:
+        """The events matching ``?filter=GLOB`` (all by default) as JSON lines, until the
+        client goes or the gateway stops."""
+        from urllib.parse import parse_qs
+
+        from ..events import encode
+
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        pattern = query.get("filter", ["*"])[0] or "*"
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/jsonl")],
+            }
+        )
+        async with self.sup.subscribe(pattern) as events, trio.open_nursery() as nursery:
+
+            async def until_gone() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                nursery.cancel_scope.cancel()
+
+            async def until_stopping() -> None:
+                await self._stopping.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(until_gone)
+            nursery.start_soon(until_stopping)
+            async for event in events:
+                body = encode(event) + b"\n"
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+        with suppress(Exception):  # the client may be gone
+            await send({"type": "http.response.body", "body": b""})
+
+
+#: The routes behind the token: the MCP endpoint and the two the CLI reads.
+_PRIVATE = frozenset({MCP_PATH, "/status", "/events"})
+
+
+def _status(sup: SupervisorHandle) -> dict[str, object]:
+    from ..monitor import status_document
+
+    return status_document(sup.status(), sup.metrics(), actors=sup.statistics())
 
 
 def _headers(scope: Mapping[str, Any]) -> dict[str, str]:
@@ -184,14 +244,16 @@ async def serve_http(
             port=bound_port,
             token=token,
         )
+        stopping = trio.Event()
         with redacting([token]):
             async with trio.open_nursery() as nursery:
                 await nursery.start(
                     partial(
                         serve_sockets,
-                        _Front(app, gateway.sup, token),
+                        _Front(app, gateway.sup, token, stopping),
                         sockets,
                         logger_name="supervisor.gateway.http",
+                        stopping=stopping,
                         graceful_timeout=GRACEFUL_TIMEOUT,
                     )
                 )
@@ -200,3 +262,62 @@ async def serve_http(
     finally:
         for sock in sockets:
             sock.close()
+
+
+async def serve_local(
+    gateway: Gateway,
+    config_path: str,
+    *,
+    task_status: trio.TaskStatus[Path | None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``gateway`` on the Unix socket of ``config_path`` (:func:`local_socket`), for
+    the CLI's commands, until cancelled; then remove the socket. Reports its path, or
+    ``None`` — and returns — when another gateway already serves that config."""
+    from ._local import bind_local, local_socket
+
+    path = local_socket(config_path)
+    try:
+        sock = bind_local(path)
+    except OSError as exc:
+        log.warning("no local socket for the CLI", path=str(path), error=str(exc))
+        task_status.started(None)
+        return
+    if sock is None:
+        log.info("another gateway serves this config's local socket", path=str(path))
+        task_status.started(None)
+        return
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    # A Unix socket has no host to rebind: its file's mode is what keeps others out.
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app = gateway.server.streamable_http_app(
+        streamable_http_path=MCP_PATH, stateless_http=True, transport_security=security
+    )
+    stopping = trio.Event()
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                partial(
+                    serve_sockets,
+                    _Front(app, gateway.sup, None, stopping),
+                    [sock],
+                    logger_name="supervisor.gateway.local",
+                    stopping=stopping,
+                    graceful_timeout=GRACEFUL_TIMEOUT,
+                )
+            )
+            log.info("gateway listening for the CLI", path=str(path))
+            task_status.started(path)
+    finally:
+        sock.close()
+        with suppress(OSError):
+            if path.exists() and not _listening_elsewhere(path, sock):
+                path.unlink()
+
+
+def _listening_elsewhere(path: Path, closed: socket.socket) -> bool:
+    """Whether the socket file at ``path`` is no longer ours (another gateway took it
+    over after ours was found dead); ours is closed, so nothing answers there if not."""
+    from ._local import _answers
+
+    return _answers(path)

@@ -1,0 +1,301 @@
+"""Finding and talking to a running gateway: what lets ``mcp-supervisor call`` cost a round
+trip instead of a start-up.
+
+Every ``serve`` also listens on a Unix socket of its own, named after its config file's
+real path, in a private directory (``$XDG_RUNTIME_DIR/mcp-supervisor``, else
+``$MCP_SUPERVISOR_STATE_DIR/run``, else ``~/.mcp-supervisor/run``; 0700, the socket 0600:
+only its user can connect, which is the socket's authentication). ``status``, ``tools``,
+``call`` and ``events`` look for the socket of the config they were given and, when a
+gateway answers there, ask it; ``--connect URL`` names a gateway over HTTP instead (with
+its token from ``$MCP_SUPERVISOR_GATEWAY_TOKEN``).
+
+This module is the standard library only — ``http.client`` and ``json`` — so that a
+command using a running gateway loads neither the MCP SDK nor trio: the client speaks the
+stateless 2026-07-28 protocol (one POST per request) and the gateway's own routes.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import http.client
+import json
+import os
+import socket
+import stat
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = [
+    "GatewayClient",
+    "GatewayError",
+    "GatewayRequestError",
+    "PROTOCOL_VERSION",
+    "bind_local",
+    "local_socket",
+    "runtime_dir",
+]
+
+#: The protocol version the client speaks (stateless: no handshake, no session).
+PROTOCOL_VERSION = "2026-07-28"
+#: Seconds a client waits to connect to a gateway before going on without it.
+CONNECT_TIMEOUT = 2.0
+_CLIENT_INFO = {"name": "mcp-supervisor-cli", "version": "1"}
+
+
+class GatewayError(Exception):
+    """The gateway could not be asked (gone, refused, or its answer made no sense)."""
+
+
+def runtime_dir() -> Path:
+    """Where the gateways' sockets are: the user's runtime directory when there is one."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return Path(runtime) / "mcp-supervisor"
+    state = os.environ.get("MCP_SUPERVISOR_STATE_DIR")
+    return (Path(state) if state else Path.home() / ".mcp-supervisor") / "run"
+
+
+def local_socket(config_path: str | os.PathLike[str]) -> Path:
+    """The socket of the gateway serving the config file at ``config_path``."""
+    real = os.path.realpath(config_path)
+    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:20]
+    return runtime_dir() / f"gateway-{digest}.sock"
+
+
+def bind_local(path: Path) -> socket.socket | None:
+    """A listening Unix socket at ``path`` (0600, in a 0700 directory), or ``None`` when
+    another gateway is already listening there. A socket file nobody listens on (left by
+    a gateway that was killed) is replaced."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path.parent, 0o700)
+    if path.exists():
+        if _answers(path):
+            return None
+        path.unlink(missing_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        umask = os.umask(0o177)
+        try:
+            sock.bind(str(path))
+        finally:
+            os.umask(umask)
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            return None
+        raise
+    return sock
+
+
+def _answers(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(CONNECT_TIMEOUT)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float | None) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(min(self.timeout or CONNECT_TIMEOUT, CONNECT_TIMEOUT))
+        try:
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        sock.settimeout(self.timeout)
+        self.sock = sock
+
+
+class GatewayClient:
+    """A running gateway, asked over its Unix socket (``socket_path``) or over HTTP
+    (``url`` and ``token``). Each request is one stateless exchange."""
+
+    def __init__(
+        self,
+        *,
+        socket_path: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+        token: str | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        if (socket_path is None) == (url is None):
+            raise ValueError("give a socket path or a URL")
+        self.socket_path = None if socket_path is None else os.fspath(socket_path)
+        self.url = url
+        self.token = token
+        self.timeout = timeout
+        self._ids = iter(range(1, 1 << 62))
+        self.where = self.socket_path if url is None else url
+
+    @classmethod
+    def find(cls, config_path: str, *, timeout: float | None = None) -> GatewayClient | None:
+        """The gateway serving ``config_path`` on this machine, if one is listening."""
+        path = local_socket(config_path)
+        try:
+            mode = path.stat().st_mode
+        except OSError:
+            return None
+        if not stat.S_ISSOCK(mode) or not _answers(path):
+            return None
+        return cls(socket_path=path, timeout=timeout)
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self.socket_path is not None:
+            return _UnixConnection(self.socket_path, self.timeout)
+        assert self.url is not None
+        parts = urlsplit(self.url)
+        if parts.scheme == "https":
+            return http.client.HTTPSConnection(parts.netloc, timeout=self.timeout)
+        return http.client.HTTPConnection(parts.netloc, timeout=self.timeout)
+
+    def _path(self, route: str) -> str:
+        if self.url is None:
+            return route
+        base = urlsplit(self.url).path
+        return base if route == "/mcp" else base.rsplit("/", 1)[0] + route
+
+    def _headers(self) -> dict[str, str]:
+        return {} if self.token is None else {"Authorization": f"Bearer {self.token}"}
+
+    def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Send one MCP request; its result, or :class:`GatewayRequestError` for an
+        error answer; :class:`GatewayError` when the gateway cannot be asked."""
+        request_id = next(self._ids)
+        body = dict(params or {})
+        body["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+            "io.modelcontextprotocol/clientInfo": _CLIENT_INFO,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
+        headers = {
+            **self._headers(),
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": PROTOCOL_VERSION,
+            "Mcp-Method": method,
+        }
+        if "name" in body and isinstance(body["name"], str):
+            headers["Mcp-Name"] = body["name"]
+        status, content_type, data = self._exchange(
+            "POST", self._path("/mcp"), json.dumps(message).encode(), headers
+        )
+        try:
+            answers = list(_messages(content_type, data))
+        except ValueError:
+            answers = []
+        if status != 200 and not any(a.get("id") == request_id for a in answers):
+            raise GatewayError(f"the gateway at {self.where} answered HTTP {status}: {_said(data)}")
+        for answer in answers:  # an error answer may come with a 4xx status
+            if answer.get("id") != request_id:
+                continue  # a notification about the request (progress, say)
+            if "error" in answer:
+                error = answer["error"]
+                raise GatewayRequestError(error.get("code", 0), error.get("message", ""))
+            return answer.get("result", {})
+        raise GatewayError(f"the gateway at {self.where} sent no answer to {method}")
+
+    def get(self, route: str) -> Any:
+        """``GET`` one of the gateway's own JSON routes (``/status``, ``/healthz``)."""
+        status, _, data = self._exchange("GET", self._path(route), None, self._headers())
+        if status != 200:
+            raise GatewayError(f"the gateway at {self.where} answered HTTP {status}: {_said(data)}")
+        return json.loads(data)
+
+    def stream(self, route: str, *, duration: float | None = None) -> Iterator[bytes]:
+        """``GET`` a route that streams lines (``/events``), line by line, for
+        ``duration`` seconds (``None``: until the gateway ends it)."""
+        import time
+
+        deadline = None if duration is None else time.monotonic() + duration
+        connection = self._connection()
+        try:
+            connection.request("GET", self._path(route), headers=self._headers())
+            response = connection.getresponse()
+            if response.status != 200:
+                data = response.read()
+                raise GatewayError(
+                    f"the gateway at {self.where} answered HTTP {response.status}: {_said(data)}"
+                )
+            while True:
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or connection.sock is None:
+                        return
+                    connection.sock.settimeout(left)
+                try:
+                    line = response.readline()
+                except TimeoutError:
+                    return
+                if not line:
+                    return
+                yield line
+        except (OSError, http.client.HTTPException) as exc:
+            raise GatewayError(f"the gateway at {self.where} went away: {exc}") from exc
+        finally:
+            connection.close()
+
+    def _exchange(
+        self, verb: str, path: str, body: bytes | None, headers: Mapping[str, str]
+    ) -> tuple[int, str, bytes]:
+        connection = self._connection()
+        try:
+            connection.request(verb, path, body=body, headers=dict(headers))
+            response = connection.getresponse()
+            return response.status, response.getheader("content-type", ""), response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise GatewayError(f"cannot reach the gateway at {self.where}: {exc}") from exc
+        finally:
+            connection.close()
+
+
+class GatewayRequestError(GatewayError):
+    """The gateway answered a request with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _messages(content_type: str, data: bytes) -> Iterator[dict[str, Any]]:
+    """The JSON-RPC messages of a response: one JSON body, or an SSE stream's events."""
+    if content_type.startswith("text/event-stream"):
+        for event in data.split(b"\n\n"):
+            payload = b"\n".join(
+                line[5:].lstrip() for line in event.splitlines() if line.startswith(b"data:")
+            )
+            if payload:
+                yield json.loads(payload)
+        return
+    answer = json.loads(data)
+    yield from answer if isinstance(answer, list) else [answer]
+
+
+def _said(data: bytes) -> str:
+    try:
+        document = json.loads(data)
+    except ValueError:
+        return data[:200].decode("utf-8", "replace").strip() or "(nothing)"
+    if isinstance(document, dict):
+        error = document.get("error")
+        if isinstance(error, dict):
+            return str(error.get("message", error))
+        if error is not None:
+            return str(error)
+    return json.dumps(document)[:200]

@@ -1,0 +1,209 @@
+"""The CLI's commands use a running gateway: ``call``, ``tools``, ``status`` and ``events``
+ask the ``serve`` of the same config (its Unix socket) or ``--connect URL``, and start the
+servers themselves only when there is none (or ``--no-gateway``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+
+import pytest
+import trio
+
+from supervisor import open_supervisor
+from supervisor.gateway import Gateway, local_socket, serve_http, serve_local
+from supervisor.gateway._local import GatewayClient, bind_local
+from supervisor.testing.servers import make_server, stdio_params
+from tests.test_startup import HEAVY
+
+TOKEN = "cli-gateway-token-0123456789"
+
+
+@pytest.fixture(autouse=True)
+def runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A runtime directory of the test's own, short enough for a Unix socket's path."""
+    path = Path(tempfile.mkdtemp(prefix="mcps-"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(path))
+    monkeypatch.delenv("MCP_SUPERVISOR_GATEWAY_TOKEN", raising=False)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def write_config(tmp_path: Path, servers: dict[str, object]) -> Path:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return path
+
+
+def fixture(kind: str, **extra: object) -> dict[str, object]:
+    command, args = stdio_params(kind)  # type: ignore[arg-type]
+    return {"command": command, "args": args, "initTimeout": 60, **extra}
+
+
+@asynccontextmanager
+async def running_gateway(
+    config: Path, *, apps: dict[str, object] | None = None, http: bool = False
+) -> AsyncIterator[tuple[object, str | None]]:
+    """What ``serve --config config`` runs, in this process: the supervisor, its gateway
+    on the config's local socket (and over HTTP with ``http``: its URL is yielded)."""
+    async with open_supervisor(str(config), apps=apps) as sup, trio.open_nursery() as nursery:
+        gateway = Gateway(sup)
+        await nursery.start(gateway.run)
+        await sup.tools()
+        assert await nursery.start(serve_local, gateway, str(config)) == local_socket(config)
+        url = None
+        if http:
+            info = await nursery.start(partial(serve_http, gateway, "127.0.0.1", 0, token=TOKEN))
+            url = info.url
+        yield sup, url
+        nursery.cancel_scope.cancel()
+
+
+async def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    with trio.fail_after(120):
+        return await trio.run_process(
+            [sys.executable, "-m", "supervisor", *args],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            env=env,
+        )
+
+
+async def test_call_uses_the_running_gateway(tmp_path: Path) -> None:
+    """``call`` through the gateway of its config: the result printed as ``call`` prints
+    one, ``--json`` naming the server; the gateway's process served it (its execution
+    count went up), and the CLI started no server of its own."""
+    config = write_config(tmp_path, {"echo": fixture("echo", autoApprove=True, lazy=False)})
+    async with running_gateway(config) as (sup, _):
+        before = sup.metrics()["echo"].calls_ok  # type: ignore[attr-defined]
+        done = await cli("call", "--config", str(config), "echo_echo", '{"text": "warm"}')
+        assert (done.returncode, done.stdout) == (0, b"warm\n"), done.stderr
+        done = await cli("call", "--config", str(config), "echo_add", '{"a": 2, "b": 3}', "--json")
+        document = json.loads(done.stdout)
+        assert document["server"] == "echo" and document["structured"] == {"result": 5}
+        assert document["text"] == "5" and not document["is_error"]
+        assert sup.metrics()["echo"].calls_ok == before + 2  # type: ignore[attr-defined]
+        # and it loaded neither the MCP SDK nor trio nor the logging stack
+        probe = (
+            "import json, sys; from supervisor.cli import main;"
+            "code = main(json.loads(sys.argv[2]));"
+            "print(json.dumps([code, sorted({m.partition('.')[0] for m in sys.modules} & "
+            "set(json.loads(sys.argv[1])))]), file=sys.stderr)"
+        )
+        argv = ["call", "--config", str(config), "echo_echo", '{"text": 1}']
+        with trio.fail_after(60):
+            done = await trio.run_process(
+                [sys.executable, "-c", probe, json.dumps(HEAVY), json.dumps(argv)],
+                capture_stdout=True,
+                capture_stderr=True,
+            )
+        code, loaded = json.loads(done.stderr.splitlines()[-1])
+        assert (code, loaded) == (2, [])  # 2: the gateway refused the arguments
+
+
+async def test_call_through_the_gateway_fails_as_a_call_would(tmp_path: Path) -> None:
+    """Unknown tool and invalid arguments: exit 2, said on stderr; a tool's own error:
+    exit 1 with its text; a tool needing approval the gateway cannot give: exit 2 saying
+    how to allow it."""
+    config = write_config(tmp_path, {"asks": fixture("echo")})
+    apps = {"notes": make_server("rich")}
+    async with running_gateway(config, apps=apps):
+        base = ("call", "--config", str(config))
+        unknown = await cli(*base, "notes_ech", "{}")
+        assert unknown.returncode == 2 and b"notes_echo" in unknown.stderr
+        invalid = await cli(*base, "notes_echo", "{}")
+        assert invalid.returncode == 2
+        assert b"ToolArgumentsInvalid" in invalid.stderr and b"'text'" in invalid.stderr
+        failed = await cli(*base, "notes_fail", '{"message": "no such note"}')
+        assert failed.returncode == 1 and b"reported an error: no such note" in failed.stderr
+        refused = await cli(*base, "asks_echo", '{"text": "x"}')
+        assert refused.returncode == 2 and b"start the gateway with --yes" in refused.stderr
+
+
+async def test_tools_status_and_events_use_the_gateway(tmp_path: Path) -> None:
+    """``tools`` lists the gateway's tools, ``status --json`` is its document (the pid of
+    the gateway's server, not a new one), ``events`` streams its events."""
+    config = write_config(tmp_path, {"echo": fixture("echo", autoApprove=True, lazy=False)})
+    async with running_gateway(config) as (sup, _):
+        listed = await cli("tools", "--config", str(config))
+        assert listed.returncode == 0 and listed.stdout.startswith(b"echo_echo ")
+        found = await cli("tools", "--config", str(config), "--search", "text UNCHANGED", "--json")
+        assert [t["name"] for t in json.loads(found.stdout)["tools"]] == ["echo_echo"]
+        status = await cli("status", "--config", str(config), "--json")
+        assert status.returncode == 0, status.stderr
+        records = {r["server"]: r for r in json.loads(status.stdout)["servers"]}
+        assert records["echo"]["pid"] == sup.status()["echo"].pid  # type: ignore[attr-defined]
+        command = ["events", "--config", str(config), "--filter", "mcp.*"]
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "supervisor", *command], stdout=subprocess.PIPE
+        )
+        assert process.stdout is not None
+        seen = b""
+        try:
+            with trio.fail_after(60):
+                async with trio.open_nursery() as nursery:
+
+                    async def restarts() -> None:  # events, until the stream is open
+                        while True:
+                            await sup.restart("echo")  # type: ignore[attr-defined]
+
+                    nursery.start_soon(restarts)
+                    while b"\n" not in seen:
+                        seen += await process.stdout.receive_some()
+                    nursery.cancel_scope.cancel()
+        finally:
+            process.kill()
+            await process.wait()
+            await process.stdout.aclose()
+        first = json.loads(seen.splitlines()[0])
+        assert first["kind"].startswith("mcp.") and first["server"] == "echo"
+
+
+async def test_no_gateway_and_connect_choose_where_to_ask(tmp_path: Path) -> None:
+    """``--no-gateway`` starts the servers itself (another pid); ``--connect URL`` asks a
+    gateway over HTTP with the token from the environment, and a wrong token is a clear
+    error (exit 1)."""
+    config = write_config(tmp_path, {"echo": fixture("echo", autoApprove=True, lazy=False)})
+    async with running_gateway(config, http=True) as (sup, url):
+        assert url is not None
+        own = await cli("status", "--config", str(config), "--json", "--no-gateway")
+        (record,) = json.loads(own.stdout)["servers"]
+        assert record["pid"] != sup.status()["echo"].pid  # type: ignore[attr-defined]
+        env = {**os.environ, "MCP_SUPERVISOR_GATEWAY_TOKEN": TOKEN}
+        other = tmp_path / "elsewhere.json"  # any config: --connect names the gateway
+        other.write_text('{"mcpServers": {}}')
+        done = await cli(
+            "call", "--config", str(other), "--connect", url, "echo_echo", '{"text": "hi"}',
+            env=env,
+        )  # fmt: skip
+        assert (done.returncode, done.stdout) == (0, b"hi\n"), done.stderr
+        env["MCP_SUPERVISOR_GATEWAY_TOKEN"] = "wrong"
+        denied = await cli("tools", "--config", str(other), "--connect", url, env=env)
+        assert denied.returncode == 1 and b"HTTP 401" in denied.stderr
+
+
+def test_a_dead_gateways_socket_is_replaced_and_a_live_one_kept(runtime_dir: Path) -> None:
+    """The socket file of a gateway that was killed is taken over; while a gateway
+    listens, a second one for the same config gets none (and the CLI finds the first)."""
+    config = runtime_dir / "mcp.json"
+    config.write_text("{}")
+    path = local_socket(config)
+    first = bind_local(path)
+    assert first is not None and oct(path.stat().st_mode & 0o777) == "0o600"
+    assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
+    assert bind_local(path) is None  # someone listens
+    assert GatewayClient.find(str(config)) is not None
+    first.close()  # killed: the file stays, nobody listens
+    assert path.exists() and GatewayClient.find(str(config)) is None
+    second = bind_local(path)
+    assert second is not None
+    second.close()
