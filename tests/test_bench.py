@@ -54,6 +54,7 @@ async def _no_new_children(before: set[int]) -> set[int]:
         pytest.param(bench.recovery_s, 1, id="recovery_s"),
         pytest.param(bench.rss_per_server_kb, 2, id="rss_per_server_kb"),
         pytest.param(bench.cli_help_ms, 1, id="cli_help_ms"),
+        pytest.param(bench.gateway_call_ratio, 5, id="gateway_call_ratio"),
     ],
 )
 async def test_server_measurement_returns_a_positive_figure_and_leaves_no_process(
@@ -192,6 +193,11 @@ def test_every_registered_key_has_a_design_target_or_is_marked_informative() -> 
     assert targets["recovery_connect_s"] is None
     assert targets["cli_help_ms"] == "<= 200"
     assert targets["cli_help_baseline_ms"] is None
+    assert targets["gateway_call_ratio"] == "<= 1.3"
+    assert targets["gateway_bare_http_ratio"] is None
+    assert targets["gateway_throughput_50x200"] is None
+    assert targets["gateway_throughput_50x200_p99_ms"] is None
+    assert targets["cli_call_warm_ms"] == "<= 150"
 
 
 def test_rss_probe_usage() -> None:

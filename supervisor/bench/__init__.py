@@ -29,6 +29,14 @@ from ._cli import CLI_BASELINE as CLI_BASELINE
 from ._cli import CLI_HELP as CLI_HELP
 from ._cli import cli_help_ms as cli_help_ms
 from ._fixtures import BenchError as BenchError
+from ._gateway import CLI_CALL_WARM as CLI_CALL_WARM
+from ._gateway import GATEWAY as GATEWAY
+from ._gateway import GATEWAY_FLOOR as GATEWAY_FLOOR
+from ._gateway import GATEWAY_P99 as GATEWAY_P99
+from ._gateway import GATEWAY_RATIO as GATEWAY_RATIO
+from ._gateway import GATEWAY_THROUGHPUT as GATEWAY_THROUGHPUT
+from ._gateway import cli_call_warm_ms as cli_call_warm_ms
+from ._gateway import gateway_call_ratio as gateway_call_ratio
 from ._inprocess import BUS as BUS
 from ._inprocess import BUS_EVENTS as BUS_EVENTS
 from ._inprocess import BUS_RATIO as BUS_RATIO

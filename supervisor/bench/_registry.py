@@ -7,6 +7,14 @@ from collections.abc import Sequence
 
 from ..registry._bench import listing_ms_32k, registry_merge_ms_32k, search_ms_32k
 from ._cli import CLI, CLI_BASELINE, CLI_HELP
+from ._gateway import (
+    CLI_CALL_WARM,
+    GATEWAY,
+    GATEWAY_FLOOR,
+    GATEWAY_P99,
+    GATEWAY_RATIO,
+    GATEWAY_THROUGHPUT,
+)
 from ._inprocess import (
     _PIECES,
     BUS,
@@ -201,6 +209,59 @@ MEASUREMENTS: Sequence[Measurement] = (
         digits=0,
         note="VmRSS growth per connected stdio server of a fresh client process (after one "
         "warm-up server); our process only, not the server processes",
+    ),
+    GATEWAY.measurement(
+        GATEWAY_RATIO,
+        target="<= 1.3",
+        unit="ratio",
+        size=200,
+        quick_size=50,
+        digits=3,
+        note="sequential echo calls by an mcp.Client (Streamable HTTP, 2026-07-28) through "
+        "a running `serve --http` process ÷ the same calls through open_supervisor in "
+        "this process, each to its own stdio echo fixture; blocks of 25 alternating",
+    ),
+    GATEWAY.measurement(
+        GATEWAY_FLOOR,
+        target=None,
+        unit="ratio",
+        size=200,
+        quick_size=50,
+        digits=3,
+        note="sequential echo calls by an mcp.Client to a bare SDK echo server over "
+        "Streamable HTTP (its own process) ÷ the supervisor's own calls, same rounds: what "
+        "one Streamable HTTP hop costs by itself, the floor under gateway_call_ratio",
+    ),
+    GATEWAY.measurement(
+        GATEWAY_THROUGHPUT,
+        target=None,
+        unit="calls/s",
+        size=200,
+        quick_size=20,
+        digits=0,
+        note="50 mcp.Clients at once (10 with --quick), each making n sequential echo calls "
+        "through the running gateway (one stdio echo fixture behind it): calls per second, "
+        "from the first call to the last answer",
+    ),
+    GATEWAY.measurement(
+        GATEWAY_P99,
+        target=None,
+        unit="ms",
+        size=200,
+        quick_size=20,
+        digits=1,
+        note="the 99th percentile latency of those calls",
+    ),
+    GATEWAY.measurement(
+        CLI_CALL_WARM,
+        target="<= 150",
+        unit="ms",
+        size=5,
+        quick_size=3,
+        digits=0,
+        note="wall time of `python -m supervisor call --config F echo_echo ARGS` while "
+        "`serve` runs for F (the call goes through it), process start included, bytecode "
+        "cached; median of n fresh processes per round; compare cli_help_baseline_ms",
     ),
     CLI.measurement(
         CLI_HELP,

@@ -1,0 +1,251 @@
+"""The gateway's figures: a call through a running ``mcp-supervisor serve`` beside a call
+the supervisor makes itself, many HTTP clients at once, and one ``mcp-supervisor call``
+through the running gateway, process start included.
+
+The gateway is a real ``serve --http`` process of its own, with one stdio echo fixture;
+the direct calls go through an ``open_supervisor`` in this process to another echo
+fixture of the same kind. Clients are the ``mcp`` SDK's (``Client`` over Streamable
+HTTP, the stateless 2026-07-28 protocol), in this process.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
+from pathlib import Path
+
+import httpx2
+import trio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from ..runtime import open_supervisor
+from ..testing.servers import open_http_fixture
+from ._alternate import alternate, blocks
+from ._cli import _environment, _start_ms
+from ._fixtures import (
+    _ECHO_ARGS,
+    _SERVER_TIMEOUT,
+    BenchError,
+    _check_echo,
+    _connect_all,
+    _echo_config,
+)
+from ._suite import RoundFn, Suite
+
+#: a call through the gateway ÷ the supervisor's own call, same kind of backing server
+GATEWAY_RATIO = "gateway_call_ratio"
+#: calls/s of 50 concurrent HTTP clients × 200 calls each (quick: 10 × 20)
+GATEWAY_THROUGHPUT = "gateway_throughput_50x200"
+#: the 99th percentile latency of those calls, ms
+GATEWAY_P99 = "gateway_throughput_50x200_p99_ms"
+#: a call to a bare SDK server over Streamable HTTP ÷ the supervisor's own call: the floor
+#: any Streamable HTTP hop sets under gateway_call_ratio, measured in the same rounds
+GATEWAY_FLOOR = "gateway_bare_http_ratio"
+#: ``mcp-supervisor call`` through the running gateway, process start included, ms
+CLI_CALL_WARM = "cli_call_warm_ms"
+
+#: calls per block when alternating gateway and direct calls
+_BLOCK = 25
+#: concurrent clients, full run and quick run (the size is calls per client)
+_CLIENTS = 50
+_QUICK_CLIENTS = 10
+_TOKEN_ENV = "MCP_SUPERVISOR_GATEWAY_TOKEN"
+
+
+@asynccontextmanager
+async def _serve(config: str, env: Mapping[str, str]) -> AsyncIterator[str]:
+    """``mcp-supervisor serve --config config --http 127.0.0.1:0`` as a process; its URL."""
+    command = [sys.executable, "-m", "supervisor", "serve", "--config", config]
+    process = await trio.lowlevel.open_process(
+        [*command, "--http", "127.0.0.1:0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=dict(env),
+    )
+    assert process.stderr is not None
+    said = b""
+    try:
+        with trio.move_on_after(_SERVER_TIMEOUT):
+            while (found := re.search(rb"gateway at (\S+)\n", said)) is None:
+                chunk = await process.stderr.receive_some()
+                if not chunk:
+                    break
+                said += chunk
+        if found is None:
+            raise BenchError(f"mcp-supervisor serve did not start: {said.decode()[-500:]}")
+
+        async def drain() -> None:  # its log must not fill the pipe
+            assert process.stderr is not None
+            while await process.stderr.receive_some():
+                pass
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain)
+            yield found[1].decode()
+            nursery.cancel_scope.cancel()
+    finally:
+        process.terminate()
+        with trio.move_on_after(_SERVER_TIMEOUT) as waited:
+            await process.wait()
+        if waited.cancelled_caught:
+            process.kill()
+            await process.wait()
+        await process.stderr.aclose()
+
+
+@asynccontextmanager
+async def _client(url: str, token: str) -> AsyncIterator[Client]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        yield client
+
+
+def _write_config(work: str) -> tuple[str, dict[str, object]]:
+    """The gateway's config file in ``work``: one eager stdio echo fixture."""
+    settings = _echo_config(["echo"])
+    path = Path(work) / "mcp.json"
+    path.write_text(json.dumps(settings), encoding="utf-8")
+    return str(path), settings
+
+
+@asynccontextmanager
+async def _open_gateway() -> AsyncIterator[RoundFn]:
+    """A ``serve --http`` process with one echo fixture, a client of it, and a supervisor
+    of another echo fixture in this process; all connected for every round."""
+    # A short directory: the gateway's Unix socket path must fit in 108 bytes.
+    work = tempfile.mkdtemp(prefix="mcps-bench-")
+    try:
+        config, settings = _write_config(work)
+        token = "bench-" + os.urandom(16).hex()
+        env = _environment(os.path.join(work, "pycache")) | {
+            "XDG_RUNTIME_DIR": os.path.join(work, "run"),
+            _TOKEN_ENV: token,
+        }
+        async with AsyncExitStack() as stack:
+            url = await stack.enter_async_context(_serve(config, env))
+            client = await stack.enter_async_context(_client(url, token))
+            bare_server = await stack.enter_async_context(open_http_fixture("echo"))
+            bare = await stack.enter_async_context(Client(bare_server.url))
+            sup = await stack.enter_async_context(open_supervisor(settings))
+            await _connect_all(sup)
+
+            async def through() -> object:
+                return await client.call_tool("echo_echo", _ECHO_ARGS)
+
+            async def direct() -> object:
+                return await sup.call("echo_echo", _ECHO_ARGS)
+
+            async def bare_http() -> object:
+                return await bare.call_tool("echo", _ECHO_ARGS)
+
+            _check_echo(await direct(), "through the supervisor")
+            _check_echo(await through(), "through the gateway")
+            _check_echo(await bare_http(), "to the bare HTTP server")
+            for _ in range(50):
+                await through()
+                await direct()
+                await bare_http()
+            cli = ["-m", "supervisor", "call", "--config", config, "echo_echo", '{"text": "x"}']
+            await _start_ms(cli, env)  # fills the bytecode cache
+            parity = itertools.count()
+
+            async def round_(sizes: Mapping[str, int]) -> dict[str, float]:
+                figures: dict[str, float] = {}
+                if n := sizes.get(GATEWAY_RATIO, 0):
+                    flip = next(parity) % 2 == 1
+                    ours, theirs = await alternate(
+                        partial(_sequential, through),
+                        partial(_sequential, direct),
+                        blocks(n, _BLOCK),
+                        flip,
+                    )
+                    figures[GATEWAY_RATIO] = ours / theirs
+                if n := sizes.get(GATEWAY_FLOOR, 0):
+                    flip = next(parity) % 2 == 1
+                    floor, theirs = await alternate(
+                        partial(_sequential, bare_http),
+                        partial(_sequential, direct),
+                        blocks(n, _BLOCK),
+                        flip,
+                    )
+                    figures[GATEWAY_FLOOR] = floor / theirs
+                if n := sizes.get(GATEWAY_THROUGHPUT, 0) or sizes.get(GATEWAY_P99, 0):
+                    clients = _CLIENTS if n >= 200 else _QUICK_CLIENTS
+                    rate, p99 = await _throughput(url, token, clients, n)
+                    figures[GATEWAY_THROUGHPUT] = rate
+                    figures[GATEWAY_P99] = p99
+                if n := sizes.get(CLI_CALL_WARM, 0):
+                    times = [await _start_ms(cli, env) for _ in range(n)]
+                    figures[CLI_CALL_WARM] = statistics.median(times)
+                return figures
+
+            yield round_
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def _sequential(call: object, n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        await call()  # type: ignore[operator]
+    return time.perf_counter() - start
+
+
+async def _throughput(url: str, token: str, clients: int, calls: int) -> tuple[float, float]:
+    """``clients`` SDK clients at once, each making ``calls`` sequential echo calls
+    through the gateway: calls per second overall, and the 99th percentile latency, ms."""
+    latencies: list[float] = []
+
+    async def one(ready: trio.Event, go: trio.Event) -> None:
+        async with _client(url, token) as client:
+            await client.call_tool("echo_echo", _ECHO_ARGS)  # connected and warm
+            ready.set()
+            await go.wait()
+            for _ in range(calls):
+                start = time.perf_counter()
+                result = await client.call_tool("echo_echo", _ECHO_ARGS)
+                latencies.append(time.perf_counter() - start)
+                if result.is_error:
+                    raise BenchError(f"a call through the gateway failed: {result.content}")
+
+    go = trio.Event()
+    with trio.fail_after(_SERVER_TIMEOUT * 10):
+        async with trio.open_nursery() as nursery:
+            readies = [trio.Event() for _ in range(clients)]
+            for ready in readies:
+                nursery.start_soon(one, ready, go)
+            for ready in readies:
+                await ready.wait()
+            start = time.perf_counter()
+            go.set()
+        elapsed = time.perf_counter() - start
+    latencies.sort()
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
+    return clients * calls / elapsed, p99
+
+
+GATEWAY = Suite("gateway", _open_gateway, rounds=3, quick_rounds=1)
+
+
+async def gateway_call_ratio(n: int) -> float:
+    """``n`` sequential echo calls through a running gateway ÷ the same through the
+    supervisor itself, blocks alternating."""
+    return await GATEWAY.measure(GATEWAY_RATIO, n)
+
+
+async def cli_call_warm_ms(n: int) -> float:
+    """``mcp-supervisor call`` through a running gateway, ms, median of ``n`` processes."""
+    return await GATEWAY.measure(CLI_CALL_WARM, n)
