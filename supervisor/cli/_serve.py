@@ -132,7 +132,9 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
         # The dashboard before connecting, so that the page's timeline shows the connections.
         if args.dashboard is not None:
             await start_dashboard(nursery, sup, args.dashboard)
-        gateway = Gateway(sup, tools=args.tools or (), servers=args.servers or ())
+        gateway = Gateway(
+            sup, tools=args.tools or (), servers=args.servers or (), tool_search=args.tool_search
+        )
         await nursery.start(gateway.run)  # which connects every server
         if args.stdio or (args.http is None and args.dashboard is None):
             await serve_stdio(gateway)  # until the client closes standard input
@@ -203,6 +205,12 @@ def register(commands: Commands, parents: Parents) -> None:
     )
     serve.add_argument(
         "--servers", nargs="+", metavar="NAME", default=None, help="serve only these servers"
+    )
+    serve.add_argument(
+        "--tool-search",
+        action="store_true",
+        help="list four tools (list, search, load, call) in place of the whole catalog, for "
+        "clients and models that take only so many tools",
     )
     serve.add_argument(
         "-y",
