@@ -132,7 +132,9 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
         # The dashboard before connecting, so that the page's timeline shows the connections.
         if args.dashboard is not None:
             await start_dashboard(nursery, sup, args.dashboard)
-        gateway = Gateway(sup, tools=args.tools or (), servers=args.servers or ())
+        gateway = Gateway(
+            sup, tools=args.tools or (), servers=args.servers or (), tool_search=args.tool_search
+        )
         await nursery.start(gateway.run)  # which connects every server
         # Where status, tools, call and events find this gateway for this config.
         await nursery.start(serve_local, gateway, args.config)
@@ -205,6 +207,12 @@ def register(commands: Commands, parents: Parents) -> None:
     )
     serve.add_argument(
         "--servers", nargs="+", metavar="NAME", default=None, help="serve only these servers"
+    )
+    serve.add_argument(
+        "--tool-search",
+        action="store_true",
+        help="list four tools (list, search, load, call) in place of the whole catalog, for "
+        "clients and models that take only so many tools",
     )
     serve.add_argument(
         "-y",

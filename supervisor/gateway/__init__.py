@@ -4,6 +4,9 @@
   tools, resources, templates and prompts; calls through the one gate; lists that follow
   the tree (a failed server's tools withdrawn, restored when it is back), announced to
   clients of both protocol eras. Run :meth:`Gateway.run` for the announcements.
+* :class:`ToolSearch` — with ``Gateway(sup, tool_search=True)``, four meta-tools
+  (``list``, ``search``, ``load``, ``call``: :data:`META_TOOLS`) listed in place of a
+  catalog too large for a model;
 * :func:`serve_stdio` — to one client over standard input and output;
 * :func:`serve_http` — over Streamable HTTP, behind a bearer token, with ``/healthz``,
   ``/readyz`` (:func:`readiness`) and ``/metrics``;
@@ -33,17 +36,21 @@ if TYPE_CHECKING:
     from ._local import GatewayError as GatewayError
     from ._local import GatewayRequestError as GatewayRequestError
     from ._local import local_socket as local_socket
+    from ._search import META_TOOLS as META_TOOLS
+    from ._search import ToolSearch as ToolSearch
     from ._stdio import serve_stdio as serve_stdio
     from ._stdio import stdio_streams as stdio_streams
 
 __all__ = [
     "ERROR_META",
+    "META_TOOLS",
     "WITHDRAWN",
     "Gateway",
     "GatewayClient",
     "GatewayError",
     "GatewayRequestError",
     "HttpGatewayInfo",
+    "ToolSearch",
     "local_socket",
     "new_token",
     "readiness",
@@ -67,6 +74,8 @@ _SOURCES = {
     "GatewayError": "._local",
     "GatewayRequestError": "._local",
     "local_socket": "._local",
+    "META_TOOLS": "._search",
+    "ToolSearch": "._search",
     "serve_stdio": "._stdio",
     "stdio_streams": "._stdio",
 }

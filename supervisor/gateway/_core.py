@@ -17,6 +17,11 @@ What a client sees follows the tree:
   the resource and prompt ones) on each handshake-era session, and the same events on
   the ``subscriptions/listen`` streams of 2026-07-28 clients.
 
+With ``tool_search`` (``serve --tool-search``) the catalog is not listed: four meta-tools
+are (:mod:`._search`), to list, search, load and call the tools; a client may still call
+a tool by name. Their list never changes, so catalog changes are not announced as
+``tools/list_changed`` then (resource and prompt changes still are).
+
 A failure is a tool result with ``isError`` set, its text saying what happened, and
 ``_meta["mcp-supervisor/error"]`` saying it as data: the error's ``type``, its
 ``server``, and its ``effect`` — ``"not executed"`` (definitely not run: safe to retry)
@@ -57,13 +62,15 @@ from ..errors import (
 )
 from ..faults._history import FAIL, classify, describe_error
 from ..log import get_logger
+from ._search import INSTRUCTIONS, ToolSearch, listed
 
 if TYPE_CHECKING:
     from mcp.server.connection import Connection
     from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
-    from ..registry import Entry
+    from ..registry import Catalog, Entry
     from ..runtime import SupervisorHandle
+    from ..server import Progress
 
 __all__ = ["ERROR_META", "SERVER_META", "WITHDRAWN", "Gateway"]
 
@@ -83,12 +90,21 @@ FIRST_LISTING_WAIT = 15.0
 NOTIFY_TIMEOUT = 5.0
 
 _ALL_CHANGES = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+#: What changes with tool search on: the meta-tools never do.
+_SEARCH_CHANGES = NotificationOptions(prompts_changed=True, resources_changed=True)
+_INSTRUCTIONS = (
+    "Tools, resources and prompts of several MCP servers, supervised and merged by "
+    "mcp-supervisor. A tool whose server is down answers with an error saying so; the list "
+    "changes as servers fail and recover."
+)
 
 
 class _Server(Server[Any]):
-    """The SDK's low-level server, saying that its lists change (``listChanged``) to
-    handshake-era clients as well — over HTTP the session manager asks for the
-    initialization options without arguments."""
+    """The SDK's low-level server, saying which of its lists change (``listChanged``:
+    :attr:`changes`) to handshake-era clients as well — over HTTP the session manager
+    asks for the initialization options without arguments."""
+
+    changes = _ALL_CHANGES
 
     def create_initialization_options(
         self,
@@ -97,7 +113,7 @@ class _Server(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or _ALL_CHANGES, experimental_capabilities, extensions
+            notification_options or self.changes, experimental_capabilities, extensions
         )
 
 
@@ -105,8 +121,10 @@ class Gateway:
     """The merged catalog of ``sup`` served as one MCP server (:attr:`server`).
 
     ``tools`` (globs over merged tool names) and ``servers`` (backing server names)
-    narrow what this gateway serves; empty means everything. Run :meth:`run` in a
-    nursery (``await nursery.start(gateway.run)``) for the change notifications.
+    narrow what this gateway serves; empty means everything. With ``tool_search`` the
+    tools are found and called through four meta-tools (:attr:`search`) rather than
+    listed. Run :meth:`run` in a nursery (``await nursery.start(gateway.run)``) for the
+    change notifications.
     """
 
     def __init__(
@@ -115,11 +133,15 @@ class Gateway:
         *,
         tools: Sequence[str] = (),
         servers: Collection[str] = (),
+        tool_search: bool = False,
         name: str = "mcp-supervisor",
     ) -> None:
         self.sup = sup
         self._globs = tuple(tools)
         self._only = frozenset(servers)
+        self._served: tuple[Catalog, frozenset[str], Catalog] | None = None
+        #: the meta-tools, when tools are found by search rather than listed
+        self.search = ToolSearch(self) if tool_search else None
         #: where 2026-07-28 clients' ``subscriptions/listen`` streams get their events
         self.subscriptions = InMemorySubscriptionBus()
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
@@ -128,9 +150,7 @@ class Gateway:
         self.server = _Server(
             name,
             version=__version__,
-            instructions="Tools, resources and prompts of several MCP servers, supervised "
-            "and merged by mcp-supervisor. A tool whose server is down answers with an "
-            "error saying so; the list changes as servers fail and recover.",
+            instructions=INSTRUCTIONS if tool_search else _INSTRUCTIONS,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_list_resources=self._list_resources,
@@ -140,6 +160,8 @@ class Gateway:
             on_get_prompt=self._get_prompt,
             on_subscriptions_listen=ListenHandler(self.subscriptions),
         )
+        if tool_search:
+            self.server.changes = _SEARCH_CHANGES
         self.server.middleware.append(self._remember_connection)
 
     # -- what is served ------------------------------------------------------------------
@@ -159,18 +181,33 @@ class Gateway:
             if record.status not in WITHDRAWN and self.serves(name)
         }
 
-    def tools(self) -> list[Entry]:
-        """The tools listed now: every known tool of a server that is not withdrawn
-        (restarting ones included), as narrowed by ``tools`` and ``servers``."""
-        up = self._up()
+    def catalog(self) -> Catalog:
+        """The tools served now: every known tool of a server that is not withdrawn
+        (restarting ones included), as narrowed by ``tools`` and ``servers`` — a
+        :class:`~supervisor.registry.Catalog`, kept until the registry's catalog or the
+        servers up change (its search index with it)."""
         named = self.sup.snapshot.named
-        return [e for e in named.values() if e.server in up and self.serves(e.server, e.name)]
+        up = frozenset(self._up())
+        served = self._served
+        if served is not None and served[0] is named and served[1] == up:
+            return served[2]
+        where = (lambda e: self.serves(e.server, e.name)) if self._globs else None
+        catalog = named.only(up, where)
+        self._served = (named, up, catalog)
+        return catalog
+
+    def tools(self) -> list[Entry]:
+        """The tools served now (:meth:`catalog`), in catalog order."""
+        return list(self.catalog().values())
 
     def _state(self) -> tuple[object, object, object]:
-        """What the lists say now, to tell whether they changed."""
+        """What the lists say now, to tell whether they changed (with tool search, the
+        tool list is the meta-tools': it never changes)."""
         up = self._up()
         snapshot = self.sup.snapshot
-        tools = tuple((e.name, e.fingerprint) for e in self.tools())
+        tools = (
+            () if self.search is not None else tuple((e.name, e.fingerprint) for e in self.tools())
+        )
         resources = tuple(
             [(r.name, r.uri) for r in snapshot.resources if r.server in up]
             + [(t.name, t.uri_template) for t in snapshot.templates if t.server in up]
@@ -199,7 +236,7 @@ class Gateway:
         finally:
             self._connected.set()
 
-    async def _first_listing(self) -> None:
+    async def first_listing(self) -> None:
         """A listing made while the servers make their first connection waits for them
         (at most :data:`FIRST_LISTING_WAIT` seconds): a client that lists once at start,
         as many do, then sees every server that can be reached."""
@@ -215,7 +252,7 @@ class Gateway:
             return
         pairs = zip(_KINDS, state, before, strict=True)
         changed = [kind for kind, now, then in pairs if now != then]
-        log.info("gateway lists changed", lists=changed, tools=len(state[0]))  # type: ignore[arg-type]
+        log.info("gateway lists changed", lists=changed, tools=len(self.tools()))
         async with trio.open_nursery() as nursery:
             for connection in list(self._connections):
                 nursery.start_soon(self._notify, connection, changed)
@@ -244,22 +281,41 @@ class Gateway:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        await self._first_listing()
-        return types.ListToolsResult(tools=[_tool(entry) for entry in self.tools()])
+        if self.search is not None:
+            return types.ListToolsResult(tools=list(self.search.tools))
+        await self.first_listing()
+        return types.ListToolsResult(tools=[listed(entry) for entry in self.tools()])
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        name = params.name
-        entry = self.sup.snapshot.named.get(name)
-        if entry is not None and not self.serves(entry.server, name):
-            raise MCPError(types.INVALID_PARAMS, f"tool {name!r} is not served by this gateway")
+        name, arguments, progress = params.name, params.arguments or {}, _progress(ctx, params)
+        if self.search is not None and name in self.search:
+            try:
+                return await self.search.call(name, arguments, progress)
+            except SupervisorError as exc:  # nothing was run: a meta-tool's own refusal
+                return _error_result(exc, str(exc), sent=False)
         try:
-            result = await self.sup.call(
-                name, params.arguments or {}, progress=_progress(ctx, params)
-            )
+            return await self.call(name, arguments, progress)
         except UnknownTool as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+
+    async def call(
+        self, name: str, arguments: Mapping[str, object], progress: Progress | None = None
+    ) -> types.CallToolResult:
+        """Call the tool ``name`` through the supervisor's gate, for a client: its result
+        as the backing server sent it, and every failure a tool error (``isError``, the
+        text saying what happened, ``_meta["mcp-supervisor/error"]`` saying it as data;
+        a call that needs approval refused, saying how to allow it). A tool this gateway
+        does not know, or does not serve, raises :class:`~supervisor.errors.UnknownTool`
+        (naming close matches)."""
+        entry = self.sup.snapshot.named.get(name)
+        if entry is not None and not self.serves(entry.server, name):
+            raise UnknownTool(f"tool {name!r} is not served by this gateway")
+        try:
+            result = await self.sup.call(name, arguments, progress=progress)
+        except UnknownTool:
+            raise
         except ToolError as exc:
             if exc.result is not None and exc.result.raw is not None:
                 return _passed_on(exc.result.raw, exc.server)
@@ -281,7 +337,7 @@ class Gateway:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        await self._first_listing()
+        await self.first_listing()
         up = self._up()
         return types.ListResourcesResult(
             resources=[
@@ -294,7 +350,7 @@ class Gateway:
     async def _list_templates(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        await self._first_listing()
+        await self.first_listing()
         up = self._up()
         return types.ListResourceTemplatesResult(
             resource_templates=[
@@ -318,7 +374,7 @@ class Gateway:
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        await self._first_listing()
+        await self.first_listing()
         up = self._up()
         return types.ListPromptsResult(
             prompts=[
@@ -352,12 +408,6 @@ _EVENTS: Mapping[str, type[ToolsListChanged | ResourcesListChanged | PromptsList
 }
 
 
-def _tool(entry: Entry) -> types.Tool:
-    """The tool as the backing server listed it, under its merged name (and with the
-    default description where it had none)."""
-    return entry.tool.model_copy(update={"name": entry.name, "description": entry.description})
-
-
 def _passed_on(result: types.CallToolResult, server: str | None) -> types.CallToolResult:
     """The backing server's result, without the protocol's own ``_meta`` stamps (its
     ``io.modelcontextprotocol/serverInfo``: those describe a hop, and this one is ours),
@@ -382,10 +432,10 @@ def _approval_text(exc: ApprovalRequired) -> str:
     )
 
 
-def _error_data(exc: BaseException) -> dict[str, object]:
+def _error_data(exc: BaseException, *, sent: bool = True) -> dict[str, object]:
     """What failed, as data: the error's type, its server, and whether the request may
-    have taken effect."""
-    outcome, _ = classify(exc, sent=True)
+    have taken effect (never when it was not ``sent``)."""
+    outcome, _ = classify(exc, sent=sent)
     return {
         "type": type(exc).__name__,
         "server": getattr(exc, "server", None),
@@ -393,12 +443,12 @@ def _error_data(exc: BaseException) -> dict[str, object]:
     }
 
 
-def _error_result(exc: BaseException, text: str) -> types.CallToolResult:
+def _error_result(exc: BaseException, text: str, *, sent: bool = True) -> types.CallToolResult:
     log.info("gateway call failed", error=describe_error(exc))
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
         is_error=True,
-        _meta={ERROR_META: _error_data(exc)},
+        _meta={ERROR_META: _error_data(exc, sent=sent)},
     )
 
 

@@ -10,7 +10,7 @@ import heapq
 import itertools
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -175,11 +175,24 @@ class Catalog(Mapping[str, Entry]):
         self.conflicts: tuple[Conflict, ...] = tuple(conflicts)
         self._index_cache: _SearchIndex | None = None
 
-    def only(self, servers: Collection[str]) -> Catalog:
-        """The same names, keeping only the entries of ``servers`` (say, those up now)."""
+    def only(
+        self, servers: Collection[str], where: Callable[[Entry], bool] | None = None
+    ) -> Catalog:
+        """The same names, keeping only the entries of ``servers`` (say, those up now)
+        and, with ``where``, only those it accepts (say, the names a gateway serves)."""
+        if where is None:
+            entries = {n: e for n, e in self._entries.items() if e.server in servers}
+            by_server = {s: es for s, es in self.by_server.items() if s in servers}
+        else:
+            entries = {n: e for n, e in self._entries.items() if e.server in servers and where(e)}
+            by_server = {
+                s: tuple(e for e in es if where(e))
+                for s, es in self.by_server.items()
+                if s in servers
+            }
         return Catalog(
-            {n: e for n, e in self._entries.items() if e.server in servers},
-            {s: es for s, es in self.by_server.items() if s in servers},
+            entries,
+            by_server,
             dict(self.unsupported),
             self.conflicts,
             dict(self.invalid),
