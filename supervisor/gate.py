@@ -40,7 +40,9 @@ from typing import TYPE_CHECKING
 import mcp_types as types
 import trio
 
+from . import tracing
 from .actors import AddressState, SupervisorError
+from .audit import audit_outcome
 from .errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid, UnknownTool
 from .faults import Injected
 from .log import get_logger
@@ -60,6 +62,8 @@ from .tools import (
 )
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from .audit import AuditLog
     from .faults._history import CallHistory
 
@@ -120,11 +124,24 @@ class Gate:
         timeout: float | None = None,
         progress: Progress | None = None,
     ) -> ToolResult:
-        """Call the tool of merged name ``name``: every step of the module docstring."""
+        """Call the tool of merged name ``name``: every step of the module docstring, in
+        a trace span (:mod:`supervisor.tracing`)."""
+        with tracing.call_span(name) as span:
+            return await self._call(span, name, arguments, timeout, progress)
+
+    async def _call(
+        self,
+        span: Span,
+        name: str,
+        arguments: Mapping[str, object] | None,
+        timeout: float | None,
+        progress: Progress | None,
+    ) -> ToolResult:
         history = self.history
         record = None if history is None else history.invoke(name)
         audit = self.audit
         entry = None
+        sent = False
         if audit is not None:
             entry = audit.begin(name, arguments, None if record is None else record.call_id)
         try:
@@ -143,6 +160,7 @@ class Gate:
                 record.server, record.original = server.name, original
             if entry is not None:
                 entry.server, entry.original = server.name, original
+            span.set_attribute(tracing.SERVER, server.name)
             listed = server.tool(original)
             if listed is None:
                 server, original, listed = await self._learn(name, server, timeout)
@@ -172,6 +190,8 @@ class Gate:
                 decision.check(request)
             if entry is not None:
                 entry.sent = True
+            sent = True
+            span.set_attribute(tracing.ORIGINAL, original)
             if record is None:
                 sending = server.call_tool(original, arguments, timeout, progress)
             else:
@@ -194,11 +214,13 @@ class Gate:
                 history.ended(record, exc)  # type: ignore[union-attr]
             if entry is not None:
                 audit.end(entry, exc)  # type: ignore[union-attr]
+            tracing.ended(span, audit_outcome(exc, sent=sent), exc)
             raise
         if record is not None:
             history.ok(record)  # type: ignore[union-attr]
         if entry is not None:
             audit.end(entry, None, result)  # type: ignore[union-attr]
+        tracing.ended(span, "ok")
         return result
 
     async def _ask(self, request: ApprovalRequest) -> ApprovalDecision:

@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .. import events
+from .. import events, tracing
 from ..actors import Actor, Normal, before_effect, collapse
 from ..auth import AuthProblem
 from ..errors import (
@@ -62,17 +62,21 @@ MAX_IN_FLIGHT = 256
 _T = TypeVar("_T")
 
 
-def _call(client: Client, message: CallTool) -> Awaitable[types.CallToolResult]:
-    """The SDK call for ``message``; a recorded call carries its id in ``_meta``."""
+async def _call(client: Client, message: CallTool) -> types.CallToolResult:
+    """The SDK call for ``message``, in the caller's trace context; a recorded call
+    carries its id in ``_meta``."""
     arguments = dict(message.arguments or {})
-    if message.call_id is None:
-        return client.call_tool(message.tool, arguments, progress_callback=message.progress)
-    return client.call_tool(
-        message.tool,
-        arguments,
-        progress_callback=message.progress,
-        meta={CALL_ID_META: message.call_id},
-    )
+    with tracing.attached(message.context):
+        if message.call_id is None:
+            return await client.call_tool(
+                message.tool, arguments, progress_callback=message.progress
+            )
+        return await client.call_tool(
+            message.tool,
+            arguments,
+            progress_callback=message.progress,
+            meta={CALL_ID_META: message.call_id},
+        )
 
 
 async def _probe(client: Client) -> None:

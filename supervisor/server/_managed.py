@@ -7,13 +7,13 @@ import contextlib
 import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 import trio
 from mcp.client._memory import InMemoryTransport
 
-from .. import events
+from .. import events, tracing
 from ..actors import (
     ActorStopped,
     ActorUnavailable,
@@ -33,6 +33,7 @@ from ..actors import (
     actor_spec,
     open_tree,
 )
+from ..audit import audit_outcome
 from ..auth import AuthProblem, BrokerAuth, TokenBroker
 from ..config import command_line
 from ..config._apps import app_name
@@ -62,6 +63,9 @@ from ._host import Limits, ServerSettings
 from ._messages import CallTool, GetPrompt, ListTools, Progress, ReadResource, _NotSent
 from ._remote import TransportLike, _Remote
 from ._startup import StartSlots
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 log = get_logger("supervisor.server")
 
@@ -591,12 +595,26 @@ class ManagedServer:
         if self.auth_problem is not None:
             raise self.auth_exception()
         limit = self.config.timeout if timeout is None else timeout
-        message = CallTool(tool, arguments, progress, call_id)
+        with tracing.backing_span(self.name, tool) as span:
+            try:
+                result = await self._send_call(
+                    CallTool(tool, arguments, progress, call_id, tracing.current()), limit, span
+                )
+            except BaseException as exc:
+                tracing.ended(span, audit_outcome(exc, sent=True), exc, self.health.restarts + 1)
+                raise
+            outcome = "tool_error" if result.is_error else "ok"
+            tracing.ended(span, outcome, attempt=self.health.restarts + 1)
+            return result
+
+    async def _send_call(self, message: CallTool, limit: float, span: Span) -> types.CallToolResult:
+        tool = message.tool
         left = limit
         actor = self.current
         client = actor.direct() if actor is not None else None
         if client is not None:  # the fast path: straight onto the live connection
             deadline = trio.current_time() + limit
+            span.set_attribute(tracing.PATH, "direct")
             try:
                 return await actor.call_directly(client, message, deadline)  # type: ignore[union-attr]
             except _NotSent:
@@ -604,6 +622,7 @@ class ManagedServer:
             except BaseException as exc:
                 self._raise_translated(exc, tool, limit)
                 raise
+        span.set_attribute(tracing.PATH, "mailbox")
         with self._translated(tool, limit):
             return await self.address.call(message, left)  # type: ignore[return-value]
 

@@ -18,12 +18,16 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 class CallTool:
     """Call the server's tool ``tool`` (its own name) with ``arguments``; ``progress``
     hears the server's progress notifications for this call, if given; ``call_id``, if
-    given, goes to the server in the request's ``_meta`` (:data:`CALL_ID_META`)."""
+    given, goes to the server in the request's ``_meta`` (:data:`CALL_ID_META`); the
+    request is sent in the caller's trace ``context``, so the trace continues past the
+    mailbox."""
 
     tool: str
     arguments: Mapping[str, object] | None
     progress: Progress | None = None
     call_id: str | None = None
+    #: the caller's trace context (:func:`supervisor.tracing.current`), for the request
+    context: object | None = None
 
 
 @attrs.frozen

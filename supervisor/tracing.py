@@ -1,0 +1,107 @@
+"""OpenTelemetry spans for tool calls (docs/tools.md#tracing).
+
+The supervisor traces with ``opentelemetry-api`` alone: every span is a no-op until the
+application installs an OpenTelemetry SDK and exporter, and then each tool call is
+
+* ``mcp-supervisor call TOOL`` — the call through the gate, by its merged name, with its
+  server, its tool's own name and its ``outcome`` (``ok``, ``tool_error``, ``failed``,
+  ``indefinite``, ``refused``, ``invalid_arguments``, ``unknown_tool``, ``cancelled``,
+  ``invalid_output``: the audit log's words), and within it
+* ``mcp-supervisor backing TOOL`` — the request to the backing server, with the server,
+  the ``attempt`` (which connection of the server carried it: 1 for the first, 2 after
+  one restart …), whether it went straight onto the connection or waited in the
+  server's mailbox, and its outcome; within it the ``mcp`` SDK's own client span, which
+  puts the W3C trace context in the request's ``_meta`` for the backing server.
+
+The current trace context is carried across the mailbox, so a call that waits for a
+restarting server still continues its caller's trace, and a gateway's call continues
+the trace its client sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from ._version import __version__
+
+__all__ = ["attached", "backing_span", "call_span", "current", "ended"]
+
+_tracer = trace.get_tracer("mcp-supervisor", __version__)
+
+#: attribute names
+SERVER = "mcp_supervisor.server"
+ORIGINAL = "mcp_supervisor.tool.original"
+OUTCOME = "mcp_supervisor.outcome"
+ATTEMPT = "mcp_supervisor.attempt"
+PATH = "mcp_supervisor.path"
+TOOL = "gen_ai.tool.name"
+
+
+@contextmanager
+def call_span(name: str) -> Iterator[trace.Span]:
+    """The span of one call through the gate (``name``: the merged tool name)."""
+    with _tracer.start_as_current_span(
+        f"mcp-supervisor call {name}",
+        kind=trace.SpanKind.INTERNAL,
+        attributes={"gen_ai.operation.name": "execute_tool", TOOL: name},
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        yield span
+
+
+@contextmanager
+def backing_span(server: str, tool: str) -> Iterator[trace.Span]:
+    """The span of one request to the backing server ``server`` (``tool``: its own
+    name for the tool)."""
+    with _tracer.start_as_current_span(
+        f"mcp-supervisor backing {tool}",
+        kind=trace.SpanKind.INTERNAL,
+        attributes={SERVER: server, TOOL: tool},
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        yield span
+
+
+def ended(
+    span: trace.Span,
+    outcome: str,
+    exc: BaseException | None = None,
+    attempt: int | None = None,
+) -> None:
+    """Record how the call ended on ``span``: its outcome (and, for a backing request,
+    the ``attempt``: which connection of the server it ended on), and an error status
+    for anything but ``ok`` (a tool's own error included, as the SDK's spans do)."""
+    if not span.is_recording():
+        return
+    span.set_attribute(OUTCOME, outcome)
+    if attempt is not None:
+        span.set_attribute(ATTEMPT, attempt)
+    if outcome != "ok":
+        if exc is not None:
+            span.set_attribute("error.type", type(exc).__qualname__)
+        span.set_status(trace.StatusCode.ERROR, None if exc is None else str(exc)[:500])
+
+
+def current() -> Any:
+    """The current trace context, to be carried with a request to another task."""
+    return otel_context.get_current()
+
+
+@contextmanager
+def attached(context: Any) -> Iterator[None]:
+    """Run the block in ``context`` (from :func:`current`; ``None``: as it is)."""
+    if context is None:
+        yield
+        return
+    token = otel_context.attach(context)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)

@@ -1,0 +1,150 @@
+"""OpenTelemetry spans of tool calls: the gate's call span, the backing request's span
+(attempt, path, outcome) and the SDK's client span inside it, one trace from the caller
+to the backing server — across the mailbox, and through the gateway from its client."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator, Sequence
+
+import pytest
+import trio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+
+from supervisor import open_supervisor
+from supervisor.testing.servers import make_server, stdio_params
+from tests.test_gateway import gateway_over_http, http_client
+
+
+class _Recorder(SpanProcessor):
+    """Keeps the spans that end while a test records (other tests in this process may
+    end spans too, once a provider is installed)."""
+
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] | None = None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.spans is not None:
+            self.spans.append(span)
+
+
+_RECORDER = _Recorder()
+
+
+@pytest.fixture
+def spans() -> Iterator[list[ReadableSpan]]:
+    """The spans ended during the test. The process's tracer provider is set once."""
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        provider = TracerProvider()
+        provider.add_span_processor(_RECORDER)
+        trace.set_tracer_provider(provider)
+    _RECORDER.spans = []
+    yield _RECORDER.spans
+    _RECORDER.spans = None
+
+
+def named(spans: Sequence[ReadableSpan], name: str) -> ReadableSpan:
+    (span,) = [s for s in spans if s.name == name]
+    return span
+
+
+def parent_of(span: ReadableSpan) -> int | None:
+    return None if span.parent is None else span.parent.span_id
+
+
+def span_id(span: ReadableSpan) -> int:
+    assert span.context is not None
+    return span.context.span_id
+
+
+async def test_a_call_is_one_trace_from_the_caller_to_the_backing_server(
+    spans: list[ReadableSpan],
+) -> None:
+    """The caller's span → ``mcp-supervisor call`` (server, original name, outcome ok) →
+    ``mcp-supervisor backing`` (the first call straight onto the connection, attempt 1;
+    the second, made after a kill -9 while the server restarts, waits in its mailbox and
+    goes on the second connection) → the SDK's client span, which sends the trace
+    context in the request's ``_meta`` (the last test sees a backing server continue
+    it): one trace id throughout."""
+    tracer = trace.get_tracer("test")
+    command, args = stdio_params("echo")
+    server = {"command": command, "args": args, "approve": False, "initTimeout": 60}
+    config = {
+        "mcpServers": {"e": server},
+        "supervisor": {"backoff": {"local": {"initial": 0.05}}},
+    }
+    async with (
+        open_supervisor(config) as sup,
+        sup.subscribe("mcp.local.crashed") as crashes,
+    ):
+        with tracer.start_as_current_span("agent step"):
+            assert (await sup.call("e_echo", {"text": "hi"})).text == "hi"
+        os.kill(sup.status()["e"].pid, signal.SIGKILL)  # type: ignore[arg-type]
+        await crashes.receive()  # the connection is gone: the next call waits for the next
+        with trio.fail_after(60), tracer.start_as_current_span("agent step"):
+            assert (await sup.call("e_echo", {"text": "hi"})).text == "hi"
+    roots = [s for s in spans if s.name == "agent step"]
+    calls = [s for s in spans if s.name == "mcp-supervisor call e_echo"]
+    backings = [s for s in spans if s.name == "mcp-supervisor backing echo"]
+    assert len(roots) == len(calls) == len(backings) == 2
+    paths, attempts = ["direct", "mailbox"], [1, 2]
+    for root, call, backing, path, attempt in zip(
+        roots, calls, backings, paths, attempts, strict=True
+    ):
+        trace_id = root.context.trace_id  # type: ignore[union-attr]
+        assert parent_of(call) == span_id(root)
+        assert call.attributes is not None and backing.attributes is not None
+        assert call.attributes["mcp_supervisor.server"] == "e"
+        assert call.attributes["mcp_supervisor.tool.original"] == "echo"
+        assert call.attributes["mcp_supervisor.outcome"] == "ok"
+        assert parent_of(backing) == span_id(call)
+        assert backing.attributes["mcp_supervisor.attempt"] == attempt
+        assert backing.attributes["mcp_supervisor.path"] == path
+        assert backing.attributes["mcp_supervisor.outcome"] == "ok"
+        inside = [s for s in spans if s.context.trace_id == trace_id]  # type: ignore[union-attr]
+        client = [s for s in inside if s.kind is trace.SpanKind.CLIENT]
+        assert [parent_of(s) for s in client] == [span_id(backing)]
+
+
+async def test_a_failed_call_says_its_outcome(spans: list[ReadableSpan]) -> None:
+    """An unknown tool and a tool's own error: the call span's outcome and error status."""
+    async with open_supervisor({"mcpServers": {}}, apps={"n": make_server("rich")}) as sup:
+        await sup.tools()
+        with pytest.raises(Exception, match="no tool named"):
+            await sup.call("n_nope", {})
+        with pytest.raises(Exception, match="reported an error"):
+            await sup.call("n_fail", {"message": "no"})
+    unknown = named(spans, "mcp-supervisor call n_nope")
+    failed = named(spans, "mcp-supervisor call n_fail")
+    assert unknown.attributes["mcp_supervisor.outcome"] == "unknown_tool"  # type: ignore[index]
+    assert failed.attributes["mcp_supervisor.outcome"] == "tool_error"  # type: ignore[index]
+    assert unknown.status.status_code is failed.status.status_code is trace.StatusCode.ERROR
+    backing = named(spans, "mcp-supervisor backing fail")
+    assert backing.attributes["mcp_supervisor.outcome"] == "tool_error"  # type: ignore[index]
+
+
+async def test_the_gateway_continues_its_clients_trace(spans: list[ReadableSpan]) -> None:
+    """A client's trace context (W3C, in the request's ``_meta``) is continued by the
+    gateway, through its call and backing spans, to the backing server."""
+    tracer = trace.get_tracer("test")
+    async with gateway_over_http({"mcpServers": {}}, apps={"e": make_server("echo")}) as (
+        _,
+        _,
+        info,
+    ):
+        async with http_client(info.url) as client:
+            with tracer.start_as_current_span("remote agent") as root:
+                result = await client.call_tool("e_echo", {"text": "hi"})
+            assert not result.is_error
+    trace_id = root.get_span_context().trace_id
+    inside = [s for s in spans if s.context.trace_id == trace_id]  # type: ignore[union-attr]
+    call = named(inside, "mcp-supervisor call e_echo")
+    backing = named(inside, "mcp-supervisor backing echo")
+    assert parent_of(backing) == span_id(call)
+    servers = [s for s in inside if s.kind is trace.SpanKind.SERVER]
+    gateway_side = [s for s in servers if s.name == "tools/call e_echo"]
+    assert [parent_of(call)] == [span_id(s) for s in gateway_side]  # under the gateway's span
+    backing_side = [s for s in servers if s.name == "tools/call echo"]
+    assert len(backing_side) == 1  # the backing server continued it too
