@@ -3,11 +3,11 @@
 The supervisor traces with ``opentelemetry-api`` alone: every span is a no-op until the
 application installs an OpenTelemetry SDK and exporter, and then each tool call is
 
-* ``mcp-supervisor call TOOL`` — the call through the gate, by its merged name, with its
+* ``mcp-supervisor.call TOOL`` — the call through the gate, by its merged name, with its
   server, its tool's own name and its ``outcome`` (``ok``, ``tool_error``, ``failed``,
   ``indefinite``, ``refused``, ``invalid_arguments``, ``unknown_tool``, ``cancelled``,
   ``invalid_output``: the audit log's words), and within it
-* ``mcp-supervisor backing TOOL`` — the request to the backing server, with the server,
+* ``mcp-supervisor.backing TOOL`` — the request to the backing server, with the server,
   the ``attempt`` (which connection of the server carried it: 1 for the first, 2 after
   one restart …), whether it went straight onto the connection or waited in the
   server's mailbox, and its outcome; within it the ``mcp`` SDK's own client span, which
@@ -46,7 +46,7 @@ TOOL = "gen_ai.tool.name"
 def call_span(name: str) -> Iterator[trace.Span]:
     """The span of one call through the gate (``name``: the merged tool name)."""
     with _tracer.start_as_current_span(
-        f"mcp-supervisor call {name}",
+        f"mcp-supervisor.call {name}",
         kind=trace.SpanKind.INTERNAL,
         attributes={"gen_ai.operation.name": "execute_tool", TOOL: name},
         record_exception=False,
@@ -60,7 +60,7 @@ def backing_span(server: str, tool: str) -> Iterator[trace.Span]:
     """The span of one request to the backing server ``server`` (``tool``: its own
     name for the tool)."""
     with _tracer.start_as_current_span(
-        f"mcp-supervisor backing {tool}",
+        f"mcp-supervisor.backing {tool}",
         kind=trace.SpanKind.INTERNAL,
         attributes={SERVER: server, TOOL: tool},
         record_exception=False,

@@ -62,8 +62,8 @@ def span_id(span: ReadableSpan) -> int:
 async def test_a_call_is_one_trace_from_the_caller_to_the_backing_server(
     spans: list[ReadableSpan],
 ) -> None:
-    """The caller's span → ``mcp-supervisor call`` (server, original name, outcome ok) →
-    ``mcp-supervisor backing`` (the first call straight onto the connection, attempt 1;
+    """The caller's span → ``mcp-supervisor.call`` (server, original name, outcome ok) →
+    ``mcp-supervisor.backing`` (the first call straight onto the connection, attempt 1;
     the second, made after a kill -9 while the server restarts, waits in its mailbox and
     goes on the second connection) → the SDK's client span, which sends the trace
     context in the request's ``_meta`` (the last test sees a backing server continue
@@ -86,8 +86,8 @@ async def test_a_call_is_one_trace_from_the_caller_to_the_backing_server(
         with trio.fail_after(60), tracer.start_as_current_span("agent step"):
             assert (await sup.call("e_echo", {"text": "hi"})).text == "hi"
     roots = [s for s in spans if s.name == "agent step"]
-    calls = [s for s in spans if s.name == "mcp-supervisor call e_echo"]
-    backings = [s for s in spans if s.name == "mcp-supervisor backing echo"]
+    calls = [s for s in spans if s.name == "mcp-supervisor.call e_echo"]
+    backings = [s for s in spans if s.name == "mcp-supervisor.backing echo"]
     assert len(roots) == len(calls) == len(backings) == 2
     paths, attempts = ["direct", "mailbox"], [1, 2]
     for root, call, backing, path, attempt in zip(
@@ -116,12 +116,12 @@ async def test_a_failed_call_says_its_outcome(spans: list[ReadableSpan]) -> None
             await sup.call("n_nope", {})
         with pytest.raises(Exception, match="reported an error"):
             await sup.call("n_fail", {"message": "no"})
-    unknown = named(spans, "mcp-supervisor call n_nope")
-    failed = named(spans, "mcp-supervisor call n_fail")
+    unknown = named(spans, "mcp-supervisor.call n_nope")
+    failed = named(spans, "mcp-supervisor.call n_fail")
     assert unknown.attributes["mcp_supervisor.outcome"] == "unknown_tool"  # type: ignore[index]
     assert failed.attributes["mcp_supervisor.outcome"] == "tool_error"  # type: ignore[index]
     assert unknown.status.status_code is failed.status.status_code is trace.StatusCode.ERROR
-    backing = named(spans, "mcp-supervisor backing fail")
+    backing = named(spans, "mcp-supervisor.backing fail")
     assert backing.attributes["mcp_supervisor.outcome"] == "tool_error"  # type: ignore[index]
 
 
@@ -140,8 +140,8 @@ async def test_the_gateway_continues_its_clients_trace(spans: list[ReadableSpan]
             assert not result.is_error
     trace_id = root.get_span_context().trace_id
     inside = [s for s in spans if s.context.trace_id == trace_id]  # type: ignore[union-attr]
-    call = named(inside, "mcp-supervisor call e_echo")
-    backing = named(inside, "mcp-supervisor backing echo")
+    call = named(inside, "mcp-supervisor.call e_echo")
+    backing = named(inside, "mcp-supervisor.backing echo")
     assert parent_of(backing) == span_id(call)
     servers = [s for s in inside if s.kind is trace.SpanKind.SERVER]
     gateway_side = [s for s in servers if s.name == "tools/call e_echo"]
