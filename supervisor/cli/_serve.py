@@ -119,21 +119,26 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
     :func:`~._common.run` cancels it on a signal."""
     import trio
 
-    from ..gateway import Gateway, new_token, serve_http, serve_local, serve_stdio
+    from ..gateway import Gateway, Relay, new_token, serve_http, serve_local, serve_stdio
     from ..runtime import open_supervisor
     from ..tools import Approver, Decider
     from ._tools import approve_all
 
     approve = Approver(approve_all, Decider.CLI_YES) if args.yes else None
+    relay = Relay()  # backing servers' sampling, elicitation, roots: to the waiting client
     async with (
-        open_supervisor(config, approve=approve) as sup,  # type: ignore[arg-type]
+        open_supervisor(config, approve=approve, **relay.client_options()) as sup,  # type: ignore[arg-type]
         trio.open_nursery() as nursery,
     ):
         # The dashboard before connecting, so that the page's timeline shows the connections.
         if args.dashboard is not None:
             await start_dashboard(nursery, sup, args.dashboard)
         gateway = Gateway(
-            sup, tools=args.tools or (), servers=args.servers or (), tool_search=args.tool_search
+            sup,
+            tools=args.tools or (),
+            servers=args.servers or (),
+            tool_search=args.tool_search,
+            relay=relay,
         )
         await nursery.start(gateway.run)  # which connects every server
         # Where status, tools, call and events find this gateway for this config.

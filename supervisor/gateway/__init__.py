@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ._local import GatewayError as GatewayError
     from ._local import GatewayRequestError as GatewayRequestError
     from ._local import local_socket as local_socket
+    from ._relay import Relay as Relay
     from ._search import META_TOOLS as META_TOOLS
     from ._search import ToolSearch as ToolSearch
     from ._stdio import serve_stdio as serve_stdio
@@ -50,6 +51,7 @@ __all__ = [
     "GatewayError",
     "GatewayRequestError",
     "HttpGatewayInfo",
+    "Relay",
     "ToolSearch",
     "local_socket",
     "new_token",
@@ -74,6 +76,7 @@ _SOURCES = {
     "GatewayError": "._local",
     "GatewayRequestError": "._local",
     "local_socket": "._local",
+    "Relay": "._relay",
     "META_TOOLS": "._search",
     "ToolSearch": "._search",
     "serve_stdio": "._stdio",

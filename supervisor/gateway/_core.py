@@ -33,7 +33,7 @@ from __future__ import annotations
 import fnmatch
 import weakref
 from collections.abc import Collection, Mapping, Sequence
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -62,6 +62,7 @@ from ..errors import (
 )
 from ..faults._history import FAIL, classify, describe_error
 from ..log import get_logger
+from ._relay import Relay
 from ._search import INSTRUCTIONS, ToolSearch, listed
 
 if TYPE_CHECKING:
@@ -123,8 +124,10 @@ class Gateway:
     ``tools`` (globs over merged tool names) and ``servers`` (backing server names)
     narrow what this gateway serves; empty means everything. With ``tool_search`` the
     tools are found and called through four meta-tools (:attr:`search`) rather than
-    listed. Run :meth:`run` in a nursery (``await nursery.start(gateway.run)``) for the
-    change notifications.
+    listed. ``relay`` (:class:`~._relay.Relay`), when the supervisor was opened with its
+    callbacks, passes backing servers' sampling, elicitation and roots requests to the
+    client whose call is waiting. Run :meth:`run` in a nursery (``await
+    nursery.start(gateway.run)``) for the change notifications.
     """
 
     def __init__(
@@ -134,9 +137,12 @@ class Gateway:
         tools: Sequence[str] = (),
         servers: Collection[str] = (),
         tool_search: bool = False,
+        relay: Relay | None = None,
         name: str = "mcp-supervisor",
     ) -> None:
         self.sup = sup
+        #: who answers backing servers' requests (the client whose call waits)
+        self.relay = relay
         self._globs = tuple(tools)
         self._only = frozenset(servers)
         self._served: tuple[Catalog, frozenset[str], Catalog] | None = None
@@ -287,6 +293,12 @@ class Gateway:
         return types.ListToolsResult(tools=[listed(entry) for entry in self.tools()])
 
     async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        with nullcontext() if self.relay is None else self.relay.waiting(ctx):
+            return await self._answer_call(ctx, params)
+
+    async def _answer_call(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         name, arguments, progress = params.name, params.arguments or {}, _progress(ctx, params)

@@ -1,0 +1,131 @@
+"""Backing servers' sampling, elicitation and roots requests, relayed by the gateway to
+its client whose call is waiting — or refused with the proper error when that client
+cannot answer them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+
+import mcp_types as types
+import pytest
+import trio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
+
+from supervisor import open_supervisor
+from supervisor.gateway import Gateway, HttpGatewayInfo, Relay, serve_http
+from tests.test_gateway import TOKEN, http_client, text
+
+# The fixture server asks for sampling and roots, which 2026-07-28 deprecates (SEP-2577).
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+def asking_app() -> MCPServer:
+    """Tools that ask their client mid-call and answer with what they were told (or the
+    error they got)."""
+    app = MCPServer("asker")
+
+    @app.tool()
+    async def ask_model(ctx: Context) -> str:
+        message = types.SamplingMessage(
+            role="user", content=types.TextContent(type="text", text="a haiku")
+        )
+        try:
+            result = await ctx.session.create_message(
+                messages=[message], max_tokens=20, related_request_id=ctx.request_id
+            )
+        except MCPError as exc:
+            return f"refused: {exc.error.message}"
+        return f"model said: {result.content.text}"  # type: ignore[union-attr]
+
+    @app.tool()
+    async def ask_user(ctx: Context) -> str:
+        try:
+            result = await ctx.session.elicit_form("Your name?", NAME_SCHEMA, ctx.request_id)
+        except MCPError as exc:
+            return f"refused: {exc.error.message}"
+        return f"user said: {result.action} {result.content}"
+
+    @app.tool()
+    async def ask_roots(ctx: Context) -> str:
+        try:
+            result = await ctx.session.list_roots()
+        except MCPError as exc:
+            return f"refused: {exc.error.message}"
+        return "roots: " + " ".join(str(root.uri) for root in result.roots)
+
+    return app
+
+
+@asynccontextmanager
+async def relaying_gateway() -> AsyncIterator[HttpGatewayInfo]:
+    """A gateway over HTTP whose supervisor hands its backing server's requests to the
+    relay (the supervisor speaks the session-based protocol to it, where a server asks
+    mid-call)."""
+    relay = Relay()
+    async with (
+        open_supervisor(
+            {"mcpServers": {}}, apps={"a": asking_app()}, mode="legacy", **relay.client_options()
+        ) as sup,
+        trio.open_nursery() as nursery,
+    ):
+        gateway = Gateway(sup, relay=relay)
+        await nursery.start(gateway.run)
+        await sup.tools()
+        yield await nursery.start(partial(serve_http, gateway, "127.0.0.1", 0, token=TOKEN))
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_waiting_client_answers_the_backing_servers_requests() -> None:
+    """A session-based client that declared sampling, elicitation and roots gets the
+    backing server's requests while its call runs, and its answers reach the server."""
+    asked: list[str] = []
+
+    async def sampling(context: object, params: types.CreateMessageRequestParams) -> object:
+        asked.append("sampling")
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text="old pond"),
+            model="test-model",
+        )
+
+    async def elicitation(context: object, params: types.ElicitRequestParams) -> object:
+        asked.append(f"elicitation {params.message}")  # type: ignore[union-attr]
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def roots(context: object) -> object:
+        asked.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri="file:///work/project")])
+
+    async with (
+        relaying_gateway() as info,
+        http_client(
+            info.url,
+            mode="legacy",
+            sampling_callback=sampling,
+            elicitation_callback=elicitation,
+            list_roots_callback=roots,
+        ) as client,
+    ):
+        assert text(await client.call_tool("a_ask_model", {})) == "model said: old pond"
+        said = text(await client.call_tool("a_ask_user", {}))
+        assert said == "user said: accept {'name': 'Ada'}"
+        assert text(await client.call_tool("a_ask_roots", {})) == "roots: file:///work/project"
+    assert asked == ["sampling", "elicitation Your name?", "roots"]
+
+
+async def test_a_client_that_cannot_answer_gets_its_server_the_proper_error() -> None:
+    """A session-based client without the capabilities, and a 2026-07-28 client (its
+    protocol has no server-to-client requests): the backing server is told "not
+    supported", saying why; nothing hangs."""
+    for mode in ("legacy", "auto"):
+        async with relaying_gateway() as info, http_client(info.url, mode=mode) as client:
+            with trio.fail_after(30):
+                for tool, what in (("a_ask_model", "Sampling"), ("a_ask_user", "Elicitation")):
+                    said = text(await client.call_tool(tool, {}))
+                    assert said.startswith(f"refused: {what} not supported: no client"), said
+                    assert "session-based protocol" in said
