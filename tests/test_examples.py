@@ -275,3 +275,38 @@ def test_the_agent_under_faults_example_passes_its_own_tests() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 passed" in done.stdout
+
+
+def test_call_loop_calls_through_the_gateway_then_without_it() -> None:
+    """examples/call_loop.sh 1: one call through the running gateway and one starting
+    the server, each answered; the two wall times printed; no process left behind."""
+    script = ROOT / "examples" / "call_loop.sh"
+    calc = str(ROOT / "examples" / "servers" / "calc.py")
+    before = set(_processes_of(calc))
+    done = subprocess.run(
+        ["sh", str(script), "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["last answer through the gateway: 1", "last answer without it: 1"]
+    assert re.fullmatch(r"1 calls through a running gateway: \d+\.\d s", lines[2])
+    assert re.fullmatch(r"1 calls, each starting the server: \d+\.\d s", lines[3])
+    # the gateway (its config under /tmp/call-loop-…) and every calc server it ran are gone
+    assert _processes_of("/tmp/call-loop-") == []
+    assert set(_processes_of(calc)) <= before
+
+
+def _processes_of(needle: str) -> list[int]:
+    """The pids whose command line mentions ``needle``."""
+    found = []
+    for cmdline in pathlib.Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if needle.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
