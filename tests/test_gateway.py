@@ -420,3 +420,33 @@ def test_the_client_snippets_in_the_docs_start_the_gateway() -> None:
         args = build_parser().parse_args(command[1:])
         assert args.command == "serve" and args.http is None and args.dashboard is None
         assert Path(args.config).is_absolute()
+
+
+async def test_an_expired_backing_session_is_renewed_behind_the_clients_session(
+    tmp_path: Path,
+) -> None:
+    """The backing HTTP server forgets its session (404 "Session not found", as after its
+    restart): the supervisor opens a new one and sends the call again, unseen; the
+    gateway's client keeps its own session and every call is executed once."""
+    from supervisor.testing.servers import count_executions
+    from supervisor.testing.servers import serve_http as serve_fixture
+
+    count = tmp_path / "count"
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(partial(serve_fixture, make_server("echo", count_file=count)))
+        expire = {"when": {"method": "tools/call", "nth": 2}, "do": "expire_session"}
+        backing = {"type": "http", "url": url, "autoApprove": True, "faults": [expire]}
+        async with (
+            open_supervisor({"mcpServers": {"web": backing}}, mode="legacy") as sup,
+            trio.open_nursery() as inner,
+        ):
+            gateway = Gateway(sup)
+            await inner.start(gateway.run)
+            info = await inner.start(partial(serve_http, gateway, "127.0.0.1", 0, token=TOKEN))
+            async with http_client(info.url, mode="legacy") as client:
+                said = [text(await client.call_tool("web_echo", {"text": t})) for t in "abc"]
+            assert said == ["a", "b", "c"]
+            assert [f.action for f in sup.faults()] == ["expire_session"]  # it did happen
+            inner.cancel_scope.cancel()
+        nursery.cancel_scope.cancel()
+    assert count_executions(count) == {"echo": 3}
