@@ -191,6 +191,26 @@ async def test_healthz_is_ok_while_connected_and_503_when_none_is() -> None:
         nursery.cancel_scope.cancel()
 
 
+async def test_readyz_is_503_while_a_required_server_is_down() -> None:
+    """`/readyz`, as the gateway's: 200 while the required server is up (another being
+    stopped does not matter), 503 naming it once it is stopped."""
+    settings = config()
+    settings["mcpServers"]["calc"]["required"] = True  # type: ignore[index]
+    async with open_supervisor(settings) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        await sup.connect_all()
+        await sup.stop("notes")
+        ready = await http(info, "GET", "/readyz", {"Host": "any-name.example:1"})
+        assert (ready.status, ready.json()) == (200, {"status": "ready"})
+        await sup.stop("calc")
+        down = await http(info, "GET", "/readyz")
+        assert down.status == 503
+        assert down.json()["required_servers_down"] == {
+            "calc": {"status": "stopped", "last_error": None}
+        }
+        nursery.cancel_scope.cancel()
+
+
 async def test_healthz_lists_a_disabled_server_without_counting_it() -> None:
     """A disabled server is in `/healthz` as "disabled" and does not make it degraded."""
     settings = config()

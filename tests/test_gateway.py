@@ -61,7 +61,9 @@ async def gateway_over_http(
 async def http_client(
     url: str, *, mode: str = "auto", token: str = TOKEN, **options: object
 ) -> AsyncIterator[Client]:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    # the MCP transports' timeouts (the SDK's default client's): a call may take minutes
+    timeout = httpx2.Timeout(30, read=300)
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
     async with (
         http,
         Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,

@@ -108,7 +108,8 @@ async def _serve(config: str, env: Mapping[str, str]) -> AsyncIterator[str]:
 
 @asynccontextmanager
 async def _client(url: str, token: str) -> AsyncIterator[Client]:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    timeout = httpx2.Timeout(30, read=300)  # as the SDK's own client: calls may be long
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
     async with http, Client(streamable_http_client(url, http_client=http)) as client:
         yield client
 

@@ -10,6 +10,7 @@ Routes (anything else is ``404``; a known path with another method is ``405``)::
     POST /api/servers/NAME/stop     stop server NAME (token and Origin required)
     GET  /metrics                   Prometheus text
     GET  /healthz                   JSON health, 200 or 503
+    GET  /readyz                    JSON readiness: 503 while a required server is down
 
 ``HEAD`` is accepted wherever ``GET`` is; ``GET /ws`` without an upgrade is ``426``. A
 WebSocket upgrade of another path gets the answer a plain request would (as the
@@ -32,6 +33,7 @@ import trio
 from .._serving import lifespan as _lifespan
 from ..actors import SupervisorError
 from ..log import get_logger
+from ..monitor import readiness
 from ._feed import Hub
 from ._http import (
     Disconnected,
@@ -66,7 +68,7 @@ _STATIC = {
 }
 # Routes that are not tied to the page and so take any Host header: a scraper may know
 # this machine by any name. They are read-only and carry no token.
-_ANY_HOST = frozenset({"/metrics", "/healthz"})
+_ANY_HOST = frozenset({"/metrics", "/healthz", "/readyz"})
 
 #: How long an action may take (a graceful stop first, for a restart).
 _ACTION_TIMEOUT = 60.0
@@ -89,6 +91,7 @@ class DashboardApp:
         self._routes: dict[str, Callable[[Request], Awaitable[Response]]] = {
             "/": self._page,
             "/healthz": self._healthz,
+            "/readyz": self._readyz,
             "/metrics": self._metrics,
             **{path: self._static for path in _STATIC},
         }
@@ -177,6 +180,9 @@ class DashboardApp:
         else:
             state, code = "unavailable", 503
         return json(code, {"status": state, "servers": statuses})
+
+    async def _readyz(self, request: Request) -> Response:
+        return json(*readiness(self.sup))
 
     async def _metrics(self, request: Request) -> Response:
         return Response(200, render_metrics(self.sup).encode(), METRICS_CONTENT_TYPE)

@@ -9,7 +9,7 @@
   catalog too large for a model;
 * :func:`serve_stdio` — to one client over standard input and output;
 * :func:`serve_http` — over Streamable HTTP, behind a bearer token, with ``/healthz``,
-  ``/readyz`` (:func:`readiness`) and ``/metrics``;
+  ``/readyz`` (:func:`supervisor.monitor.readiness`) and ``/metrics``;
 * :func:`serve_local` — on the Unix socket where the CLI's commands find a running
   gateway (:func:`local_socket`), and :class:`GatewayClient`, what they ask it with.
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from ._core import Gateway as Gateway
     from ._http import HttpGatewayInfo as HttpGatewayInfo
     from ._http import new_token as new_token
-    from ._http import readiness as readiness
     from ._http import serve_http as serve_http
     from ._http import serve_local as serve_local
     from ._local import GatewayClient as GatewayClient
@@ -55,7 +54,6 @@ __all__ = [
     "ToolSearch",
     "local_socket",
     "new_token",
-    "readiness",
     "serve_http",
     "serve_local",
     "serve_stdio",
@@ -69,7 +67,6 @@ _SOURCES = {
     "Gateway": "._core",
     "HttpGatewayInfo": "._http",
     "new_token": "._http",
-    "readiness": "._http",
     "serve_http": "._http",
     "serve_local": "._http",
     "GatewayClient": "._local",

@@ -62,6 +62,7 @@ from ..errors import (
 )
 from ..faults._history import FAIL, classify, describe_error
 from ..log import get_logger
+from ..monitor._probes import DOWN
 from ._relay import Relay
 from ._search import INSTRUCTIONS, ToolSearch, listed
 
@@ -78,7 +79,7 @@ __all__ = ["ERROR_META", "SERVER_META", "WITHDRAWN", "Gateway"]
 log = get_logger("supervisor.gateway")
 
 #: The statuses whose server's tools, resources and prompts are withdrawn from listings.
-WITHDRAWN = frozenset({"failed", "auth_failed", "needs_auth", "stopped", "disabled"})
+WITHDRAWN = DOWN
 #: The ``_meta`` key of a failed call's result that says what failed, as data.
 ERROR_META = "mcp-supervisor/error"
 #: The ``_meta`` key of a result that names the backing server which answered.

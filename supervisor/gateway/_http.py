@@ -37,13 +37,13 @@ import trio
 
 from .._serving import listen, respond, serve_sockets
 from ..log import get_logger, redacting
-from ..monitor import prometheus_text
-from ._core import WITHDRAWN, Gateway
+from ..monitor import prometheus_text, readiness
+from ._core import Gateway
 
 if TYPE_CHECKING:
     from ..runtime import SupervisorHandle
 
-__all__ = ["HttpGatewayInfo", "new_token", "readiness", "serve_http", "serve_local"]
+__all__ = ["HttpGatewayInfo", "new_token", "serve_http", "serve_local"]
 
 log = get_logger("supervisor.gateway.http")
 
@@ -65,18 +65,6 @@ class HttpGatewayInfo:
     host: str
     port: int
     token: str = attrs.field(repr=False)
-
-
-def readiness(sup: SupervisorHandle) -> tuple[int, dict[str, object]]:
-    """``/readyz``'s status code and document: 503 while a ``required`` server is down."""
-    down = {
-        name: {"status": record.status, "last_error": record.last_error}
-        for name, record in sup.status().items()
-        if getattr(sup.servers[name].config, "required", False) and record.status in WITHDRAWN
-    }
-    if down:
-        return 503, {"status": "not ready", "required_servers_down": down}
-    return 200, {"status": "ready"}
 
 
 class _Front:

@@ -7,6 +7,7 @@
   calls and latency (``SupervisorHandle.metrics()``), estimated by a
   :class:`~supervisor.server.LatencyHistogram`;
 * :func:`prometheus_text` — those metrics in the Prometheus text format (``/metrics``);
+* :func:`readiness` — ``/readyz``: 503 while a ``required`` server is down;
 * :class:`SessionSummary` — what a session did (``SupervisorHandle.summary()``), and
   :func:`summary_text` to print it.
 
@@ -23,12 +24,15 @@ from ._metrics import prometheus_text as prometheus_text
 from ._metrics import status_document as status_document
 from ._metrics import summarize as summarize
 from ._metrics import summary_text as summary_text
+from ._probes import DOWN as DOWN
+from ._probes import readiness as readiness
 from ._table import ICONS as ICONS
 from ._table import display_width as display_width
 from ._table import progress_line as progress_line
 from ._table import status_table as status_table
 
 __all__ = [
+    "DOWN",
     "ICONS",
     "STATUSES",
     "LatencyHistogram",
@@ -37,6 +41,7 @@ __all__ = [
     "display_width",
     "progress_line",
     "prometheus_text",
+    "readiness",
     "status_document",
     "status_table",
     "summarize",

@@ -1,0 +1,37 @@
+"""Readiness: whether the servers a deployment cannot do without are up (``/readyz`` of the
+gateway and of the dashboard)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ..server import HealthRecord
+
+__all__ = ["DOWN", "readiness"]
+
+#: The statuses of a server that serves nothing: failed, stopped, waiting for a login that
+#: nobody gives, or disabled. A gateway withdraws such a server's tools.
+DOWN = frozenset({"failed", "auth_failed", "needs_auth", "stopped", "disabled"})
+
+
+class Supervised(Protocol):
+    """What readiness reads of a supervisor (a ``SupervisorHandle``)."""
+
+    @property
+    def servers(self) -> Mapping[str, Any]: ...
+
+    def status(self) -> Mapping[str, HealthRecord]: ...
+
+
+def readiness(sup: Supervised) -> tuple[int, dict[str, object]]:
+    """``/readyz``'s status code and document: ``503`` naming each server marked
+    ``required: true`` that is down, with its status and last error; else ``200``."""
+    down = {
+        name: {"status": record.status, "last_error": record.last_error}
+        for name, record in sup.status().items()
+        if getattr(sup.servers[name].config, "required", False) and record.status in DOWN
+    }
+    if down:
+        return 503, {"status": "not ready", "required_servers_down": down}
+    return 200, {"status": "ready"}
