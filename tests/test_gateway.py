@@ -408,7 +408,8 @@ def test_the_client_snippets_in_the_docs_start_the_gateway() -> None:
     from supervisor.config import load_config
 
     page = (Path(__file__).parent.parent / "docs" / "gateway.md").read_text()
-    snippets = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", page, re.S) if "args" in b]
+    blocks = re.findall(r"```json\n(.*?)```", page, re.S)
+    snippets = [json.loads(b) for b in blocks if '"command": "mcp-supervisor"' in b]
     assert len(snippets) == 2  # Claude Desktop (mcpServers) and VS Code (servers)
     commands = []
     for snippet in snippets:
