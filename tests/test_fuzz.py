@@ -346,7 +346,7 @@ def test_check_exits_2_with_the_errors_of_a_broken_file(
 ) -> None:
     """``mcp-supervisor check`` (in-process) on a generated file: a broken one exits 2 and
     lists every error on stderr; none ever fails (1) or shows a traceback."""
-    monkeypatch.setattr(cli, "configure_logging", lambda **_: None)  # leave the tests' own
+    monkeypatch.setattr(cli, "configure_cli_logging", lambda args: None)  # leave the tests' own
     path = write(folder, data)
     try:
         load_config(path)
