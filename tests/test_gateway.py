@@ -116,22 +116,32 @@ async def test_a_stdio_client_uses_tools_resources_and_prompts_of_three_servers(
             assert "Summarize note Ada" in json.dumps(summary.model_dump(mode="json"))
 
 
-async def test_an_http_client_of_either_era_gets_the_merged_catalog() -> None:
-    """Over HTTP, a 2026-07-28 client and a handshake-era one see the same tools, and a
-    tool's result comes back as the backing server sent it (structured content too), with
-    the gateway's own server info, not the backing server's."""
+async def test_an_http_client_of_either_era_uses_three_servers() -> None:
+    """Over HTTP, a 2026-07-28 client and a handshake-era one use the tools of our echo
+    and rich fixtures and of ``mcp-server-time`` (a subprocess we did not write), the rich
+    one's resources and prompts; a tool's result comes back as the backing server sent it
+    (structured content too), stamped with the gateway's server info, not the backing
+    server's, and naming the server that answered."""
     apps = {"echo": make_server("echo"), "notes": make_server("rich")}
-    config = {"mcpServers": {}, "supervisor": {}}
+    time_server = {**TIME_SERVER, "autoApprove": True, "initTimeout": 60}
+    config = {"mcpServers": {"time": time_server}}
     async with gateway_over_http(config, apps=apps) as (_, _, info):
         for mode in ("auto", "legacy"):
             async with http_client(info.url, mode=mode) as client:
                 names = {tool.name for tool in (await client.list_tools()).tools}
-                assert {"echo_echo", "notes_echo", "notes_structured_ok"} <= names
+                assert {"echo_echo", "notes_structured_ok", "time_get_current_time"} <= names
                 result = await client.call_tool("echo_echo", {"text": "hello"})
                 assert text(result) == "hello" and result.structured_content == {"result": "hello"}
-                stamp = (result.meta or {}).get("io.modelcontextprotocol/serverInfo")
+                meta = result.meta or {}
+                stamp = meta.get("io.modelcontextprotocol/serverInfo")
                 assert stamp is None or stamp["name"] == "mcp-supervisor"
+                assert meta["mcp-supervisor/server"] == "echo"
                 assert client.server_info.name == "mcp-supervisor"  # type: ignore[union-attr]
+                now = await client.call_tool("time_get_current_time", {"timezone": "UTC"})
+                assert json.loads(text(now))["timezone"] == "UTC"
+                assert (await client.read_resource("notes://index")).contents
+                prompt = await client.get_prompt("notes_summarize", {"title": "Ada"})
+                assert "Summarize note Ada" in json.dumps(prompt.model_dump(mode="json"))
 
 
 async def test_a_call_that_needs_approval_is_refused_saying_how_to_allow_it() -> None:

@@ -56,6 +56,8 @@ GATEWAY_FLOOR = "gateway_bare_http_ratio"
 #: ``mcp-supervisor call`` through the running gateway, process start included, ms
 CLI_CALL_WARM = "cli_call_warm_ms"
 
+#: untimed calls of each contender before the rounds
+_WARM_CALLS = 20
 #: calls per block when alternating gateway and direct calls
 _BLOCK = 25
 #: concurrent clients, full run and quick run (the size is calls per client)
@@ -155,7 +157,7 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
             _check_echo(await direct(), "through the supervisor")
             _check_echo(await through(), "through the gateway")
             _check_echo(await bare_http(), "to the bare HTTP server")
-            for _ in range(50):
+            for _ in range(_WARM_CALLS):
                 await through()
                 await direct()
                 await bare_http()

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import http.client
 import json
 import os
 import socket
@@ -104,21 +103,81 @@ def _answers(path: Path) -> bool:
     return True
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float | None) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
+def _unix_connection(path: str, timeout: float | None) -> Any:
+    """An ``http.client`` connection over the Unix socket at ``path`` (for streams)."""
+    import http.client
 
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(min(self.timeout or CONNECT_TIMEOUT, CONNECT_TIMEOUT))
-        try:
-            sock.connect(self._path)
-        except OSError:
-            sock.close()
-            raise
-        sock.settimeout(self.timeout)
-        self.sock = sock
+    class UnixConnection(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = _connect_unix(path, timeout)
+
+    return UnixConnection("localhost", timeout=timeout)
+
+
+def _connect_unix(path: str, timeout: float | None) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(min(timeout or CONNECT_TIMEOUT, CONNECT_TIMEOUT))
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        raise
+    sock.settimeout(timeout)
+    return sock
+
+
+def _unix_exchange(
+    path: str, timeout: float | None, request: bytes
+) -> tuple[int, dict[str, str], bytes]:
+    """One HTTP/1.1 exchange over the Unix socket at ``path``: the status, the headers
+    (lower-case names) and the body. Written by hand rather than with ``http.client``,
+    whose import (the ``email`` package) would be most of a warm ``call``'s own cost."""
+    sock = _connect_unix(path, timeout)
+    with sock:
+        sock.sendall(request)
+        data = bytearray()
+        while (end := data.find(b"\r\n\r\n")) < 0:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise OSError("the connection closed before the answer's head")
+            data += chunk
+        head, body = bytes(data[:end]).decode("latin-1"), bytearray(data[end + 4 :])
+        status_line, *lines = head.split("\r\n")
+        parts = status_line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise OSError(f"not an HTTP answer: {status_line[:80]!r}")
+        headers = {}
+        for line in lines:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        chunked = headers.get("transfer-encoding", "").lower() == "chunked"
+        length = None if chunked else headers.get("content-length")
+        while not _complete(body, chunked, length) and (chunk := sock.recv(65536)):
+            body += chunk
+    if chunked:
+        body = _unchunked(bytes(body))
+    elif length is not None:
+        body = body[: int(length)]
+    return int(parts[1]), headers, bytes(body)
+
+
+def _complete(body: bytearray, chunked: bool, length: str | None) -> bool:
+    """Whether ``body`` is all of the answer (else read on, until the server closes)."""
+    if chunked:  # the last chunk: a zero size line, then an empty one
+        return bytes(body) == b"0\r\n\r\n" or body.endswith(b"\r\n0\r\n\r\n")
+    return length is not None and len(body) >= int(length)
+
+
+def _unchunked(data: bytes) -> bytearray:
+    out = bytearray()
+    at = 0
+    while True:
+        end = data.index(b"\r\n", at)
+        size = int(data[at:end].split(b";", 1)[0], 16)
+        if size == 0:
+            return out
+        out += data[end + 2 : end + 2 + size]
+        at = end + 2 + size + 2
 
 
 class GatewayClient:
@@ -154,9 +213,12 @@ class GatewayClient:
             return None
         return cls(socket_path=path, timeout=timeout)
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self) -> Any:
+        """An ``http.client`` connection to the gateway."""
+        import http.client
+
         if self.socket_path is not None:
-            return _UnixConnection(self.socket_path, self.timeout)
+            return _unix_connection(self.socket_path, self.timeout)
         assert self.url is not None
         parts = urlsplit(self.url)
         if parts.scheme == "https":
@@ -220,6 +282,7 @@ class GatewayClient:
     def stream(self, route: str, *, duration: float | None = None) -> Iterator[bytes]:
         """``GET`` a route that streams lines (``/events``), line by line, for
         ``duration`` seconds (``None``: until the gateway ends it)."""
+        import http.client
         import time
 
         deadline = None if duration is None else time.monotonic() + duration
@@ -253,6 +316,19 @@ class GatewayClient:
     def _exchange(
         self, verb: str, path: str, body: bytes | None, headers: Mapping[str, str]
     ) -> tuple[int, str, bytes]:
+        if self.socket_path is not None:
+            lines = [f"{verb} {path} HTTP/1.1", "Host: localhost", "Connection: close"]
+            lines += [f"{name}: {value}" for name, value in headers.items()]
+            if body is not None:
+                lines.append(f"Content-Length: {len(body)}")
+            request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+            try:
+                status, got, data = _unix_exchange(self.socket_path, self.timeout, request)
+            except (OSError, ValueError) as exc:
+                raise GatewayError(f"cannot reach the gateway at {self.where}: {exc}") from exc
+            return status, got.get("content-type", ""), data
+        import http.client
+
         connection = self._connection()
         try:
             connection.request(verb, path, body=body, headers=dict(headers))
