@@ -165,26 +165,22 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
             await _start_ms(cli, env)  # fills the bytecode cache
             parity = itertools.count()
 
+            async def against_direct(call: object, n: int) -> float:
+                """``n`` sequential calls of ``call`` ÷ as many direct ones, alternating."""
+                ours, theirs = await alternate(
+                    partial(_sequential, call),
+                    partial(_sequential, direct),
+                    blocks(n, _BLOCK),
+                    next(parity) % 2 == 1,
+                )
+                return ours / theirs
+
             async def round_(sizes: Mapping[str, int]) -> dict[str, float]:
                 figures: dict[str, float] = {}
                 if n := sizes.get(GATEWAY_RATIO, 0):
-                    flip = next(parity) % 2 == 1
-                    ours, theirs = await alternate(
-                        partial(_sequential, through),
-                        partial(_sequential, direct),
-                        blocks(n, _BLOCK),
-                        flip,
-                    )
-                    figures[GATEWAY_RATIO] = ours / theirs
+                    figures[GATEWAY_RATIO] = await against_direct(through, n)
                 if n := sizes.get(GATEWAY_FLOOR, 0):
-                    flip = next(parity) % 2 == 1
-                    floor, theirs = await alternate(
-                        partial(_sequential, bare_http),
-                        partial(_sequential, direct),
-                        blocks(n, _BLOCK),
-                        flip,
-                    )
-                    figures[GATEWAY_FLOOR] = floor / theirs
+                    figures[GATEWAY_FLOOR] = await against_direct(bare_http, n)
                 if n := sizes.get(GATEWAY_THROUGHPUT, 0) or sizes.get(GATEWAY_P99, 0):
                     clients = _CLIENTS if n >= 200 else _QUICK_CLIENTS
                     rate, p99 = await _throughput(url, token, clients, n)
