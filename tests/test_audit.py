@@ -310,7 +310,7 @@ def test_cli_yes_is_named_as_the_decider(tmp_path: Path) -> None:
     config.write_text(
         json.dumps(
             {
-                "mcpServers": {"r": {"command": command, "args": args}},
+                "mcpServers": {"r": {"command": command, "args": args, "initTimeout": 60}},
                 "supervisor": {"audit": {"path": "audit.jsonl"}},
             }
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -42,30 +42,59 @@ async def _no_new_children(before: set[int]) -> set[int]:
     return _children() - before
 
 
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-@pytest.mark.parametrize(
-    ("function", "n"),
-    [
-        pytest.param(bench.call_overhead_ratio_seq, 5, id="call_overhead_ratio_seq"),
-        pytest.param(bench.call_overhead_ratio_concurrent, 5, id="call_overhead_ratio_concurrent"),
-        pytest.param(bench.startup_8_ratio, 2, id="startup_8_ratio"),
-        pytest.param(bench.startup_64_ratio, 4, id="startup_64_ratio"),
-        pytest.param(bench.shutdown_8_ratio, 2, id="shutdown_8_ratio"),
-        pytest.param(bench.recovery_s, 1, id="recovery_s"),
-        pytest.param(bench.rss_per_server_kb, 2, id="rss_per_server_kb"),
-        pytest.param(bench.cli_help_ms, 1, id="cli_help_ms"),
-    ],
+#: a tiny round's size for every key measured against processes (fixture servers, fresh
+#: interpreters): the suites are checked here on these, not by running the whole bench
+TINY = {
+    "call_overhead_ratio_seq": 5,
+    "call_overhead_ratio_concurrent": 5,
+    "startup_8_ratio": 2,
+    "shutdown_8_ratio": 2,
+    "startup_64_ratio": 4,
+    "startup_64_restarts": 4,
+    "recovery_s": 1,
+    "recovery_connect_s": 1,
+    "rss_per_server_kb": 2,
+    "gateway_call_ratio": 4,
+    "gateway_bare_http_ratio": 4,
+    "gateway_throughput_50x200": 2,
+    "gateway_throughput_50x200_p99_ms": 2,
+    "cli_call_warm_ms": 1,
+    "cli_help_ms": 1,
+    "cli_help_baseline_ms": 1,
+}
+PROCESS_SUITES = list(
+    dict.fromkeys(
+        m.suite for m in bench.MEASUREMENTS if m.suite not in (None, bench.MAILBOX, bench.BUS)
+    )
 )
-async def test_server_measurement_returns_a_positive_figure_and_leaves_no_process(
-    function: Callable[[int], Awaitable[float]], n: int
+
+
+def test_every_key_is_measured_on_a_tiny_round_by_some_test() -> None:
+    """Each key is in a suite run below on ``TINY`` sizes, in an in-process suite, or a
+    plain in-process function (test_cli runs those): none goes unmeasured by the tests."""
+    for m in bench.MEASUREMENTS:
+        if m.suite in PROCESS_SUITES:
+            assert m.key in TINY, m.key
+        else:
+            assert m.suite in (None, bench.MAILBOX, bench.BUS), m.key
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+@pytest.mark.parametrize("suite", PROCESS_SUITES, ids=lambda suite: suite.name)
+async def test_a_process_suite_measures_each_key_on_a_tiny_round_and_leaves_no_process(
+    suite: bench.Suite,
 ) -> None:
-    """Each measurement that starts processes (fixture servers, fresh interpreters) returns
-    a positive finite figure on a tiny round, and every process it started has exited by
-    the time it returns."""
+    """Each suite that starts processes, opened once, measures one tiny round of all its
+    keys: a positive finite figure each (a count whose target is 0, such as restarts, may
+    be 0), and every process it started has exited once it is closed."""
+    members = [m for m in bench.MEASUREMENTS if m.suite is suite]
     before = _children()
-    with trio.fail_after(120):  # a hang guard: connecting may retry on a loaded machine
-        value = await function(n)
-    assert 0 < value < math.inf
+    with trio.fail_after(180):  # a hang guard: connecting may retry on a loaded machine
+        async with suite.open() as round_:
+            got = await round_({m.key: TINY[m.key] for m in members})
+    for m in members:
+        floor = 0 if m.target == "<= 0" else 1e-12
+        assert floor <= got[m.key] < math.inf, m.key
     assert not await _no_new_children(before)
 
 

@@ -199,28 +199,55 @@ def alive(pid: int) -> bool:
     return True
 
 
-def test_bench_json_quick_is_one_document_of_positive_figures() -> None:
-    """`bench --json --quick` prints one JSON object with every key, a positive number each
-    (a count that should be 0, such as restarts, may be);
-    the same report makes a table naming each key and its target."""
-    # A guard against hangs only: the whole quick bench takes a minute or two.
-    result = run_cli("bench", "--json", "--quick", timeout=600)
+def test_bench_only_measures_the_chosen_keys_as_one_json_document() -> None:
+    """`bench --json --quick --only …` prints one JSON object holding the chosen keys, a
+    suite's siblings brought along, each a positive number, with meta and targets; the same
+    report makes a table naming each key and its target, and nothing else. (Every key's
+    function is measured on tiny sizes in test_bench.py; the whole bench is not run here:
+    a minute or two of full CPU would starve the tests beside it.)"""
+    result = run_cli(
+        "bench", "--json", "--quick", "--only", "mailbox_call_ratio", "cli_help_*", timeout=300
+    )
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    keys = {m.key for m in bench.MEASUREMENTS}
-    assert keys <= set(report)
-    for key in keys:  # a count whose target is none at all (restarts) may be 0
-        floor = 0 if report["targets"][key] == "<= 0" else 1e-12
-        assert isinstance(report[key], int | float) and report[key] >= floor, key
-    assert report["targets"]["mailbox_call_ratio"] == "<= 1.2"
-    assert report["targets"]["bus_ratio"] == "<= 1.5"
-    assert report["targets"]["mailbox_call_us"] is None
-    assert report["targets"]["bus_events_per_s"] is None
+    chosen = {"mailbox_call_ratio", "mailbox_call_us", "cli_help_ms", "cli_help_baseline_ms"}
+    assert set(report) == chosen | {"meta", "targets"}
+    for key in chosen:
+        assert isinstance(report[key], int | float) and report[key] > 0, key
+    assert report["targets"] == {
+        "mailbox_call_ratio": "<= 1.2",
+        "mailbox_call_us": None,
+        "cli_help_ms": "<= 200",
+        "cli_help_baseline_ms": None,
+    }
     assert report["meta"]["quick"] is True
     assert report["meta"]["cpu_count"] >= 1
+    assert set(report["meta"]["round_sizes"]) == chosen
     table = bench.format_table(report)
     for m in bench.MEASUREMENTS:
-        assert m.key in table
+        assert (m.key in table.split()) is (m.key in chosen), m.key
+
+
+def test_bench_only_with_an_unknown_key_is_a_usage_error_listing_the_keys() -> None:
+    """A pattern that matches no key exits 2 before measuring anything, naming it and
+    every key there is."""
+    result = run_cli("bench", "--only", "mailbox_*", "nosuch_key")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(
+        "mcp-supervisor bench: --only 'nosuch_key' matches no bench key"
+    )
+    for m in bench.MEASUREMENTS:
+        assert m.key in result.stderr
+
+
+def test_select_brings_a_suites_other_keys_along_in_registry_order() -> None:
+    """Choosing one key of a suite measures the whole suite; patterns are shell-style."""
+    keys = [m.key for m in bench.select(["shutdown_8_ratio", "recovery_s"])]
+    assert keys == ["startup_8_ratio", "shutdown_8_ratio", "recovery_s", "recovery_connect_s"]
+    gateway = [m.key for m in bench.select(["gateway_*"])]
+    assert "cli_call_warm_ms" in gateway and "gateway_call_ratio" in gateway
+    assert [m.key for m in bench.select(["*"])] == [m.key for m in bench.MEASUREMENTS]
 
 
 @pytest.mark.parametrize(
@@ -265,18 +292,16 @@ def test_every_command_help_ends_with_the_exit_codes(
     assert "exits 130, 143 or 129" in epilog and "quietly with 141" in epilog
 
 
-IN_PROCESS = [
-    m for m in bench.MEASUREMENTS if m.key.startswith(("mailbox", "bus", "registry", "search"))
-]
+IN_PROCESS = [m for m in bench.MEASUREMENTS if m.suite is None]
 
 
 @pytest.mark.parametrize("measurement", IN_PROCESS, ids=lambda m: m.key)
 async def test_bench_function_returns_a_positive_figure(
     measurement: bench.Measurement,
 ) -> None:
-    """Each in-process bench function measures one tiny round: a positive finite figure
-    (the server keys are covered, with tiny sizes, in test_bench.py)."""
-    value = await measurement.run(20)
+    """Each plain bench function (all in process) measures one tiny round: a positive
+    finite figure (the suites' keys are covered, with tiny sizes, in test_bench.py)."""
+    value = await measurement.run(2)
     assert 0 < value < float("inf")
 
 

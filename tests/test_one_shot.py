@@ -236,7 +236,8 @@ def _run(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
 
 def _config(tmp_path: pathlib.Path, servers: dict[str, object]) -> str:
     path = tmp_path / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": servers, "supervisor": {"backoff": SLOW}}))
+    supervisor = {"backoff": SLOW, "initTimeout": 60}  # generous: these are not about it
+    path.write_text(json.dumps({"mcpServers": servers, "supervisor": supervisor}))
     return str(path)
 
 

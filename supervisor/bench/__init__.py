@@ -65,6 +65,7 @@ from ._run import _due as _due
 from ._run import format_table as format_table
 from ._run import meets_target as meets_target
 from ._run import run_bench as run_bench
+from ._run import select as select
 from ._servers import CALL_CONCURRENT as CALL_CONCURRENT
 from ._servers import CALL_SEQ as CALL_SEQ
 from ._servers import CALLS as CALLS
@@ -111,6 +112,7 @@ __all__ = [
     "recovery_s",
     "rss_per_server_kb",
     "run_bench",
+    "select",
     "shutdown_8_ratio",
     "startup_8_ratio",
     "startup_64_ratio",

@@ -3,6 +3,7 @@ meta and targets, and the human-readable table."""
 
 from __future__ import annotations
 
+import fnmatch
 import gc
 import os
 import platform
@@ -14,6 +15,28 @@ import trio
 
 from ._registry import MEASUREMENTS
 from ._suite import QUICK_ROUNDS, ROUNDS, Measurement, Suite, Target
+
+
+def select(patterns: Sequence[str]) -> list[Measurement]:
+    """The measurements whose key matches one of ``patterns`` (shell-style: ``gateway_*``),
+    in registry order. A key measured in a suite brings the suite's other keys along, since
+    one round measures them all (and a target may be computed from a sibling).
+
+    Raises :class:`LookupError` naming each pattern that matches no key.
+    """
+    unmatched = [
+        p for p in patterns if not any(fnmatch.fnmatchcase(m.key, p) for m in MEASUREMENTS)
+    ]
+    if unmatched:
+        raise LookupError(
+            f"{', '.join(map(repr, unmatched))} matches no bench key; the keys are: "
+            + ", ".join(m.key for m in MEASUREMENTS)
+        )
+    chosen = {m.key for m in MEASUREMENTS if any(fnmatch.fnmatchcase(m.key, p) for p in patterns)}
+    suites = {m.suite for m in MEASUREMENTS if m.key in chosen and m.suite is not None}
+    return [
+        m for m in MEASUREMENTS if m.key in chosen or (m.suite is not None and m.suite in suites)
+    ]
 
 
 def _due(i: int, rounds: int, total: int) -> bool:

@@ -13,6 +13,9 @@ from ._serve import add_dashboard_option
 from ._trust import add_config_options
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..bench import Measurement
     from ..config import FieldError, ServerConfig
 
 
@@ -130,13 +133,22 @@ def _within(path: str, prefix: str) -> bool:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    return run(_bench, args.quick, args.json)
+    from ..bench import MEASUREMENTS, select
+
+    measurements = MEASUREMENTS
+    if args.only:
+        try:
+            measurements = select(args.only)
+        except LookupError as exc:
+            print(f"mcp-supervisor bench: --only {exc.args[0]}", file=sys.stderr)
+            return EXIT_USAGE
+    return run(_bench, args.quick, args.json, measurements)
 
 
-async def _bench(quick: bool, as_json: bool) -> int:
+async def _bench(quick: bool, as_json: bool, measurements: Sequence[Measurement]) -> int:
     from ..bench import format_table, run_bench
 
-    report = await run_bench(quick)
+    report = await run_bench(quick, measurements)
     if as_json:
         json.dump(report, sys.stdout)
         sys.stdout.write("\n")
@@ -193,4 +205,11 @@ def register_bench(commands: Commands, parents: Parents) -> None:
     )
     bench.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     bench.add_argument("--quick", action="store_true", help="fewer, smaller rounds (seconds)")
+    bench.add_argument(
+        "--only",
+        nargs="+",
+        metavar="KEY",
+        help="measure only these keys (shell patterns such as 'gateway_*'); a key measured "
+        "with others, such as startup_8_ratio with shutdown_8_ratio, brings them along",
+    )
     bench.set_defaults(handler=_cmd_bench)
