@@ -26,9 +26,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM HUP
 
+# initTimeout: on a busy machine a Python server's start can outlast the 10 s default
 cat > "$CONFIG" <<JSON
 {"mcpServers": {"calc": {"command": "$PYTHON", "args": ["$HERE/servers/calc.py"],
-                         "approve": false, "lazy": false}}}
+                         "approve": false, "lazy": false, "initTimeout": 60}}}
 JSON
 
 now() { "$PYTHON" -c 'import time; print(time.time())'; }

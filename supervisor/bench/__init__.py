@@ -32,6 +32,7 @@ from ._fixtures import BenchError as BenchError
 from ._gateway import CLI_CALL_WARM as CLI_CALL_WARM
 from ._gateway import GATEWAY as GATEWAY
 from ._gateway import GATEWAY_FLOOR as GATEWAY_FLOOR
+from ._gateway import GATEWAY_HTTP_RATIO as GATEWAY_HTTP_RATIO
 from ._gateway import GATEWAY_P99 as GATEWAY_P99
 from ._gateway import GATEWAY_RATIO as GATEWAY_RATIO
 from ._gateway import GATEWAY_THROUGHPUT as GATEWAY_THROUGHPUT

@@ -1,11 +1,13 @@
-"""The gateway's figures: a call through a running ``mcp-supervisor serve`` beside a call
-the supervisor makes itself, many HTTP clients at once, and one ``mcp-supervisor call``
-through the running gateway, process start included.
+"""The gateway's figures: a call through a running ``mcp-supervisor serve`` (over stdio,
+its default, and over HTTP) beside a call the supervisor makes itself, many HTTP clients
+at once, and one ``mcp-supervisor call`` through the running gateway, process start
+included.
 
-The gateway is a real ``serve --http`` process of its own, with one stdio echo fixture;
-the direct calls go through an ``open_supervisor`` in this process to another echo
-fixture of the same kind. Clients are the ``mcp`` SDK's (``Client`` over Streamable
-HTTP, the stateless 2026-07-28 protocol), in this process.
+Each gateway is a real ``serve`` process of its own (``serve`` over stdio, ``serve
+--http``), with one stdio echo fixture; the direct calls go through an
+``open_supervisor`` in this process to another echo fixture of the same kind. Clients
+are the ``mcp`` SDK's ``Client``, in this process: over the SDK's stdio transport, and
+over Streamable HTTP (the stateless 2026-07-28 protocol).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 import httpx2
 import trio
 from mcp import Client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from ..runtime import open_supervisor
@@ -38,20 +41,24 @@ from ._fixtures import (
     _ECHO_ARGS,
     _SERVER_TIMEOUT,
     BenchError,
+    _bare_client,
     _check_echo,
     _connect_all,
     _echo_config,
 )
 from ._suite import RoundFn, Suite
 
-#: a call through the gateway ÷ the supervisor's own call, same kind of backing server
+#: a call through ``serve`` (stdio, its default) ÷ the supervisor's own call, same kind
+#: of backing server
 GATEWAY_RATIO = "gateway_call_ratio"
+#: the same through ``serve --http``
+GATEWAY_HTTP_RATIO = "gateway_http_call_ratio"
 #: calls/s of 50 concurrent HTTP clients × 200 calls each (quick: 10 × 20)
 GATEWAY_THROUGHPUT = "gateway_throughput_50x200"
 #: the 99th percentile latency of those calls, ms
 GATEWAY_P99 = "gateway_throughput_50x200_p99_ms"
 #: a call to a bare SDK server over Streamable HTTP ÷ the supervisor's own call: the floor
-#: any Streamable HTTP hop sets under gateway_call_ratio, measured in the same rounds
+#: any Streamable HTTP hop sets under gateway_http_call_ratio, measured in the same rounds
 GATEWAY_FLOOR = "gateway_bare_http_ratio"
 #: ``mcp-supervisor call`` through the running gateway, process start included, ms
 CLI_CALL_WARM = "cli_call_warm_ms"
@@ -116,22 +123,26 @@ async def _client(url: str, token: str) -> AsyncIterator[Client]:
         yield client
 
 
-def _write_config(work: str) -> tuple[str, dict[str, object]]:
-    """The gateway's config file in ``work``: one eager stdio echo fixture."""
+def _write_config(directory: Path) -> tuple[str, dict[str, object]]:
+    """A gateway's config file in ``directory``: one eager stdio echo fixture."""
     settings = _echo_config(["echo"])
-    path = Path(work) / "mcp.json"
+    directory.mkdir(exist_ok=True)
+    path = directory / "mcp.json"
     path.write_text(json.dumps(settings), encoding="utf-8")
     return str(path), settings
 
 
 @asynccontextmanager
 async def _open_gateway() -> AsyncIterator[RoundFn]:
-    """A ``serve --http`` process with one echo fixture, a client of it, and a supervisor
-    of another echo fixture in this process; all connected for every round."""
+    """A ``serve --http`` process and a ``serve`` process over stdio, each with one echo
+    fixture and a client of it, and a supervisor of another echo fixture in this process;
+    all connected for every round."""
     # A short directory: the gateway's Unix socket path must fit in 108 bytes.
     work = tempfile.mkdtemp(prefix="mcps-bench-")
     try:
-        config, settings = _write_config(work)
+        config, settings = _write_config(Path(work))
+        # a config of its own, so that each gateway has its own local socket
+        stdio_config, _ = _write_config(Path(work) / "stdio")
         token = "bench-" + os.urandom(16).hex()
         env = _environment(os.path.join(work, "pycache")) | {
             "XDG_RUNTIME_DIR": os.path.join(work, "run"),
@@ -140,12 +151,19 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
         async with AsyncExitStack() as stack:
             url = await stack.enter_async_context(_serve(config, env))
             client = await stack.enter_async_context(_client(url, token))
+            serve = ["-m", "supervisor", "serve", "--config", stdio_config]
+            stdio = await stack.enter_async_context(
+                _bare_client(StdioServerParameters(command=sys.executable, args=serve, env=env))
+            )
             bare_server = await stack.enter_async_context(open_http_fixture("echo"))
             bare = await stack.enter_async_context(Client(bare_server.url))
             sup = await stack.enter_async_context(open_supervisor(settings))
             await _connect_all(sup)
 
             async def through() -> object:
+                return await stdio.call_tool("echo_echo", _ECHO_ARGS)
+
+            async def through_http() -> object:
                 return await client.call_tool("echo_echo", _ECHO_ARGS)
 
             async def direct() -> object:
@@ -155,10 +173,12 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
                 return await bare.call_tool("echo", _ECHO_ARGS)
 
             _check_echo(await direct(), "through the supervisor")
-            _check_echo(await through(), "through the gateway")
+            _check_echo(await through(), "through the gateway over stdio")
+            _check_echo(await through_http(), "through the gateway over HTTP")
             _check_echo(await bare_http(), "to the bare HTTP server")
             for _ in range(_WARM_CALLS):
                 await through()
+                await through_http()
                 await direct()
                 await bare_http()
             cli = ["-m", "supervisor", "call", "--config", config, "echo_echo", '{"text": "x"}']
@@ -179,6 +199,8 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
                 figures: dict[str, float] = {}
                 if n := sizes.get(GATEWAY_RATIO, 0):
                     figures[GATEWAY_RATIO] = await against_direct(through, n)
+                if n := sizes.get(GATEWAY_HTTP_RATIO, 0):
+                    figures[GATEWAY_HTTP_RATIO] = await against_direct(through_http, n)
                 if n := sizes.get(GATEWAY_FLOOR, 0):
                     figures[GATEWAY_FLOOR] = await against_direct(bare_http, n)
                 if n := sizes.get(GATEWAY_THROUGHPUT, 0) or sizes.get(GATEWAY_P99, 0):

@@ -11,6 +11,7 @@ from ._gateway import (
     CLI_CALL_WARM,
     GATEWAY,
     GATEWAY_FLOOR,
+    GATEWAY_HTTP_RATIO,
     GATEWAY_P99,
     GATEWAY_RATIO,
     GATEWAY_THROUGHPUT,
@@ -217,9 +218,20 @@ MEASUREMENTS: Sequence[Measurement] = (
         size=200,
         quick_size=50,
         digits=3,
-        note="sequential echo calls by an mcp.Client (Streamable HTTP, 2026-07-28) through "
-        "a running `serve --http` process ÷ the same calls through open_supervisor in "
-        "this process, each to its own stdio echo fixture; blocks of 25 alternating",
+        note="sequential echo calls by an mcp.Client (the SDK's stdio transport) through a "
+        "running `serve` process (stdio, its default) ÷ the same calls through "
+        "open_supervisor in this process, each to its own stdio echo fixture; blocks of 25 "
+        "alternating",
+    ),
+    GATEWAY.measurement(
+        GATEWAY_HTTP_RATIO,
+        target=None,
+        unit="ratio",
+        size=200,
+        quick_size=50,
+        digits=3,
+        note="the same through a running `serve --http` process, the mcp.Client over "
+        "Streamable HTTP (2026-07-28); compare gateway_bare_http_ratio, its floor",
     ),
     GATEWAY.measurement(
         GATEWAY_FLOOR,
@@ -230,7 +242,7 @@ MEASUREMENTS: Sequence[Measurement] = (
         digits=3,
         note="sequential echo calls by an mcp.Client to a bare SDK echo server over "
         "Streamable HTTP (its own process) ÷ the supervisor's own calls, same rounds: what "
-        "one Streamable HTTP hop costs by itself, the floor under gateway_call_ratio",
+        "one Streamable HTTP hop costs by itself, the floor under gateway_http_call_ratio",
     ),
     GATEWAY.measurement(
         GATEWAY_THROUGHPUT,
