@@ -3,15 +3,19 @@ trust store, a config being edited, an env file of secrets, the audit log's dire
 
 A write goes to a temporary file in the same directory, is flushed to disk, then renamed
 over the old file (and the directory flushed), so a crash mid-write leaves the old
-content, never half of the new. These are small synchronous file operations: no thread
-is worth its cost for a few kilobytes.
+content, never half of the new. A file that processes read, change and write back (the
+trust store) is changed under :func:`locked`, so that two of them at once lose nothing.
+These are small synchronous file operations: no thread is worth its cost for a few
+kilobytes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 #: a private directory's mode, and a private file's
@@ -28,6 +32,20 @@ def private_dir(path: Path) -> Path:
         if path.stat().st_mode & 0o077:
             os.chmod(path, DIR_MODE)
     return path
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock for changing ``path``: a ``flock`` on ``.NAME.lock`` beside
+    it (the file itself is replaced by each write, so it cannot carry the lock). Waits
+    for another process holding it; released on leaving, or when the process dies."""
+    lock = path.parent / f".{path.name}.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:

@@ -76,7 +76,14 @@ from .faults import Injected, Plan
 from .gate import Gate, ServerView, connect
 from .log import RedactionScope, configure_default_logging, get_logger, redacting, redactor
 from .monitor import SessionSummary, summarize
-from .registry import Catalog, Entry, NamingPolicy, Registry, RegistryStatistics, Snapshot
+from .registry import (
+    Catalog,
+    NamingPolicy,
+    Registry,
+    RegistryStatistics,
+    Snapshot,
+    Summary,
+)
 from .resources import MergedPrompt, MergedResource, MergedResourceTemplate, Resources
 from .server import (
     HealthRecord,
@@ -335,8 +342,9 @@ class SupervisorHandle:
         """The merged catalog of the connected servers' tools (see :mod:`supervisor.registry`)."""
         return self._registry.snapshot.current
 
-    def search(self, query: str, limit: int = 10) -> list[Entry]:
-        """The catalog's best matches for ``query`` (names and descriptions)."""
+    def search(self, query: str, limit: int = 10) -> list[Summary]:
+        """The catalog's best matches for ``query`` (names and descriptions), best first:
+        a :class:`~supervisor.registry.Summary` each."""
         return self._registry.snapshot.current.search(query, limit)
 
     def resolve(self, name: str) -> tuple[str, str]:

@@ -13,6 +13,7 @@ import os
 import pathlib
 import pty
 import stat
+import subprocess
 import sys
 from collections.abc import Iterator
 
@@ -195,3 +196,28 @@ def test_the_prompt_on_a_real_terminal(project: pathlib.Path) -> None:
     assert code == 1
     assert "It can start these servers:" in shown
     assert started(project)
+
+
+def test_processes_trusting_files_at_once_lose_no_entry(tmp_path: pathlib.Path) -> None:
+    """Six processes each remember 25 files in one trust store at the same moment: every
+    one of the 150 entries is there afterwards (each change is made under a lock)."""
+    state = tmp_path / "state"
+    code = (
+        "import sys; from supervisor.cli._trust import TrustStore\n"
+        "store = TrustStore(sys.argv[1]); sys.stdin.read()  # go\n"
+        "for i in range(25): store.remember(f'{sys.argv[2]}/{i}.json', str(i))\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(state), str(tmp_path / f"p{n}")],
+            stdin=subprocess.PIPE,
+        )
+        for n in range(6)
+    ]
+    for proc in procs:  # all started before any goes
+        assert proc.stdin is not None
+        proc.stdin.close()
+    assert [proc.wait(timeout=TIMEOUT) for proc in procs] == [0] * 6
+    files = json.loads((state / "trusted-configs.json").read_text())["files"]
+    assert len(files) == 150
+    assert files[os.path.realpath(tmp_path / "p3" / "7.json")] == "7"

@@ -163,6 +163,32 @@ def test_a_description_over_16_kib_is_cut_saying_so() -> None:
     )
 
 
+@pytest.mark.parametrize("limit", [1, 2, 3, 10, 40, 80])
+def test_a_description_limit_too_small_for_the_marker_still_holds(limit: int) -> None:
+    """However small ``maxDescriptionBytes`` is, a cut description fits in it: the full
+    marker where it fits, else a bare ``…``, else just the cut text."""
+    description = "xé" * 50  # cuts fall on character boundaries
+    catalog = merge(
+        [
+            (
+                "s",
+                "",
+                Listing(
+                    [tool("t", description=description)], ServerLimits(max_description_bytes=limit)
+                ),
+            )
+        ]
+    )
+    cut = catalog["t"].description
+    assert len(cut.encode()) <= limit
+    if limit >= 80:
+        assert "[description truncated: " in cut
+    elif limit >= 3:
+        assert cut.endswith("…") and description.startswith(cut[:-1])
+    else:
+        assert description.startswith(cut)
+
+
 @pytest.mark.parametrize("which", ["input_schema", "output_schema"])
 def test_a_schema_over_64_kib_makes_the_tool_unsupported(which: str) -> None:
     """An input or output schema of 64 KiB (compact JSON) is accepted; one byte more

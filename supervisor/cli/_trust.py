@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from .._files import FILE_MODE, private_dir, write_atomic
+from .._files import FILE_MODE, locked, private_dir, write_atomic
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -122,12 +122,14 @@ class TrustStore:
         return None if remembered is None else remembered == sha256
 
     def remember(self, config: str | os.PathLike[str], sha256: str) -> None:
-        """Trust this content of ``config`` (forgetting any other content of it)."""
-        files = self._files()
-        files[os.path.realpath(config)] = sha256
+        """Trust this content of ``config`` (forgetting any other content of it). Other
+        processes remembering at the same moment wait their turn: no entry is lost."""
         private_dir(self.root)
-        data = json.dumps({"files": files}, indent=2, sort_keys=True).encode() + b"\n"
-        write_atomic(self.path, data, FILE_MODE)
+        with locked(self.path):
+            files = self._files()
+            files[os.path.realpath(config)] = sha256
+            data = json.dumps({"files": files}, indent=2, sort_keys=True).encode() + b"\n"
+            write_atomic(self.path, data, FILE_MODE)
 
 
 def trust_default(args: argparse.Namespace, config: Config, sha256: str) -> bool:

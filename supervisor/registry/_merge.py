@@ -439,13 +439,16 @@ def _external_ref(schema: object) -> str | None:
 
 def _cut_description(description: str, limit: int) -> tuple[str, str | None]:
     """``description`` cut to at most ``limit`` UTF-8 bytes, marker included, at a
-    character boundary, and a note saying so; as it is (and ``None``) if it fits."""
+    character boundary, and a note saying so; as it is (and ``None``) if it fits. A limit
+    too small for the marker gets a bare ``…`` (or nothing, under 3 bytes)."""
     encoded = description.encode("utf-8", "replace")
     over = len(encoded) - limit
     if over <= 0:
         return description, None
     bytes_ = "byte" if over == 1 else "bytes"
     marker = f"\n… [description truncated: {over} {bytes_} over the {size_text(limit)} limit]"
-    keep = max(limit - len(marker.encode()), 0)
+    if len(marker.encode()) > limit:
+        marker = "…" if limit >= len("…".encode()) else ""
+    keep = limit - len(marker.encode())
     cut = encoded[:keep].decode("utf-8", "ignore") + marker
     return cut, f"its description ({len(encoded)} bytes) was cut to the {size_text(limit)} limit"
