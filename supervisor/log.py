@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import functools
 import json as _json
-import logging
 import os
 import re
 import sys
@@ -59,9 +58,10 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-# structlog is imported where it is used, not here: with rich installed it costs a
-# command's start-up a few hundred milliseconds, and redaction and get_logger() need none
-# of it until a line is logged or logging is configured.
+# structlog, and the standard library's logging, are imported where they are used, not
+# here: with rich installed structlog costs a command's start-up a few hundred
+# milliseconds (logging about 10), and redaction and get_logger() need neither until a
+# line is logged or logging is configured.
 if TYPE_CHECKING:
     import structlog
     from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
@@ -459,6 +459,8 @@ def configure_logging(
 def _bridge_stdlib(level: str | int, stream: TextIO, renderer: Processor) -> None:
     """Send the standard library's log records (the SDK's, httpx's) through the same
     renderer and the redactor, on the same stream, replacing our earlier handler."""
+    import logging
+
     import structlog
 
     root = logging.getLogger()
@@ -574,6 +576,8 @@ def _default_chain(colors: bool) -> list[Processor]:
 def _default_logger(name: str | None, initial: dict[str, Any]) -> FilteringBoundLogger:
     """A logger of the library's default, built without touching structlog's configuration:
     warnings and above, console format, on the current ``sys.stderr``, redacted."""
+    import logging
+
     import structlog
 
     colors = _STDERR.isatty() and "NO_COLOR" not in os.environ
@@ -696,6 +700,8 @@ def _add_logger_name(logger: WrappedLogger, method_name: str, event_dict: EventD
 
 
 def _level_number(level: str | int) -> int:
+    import logging
+
     levels = logging.getLevelNamesMapping()  # a fresh copy, custom levels included
     if isinstance(level, str):
         number = levels.get(level.upper())
@@ -733,6 +739,8 @@ def reset_logging() -> None:
     """Undo :func:`configure_logging` and :func:`configure_default_logging` (for tests):
     structlog's configuration, our standard library handler and the once-flag. The
     library's loggers fall back to their unconfigured default (stderr, warnings)."""
+    import logging
+
     import structlog
 
     global _configured

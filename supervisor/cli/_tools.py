@@ -10,10 +10,8 @@ before anything is sent, the same way every time, and are 2 — like a config er
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import os
-import secrets
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -290,6 +288,8 @@ async def _call(
 
     # A spilled result's file must outlive the command, which names it: a directory of
     # our own naming is kept (the session's default one would be removed), made on a spill.
+    import secrets
+
     spill = Path(tempfile.gettempdir()) / f"mcp-supervisor-call-{secrets.token_hex(8)}"
     async with open_supervisor(  # one attempt per server, as every one-shot command
         config,  # type: ignore[arg-type]
@@ -302,6 +302,8 @@ async def _call(
             try:
                 result = await sup.call(name, arguments, timeout=timeout, progress=bar)
             except UnknownTool:
+                import difflib
+
                 # Tools of servers never connected are known by their prefix only. Unless
                 # the connected ones have a close match, connect them all once: then either
                 # the tool is there after all, or the close matches can be named.
