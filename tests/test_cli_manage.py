@@ -230,6 +230,8 @@ def test_add_connects_once_and_prints_the_tools(
     """After adding, the new server alone is started once and its tools printed: name
     and the first line of the description."""
     fixture = [sys.executable, "-m", "supervisor.testing.servers", "echo"]
+    # a generous handshake bound: a loaded machine can take more than the 10 s default
+    (tmp_path / ".mcp.json").write_text('{"mcpServers": {}, "supervisor": {"initTimeout": 60}}')
     assert main(["add", "echo", "--", *fixture]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == ["added echo in .mcp.json (mcpServers)", "echo: connected, 3 tools"]
