@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 
 import pytest
@@ -148,3 +150,30 @@ async def test_the_gateway_continues_its_clients_trace(spans: list[ReadableSpan]
     assert [parent_of(call)] == [span_id(s) for s in gateway_side]  # under the gateway's span
     backing_side = [s for s in servers if s.name == "tools/call echo"]
     assert len(backing_side) == 1  # the backing server continued it too
+
+
+_WITHOUT_PROVIDER = r"""
+from opentelemetry import trace
+from opentelemetry.propagate import extract, inject
+from supervisor import tracing
+
+remote = extract({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+with tracing.attached(remote):
+    with tracing.call_span("e_echo") as call, tracing.backing_span("e", "echo") as backing:
+        assert call is backing is trace.INVALID_SPAN
+        tracing.ended(backing, "tool_error")  # nothing to record: no error either
+        carrier = {}
+        inject(carrier)  # as the SDK's client does into the backing request's _meta
+print(carrier["traceparent"])
+"""
+
+
+def test_without_a_provider_no_span_is_made_and_the_callers_trace_is_passed_on() -> None:
+    """In a process where no tracer provider was installed (a fresh interpreter: this
+    one has the SDK's), the call and backing spans are not made, and the context the
+    backing request carries is still the caller's trace, unchanged."""
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_PROVIDER], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
