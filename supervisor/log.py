@@ -309,12 +309,13 @@ class RedactionScope:
     """Secrets redacted for as long as this scope is open: a context manager.
 
     Entering registers the secrets given to it with its :class:`SecretRedactor`;
-    :meth:`add` registers more (at once if the scope is open, on entry if not yet);
-    leaving releases every one of them. Registrations are reference-counted, so a
-    secret that another open scope (or :meth:`SecretRedactor.add`) also holds stays
-    redacted. Within one scope a secret counts once. Short secrets are ignored as by
-    :meth:`SecretRedactor.add`. A scope is entered at most once; :meth:`close` is
-    the same as leaving it, and may be called more than once.
+    :meth:`add` registers more (at once if the scope is open, on entry if not yet),
+    :meth:`release` lets some go early; leaving releases every one of them.
+    Registrations are reference-counted, so a secret that another open scope (or
+    :meth:`SecretRedactor.add`) also holds stays redacted. Within one scope a secret
+    counts once. Short secrets are ignored as by :meth:`SecretRedactor.add`. A scope is
+    entered at most once; :meth:`close` is the same as leaving it, and may be called
+    more than once.
 
     Make one with :func:`redacting` (the process-wide :data:`redactor`) or
     :meth:`SecretRedactor.scope`.
@@ -347,6 +348,19 @@ class RedactionScope:
         if new:
             self._held.update(new)
             self._redactor._hold(new)
+
+    def release(self, *secrets: str) -> None:
+        """Stop holding *secrets* (superseded ones, such as a renewed token's
+        predecessor): they stay redacted only if something else holds them. Secrets
+        this scope does not hold, and a closed scope, are left alone."""
+        if self._state == "new":
+            gone = set(secrets)
+            self._pending = [s for s in self._pending if s not in gone]
+            return
+        held = [s for s in dict.fromkeys(secrets) if s in self._held]
+        if held:
+            self._held.difference_update(held)
+            self._redactor._release(held)
 
     def __enter__(self) -> RedactionScope:
         if self._state != "new":

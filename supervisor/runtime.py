@@ -594,6 +594,7 @@ async def open_supervisor(
         store=AuthStore(_auth_dir(auth_dir, cfg)),
         publish=publish,
         remember=secrets.add,
+        forget=secrets.release,
         redirect=oauth_redirect_handler,
         callback=oauth_callback_handler,
         base_dir=cfg.path.parent if cfg.path is not None else None,

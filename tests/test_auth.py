@@ -19,7 +19,7 @@ import structlog
 import trio
 from mcp.shared.auth import JWT_BEARER_GRANT_TYPE, AuthorizationCodeResult
 
-from supervisor import open_supervisor
+from supervisor import log, open_supervisor
 from supervisor.dashboard._feed import feed_message
 from supervisor.errors import AuthorizationFailed, AuthRequired, SupervisorError
 from supervisor.monitor import status_table
@@ -184,6 +184,27 @@ async def test_silent_refresh_on_401_and_ahead_of_expiry(tmp_path: Path) -> None
             assert fx.provider.refreshes == 2
             assert len(browser.opened) == 1  # never a new login
             assert sup.status()["remote"].restarts == 0
+
+
+async def test_renewed_tokens_are_redacted_for_two_generations_only(tmp_path: Path) -> None:
+    """A supervisor that runs for months renews its token thousands of times: each new
+    token is redacted from the moment it arrives, with the one it replaced, and older
+    ones are let go, so the redactor does not grow without bound."""
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with supervise(fx, tmp_path, Browser()) as sup:
+            await connected(sup)
+            tokens = [stored(tmp_path)["token"]]
+            for _ in range(3):
+                fx.provider.expire_access_tokens()
+                await whoami(sup)
+                tokens.append(stored(tmp_path)["token"])
+            assert fx.provider.refreshes == 3
+            secrets = [[t["access_token"], t["refresh_token"]] for t in tokens]
+            assert len({s for pair in secrets for s in pair}) == 8  # all rotated
+            for pair in secrets[:2]:
+                assert not any(s in log.redactor for s in pair)
+            for pair in secrets[2:]:
+                assert all(s in log.redactor for s in pair)
 
 
 async def test_rotated_refresh_token_is_used_by_a_fresh_process(tmp_path: Path) -> None:

@@ -579,6 +579,25 @@ class TestRedactionScopes:
             assert SECRET not in log.redactor
         assert len(log.redactor) == 0
 
+    def test_release_lets_a_superseded_secret_go_unless_another_scope_holds_it(
+        self,
+    ) -> None:
+        """release() stops holding some secrets early: one held by another scope stays
+        redacted, one not held is ignored, and a pending one is never registered."""
+        with log.redacting([SECRET]) as other, log.redacting() as scope:
+            scope.add("old-token", SECRET, "new-token")
+            scope.release("old-token", SECRET, "never-held")
+            assert log.redact("old-token new-token") == "old-token ***"
+            assert SECRET in log.redactor and len(scope) == 1
+            other.close()
+            assert SECRET not in log.redactor
+        assert len(log.redactor) == 0
+        pending = log.redacting(["kept", "dropped"])
+        pending.release("dropped")
+        with pending:
+            assert "kept" in log.redactor and "dropped" not in log.redactor
+        pending.release("kept")  # closed: nothing to do
+
     def test_scope_repr_hides_secrets(self) -> None:
         with log.redacting([SECRET]) as scope:
             assert SECRET not in repr(scope)

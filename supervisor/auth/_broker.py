@@ -191,12 +191,18 @@ def _oauth_error(exc: BaseException) -> str | None:
     return getattr(exc, "error", None)
 
 
+#: token generations a broker keeps redacted: the current one and the one it replaced
+_TOKEN_GENERATIONS = 2
+
+
 class TokenBroker:
     """Tokens for one resource (a remote server's URL) × account; see the module doc.
 
     ``servers`` are the configured servers that share it (their events name each);
-    ``remember`` registers a secret with the log redactor; ``redirect`` shows a person
-    the authorization URL (``None``: browser logins wait for :meth:`login`);
+    ``remember`` registers a secret with the log redactor and ``forget`` releases one
+    (tokens are held for two generations: the current and the one it replaced, so a
+    broker running for months holds four secrets, not thousands); ``redirect`` shows a
+    person the authorization URL (``None``: browser logins wait for :meth:`login`);
     ``callback`` replaces the loopback listener when given.
     """
 
@@ -210,6 +216,7 @@ class TokenBroker:
         servers: Sequence[str],
         publish: Callable[[events.Event], None] = lambda event: None,
         remember: Callable[[str], None] = lambda secret: None,
+        forget: Callable[[str], None] = lambda secret: None,
         redirect: Callable[[str], Any] | None = None,
         callback: Callable[[], Any] | None = None,
         base_dir: Path | None = None,
@@ -224,6 +231,9 @@ class TokenBroker:
         self.logins = logins
         self._publish = publish
         self._remember = remember
+        self._forget = forget
+        #: the token generations held by the redactor, oldest first
+        self._held_tokens: list[tuple[str, ...]] = []
         self.redirect = redirect
         self._callback = callback
         self._base_dir = base_dir
@@ -781,9 +791,20 @@ class TokenBroker:
             self.credentials.issuer = issuer
 
     def _remember_token(self, tokens: OAuthToken) -> None:
-        self._remember(tokens.access_token)
-        if tokens.refresh_token:
-            self._remember(tokens.refresh_token)
+        """Hold these tokens' secrets with the redactor, and let go of those two
+        generations old (a log line about the previous token may still be on its way)."""
+        generation = (tokens.access_token, *filter(None, [tokens.refresh_token]))
+        for secret in generation:
+            self._remember(secret)
+        if generation in self._held_tokens:
+            return
+        self._held_tokens.append(generation)
+        if len(self._held_tokens) > _TOKEN_GENERATIONS:
+            old = self._held_tokens.pop(0)
+            kept = {secret for held in self._held_tokens for secret in held}
+            for secret in old:
+                if secret not in kept:  # an unrotated refresh token is still in use
+                    self._forget(secret)
 
     def _set_state(self, state: BrokerState) -> None:
         self.state = state
