@@ -23,7 +23,7 @@ from supervisor.dashboard import DashboardInfo, parse_address, serve_dashboard
 from supervisor.events import make_event
 from supervisor.runtime import SupervisorHandle, open_supervisor
 from supervisor.testing.browser import BrowserNotFound, find_chromium, open_browser
-from supervisor.testing.servers import stdio_params
+from supervisor.testing.servers import open_oauth_server, stdio_params
 
 from .probes import until
 
@@ -810,6 +810,50 @@ async def test_the_page_in_chromium_shows_crash_recovery_and_restarts(
     timings["total"] = time.monotonic() - began
     assert left_behind(pgid, profile) == []
     print("chromium timings (s): " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
+
+
+async def test_the_page_in_chromium_shows_a_server_waiting_for_a_login_then_connected(
+    chromium: str, tmp_path: Path
+) -> None:
+    """A remote server waiting for an OAuth login is yellow, saying the command that logs
+    it in; once logged in it turns green with its tools. The page never holds a token,
+    and shows no console error."""
+    from .test_auth import SCOPES, Browser, stored
+    from .test_auth import config as oauth_config
+
+    async with (
+        open_oauth_server(scopes_supported=SCOPES) as fx,
+        open_supervisor(oauth_config(fx.url), auth_dir=tmp_path) as sup,
+        trio.open_nursery() as nursery,
+    ):
+        info = await start(nursery, sup)
+        await sup.connect_all()
+        assert sup.status()["remote"].status == "needs_auth"
+        async with open_browser(chromium) as browser:
+            page = await browser.new_page()
+            await page.navigate(info.url)
+            await page.wait_for("document.body.dataset.feed === 'live'")
+            await page.wait_for(row_is("remote", "yellow"))
+            row = _ROW.format(name=json.dumps("remote"))
+            shown = await page.evaluate(
+                f"[{row}.querySelector('.status-text').textContent, "
+                f"{row}.querySelector('.detail').textContent]"
+            )
+            assert shown == ["needs_auth", "needs login: mcp-supervisor auth login remote"]
+
+            await sup.login("remote", Browser())
+            await page.wait_for(f"{row_is('remote', 'green')} && {cell('remote', 'tools')} !== '—'")
+            assert await page.evaluate(f"{row}.querySelector('.detail').textContent") == ""
+            await page.wait_for(
+                "document.querySelector('#timeline li[data-kind=\"mcp.auth.completed\"]')"
+            )
+            token = stored(tmp_path)["token"]
+            text = await page.evaluate("document.documentElement.outerHTML")
+            assert isinstance(text, str) and "remote" in text
+            assert token["access_token"] not in text and token["refresh_token"] not in text
+            problems = [line for line in page.console if not line.startswith("console.log")]
+            assert problems == [], problems
+        nursery.cancel_scope.cancel()
 
 
 async def serve_foreign_page(*, task_status: trio.TaskStatus[int]) -> None:
