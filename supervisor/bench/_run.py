@@ -29,7 +29,8 @@ def select(patterns: Sequence[str]) -> list[Measurement]:
     ]
     if unmatched:
         raise LookupError(
-            f"{', '.join(map(repr, unmatched))} matches no bench key; the keys are: "
+            f"{', '.join(map(repr, unmatched))} "
+            f"{'matches' if len(unmatched) == 1 else 'match'} no bench key; the keys are: "
             + ", ".join(m.key for m in MEASUREMENTS)
         )
     chosen = {m.key for m in MEASUREMENTS if any(fnmatch.fnmatchcase(m.key, p) for p in patterns)}
