@@ -8,6 +8,7 @@ What is loaded is checked, not how long it takes: the time is the bench's
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
 import os
@@ -24,6 +25,7 @@ import supervisor.faults
 import supervisor.gateway
 import supervisor.testing
 from supervisor._programs import exec_path
+from supervisor.cli import _command_of, build_parser
 from supervisor.transports import child_environment
 
 #: Top-level packages a command that starts no server must not load.
@@ -168,3 +170,36 @@ def test_check_looks_programs_up_where_the_transport_starts_them(
     """``check`` finds a program on the same PATH as the environment the stdio transport
     gives the server process (its own env PATH, else ours), without loading the SDK."""
     assert exec_path(env) == os.get_exec_path(child_environment(env, inherit_env=inherit_env))
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+def test_each_command_s_own_parser_is_the_one_the_whole_parser_has() -> None:
+    """``main`` builds only the parser of the command it runs (the others cost start-up
+    time): for every command it has the same help, and parses a command line alike; a
+    name that is no command gets the whole parser, whose error lists them all."""
+    whole = _subcommands(build_parser())
+    for name, full in whole.items():
+        only = _subcommands(build_parser(only=name))
+        assert list(only) == [name]
+        assert only[name].format_help() == full.format_help(), name
+        if name == "auth":
+            assert _subcommands(only[name]).keys() == _subcommands(full).keys()
+    lines = [
+        ["-v", "call", "--config", "f.json", "echo_echo", '{"text": "x"}', "--json"],
+        ["tools", "--config", "f.json", "--json"],
+        ["add", "x", "--env", "K", "--", "npx", "-y", "server", "--flag"],
+        ["auth", "login", "remote", "--config", "f.json"],
+        ["serve", "--http", "127.0.0.1:0", "--tool-search", "-y"],
+        ["bench", "--quick", "--only", "gateway_*"],
+    ]
+    for argv in lines:
+        assert _command_of(argv) == argv[argv[0] == "-v"]
+        assert vars(build_parser(only=_command_of(argv)).parse_args(argv)) == vars(
+            build_parser().parse_args(argv)
+        ), argv
+    assert [_command_of(a) for a in (["--help"], [], ["-vv"], ["-x", "call"])] == [None] * 4
+    assert list(_subcommands(build_parser(only="frobnicate"))) == list(whole)
