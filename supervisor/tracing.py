@@ -25,7 +25,7 @@ context is carried and passed on all the same.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -53,36 +53,32 @@ def _installed() -> bool:
 
 
 @contextmanager
-def call_span(name: str) -> Iterator[trace.Span]:
-    """The span of one call through the gate (``name``: the merged tool name)."""
+def _span(name: str, attributes: dict[str, str]) -> Iterator[trace.Span]:
+    """An internal span made current for the block; none until a provider is installed."""
     if not _installed():
         yield trace.INVALID_SPAN
         return
     with _tracer.start_as_current_span(
-        f"mcp-supervisor.call {name}",
+        name,
         kind=trace.SpanKind.INTERNAL,
-        attributes={"gen_ai.operation.name": "execute_tool", TOOL: name},
+        attributes=attributes,
         record_exception=False,
         set_status_on_exception=False,
     ) as span:
         yield span
 
 
-@contextmanager
-def backing_span(server: str, tool: str) -> Iterator[trace.Span]:
+def call_span(name: str) -> AbstractContextManager[trace.Span]:
+    """The span of one call through the gate (``name``: the merged tool name)."""
+    return _span(
+        f"mcp-supervisor.call {name}", {"gen_ai.operation.name": "execute_tool", TOOL: name}
+    )
+
+
+def backing_span(server: str, tool: str) -> AbstractContextManager[trace.Span]:
     """The span of one request to the backing server ``server`` (``tool``: its own
     name for the tool)."""
-    if not _installed():
-        yield trace.INVALID_SPAN
-        return
-    with _tracer.start_as_current_span(
-        f"mcp-supervisor.backing {tool}",
-        kind=trace.SpanKind.INTERNAL,
-        attributes={SERVER: server, TOOL: tool},
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
-        yield span
+    return _span(f"mcp-supervisor.backing {tool}", {SERVER: server, TOOL: tool})
 
 
 def ended(
