@@ -3,12 +3,17 @@
 The config's ``supervisor.limits`` section (:class:`supervisor.config.Limits`) takes its
 defaults from these constants; the running supervisor gets them as one :class:`Limits`
 value, which the server actors (listings), the registry (tool definitions) and result
-normalisation read. Imports nothing of the package, so every layer may import it.
+normalisation read. Imports nothing of the package but :mod:`supervisor._previews` (the
+standard library only), so every layer may import it.
 """
 
 from __future__ import annotations
 
 import attrs
+
+from ._previews import DEFAULT_MAX_SPILL_BYTES as DEFAULT_MAX_SPILL_BYTES
+from ._previews import DEFAULT_MAX_SPILL_FILES as DEFAULT_MAX_SPILL_FILES
+from ._previews import size_text as size_text
 
 #: Most servers one config may hold.
 DEFAULT_MAX_SERVERS = 32
@@ -60,11 +65,3 @@ class Limits:
     #: a result's text preview: bytes and lines
     max_preview_bytes: int = DEFAULT_MAX_PREVIEW_BYTES
     max_preview_lines: int = DEFAULT_MAX_PREVIEW_LINES
-
-
-def size_text(n: int) -> str:
-    """A limit in bytes as people read it: ``16 KiB``, ``4 MiB``, else ``N bytes``."""
-    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
-        if n and n % size == 0:
-            return f"{n // size} {unit}"
-    return f"{n} bytes"

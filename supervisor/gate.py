@@ -123,11 +123,15 @@ class Gate:
         *,
         timeout: float | None = None,
         progress: Progress | None = None,
+        approve: ApprovalCallback | None = None,
+        spill: bool = True,
     ) -> ToolResult:
         """Call the tool of merged name ``name``: every step of the module docstring, in
-        a trace span (:mod:`supervisor.tracing`)."""
+        a trace span (:mod:`supervisor.tracing`). ``approve``, if given, decides this
+        call's approval in place of the gate's callback; ``spill=False`` keeps the whole
+        result in memory (:func:`~supervisor.tools.normalize_result`)."""
         with tracing.call_span(name) as span:
-            return await self._call(span, name, arguments, timeout, progress)
+            return await self._call(span, name, arguments, timeout, progress, approve, spill)
 
     async def _call(
         self,
@@ -136,6 +140,8 @@ class Gate:
         arguments: Mapping[str, object] | None,
         timeout: float | None,
         progress: Progress | None,
+        approve: ApprovalCallback | None,
+        spill: bool,
     ) -> ToolResult:
         history = self.history
         record = None if history is None else history.invoke(name)
@@ -184,7 +190,7 @@ class Gate:
                     arguments=arguments,
                     reason=verdict,
                 )
-                decision = await self._ask(request)
+                decision = await self._ask(request, approve)
                 if entry is not None:
                     entry.approval = decision
                 decision.check(request)
@@ -206,7 +212,7 @@ class Gate:
                 raise ToolOutputInvalid(name, exc.errors) from exc.__cause__
             # The SDK client has checked structuredContent against the outputSchema already.
             result = normalize_result(
-                raw, tool=name, spill_dir=self._spill_dir, limits=server.limits
+                raw, tool=name, spill_dir=self._spill_dir, limits=server.limits, spill=spill
             )
             result.raise_for_error(server=server.name)
         except BaseException as exc:
@@ -223,13 +229,17 @@ class Gate:
         tracing.ended(span, "ok")
         return result
 
-    async def _ask(self, request: ApprovalRequest) -> ApprovalDecision:
-        """The approval decision on ``request``: the callback's, asked one call at a
-        time (a call cancelled while it waits its turn just leaves the queue)."""
-        if self._approve is None:
+    async def _ask(
+        self, request: ApprovalRequest, approve: ApprovalCallback | None = None
+    ) -> ApprovalDecision:
+        """The approval decision on ``request``: the call's own ``approve``, else the
+        gate's callback, asked one call at a time whichever it is (a call cancelled while
+        it waits its turn just leaves the queue)."""
+        approve = approve or self._approve
+        if approve is None:
             return await decide_approval(None, request)  # refused at once: nobody to ask
         async with self._asking:
-            return await decide_approval(self._approve, request)
+            return await decide_approval(approve, request)
 
     async def _learn(
         self, name: str, server: ManagedServer, timeout: float | None

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
@@ -369,6 +369,8 @@ class SupervisorHandle:
         *,
         timeout: float | None = None,
         progress: Progress | None = None,
+        approve: ApprovalCallback | None = None,
+        spill: bool = True,
     ) -> ToolResult:
         """Call a tool by its merged name and return its normalised result.
 
@@ -397,8 +399,16 @@ class SupervisorHandle:
         :class:`~supervisor.errors.CallMayHaveTakenEffect` (the connection died during the
         call, which is not re-sent), :class:`~supervisor.errors.ServerRequestError` (an MCP
         error answer).
+
+        ``approve``, if given, decides this call's approval instead of the supervisor's
+        callback (a front end that knows who is calling: the gateway, for the command
+        line's ``call --yes``). ``spill=False`` keeps the whole result in memory and
+        writes no file (text whole, every image inline): for a caller that passes the
+        result on (``result.raw``) or renders it itself.
         """
-        return await self._gate.call(name, arguments, timeout=timeout, progress=progress)
+        return await self._gate.call(
+            name, arguments, timeout=timeout, progress=progress, approve=approve, spill=spill
+        )
 
     async def tools(self) -> Catalog:
         """The merged catalog, once every server has connected or failed (lazy servers are
@@ -446,6 +456,20 @@ class SupervisorHandle:
         return self.bus.subscribe(*patterns, buffer=buffer)
 
 
+def _spill_directory(
+    spill_dir: str | os.PathLike[str] | None, config: Config
+) -> AbstractContextManager[SpillDirectory]:
+    """The session's spill directory: the caller's own :class:`SpillDirectory` as it is
+    (theirs to close), else one of ``spill_dir`` (or private) within the config's
+    ``maxSpillFiles`` and ``maxSpillBytes``, closed with the session."""
+    if isinstance(spill_dir, SpillDirectory):
+        return nullcontext(spill_dir)
+    limits = config.settings.limits
+    return SpillDirectory(
+        spill_dir, max_files=limits.max_spill_files, max_bytes=limits.max_spill_bytes
+    )
+
+
 def _limits(config: Config) -> Limits:
     limits = config.settings.limits
     return Limits(
@@ -491,7 +515,10 @@ async def open_supervisor(
     embedder's own tools: an MCP tool never takes one (it keeps a prefixed name, and a
     ``tools.conflict`` warning is published). Text results larger than the preview go to
     files in ``spill_dir`` (kept), by default in a private temporary directory made on the
-    first spill and removed, files and all, when the block ends.
+    first spill and removed, files and all, when the block ends; either way the session
+    keeps only its newest ``supervisor.limits.maxSpillFiles`` files, holding at most
+    ``maxSpillBytes`` (a :class:`~supervisor.tools.SpillDirectory` given as ``spill_dir``
+    keeps its own bounds, and is not closed here).
     ``client_options`` go to each server's SDK ``mcp.Client``: ``sampling_callback``,
     ``elicitation_callback``, ``list_roots_callback``, ``logging_callback``,
     ``message_handler``, ``client_info``; without a handler a server's request gets the
@@ -636,7 +663,7 @@ async def open_supervisor(
         with (
             secrets,
             redacting(cfg.secrets()),
-            SpillDirectory(spill_dir) as spill,
+            _spill_directory(spill_dir, cfg) as spill,
             _audit_log(cfg) as audit,
         ):
             async with open_tree(

@@ -125,9 +125,10 @@ async def test_invalid_arguments_never_reach_the_server(tmp_path: Path) -> None:
 
 async def test_approval_fails_closed_without_a_callback(tmp_path: Path) -> None:
     """Headless: a call needing approval is refused before sending, and says how to allow
-    it; autoApprove lets a tool through, but never a destructive one."""
+    it; autoApprove lets a tool through, but a destructive one only by its exact name
+    (``true`` and globs do not cover it)."""
     runs = tmp_path / "runs"
-    config = {"mcpServers": {"r": rich(runs, autoApprove=["echo", "delete_note", "wipe"])}}
+    config = {"mcpServers": {"r": rich(runs, autoApprove=["echo", "delete_*", "w*"])}}
     async with open_supervisor(config) as sup:
         with pytest.raises(ApprovalRequired) as refused:
             await sup.call("r_add", {"a": 1, "b": 2})
@@ -142,7 +143,7 @@ async def test_approval_fails_closed_without_a_callback(tmp_path: Path) -> None:
             with pytest.raises(ApprovalRequired) as refused:
                 await sup.call(tool, arguments)
             assert refused.value.reason == reason
-            assert "destructive tools always ask" in str(refused.value)
+            assert "globs do not cover destructive tools" in str(refused.value)
         assert (await sup.call("r_echo", {"text": "auto"})).text == "auto"
     assert count_executions(runs) == {"echo": 1}  # nothing refused ever ran
 

@@ -147,7 +147,7 @@ def test_tools_show_annotations_approval_and_parameters(tmp_path: pathlib.Path) 
     config = write_config(
         tmp_path,
         {
-            "r": fixture("rich", autoApprove=["echo", "delete_note"]),
+            "r": fixture("rich", autoApprove=["echo", "delete_note", "w*"]),
             "off": {**marker(started), "disabled": True},
         },
     )
@@ -160,8 +160,8 @@ def test_tools_show_annotations_approval_and_parameters(tmp_path: pathlib.Path) 
     assert wipe["annotations"] == {"readOnlyHint": False, "destructiveHint": True}
     assert add["annotations"] == {}
     assert echo["approval"] is None and add["approval"] == "not auto-approved"
-    assert tools["r_delete_note"]["approval"] == "destructive name"  # though auto-approved
-    assert wipe["approval"] == "destructive annotation"
+    assert tools["r_delete_note"]["approval"] is None  # named exactly: reviewed
+    assert wipe["approval"] == "destructive annotation"  # a glob does not cover it
     assert add["parameters"] == [
         {"name": "a", "type": "integer", "required": True, "description": None},
         {"name": "b", "type": "integer", "required": True, "description": None},
@@ -174,12 +174,19 @@ def test_tools_show_annotations_approval_and_parameters(tmp_path: pathlib.Path) 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     wipe_row = next(i for i, line in enumerate(lines) if line.startswith("r_wipe "))
-    assert lines[wipe_row].split()[:4] == ["r_wipe", "r", "ask", "-d--"]
+    assert lines[wipe_row].split()[:4] == ["r_wipe", "r", "destructive", "-d--"]
     delete_row = next(i for i, line in enumerate(lines) if line.startswith("r_delete_note "))
-    assert lines[delete_row].split()[:4] == ["r_delete_note", "r", "ask", "----"]
+    assert lines[delete_row].split()[:4] == ["r_delete_note", "r", "auto", "----"]
     assert lines[delete_row + 1] == "    title*: string"
     echo_row = next(line for line in lines if line.startswith("r_echo "))
     assert echo_row.split()[:4] == ["r_echo", "r", "auto", "r-i-"]
+    add_row = next(line for line in lines if line.startswith("r_add "))
+    assert add_row.split()[:4] == ["r_add", "r", "ask", "----"]
+    # what "destructive" means, under the table: the way to let such a tool go ahead
+    assert lines[-2] == (
+        "destructive: asks for approval even when autoApprove is true or a glob matches it; "
+        "name the tool exactly in autoApprove to let it go ahead"
+    )
     assert lines[-1] == "13 tools from 1 server"
     assert "off" not in done.stderr
 
@@ -343,8 +350,8 @@ def test_call_needing_approval_fails_closed_without_yes(rich) -> None:
     assert done.stderr == (
         "mcp-supervisor call: ApprovalRequired: tool 'r_delete_note' (server 'r') needs "
         "approval (destructive name) and no terminal to ask on; the call was not made. To "
-        "allow it: run with --yes (destructive tools always ask, even when listed in "
-        "autoApprove)\n"
+        "allow it: add its exact name 'delete_note' to the server's autoApprove "
+        "(autoApprove: true and globs do not cover destructive tools), or run with --yes\n"
     )
     assert count_executions(counts) == {}
 
@@ -461,3 +468,24 @@ def test_call_draws_the_servers_progress_on_a_terminal(tmp_path: pathlib.Path) -
     for k, filled in ((1, 7), (2, 13), (3, 20)):
         assert f"[{'#' * filled}{'-' * (20 - filled)}] {k}/3 step {k}" in text, text
     assert text.endswith("\r\x1b[K")  # erased
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {},
+        {"properties": {"title": {"type": "string"}}, "required": ["title"]},
+        {"properties": {"tags": {"type": "array", "items": {"type": "string"}}, "n": {}}},
+    ],
+)
+def test_the_renderers_signature_is_the_librarys(schema: dict[str, object]) -> None:
+    """``tools`` prints a tool's parameters from its document as
+    :func:`supervisor.tools.signature` writes them (the renderer cannot import it: a
+    call through a gateway loads no MCP SDK)."""
+    import attrs
+
+    from supervisor.cli._render import signature as rendered
+    from supervisor.tools import parameters, signature
+
+    params = parameters(schema)
+    assert rendered([attrs.asdict(p) for p in params]) == signature(params)

@@ -107,7 +107,7 @@ async def test_approval_reason_is_what_a_call_decides(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     config = {
         "mcpServers": {
-            "r": rich(runs, approve=["add_*"], autoApprove=["echo", "fail", "delete_note"])
+            "r": rich(runs, approve=["add_*"], autoApprove=["echo", "fail", "delete_*", "wipe"])
         }
     }
     asked: dict[str, str] = {}
@@ -131,14 +131,14 @@ async def test_approval_reason_is_what_a_call_decides(tmp_path: Path) -> None:
     assert asked == {name: reason for name, reason in expected.items() if reason is not None}
     assert expected["r_echo"] is None and expected["r_add"] == "not auto-approved"
     assert expected["r_add_note"] == "listed in approve"
-    assert expected["r_delete_note"] == "destructive name"  # although auto-approved
-    assert expected["r_wipe"] == "destructive annotation"
+    assert expected["r_delete_note"] == "destructive name"  # a glob does not cover it
+    assert expected["r_wipe"] is None  # named exactly: the user reviewed that one
 
 
 def test_a_relisted_destructive_tool_is_decided_again() -> None:
     """The approval decision is cached per tool definition: a tool listed again with
     destructiveHint needs approval, although the old definition did not."""
-    config_entry = {"command": "unused", "autoApprove": ["tidy"]}
+    config_entry = {"command": "unused", "autoApprove": ["ti*"]}
     from supervisor.config import load_config
 
     config = load_config({"mcpServers": {"s": config_entry}}).servers["s"]

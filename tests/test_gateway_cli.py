@@ -112,8 +112,8 @@ async def test_call_uses_the_running_gateway(tmp_path: Path) -> None:
 
 async def test_call_through_the_gateway_fails_as_a_call_would(tmp_path: Path) -> None:
     """Unknown tool and invalid arguments: exit 2, said on stderr; a tool's own error:
-    exit 1 with its text; a tool needing approval the gateway cannot give: exit 2 saying
-    how to allow it."""
+    exit 1 with its text; a tool needing approval: exit 2 saying how to allow it, as a
+    call made here would (``--yes`` works through the local socket)."""
     config = write_config(tmp_path, {"asks": fixture("echo")})
     apps = {"notes": make_server("rich")}
     async with running_gateway(config, apps=apps):
@@ -126,7 +126,8 @@ async def test_call_through_the_gateway_fails_as_a_call_would(tmp_path: Path) ->
         failed = await cli(*base, "notes_fail", '{"message": "no such note"}')
         assert failed.returncode == 1 and b"reported an error: no such note" in failed.stderr
         refused = await cli(*base, "asks_echo", '{"text": "x"}')
-        assert refused.returncode == 2 and b"start the gateway with --yes" in refused.stderr
+        # in the command line's terms: its --yes approves through the local socket
+        assert refused.returncode == 2 and b"or run with --yes" in refused.stderr
 
 
 async def test_tools_status_and_events_use_the_gateway(tmp_path: Path) -> None:
@@ -135,7 +136,7 @@ async def test_tools_status_and_events_use_the_gateway(tmp_path: Path) -> None:
     config = write_config(tmp_path, {"echo": fixture("echo", autoApprove=True, lazy=False)})
     async with running_gateway(config) as (sup, _):
         listed = await cli("tools", "--config", str(config))
-        assert listed.returncode == 0 and listed.stdout.startswith(b"echo_echo ")
+        assert listed.returncode == 0 and listed.stdout.splitlines()[1].startswith(b"echo_echo ")
         found = await cli("tools", "--config", str(config), "--search", "text UNCHANGED", "--json")
         assert [t["name"] for t in json.loads(found.stdout)["tools"]] == ["echo_echo"]
         status = await cli("status", "--config", str(config), "--json")
@@ -207,3 +208,55 @@ def test_a_dead_gateways_socket_is_replaced_and_a_live_one_kept(runtime_dir: Pat
     second = bind_local(path)
     assert second is not None
     second.close()
+
+
+async def test_call_yes_approves_over_the_local_socket_only(tmp_path: Path) -> None:
+    """``call --yes`` of a tool that needs approval: through the gateway's local socket
+    it is approved (the audit log says ``cli --yes``) and runs; over ``--connect`` it
+    approves nothing, and the refusal names every way out (exit 2, not sent)."""
+    audit = tmp_path / "audit.jsonl"
+    path = tmp_path / "mcp.json"
+    path.write_text(
+        json.dumps(
+            {"mcpServers": {"asks": fixture("echo")}, "supervisor": {"audit": {"path": str(audit)}}}
+        )
+    )
+    async with running_gateway(path, http=True) as (sup, url):
+        assert url is not None
+        base = ("call", "--config", str(path), "asks_add", '{"a": 1, "b": 2}')
+        refused = await cli(*base)
+        assert refused.returncode == 2 and b"run with --yes" in refused.stderr, refused.stderr
+        approved = await cli(*base, "--yes")
+        assert (approved.returncode, approved.stdout) == (0, b"3\n"), approved.stderr
+        env = {**os.environ, "MCP_SUPERVISOR_GATEWAY_TOKEN": TOKEN}
+        remote = await cli(*base, "--yes", "--connect", url, env=env)
+        assert remote.returncode == 2, remote.stderr
+        for way_out in (b"autoApprove", b"start the gateway with --yes", b"--no-gateway --yes"):
+            assert way_out in remote.stderr, remote.stderr
+        assert sup.metrics()["asks"].calls_ok == 1  # type: ignore[attr-defined]
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    decisions = [(line["outcome"], line["approval"]["by"]) for line in lines]
+    assert decisions == [
+        ("refused", "no callback"),
+        ("ok", "cli --yes"),
+        ("refused", "no callback"),
+    ]
+
+
+async def test_the_gateway_passes_a_large_result_on_whole_and_spills_nothing(
+    tmp_path: Path,
+) -> None:
+    """A 221 KiB result through the gateway: the client gets all of it, and the
+    gateway's supervisor writes no spill file (nobody would ever read or remove it)."""
+    spill = tmp_path / "spill"
+    async with open_supervisor(
+        {"mcpServers": {}}, apps={"notes": make_server("rich")}, spill_dir=spill
+    ) as sup:
+        gateway = Gateway(sup)
+        result = await gateway.call("notes_big_text", {"kib": 221})
+        text = "".join(block.text for block in result.content)  # type: ignore[union-attr]
+        assert len(text.encode()) >= 221 * 1024 and not result.is_error
+        # the supervisor's own callers still get a preview and a file
+        own = await sup.call("notes_big_text", {"kib": 221})
+        assert own.spilled_to is not None and own.spilled_to.parent == spill
+    assert [p.name for p in spill.iterdir()] == [own.spilled_to.name]

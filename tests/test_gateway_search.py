@@ -165,6 +165,7 @@ async def test_call_fails_as_a_direct_call_would() -> None:
             "type": "ToolArgumentsInvalid",
             "server": None,
             "effect": "not executed",
+            "errors": [{"path": "x", "message": "'three' is not of type 'integer'"}],
         }
         assert "big_tool_0001" in text(bad) and "x: 'three' is not of type 'integer'" in text(bad)
         direct = await client.call_tool("big_tool_0001", {"x": "three"})

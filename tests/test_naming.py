@@ -78,8 +78,8 @@ def request(reason: str) -> ApprovalRequest:
 @pytest.mark.parametrize(
     ("reason", "advice"),
     [
-        ("destructive annotation", "destructive tools always ask"),
-        ("destructive name", "destructive tools always ask"),
+        ("destructive annotation", "add its exact name 'wipe' to the server's autoApprove"),
+        ("destructive name", "globs do not cover destructive tools"),
         ("approve policy", "add 'wipe' to the server's autoApprove"),
     ],
 )
@@ -87,7 +87,7 @@ async def test_without_a_callback_the_refusal_names_the_tool_and_the_way_out(
     reason: str, advice: str
 ) -> None:
     """Fail-closed: ApprovalRequired names the tool, the server, the reason and what to
-    do — autoApprove cannot help a destructive tool, so it is not suggested for one."""
+    do — for a destructive tool only its exact name in autoApprove helps, and it says so."""
     with pytest.raises(ApprovalRequired) as info:
         await check_approval(True, None, request(reason))
     message = str(info.value)

@@ -356,3 +356,13 @@ async def test_a_handshake_era_session_lives_in_the_replica_that_opened_it(
                 assert session
                 assert listed.status_code == 404 and "Session not found" in listed.text
         nursery.cancel_scope.cancel()
+
+
+def test_the_docs_balancer_never_sends_a_call_twice() -> None:
+    """docs/gateway.md's haproxy retries only what it could not send (``retry-on
+    conn-failure``): no retry on an empty response, a timeout or a status, which would
+    send a call a dying replica may have run to another one."""
+    (block,) = re.findall(r"```haproxy\n(.*?)```", DOCS.read_text(), re.S)
+    retry_on = [line.split("#")[0].split()[1:] for line in block.splitlines() if "retry-on" in line]
+    assert retry_on == [["conn-failure"]], retry_on
+    assert "do not add `non_idempotent`" in DOCS.read_text()  # nginx's own way to re-send

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import stat
 from pathlib import Path
@@ -11,7 +12,7 @@ import attrs
 import mcp_types as types
 import pytest
 
-from supervisor import tools
+from supervisor import _previews, tools
 from supervisor.errors import (
     ApprovalDenied,
     ApprovalRequired,
@@ -25,7 +26,6 @@ from supervisor.tools import (
     ApprovalRequest,
     ArgumentValidator,
     SpillDirectory,
-    _results,
     _validate,
     approval_reason,
     check_approval,
@@ -317,7 +317,7 @@ class TestResults:
     ) -> None:
         """Without ``spill_dir`` one private ``mcp-supervisor-`` temp dir is made and reused
         (and removed at exit)."""
-        monkeypatch.setattr(_results, "_process_spill", None)
+        monkeypatch.setattr(_previews, "_process_spill", None)
         monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
         first = normalize_result(result(text("a" * 50)), tool="t", preview_bytes=10).spilled_to
         second = normalize_result(result(text("b" * 50)), tool="t", preview_bytes=10).spilled_to
@@ -325,7 +325,7 @@ class TestResults:
         assert first.parent == second.parent and first.parent.parent == tmp_path
         assert first.parent.name.startswith("mcp-supervisor-")
         assert stat.S_IMODE(os.stat(first.parent).st_mode) == 0o700
-        process_spill = _results._process_spill
+        process_spill = _previews._process_spill
         assert process_spill is not None and process_spill.path == first.parent
         process_spill.close()  # what the atexit hook does
         assert not first.parent.exists()
@@ -359,6 +359,44 @@ class TestResults:
             )
             assert out.spilled_to is not None and out.spilled_to.parent == named
         assert out.spilled_to.read_text() == "a" * 50
+
+    def test_a_spill_directory_keeps_its_newest_files_within_its_bounds(
+        self, tmp_path: Path
+    ) -> None:
+        """Of the files it spilled, a ``SpillDirectory`` keeps at most ``max_files``, and
+        at most ``max_bytes`` together, removing the oldest first (never the newest);
+        files it did not write are left alone."""
+        stranger = tmp_path / "theirs.txt"
+        stranger.write_text("not ours")
+        with SpillDirectory(tmp_path, max_files=3, max_bytes=250) as spill:
+            paths = [
+                normalize_result(
+                    result(text(str(i) * 100)), tool="t", preview_bytes=10, spill_dir=spill
+                ).spilled_to
+                for i in range(5)
+            ]
+            assert [p.exists() for p in paths] == [False, False, False, True, True]  # 250 B
+            assert spill.files == paths[3:]
+            big = normalize_result(
+                result(text("x" * 400)), tool="t", preview_bytes=10, spill_dir=spill
+            )
+            assert spill.files == [big.spilled_to] and big.spilled_to.exists()
+        assert stranger.read_text() == "not ours"
+
+    def test_spill_false_keeps_everything_in_memory(self, tmp_path: Path) -> None:
+        """``spill=False``: the whole text, every image inline, the whole structured
+        content — and no file written."""
+        image = types.ImageContent(
+            type="image", data=base64.b64encode(b"p" * 10).decode(), mime_type="image/png"
+        )
+        raw = types.CallToolResult(
+            content=[text("a" * 50_000), *[image] * 6], structured_content={"k": "v" * 20_000}
+        )
+        with SpillDirectory(tmp_path / "spill") as spill:
+            out = normalize_result(raw, tool="t", spill_dir=spill, spill=False)
+        assert out.text == "a" * 50_000 and out.spilled_to is None and len(out.images) == 6
+        assert out.structured_preview == json.dumps({"k": "v" * 20_000}, separators=(",", ":"))
+        assert not (tmp_path / "spill").exists()
 
     def test_preview_cut_at_utf8_boundary(self, tmp_path: Path) -> None:
         """The preview never splits a multi-byte character."""
@@ -459,11 +497,32 @@ class TestApprovalPolicy:
         """Destructive words must be whole words: substrings do not count."""
         assert not is_destructive_name(name)
 
-    def test_destructive_annotation_always_asks(self) -> None:
-        """``destructiveHint: true`` asks even when auto-approved by name."""
-        policy = Policy(auto_approve=("update",))
-        reason = approval_reason(policy, annotated("update", destructive_hint=True), "update")
-        assert reason == "destructive annotation"
+    @pytest.mark.parametrize(
+        ("auto", "asks"),
+        [
+            (True, True),  # true does not cover a destructive tool
+            (("upd*",), True),  # nor does a glob
+            (("srv_*",), True),
+            (("update",), False),  # its exact name does: the user reviewed that one
+            (("srv_update",), False),  # its merged name too
+        ],
+    )
+    def test_destructive_annotation_asks_unless_named_exactly(
+        self, auto: bool | tuple[str, ...], asks: bool
+    ) -> None:
+        """``destructiveHint: true`` asks under ``autoApprove: true`` or a glob; the
+        tool's exact name in ``autoApprove`` lets it go ahead."""
+        t = annotated("update", destructive_hint=True)
+        reason = approval_reason(Policy(auto_approve=auto), t, "update")
+        assert reason == ("destructive annotation" if asks else None)
+
+    def test_a_destructive_name_named_exactly_goes_ahead_unless_in_approve(self) -> None:
+        """``delete_file`` in ``autoApprove`` by name goes ahead; listed in ``approve``
+        as well, it asks (approve wins)."""
+        t = types.Tool(name="srv_delete_file", input_schema={"type": "object"})
+        assert approval_reason(Policy(auto_approve=("delete_file",)), t, "delete_file") is None
+        both = Policy(approve=("delete_*",), auto_approve=("delete_file",))
+        assert approval_reason(both, t, "delete_file") == "listed in approve"
 
     def test_read_only_hint_never_grants(self) -> None:
         """``readOnlyHint`` and friends do not exempt a tool from approval."""
@@ -505,15 +564,16 @@ class TestCheckApproval:
         assert isinstance(info.value, ApprovalDenied)
         assert (info.value.server, info.value.tool) == ("github", "github_search")
 
-    async def test_headless_destructive_does_not_suggest_auto_approve(self) -> None:
-        """For destructive tools the message says autoApprove would not help."""
+    async def test_headless_destructive_suggests_its_exact_name(self) -> None:
+        """For destructive tools the message says only the exact name in autoApprove
+        helps (true and globs do not)."""
         with pytest.raises(ApprovalRequired) as info:
             await check_approval(True, None, request("destructive name", "delete_repo"))
         assert str(info.value).endswith(
             "needs approval (destructive name) and there is no approval callback; "
-            "the call was not made. To allow it: pass an approval callback, "
-            "or run the CLI with --yes (destructive tools always ask, "
-            "even when listed in autoApprove)"
+            "the call was not made. To allow it: pass an approval callback, add its exact "
+            "name 'delete_repo' to the server's autoApprove (autoApprove: true and globs do "
+            "not cover destructive tools), or run the CLI with --yes"
         ), str(info.value)
 
     async def test_headless_says_what_to_do_in_the_command_lines_words(self) -> None:
@@ -529,8 +589,9 @@ class TestCheckApproval:
         with pytest.raises(ApprovalRequired) as info:
             await check_approval(True, None, request("destructive name", "delete_repo"))
         assert info.value.cli_message.endswith(
-            "no terminal to ask on; the call was not made. To allow it: run with --yes "
-            "(destructive tools always ask, even when listed in autoApprove)"
+            "no terminal to ask on; the call was not made. To allow it: add its exact name "
+            "'delete_repo' to the server's autoApprove (autoApprove: true and globs do not "
+            "cover destructive tools), or run with --yes"
         )
 
     async def test_callback_grants(self) -> None:

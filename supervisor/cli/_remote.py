@@ -12,15 +12,13 @@ nor trio: what it prints is rendered here from the gateway's JSON answer, the wa
 from __future__ import annotations
 
 import argparse
-import base64
-import binascii
-import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
-from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, configure_cli_logging, print_json
+from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, configure_cli_logging
 
 __all__ = [
     "add_gateway_options",
@@ -65,11 +63,9 @@ def find_gateway(args: argparse.Namespace) -> Any:
     """The gateway to ask (a :class:`~supervisor.gateway.GatewayClient`), or ``None``."""
     from ..gateway._local import GatewayClient
 
-    timeout = getattr(args, "timeout", None)
-    timeout = None if timeout is None else timeout + 5.0  # the gateway's own timeout first
     if args.connect is not None:
         token = os.environ.get("MCP_SUPERVISOR_GATEWAY_TOKEN") or None
-        return GatewayClient(url=args.connect, token=token, timeout=timeout)
+        return GatewayClient(url=args.connect, token=token)
     if args.no_gateway:
         return None
     from ._trust import DEFAULT_CONFIG
@@ -77,7 +73,7 @@ def find_gateway(args: argparse.Namespace) -> Any:
     path = args.config if args.config is not None else DEFAULT_CONFIG
     if not os.path.exists(path):
         return None
-    return GatewayClient.find(path, timeout=timeout)
+    return GatewayClient.find(path)
 
 
 def _fail(command: str, message: str) -> int:
@@ -87,167 +83,152 @@ def _fail(command: str, message: str) -> int:
 
 # -- call ------------------------------------------------------------------------------------
 
+#: Seconds ``call --timeout S`` waits for a gateway's answer beyond ``S``: the gateway
+#: bounds the call itself by ``S``, and this is for its answer to arrive.
+ANSWER_MARGIN = 2.0
 
-def call(client: Any, name: str, arguments: Mapping[str, object], as_json: bool) -> int | None:
+
+def call(
+    client: Any,
+    name: str,
+    arguments: Mapping[str, object],
+    as_json: bool,
+    *,
+    timeout: float | None = None,
+    yes: bool = False,
+) -> int | None:
     """Call ``name`` through the gateway and print the result as ``call`` does; the exit
-    code, or ``None`` when the gateway could not be asked (a local one that went away:
-    the caller starts the servers itself)."""
-    from ..gateway._local import GatewayError, GatewayRequestError
+    code, or ``None`` when the gateway could not be reached (nothing was sent: the caller
+    starts the servers itself).
 
+    Once the request is on its way the call belongs to the gateway: it is never sent
+    another way. ``timeout`` goes to the gateway, which bounds the call with it; this
+    waits that long and :data:`ANSWER_MARGIN` more, then says the call may have taken
+    effect, as it does when the connection breaks before the answer."""
+    from ..gateway._local import (
+        GatewayNoAnswer,
+        GatewayRefused,
+        GatewayRequestError,
+        GatewayUnreachable,
+    )
+    from ._render import call_error, report_call
+
+    meta: dict[str, object] = {"mcp-supervisor/limits": True}
+    if timeout is not None:
+        meta["mcp-supervisor/timeout"] = timeout
+        client.timeout = timeout + ANSWER_MARGIN
+    if yes:
+        meta["mcp-supervisor/approve"] = True
     try:
-        result = client.request("tools/call", {"name": name, "arguments": dict(arguments)})
+        with _stopped_by_signals():
+            result = client.request(
+                "tools/call", {"name": name, "arguments": dict(arguments)}, meta=meta
+            )
     except GatewayRequestError as exc:
-        kind = "UnknownTool" if exc.code == -32602 else "ServerRequestError"
-        print(f"mcp-supervisor call: {kind}: {exc.message}", file=sys.stderr)
-        if as_json:
-            print_json({"tool": name, "error": {"type": kind, "message": exc.message}})
-        return EXIT_USAGE if exc.code == -32602 else EXIT_FAILURE
-    except GatewayError as exc:
+        unknown = exc.code == -32602
+        kind = "UnknownTool" if unknown else "ServerRequestError"
+        call_error(name, kind, exc.message, as_json, server=None, effect="not executed")
+        return EXIT_USAGE if unknown else EXIT_FAILURE
+    except GatewayUnreachable as exc:
         if client.url is None:
-            return None
-        return _fail("call", str(exc))
-    meta = result.get("_meta") or {}
-    text = _text(result)
-    error = meta.get("mcp-supervisor/error")
+            return None  # nothing was sent: the command starts the servers itself
+        message = f"{exc}; the call of {name!r} was not sent"
+        call_error(name, "GatewayUnreachable", message, as_json, effect="not executed")
+        return EXIT_FAILURE
+    except GatewayRefused as exc:
+        message = f"{exc}; the call of {name!r} was not made"
+        call_error(name, "GatewayRefused", message, as_json, effect="not executed")
+        return EXIT_FAILURE
+    except (GatewayNoAnswer, _Stopped) as exc:
+        what = str(exc) if isinstance(exc, GatewayNoAnswer) else exc.said(client.where)
+        message = (
+            f"{what}: the call of {name!r} was handed to it and may have taken effect; it "
+            "was not sent again. Check whether it ran before calling it again"
+        )
+        call_error(name, "CallMayHaveTakenEffect", message, as_json, effect="may have taken effect")
+        return exc.code if isinstance(exc, _Stopped) else EXIT_FAILURE
+    meta_out = result.get("_meta") or {}
+    error = meta_out.get("mcp-supervisor/error")
     if isinstance(error, dict):
         kind = str(error.get("type", "SupervisorError"))
-        print(f"mcp-supervisor call: {kind}: {text}", file=sys.stderr)
-        if as_json:
-            print_json({"tool": name, "error": {"type": kind, "message": text, **error}})
+        text = "\n".join(
+            str(block.get("text", ""))
+            for block in result.get("content") or ()
+            if isinstance(block, dict) and block.get("type") == "text"
+        )
+        extra = {k: v for k, v in error.items() if k != "type"}
+        if yes and kind == "ApprovalRequired":
+            text += _YES_THROUGH_HTTP
+        call_error(name, kind, text, as_json, **extra)
         return EXIT_USAGE if kind in _USAGE_ERRORS else EXIT_FAILURE
-    document = _document(name, meta.get("mcp-supervisor/server"), result, text)
-    if result.get("isError"):
-        said = text.strip() or "(no message)"
-        print(f"mcp-supervisor call: tool {name!r} reported an error: {said}", file=sys.stderr)
-        if as_json:
-            print_json(document)
-        return EXIT_FAILURE
-    if as_json:
-        print_json(document)
-    else:
-        _print(document)
-    return EXIT_OK
-
-
-def _text(result: Mapping[str, Any]) -> str:
-    return "\n".join(
-        str(block.get("text", ""))
-        for block in result.get("content") or ()
-        if isinstance(block, dict) and block.get("type") == "text"
+    limits = meta_out.get("mcp-supervisor/limits")
+    return report_call(
+        name,
+        meta_out.get("mcp-supervisor/server"),
+        result,
+        limits=limits if isinstance(limits, dict) else None,
+        as_json=as_json,
     )
 
 
-def _size(data: str) -> int | None:
+#: Said when ``call --yes`` met a gateway that would not take it (over ``--connect``).
+_YES_THROUGH_HTTP = (
+    " (call --yes approves through the gateway of this config on this machine only, over "
+    "its local socket; over --connect, allow the tool in the gateway's config or start "
+    "it with --yes — or run the call here with --no-gateway --yes)"
+)
+
+
+class _Stopped(Exception):
+    """A signal (Ctrl-C, SIGTERM, SIGHUP) ended the wait for the gateway's answer."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.code = 128 + signum
+
+    def said(self, where: str | None) -> str:
+        import signal
+
+        name = signal.Signals(self.code - 128).name
+        return f"{name} stopped the wait for the gateway at {where}"
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP raise :class:`_Stopped` while the block waits, so that
+    a call handed to the gateway is reported for what it is (it may have taken effect)
+    before the command exits ``128 +`` the signal's number."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stopped(signum)
+
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    before = {signum: signal.signal(signum, stop) for signum in stops}
     try:
-        return len(base64.b64decode(data, validate=True))
-    except (binascii.Error, ValueError):
-        return None
-
-
-def _document(name: str, server: object, result: Mapping[str, Any], text: str) -> dict[str, object]:
-    """The ``call --json`` document, as for a call the command made itself."""
-    images: list[dict[str, object]] = []
-    audio: list[dict[str, object]] = []
-    resources: list[dict[str, object]] = []
-    for block in result.get("content") or ():
-        if not isinstance(block, dict):
-            continue
-        kind = block.get("type")
-        if kind in ("image", "audio"):
-            data = str(block.get("data", ""))
-            media = {"mime_type": block.get("mimeType"), "size": _size(data), "data": data}
-            (images if kind == "image" else audio).append(media)
-        elif kind == "resource" and isinstance(block.get("resource"), dict):
-            inner = block["resource"]
-            content = inner.get("text")
-            blob = inner.get("blob")
-            size = len(content.encode()) if isinstance(content, str) else None
-            if isinstance(blob, str):
-                size = _size(blob)
-            resources.append(
-                {
-                    "kind": "embedded",
-                    "uri": inner.get("uri"),
-                    "mime_type": inner.get("mimeType"),
-                    "name": None,
-                    "size": size,
-                    "text": content,
-                    "blob": blob,
-                }
-            )
-        elif kind == "resource_link":
-            resources.append(
-                {
-                    "kind": "link",
-                    "uri": block.get("uri"),
-                    "mime_type": block.get("mimeType"),
-                    "name": block.get("name"),
-                    "size": block.get("size"),
-                    "text": None,
-                    "blob": None,
-                }
-            )
-    return {
-        "tool": name,
-        "server": server,
-        "text": text,
-        "structured": result.get("structuredContent"),
-        "is_error": bool(result.get("isError")),
-        "images": images,
-        "audio": audio,
-        "resources": resources,
-        "spilled_to": None,
-    }
-
-
-def _print(document: Mapping[str, Any]) -> None:
-    """The text, else the structured content as JSON; then a line per image, audio clip
-    and resource — as ``call`` prints a result."""
-    if document["text"]:
-        print(document["text"])
-    elif document["structured"] is not None:
-        print(json.dumps(document["structured"]))
-    for kind in ("image", "audio"):
-        for media in document["images" if kind == "image" else "audio"]:
-            print(f"[{kind}: {media['mime_type']}, {media['size']} bytes]")
-    for r in document["resources"]:
-        parts = [
-            r["mime_type"],
-            None if r["size"] is None else f"{r['size']} bytes",
-            None if r["name"] is None else f"name {r['name']!r}",
-        ]
-        details = ", ".join(p for p in parts if p)
-        print(f"[resource ({r['kind']}): {r['uri']}{', ' + details if details else ''}]")
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
 
 
 # -- tools, status, events ---------------------------------------------------------------------
 
 
-def tools(client: Any, as_json: bool, search: str | None) -> int | None:
-    """The gateway's tools: name and description, or ``--json``; ``None`` when a local
-    gateway could not be asked."""
-    from ..gateway._local import GatewayError
+def tools(client: Any, as_json: bool, search: str | None, limit: int) -> int | None:
+    """The gateway's tools, printed as ``tools`` prints them (the gateway builds the same
+    document at ``/tools``); ``None`` when a local gateway could not be asked."""
+    from urllib.parse import urlencode
 
+    from ..gateway._local import GatewayError
+    from ._render import print_tools
+
+    query = "" if search is None else "?" + urlencode({"search": search, "limit": limit})
     try:
-        listed = client.request("tools/list").get("tools", [])
+        document = client.get("/tools" + query)
     except GatewayError as exc:
         return None if client.url is None else _fail("tools", str(exc))
-    if search:
-        words = search.lower().split()
-        listed = [
-            t
-            for t in listed
-            if all(w in f"{t.get('name', '')} {t.get('description', '')}".lower() for w in words)
-        ]
-    if as_json:
-        print_json({"tools": listed})
-        return EXIT_OK
-    width = max((len(t.get("name", "")) for t in listed), default=0)
-    for tool in listed:
-        summary = (tool.get("description") or "").strip().splitlines()
-        print(f"{tool.get('name', ''):<{width}}  {summary[0] if summary else ''}".rstrip())
-    print(f"{len(listed)} tools, through the gateway at {client.where}", file=sys.stderr)
-    return EXIT_OK
+    return print_tools(document, as_json)
 
 
 def status(client: Any, as_json: bool) -> int | None:
@@ -259,22 +240,13 @@ def status(client: Any, as_json: bool) -> int | None:
         document = client.get("/status")
     except GatewayError as exc:
         return None if client.url is None else _fail("status", str(exc))
-    servers = document.get("servers", [])
-    if as_json:
-        print(json.dumps(document), flush=True)
-    else:
-        import shutil
+    import msgspec
 
-        import msgspec
+    from ..server import HealthRecord
+    from ._render import print_status
 
-        from ..monitor import status_table
-        from ..server import HealthRecord
-
-        records = {s["server"]: msgspec.convert(s, HealthRecord) for s in servers}
-        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
-        print(status_table(records, color=False, width=width), flush=True)
-    enabled = [s for s in servers if s.get("status") != "disabled"]
-    return EXIT_OK if all(s.get("status") == "connected" for s in enabled) else EXIT_FAILURE
+    records = {s["server"]: msgspec.convert(s, HealthRecord) for s in document["servers"]}
+    return print_status(records, document if as_json else None)
 
 
 def events(client: Any, pattern: str, duration: float | None) -> int | None:

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import shutil
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
 from . import _remote as remote
 from ._common import (
-    EXIT_FAILURE,
     EXIT_OK,
     EXIT_USAGE,
     ONE_ATTEMPT_NOTE,
@@ -23,6 +19,7 @@ from ._common import (
     run,
 )
 from ._remote import add_gateway_options, cold_start, find_gateway
+from ._render import print_status
 from ._serve import add_dashboard_option, start_dashboard
 from ._trust import add_config_options
 
@@ -43,28 +40,19 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return run(_status, config, args)
 
 
-def _color() -> bool:
-    return sys.stdout.isatty() and "NO_COLOR" not in os.environ
-
-
 def _show(sup: SupervisorHandle, as_json: bool, *, redraw: bool = False, once: bool = False) -> int:
     """Print the table (or the JSON document) once; exit 0 when every enabled server is
     connected (a disabled one is shown, never started, and counts for nothing)."""
-    from ..monitor import status_document, status_table
+    from ..monitor import status_document
 
     records = sup.status()
+    document = None
     if as_json:
         document = status_document(records, sup.metrics(), actors=sup.statistics())
-        print(json.dumps(document), flush=True)
-    else:
-        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else 120
-        table = status_table(records, color=_color(), width=width)
-        # Home and clear-to-end: the table is redrawn in place, without flicker.
-        print(("\x1b[H\x1b[J" if redraw else "") + table, flush=True)
+    code = print_status(records, document, redraw=redraw)
     if once and any(r.status == "failed" and r.retryable for r in records.values()):
         print(f"mcp-supervisor status: {ONE_ATTEMPT_NOTE}", file=sys.stderr)
-    enabled = [r for r in records.values() if r.status != "disabled"]
-    return EXIT_OK if all(r.status == "connected" for r in enabled) else EXIT_FAILURE
+    return code
 
 
 async def _connect_all(sup: SupervisorHandle) -> None:

@@ -13,15 +13,12 @@ import argparse
 import json
 import os
 import sys
-import tempfile
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .._previews import PREVIEW_LIMITS
 from . import _remote as remote
 from ._common import (
     EXIT_FAILURE,
-    EXIT_OK,
     EXIT_USAGE,
     ONE_ATTEMPT_NOTE,
     Commands,
@@ -29,22 +26,24 @@ from ._common import (
     load,
     log,
     one_shot,
-    print_json,
     run,
     said,
 )
 from ._remote import add_gateway_options, cold_start, find_gateway
+from ._render import call_error, print_tools, report_call
 from ._trust import add_config_options
 
 if TYPE_CHECKING:
-    from ..registry import Entry
-    from ..tools import ApprovalCallback, ApprovalRequest, MediaContent, ToolResult
+    from ..config import Config
+    from ..tools import ApprovalCallback, ApprovalRequest
 
 
 def _cmd_tools(args: argparse.Namespace) -> int:
     gateway = find_gateway(args)
-    if gateway is not None and (code := remote.tools(gateway, args.json, args.search)) is not None:
-        return code
+    if gateway is not None:
+        code = remote.tools(gateway, args.json, args.search, args.limit)
+        if code is not None:
+            return code
     cold_start(args)
     config = load(args)
     if config is None:
@@ -54,11 +53,8 @@ def _cmd_tools(args: argparse.Namespace) -> int:
 
 
 async def _tools(config: object, as_json: bool, query: str | None, limit: int) -> int:
-    import attrs
-    import msgspec
-
+    from ..registry import tools_document
     from ..runtime import open_supervisor
-    from ..tools import parameters
 
     async with open_supervisor(config, retries=False) as sup:  # type: ignore[arg-type]
         catalog = await sup.tools()
@@ -70,130 +66,9 @@ async def _tools(config: object, as_json: bool, query: str | None, limit: int) -
             entries = catalog.load(summary.name for summary in catalog.search(query, limit))
         # The gate's own decision, so this cannot differ from what `call` would do.
         approvals = {e.name: sup.approval_reason(e.name) for e in entries}
-    servers: list[dict[str, object]] = []
-    down = []
-    for name, record in records.items():
-        up = record.status == "connected"
-        servers.append(
-            {
-                "name": name,
-                "status": record.status,
-                "tool_count": len(catalog.by_server.get(name, ())),
-                "unsupported": catalog.unsupported.get(name, 0),
-                "skipped": list(catalog.invalid.get(name, ())),
-                "error": None if up else record.last_error,
-            }
-        )
-        for why in catalog.invalid.get(name, ()):
-            print(f"mcp-supervisor tools: server {name!r} skipped {why}", file=sys.stderr)
-        if not up:
-            down.append(name)
-            why = record.last_error or "not connected"
-            print(
-                f"mcp-supervisor tools: server {name!r} is {record.status}: {why}", file=sys.stderr
-            )
-    if any(records[name].retryable for name in down):
-        print(f"mcp-supervisor tools: {ONE_ATTEMPT_NOTE}", file=sys.stderr)
-    if as_json:
-        document: dict[str, object] = {
-            "tools": [
-                {
-                    "name": e.name,
-                    "server": e.server,
-                    "original_name": e.original_name,
-                    "description": e.description,
-                    "input_schema": e.input_schema,
-                    "annotations": _annotations(e),
-                    "approval": approvals[e.name],
-                    "parameters": [attrs.asdict(p) for p in parameters(e.input_schema)],
-                    "provenance": msgspec.to_builtins(e.provenance),
-                }
-                for e in entries
-            ],
-            "servers": servers,
-        }
-        if query is not None:
-            document["search"] = query
-        json.dump(document, sys.stdout)
-        sys.stdout.write("\n")
-    else:
-        print(_tools_table(entries, approvals))
-        connected = len(records) - len(down)
-        unsupported = sum(catalog.unsupported.get(name, 0) for name in records)
-        print(_tools_footer(len(entries), len(catalog), connected, unsupported, down, query))
-    return EXIT_FAILURE if records and len(down) == len(records) else EXIT_OK
-
-
-#: The hints column: a letter where the tool's annotation says so, ``-`` elsewhere.
-_HINTS = (
-    ("r", "read_only_hint"),
-    ("d", "destructive_hint"),
-    ("i", "idempotent_hint"),
-    ("o", "open_world_hint"),
-)
-
-
-def _annotations(entry: Entry) -> dict[str, object]:
-    """The tool's annotations as the server sent them (MCP's names; only those given)."""
-    hints = entry.tool.annotations
-    return {} if hints is None else hints.model_dump(by_alias=True, exclude_none=True)
-
-
-def _hints(entry: Entry) -> str:
-    """``r-i-``: read-only, destructive, idempotent, open-world, where annotated true."""
-    hints = entry.tool.annotations
-    return "".join(
-        letter if hints is not None and getattr(hints, field) is True else "-"
-        for letter, field in _HINTS
-    )
-
-
-def _tools_table(entries: Sequence[Entry], approvals: Mapping[str, str | None]) -> str:
-    """A fixed-width table — name, server, whether a call asks for approval, the hints,
-    the first line of the description — and under each tool its parameters."""
-    import shutil
-
-    from ..tools import parameters, signature
-
-    rows = [("name", "server", "approval", "hints", "description", None)]
-    for e in entries:
-        asks = "auto" if approvals[e.name] is None else "ask"
-        description = e.description.strip().split("\n", 1)[0]
-        params = signature(parameters(e.input_schema))
-        rows.append((e.name, e.server, asks, _hints(e), description, params))
-    width = shutil.get_terminal_size((120, 24)).columns
-    name_w = max(len(r[0]) for r in rows)
-    server_w = max(len(r[1]) for r in rows)
-
-    def fit(line: str) -> str:
-        return line if len(line) <= width else line[: width - 1] + "…"
-
-    lines = []
-    for name, server, asks, hints, description, params in rows:
-        line = f"{name:<{name_w}}  {server:<{server_w}}  {asks:<8}  {hints:<5}  {description}"
-        lines.append(fit(line.rstrip()))
-        if params is not None:
-            lines.append(fit(f"    {params}"))
-    return "\n".join(lines)
-
-
-def _tools_footer(
-    shown: int, total: int, connected: int, unsupported: int, down: Sequence[str], query: str | None
-) -> str:
-    """``N tools from M servers``, or ``K matches for 'Q' among N tools from M servers``,
-    then what was skipped and which servers are not connected."""
-
-    def count(n: int, one: str, many: str) -> str:
-        return f"{n} {one if n == 1 else many}"
-
-    line = f"{count(total, 'tool', 'tools')} from {count(connected, 'server', 'servers')}"
-    if query is not None:
-        line = f"{count(shown, 'match', 'matches')} for {query!r} among {line}"
-    if unsupported:
-        line += f"; {count(unsupported, 'tool', 'tools')} skipped as unsupported"
-    if down:
-        line += f"; not connected: {', '.join(down)} (see stderr)"
-    return line
+    document = tools_document(entries, catalog, records, approvals, query=query)
+    retried = any(r.status != "connected" and r.retryable for r in records.values())
+    return print_tools(document, as_json, note=ONE_ATTEMPT_NOTE if retried else None)
 
 
 def _cmd_call(args: argparse.Namespace) -> int:
@@ -213,7 +88,9 @@ def _cmd_call(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     gateway = find_gateway(args)
     if gateway is not None:
-        code = remote.call(gateway, args.tool, arguments, args.json)
+        code = remote.call(
+            gateway, args.tool, arguments, args.json, timeout=args.timeout, yes=args.yes
+        )
         if code is not None:
             return code
     cold_start(args)
@@ -258,7 +135,7 @@ async def _ask_on_terminal(request: ApprovalRequest) -> bool:
 
 
 async def _call(
-    config: object,
+    config: Config,
     name: str,
     arguments: dict[str, object],
     as_json: bool,
@@ -273,34 +150,29 @@ async def _call(
         ToolError,
         UnknownTool,
     )
+    from ..faults._history import FAIL, classify
     from ..runtime import open_supervisor
-    from ..tools import Approver, Decider, ToolResult
+    from ..tools import Approver, Decider
 
     def fail(exc: SupervisorError, code: int, why: str | None = None) -> int:
-        why = why or f"{type(exc).__name__}: {said(exc)}"
-        print(f"mcp-supervisor call: {why}", file=sys.stderr)
-        if as_json:
-            error: dict[str, object] = {"type": type(exc).__name__, "message": said(exc)}
-            if isinstance(exc, ToolArgumentsInvalid):
-                error["errors"] = [{"path": p, "message": m} for p, m in exc.errors]
-            print_json({"tool": name, "error": error})
+        outcome, _ = classify(exc, sent=True)
+        data: dict[str, object] = {
+            "server": getattr(exc, "server", None),
+            "effect": "not executed" if outcome == FAIL else "may have taken effect",
+        }
+        if isinstance(exc, ToolArgumentsInvalid):
+            data["errors"] = [{"path": p, "message": m} for p, m in exc.errors]
+        call_error(name, type(exc).__name__, said(exc), as_json, said=why, **data)
         return code
 
-    # A spilled result's file must outlive the command, which names it: a directory of
-    # our own naming is kept (the session's default one would be removed), made on a spill.
-    import secrets
-
-    spill = Path(tempfile.gettempdir()) / f"mcp-supervisor-call-{secrets.token_hex(8)}"
-    async with open_supervisor(  # one attempt per server, as every one-shot command
-        config,  # type: ignore[arg-type]
-        approve=approve,
-        spill_dir=spill,
-        retries=False,
-    ) as sup:
+    limits = {key: getattr(config.settings.limits, f) for key, f in PREVIEW_LIMITS.items()}
+    async with open_supervisor(config, approve=approve, retries=False) as sup:
+        # one attempt per server, as every one-shot command; nothing spilled by the
+        # supervisor: the result is rendered below, as a call through a gateway is
         bar = _ProgressBar() if sys.stderr.isatty() else None
         try:
             try:
-                result = await sup.call(name, arguments, timeout=timeout, progress=bar)
+                result = await sup.call(name, arguments, timeout=timeout, progress=bar, spill=False)
             except UnknownTool:
                 import difflib
 
@@ -312,15 +184,15 @@ async def _call(
                     catalog = await sup.tools()
                 if name not in catalog:
                     catalog.resolve(name)  # raises UnknownTool, naming close matches
-                result = await sup.call(name, arguments, timeout=timeout, progress=bar)
+                result = await sup.call(name, arguments, timeout=timeout, progress=bar, spill=False)
             finally:
                 if bar is not None:
                     bar.clear()
         except ToolError as exc:
-            print(f"mcp-supervisor call: {exc}", file=sys.stderr)
-            if as_json and isinstance(exc.result, ToolResult):
-                print_json(_result_document(exc.result, exc.server))
-            return EXIT_FAILURE
+            raw = getattr(exc.result, "raw", None)
+            if raw is None:
+                return fail(exc, EXIT_FAILURE, str(exc))
+            return report_call(name, exc.server, _as_json(raw), limits=limits, as_json=as_json)
         except (UnknownTool, ToolArgumentsInvalid, ApprovalRequired) as exc:
             # refused before anything was sent, the same way on every try: a usage error
             return fail(exc, EXIT_USAGE)
@@ -331,11 +203,15 @@ async def _call(
         except SupervisorError as exc:
             return fail(exc, EXIT_FAILURE)
         server = sup.resolve(name)[0]
-    if as_json:
-        print_json(_result_document(result, server))
-    else:
-        _print_result(result)
-    return EXIT_OK
+    if result.raw is None:  # not from a server (no SDK result): its text is all there is
+        document = {"content": [{"type": "text", "text": result.text}]}
+        return report_call(name, server, document, limits=limits, as_json=as_json)
+    return report_call(name, server, _as_json(result.raw), limits=limits, as_json=as_json)
+
+
+def _as_json(result: object) -> dict[str, object]:
+    """A ``CallToolResult`` as it travels in JSON: what a gateway would answer."""
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[attr-defined,no-any-return]
 
 
 class _ProgressBar:
@@ -366,58 +242,6 @@ class _ProgressBar:
         if self.drawn:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
-
-
-def _result_document(result: ToolResult, server: str | None) -> dict[str, object]:
-    def media(items: Sequence[MediaContent]) -> list[dict[str, object]]:
-        return [{"mime_type": m.mime_type, "size": m.size, "data": m.data} for m in items]
-
-    return {
-        "tool": result.tool,
-        "server": server,
-        "text": result.text,
-        "structured": result.structured,
-        "is_error": result.is_error,
-        "images": media(result.images),
-        "audio": media(result.audio),
-        "resources": [
-            {
-                "kind": r.kind,
-                "uri": r.uri,
-                "mime_type": r.mime_type,
-                "name": r.name,
-                "size": r.size,
-                "text": r.text,
-                "blob": r.blob,
-            }
-            for r in result.resources
-        ],
-        "spilled_to": None if result.spilled_to is None else str(result.spilled_to),
-    }
-
-
-def _print_result(result: ToolResult) -> None:
-    """The text (a preview naming the spill file when it was too big), then a line per
-    image, audio clip and resource; the structured content's preview when there is no
-    text."""
-    if result.text:
-        print(result.text)
-    elif result.structured_preview is not None:
-        print(result.structured_preview)
-    for kind, items in (("image", result.images), ("audio", result.audio)):
-        for m in items:
-            print(f"[{kind}: {m.mime_type}, {m.size} bytes]")
-    for r in result.resources:
-        details = ", ".join(
-            part
-            for part in (
-                r.mime_type,
-                None if r.size is None else f"{r.size} bytes",
-                None if r.name is None else f"name {r.name!r}",
-            )
-            if part
-        )
-        print(f"[resource ({r.kind}): {r.uri}{', ' + details if details else ''}]")
 
 
 def _seconds(text: str) -> float:

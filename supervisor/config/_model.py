@@ -73,6 +73,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True):
     #: a result's text preview: at most this many bytes and lines
     max_preview_bytes: int = _limits.DEFAULT_MAX_PREVIEW_BYTES
     max_preview_lines: int = _limits.DEFAULT_MAX_PREVIEW_LINES
+    #: the files a session's spill directory keeps (the newest), and their bytes together
+    max_spill_files: int = _limits.DEFAULT_MAX_SPILL_FILES
+    max_spill_bytes: int = _limits.DEFAULT_MAX_SPILL_BYTES
 
 
 #: The default ``jitter`` of restart delays: each is drawn from ``[0.8 d, d]``, so servers

@@ -77,6 +77,8 @@ _LIMITS = {
     "maxStructuredPreviewBytes": "max_structured_preview_bytes",
     "maxPreviewBytes": "max_preview_bytes",
     "maxPreviewLines": "max_preview_lines",
+    "maxSpillFiles": "max_spill_files",
+    "maxSpillBytes": "max_spill_bytes",
 }
 # Limits that may be 0 (keep no image inline); every other one is at least 1.
 _ZERO_ALLOWED = frozenset({"maxInlineImages"})

@@ -50,11 +50,13 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .._previews import PREVIEW_LIMITS
 from .._version import __version__
 from ..errors import (
     ApprovalRequired,
     PromptArgumentsInvalid,
     SupervisorError,
+    ToolArgumentsInvalid,
     ToolError,
     UnknownPrompt,
     UnknownResource,
@@ -63,6 +65,8 @@ from ..errors import (
 from ..faults._history import FAIL, classify, describe_error
 from ..log import get_logger
 from ..monitor._probes import DOWN
+from ..registry import tools_document
+from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider
 from ._relay import Relay
 from ._search import INSTRUCTIONS, ToolSearch, listed
 
@@ -74,7 +78,16 @@ if TYPE_CHECKING:
     from ..runtime import SupervisorHandle
     from ..server import Progress
 
-__all__ = ["ERROR_META", "SERVER_META", "WITHDRAWN", "Gateway"]
+__all__ = [
+    "APPROVE_META",
+    "ERROR_META",
+    "LIMITS_META",
+    "LOCAL_SCOPE",
+    "SERVER_META",
+    "TIMEOUT_META",
+    "WITHDRAWN",
+    "Gateway",
+]
 
 log = get_logger("supervisor.gateway")
 
@@ -84,6 +97,18 @@ WITHDRAWN = DOWN
 ERROR_META = "mcp-supervisor/error"
 #: The ``_meta`` key of a result that names the backing server which answered.
 SERVER_META = "mcp-supervisor/server"
+#: The ``_meta`` key of a ``tools/call`` request bounding the whole call, in seconds
+#: (``call --timeout``): the gateway waits no longer for the server, restarts included.
+TIMEOUT_META = "mcp-supervisor/timeout"
+#: The ``_meta`` key of a ``tools/call`` request approving it (``call --yes``); honoured
+#: only on the gateway's local socket (:data:`LOCAL_SCOPE`), ignored over HTTP.
+APPROVE_META = "mcp-supervisor/approve"
+#: The ``_meta`` key of a ``tools/call`` request asking for the server's preview limits,
+#: and of the result carrying them (``{"maxPreviewBytes": …}``): the command line
+#: previews a large result as it would had it made the call itself.
+LIMITS_META = "mcp-supervisor/limits"
+#: The ASGI scope key the local socket's front sets on each of its requests.
+LOCAL_SCOPE = "mcp-supervisor.local"
 #: JSON-RPC error code for a resource not found (the MCP specification's).
 RESOURCE_NOT_FOUND = -32002
 #: Seconds a listing made at start waits for the servers' first connections.
@@ -207,6 +232,26 @@ class Gateway:
         """The tools served now (:meth:`catalog`), in catalog order."""
         return list(self.catalog().values())
 
+    async def tools_document(self, query: str | None = None, limit: int = 20) -> dict[str, object]:
+        """What ``mcp-supervisor tools`` prints of this gateway (``/tools``): the served
+        catalog (:meth:`catalog`) — or the ``limit`` best matches of ``query`` in it —
+        its servers and each tool's approval, as
+        :func:`~supervisor.registry.tools_document` makes it for a command that runs
+        the servers itself."""
+        await self.first_listing()
+        catalog = self.catalog()
+        if query is None:
+            entries = list(catalog.values())
+        else:
+            entries = catalog.load(summary.name for summary in catalog.search(query, limit))
+        records = {
+            name: record
+            for name, record in self.sup.status().items()
+            if record.status != "disabled" and self.serves(name)
+        }
+        approvals = {e.name: self.sup.approval_reason(e.name) for e in entries}
+        return tools_document(entries, catalog, records, approvals, query=query)
+
     def _state(self) -> tuple[object, object, object]:
         """What the lists say now, to tell whether they changed (with tool search, the
         tool list is the meta-tools': it never changes)."""
@@ -308,25 +353,51 @@ class Gateway:
                 return await self.search.call(name, arguments, progress)
             except SupervisorError as exc:  # nothing was run: a meta-tool's own refusal
                 return _error_result(exc, str(exc), sent=False)
+        meta: Mapping[str, Any] = params.meta or {}
+        timeout = _timeout(meta.get(TIMEOUT_META))
+        # --yes of the command line, honoured only over the local socket: its file mode
+        # lets only this user in, who could run the call with --no-gateway --yes anyway.
+        local = _is_local(ctx)
+        approve = _CLI_YES if meta.get(APPROVE_META) is True and local else None
         try:
-            return await self.call(name, arguments, progress)
+            result = await self.call(
+                name, arguments, progress, timeout=timeout, approve=approve, for_cli=local
+            )
         except UnknownTool as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        if meta.get(LIMITS_META) is True:
+            result = _with_limits(result, self._limits())
+        return result
 
     async def call(
-        self, name: str, arguments: Mapping[str, object], progress: Progress | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, object],
+        progress: Progress | None = None,
+        *,
+        timeout: float | None = None,
+        approve: ApprovalCallback | None = None,
+        for_cli: bool = False,
     ) -> types.CallToolResult:
         """Call the tool ``name`` through the supervisor's gate, for a client: its result
         as the backing server sent it, and every failure a tool error (``isError``, the
         text saying what happened, ``_meta["mcp-supervisor/error"]`` saying it as data;
         a call that needs approval refused, saying how to allow it). A tool this gateway
         does not know, or does not serve, raises :class:`~supervisor.errors.UnknownTool`
-        (naming close matches)."""
+        (naming close matches).
+
+        ``timeout`` bounds the whole call (waiting for a restarting server included) in
+        place of the server's own timeout; ``approve`` decides its approval in place of
+        the supervisor's callback. Nothing is written to disk: the result is passed on
+        whole, however large. ``for_cli``: the caller is the command line on the local
+        socket, whose ``--yes`` approves — a refusal says so, in its terms."""
         entry = self.sup.snapshot.named.get(name)
         if entry is not None and not self.serves(entry.server, name):
             raise UnknownTool(f"tool {name!r} is not served by this gateway")
         try:
-            result = await self.sup.call(name, arguments, progress=progress)
+            result = await self.sup.call(
+                name, arguments, progress=progress, timeout=timeout, approve=approve, spill=False
+            )
         except UnknownTool:
             raise
         except ToolError as exc:
@@ -334,7 +405,7 @@ class Gateway:
                 return _passed_on(exc.result.raw, exc.server)
             return _error_result(exc, exc.text or str(exc))
         except ApprovalRequired as exc:
-            return _error_result(exc, _approval_text(exc))
+            return _error_result(exc, exc.cli_message if for_cli else _approval_text(exc))
         except (SupervisorError, TimeoutError) as exc:
             return _error_result(exc, str(exc))
         server = self.sup.resolve(name)[0]
@@ -344,6 +415,11 @@ class Gateway:
             content=[types.TextContent(type="text", text=result.text)],
             _meta={SERVER_META: server},
         )
+
+    def _limits(self) -> Mapping[str, int]:
+        """The preview limits of the supervisor's config, under their config names."""
+        limits = self.sup.config.settings.limits
+        return {key: getattr(limits, field) for key, field in PREVIEW_LIMITS.items()}
 
     # -- resources and prompts -----------------------------------------------------------
 
@@ -421,6 +497,38 @@ _EVENTS: Mapping[str, type[ToolsListChanged | ResourcesListChanged | PromptsList
 }
 
 
+def _timeout(value: object) -> float | None:
+    """A request's :data:`TIMEOUT_META`, if it is a number of seconds above 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 < value < float("inf") else None
+
+
+def _is_local(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the request came over the gateway's local socket (:data:`LOCAL_SCOPE`)."""
+    scope = getattr(ctx.request, "scope", None)
+    return isinstance(scope, dict) and scope.get(LOCAL_SCOPE) is True
+
+
+async def _approved_by_cli(request: ApprovalRequest) -> bool:
+    log.info(
+        "approved by the command line's --yes, over the local socket",
+        server=request.server,
+        tool=request.tool,
+        reason=request.reason,
+    )
+    return True
+
+
+_CLI_YES = Approver(_approved_by_cli, Decider.CLI_YES)
+
+
+def _with_limits(result: types.CallToolResult, limits: Mapping[str, int]) -> types.CallToolResult:
+    """``result`` with the preview ``limits`` in its ``_meta`` (:data:`LIMITS_META`)."""
+    meta = {**(result.meta or {}), LIMITS_META: dict(limits)}
+    return result.model_copy(update={"meta": meta})
+
+
 def _passed_on(result: types.CallToolResult, server: str | None) -> types.CallToolResult:
     """The backing server's result, without the protocol's own ``_meta`` stamps (its
     ``io.modelcontextprotocol/serverInfo``: those describe a hop, and this one is ours),
@@ -449,11 +557,14 @@ def _error_data(exc: BaseException, *, sent: bool = True) -> dict[str, object]:
     """What failed, as data: the error's type, its server, and whether the request may
     have taken effect (never when it was not ``sent``)."""
     outcome, _ = classify(exc, sent=sent)
-    return {
+    data: dict[str, object] = {
         "type": type(exc).__name__,
         "server": getattr(exc, "server", None),
         "effect": "not executed" if outcome == FAIL else "may have taken effect",
     }
+    if isinstance(exc, ToolArgumentsInvalid):  # each wrong field, as the CLI's --json says
+        data["errors"] = [{"path": path, "message": message} for path, message in exc.errors]
+    return data
 
 
 def _error_result(exc: BaseException, text: str, *, sent: bool = True) -> types.CallToolResult:

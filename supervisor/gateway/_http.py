@@ -11,8 +11,9 @@ hypercorn under trio.
 * ``/readyz``: ``200``, or ``503`` while a server marked ``required: true`` is down
   (failed, stopped, or waiting for a login), naming it and its last error.
 * ``/metrics``: the Prometheus text of every server's metrics (docs/monitoring.md).
-* ``/status``: the ``status --json`` document; ``/events?filter=GLOB``: the events as JSON
-  lines, as they come (what ``status`` and ``events`` show when they use this gateway).
+* ``/status``: the ``status --json`` document; ``/tools?search=Q&limit=N``: the ``tools
+  --json`` one; ``/events?filter=GLOB``: the events as JSON lines, as they come (what
+  ``status``, ``tools`` and ``events`` show when they use this gateway).
 
 ``/healthz``, ``/readyz`` and ``/metrics`` need no token, like the dashboard's: probes
 and scrapers rarely carry one. :func:`serve_local` serves the same routes on a Unix socket
@@ -38,7 +39,7 @@ import trio
 from .._serving import listen, respond, serve_sockets
 from ..log import get_logger, redacting
 from ..monitor import prometheus_text, readiness
-from ._core import Gateway
+from ._core import LOCAL_SCOPE, Gateway
 
 if TYPE_CHECKING:
     from ..runtime import SupervisorHandle
@@ -71,11 +72,10 @@ class _Front:
     """The ASGI app in front of the SDK's: probes, metrics, status and events, the token
     (none on the local socket: ``token=None``) and the origin."""
 
-    def __init__(
-        self, app: Any, sup: SupervisorHandle, token: str | None, stopping: trio.Event
-    ) -> None:
+    def __init__(self, app: Any, gateway: Gateway, token: str | None, stopping: trio.Event) -> None:
         self.app = app
-        self.sup = sup
+        self.gateway = gateway
+        self.sup = gateway.sup
         self._expected = None if token is None else f"Bearer {token}".encode()
         self._stopping = stopping
 
@@ -102,10 +102,30 @@ class _Front:
                 await _unauthorized(send, given="authorization" in headers)
             elif path == "/status":
                 await _json(send, 200, _status(self.sup))
+            elif path == "/tools":
+                await self._tools(scope, send)
             elif path == "/events":
                 await self._events(scope, receive, send)
+            elif self._expected is None:  # the local socket: its requests say so
+                await self.app({**scope, LOCAL_SCOPE: True}, receive, send)
             else:
                 await self.app(scope, receive, send)
+
+    async def _tools(self, scope: Any, send: Any) -> None:
+        """The ``tools --json`` document of what this gateway serves; ``?search=Q&limit=N``
+        for the ``N`` best matches of ``Q``."""
+        from urllib.parse import parse_qs
+
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        search = query.get("search", [None])[0]
+        try:
+            limit = int(query.get("limit", ["20"])[0])
+        except ValueError:
+            limit = 0
+        if limit < 1:
+            await _json(send, 400, {"error": "limit must be a whole number above 0"})
+            return
+        await _json(send, 200, await self.gateway.tools_document(search, limit))
 
     async def _events(self, scope: Any, receive: Any, send: Any) -> None:
         """The events matching ``?filter=GLOB`` (all by default) as JSON lines, until the
@@ -143,8 +163,8 @@ class _Front:
             await send({"type": "http.response.body", "body": b""})
 
 
-#: The routes behind the token: the MCP endpoint and the two the CLI reads.
-_PRIVATE = frozenset({MCP_PATH, "/status", "/events"})
+#: The routes behind the token: the MCP endpoint and those the CLI reads.
+_PRIVATE = frozenset({MCP_PATH, "/status", "/tools", "/events"})
 
 
 def _status(sup: SupervisorHandle) -> dict[str, object]:
@@ -238,7 +258,7 @@ async def serve_http(
                 await nursery.start(
                     partial(
                         serve_sockets,
-                        _Front(app, gateway.sup, token, stopping),
+                        _Front(app, gateway, token, stopping),
                         sockets,
                         logger_name="supervisor.gateway.http",
                         stopping=stopping,
@@ -287,7 +307,7 @@ async def serve_local(
             await nursery.start(
                 partial(
                     serve_sockets,
-                    _Front(app, gateway.sup, None, stopping),
+                    _Front(app, gateway, None, stopping),
                     [sock],
                     logger_name="supervisor.gateway.local",
                     stopping=stopping,

@@ -23,6 +23,7 @@ import os
 import socket
 import stat
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,7 +31,10 @@ from urllib.parse import urlsplit
 __all__ = [
     "GatewayClient",
     "GatewayError",
+    "GatewayNoAnswer",
+    "GatewayRefused",
     "GatewayRequestError",
+    "GatewayUnreachable",
     "PROTOCOL_VERSION",
     "bind_local",
     "local_socket",
@@ -39,8 +43,10 @@ __all__ = [
 
 #: The protocol version the client speaks (stateless: no handshake, no session).
 PROTOCOL_VERSION = "2026-07-28"
-#: Seconds a client waits to connect to a gateway before going on without it.
+#: Seconds a client waits to connect to a local gateway before going on without it.
 CONNECT_TIMEOUT = 2.0
+#: Seconds a client waits to connect to a gateway named by its URL.
+TCP_CONNECT_TIMEOUT = 10.0
 _CLIENT_INFO = {"name": "mcp-supervisor-cli", "version": "1"}
 
 
@@ -126,34 +132,62 @@ def _connect_unix(path: str, timeout: float | None) -> socket.socket:
     return sock
 
 
-def _unix_exchange(
-    path: str, timeout: float | None, request: bytes
+class _Deadline:
+    """What is left of ``timeout`` seconds from now (``None``: no limit), for each of a
+    socket's operations in turn: one bound for a whole exchange, however it is cut up."""
+
+    def __init__(self, timeout: float | None) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self.timeout = timeout
+        self._end = None if timeout is None else self._clock() + timeout
+
+    def apply(self, sock: socket.socket) -> None:
+        if self._end is None:
+            sock.settimeout(None)
+            return
+        left = self._end - self._clock()
+        if left <= 0:
+            raise TimeoutError(f"no answer within {self.timeout:g} s")
+        sock.settimeout(left)
+
+
+def _exchange_on(
+    sock: socket.socket, request: bytes, deadline: _Deadline
 ) -> tuple[int, dict[str, str], bytes]:
-    """One HTTP/1.1 exchange over the Unix socket at ``path``: the status, the headers
-    (lower-case names) and the body. Written by hand rather than with ``http.client``,
-    whose import (the ``email`` package) would be most of a warm ``call``'s own cost."""
-    sock = _connect_unix(path, timeout)
-    with sock:
-        sock.sendall(request)
-        data = bytearray()
-        while (end := data.find(b"\r\n\r\n")) < 0:
-            chunk = sock.recv(65536)
-            if not chunk:
-                raise OSError("the connection closed before the answer's head")
-            data += chunk
-        head, body = bytes(data[:end]).decode("latin-1"), bytearray(data[end + 4 :])
-        status_line, *lines = head.split("\r\n")
-        parts = status_line.split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-            raise OSError(f"not an HTTP answer: {status_line[:80]!r}")
-        headers = {}
-        for line in lines:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        chunked = headers.get("transfer-encoding", "").lower() == "chunked"
-        length = None if chunked else headers.get("content-length")
-        while not _complete(body, chunked, length) and (chunk := sock.recv(65536)):
-            body += chunk
+    """One HTTP/1.1 exchange on the connected ``sock``: the status, the headers
+    (lower-case names) and the body, all within ``deadline``. Written by hand rather than
+    with ``http.client``, whose import (the ``email`` package) would be most of a warm
+    ``call``'s own cost."""
+    deadline.apply(sock)
+    sock.sendall(request)
+    data = bytearray()
+    while (end := data.find(b"\r\n\r\n")) < 0:
+        deadline.apply(sock)
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the connection closed before the answer came")
+        data += chunk
+    head, body = bytes(data[:end]).decode("latin-1"), bytearray(data[end + 4 :])
+    status_line, *lines = head.split("\r\n")
+    parts = status_line.split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise OSError(f"not an HTTP answer: {status_line[:80]!r}")
+    headers = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    chunked = headers.get("transfer-encoding", "").lower() == "chunked"
+    length = None if chunked else headers.get("content-length")
+    while not _complete(body, chunked, length):
+        deadline.apply(sock)
+        chunk = sock.recv(65536)
+        if not chunk:
+            if chunked or length is not None:  # cut short: not the whole answer
+                raise ConnectionError("the connection closed in the middle of the answer")
+            break  # an answer that ends where the connection does
+        body += chunk
     if chunked:
         body = _unchunked(bytes(body))
     elif length is not None:
@@ -182,7 +216,15 @@ def _unchunked(data: bytes) -> bytearray:
 
 class GatewayClient:
     """A running gateway, asked over its Unix socket (``socket_path``) or over HTTP
-    (``url`` and ``token``). Each request is one stateless exchange."""
+    (``url`` and ``token``). Each request is one stateless exchange on a connection of
+    its own.
+
+    ``timeout`` bounds each exchange once connected: sending the request and reading the
+    whole answer (``None``: no bound). A request that cannot be sent because the gateway
+    cannot be reached raises :class:`GatewayUnreachable` (nothing was sent); once the
+    connection is made, a missing or broken answer raises :class:`GatewayNoAnswer` (the
+    request may have been acted on). Nothing is ever sent twice.
+    """
 
     def __init__(
         self,
@@ -214,7 +256,7 @@ class GatewayClient:
         return cls(socket_path=path, timeout=timeout)
 
     def _connection(self) -> Any:
-        """An ``http.client`` connection to the gateway."""
+        """An ``http.client`` connection to the gateway (for :meth:`stream`)."""
         import http.client
 
         if self.socket_path is not None:
@@ -225,6 +267,28 @@ class GatewayClient:
             return http.client.HTTPSConnection(parts.netloc, timeout=self.timeout)
         return http.client.HTTPConnection(parts.netloc, timeout=self.timeout)
 
+    def _connect(self) -> socket.socket:
+        """A connected socket to the gateway; :class:`GatewayUnreachable` when there is
+        none to be had (nothing has been sent then)."""
+        try:
+            if self.socket_path is not None:
+                return _connect_unix(self.socket_path, self.timeout)
+            assert self.url is not None
+            parts = urlsplit(self.url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"not an http:// or https:// URL: {self.url!r}")
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            sock = socket.create_connection((parts.hostname, port), timeout=TCP_CONNECT_TIMEOUT)
+            if parts.scheme == "https":
+                import ssl
+
+                with _closing_on_error(sock):
+                    context = ssl.create_default_context()
+                    sock = context.wrap_socket(sock, server_hostname=parts.hostname)
+            return sock
+        except (OSError, ValueError) as exc:
+            raise GatewayUnreachable(f"cannot reach the gateway at {self.where}: {exc}") from exc
+
     def _path(self, route: str) -> str:
         if self.url is None:
             return route
@@ -234,12 +298,21 @@ class GatewayClient:
     def _headers(self) -> dict[str, str]:
         return {} if self.token is None else {"Authorization": f"Bearer {self.token}"}
 
-    def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Send one MCP request; its result, or :class:`GatewayRequestError` for an
-        error answer; :class:`GatewayError` when the gateway cannot be asked."""
+    def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Send one MCP request (with ``meta`` in its ``_meta``, beside the protocol's
+        own keys): its result, or :class:`GatewayRequestError` for an error answer;
+        :class:`GatewayUnreachable` when it could not be sent, :class:`GatewayNoAnswer`
+        when it was sent and no answer came."""
         request_id = next(self._ids)
         body = dict(params or {})
         body["_meta"] = {
+            **(meta or {}),
             "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
             "io.modelcontextprotocol/clientInfo": _CLIENT_INFO,
             "io.modelcontextprotocol/clientCapabilities": {},
@@ -262,7 +335,10 @@ class GatewayClient:
         except ValueError:
             answers = []
         if status != 200 and not any(a.get("id") == request_id for a in answers):
-            raise GatewayError(f"the gateway at {self.where} answered HTTP {status}: {_said(data)}")
+            said = f"the gateway at {self.where} answered HTTP {status}: {_said(data)}"
+            # A refusal (a wrong token, a session it does not know) came before the
+            # request was acted on; a server error may have come after.
+            raise (GatewayRefused if 400 <= status < 500 else GatewayNoAnswer)(said)
         for answer in answers:  # an error answer may come with a 4xx status
             if answer.get("id") != request_id:
                 continue  # a notification about the request (progress, say)
@@ -270,14 +346,18 @@ class GatewayClient:
                 error = answer["error"]
                 raise GatewayRequestError(error.get("code", 0), error.get("message", ""))
             return answer.get("result", {})
-        raise GatewayError(f"the gateway at {self.where} sent no answer to {method}")
+        raise GatewayNoAnswer(f"the gateway at {self.where} sent no answer to {method}")
 
     def get(self, route: str) -> Any:
         """``GET`` one of the gateway's own JSON routes (``/status``, ``/healthz``)."""
         status, _, data = self._exchange("GET", self._path(route), None, self._headers())
         if status != 200:
-            raise GatewayError(f"the gateway at {self.where} answered HTTP {status}: {_said(data)}")
-        return json.loads(data)
+            said = f"the gateway at {self.where} answered HTTP {status}: {_said(data)}"
+            raise GatewayRefused(said) if 400 <= status < 500 else GatewayNoAnswer(said)
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise GatewayNoAnswer(f"the gateway at {self.where} sent no JSON: {exc}") from exc
 
     def stream(self, route: str, *, duration: float | None = None) -> Iterator[bytes]:
         """``GET`` a route that streams lines (``/events``), line by line, for
@@ -316,28 +396,55 @@ class GatewayClient:
     def _exchange(
         self, verb: str, path: str, body: bytes | None, headers: Mapping[str, str]
     ) -> tuple[int, str, bytes]:
-        if self.socket_path is not None:
-            lines = [f"{verb} {path} HTTP/1.1", "Host: localhost", "Connection: close"]
-            lines += [f"{name}: {value}" for name, value in headers.items()]
-            if body is not None:
-                lines.append(f"Content-Length: {len(body)}")
-            request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        """One exchange: connected (or :class:`GatewayUnreachable`), then the request
+        sent and its answer read within :attr:`timeout` (or :class:`GatewayNoAnswer`)."""
+        host = "localhost" if self.url is None else urlsplit(self.url).netloc
+        lines = [f"{verb} {path} HTTP/1.1", f"Host: {host}", "Connection: close"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        if body is not None:
+            lines.append(f"Content-Length: {len(body)}")
+        request = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+        sock = self._connect()
+        with sock:
             try:
-                status, got, data = _unix_exchange(self.socket_path, self.timeout, request)
+                status, got, data = _exchange_on(sock, request, _Deadline(self.timeout))
+            except TimeoutError as exc:
+                within = "" if self.timeout is None else f" within {self.timeout:g} s"
+                raise GatewayNoAnswer(
+                    f"the gateway at {self.where} did not answer{within}", timed_out=True
+                ) from exc
             except (OSError, ValueError) as exc:
-                raise GatewayError(f"cannot reach the gateway at {self.where}: {exc}") from exc
-            return status, got.get("content-type", ""), data
-        import http.client
+                raise GatewayNoAnswer(f"the gateway at {self.where} did not answer: {exc}") from exc
+        return status, got.get("content-type", ""), data
 
-        connection = self._connection()
-        try:
-            connection.request(verb, path, body=body, headers=dict(headers))
-            response = connection.getresponse()
-            return response.status, response.getheader("content-type", ""), response.read()
-        except (OSError, http.client.HTTPException) as exc:
-            raise GatewayError(f"cannot reach the gateway at {self.where}: {exc}") from exc
-        finally:
-            connection.close()
+
+@contextmanager
+def _closing_on_error(sock: socket.socket) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        sock.close()
+        raise
+
+
+class GatewayUnreachable(GatewayError):
+    """The gateway could not be reached (no socket, connection refused, no route): the
+    request was not sent."""
+
+
+class GatewayRefused(GatewayError):
+    """The gateway refused the request before acting on it (an HTTP 4xx: a wrong token,
+    an origin it does not take)."""
+
+
+class GatewayNoAnswer(GatewayError):
+    """The request was sent (or sending it had begun) and no whole answer came: the
+    connection closed, the answer made no sense, or none came within the timeout
+    (``timed_out``). The gateway may have acted on it."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 class GatewayRequestError(GatewayError):

@@ -69,6 +69,7 @@ from ._catalog import Entry as Entry
 from ._catalog import Provenance as Provenance
 from ._catalog import Summary as Summary
 from ._catalog import default_description as default_description
+from ._document import tools_document as tools_document
 from ._live import Offer as Offer
 from ._live import Registry as Registry
 from ._live import RegistryStatistics as RegistryStatistics
@@ -115,4 +116,5 @@ __all__ = [
     "merge_resources",
     "route_resource",
     "template_matches",
+    "tools_document",
 ]

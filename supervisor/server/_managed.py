@@ -672,8 +672,8 @@ class ManagedServer:
             ) from exc.__cause__
         if isinstance(exc, trio.TooSlowError | CallTimeout):
             raise ToolCallTimeout(
-                f"MCP server {self.name!r} did not answer tool {tool!r} within {limit} s "
-                "(the call may still be running there)",
+                f"MCP server {self.name!r} did not answer tool {tool!r} within {limit} s: "
+                "it may have taken effect (it may still be running there) and was not retried",
                 server=self.name,
                 tool=tool,
                 timeout=limit,

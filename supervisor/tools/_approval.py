@@ -93,6 +93,13 @@ def _matches(policy: ToolPolicy | None, names: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(n, pattern) for pattern in policy for n in names)
 
 
+def _named(policy: ToolPolicy | None, names: tuple[str, ...]) -> bool:
+    """Whether ``policy`` (a list) writes one of ``names`` out exactly, not as a glob."""
+    if policy is None or isinstance(policy, bool):
+        return False
+    return any(entry in names for entry in policy)
+
+
 def policy_verdict(
     policy: ToolPolicySource, tool: types.Tool, original_name: str, merged_name: str | None = None
 ) -> ApprovalReason | Decider:
@@ -100,22 +107,27 @@ def policy_verdict(
     :data:`ApprovalReason`), or the rule that lets it go ahead without asking
     (:attr:`Decider.AUTO_APPROVE` or :attr:`Decider.APPROVE_FALSE`).
 
-    In order: ``destructiveHint: true`` → ``"destructive annotation"``; a destructive word
-    in the original or merged name (:func:`is_destructive_name`) → ``"destructive name"``;
-    both ask even when the tool is auto-approved. Then a match in ``approve`` (``True``, or
-    a name or :mod:`fnmatch` glob matching the original or merged name) →
-    ``"listed in approve"``; a match in ``autoApprove`` → no approval; ``approve: false``
-    → no approval; otherwise ``"not auto-approved"`` (the default is to ask). Other
-    annotations (``readOnlyHint``, ``idempotentHint``…) never grant approval: servers do
-    not get to vouch for themselves.
+    In order: a match in ``approve`` (``True``, or a name or :mod:`fnmatch` glob matching
+    the original or merged name) → ``"listed in approve"``, always asked; the tool's
+    name (original or merged) written out exactly in ``autoApprove`` → no approval, even
+    for a destructive tool: the user reviewed that one. Then ``destructiveHint: true`` →
+    ``"destructive annotation"``, and a destructive word in either name
+    (:func:`is_destructive_name`) → ``"destructive name"``: both ask even when
+    ``autoApprove`` is ``true`` or a glob matches (dangerous operations ask unless named).
+    Then a match in ``autoApprove`` → no approval; ``approve: false`` → no approval;
+    otherwise ``"not auto-approved"`` (the default is to ask). Other annotations
+    (``readOnlyHint``, ``idempotentHint``…) never grant approval: servers do not get to
+    vouch for themselves.
     """
     names = (original_name, tool.name if merged_name is None else merged_name)
+    if _matches(policy.approve, names):
+        return "listed in approve"
+    if _named(policy.auto_approve, names):
+        return Decider.AUTO_APPROVE
     if tool.annotations is not None and tool.annotations.destructive_hint is True:
         return "destructive annotation"
     if any(map(is_destructive_name, names)):
         return "destructive name"
-    if _matches(policy.approve, names):
-        return "listed in approve"
     if _matches(policy.auto_approve, names):
         return Decider.AUTO_APPROVE
     if policy.approve is False:
@@ -210,10 +222,16 @@ class ApprovalDecision:
                 reason=request.reason,
             )
         needs_it = f"{where} needs approval ({request.reason})"
-        if request.reason in ("destructive annotation", "destructive name"):
-            always = " (destructive tools always ask, even when listed in autoApprove)"
-            how = f"pass an approval callback, or run the CLI with --yes{always}"
-            cli_how = f"run with --yes{always}"
+        if request.reason == "listed in approve":
+            how = "pass an approval callback, or run the CLI with --yes (it is in approve)"
+            cli_how = "run with --yes (it is listed in the server's approve)"
+        elif request.reason in ("destructive annotation", "destructive name"):
+            named = (
+                f"add its exact name {request.original_name!r} to the server's autoApprove "
+                "(autoApprove: true and globs do not cover destructive tools)"
+            )
+            how = f"pass an approval callback, {named}, or run the CLI with --yes"
+            cli_how = f"{named}, or run with --yes"
         else:
             config = f"add {request.original_name!r} to the server's autoApprove in the config"
             how = f"pass an approval callback, {config}, or run the CLI with --yes"

@@ -42,7 +42,8 @@ def make_server(
       capabilities say ``tools.listChanged: true`` in both eras (the SDK's default
       handshake says false).
     - ``slow``: ``sleep(seconds, steps=0)`` sleeps (in ``steps`` steps, each reported as
-      MCP progress), then answers ``"slept <seconds>"``.
+      MCP progress), then answers ``"slept <seconds>"``; ``hold(seconds)`` records its
+      execution first, then sleeps, then answers ``"held <seconds>"``.
     - ``rich``: every kind of content, structured output, resources and prompts (see the
       package docstring and ``_rich.add_rich_features``).
 
@@ -90,6 +91,14 @@ def make_server(
                 await anyio.sleep(seconds)
             recorder.record("sleep", call_id_of(ctx))
             return f"slept {seconds}"
+
+        @server.tool()
+        async def hold(seconds: float, ctx: Context) -> str:
+            """Record this execution at once, then sleep `seconds` before answering: a
+            call that has taken effect long before its answer comes."""
+            recorder.record("hold", call_id_of(ctx))
+            await anyio.sleep(seconds)
+            return f"held {seconds}"
 
     if kind == "changing":
         _add_changing_tools(server, recorder)
