@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -153,11 +154,75 @@ async def test_the_report_judges_the_calls_as_the_client_lived_them(
         ("fail", "ok", True),
     ]
     assert calls[1]["sent_at"] is None and calls[2]["sent_at"] is not None
-    assert "the session ended before an answer" in calls[2]["error"]
+    assert "the client gave up on it" in calls[2]["error"]
+    assert calls[2]["ended_at"] <= calls[3]["invoked_at"]  # when it did, not at the end
     assert {c["server"] for c in calls} == {pathlib.Path(command).name}
     assert written["verdict"]["ok"] is True
     assert [f["action"] for f in written["faults"]] == ["error", "drop"]
     assert "timeline" in (report / "chaos.html").read_text()
+
+
+def server_row(page: str, server: str) -> dict[str, str]:
+    """The report page's row of ``server`` in the table of servers: header -> cell."""
+    table = re.search(r'<table class="servers">(.*?)</table>', page, re.S)
+    assert table is not None
+    head = re.findall(r"<th>(.*?)</th>", table.group(1))
+    row = re.search(rf'<tr data-server="{re.escape(server)}">(.*?)</tr>', table.group(1))
+    assert row is not None, f"no row for {server!r}"
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
+    return dict(zip(head, cells, strict=True))
+
+
+async def test_the_report_ends_each_call_when_the_client_got_its_outcome(
+    tmp_path: pathlib.Path,
+) -> None:
+    """An injected error, and a dropped request the client gave up on (its timeout sends
+    notifications/cancelled), each end before the client's next call, not when the
+    session ends: both "fail" (the count file says neither ran). The proxy's one server,
+    named by its command, owns every fault: in the JSON and in the page."""
+    counts = tmp_path / "counts"
+    plan = write_plan(
+        tmp_path,
+        [
+            {"when": {"method": "tools/call", "nth": 2}, "do": {"error": {"code": -32001}}},
+            {"when": {"method": "tools/call", "nth": 3}, "do": "drop"},
+        ],
+    )
+    report = tmp_path / "report"
+    command, args = stdio_params("echo", count_file=counts)
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "supervisor", "chaos", "--plan", plan, "--report", str(report), "--"]
+        + [command, *args],
+    )
+    with trio.fail_after(CALL_LIMIT):
+        async with Client(server) as client:
+            await client.call_tool("echo", {"text": "1"})
+            with pytest.raises(MCPError):
+                await client.call_tool("echo", {"text": "2"})  # answered by the plan
+            with pytest.raises(MCPError, match="timed out"):  # never reached the server
+                await client.call_tool("echo", {"text": "3"}, read_timeout_seconds=1)
+            await client.call_tool("echo", {"text": "4"})
+            await client.call_tool("echo", {"text": "5"})
+    assert count_executions(counts) == {"echo": 3}
+    written = json.loads((report / "chaos.json").read_text())
+    records = written["history"]["calls"]
+    assert [r["outcome"] for r in records] == ["ok", "fail", "fail", "ok", "ok"]
+    for record, following in zip(records, records[1:], strict=False):
+        assert record["ended_at"] <= following["invoked_at"], record
+    assert records[2]["sent_at"] is None
+    assert "gave up" in records[2]["error"] and "never reached the server" in records[2]["error"]
+    name = pathlib.Path(command).name
+    verdict = written["verdict"]
+    assert list(verdict["servers"]) == [name]
+    tally = verdict["servers"][name]
+    assert (tally["calls"], tally["failed"], tally["indefinite"], tally["faults"]) == (5, 2, 0, 2)
+    assert not any("named no server" in note for note in verdict["notes"])
+    assert {f["server"] for f in written["faults"]} == {name}
+    page = (report / "chaos.html").read_text()
+    row = server_row(page, name)
+    assert (row["calls"], row["failed"], row["indefinite"], row["faults"]) == ("5", "2", "0", "2")
+    assert "named no server" not in page and "Faults naming no server" not in page
 
 
 def faults_of(tmp_path: pathlib.Path, seed: int, name: str) -> list[tuple[object, ...]]:

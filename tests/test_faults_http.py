@@ -2,12 +2,17 @@
 supervisor's ``http_transport(faults=...)`` and the chaos proxy (``run_http_proxy``) — with
 real fixture servers on 127.0.0.1 and the SDK's ``mcp.Client`` in both protocol eras
 (``auto``: the stateless 2026-07-28 one, JSON answers; ``legacy``: sessions, event
-streams). The last tests run ``mcp-supervisor chaos --listen`` as a real process."""
+streams). The last tests run ``mcp-supervisor chaos --listen`` as a real process — one
+with the TypeScript SDK's client, where ``$MCP_SUPERVISOR_TS_SDK`` names a folder in which
+``npm install @modelcontextprotocol/sdk`` was run (skipped otherwise) — and check the
+calls the proxy records."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,7 +35,14 @@ from pydantic import BaseModel
 
 from supervisor.cli import main
 from supervisor.errors import HTTPConnectionLost
-from supervisor.faults import CallHistory, FaultEngine, Injected, load_plan, run_http_proxy
+from supervisor.faults import (
+    CallHistory,
+    CallRecord,
+    FaultEngine,
+    Injected,
+    load_plan,
+    run_http_proxy,
+)
 from supervisor.faults import _http as faults_http
 from supervisor.faults._http import FaultyHTTPTransport
 from supervisor.runtime import open_supervisor
@@ -789,64 +801,241 @@ async def test_other_paths_pass_through_the_proxy_without_faults() -> None:
     assert c.watch.actions() == ["http_status"]
 
 
+@asynccontextmanager
+async def chaos_listen(
+    rules: list[dict[str, object]], url: str, tmp_path: Path
+) -> AsyncIterator[tuple[str, trio.Process]]:
+    """``mcp-supervisor chaos --listen 127.0.0.1:0 --upstream URL`` as a process of its own,
+    with ``rules``, ``--faults-log tmp_path/faults.json`` and ``--report tmp_path/report``:
+    its MCP URL, once it said it on stderr, and the process (killed if still running at
+    the end of the block)."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(rules))
+    process = await trio.lowlevel.open_process(
+        [
+            sys.executable,
+            "-m",
+            "supervisor",
+            "chaos",
+            "--plan",
+            str(plan),
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            url,
+            "--faults-log",
+            str(tmp_path / "faults.json"),
+            "--report",
+            str(tmp_path / "report"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    try:
+        assert process.stderr is not None
+        with trio.fail_after(60):
+            said = b""
+            while b"listening on" not in said or not said.endswith(b"\n"):
+                chunk = await process.stderr.receive_some(4096)
+                assert chunk, f"chaos ended before listening: {said!r}"
+                said += chunk
+        line = said.decode().splitlines()[0]
+        assert line.endswith(f" -> {url}")
+        proxy = line.split("listening on ", 1)[1].split(" ")[0]
+        assert proxy.startswith("http://127.0.0.1:") and proxy.endswith("/mcp")
+        yield proxy, process
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
 async def test_chaos_listen_proxies_until_sigterm(tmp_path: Path) -> None:
     """``mcp-supervisor chaos --listen 127.0.0.1:0 --upstream URL``: says its URL on
     stderr, injects the plan's faults (logged with --faults-log), exits 143 on SIGTERM,
     and then writes the report of the calls (--report)."""
-    plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps([calls(1, {"error": {"code": -32042, "message": "from chaos"}})]))
-    log_path = tmp_path / "faults.json"
-    async with upstream() as url:
-        process = await trio.lowlevel.open_process(
-            [
-                sys.executable,
-                "-m",
-                "supervisor",
-                "chaos",
-                "--plan",
-                str(plan),
-                "--listen",
-                "127.0.0.1:0",
-                "--upstream",
-                url,
-                "--faults-log",
-                str(log_path),
-                "--report",
-                str(tmp_path / "report"),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
-        )
-        try:
-            assert process.stderr is not None
-            with trio.fail_after(60):
-                said = b""
-                while b"listening on" not in said or not said.endswith(b"\n"):
-                    chunk = await process.stderr.receive_some(4096)
-                    assert chunk, f"chaos ended before listening: {said!r}"
-                    said += chunk
-                line = said.decode().splitlines()[0]
-                assert line.endswith(f" -> {url}")
-                proxy = line.split("listening on ", 1)[1].split(" ")[0]
-                assert proxy.startswith("http://127.0.0.1:") and proxy.endswith("/mcp")
-                async with Client(proxy) as client:
-                    with pytest.raises(MCPError, match="from chaos"):
-                        await client.call_tool("echo", {"text": "1"})
-                    assert text_of(await client.call_tool("echo", {"text": "2"})) == "2"
-                process.send_signal(signal.SIGTERM)
-                assert await process.wait() == 143
-        finally:
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
+    rules = [calls(1, {"error": {"code": -32042, "message": "from chaos"}})]
+    async with upstream() as url, chaos_listen(rules, url, tmp_path) as (proxy, process):
+        with trio.fail_after(60):
+            async with Client(proxy) as client:
+                with pytest.raises(MCPError, match="from chaos"):
+                    await client.call_tool("echo", {"text": "1"})
+                assert text_of(await client.call_tool("echo", {"text": "2"})) == "2"
+            process.send_signal(signal.SIGTERM)
+            assert await process.wait() == 143
     assert not await trio.Path(f"/proc/{process.pid}").exists()
-    [fault] = json.loads(log_path.read_text())
+    [fault] = json.loads((tmp_path / "faults.json").read_text())
     assert fault["action"] == "error" and fault["tool"] == "echo"
     report = json.loads((tmp_path / "report" / "chaos.json").read_text())
     assert [c["outcome"] for c in report["history"]["calls"]] == ["fail", "ok"]
     assert (tmp_path / "report" / "chaos.html").exists()
+
+
+#: Where the TypeScript SDK is installed for the next test: a folder with
+#: ``node_modules/@modelcontextprotocol/sdk`` (``npm install @modelcontextprotocol/sdk``).
+TS_SDK = "MCP_SUPERVISOR_TS_SDK"
+
+#: Calls echo COUNT times through URL with the TypeScript SDK's client, in one session;
+#: a JSON line per call: ``{"ok": text}`` or ``{"error": message}``.
+TS_CALLS = """
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+const [url, count] = process.argv.slice(2);
+const client = new Client({ name: "chaos-test", version: "1.0.0" });
+await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+for (let i = 1; i <= Number(count); i++) {
+  try {
+    const result = await client.callTool({ name: "echo", arguments: { text: String(i) } });
+    console.log(JSON.stringify({ ok: result.content[0].text }));
+  } catch (error) {
+    console.log(JSON.stringify({ error: String(error?.message ?? error) }));
+  }
+}
+await client.close();
+"""
+
+
+def typescript_sdk() -> Path | None:
+    """The folder ``$MCP_SUPERVISOR_TS_SDK`` names, if it holds the TypeScript SDK and
+    ``node`` is on the path."""
+    folder = os.environ.get(TS_SDK)
+    if not folder or shutil.which("node") is None:
+        return None
+    root = Path(folder)
+    return root if (root / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir() else None
+
+
+@pytest.mark.skipif(
+    typescript_sdk() is None,
+    reason=f"needs node and ${TS_SDK}: a folder where @modelcontextprotocol/sdk is installed",
+)
+async def test_chaos_listen_reports_the_typescript_clients_calls(tmp_path: Path) -> None:
+    """The issue's run as reported, with the TypeScript SDK's client: a 503 on the 3rd
+    call, the session expired on the 6th, and the 12 calls after it answered 404 by the
+    upstream. Every failure ends before the next call; the 404s are "fail", never run;
+    both faults are the one server's."""
+    sdk = typescript_sdk()
+    assert sdk is not None
+    script = tmp_path / "calls.mjs"
+    script.write_text(TS_CALLS)
+    (tmp_path / "node_modules").symlink_to(sdk / "node_modules")
+    count = tmp_path / "count"
+    rules = [calls(3, {"http_status": 503}), calls(6, "expire_session")]
+    async with upstream("echo", count_file=count) as url:
+        async with chaos_listen(rules, url, tmp_path) as (proxy, process):
+            with trio.fail_after(120):
+                done = await trio.run_process(
+                    ["node", str(script), proxy, "18"], capture_stdout=True, capture_stderr=True
+                )
+                process.send_signal(signal.SIGTERM)
+                assert await process.wait() == 143
+        server = url.split("/")[2]
+    said = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert [next(iter(s)) for s in said] == ["ok", "ok", "error", "ok", "ok"] + ["error"] * 13
+    assert count_executions(count) == {"echo": 4}
+    report = json.loads((tmp_path / "report" / "chaos.json").read_text())
+    records = report["history"]["calls"]
+    assert [r["outcome"] for r in records] == ["ok", "ok", "fail", "ok", "ok"] + ["fail"] * 13
+    for record, following in zip(records, records[1:], strict=False):
+        assert record["ended_at"] <= following["invoked_at"], record
+    assert all("HTTP 404" in r["error"] for r in records[5:])
+    tally = report["verdict"]["servers"][server]
+    assert (tally["failed"], tally["indefinite"], tally["faults"]) == (14, 0, 2)
+    assert not any("named no server" in note for note in report["verdict"]["notes"])
+
+
+def server_row(page: str, server: str) -> dict[str, str]:
+    """The report page's row of ``server`` in the table of servers: header -> cell."""
+    table = re.search(r'<table class="servers">(.*?)</table>', page, re.S)
+    assert table is not None
+    head = re.findall(r"<th>(.*?)</th>", table.group(1))
+    row = re.search(rf'<tr data-server="{re.escape(server)}">(.*?)</tr>', table.group(1))
+    assert row is not None, f"no row for {server!r}"
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
+    return dict(zip(head, cells, strict=True))
+
+
+async def test_chaos_listen_reports_each_call_as_it_ended(tmp_path: Path) -> None:
+    """The issue's run, with the SDK's client in a session: a 503 on the 3rd call, the
+    session expired on the 6th, then the upstream's own 404 "Session not found" for the
+    session's later calls. Each failure ends when the client got it (before its next
+    call), not when the proxy stops; the 404s are "fail" (refused, never run: the count
+    file says so), not "indefinite"; and the proxy's one server, named by the upstream's
+    host:port, owns both faults, in the JSON and in the page."""
+    count = tmp_path / "count"
+    rules = [calls(3, {"http_status": 503}), calls(6, "expire_session")]
+    outcomes: list[str] = []
+    async with upstream("echo", count_file=count) as url:
+        async with chaos_listen(rules, url, tmp_path) as (proxy, process):
+            with trio.fail_after(60):
+                async with Client(proxy, mode="legacy") as client:
+                    for i in range(1, 9):
+                        try:
+                            outcomes.append(
+                                text_of(await client.call_tool("echo", {"text": f"{i}"}))
+                            )
+                        except MCPError as exc:
+                            outcomes.append(exc.error.message)
+                async with Client(proxy, mode="legacy") as fresh:  # a new session works
+                    outcomes.append(text_of(await fresh.call_tool("echo", {"text": "9"})))
+                process.send_signal(signal.SIGTERM)
+                assert await process.wait() == 143
+        server = url.split("/")[2]
+    assert [o if o.isdigit() else "error" for o in outcomes] == [
+        "1",
+        "2",
+        "error",
+        "4",
+        "5",
+        "error",
+        "error",
+        "error",
+        "9",
+    ]
+    assert all("Session not found" in o for o in outcomes[5:8])
+    assert count_executions(count) == {"echo": 5}  # 1, 2, 4, 5 and 9 ran; no other
+    report = json.loads((tmp_path / "report" / "chaos.json").read_text())
+    records = report["history"]["calls"]
+    assert [r["outcome"] for r in records] == [
+        "ok",
+        "ok",
+        "fail",
+        "ok",
+        "ok",
+        "fail",
+        "fail",
+        "fail",
+        "ok",
+    ]
+    for record, following in zip(records, records[1:], strict=False):
+        assert record["ended_at"] <= following["invoked_at"], record
+    assert [r["sent_at"] is not None for r in records] == [
+        True,
+        True,
+        False,
+        True,
+        True,
+        False,
+        True,
+        True,
+        True,
+    ]
+    assert "HTTP 503" in records[2]["error"]
+    for record in records[5:8]:
+        assert "HTTP 404" in record["error"] and "Session not found" in record["error"]
+    verdict = report["verdict"]
+    assert list(verdict["servers"]) == [server]
+    tally = verdict["servers"][server]
+    assert (tally["calls"], tally["ok"], tally["failed"], tally["indefinite"]) == (9, 5, 4, 0)
+    assert tally["faults"] == 2
+    assert not any("named no server" in note for note in verdict["notes"])
+    assert {f["server"] for f in report["faults"]} == {server}
+    page = (tmp_path / "report" / "chaos.html").read_text()
+    row = server_row(page, server)
+    assert (row["calls"], row["failed"], row["indefinite"], row["faults"]) == ("9", "4", "0", "2")
+    assert "named no server" not in page and "Faults naming no server" not in page
 
 
 @pytest.mark.parametrize(
@@ -884,8 +1073,9 @@ async def test_the_proxy_records_the_calls_as_the_client_lived_them(
     mode: str, tmp_path: Path
 ) -> None:
     """ok for an answer that reached the client (``is_error`` for the tool's own failure),
-    fail for an injected error (never sent), and, once the proxy stops, info for a call
-    the server ran whose answer was dropped on the way back."""
+    fail for an injected error (never sent), and info for a call the server ran whose
+    answer was dropped on the way back, as soon as the client gave up on it (before its
+    next call, not when the proxy stops)."""
     count = tmp_path / "count"
     rules = [
         calls(2, {"error": {"code": -32042, "message": "injected by the plan"}}),
@@ -904,7 +1094,7 @@ async def test_the_proxy_records_the_calls_as_the_client_lived_them(
                     assert text_of(await client.call_tool("echo", {"text": "4"})) == "4"
                     failed = await client.call_tool("fail", {"message": "no luck"})
                     assert failed.is_error
-            assert history.calls[2].outcome is None  # the answer may come yet
+            assert history.calls[2].outcome == "info"  # the client gave up on it
         host_port = url.split("/")[2]
     records = history.calls
     assert [r.tool for r in records] == ["echo", "add", "echo", "echo", "fail"]
@@ -912,5 +1102,189 @@ async def test_the_proxy_records_the_calls_as_the_client_lived_them(
     assert [r.is_error for r in records] == [False, False, False, False, True]
     assert [r.sent_at is not None for r in records] == [True, False, True, True, True]
     assert records[1].error == "MCP error -32042: injected by the plan"
+    assert records[2].error is not None and "may have run it" in records[2].error
+    for record, following in zip(records, records[1:], strict=False):
+        assert record.ended_at is not None and record.ended_at <= following.invoked_at
     assert {r.server for r in records} == {host_port}
     assert count_executions(count) == {"echo": 3, "fail": 1}
+
+
+#: What the upstream of the next test answers a call of each tool: status, content type,
+#: body ({id} becomes the call's JSON-RPC id); and the outcome that answer proves.
+ANSWERS: dict[str, tuple[int, str, str, str]] = {
+    "session_gone": (
+        404,
+        "application/json",
+        '{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}}',
+        "fail",
+    ),
+    "not_acceptable": (406, "application/json", "", "fail"),
+    "bad_request_text": (400, "text/plain", "bad request", "fail"),
+    "unreadable": (
+        200,
+        "application/json",
+        '{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}',
+        "fail",
+    ),
+    "error_answer": (
+        200,
+        "application/json",
+        '{"jsonrpc":"2.0","id":{id},"error":{"code":-32603,"message":"no"}}',
+        "fail",
+    ),
+    "crashed_while_running": (
+        500,
+        "application/json",
+        '{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"terminated"}}',
+        "info",
+    ),
+    "bad_gateway_text": (502, "text/plain", "upstream of upstream gone", "info"),
+    "answered": (
+        200,
+        "application/json",
+        '{"jsonrpc":"2.0","id":{id},"result":{"content":[]}}',
+        "ok",
+    ),
+}
+
+
+async def answering_app(scope: dict[str, object], receive: object, send: object) -> None:
+    """An ASGI upstream answering each tools/call as :data:`ANSWERS` says for its tool."""
+    from supervisor._serving import lifespan, respond
+
+    if scope["type"] == "lifespan":
+        await lifespan(receive, send)
+        return
+    if scope["type"] != "http":
+        return
+    body = b""
+    while True:
+        message = await receive()  # type: ignore[operator]
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    request = json.loads(body)
+    status, content_type, text, _ = ANSWERS[request["params"]["name"]]
+    answer = text.replace("{id}", json.dumps(request["id"])).encode()
+    await respond(send, status, answer, content_type.encode())
+
+
+async def test_the_proxy_judges_an_answer_by_what_it_proves() -> None:
+    """An answer that refuses the request before it runs — any 4xx (a 404 "Session not
+    found" among them), a JSON-RPC error naming no id — and a JSON-RPC error answer are
+    "fail", though the request reached the server; a 5xx without an answer to the call
+    may come after it ran: "info", the conservative word, as for a lost connection."""
+    history = CallHistory()
+    async with trio.open_nursery() as nursery:
+        served = await start_http(nursery, answering_app)  # type: ignore[arg-type]
+        async with chaos("proxy", [], served.url, history=history) as c:
+            headers = {"accept": "application/json, text/event-stream"}
+            async with httpx2.AsyncClient(headers=headers) as http:
+                with trio.fail_after(DEADLINE):
+                    for n, tool in enumerate(ANSWERS, 1):
+                        call = {"name": tool, "arguments": {}}
+                        request = {
+                            "jsonrpc": "2.0",
+                            "id": n,
+                            "method": "tools/call",
+                            "params": call,
+                        }
+                        answer = await http.post(c.url, json=request)
+                        assert answer.status_code == ANSWERS[tool][0]
+                        # the outcome is known once the client has its answer
+                        assert history.calls[-1].outcome == ANSWERS[tool][3], tool
+        nursery.cancel_scope.cancel()
+    records = {r.tool: r for r in history.calls}
+    assert all(r.sent_at is not None for r in records.values())
+    assert records["session_gone"].error == (
+        "HTTP 404 Not Found (MCP error -32600: Session not found); refused, not run"
+    )
+    assert records["bad_request_text"].error == "HTTP 400 Bad Request; refused, not run"
+    assert records["unreadable"].error == "MCP error -32700: Parse error; refused, not run"
+    assert records["crashed_while_running"].error == (
+        "HTTP 500 Internal Server Error (MCP error -32603: terminated); "
+        "the call reached the server, which may have run it"
+    )
+
+
+class SentHistory(CallHistory):
+    """A call history a test can wait on until a call reached its server."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sent = trio.Event()
+
+    def sent(self, record: CallRecord, *, deadline: float | None = None) -> None:
+        super().sent(record, deadline=deadline)
+        self._sent.set()
+        self._sent = trio.Event()
+
+    async def reached(self, n: int) -> CallRecord:
+        """The ``n``-th call (0: the first), once it reached its server."""
+        while len(self.calls) <= n or self.calls[n].sent_at is None:
+            await self._sent.wait()
+        return self.calls[n]
+
+
+async def test_a_kill_leaves_the_call_in_flight_indefinite(tmp_path: Path) -> None:
+    """A connection that dies with no answer is the truly indefinite case: the long call,
+    which the server had, is "info" as soon as it broke; the call whose request the kill
+    met never reached the server: "fail". Both before the proxy stops."""
+    count = tmp_path / "count"
+    rules = [
+        {"when": {"tool": "echo"}, "do": "kill"},
+    ]
+    history = SentHistory()
+    async with upstream(count_file=count) as url, chaos("proxy", rules, url, history=history) as c:
+        with trio.fail_after(DEADLINE):
+            async with trio.open_nursery() as nursery:
+
+                async def long_call() -> None:
+                    with pytest.raises(BaseExceptionGroup):
+                        async with c.client("legacy") as client:
+                            await client.call_tool("sleep", {"seconds": 60})
+
+                nursery.start_soon(long_call)
+                await history.reached(0)  # the upstream has the long call
+                with pytest.raises(BaseExceptionGroup):
+                    async with c.client("legacy") as client:
+                        await client.call_tool("echo", {"text": "crash"})
+            by_tool = {r.tool: r for r in history.calls}
+            assert (by_tool["sleep"].outcome, by_tool["echo"].outcome) == ("info", "fail")
+    assert "may have run it" in (by_tool["sleep"].error or "")
+    assert "never reached the server" in (by_tool["echo"].error or "")
+    assert "echo" not in count_executions(count)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_call_given_up_on_while_held_back(mode: str, tmp_path: Path) -> None:
+    """The client gives up on a call the plan holds back (a delay). It ends then, before
+    the client's next call, as what became of it says: in a session the cancellation is
+    a request of its own, the held one reaches the server after all and runs: "info";
+    without one (2026-07-28) the client closes the exchange, which is never forwarded:
+    "fail"."""
+    count = tmp_path / "count"
+    rules = [calls(1, {"delay_ms": 1500})]
+    history = SentHistory()
+    async with upstream(count_file=count) as url, chaos("proxy", rules, url, history=history) as c:
+        with trio.fail_after(DEADLINE):
+            async with c.client(mode) as client:
+                with pytest.raises(MCPError, match="timed out"):
+                    await client.call_tool("echo", {"text": "1"}, read_timeout_seconds=0.3)
+                assert text_of(await client.call_tool("echo", {"text": "2"})) == "2"
+                if mode == "legacy":
+                    await history.reached(0)  # the held request goes on
+    first, second = history.calls
+    assert first.ended_at is not None and first.ended_at <= second.invoked_at
+    if mode == "legacy":
+        assert (first.outcome, count_executions(count)) == ("info", {"echo": 2})
+        assert first.sent_at is not None and first.sent_at > second.invoked_at
+        assert first.error == (
+            "the client gave up on it (notifications/cancelled); "
+            "the call reached the server, which may have run it"
+        )
+    else:
+        assert (first.outcome, count_executions(count)) == ("fail", {"echo": 1})
+        assert first.sent_at is None
+        assert first.error is not None and first.error.startswith("the exchange was broken off")
+        assert first.error.endswith("the call never reached the server")

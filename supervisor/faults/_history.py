@@ -257,17 +257,27 @@ class CallHistory:
         if deadline is not None:
             record.deadline = deadline
 
-    def ok(self, record: CallRecord, *, is_error: bool = False, error: str | None = None) -> None:
-        """``record``'s call was answered (``is_error``: the tool reported failure)."""
-        self._end(record, OK, error, is_error=is_error)
+    def ok(
+        self,
+        record: CallRecord,
+        *,
+        is_error: bool = False,
+        error: str | None = None,
+        at: float | None = None,
+    ) -> None:
+        """``record``'s call was answered (``is_error``: the tool reported failure).
 
-    def fail(self, record: CallRecord, error: str) -> None:
+        ``at`` (any outcome's): when the caller learnt it, if earlier than now — a proxy
+        that knows only later what became of a call its client gave up on."""
+        self._end(record, OK, error, is_error=is_error, at=at)
+
+    def fail(self, record: CallRecord, error: str, *, at: float | None = None) -> None:
         """``record``'s call was definitely not executed, because of ``error``."""
-        self._end(record, FAIL, error)
+        self._end(record, FAIL, error, at=at)
 
-    def info(self, record: CallRecord, error: str) -> None:
+    def info(self, record: CallRecord, error: str, *, at: float | None = None) -> None:
         """``record``'s call may or may not have executed (``error`` says why)."""
-        self._end(record, INFO, error)
+        self._end(record, INFO, error, at=at)
 
     def ended(self, record: CallRecord, exc: BaseException) -> Outcome:
         """``record``'s call raised ``exc``: record the outcome :func:`classify` gives."""
@@ -276,12 +286,19 @@ class CallHistory:
         return outcome
 
     def _end(
-        self, record: CallRecord, outcome: Outcome, error: str | None, *, is_error: bool = False
+        self,
+        record: CallRecord,
+        outcome: Outcome,
+        error: str | None,
+        *,
+        is_error: bool = False,
+        at: float | None = None,
     ) -> None:
         if record.outcome is not None:
             return  # the first outcome is the call's
+        now = self.now()
         record.outcome = outcome
-        record.ended_at = self.now()
+        record.ended_at = now if at is None else min(at, now)
         record.is_error = is_error
         record.error = error
 

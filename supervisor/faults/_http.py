@@ -76,6 +76,7 @@ unexamined.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
@@ -87,7 +88,16 @@ import trio
 
 from ..log import get_logger
 from ._engine import FaultEngine, Message
-from ._link import LIST_CHANGED, REORDER_HOLD_S, CallRecorder, garbage, json_error
+from ._history import describe_error
+from ._link import (
+    LIST_CHANGED,
+    REORDER_HOLD_S,
+    CallRecorder,
+    Exchange,
+    garbage,
+    json_error,
+    mcp_error,
+)
 from ._plan import TO_CLIENT, TO_SERVER, Action
 
 __all__ = [
@@ -384,34 +394,63 @@ class FaultyHTTPTransport(httpx2.AsyncBaseTransport):
             return await self.inner.handle_async_request(request)
         self.start()
         request.headers["accept-encoding"] = "identity"
-        scope = trio.CancelScope()
+        exchange: Exchange | None = None
         if self.calls is not None:
-            request.extensions[_EXCHANGE] = scope  # any object unique to the exchange
+            exchange = Exchange(request.headers.get(MCP_SESSION_ID))
+            request.extensions[_EXCHANGE] = exchange
+        # without an answer, why the exchange ended (for the calls it carries)
+        why = "the exchange was broken off (the client closed it, or the proxy stopped)"
+        scope = trio.CancelScope()
         self._exchanges.add(scope)
         try:
             with scope:
-                response = await self._exchange(request)
-                if self.calls is not None:
-                    self._answered(response, scope)
+                try:
+                    response = await self._exchange(request)
+                except httpx2.HTTPError as exc:
+                    why = f"the exchange failed ({describe_error(exc)})"
+                    raise
+                if exchange is not None:
+                    self._answered(response, exchange)
+                    exchange = None
                 return response
+            why = "the connection was lost (an injected kill)"
         finally:
             self._exchanges.discard(scope)
+            if exchange is not None and self.calls is not None:
+                self.calls.unanswered(exchange, why)
         raise _no_response(request)  # a kill cancelled the exchange
 
-    def _answered(self, response: httpx2.Response, exchange: object) -> None:
-        """Tell the recorder about the messages of an answer made in memory (an event
-        stream read as it comes tells it of each event itself)."""
+    def _answered(self, response: httpx2.Response, exchange: Exchange) -> None:
+        """Tell the recorder what an answer says of the exchange's call.
+
+        A 4xx refused it before it ran. An answer made in memory tells of each message
+        (an event stream read as it comes tells of each event itself, and of its end);
+        then, if none answered the call, a 5xx leaves it unanswered (it may have run), a
+        JSON-RPC error naming no id refused it (the server could not read the request),
+        and anything else leaves it unanswered too."""
         assert self.calls is not None
-        if not response.is_stream_consumed or _encoded(response.headers):
+        status = response.status_code
+        in_memory = response.is_stream_consumed and not _encoded(response.headers)
+        if 400 <= status < 500:
+            self.calls.refused(exchange, _status_text(response, in_memory))
             return
-        media_type = _media_type(response.headers)
-        if media_type == _JSON:
-            self.calls.delivered(TO_CLIENT, response.content, exchange)
-        elif media_type == _SSE:
-            for raw in _EVENT_END.split(response.content):
-                data, _ = _event_data(raw)
-                if data is not None:
-                    self.calls.delivered(TO_CLIENT, data, exchange)
+        if in_memory:
+            media_type = _media_type(response.headers)
+            if media_type == _JSON:
+                self.calls.delivered(TO_CLIENT, response.content, exchange)
+            elif media_type == _SSE:
+                for raw in _EVENT_END.split(response.content):
+                    data, _ = _event_data(raw)
+                    if data is not None:
+                        self.calls.delivered(TO_CLIENT, data, exchange)
+        if status >= 500:
+            self.calls.unanswered(exchange, _status_text(response, in_memory))
+        elif in_memory:
+            found = _json_error(response)
+            if found is not None and not found[1]:  # the request unread: never run
+                self.calls.refused(exchange, mcp_error(found[0]))
+            else:
+                self.calls.unanswered(exchange, "the answer carried no response to the call")
 
     async def _exchange(self, request: httpx2.Request) -> httpx2.Response:
         if trio.current_time() < self._ready_at:
@@ -425,6 +464,8 @@ class FaultyHTTPTransport(httpx2.AsyncBaseTransport):
         actions = self.engine.decide(TO_SERVER, message)
         if self.calls is not None and message.method == "tools/call" and message.is_request:
             self.calls.invoked(message, request.extensions.get(_EXCHANGE))
+        elif self.calls is not None and message.method == "notifications/cancelled":
+            self.calls.cancelled(message, request.extensions.get(_EXCHANGE))
         return await self._post(request, body, message, actions)
 
     async def _post(
@@ -668,6 +709,30 @@ class FaultyHTTPTransport(httpx2.AsyncBaseTransport):
             hold.release()
 
 
+def _json_error(response: httpx2.Response) -> tuple[dict[str, object], bool] | None:
+    """The JSON-RPC error object of an in-memory JSON answer, if it is one, and whether it
+    names a request (``"id": null`` does not: the server could not read the one it got)."""
+    if _media_type(response.headers) != _JSON:
+        return None
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return None
+    return error, body.get("id") is not None
+
+
+def _status_text(response: httpx2.Response, in_memory: bool) -> str:
+    """``HTTP 404 Not Found``, with the JSON-RPC error its body holds, if any."""
+    status = response.status_code
+    phrase = response.reason_phrase or httpx2.codes.get_reason_phrase(status)
+    text = f"HTTP {status} {phrase}".rstrip()
+    found = _json_error(response) if in_memory else None
+    return text if found is None else f"{text} ({mcp_error(found[0])})"
+
+
 def _no_response(request: httpx2.Request) -> httpx2.RemoteProtocolError:
     """The error of a connection that closed before its answer (a crashed server's)."""
     return httpx2.RemoteProtocolError(
@@ -730,6 +795,11 @@ class _EventStream(httpx2.AsyncByteStream):
         self._cut = False
         self._closed = False
         self._exchange = request.extensions.get(_EXCHANGE)
+        #: an event had an id: the client may resume the stream (and get the answer)
+        #: elsewhere
+        self._resumable = False
+        #: why the stream ended, once it did by itself
+        self._why: str | None = None
 
     # -- reading upstream -----------------------------------------------------------
 
@@ -795,6 +865,7 @@ class _EventStream(httpx2.AsyncByteStream):
     def cut(self) -> None:
         """Break the stream, as a crashed server's connection breaks."""
         self._cut = True
+        self._why = "the connection was lost (an injected kill)"
         if self._waiting is not None:
             self._waiting.cancel()
 
@@ -839,9 +910,11 @@ class _EventStream(httpx2.AsyncByteStream):
             if item is _END:
                 break
             if isinstance(item, _Failed):
+                self._why = f"the event stream failed ({describe_error(item.error)})"
                 raise item.error
             raw, examine = item  # type: ignore[misc]
             data, event_id = _event_data(raw) if examine else (None, None)
+            self._resumable = self._resumable or event_id is not None
             if data is None:
                 yield raw
                 continue
@@ -867,6 +940,7 @@ class _EventStream(httpx2.AsyncByteStream):
                     yield self._handed(event(LIST_CHANGED))
                 elif kind in ("kill", "exit_on_initialize"):
                     transport._kill()
+                    self._why = "the connection was lost (an injected kill)"
                     raise _broken(self._request)
                 elif kind == "drop":
                     out = None
@@ -877,6 +951,7 @@ class _EventStream(httpx2.AsyncByteStream):
                     copies, hold_this = 1, False
                     break
                 elif kind in ("close_stream", "http_status", "expire_session"):
+                    self._why = f"the event stream was ended (an injected {kind})"
                     return  # the status line has gone: the stream can only end
                 elif kind == "error":
                     out = None
@@ -911,11 +986,25 @@ class _EventStream(httpx2.AsyncByteStream):
         if answer_dropped:
             # as for any answer lost on the way: the client waits until it gives up
             await self._await(trio.sleep_forever)
+        self._why = self._why or "the event stream ended without the answer"
+
+    def _over(self) -> None:
+        """Tell the recorder that the calls this stream was to answer got no answer from
+        it — unless the client may resume it and get the answer (its session's end, or
+        the proxy's, settles those)."""
+        calls = self._transport.calls
+        if calls is None or self._exchange is None or self._resumable:
+            return
+        why = (
+            self._why or "the event stream was closed (the client closed it, or the proxy stopped)"
+        )
+        calls.unanswered(self._exchange, why)
 
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._over()
         if self._reader is not None:
             self._reader.cancel()  # the reader closes the upstream response
             if self._receive is not None:

@@ -36,7 +36,7 @@ from ._http import BYPASS, FaultyHTTPTransport
 from ._link import CallRecorder
 from ._plan import Plan
 
-__all__ = ["ENDPOINT", "GRACEFUL_TIMEOUT", "run_http_proxy"]
+__all__ = ["ENDPOINT", "GRACEFUL_TIMEOUT", "run_http_proxy", "server_name"]
 
 log = get_logger("supervisor.faults.proxy")
 
@@ -235,8 +235,10 @@ async def run_http_proxy(
     ``engine`` may be passed to read its fault log afterwards; ``on_inject`` is called with
     each fault as it is injected. ``history``, a :class:`~supervisor.faults.CallHistory`,
     records every tool call a client makes through the proxy as it lived it
-    (:class:`~._link.CallRecorder`), under the upstream's ``host:port``; the calls left
-    unanswered get their outcome when the proxy stops. Raises :class:`~._plan.PlanError`
+    (:class:`~._link.CallRecorder`); the calls still waiting for their outcome get it when
+    the proxy stops. The proxy fronts one server, named by the upstream's ``host:port``
+    (``127.0.0.1:8000``): its calls and every injected fault are recorded under that name
+    — or the engine's ``server``, if it names one. Raises :class:`~._plan.PlanError`
     for a plan the proxy cannot carry out, ``ValueError`` for an upstream that is not an
     ``http(s)`` URL and ``OSError`` when the address cannot be bound.
     """
@@ -246,12 +248,14 @@ async def run_http_proxy(
         raise ValueError(f"the upstream must be an http:// or https:// URL, not {upstream_url!r}")
     if engine is None:
         engine = FaultEngine(plan, on_inject=on_inject)
+    if engine.server is None:
+        engine.server = server_name(upstream)
     # stalled peers are left to the kernel's default (no TCP_USER_TIMEOUT), as before
     sockets = await listen(listen_host, listen_port, stall_timeout=None)
     calls = None
     if history is not None:
         history.start()
-        calls = CallRecorder(history, server=_host_port(upstream))
+        calls = CallRecorder(history, server=engine.server)
     try:
         await _proxy(engine, upstream, sockets, calls, task_status)
     finally:
@@ -261,8 +265,9 @@ async def run_http_proxy(
             sock.close()
 
 
-def _host_port(url: httpx2.URL) -> str:
-    """``url``'s ``host:port`` (its scheme's port when it names none)."""
+def server_name(url: httpx2.URL) -> str:
+    """The name an HTTP proxy gives its upstream server: ``url``'s ``host:port`` (its
+    scheme's port when it names none)."""
     host = f"[{url.host}]" if ":" in url.host else url.host
     return f"{host}:{url.port or (443 if url.scheme == 'https' else 80)}"
 

@@ -19,7 +19,17 @@ import trio
 from ._engine import FaultEngine, Injected, Message
 from ._plan import TO_CLIENT, TO_SERVER, Action
 
-__all__ = ["REORDER_HOLD_S", "CallRecorder", "Link", "Send", "Target", "garbage", "json_error"]
+__all__ = [
+    "REORDER_HOLD_S",
+    "CallRecorder",
+    "Exchange",
+    "Link",
+    "Send",
+    "Target",
+    "garbage",
+    "json_error",
+    "mcp_error",
+]
 
 Send = Callable[[bytes], Awaitable[None]]
 #: How long ``reorder`` holds a message back waiting for the next one to overtake it.
@@ -44,31 +54,91 @@ class Target(Protocol):
         """Close the stream messages travel ``direction`` on."""
 
 
+class Exchange:
+    """One HTTP exchange through a proxy, the scope of the tool call its request carries
+    (its answer comes in that exchange). ``session`` is the request's ``Mcp-Session-Id``,
+    if any: JSON-RPC ids are the client's own within a session, so a cancellation POSTed
+    in another of its exchanges, or an answer on its resumed stream, names the call."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session: str | None = None) -> None:
+        self.session = session or None
+
+
+class _Call:
+    """A call a :class:`CallRecorder` waits on: its record, the scope that carried its
+    request, and when and why the client gave up on it, if it did before it was sent."""
+
+    __slots__ = ("gave_up", "gave_up_at", "record", "scope")
+
+    def __init__(self, record: Any, scope: object) -> None:  # noqa: ANN401 - a CallRecord
+        self.record = record
+        self.scope = scope
+        self.gave_up: str | None = None
+        self.gave_up_at: float | None = None
+
+
+#: Why a call the client cancelled ended (the ``notifications/cancelled`` it sent).
+GAVE_UP = "the client gave up on it (notifications/cancelled)"
+
+
 class CallRecorder:
     """The tool calls a proxy carries, in a :class:`~supervisor.faults.CallHistory`, as
-    the client lives them: ``invoke`` when a ``tools/call`` request arrives; ``ok`` when an
-    answer reaches the client (``is_error`` for a tool's own failure); ``fail`` when an
-    error answer does (the server's, or one injected in its place), or when the session
-    ends before the request reached the server; ``info`` when it ends after it did, but
-    before any answer reached the client (:meth:`finish`). ``server`` names the server in
-    the records.
+    the client lives them, each ended when the client learnt its outcome:
+
+    - ``invoke`` when a ``tools/call`` request arrives;
+    - ``ok`` when an answer reaches the client (``is_error`` for a tool's own failure);
+    - ``fail`` when an error answer does (the server's, or one injected in its place), or
+      an answer that refuses the request before it runs (an HTTP 4xx, a JSON-RPC error
+      naming no id: :meth:`refused`);
+    - when the client gives up (it sends ``notifications/cancelled``), or the exchange
+      or session carrying the call ends without its answer (:meth:`unanswered`,
+      :meth:`finish`): ``fail`` if the request had not reached the server — a request
+      still on its way when the client gave up ends ``info`` instead, at that moment,
+      should it reach the server after all — else ``info``: it may have run.
+
+    ``server`` names the server in the records.
 
     A call is known by its JSON-RPC id within a ``scope``: one stream for a stdio proxy
-    (``None``), one exchange over HTTP, whose answer comes in that exchange's response,
-    so that clients numbering their requests alike do not mix up their calls."""
+    (``None``), one :class:`Exchange` over HTTP — or its session, when it has one — so
+    that clients numbering their requests alike do not mix up their calls."""
 
     def __init__(self, history: Any, server: str | None = None) -> None:  # noqa: ANN401
         self.history = history
         self.server = server
-        # (scope, JSON-RPC id) -> its CallRecord
-        self._pending: dict[tuple[object, int | str], Any] = {}
+        # (client, JSON-RPC id) -> the call; the client is the scope or its session
+        self._pending: dict[tuple[object, int | str], _Call] = {}
+
+    @staticmethod
+    def _client(scope: object) -> object:
+        session = scope.session if isinstance(scope, Exchange) else None
+        return scope if session is None else ("session", session)
 
     def invoked(self, message: Message, scope: object = None) -> None:
         """The client sent the ``tools/call`` request ``message`` (in ``scope``)."""
         assert message.id is not None
         tool = message.tool or "?"
         record = self.history.invoke(tool, server=self.server, original=tool)
-        self._pending[(scope, message.id)] = record
+        self._pending[(self._client(scope), message.id)] = _Call(record, scope)
+
+    def cancelled(self, message: Message, scope: object = None) -> None:
+        """The client sent the ``notifications/cancelled`` ``message`` (in ``scope``): it
+        gave up on the call it names. A call already sent ends ``info`` now; one not sent
+        yet waits to see whether it reaches the server (see the class docstring)."""
+        params = message.body.get("params") if message.body is not None else None
+        msg_id = params.get("requestId") if isinstance(params, dict) else None
+        if not isinstance(msg_id, int | str) or isinstance(msg_id, bool):
+            return
+        key = (self._client(scope), msg_id)
+        call = self._pending.get(key)
+        if call is None or call.gave_up is not None:
+            return
+        if call.record.sent_at is not None:
+            del self._pending[key]
+            self._settle(call, GAVE_UP)
+            return
+        call.gave_up, call.gave_up_at = GAVE_UP, self.history.now()
 
     def watch(self, towards: str, send: Send) -> Send:
         """``send``, noting what it delivers ``towards`` the server or the client."""
@@ -94,35 +164,71 @@ class CallRecorder:
         msg_id = body.get("id")
         if not isinstance(msg_id, int | str) or isinstance(msg_id, bool):
             return
-        key = (scope, msg_id)
-        record = self._pending.get(key)
-        if record is None:
+        key = (self._client(scope), msg_id)
+        call = self._pending.get(key)
+        if call is None:
             return
+        record = call.record
         if towards == TO_SERVER:
             if body.get("method") == "tools/call" and record.sent_at is None:
                 self.history.sent(record)
+                if call.gave_up is not None:  # it may run, though the client gave up
+                    del self._pending[key]
+                    self._settle(call, call.gave_up)
             return
         if "method" in body:
             return  # a request of the server's own that reuses the number
         del self._pending[key]
         error = body.get("error")
         if isinstance(error, dict):
-            self.history.fail(record, f"MCP error {error.get('code')}: {error.get('message')}")
+            self.history.fail(record, mcp_error(error), at=call.gave_up_at)
             return
         result = body.get("result")
         is_error = isinstance(result, dict) and result.get("isError") is True
-        self.history.ok(record, is_error=is_error)
+        self.history.ok(record, is_error=is_error, at=call.gave_up_at)
+
+    def refused(self, scope: object, why: str) -> None:
+        """An answer in ``scope`` refused its request before it ran (``why``: an HTTP 4xx,
+        a JSON-RPC error naming no id): its calls were not executed."""
+        for call in self._take(scope):
+            self.history.fail(call.record, f"{why}; refused, not run", at=call.gave_up_at)
+
+    def unanswered(self, scope: object, why: str) -> None:
+        """The exchange ``scope`` is over (``why``) without an answer to its calls."""
+        for call in self._take(scope):
+            self._settle(call, why)
 
     def finish(self) -> None:
         """The session is over: the calls still unanswered get their outcome."""
-        for record in self._pending.values():
-            if record.sent_at is None:
-                self.history.fail(record, "the session ended before the call reached the server")
-            else:
-                self.history.info(
-                    record, "the session ended before an answer to the call reached the client"
-                )
+        calls = list(self._pending.values())
         self._pending.clear()
+        for call in calls:
+            self._settle(call, "the session ended")
+
+    def _take(self, scope: object) -> list[_Call]:
+        """The calls whose requests ``scope`` carried, no longer pending."""
+        keys = [key for key, call in self._pending.items() if call.scope is scope]
+        return [self._pending.pop(key) for key in keys]
+
+    def _settle(self, call: _Call, why: str) -> None:
+        """``call`` ended without an answer: ``fail`` if its request never reached the
+        server, else ``info``; when and why the client gave up, if it did."""
+        why = call.gave_up or why
+        if call.record.sent_at is None:
+            self.history.fail(
+                call.record, f"{why}; the call never reached the server", at=call.gave_up_at
+            )
+        else:
+            self.history.info(
+                call.record,
+                f"{why}; the call reached the server, which may have run it",
+                at=call.gave_up_at,
+            )
+
+
+def mcp_error(error: dict[str, object]) -> str:
+    """A JSON-RPC error object as a call's error: ``MCP error -32600: Session not found``."""
+    return f"MCP error {error.get('code')}: {error.get('message')}"
 
 
 def json_error(msg_id: int | str, code: int, message: str) -> bytes:
@@ -173,6 +279,8 @@ class Link:
         if self.calls is not None:
             if direction == TO_SERVER and message.method == "tools/call" and message.is_request:
                 self.calls.invoked(message)
+            elif direction == TO_SERVER and message.method == "notifications/cancelled":
+                self.calls.cancelled(message)
             other = TO_CLIENT if direction == TO_SERVER else TO_SERVER
             forward = self.calls.watch(direction, forward)
             back = self.calls.watch(other, back)

@@ -26,7 +26,7 @@ from ._engine import FaultEngine, Injected
 from ._link import CallRecorder, Link
 from ._plan import TO_CLIENT, TO_SERVER, Plan
 
-__all__ = ["ProxyEnded", "run_stdio_proxy"]
+__all__ = ["ProxyEnded", "run_stdio_proxy", "server_name"]
 
 #: How long COMMAND gets to exit after its stdin closes, then after SIGTERM.
 GRACE_S = 2.0
@@ -40,6 +40,11 @@ class ProxyEnded(Exception):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+def server_name(command: Sequence[str]) -> str:
+    """The name a stdio proxy gives the server COMMAND runs: its program's file name."""
+    return os.path.basename(command[0])
 
 
 async def read_lines(stream: trio.abc.ReceiveStream) -> AsyncIterator[bytes]:
@@ -146,11 +151,17 @@ async def run_stdio_proxy(
     ``engine`` may be passed to read its fault log afterwards; ``on_inject`` is called
     with each fault as it is injected. ``history``, a
     :class:`~supervisor.faults.CallHistory`, records every tool call the client makes as
-    it lived it (:class:`~supervisor.faults.CallRecorder`), under COMMAND's name.
+    it lived it (:class:`~supervisor.faults.CallRecorder`).
+
+    The proxy fronts one server, named by COMMAND's file name (``mcp-server-time`` for
+    ``/usr/bin/mcp-server-time``): its calls and every injected fault are recorded under
+    that name — or the engine's ``server``, if it names one.
     """
     plan.check_supported("a stdio server (chaos --plan P -- COMMAND)", http=False)
     if engine is None:
         engine = FaultEngine(plan, on_inject=on_inject)
+    if engine.server is None:
+        engine.server = server_name(command)
     engine.start()
     if stdin is None:
         stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
@@ -176,7 +187,7 @@ async def run_stdio_proxy(
     calls = None
     if history is not None:
         history.start()
-        calls = CallRecorder(history, server=os.path.basename(command[0]))
+        calls = CallRecorder(history, server=engine.server)
     try:
         async with trio.open_nursery() as nursery:
             link = Link(engine, target, nursery, to_client=to_client.send, calls=calls)
