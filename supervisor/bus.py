@@ -16,6 +16,9 @@ so one slow reader never slows the supervision tree or any other reader::
             async for event in events:
                 print(event.kind, event.ts)
 
+A supervision tree publishes what it decides here with ``open_tree(children,
+notify=bus.notify)``: each restart and give-up as its ``supervisor.*`` event.
+
 Subscriptions and the mailbox belong to the :class:`Bus`, not to one incarnation of its
 actor: a fan-out that raises (a bug) crashes the incarnation, the event being fanned out is
 dropped (and counted), the tree starts a new incarnation, and subscribers go on receiving
@@ -209,23 +212,35 @@ class Bus:
                 sub._waiter = None
                 reschedule(task)
 
-    def notify(self, kind: str, /, **fields: object) -> None:
+    def notify(self, kind: str | Decision, /, **fields: object) -> None:
         """Publish the event of ``kind`` built from ``fields`` (see :func:`make_event`).
 
-        This is the notice hook handed to the supervision tree.
+        Given a supervision tree's decision instead of a kind, publish the ``supervisor.*``
+        event it makes, if any, as :meth:`decided` does: so ``bus.notify`` is also a tree's
+        notice hook, ``open_tree(children, notify=bus.notify)``.
 
         Raises:
           ValueError: ``kind`` is not in the event catalog.
-          TypeError: the fields do not fit that kind.
+          TypeError: the fields do not fit that kind, or ``kind`` is neither a kind nor a
+            decision (a decision takes no fields).
         """
-        if self._closed:
-            return
-        self.publish(make_event(kind, **fields))
+        if isinstance(kind, str):
+            if not self._closed:
+                self.publish(make_event(kind, **fields))
+        elif isinstance(kind, Decision) and not fields:
+            self.decided(kind)
+        else:
+            raise TypeError(
+                f"bus.notify takes an event kind and its fields, or a supervision tree's "
+                f"decision alone; got {kind!r}"
+                + (f" with fields {sorted(fields)}" if fields else "")
+            )
 
     def decided(self, decision: Decision) -> None:
         """Publish the ``supervisor.*`` event a supervision tree's decision makes, if any
-        (:func:`~supervisor.events.tree_event`): the bus's ``notify`` hook for a tree,
-        ``open_tree(children, notify=bus.decided)``."""
+        (:func:`~supervisor.events.tree_event`): a tree's notice hook on this bus,
+        ``open_tree(children, notify=bus.decided)`` (or ``notify=bus.notify``, the same).
+        A scheduled restart, or an exit that is not restarted, publishes nothing."""
         event = tree_event(decision)
         if event is not None:
             self.publish(event)

@@ -3,9 +3,11 @@ from __future__ import annotations
 import inspect
 
 import pytest
+import structlog
 import trio
 import trio.testing
 
+from supervisor.actors import Actor, Backoff, actor_spec, open_tree
 from supervisor.bus import Bus, BusStatistics, Subscription, SubscriptionStatistics, open_bus
 from supervisor.events import (
     BusDropped,
@@ -604,3 +606,40 @@ async def test_misuse_is_said_plainly() -> None:
     closed = "^cannot subscribe: the event bus is closed$"
     with pytest.raises(trio.ClosedResourceError, match=closed):
         bus.subscribe()
+
+
+# --- the tree's notice hook --------------------------------------------------------------
+
+
+class _Greeter(Actor):
+    async def handle(self, message: object) -> str:
+        if message == "crash":
+            raise RuntimeError("boom")
+        return f"hello, {message}"
+
+
+@pytest.mark.parametrize("hook", ["notify", "decided"])
+async def test_bus_notify_and_decided_are_each_a_trees_notice_hook(
+    hook: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """`open_tree(notify=bus.notify)`, as the README writes it, publishes what the tree
+    decided exactly as `notify=bus.decided` does: the restart, not the scheduled one, and
+    nothing is logged as a failed hook."""
+    bus = Bus()
+    greeter = actor_spec("greeter", _Greeter, backoff=Backoff(initial=0.1))
+    with structlog.testing.capture_logs() as logs, bus.subscribe("supervisor.*") as events:
+        async with open_tree([greeter], notify=getattr(bus, hook)):
+            greeter.address.cast("crash")
+            assert await greeter.address.call("again", timeout=5) == "hello, again"
+        got = events.drain()
+    assert [(e.kind, e.child, e.restarts) for e in got] == [
+        ("supervisor.child.restarted", "greeter", 1)
+    ]
+    assert [e for e in logs if e["log_level"] == "error"] == []
+
+
+def test_bus_notify_refuses_what_is_neither_a_kind_nor_a_decision() -> None:
+    """Anything but a kind with its fields, or a decision alone, is a TypeError saying so."""
+    bus = Bus()
+    with pytest.raises(TypeError, match="an event kind and its fields, or a supervision tree"):
+        bus.notify(42)  # type: ignore[arg-type]
