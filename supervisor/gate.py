@@ -28,7 +28,10 @@ once, from the moment it is invoked, even when it fails before it is sent — an
 goes to the server in the request's ``_meta``. With an audit log
 (:class:`supervisor.audit.AuditLog`) every call is written there the same way, one line
 with the approval decision and the outcome, under the history's call id if there is one;
-a log that cannot be written refuses calls before they are sent.
+a log that cannot be written refuses calls before they are sent. Every call that named a
+server also goes, with its latency and outcome, to each
+:class:`~supervisor.monitor.CallWindow` in ``windows`` (the dashboard's strips); with
+none there, nothing is timed or kept.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ if TYPE_CHECKING:
 
     from .audit import AuditLog
     from .faults._history import CallHistory
+    from .monitor import CallWindow
 
 log = get_logger("supervisor.gate")
 
@@ -91,6 +95,8 @@ class Gate:
         self._spill_dir = spill_dir
         self.history = history
         self.audit = audit
+        #: the windows every call is added to once it ended (``SupervisorHandle.recent_calls``)
+        self.windows: tuple[CallWindow, ...] = ()
         # (server, original name, merged name) -> (the tool object decided on, the verdict)
         self._verdicts: dict[tuple[str, str, str], tuple[types.Tool, ApprovalReason | Decider]] = {}
         # one question to the approval callback at a time (trio's lock is fair: FIFO)
@@ -148,6 +154,9 @@ class Gate:
         audit = self.audit
         entry = None
         sent = False
+        windows = self.windows
+        started = trio.current_time() if windows else 0.0
+        called: str | None = None  # the server, once known
         if audit is not None:
             entry = audit.begin(name, arguments, None if record is None else record.call_id)
         try:
@@ -167,9 +176,11 @@ class Gate:
             if entry is not None:
                 entry.server, entry.original = server.name, original
             span.set_attribute(tracing.SERVER, server.name)
+            called = server.name
             listed = server.tool(original)
             if listed is None:
                 server, original, listed = await self._learn(name, server, timeout)
+                called = server.name
                 if record is not None:
                     record.server, record.original = server.name, original
                 if entry is not None:
@@ -220,13 +231,22 @@ class Gate:
                 history.ended(record, exc)  # type: ignore[union-attr]
             if entry is not None:
                 audit.end(entry, exc)  # type: ignore[union-attr]
-            tracing.ended(span, audit_outcome(exc, sent=sent), exc)
+            outcome = audit_outcome(exc, sent=sent)
+            tracing.ended(span, outcome, exc)
+            if windows and called is not None:
+                latency = trio.current_time() - started
+                for window in windows:
+                    window.add(called, name, latency, outcome, type(exc).__name__)
             raise
         if record is not None:
             history.ok(record)  # type: ignore[union-attr]
         if entry is not None:
             audit.end(entry, None, result)  # type: ignore[union-attr]
         tracing.ended(span, "ok")
+        if windows:
+            latency = trio.current_time() - started
+            for window in windows:
+                window.add(server.name, name, latency, "ok")
         return result
 
     async def _ask(

@@ -75,7 +75,7 @@ from .errors import (
 from .faults import Injected, Plan
 from .gate import Gate, ServerView, connect
 from .log import RedactionScope, configure_default_logging, get_logger, redacting, redactor
-from .monitor import SessionSummary, summarize
+from .monitor import CallWindow, SessionSummary, summarize
 from .registry import (
     Catalog,
     NamingPolicy,
@@ -244,6 +244,20 @@ class SupervisorHandle:
             name: servers[name].record() if name in servers else disabled_record(config)
             for name, config in self.config.servers.items()
         }
+
+    @contextmanager
+    def recent_calls(self, seconds: float = 300.0) -> Iterator[CallWindow]:
+        """While the block runs, every tool call that names a server is kept, with its
+        latency and outcome, in the :class:`~supervisor.monitor.CallWindow` it yields:
+        the calls of the last *seconds*, a few per second at most (what the dashboard's
+        strips draw). Several blocks may run at once, each with its own window."""
+        window = CallWindow(seconds)
+        gate = self._gate
+        gate.windows = (*gate.windows, window)
+        try:
+            yield window
+        finally:
+            gate.windows = tuple(w for w in gate.windows if w is not window)
 
     def faults(self) -> list[Injected]:
         """Every fault the servers' ``faults`` plans injected so far (docs/faults.md), in

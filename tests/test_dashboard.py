@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
@@ -20,9 +21,15 @@ import trio
 import trio_websocket
 
 from supervisor.dashboard import DashboardInfo, parse_address, serve_dashboard
+from supervisor.errors import ToolArgumentsInvalid, ToolCallTimeout, ToolError
 from supervisor.events import make_event
 from supervisor.runtime import SupervisorHandle, open_supervisor
-from supervisor.testing.browser import BrowserNotFound, find_chromium, open_browser
+from supervisor.testing.browser import (
+    CHROMIUM_FLAGS,
+    BrowserNotFound,
+    find_chromium,
+    open_browser,
+)
 from supervisor.testing.servers import open_oauth_server, stdio_params
 
 from .probes import until
@@ -456,6 +463,82 @@ async def test_a_page_that_reads_slowly_loses_its_oldest_events_and_is_told() ->
         nursery.cancel_scope.cancel()
 
 
+BREAKOUT = "</script><script>alert(1)</script><!--"
+
+_SNAPSHOT = re.compile(r'<script type="application/json" id="snapshot">(.*?)</script>', re.S)
+
+
+def snapshot_of(page: str) -> dict[str, object]:
+    """The state a page is served with: its JSON data block."""
+    found = _SNAPSHOT.search(page)
+    assert found, page[:500]
+    return json.loads(found.group(1))  # type: ignore[no-any-return]
+
+
+def elements(node: object, tag: str) -> list[list[object]]:
+    """Every element of *tag* in a drawing's JSON form (``[tag, attrs, children]``)."""
+    if not isinstance(node, list):
+        return []
+    found = [node] if node[0] == tag else []
+    for child in node[2]:
+        found += elements(child, tag)
+    return found
+
+
+def bands(strip: object) -> list[str]:
+    return [r[1]["data-state"] for r in elements(strip, "rect") if "data-state" in r[1]]  # type: ignore[index, operator]
+
+
+async def test_the_page_is_served_with_its_state_and_the_feed_carries_the_strips() -> None:
+    """The page embeds what the feed's hello says — every record, the recent events, a
+    strip per server and their legend — with ``<`` escaped, so a server's text cannot end
+    the data block; hello and each update carry the strips, a call's point among them."""
+    async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        await sup.connect_all()
+        sup.bus.publish(
+            make_event("mcp.error", server="notes", error=BREAKOUT, retry_in=None, attempt=1)
+        )
+
+        def reached(page: str) -> bool:  # the hub has the event
+            return any(e.get("error") == BREAKOUT for e in snapshot_of(page)["events"])  # type: ignore[union-attr]
+
+        with trio.fail_after(10):
+            page = (await http(info, "GET", "/")).body.decode()
+            while not reached(page):
+                await trio.sleep(0.01)
+                page = (await http(info, "GET", "/")).body.decode()
+        assert BREAKOUT not in page and page.count("</script>") == 2  # app.js's, the block's
+        data = snapshot_of(page)
+        assert data["type"] == "hello" and data["window"] == 300
+        assert [(r["server"], r["status"]) for r in data["servers"]] == [  # type: ignore[index, union-attr]
+            ("notes", "connected"),
+            ("calc", "connected"),
+        ]
+        assert list(data["strips"]) == ["notes", "calc"]  # type: ignore[arg-type]
+        for strip in data["strips"].values():  # type: ignore[union-attr]
+            assert strip[0] == "svg" and strip[1]["class"] == "tl"
+            assert bands(strip)[-1] == "connected"
+        assert data["legend"][0] == "div"  # type: ignore[index]
+        css = await http(info, "GET", "/timeline.css")
+        assert css.status == 200 and "svg.tl" in css.body.decode()
+
+        async with open_feed(info, origin(info)) as ws:
+            hello = json.loads(await ws.get_message())
+            assert set(hello["strips"]) == {"notes", "calc"} and hello["legend"][0] == "div"
+            await sup.call("notes_echo", {"text": "hi"})
+            with trio.fail_after(10):
+                while True:
+                    update = json.loads(await ws.get_message())
+                    assert update["type"] == "update" and "legend" not in update
+                    points = elements(update["strips"]["notes"], "circle")
+                    if points:
+                        break
+        assert [p[1]["class"] for p in points] == ["call ok"]  # type: ignore[index]
+        assert elements(update["strips"]["calc"], "circle") == []
+        nursery.cancel_scope.cancel()
+
+
 async def test_cancelling_the_dashboard_closes_its_feeds_with_1001_and_frees_the_port() -> None:
     """Cancelling `serve_dashboard` returns promptly, even with a page's feed and an idle
     keep-alive connection open: the feed is closed with 1001 (going away), the idle
@@ -812,11 +895,195 @@ async def test_the_page_in_chromium_shows_crash_recovery_and_restarts(
     print("chromium timings (s): " + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
 
 
+#: A line a server writes on stderr (it ends up in its crash's reason): markup, were
+#: it ever parsed.
+STDERR_MARKUP = '<img src=x onerror="window.parsed=1">'
+
+
+def stdio_fixture(kind: str, **options: object) -> dict[str, object]:
+    command, args = stdio_params(kind, **options)  # type: ignore[arg-type]
+    return {"command": command, "args": args, "approve": False}
+
+
+_STRIP = "document.querySelector('.strip[data-server={name}]')"
+
+
+def strip_band(name: str, state: str) -> str:
+    """A JS condition: the last band of the server's strip is in *state*; its value is the
+    colour it is drawn in."""
+    strip = _STRIP.format(name=json.dumps(name))
+    return (
+        f"(() => {{ const bands = {strip} ? {strip}.querySelectorAll('rect.state') : []; "
+        "const last = bands[bands.length - 1]; "
+        f"return last && last.dataset.state === {json.dumps(state)} && "
+        "getComputedStyle(last).fill; })()"
+    )
+
+
+def strip_point(name: str, selector: str) -> str:
+    """A JS condition: the server's strip has a call point matching *selector*; its value
+    is the point's colour."""
+    strip = _STRIP.format(name=json.dumps(name))
+    return (
+        f"(() => {{ const p = {strip} && {strip}.querySelector({json.dumps(selector)}); "
+        "return p && getComputedStyle(p).fill; })()"
+    )
+
+
+async def test_the_strips_in_chromium_turn_red_on_a_kill_and_show_each_call_by_outcome(
+    chromium: str,
+) -> None:
+    """Each server has a strip: its last band turns red (down) when its process is
+    killed with SIGKILL and green again once it is back, with a restart tick; calls
+    appear as points coloured by outcome — ok, a tool error, failed before sending, a
+    timeout that may have run. A server's stderr text in a tick's title stays text. (The
+    screenshot of docs/monitoring.md is this page, once the first kill is behind it.)"""
+    settings = {
+        "mcpServers": {
+            "notes": stdio_fixture("echo"),
+            "tools": stdio_fixture("rich"),
+            "slow": stdio_fixture("slow", stderr_line=STDERR_MARKUP),
+        },
+        "supervisor": {"backoff": {"local": {"initial": 1.0, "jitter": 0}}},
+    }
+    async with open_supervisor(settings) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        await sup.connect_all()
+        async with open_browser(chromium) as browser:
+            page = await browser.new_page()
+            await page.navigate(info.url)
+            await page.wait_for("document.body.dataset.feed === 'live'")
+            names = await page.evaluate(
+                "[...document.querySelectorAll('.strip')].map(s => s.dataset.server)"
+            )
+            assert names == ["notes", "tools", "slow"]
+            green = await page.wait_for(strip_band("notes", "connected"))
+            assert green == "rgb(45, 164, 78)"
+
+            # A call of each outcome, each a point of its colour.
+            await sup.call("notes_echo", {"text": "hi"})
+            with pytest.raises(ToolError):
+                await sup.call("tools_fail", {"message": "no"})
+            with pytest.raises(ToolArgumentsInvalid):
+                await sup.call("notes_echo", {"text": 1})
+            with pytest.raises(ToolCallTimeout):
+                await sup.call("slow_sleep", {"seconds": 30}, timeout=0.2)
+            colours = [
+                await page.wait_for(strip_point(name, selector))
+                for name, selector in (
+                    ("notes", "circle.call.ok"),
+                    ("tools", "circle.call.tool-error"),
+                    ("notes", "rect.call.fail"),
+                    ("slow", "polygon.call.info"),
+                )
+            ]
+            assert colours == [
+                "rgb(26, 127, 55)",
+                "rgb(9, 105, 218)",
+                "rgb(188, 76, 0)",
+                "rgb(130, 80, 223)",
+            ]
+
+            # A kill: the watcher is armed first, so the red band cannot be missed.
+            await page.evaluate(
+                f"""window.sawDown = new Promise((resolve) => {{
+                    const check = () => {{ const fill = {strip_band("notes", "down")};
+                        if (fill) {{ observer.disconnect(); resolve(fill); }} }};
+                    const observer = new MutationObserver(check);
+                    observer.observe(document, {{subtree: true, childList: true}});
+                }}); true"""
+            )
+            pid = sup.status()["notes"].pid
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            with trio.fail_after(15):
+                red = await page.evaluate("window.sawDown")
+            assert red == "rgb(207, 34, 46)"
+            assert await page.wait_for(strip_band("notes", "connected"), timeout=30) == green
+            strip = _STRIP.format(name=json.dumps("notes"))
+            states = await page.evaluate(
+                f"[...{strip}.querySelectorAll('rect.state')].map(r => r.dataset.state)"
+            )
+            assert isinstance(states, list) and "down" in states, states
+            down = len(states) - 1 - states[::-1].index("down")
+            assert states[-1] == "connected" and "connected" in states[:down], states
+            await page.wait_for(f"{strip}.querySelector('line.restart')")
+            await sup.call("notes_echo", {"text": "back"})
+            await page.wait_for(f"{strip}.querySelectorAll('circle.call.ok').length >= 2")
+            shot = await page.screenshot(ARTIFACTS / "dashboard-strips.png")
+            print(f"\ndashboard strips screenshot: {shot}")
+
+            # A server's own words (its last stderr line) in a restart's title: text.
+            pid = sup.status()["slow"].pid
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            strip = _STRIP.format(name=json.dumps("slow"))
+            ticks = await page.wait_for(
+                f"(() => {{ const t = [...{strip}.querySelectorAll('line.restart')]"
+                ".map(t => t.textContent); return t.length && t; })()",
+                timeout=30,
+            )
+            assert any(STDERR_MARKUP in t for t in ticks), ticks  # type: ignore[union-attr]
+            assert await page.evaluate("document.querySelectorAll('img').length") == 0
+            assert await page.evaluate("window.parsed === undefined")
+            problems = [line for line in page.console if not line.startswith("console.log")]
+            assert problems == [], problems
+        nursery.cancel_scope.cancel()
+
+
+#: Replaces the page's WebSocket with one that never opens: the page has no feed.
+NO_FEED = "window.WebSocket = class { constructor() {} close() {} };"
+
+
+async def test_the_first_render_shows_the_state_the_page_was_served_with(
+    chromium: str, supervised: tuple[SupervisorHandle, DashboardInfo]
+) -> None:
+    """Without any feed (its WebSocket never opens) the page shows what it was served
+    with: every server green in the table, each strip's band green, the summary; and a
+    screenshot-style load (``--dump-dom --virtual-time-budget``) never shows a page
+    still waiting for its feed."""
+    sup, info = supervised
+    async with open_browser(chromium) as browser:
+        page = await browser.new_page()
+        await page.send("Page.addScriptToEvaluateOnNewDocument", {"source": NO_FEED})
+        await page.navigate(info.url)
+        await page.wait_for(f"{row_is('notes', 'green')} && {row_is('calc', 'green')}")
+        for name in ("notes", "calc"):
+            assert await page.evaluate(strip_band(name, "connected")) == "rgb(45, 164, 78)"
+        summary = await page.evaluate("document.getElementById('summary').textContent")
+        assert summary == "2 servers configured · 2 connected · 6 tools available"
+        assert await page.evaluate("document.body.dataset.feed") == "snapshot"
+        live = await page.evaluate("document.getElementById('live-text').textContent")
+        assert isinstance(live, str) and live.startswith("as of ")
+        problems = [line for line in page.console if not line.startswith("console.log")]
+        assert problems == [], problems
+
+    for _ in range(3):  # it was 2 in 5 before the page embedded its state
+        with tempfile.TemporaryDirectory(prefix="mcp-supervisor-chromium-") as profile:
+            dumped = await trio.run_process(
+                [
+                    chromium,
+                    *CHROMIUM_FLAGS,
+                    f"--user-data-dir={profile}",
+                    "--dump-dom",
+                    "--virtual-time-budget=2000",
+                    info.url,
+                ],
+                capture_stdout=True,
+                capture_stderr=True,
+                start_new_session=True,
+            )
+        dom = dumped.stdout.decode()
+        assert f'id="summary" class="summary">{summary}</p>' in dom, dom[:2000]
+        assert dom.count('data-health="green"') >= 2
+
+
 async def test_the_page_in_chromium_shows_a_server_waiting_for_a_login_then_connected(
     chromium: str, tmp_path: Path
 ) -> None:
     """A remote server waiting for an OAuth login is yellow, saying the command that logs
-    it in; once logged in it turns green with its tools. The page never holds a token,
+    it in, and its strip's band is "needs login"; once logged in it turns green with its
+    tools. The page never holds a token,
     and shows no console error."""
     from .test_auth import SCOPES, Browser, stored
     from .test_auth import config as oauth_config
@@ -840,9 +1107,13 @@ async def test_the_page_in_chromium_shows_a_server_waiting_for_a_login_then_conn
                 f"{row}.querySelector('.detail').textContent]"
             )
             assert shown == ["needs_auth", "needs login: mcp-supervisor auth login remote"]
+            # Its strip says so too, though no event announced it: the status is sampled.
+            waiting = await page.wait_for(strip_band("remote", "needs_auth"))
+            assert waiting == "rgb(164, 117, 249)"
 
             await sup.login("remote", Browser())
             await page.wait_for(f"{row_is('remote', 'green')} && {cell('remote', 'tools')} !== '—'")
+            await page.wait_for(strip_band("remote", "connected"))
             assert await page.evaluate(f"{row}.querySelector('.detail').textContent") == ""
             await page.wait_for(
                 "document.querySelector('#timeline li[data-kind=\"mcp.auth.completed\"]')"

@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+from typing import get_args
 
 import pytest
 import trio
@@ -21,9 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from supervisor import log
-from supervisor.errors import ToolError
+from supervisor.audit import AuditOutcome
+from supervisor.errors import ToolArgumentsInvalid, ToolCallTimeout, ToolError, UnknownTool
 from supervisor.monitor import (
     STATUSES,
+    CallWindow,
     LatencyHistogram,
     ServerMetrics,
     display_width,
@@ -33,6 +36,7 @@ from supervisor.monitor import (
     status_table,
     summary_text,
 )
+from supervisor.monitor._calls import KINDS
 from supervisor.monitor._table import about
 from supervisor.runtime import open_supervisor
 from supervisor.server import Health, HealthRecord, ServerStatus
@@ -111,7 +115,10 @@ def sample_records() -> dict[str, HealthRecord]:
             **handshake,
         ),
         record(
-            "custom-api", "connecting", type="ws", target="wss://api.example.com/mcp",
+            "custom-api",
+            "connecting",
+            type="ws",
+            target="wss://api.example.com/mcp",
             retry_attempt=1,
         ),  # fmt: skip
         record(
@@ -135,6 +142,7 @@ def sample_records() -> dict[str, HealthRecord]:
 
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "monitoring.md"
+
 
 def documented_sample() -> str:
     """The table shown first in docs/monitoring.md."""
@@ -665,9 +673,7 @@ async def test_status_prints_the_table(tmp_path: pathlib.Path) -> None:
     assert re.fullmatch(r"  alpha {8}🟢 {8}3 {4}(just now|\d+s ago)", lines[4])
     second = r"      stdio · python\S* -m supervisor\.testing\.servers echo · fixture-echo · .+"
     assert re.fullmatch(second, lines[5])
-    assert (
-        lines[6] == "  broken       🔴        —    —              tried once: exited with code 1"
-    )
+    assert lines[6] == "  broken       🔴        —    —              tried once: exited with code 1"
     assert lines[7] == "      stdio · false"
     assert lines[-1] == "  2 servers configured | 1 connected | 3 tools available"
 
@@ -813,3 +819,65 @@ async def test_retry_details_are_there_as_soon_as_the_error_is_announced() -> No
         assert record.next_retry_at == pytest.approx(event.ts + event.retry_in, abs=1)
         table = status_table({"calc": record}, now=record.next_retry_at - event.retry_in)
         assert "(retry 1/3 in 5s)" in table
+
+
+# -- the recent calls the dashboard's strips draw ------------------------------------------
+
+
+def test_a_call_window_keeps_the_slowest_call_of_each_second_and_outcome() -> None:
+    """However many calls end in one second, a window keeps one per outcome class, the
+    slowest; it forgets those that ended before its span."""
+    window = CallWindow(seconds=10)
+    for latency in (0.5, 0.1, 0.9, 0.2):  # four ok calls ending in second 100
+        window.add("s", "s_echo", latency, "ok", now=100.5)
+    window.add("s", "s_add", 0.3, "invalid_arguments", "ToolArgumentsInvalid", now=100.6)
+    kept = window.calls("s", since=0)
+    assert [(c.kind, c.latency) for c in kept] == [("ok", 0.9), ("fail", 0.3)]
+    assert kept[0].at == pytest.approx(99.6) and kept[1].error == "ToolArgumentsInvalid"
+    assert (window.added, window.thinned) == (5, 3)
+    window.add("s", "s_echo", 0.1, "ok", now=101.2)  # a new second: kept
+    assert len(window.calls("s", since=0)) == 3
+    assert [c.at for c in window.calls("s", since=100.9)] == [pytest.approx(101.1)]
+    window.add("s", "s_echo", 0.1, "indefinite", now=111.0)  # second 100 is out of the span
+    assert [(c.kind, c.second) for c in window.calls("s", since=0)] == [("ok", 101), ("info", 111)]
+    assert window.calls("other", since=0) == []
+
+
+def test_every_audit_outcome_has_an_outcome_class_of_the_fault_report() -> None:
+    """Each outcome the gate can give a call is drawn as one of the report's classes:
+    answered ``ok``, the tool's own ``tool-error``, ``fail`` (not executed) or ``info``
+    (may have been)."""
+    assert set(KINDS) == set(get_args(AuditOutcome))
+    assert set(KINDS.values()) == {"ok", "tool-error", "fail", "info"}
+    assert KINDS["indefinite"] == "info" and KINDS["refused"] == "fail"
+
+
+async def test_recent_calls_keeps_every_call_of_its_block_with_its_outcome() -> None:
+    """Within ``recent_calls()`` each call that named a server is kept with its latency
+    and outcome class (a tool error, invalid arguments, a timeout once sent); outside
+    it, and for a name no server has, nothing is kept."""
+    config = {"mcpServers": {"notes": stdio("rich"), "slow": stdio("slow")}}
+    async with open_supervisor(config) as sup:
+        await sup.connect_all()
+        await sup.call("notes_echo", {"text": "before"})
+        with sup.recent_calls() as window, sup.recent_calls(60) as other:
+            await sup.call("notes_echo", {"text": "a"})
+            with pytest.raises(ToolError):
+                await sup.call("notes_fail", {"message": "no"})
+            with pytest.raises(ToolArgumentsInvalid):
+                await sup.call("notes_echo", {"text": 1})
+            with pytest.raises(ToolCallTimeout):
+                await sup.call("slow_sleep", {"seconds": 30}, timeout=0.2)
+            with pytest.raises(UnknownTool):
+                await sup.call("nobody_echo", {"text": "x"})
+        await sup.call("notes_echo", {"text": "after"})
+    notes = window.calls("notes", since=0)
+    assert [(c.tool, c.kind, c.error) for c in notes] == [
+        ("notes_echo", "ok", None),
+        ("notes_fail", "tool-error", "ToolError"),
+        ("notes_echo", "fail", "ToolArgumentsInvalid"),
+    ]
+    slow = window.calls("slow", since=0)
+    assert [(c.tool, c.kind) for c in slow] == [("slow_sleep", "info")]
+    assert slow[0].latency >= 0.2 and all(c.latency > 0 for c in notes)
+    assert window.added == 4 and other.added == 4 and other.seconds == 60

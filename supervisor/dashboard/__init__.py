@@ -7,11 +7,17 @@
         print("dashboard at", info.url)
 
 :func:`serve_dashboard` serves, on one listener: the page (``/``, ``/app.js``,
-``/app.css``: no external resources, no build step), its feed (``/ws``: a snapshot of
-every server's health record and the recent events on connect, then an update for each
-burst of events, fed by the event bus and never slowing it), the actions
-(``POST /api/servers/NAME/restart`` and ``.../stop``), ``/metrics`` (Prometheus text)
-and ``/healthz`` (JSON; 503 when no server is connected or idle).
+``/app.css``, ``/timeline.css``: no external resources, no build step), served with the
+state it starts from (so that its first render needs no feed), its feed (``/ws``: a
+snapshot of every server's health record, its strip and the recent events on connect,
+then an update for each burst of events, fed by the event bus and never slowing it),
+the actions (``POST /api/servers/NAME/restart`` and ``.../stop``), ``/metrics``
+(Prometheus text) and ``/healthz`` (JSON; 503 when no server is connected or idle).
+
+Each server's strip (``_strips``) is its last minutes — states, restarts, calls by
+outcome — drawn by :mod:`supervisor.timeline`, the fault report's drawing, from what the
+dashboard sees: the servers' statuses, the bus's events, and the calls of a
+``SupervisorHandle.recent_calls`` window it keeps open while it serves.
 
 It is a plain ASGI application (``_app``; no web framework) served by hypercorn's trio
 worker, in the caller's trio run: every connection and request is a task in a nursery,

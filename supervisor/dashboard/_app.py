@@ -3,8 +3,10 @@ metrics and health.
 
 Routes (anything else is ``404``; a known path with another method is ``405``)::
 
-    GET  /                          the page (HTML), with this process's action token
+    GET  /                          the page (HTML), with this process's action token and
+                                    the state it starts from (the feed's ``hello``)
     GET  /app.js, /app.css          its script and style sheet
+    GET  /timeline.css              the styles of its strips (the fault report's too)
     GET  /ws                        WebSocket upgrade: the live feed (read-only)
     POST /api/servers/NAME/restart  restart server NAME (token and Origin required)
     POST /api/servers/NAME/stop     stop server NAME (token and Origin required)
@@ -34,6 +36,7 @@ from .._serving import lifespan as _lifespan
 from ..actors import SupervisorError
 from ..log import get_logger
 from ..monitor import readiness
+from ..timeline import TIMELINE_CSS
 from ._feed import Hub
 from ._http import (
     Disconnected,
@@ -48,10 +51,11 @@ from ._http import (
     read_body,
     send_response,
 )
-from ._live import serve_feed
+from ._live import hello, serve_feed
 from ._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ._metrics import render_metrics
 from ._security import TOKEN_HEADER, Guard
+from ._strips import Strips
 
 if TYPE_CHECKING:
     from ..runtime import SupervisorHandle
@@ -62,6 +66,7 @@ log = get_logger("supervisor.dashboard")
 
 _ACTIONS = ("restart", "stop")
 _TOKEN_PLACEHOLDER = "__DASHBOARD_TOKEN__"
+_SNAPSHOT_PLACEHOLDER = "__DASHBOARD_SNAPSHOT__"
 _STATIC = {
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
@@ -81,10 +86,17 @@ class DashboardApp:
     """
 
     def __init__(
-        self, sup: SupervisorHandle, guard: Guard, hub: Hub, token: str, stopping: trio.Event
+        self,
+        sup: SupervisorHandle,
+        guard: Guard,
+        hub: Hub,
+        strips: Strips,
+        token: str,
+        stopping: trio.Event,
     ) -> None:
         self.sup = sup
         self.hub = hub
+        self.strips = strips
         self._guard = guard
         self._token = token
         self._stopping = stopping
@@ -93,6 +105,7 @@ class DashboardApp:
             "/healthz": self._healthz,
             "/readyz": self._readyz,
             "/metrics": self._metrics,
+            "/timeline.css": self._timeline_css,
             **{path: self._static for path in _STATIC},
         }
 
@@ -131,7 +144,7 @@ class DashboardApp:
             await send_response(send, refusal, websocket=True)
             return
         try:
-            await serve_feed(receive, send, self.sup, self.hub, self._stopping)
+            await serve_feed(receive, send, self.sup, self.hub, self.strips, self._stopping)
         except Exception:
             log.warning("dashboard feed failed", exc_info=True)
 
@@ -163,8 +176,16 @@ class DashboardApp:
     # -- the page ----------------------------------------------------------------------
 
     async def _page(self, request: Request) -> Response:
+        """The page, with the token and the state it starts from: the feed's ``hello``
+        as of now, in a JSON data block (``<`` escaped, so that nothing in it — a server's
+        text — can end the block), so that its first render needs no feed."""
         page = _asset("index.html").replace(_TOKEN_PLACEHOLDER, html.escape(self._token))
+        snapshot = hello(self.sup, self.hub.recent(), self.strips).replace("<", "\\u003c")
+        page = page.replace(_SNAPSHOT_PLACEHOLDER, snapshot, 1)
         return Response(200, page.encode(), "text/html; charset=utf-8")
+
+    async def _timeline_css(self, request: Request) -> Response:
+        return Response(200, TIMELINE_CSS.encode(), "text/css; charset=utf-8")
 
     async def _static(self, request: Request) -> Response:
         name, content_type = _STATIC[request.path]

@@ -1,7 +1,8 @@
 """The live feed: one bus subscription, fanned out to every open page without blocking.
 
-The hub reads the supervisor's events (``sup.subscribe("*")``) and keeps the most recent
-ones, so that a page opened late still shows a timeline. Each page gets an
+The hub reads the supervisor's events (``sup.subscribe("*")``), hands each to its
+*observe* callback (the strips'), and keeps the most recent ones, so that a page opened
+late still shows a timeline. Each page gets an
 :class:`Outbox`: bounded, dropping its oldest events when the page reads too slowly, and
 filled without ever waiting. So neither a slow browser nor a stuck one holds up the hub,
 and the hub, being an ordinary bus subscriber, never holds up the tree.
@@ -11,13 +12,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import msgspec
 import trio
 
 from ..events import Event
 from ..server import HealthRecord
+from ..timeline import Element
 
 __all__ = ["Hub", "Outbox", "feed_message"]
 
@@ -57,15 +59,20 @@ class Outbox:
 class Hub:
     """Fans the bus out to the open pages; see the module docstring."""
 
-    def __init__(self, history: int = HISTORY) -> None:
+    def __init__(
+        self, history: int = HISTORY, observe: Callable[[Event], None] | None = None
+    ) -> None:
         self._history: deque[Event] = deque(maxlen=history)
         self._outboxes: set[Outbox] = set()
+        self._observe = observe
 
     async def run(self, subscribe: object, *, task_status: trio.TaskStatus[None]) -> None:
         """Read events from ``subscribe("*")`` (a handle's or bus's method) until cancelled."""
         async with subscribe("*", buffer=SUBSCRIPTION_BUFFER) as events:  # type: ignore[operator]
             task_status.started()
             async for event in events:
+                if self._observe is not None:
+                    self._observe(event)
                 self._history.append(event)
                 for outbox in self._outboxes:
                     outbox.put(event)
@@ -75,6 +82,10 @@ class Hub:
         outbox = Outbox()
         self._outboxes.add(outbox)
         return list(self._history), outbox
+
+    def recent(self) -> list[Event]:
+        """The events kept for pages opened later, oldest first."""
+        return list(self._history)
 
     def leave(self, outbox: Outbox) -> None:
         self._outboxes.discard(outbox)
@@ -90,13 +101,25 @@ def feed_message(
     records: Mapping[str, HealthRecord],
     events: list[Event],
     dropped: int = 0,
+    *,
+    strips: Mapping[str, Element] | None = None,
+    legend: Element | None = None,
+    window: float | None = None,
 ) -> str:
-    """One feed frame: ``{"type", "ts", "servers": [record...], "events": [...], "dropped"}``."""
-    message = {
+    """One feed frame: ``{"type", "ts", "servers": [record...], "events": [...],
+    "dropped"}``, with ``"strips"`` (each server's drawing, by name), ``"window"`` (the
+    seconds they span) and ``"legend"`` when given."""
+    message: dict[str, object] = {
         "type": kind,
         "ts": time.time(),
         "servers": list(records.values()),
         "events": events,
         "dropped": dropped,
     }
+    if strips is not None:
+        message["strips"] = strips
+    if window is not None:
+        message["window"] = window
+    if legend is not None:
+        message["legend"] = legend
     return msgspec.json.encode(message).decode()

@@ -2,10 +2,11 @@
 
 The HTTP server (hypercorn) does the WebSocket handshake; :func:`serve_feed` is called
 once the upgrade has passed the dashboard's checks. It accepts (with the security
-headers), sends ``hello`` (the recent events and every health record), then an
-``update`` per burst of events, or every :data:`REFRESH_INTERVAL` seconds when there are
-none. The feed is one-way: what the page sends is read and dropped. It ends when the
-page leaves, or with code 1001 (going away) when the dashboard stops.
+headers), sends ``hello`` (the recent events, every health record, the strips and their
+legend — what the page was served with, as of now), then an ``update`` (the new events,
+every record, the strips) per burst of events, or every :data:`REFRESH_INTERVAL` seconds
+when there are none. The feed is one-way: what the page sends is read and dropped. It
+ends when the page leaves, or with code 1001 (going away) when the dashboard stops.
 
 Why the ASGI scope rather than trio-websocket (which the dashboard used while it had its
 own HTTP server): hypercorn owns each connection's stream and parses it itself, so an
@@ -25,14 +26,16 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from ..events import Event
 from ._feed import Hub, feed_message
 from ._http import Receive, Send
 from ._security import SECURITY_HEADERS
+from ._strips import Strips
 
 if TYPE_CHECKING:
     from ..runtime import SupervisorHandle
 
-__all__ = ["REFRESH_INTERVAL", "serve_feed"]
+__all__ = ["REFRESH_INTERVAL", "hello", "serve_feed"]
 
 #: How often an open page gets fresh figures (call counts, latencies) without an event.
 REFRESH_INTERVAL = 2.0
@@ -46,7 +49,12 @@ _ACCEPT_HEADERS = [
 
 
 async def serve_feed(
-    receive: Receive, send: Send, sup: SupervisorHandle, hub: Hub, stopping: trio.Event
+    receive: Receive,
+    send: Send,
+    sup: SupervisorHandle,
+    hub: Hub,
+    strips: Strips,
+    stopping: trio.Event,
 ) -> None:
     """Accept the upgrade and feed the page until it leaves or *stopping* is set."""
     await send({"type": "websocket.accept", "headers": _ACCEPT_HEADERS})
@@ -68,14 +76,29 @@ async def serve_feed(
 
             nursery.start_soon(watch_page)
             nursery.start_soon(watch_dashboard)
-            message = feed_message("hello", sup.status(), history)
+            message = hello(sup, history, strips)
             while True:
                 await send({"type": "websocket.send", "text": message})
                 events, dropped = await outbox.take(REFRESH_INTERVAL)
-                message = feed_message("update", sup.status(), events, dropped)
+                message = feed_message(
+                    "update", sup.status(), events, dropped, strips=strips.draw()
+                )
     finally:
         hub.leave(outbox)
         if not page_left:
             # The dashboard stops (or this task is cancelled): say so to the page.
             with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_TIMEOUT):
                 await send({"type": "websocket.close", "code": _GOING_AWAY})
+
+
+def hello(sup: SupervisorHandle, history: list[Event], strips: Strips) -> str:
+    """The frame a page starts from — in the page itself, and first on its feed: every
+    health record, *history* (the recent events), the strips and their legend."""
+    return feed_message(
+        "hello",
+        sup.status(),
+        history,
+        strips=strips.draw(),
+        legend=strips.legend(),
+        window=strips.window,
+    )

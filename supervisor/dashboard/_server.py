@@ -35,6 +35,7 @@ from ._address import format_host
 from ._app import DashboardApp
 from ._feed import Hub
 from ._security import TOKEN_HEADER, Guard
+from ._strips import WINDOW, Strips
 
 if TYPE_CHECKING:
     from ..runtime import SupervisorHandle
@@ -93,13 +94,16 @@ async def serve_dashboard(
             port=bound_port,
             token=token,
         )
-        hub = Hub()
         stopping = trio.Event()
-        app = DashboardApp(sup, Guard(token, host, bound_port), hub, token, stopping)
-        # The token is redacted from logs while the dashboard serves.
-        with redacting([token]):
+        # The token is redacted from logs while the dashboard serves; the calls are kept
+        # (for the strips) while it serves.
+        with redacting([token]), sup.recent_calls(WINDOW) as calls:
+            strips = Strips(sup, calls)
+            hub = Hub(observe=strips.observe)
+            app = DashboardApp(sup, Guard(token, host, bound_port), hub, strips, token, stopping)
             async with trio.open_nursery() as nursery:
                 await nursery.start(hub.run, sup.subscribe)
+                await nursery.start(strips.run)
                 await nursery.start(
                     partial(
                         serve_sockets,

@@ -23,55 +23,45 @@ and a table of each server's calls. Then one timeline per server on one time axi
 
 A legend explains the colours; hovering any mark shows its details (SVG ``<title>``).
 Then the faults and the calls that did not end ``ok``, as tables.
+
+The timelines and the legend are drawn by :mod:`supervisor.timeline`, the drawing
+the web dashboard's live strips share; this module says what goes on them.
 """
 
 from __future__ import annotations
 
 import html
-import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import msgspec
 
+from ..timeline import (
+    OUTCOMES,
+    TIMELINE_CSS,
+    Band,
+    Layout,
+    Marker,
+    Point,
+    Scale,
+    Tick,
+    decade,
+    draw_timeline,
+    legend,
+    markup,
+    seconds,
+)
 from ._checker import Verdict, check, fault_fields, plural, timed_events
 from ._history import FAIL, OK, CallHistory, CallRecord
 
-__all__ = ["STATE_COLOURS", "render_html", "server_states", "write_html", "write_json"]
+__all__ = ["REPORT_STATES", "render_html", "server_states", "write_html", "write_json"]
 
-#: A server's states on the timeline, and their colours.
-STATE_COLOURS = {
-    "idle": "#eaeef2",
-    "connecting": "#d4a72c",
-    "connected": "#2da44e",
-    "degraded": "#fb8f44",
-    "down": "#cf222e",
-    "failed": "#82071e",
-    "stopped": "#8c959f",
-}
+#: The states the report's timelines show (see :func:`server_states`).
+REPORT_STATES = ("idle", "connecting", "connected", "degraded", "down", "failed", "stopped")
 
-#: A call's outcome classes, their colours and what the legend calls them.
-OUTCOMES = {
-    "ok": ("#1a7f37", "ok (answered)"),
-    "tool-error": ("#0969da", "tool error (isError: it ran)"),
-    "fail": ("#bc4c00", "fail (not executed)"),
-    "info": ("#8250df", "info (may have executed)"),
-    "lost": ("#cf222e", "lost (no outcome)"),
-}
-
-_FAULT_COLOUR = "#24292f"
-
-# The SVG's geometry (user units; the page scales it to its width).
-_WIDTH = 1160
-_LEFT = 84
-_RIGHT = 16
-_STATE_Y, _STATE_H = 8, 18
-_FAULT_Y, _FAULT_H = 34, 14
-_LOST_Y = 62
-_PLOT_TOP, _PLOT_BOTTOM = 76, 206
-_AXIS_Y = 212
-_HEIGHT = 236
+#: The report's layout: a faults lane and a lost lane above the latency plot.
+_LAYOUT = Layout(faults=True, lost=True)
 
 #: Rows of the table of calls that did not end ok.
 _MAX_ROWS = 500
@@ -85,28 +75,6 @@ def _open(rows: int) -> str:
 
 def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
-
-
-def _n(value: float) -> str:
-    """A coordinate, short."""
-    return f"{value:.1f}".rstrip("0").rstrip(".")
-
-
-def _seconds(value: float | None) -> str:
-    if value is None:
-        return "—"
-    if value < 1:
-        return f"{value * 1000:.1f} ms"
-    return f"{value:.3f} s"
-
-
-def _decade(value: float) -> str:
-    """A latency tick's label: ``10 µs``, ``1 ms``, ``100 ms``, ``10 s``."""
-    if value >= 1:
-        return f"{value:g} s"
-    if value >= 1e-3:
-        return f"{round(value * 1e3, 6):g} ms"
-    return f"{round(value * 1e6, 6):g} µs"
 
 
 def _outcome_class(record: CallRecord) -> str:
@@ -169,7 +137,8 @@ def server_states(
 
 # -- the page ------------------------------------------------------------------------------
 
-_CSS = """
+_CSS = (
+    """
 :root { color-scheme: light; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f2328;
        margin: 0; padding: 20px 28px 40px; background: #fff; }
@@ -190,96 +159,13 @@ td.num, th.num { text-align: right; white-space: nowrap; }
 td.text { max-width: 640px; overflow-wrap: anywhere; }
 td.bad { color: #cf222e; font-weight: 600; }
 th { background: #f6f8fa; font-weight: 600; }
-.legend { display: flex; flex-wrap: wrap; gap: 6px 18px; margin: 10px 0 4px;
-          color: #57606a; font-size: 13px; }
-.legend span { display: inline-flex; align-items: center; gap: 5px; }
 section.timeline { margin: 8px 0 4px; }
 section.timeline h2 { margin: 14px 0 2px; }
 section.timeline h2 small { font-weight: 400; color: #57606a; margin-left: 8px; }
-svg.tl { width: 100%; height: auto; display: block; }
-svg text { font: 11px system-ui, sans-serif; fill: #57606a; }
-svg .lane { font-weight: 600; fill: #1f2328; }
-.grid { stroke: #d0d7de; stroke-width: 1; }
-.band { fill: #f6f8fa; }
-.faultline { stroke: #24292f; stroke-opacity: 0.18; stroke-dasharray: 3 3; }
-.restart { stroke: #1f2328; stroke-width: 2; }
 footer { margin-top: 24px; color: #57606a; font-size: 12px; }
 """
-
-
-class _Scale:
-    """Time (trio's clock) to x, latency to y (log), shared by every timeline of the page;
-    ``start`` is the origin: ticks are seconds since then."""
-
-    def __init__(self, start: float, end: float, latencies: list[float]) -> None:
-        self.start = start
-        self.end = end if end > start else start + 1.0
-        positive = [v for v in latencies if v > 0]
-        low = min(positive, default=1e-3)
-        high = max(positive, default=1.0)
-        self.lo = 10 ** math.floor(math.log10(max(low, 1e-5)))
-        self.hi = 10 ** math.ceil(math.log10(max(high, self.lo * 10)))
-        if self.hi <= self.lo:
-            self.hi = self.lo * 10
-
-    def x(self, t: float) -> float:
-        span = _WIDTH - _LEFT - _RIGHT
-        return (
-            _LEFT
-            + (min(max(t, self.start), self.end) - self.start) / (self.end - self.start) * span
-        )
-
-    def y(self, latency: float) -> float:
-        v = min(max(latency, self.lo), self.hi)
-        share = (math.log10(v) - math.log10(self.lo)) / (math.log10(self.hi) - math.log10(self.lo))
-        return _PLOT_BOTTOM - share * (_PLOT_BOTTOM - _PLOT_TOP)
-
-    def time_ticks(self) -> list[float]:
-        """Round times since the origin, about eight of them."""
-        span = self.end - self.start
-        raw = span / 8
-        step = 10 ** math.floor(math.log10(raw))
-        for factor in (1, 2, 5, 10):
-            if raw <= step * factor:
-                step *= factor
-                break
-        count = int(span / step + 1e-9)
-        return [round(k * step, 9) for k in range(count + 1)]
-
-    def latency_ticks(self) -> list[float]:
-        ticks, v = [], self.lo
-        while v <= self.hi * 1.0001:
-            ticks.append(v)
-            v *= 10
-        return ticks
-
-
-def _shape(kind: str, x: float, y: float, title: str, role: str = "call") -> str:
-    """A call's mark (``role`` ``key``: the legend's)."""
-    colour = OUTCOMES[kind][0]
-    inner = f"<title>{_e(title)}</title>"
-    if kind == "fail":
-        return (
-            f'<rect class="{role} {kind}" x="{_n(x - 3.5)}" y="{_n(y - 3.5)}" width="7" '
-            f'height="7" fill="{colour}">{inner}</rect>'
-        )
-    if kind == "info":
-        points = f"{_n(x)},{_n(y - 5)} {_n(x + 5)},{_n(y)} {_n(x)},{_n(y + 5)} {_n(x - 5)},{_n(y)}"
-        return f'<polygon class="{role} {kind}" points="{points}" fill="{colour}">{inner}</polygon>'
-    if kind == "lost":
-        d = (
-            f"M{_n(x - 4)} {_n(y - 4)}L{_n(x + 4)} {_n(y + 4)}"
-            f"M{_n(x - 4)} {_n(y + 4)}L{_n(x + 4)} {_n(y - 4)}"
-        )
-        return (
-            f'<path class="{role} {kind}" d="{d}" stroke="{colour}" stroke-width="2.5" '
-            f'fill="none">{inner}</path>'
-        )
-    opacity = "0.75" if kind == "ok" else "0.9"
-    return (
-        f'<circle class="{role} {kind}" cx="{_n(x)}" cy="{_n(y)}" r="3.5" fill="{colour}" '
-        f'fill-opacity="{opacity}">{inner}</circle>'
-    )
+    + TIMELINE_CSS
+)
 
 
 def _fault_title(fault: Mapping[str, object], at: float) -> str:
@@ -303,7 +189,7 @@ def _call_title(record: CallRecord, origin: float) -> str:
     kind = _outcome_class(record)
     text = (
         f"{record.call_id} {record.tool} — {kind}, invoked at "
-        f"{record.invoked_at - origin:.3f} s, latency {_seconds(record.latency)}"
+        f"{record.invoked_at - origin:.3f} s, latency {seconds(record.latency)}"
     )
     if record.error:
         text += f": {record.error}"
@@ -315,112 +201,45 @@ def _timeline(
     calls: list[CallRecord],
     timed: list[tuple[float, dict[str, object]]],
     faults: list[tuple[float, dict[str, object]]],
-    scale: _Scale,
+    scale: Scale,
     origin: float,
     verdict: Verdict,
 ) -> str:
-    out: list[str] = []
-    add = out.append
-    add(
-        f'<svg class="tl" viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img" '
-        f'aria-label="timeline of {_e(server)}" xmlns="http://www.w3.org/2000/svg">'
-    )
-    # Lanes and grid.
-    add(f'<text class="lane" x="4" y="{_STATE_Y + 13}">state</text>')
-    add(f'<text class="lane" x="4" y="{_FAULT_Y + 11}">faults</text>')
-    add(f'<text class="lane" x="4" y="{_LOST_Y + 4}">lost</text>')
-    middle = _n((_PLOT_TOP + _PLOT_BOTTOM) / 2)
-    add(
-        f'<text class="lane" x="14" y="{middle}" text-anchor="middle" '
-        f'transform="rotate(-90 14 {middle})">latency</text>'
-    )
-    add(
-        f'<rect class="band" x="{_LEFT}" y="{_FAULT_Y}" width="{_WIDTH - _LEFT - _RIGHT}" '
-        f'height="{_FAULT_H}"/>'
-    )
-    add(
-        f'<rect class="band" x="{_LEFT}" y="{_LOST_Y - 6}" width="{_WIDTH - _LEFT - _RIGHT}" '
-        'height="12"/>'
-    )
-    for tick in scale.time_ticks():
-        x = _n(scale.x(scale.start + tick))
-        add(f'<line class="grid" x1="{x}" y1="{_LOST_Y - 6}" x2="{x}" y2="{_PLOT_BOTTOM}"/>')
-        add(f'<text x="{x}" y="{_AXIS_Y + 12}" text-anchor="middle">{_e(f"{tick:g} s")}</text>')
-    for tick in scale.latency_ticks():
-        y = _n(scale.y(tick))
-        add(f'<line class="grid" x1="{_LEFT}" y1="{y}" x2="{_WIDTH - _RIGHT}" y2="{y}"/>')
-        add(f'<text x="{_LEFT - 4}" y="{_n(scale.y(tick) + 4)}" text-anchor="end">')
-        add(f"{_e(_decade(tick))}</text>")
-    # States.
-    for start, end, state in server_states(timed, server, scale.start, scale.end):
-        x1, x2 = scale.x(start), scale.x(end)
-        title = f"{state} from {start - origin:.3f} s to {end - origin:.3f} s"
-        add(
-            f'<rect class="state {state}" data-state="{state}" x="{_n(x1)}" y="{_STATE_Y}" '
-            f'width="{_n(max(x2 - x1, 0.5))}" height="{_STATE_H}" '
-            f'fill="{STATE_COLOURS[state]}"><title>{_e(title)}</title></rect>'
+    restarts = [
+        Tick(
+            t,
+            f"restart {fields.get('restarts')} at {t - origin:.3f} s "
+            f"({fields.get('strategy')}): {fields.get('reason')}",
         )
-    for t, fields in timed:
-        if fields.get("kind") == "supervisor.child.restarted" and fields.get("child") == server:
-            x = _n(scale.x(t))
-            title = (
-                f"restart {fields.get('restarts')} at {t - origin:.3f} s "
-                f"({fields.get('strategy')}): {fields.get('reason')}"
-            )
-            add(
-                f'<line class="restart" x1="{x}" y1="{_STATE_Y - 3}" x2="{x}" '
-                f'y2="{_STATE_Y + _STATE_H + 3}"><title>{_e(title)}</title></line>'
-            )
-    # Faults.
-    for t, fault in faults:
-        x = scale.x(t)
-        add(
-            f'<line class="faultline" x1="{_n(x)}" y1="{_FAULT_Y + _FAULT_H}" x2="{_n(x)}" '
-            f'y2="{_PLOT_BOTTOM}"/>'
-        )
-        points = f"{_n(x - 6)},{_FAULT_Y} {_n(x + 6)},{_FAULT_Y} {_n(x)},{_FAULT_Y + _FAULT_H}"
-        add(
-            f'<polygon class="fault" data-action="{_e(fault["action"])}" points="{points}" '
-            f'fill="{_FAULT_COLOUR}"><title>{_e(_fault_title(fault, t - origin))}</title>'
-            "</polygon>"
-        )
-    # Calls.
+        for t, fields in timed
+        if fields.get("kind") == "supervisor.child.restarted" and fields.get("child") == server
+    ]
+    markers = [
+        Marker(t, str(fault["action"]), _fault_title(fault, t - origin)) for t, fault in faults
+    ]
     found = verdict.servers.get(server)
     lost = set(found.lost) if found is not None else set()
+    points = []
     for record in calls:
         kind = _outcome_class(record)
-        x = scale.x(record.invoked_at)
         if kind == "lost" and record.call_id not in lost:
             continue  # in flight when checked
-        y = _LOST_Y if kind == "lost" else scale.y(record.latency or 0.0)
-        add(_shape(kind, x, y, _call_title(record, origin)))
-    add(
-        f'<line class="grid" x1="{_LEFT}" y1="{_PLOT_BOTTOM}" x2="{_WIDTH - _RIGHT}" '
-        f'y2="{_PLOT_BOTTOM}"/>'
+        points.append(Point(record.invoked_at, record.latency, kind, _call_title(record, origin)))
+    drawing = draw_timeline(
+        server,
+        scale,
+        ticks=[(scale.start + tick, f"{tick:g} s") for tick in scale.round_ticks()],
+        bands=[Band(*band) for band in server_states(timed, server, scale.start, scale.end)],
+        when=lambda t: f"{t - origin:.3f} s",
+        restarts=restarts,
+        calls=points,
+        markers=markers,
     )
-    add("</svg>")
-    return "".join(out)
+    return markup(drawing)
 
 
 def _legend() -> str:
-    items = []
-    for state, colour in STATE_COLOURS.items():
-        items.append(
-            f'<span><svg width="22" height="12"><rect width="22" height="12" '
-            f'fill="{colour}"/></svg>{_e(state)}</span>'
-        )
-    for kind, (_, label) in OUTCOMES.items():
-        shape = _shape(kind, 8, 7, label, role="key")
-        items.append(f'<span><svg width="16" height="14">{shape}</svg>{_e(label)}</span>')
-    items.append(
-        f'<span><svg width="14" height="14"><polygon points="1,1 13,1 7,13" '
-        f'fill="{_FAULT_COLOUR}"/></svg>injected fault</span>'
-    )
-    items.append(
-        '<span><svg width="6" height="14"><line class="restart" x1="3" y1="0" x2="3" '
-        'y2="14"/></svg>restart</span>'
-    )
-    return f'<div class="legend" aria-label="legend">{"".join(items)}</div>'
+    return markup(legend(REPORT_STATES, OUTCOMES, faults=True))
 
 
 def _server_table(verdict: Verdict) -> str:
@@ -480,7 +299,7 @@ def _calls_table(calls: list[CallRecord], origin: float) -> str:
     rows = []
     for c in shown[:_MAX_ROWS]:
         cells = [_e(c.call_id), _e(c.server or "—"), _e(c.tool), _e(_outcome_class(c))]
-        numbers = [f"{c.invoked_at - origin:.3f} s", _e(_seconds(c.latency))]
+        numbers = [f"{c.invoked_at - origin:.3f} s", _e(seconds(c.latency))]
         tds = "".join(f"<td>{cell}</td>" for cell in cells)
         tds += "".join(f'<td class="num">{cell}</td>' for cell in numbers)
         rows.append(f'<tr>{tds}<td class="text">{_e(c.error or "")}</td></tr>')
@@ -550,7 +369,7 @@ def render_html(
     times += [t for t, _ in timed] + [t for t, _ in placed]
     end = max(times)
     end += max((end - origin) * 0.02, 0.001)
-    scale = _Scale(origin, end, [c.latency for c in calls if c.latency is not None])
+    scale = Scale(origin, end, [c.latency for c in calls if c.latency is not None], _LAYOUT)
 
     status = "ok" if verdict.ok else "failed"
     parts = [
@@ -602,7 +421,7 @@ def render_html(
     parts.append(_calls_table(calls, origin))
     parts.append(
         f"<footer>Times are seconds since the history's origin (trio's clock); latency on a "
-        f"log scale from {_e(_decade(scale.lo))} to {_e(_decade(scale.hi))}. "
+        f"log scale from {_e(decade(scale.lo))} to {_e(decade(scale.hi))}. "
         "Hover a mark for its details.</footer>"
     )
     parts.append("</body></html>\n")

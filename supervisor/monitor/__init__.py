@@ -9,7 +9,10 @@
 * :func:`prometheus_text` — those metrics in the Prometheus text format (``/metrics``);
 * :func:`readiness` — ``/readyz``: 503 while a ``required`` server is down;
 * :class:`SessionSummary` — what a session did (``SupervisorHandle.summary()``), and
-  :func:`summary_text` to print it.
+  :func:`summary_text` to print it;
+* :class:`CallWindow` — each server's recent calls, with their latency and outcome
+  (``SupervisorHandle.recent_calls()``), which the dashboard's strips draw with the
+  fault report's timeline drawing (:mod:`supervisor.timeline`).
 
 See docs/monitoring.md for the table's columns and every metric.
 """
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 from ..server import LatencyHistogram as LatencyHistogram
 from ..server import ServerMetrics as ServerMetrics
+from ._calls import CallWindow as CallWindow
+from ._calls import RecentCall as RecentCall
 from ._metrics import STATUSES as STATUSES
 from ._metrics import SessionSummary as SessionSummary
 from ._metrics import prometheus_text as prometheus_text
@@ -33,9 +38,11 @@ from ._table import status_table as status_table
 
 __all__ = [
     "DOWN",
+    "CallWindow",
     "ICONS",
     "STATUSES",
     "LatencyHistogram",
+    "RecentCall",
     "ServerMetrics",
     "SessionSummary",
     "display_width",

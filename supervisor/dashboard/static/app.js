@@ -1,6 +1,8 @@
-// The MCP Supervisor dashboard: a live table of servers, an event timeline, actions.
-// Everything shown comes from the /ws feed; text from servers is only ever set with
-// textContent, never parsed as HTML.
+// The MCP Supervisor dashboard: a live table of servers, their strips, an event timeline,
+// actions. The page starts from the state it was served with (the JSON block #snapshot:
+// the feed's "hello" as of then), then follows the /ws feed. Text from servers is only
+// ever set with textContent or as an attribute value, never parsed as HTML; the strips
+// arrive as drawings (element trees, see paint) built element by element.
 "use strict";
 
 (() => {
@@ -22,9 +24,16 @@
   ]);
   const KEEP = 300; // events kept per timeline
 
+  const SVG = "http://www.w3.org/2000/svg";
+  // What a drawing may contain: these elements, these attributes (no URL, no handler).
+  const SVG_TAGS = new Set(["svg", "g", "rect", "line", "circle", "polygon", "path", "text", "title"]);
+  const HTML_TAGS = new Set(["div", "span"]);
+  const ATTRIBUTE = /^(class|role|aria-label|viewBox|width|height|x|y|x1|y1|x2|y2|cx|cy|r|d|points|fill|fill-opacity|stroke|stroke-width|stroke-opacity|stroke-dasharray|text-anchor|transform|data-(state|action))$/;
+
   const $ = (id) => document.getElementById(id);
   const tbody = $("servers").tBodies[0];
   const rows = new Map(); // server name -> {tr, cells}
+  const strips = new Map(); // server name -> its strip's box
   const timelines = new Map([["*", []]]); // server name or "*" -> events, oldest first
   let servers = [];
   let offset = 0; // server clock minus ours, in ms
@@ -237,6 +246,49 @@
     renderTimeline();
   }
 
+  // ---------------------------------------------------------------- strips
+
+  // A drawing, [tag, {attribute: value}, [child...]] with text children as strings,
+  // built as DOM nodes: nothing in it is parsed, anything not allowed is left out.
+  function paint(node) {
+    if (typeof node === "string") return document.createTextNode(node);
+    const [tag, attributes, children] = node;
+    const svg = SVG_TAGS.has(tag);
+    if (!svg && !HTML_TAGS.has(tag)) return document.createTextNode("");
+    const element = svg ? document.createElementNS(SVG, tag) : document.createElement(tag);
+    for (const [name, value] of Object.entries(attributes)) {
+      if (ATTRIBUTE.test(name)) element.setAttribute(name, String(value));
+    }
+    for (const child of children) element.append(paint(child));
+    return element;
+  }
+
+  function renderStrips(drawings) {
+    const box = $("strips");
+    const names = servers.map((r) => r.server).filter((name) => drawings[name]);
+    for (const [name, strip] of strips) {
+      if (!names.includes(name)) { strip.remove(); strips.delete(name); }
+    }
+    names.forEach((name, index) => {
+      let strip = strips.get(name);
+      if (!strip) {
+        strip = el("div", "strip");
+        strip.dataset.server = name;
+        strip.append(el("h3", "", name));
+        strips.set(name, strip);
+      }
+      const drawing = paint(drawings[name]);
+      if (strip.children.length > 1) strip.lastChild.replaceWith(drawing);
+      else strip.append(drawing);
+      if (box.children[index] !== strip) box.insertBefore(strip, box.children[index] || null);
+    });
+  }
+
+  function minutes(seconds) {
+    const m = seconds / 60;
+    return `Last ${Number.isInteger(m) ? m : m.toFixed(1)} minute${m === 1 ? "" : "s"}`;
+  }
+
   // ---------------------------------------------------------------- actions
 
   function notice(text, kind) {
@@ -285,21 +337,26 @@
     document.body.dataset.feed = on ? "live" : "offline";
   }
 
+  // One frame: the snapshot, or one from the feed.
+  function apply(data) {
+    offset = data.ts * 1000 - Date.now();
+    if (data.type === "hello") {
+      for (const list of timelines.values()) list.length = 0;
+    }
+    servers = data.servers;
+    if (data.events.length) addEvents(data.events);
+    renderServers();
+    if (data.events.length || data.type === "hello") renderTimeline();
+    if (data.legend) $("legend").replaceChildren(paint(data.legend));
+    if (data.window) $("strips-title").textContent = minutes(data.window);
+    if (data.strips) renderStrips(data.strips);
+  }
+
   function connect() {
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
     const ws = new WebSocket(scheme + location.host + "/ws");
     ws.onopen = () => { retry = 500; live(true, "live"); };
-    ws.onmessage = (message) => {
-      const data = JSON.parse(message.data);
-      offset = data.ts * 1000 - Date.now();
-      if (data.type === "hello") {
-        for (const list of timelines.values()) list.length = 0;
-      }
-      servers = data.servers;
-      if (data.events.length) addEvents(data.events);
-      renderServers();
-      if (data.events.length || data.type === "hello") renderTimeline();
-    };
+    ws.onmessage = (message) => apply(JSON.parse(message.data));
     ws.onclose = () => {
       live(false, "reconnecting…");
       setTimeout(connect, retry);
@@ -307,6 +364,11 @@
     };
   }
 
+  // The first render: the state the page was served with, before any feed.
+  const snapshot = JSON.parse($("snapshot").textContent);
+  apply(snapshot);
+  live(false, `as of ${clock(snapshot.ts)}`);
+  document.body.dataset.feed = "snapshot";
   setInterval(() => { if (servers.length) renderServers(); }, 1000);
   connect();
 })();
