@@ -174,7 +174,7 @@ def test_tools_show_annotations_approval_and_parameters(tmp_path: pathlib.Path) 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     wipe_row = next(i for i, line in enumerate(lines) if line.startswith("r_wipe "))
-    assert lines[wipe_row].split()[:4] == ["r_wipe", "r", "destructive", "-d--"]
+    assert lines[wipe_row].split()[:5] == ["r_wipe", "r", "ask", "(d)", "-d--"]
     delete_row = next(i for i, line in enumerate(lines) if line.startswith("r_delete_note "))
     assert lines[delete_row].split()[:4] == ["r_delete_note", "r", "auto", "----"]
     assert lines[delete_row + 1] == "    title*: string"
@@ -184,8 +184,8 @@ def test_tools_show_annotations_approval_and_parameters(tmp_path: pathlib.Path) 
     assert add_row.split()[:4] == ["r_add", "r", "ask", "----"]
     # what "destructive" means, under the table: the way to let such a tool go ahead
     assert lines[-2] == (
-        "destructive: asks for approval even when autoApprove is true or a glob matches it; "
-        "name the tool exactly in autoApprove to let it go ahead"
+        "ask (d): destructive, asks even when autoApprove is true or a glob; "
+        "name it exactly in autoApprove to let it go ahead"
     )
     assert lines[-1] == "13 tools from 1 server"
     assert "off" not in done.stderr

@@ -267,6 +267,7 @@ VOLATILE: dict[str, tuple[Volatile, ...]] = {
         r"just now|\d+s ago",
         r"\d+\.\ds",  # the session's and the server's times
         r"\d+\.\d ms",  # latencies
+        r"python3?(?= -m)",  # the interpreter's name, as sys.executable has it
     ),
     "monitoring.md#2": (r"127\.0\.0\.1:\d+",),  # the free port it got
     # each restart's delay is drawn from 0.8 to 1 times its nominal value (jitter)
@@ -580,6 +581,7 @@ BLOCKS: dict[tuple[str, str], Exempt | OutputOf | Check] = {
             r"\(\d+\.\d+s\)|\d+\.\d+s",  # the summary's durations
             r"\d+\.\d+ ms",
             r"\d+ restarts",  # the flaky server may need a second restart to be back
+            r"python3?(?= /)",  # the interpreter's name, as sys.executable has it
         ),
         in_order=True,
         why="the demo's own run, abridged (…): its lines, in order",

@@ -282,18 +282,19 @@ _HINTS = (
     ("o", "openWorldHint"),
 )
 #: The approval column for each reason a call needs approval (none: ``auto``).
-_ASKS = {"destructive annotation": "destructive", "destructive name": "destructive"}
+_ASKS = {"destructive annotation": "ask (d)", "destructive name": "ask (d)"}
 #: Said under the table when a tool asks because it is destructive.
 DESTRUCTIVE_NOTE = (
-    "destructive: asks for approval even when autoApprove is true or a glob matches it; "
-    "name the tool exactly in autoApprove to let it go ahead"
+    "ask (d): destructive, asks even when autoApprove is true or a glob; "
+    "name it exactly in autoApprove to let it go ahead"
 )
 
 
 def print_tools(document: Mapping[str, Any], as_json: bool, *, note: str | None = None) -> int:
     """Print a ``tools`` document (:func:`supervisor.registry.tools_document`): as JSON,
     or a table — name, server, approval (``auto``: goes ahead; ``ask``: needs approval;
-    ``destructive``: needs approval even where ``autoApprove`` is true or a glob), the
+    ``ask (d)``: needs approval as a destructive tool, even where ``autoApprove`` is
+    true or a glob), the
     hints, the first line of the description, and under each tool its parameters — and
     a footer; each server that is not connected, or skipped tools, said on stderr (with
     ``note`` after them, if given). Returns the exit code: 1 when no server is connected."""
@@ -312,7 +313,7 @@ def print_tools(document: Mapping[str, Any], as_json: bool, *, note: str | None 
     else:
         tools = document.get("tools") or []
         print(_tools_table(tools))
-        if any(_asks(t) == "destructive" for t in tools):
+        if any(_asks(t) == "ask (d)" for t in tools):
             print(DESTRUCTIVE_NOTE)
         print(_tools_footer(document, down))
     return 1 if servers and len(down) == len(servers) else 0
