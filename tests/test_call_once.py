@@ -13,13 +13,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
@@ -29,20 +27,11 @@ import trio
 
 from supervisor.gateway import local_socket
 from supervisor.testing.servers import count_executions, stdio_params
+from tests.test_gateway_cli import runtime_dir  # noqa: F401 - autouse: a runtime dir of its own
 
 TOKEN = "call-once-token-0123456789"
 #: Seconds a step may take on a loaded machine (a server's start, a CLI run).
 STEP = 90
-
-
-@pytest.fixture(autouse=True)
-def runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A runtime directory of the test's own, short enough for a Unix socket's path."""
-    path = Path(tempfile.mkdtemp(prefix="mcps-"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(path))
-    monkeypatch.delenv("MCP_SUPERVISOR_GATEWAY_TOKEN", raising=False)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @attrs.define

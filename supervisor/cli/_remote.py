@@ -83,6 +83,9 @@ def _fail(command: str, message: str) -> int:
 
 # -- call ------------------------------------------------------------------------------------
 
+#: Seconds ``status`` and ``tools`` wait for a gateway's answer; then a local one is
+#: passed over (they only read: the command starts the servers itself).
+READ_TIMEOUT = 30.0
 #: Seconds ``call --timeout S`` waits for a gateway's answer beyond ``S``: the gateway
 #: bounds the call itself by ``S``, and this is for its answer to arrive.
 ANSWER_MARGIN = 2.0
@@ -224,6 +227,7 @@ def tools(client: Any, as_json: bool, search: str | None, limit: int) -> int | N
     from ._render import print_tools
 
     query = "" if search is None else "?" + urlencode({"search": search, "limit": limit})
+    client.timeout = READ_TIMEOUT
     try:
         document = client.get("/tools" + query)
     except GatewayError as exc:
@@ -236,6 +240,7 @@ def status(client: Any, as_json: bool) -> int | None:
     not be asked."""
     from ..gateway._local import GatewayError
 
+    client.timeout = READ_TIMEOUT
     try:
         document = client.get("/status")
     except GatewayError as exc:
