@@ -111,7 +111,10 @@ def sample_records() -> dict[str, HealthRecord]:
             **handshake,
         ),
         record(
-            "custom-api", "connecting", type="ws", target="wss://api.example.com/mcp",
+            "custom-api",
+            "connecting",
+            type="ws",
+            target="wss://api.example.com/mcp",
             retry_attempt=1,
         ),  # fmt: skip
         record(
@@ -135,6 +138,7 @@ def sample_records() -> dict[str, HealthRecord]:
 
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "monitoring.md"
+
 
 def documented_sample() -> str:
     """The table shown first in docs/monitoring.md."""
@@ -438,6 +442,9 @@ async def test_a_tool_error_is_counted_apart_from_failures() -> None:
     summary = sup.summary()
     assert (summary.calls_ok, summary.calls_tool_error, summary.calls_failed) == (1, 2, 0)
     assert "calls 1 ok / 2 tool errors / 0 failed (100%)" in summary_text(summary)
+    assert "total: 1 server, 1 connected, 1 call ok, 2 tool errors, 0 failed, " in (
+        summary_text(summary)
+    )
 
 
 def test_success_rate_counts_tool_errors_as_answers() -> None:
@@ -665,9 +672,7 @@ async def test_status_prints_the_table(tmp_path: pathlib.Path) -> None:
     assert re.fullmatch(r"  alpha {8}🟢 {8}3 {4}(just now|\d+s ago)", lines[4])
     second = r"      stdio · python\S* -m supervisor\.testing\.servers echo · fixture-echo · .+"
     assert re.fullmatch(second, lines[5])
-    assert (
-        lines[6] == "  broken       🔴        —    —              tried once: exited with code 1"
-    )
+    assert lines[6] == "  broken       🔴        —    —              tried once: exited with code 1"
     assert lines[7] == "      stdio · false"
     assert lines[-1] == "  2 servers configured | 1 connected | 3 tools available"
 

@@ -8,6 +8,7 @@ import sys
 from functools import partial
 from typing import TYPE_CHECKING
 
+from .._plural import plural
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, run
 from ._serve import add_dashboard_option
 from ._trust import add_config_options
@@ -98,7 +99,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     elif not failures:
         count = len(rows)
-        print(f"{args.config}: {count} server{'s' if count != 1 else ''}")
+        print(f"{args.config}: {plural(count, 'server')}")
         width = max((len(server.name) for server, _, _ in rows), default=0)
         for server, kind, target in rows:
             flags = "".join(
