@@ -46,6 +46,11 @@ def _join(path: str, key: str | int) -> str:
     return f"{path}.{part}" if path else part
 
 
+def _within(path: str, prefix: str) -> bool:
+    """Whether the field ``path`` is ``prefix`` or inside it (``prefix.x``, ``prefix[0]``)."""
+    return path == prefix or path.startswith((prefix + ".", prefix + "["))
+
+
 def _kind(value: object) -> str:
     if value is None:
         return "null"
@@ -139,12 +144,38 @@ def _fields(
 
 
 def _closest(name: str, known: Iterable[str]) -> str | None:
-    """The known name that ``name`` is most probably a misspelling of, ignoring case."""
+    """The known name that ``name`` is most probably a misspelling of, ignoring case: the
+    most alike by difflib's ratio, else — for a name of three letters or more, where one
+    slip weighs too much in that ratio (``evn``, ``emv``) — one a single slip away."""
     by_lower: dict[str, str] = {}
     for candidate in known:
         by_lower.setdefault(candidate.lower(), candidate)
-    close = difflib.get_close_matches(name.lower(), by_lower, n=1, cutoff=_CLOSE_ENOUGH)
+    lower = name.lower()
+    close = difflib.get_close_matches(lower, by_lower, n=1, cutoff=_CLOSE_ENOUGH)
+    if not close and len(lower) >= _SLIP_MIN:
+        close = [c for c in by_lower if _one_slip(lower, c)][:1]
     return by_lower[close[0]] if close else None
+
+
+#: The shortest name a single slip is suggested for.
+_SLIP_MIN = 3
+
+
+def _one_slip(typed: str, meant: str) -> bool:
+    """Whether ``typed`` is ``meant`` with one letter wrong, added or missing, or two
+    neighbours swapped."""
+    if len(typed) == len(meant):
+        diff = [i for i, (a, b) in enumerate(zip(typed, meant, strict=True)) if a != b]
+        if len(diff) == 1:
+            return True
+        if len(diff) != 2 or diff[1] != diff[0] + 1:
+            return False
+        i, j = diff
+        return typed[i] == meant[j] and typed[j] == meant[i]
+    if abs(len(typed) - len(meant)) != 1:
+        return False
+    short, long = sorted((typed, meant), key=len)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
 
 
 def _unknown_field(key: str, known: Iterable[str]) -> str:

@@ -22,7 +22,6 @@ re-exported here.
 
 from __future__ import annotations
 
-import collections
 import contextvars
 import errno
 import json
@@ -50,6 +49,7 @@ from mcp.shared.message import SessionMessage
 
 from ._limits import DEFAULT_MAX_MESSAGE_BYTES
 from ._programs import command_problem as command_problem
+from ._stderr import PROBE_METHOD, StderrTail, pending
 from .errors import (
     HTTPConnectError,
     HTTPConnectionLost,
@@ -191,7 +191,9 @@ class StdioTransport:
     and runs in its own process group, so shutdown reaches anything it spawned.
 
     While entered: ``pid`` is the server's pid (``on_spawn`` hears it), each stderr line
-    (decoded, redacted) goes to ``on_stderr`` and into ``stderr_tail``; a line on stdout
+    (decoded, redacted) goes to ``on_stderr`` and into ``stderr_tail`` (which leaves out what
+    the server wrote about the client's ``server/discover`` probe, as an mcp 1.x server's
+    pydantic errors: see :mod:`supervisor._stderr`); a line on stdout
     that is not JSON-RPC (a last one without its newline included) is a
     :class:`ProtocolViolation` that closes the connection. A line longer than
     ``max_message_bytes`` is skipped (read and dropped up to its end, never held in
@@ -251,7 +253,11 @@ class StdioTransport:
         self.kill_after = kill_after
         self.pid: int | None = None
         self.returncode: int | None = None
-        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=stderr_lines)
+        #: its last stderr lines, less what it wrote about our protocol probe (see
+        #: :mod:`supervisor._stderr`)
+        self.stderr_tail = StderrTail(stderr_lines)
+        self._probe_id: types.RequestId | None = None  # the first server/discover's id
+        self._probed = False  # only the first is the handshake's (later ones are pings)
         # Set once stderr reached its end: an exit is reported after it (with its last line).
         self._stderr_done = trio.Event()
         self.closed = trio.Event()
@@ -450,7 +456,7 @@ class StdioTransport:
 
     def _parse(self, line: bytes) -> SessionMessage:
         try:
-            return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+            message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError:
             preview = redact(line[:_PREVIEW].decode("utf-8", "replace"))
             raise ProtocolViolation(
@@ -458,6 +464,31 @@ class StdioTransport:
                 f"message: {preview!r}; stdout is reserved for MCP messages, so the server "
                 "must log to stderr"
             ) from None
+        if (
+            self._probe_id is not None
+            and isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
+            and message.id == self._probe_id
+        ):
+            self._probe_id = None
+            refused = isinstance(message, types.JSONRPCError)
+            self.stderr_tail.probe_answered(refused, self._stderr_pending())
+        return SessionMessage(message)
+
+    def _sending(self, message: SessionMessage) -> None:
+        """Note the connection's first protocol probe on its way to the server."""
+        request = message.message
+        if (
+            isinstance(request, types.JSONRPCRequest)
+            and request.method == PROBE_METHOD
+            and not self._probed
+        ):
+            self._probed = True
+            self._probe_id = request.id
+            self.stderr_tail.probe_sent(self._stderr_pending())
+
+    def _stderr_pending(self) -> int:
+        stderr = None if self._process is None else self._process.stderr
+        return pending(stderr.fileno()) if isinstance(stderr, trio.lowlevel.FdStream) else 0
 
     async def _write_stdin(
         self,
@@ -469,6 +500,7 @@ class StdioTransport:
         point = self._fault_point
         try:
             async for receipt, message in from_session:
+                self._sending(message)
                 data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                 if link is not None:
                     assert point is not None
@@ -491,21 +523,23 @@ class StdioTransport:
                     chunk = await process.stderr.receive_some(65536)
                     if not chunk:
                         break
+                    # Counted before anything else runs: the probe's positions rely on it.
+                    self.stderr_tail.received(len(chunk))
                     buffer += chunk
                     while (end := buffer.find(b"\n")) >= 0:
-                        self._stderr_line(bytes(buffer[:end]))
+                        self._stderr_line(bytes(buffer[:end]), end + 1)
                         del buffer[: end + 1]
                     if len(buffer) > 65536:  # a line without end: keep it bounded
-                        self._stderr_line(bytes(buffer))
+                        self._stderr_line(bytes(buffer), len(buffer))
                         buffer.clear()
             if buffer:
-                self._stderr_line(bytes(buffer))
+                self._stderr_line(bytes(buffer), len(buffer))
         finally:
             self._stderr_done.set()
 
-    def _stderr_line(self, raw: bytes) -> None:
+    def _stderr_line(self, raw: bytes, size: int) -> None:
         line = redact(raw.decode("utf-8", "replace").rstrip("\r"))
-        self.stderr_tail.append(line)
+        self.stderr_tail.add(line, size)
         if self.on_stderr is not None:
             self.on_stderr(line)
 

@@ -261,6 +261,47 @@ def test_usage_error_exits_2_with_usage_on_stderr(args: tuple[str, ...]) -> None
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize(
+    ("args", "suggested"),
+    [
+        (("stauts",), "invalid choice: 'stauts'; did you mean 'status'?"),
+        (("evnts", "--config", "x.json"), "invalid choice: 'evnts'; did you mean 'events'?"),
+        (("auth", "lgout"), "invalid choice: 'lgout'; did you mean 'logout'?"),
+    ],
+    ids=["command", "command-with-options", "auth-action"],
+)
+def test_a_misspelt_command_gets_a_suggestion(args: tuple[str, ...], suggested: str) -> None:
+    """A command (or action) that is almost a known one exits 2 naming the one meant."""
+    result = run_cli(*args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert suggested in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "usage", "error"),
+    [
+        (("status", "--bogus"), "status", "unrecognized arguments: --bogus"),
+        (
+            ("status", "--jsn", "--config", "x.json"),
+            "status",
+            "unrecognized arguments: --jsn (did you mean --json?)",
+        ),
+        (("-v", "tools", "--bogus", "1"), "tools", "unrecognized arguments: --bogus 1"),
+        (("auth", "logout", "--bogus"), "auth logout", "unrecognized arguments: --bogus"),
+    ],
+    ids=["status", "status-typo", "tools-after-v", "auth-logout"],
+)
+def test_an_unknown_option_shows_its_command_s_usage(
+    args: tuple[str, ...], usage: str, error: str
+) -> None:
+    """An option the command does not have is that command's error, shown with its own
+    usage (not the top-level one), and the closest option it has where one is close."""
+    result = run_cli(*args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"usage: mcp-supervisor {usage} [-h]")
+    assert result.stderr.splitlines()[-1] == f"mcp-supervisor {usage}: error: {error}"
+
+
 def test_serve_offers_stdio_or_http_and_an_optional_dashboard(tmp_path: pathlib.Path) -> None:
     """`serve`'s usage: --stdio (the default) or --http, the dashboard optional; a token
     file that cannot be read is a usage error naming it, before anything starts."""

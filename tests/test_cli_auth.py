@@ -118,11 +118,24 @@ async def test_login_status_logout(tmp_path: Path) -> None:
         assert opened(tmp_path) == 2
         out = await cli(env, "auth", "logout", "remote", "--config", config)
         assert out.returncode == 0 and "remote: logged out" in out.stdout.decode()
+        assert "a supervisor already running keeps its connection" in out.stderr.decode()
         assert len(list((auth_dir / "clients").iterdir())) == 2  # registrations are kept
         after = await cli(env, "auth", "status", "--config", config)
         assert after.returncode == 1
         assert "remote: not logged in" in after.stdout.decode()
         assert "second: logged in" in after.stdout.decode()
+
+
+async def test_logout_of_a_server_never_logged_in_says_nothing_was_stored(
+    tmp_path: Path,
+) -> None:
+    """``auth logout X`` with no tokens stored for X: it says so, exits 0, and says
+    nothing of a running supervisor's connection (there is no token it could hold)."""
+    config = write_config(tmp_path, f"http://127.0.0.1:{free_port()}/mcp")
+    out = await cli(environment(tmp_path), "auth", "logout", "remote", "--config", config)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.decode() == "remote: nothing to log out: no tokens were stored for it\n"
+    assert out.stderr.decode() == ""
 
 
 async def test_headless_login_takes_the_pasted_url(tmp_path: Path) -> None:

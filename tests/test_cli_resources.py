@@ -41,7 +41,7 @@ def test_resources_lists_resources_and_templates(config: str) -> None:
     assert [t["uri_template"] for t in document["templates"]] == ["note://{title}"]
     table = run("resources", "--config", config).stdout.splitlines()
     assert table[0].split() == ["uri", "server", "type", "description"]
-    assert table[-1] == "2 resources and 1 templates"
+    assert table[-1] == "2 resources and 1 template"
 
 
 def test_read_prints_text_names_binary_and_refuses_the_unknown(config: str) -> None:
@@ -69,3 +69,40 @@ def test_prompts_and_prompt(config: str) -> None:
     assert missing.returncode == 2 and "title: required argument missing" in missing.stderr
     bad = run("prompt", "--config", config, "rich_summarize", "title")
     assert bad.returncode == 2 and "arguments are NAME=VALUE" in bad.stderr
+
+
+ONE_OF_EACH = """
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("single")
+
+
+@app.resource("notes://only", name="only", mime_type="text/plain")
+async def only() -> str:
+    return "only"
+
+
+@app.prompt()
+async def ask() -> str:
+    \"\"\"The one prompt.\"\"\"
+    return "Ask."
+
+
+app.run()
+"""
+
+
+def test_one_of_each_is_counted_in_the_singular(tmp_path: pathlib.Path) -> None:
+    """A server with one resource, no template and one prompt: '1 resource and 0
+    templates', '1 prompt' — not '1 resources', '1 prompts'."""
+    script = tmp_path / "single.py"
+    script.write_text(ONE_OF_EACH)
+    path = tmp_path / "mcp.json"
+    servers = {"single": {"command": sys.executable, "args": [str(script)], "initTimeout": 120}}
+    path.write_text(json.dumps({"mcpServers": servers}))
+    resources = run("resources", "--config", str(path))
+    assert resources.returncode == 0, resources.stderr
+    assert resources.stdout.splitlines()[-1] == "1 resource and 0 templates"
+    prompts = run("prompts", "--config", str(path))
+    assert prompts.returncode == 0, prompts.stderr
+    assert prompts.stdout.splitlines()[-1] == "1 prompt (arguments marked ? are optional)"

@@ -25,6 +25,7 @@ from supervisor.config import (
     ServerType,
     load_config,
 )
+from supervisor.config._load import inspect_config
 
 SECRET = "ghp_s3cr3t-t0ken-value"
 
@@ -590,6 +591,50 @@ class TestErrors:
             'mcpServers.b.auth.clientid: unknown field; did you mean "clientId"?',
             'mcpServers.c.reconnect.maxAttempt: unknown field; did you mean "maxAttempts"?',
         ]
+
+    @pytest.mark.parametrize(
+        ("typed", "meant"),
+        [("evn", "env"), ("emv", "env"), ("cdw", "cwd"), ("ulr", "url"), ("Evn", "env")],
+    )
+    def test_one_slip_in_a_short_field_name_suggests_it(self, typed: str, meant: str) -> None:
+        """A short name one slip from a field (two letters swapped, one wrong) — too few
+        letters for likeness by ratio — still gets the suggestion; one further off not."""
+        entry = {"command": "x", typed: {}}
+        assert errors_of({"mcpServers": {"a": entry}}) == [
+            f'mcpServers.a.{typed}: unknown field; did you mean "{meant}"?'
+        ]
+        assert errors_of({"mcpServers": {"a": {"command": "x", "vne": {}}}}) == [
+            "mcpServers.a.vne: unknown field"
+        ]
+
+    def test_a_structural_error_leaves_the_other_servers_loaded(self) -> None:
+        """One server's structural error (a VS Code ``dev`` block) makes ``load_config``
+        raise; ``inspect_config`` has it beside the servers with no error of their own,
+        loaded all the same with their environment's problems (what ``check`` reports),
+        so that those are not hidden until the first is fixed."""
+        document = {
+            "servers": {
+                "calc": {"command": "python3", "dev": {"watch": "src/**/*.py"}},
+                "gh": {"command": "npx", "env": {"TOKEN": "${CHECK_NOT_SET_1}"}},
+                "fine": {"url": "https://example.com/mcp"},
+            }
+        }
+        dev = (
+            "servers.calc.dev: not supported (VS Code's development mode: watch and debug); "
+            "remove it"
+        )
+        with pytest.raises(ConfigError) as info:
+            load_config(document, environ={})
+        assert [str(e) for e in info.value.errors] == [dev]
+        found = inspect_config(document, environ={})
+        assert [str(e) for e in found.errors] == [dev] and found.config is None
+        assert found.entries == {n: f"servers.{n}" for n in ("calc", "gh", "fine")}
+        loaded = found.servers
+        assert list(loaded) == ["gh", "fine"]
+        assert [str(e) for e in loaded["gh"].errors] == [
+            "servers.gh.env.TOKEN: environment variable CHECK_NOT_SET_1 is not set"
+        ]
+        assert loaded["fine"].valid and loaded["fine"].url == "https://example.com/mcp"
 
     def test_every_error_is_reported_at_once(self) -> None:
         """Structural errors across servers and sections are all listed, in file order."""
@@ -1157,21 +1202,36 @@ class TestCheckCommand:
 
     def test_json_output_on_structural_errors_lists_the_servers_found(self, tmp_path: Path) -> None:
         """--json on structural errors still has "servers": the entries found, each with
-        its own errors and null for what was not validated; "errors" lists them all."""
+        its own errors — null for what was not validated, and a structurally sound one
+        checked in full; "errors" lists them all, and stderr says nothing."""
         path = write(
             tmp_path / "bad.json",
             {
                 "mcpServers": {
                     "github": {"url": "https://h", "heders": {}},
-                    "fs": {"command": "x"},
+                    "fs": {"command": "no-such-mcp-server-x2"},
                     "bad name": {"command": 1},
                 }
             },
         )
         result = run_check("--config", str(path), "--json")
         assert result.returncode == 2
+        assert result.stderr == ""  # the document says it all
         document = json.loads(result.stdout)
         unvalidated = dict.fromkeys(("type", "target", "disabled", "lazy", "prefix"))
+        not_found = {
+            "path": "mcpServers.fs.command",
+            "message": '"no-such-mcp-server-x2" is not on PATH; install it, or give its full path',
+        }
+        fs = {
+            "name": "fs",
+            "type": "stdio",
+            "target": "no-such-mcp-server-x2",
+            "disabled": False,
+            "lazy": True,
+            "prefix": "fs",
+            "errors": [not_found],
+        }
         heders = {
             "path": "mcpServers.github.heders",
             "message": 'unknown field; did you mean "headers"?',
@@ -1192,11 +1252,48 @@ class TestCheckCommand:
             "path": str(path),
             "servers": [
                 {"name": "github", **unvalidated, "errors": [heders]},
-                {"name": "fs", **unvalidated, "errors": []},
+                fs,
                 {"name": "bad name", **unvalidated, "errors": bad_name},
             ],
-            "errors": [heders, *bad_name],
+            "errors": [heders, *bad_name, not_found],
         }
+
+    def test_one_server_s_structural_error_hides_no_other_s_problem(self, tmp_path: Path) -> None:
+        """A VS Code ``dev`` block in one server, a misspelt field in another: each
+        server's problems are reported at once — the others' unset variables and missing
+        programs included — one per line with its field path."""
+        path = write(
+            tmp_path / "mcp.json",
+            {
+                "servers": {
+                    "calc": {"command": "python3", "dev": {"watch": "src/**/*.py"}},
+                    "other": {"command": "npx", "evn": {"A": "1"}},
+                    "gh": {"command": "npx", "env": {"TOKEN": "${CHECK_TEST_TOKEN}"}},
+                    "fs": {"command": "no-such-mcp-server-x3"},
+                    "ok": {"command": "npx"},
+                }
+            },
+        )
+        result = run_check("--config", str(path))
+        assert result.returncode == 2
+        assert result.stdout == ""
+        assert result.stderr.splitlines() == [
+            "servers.calc.dev: not supported (VS Code's development mode: watch and debug); "
+            "remove it",
+            'servers.other.evn: unknown field; did you mean "env"?',
+            "servers.gh.env.TOKEN: environment variable CHECK_TEST_TOKEN is not set",
+            'servers.fs.command: "no-such-mcp-server-x3" is not on PATH; install it, or give '
+            "its full path",
+        ]
+
+    def test_json_output_has_the_errors_and_stderr_nothing(self, tmp_path: Path) -> None:
+        """--json with a server missing a variable: the error is in the document, once;
+        stderr stays empty."""
+        result = run_check("--config", str(self.config(tmp_path)), "--json")
+        assert result.returncode == 2 and result.stderr == ""
+        document = json.loads(result.stdout)
+        assert document["ok"] is False and len(document["errors"]) == 2
+        assert document["errors"][0]["path"] == "mcpServers.github.headers.Authorization"
 
     def test_json_output_for_an_unreadable_file_has_no_servers(self, tmp_path: Path) -> None:
         """--json for a missing file: "servers" is empty, the one error names the file."""

@@ -446,6 +446,9 @@ async def test_a_tool_error_is_counted_apart_from_failures() -> None:
     summary = sup.summary()
     assert (summary.calls_ok, summary.calls_tool_error, summary.calls_failed) == (1, 2, 0)
     assert "calls 1 ok / 2 tool errors / 0 failed (100%)" in summary_text(summary)
+    assert "total: 1 server, 1 connected, 1 call ok, 2 tool errors, 0 failed, " in (
+        summary_text(summary)
+    )
 
 
 def test_success_rate_counts_tool_errors_as_answers() -> None:

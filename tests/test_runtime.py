@@ -133,6 +133,46 @@ async def test_server_down_for_good_fails_after_its_attempts() -> None:
         assert sup.status()["echo"].restarts == 0
 
 
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        (
+            {"restartOnCrash": False},
+            "is not restarted: its config says restartOnCrash: false (or maxRestarts: 0)",
+        ),
+        (
+            {"maxRestarts": 0},
+            "is not restarted: its config says restartOnCrash: false (or maxRestarts: 0)",
+        ),
+        ("remote", "is not reconnected: its config says reconnect: false (or maxAttempts: 0)"),
+    ],
+    ids=["restartOnCrash-false", "maxRestarts-0", "reconnect-false"],
+)
+async def test_a_server_its_config_does_not_restart_says_so(
+    entry: dict[str, object] | str, said: str
+) -> None:
+    """A server whose config allows no restart fails at its first error; its calls say
+    that, the last error and how to restart it — not 'unavailable after 0 attempts'."""
+    if entry == "remote":
+        url = f"http://127.0.0.1:{free_port()}/mcp"
+        server = {"url": url, "type": "http", "approve": False, "reconnect": False}
+    else:
+        server = stdio("exit-on-start", **entry)  # type: ignore[arg-type]
+    async with open_supervisor({"mcpServers": {"calc": {**server, "lazy": False}}}) as sup:
+        await wait_status(sup, "calc", "failed")
+        with trio.fail_after(30), pytest.raises(ServerUnavailable) as info:
+            await sup.call("calc_echo", {"text": "x"})
+    message = str(info.value)
+    assert message.startswith(f"MCP server 'calc' failed and {said}; last error: ")
+    assert "attempts" not in message
+    assert ("exited with code" if entry != "remote" else "cannot connect") in message
+    assert message.endswith("Fix the cause, then restart it (handle.restart('calc'))")
+    cli = info.value.cli_message
+    assert cli.endswith(
+        "Fix the cause, then run the command again: each run starts its servers afresh"
+    )
+
+
 async def test_one_timeout_does_not_disturb_fifty_in_flight() -> None:
     """One call timing out on a connection leaves 50 others in flight on it untouched."""
     config = {"mcpServers": {"slow": stdio("slow")}}

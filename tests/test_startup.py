@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -203,3 +205,14 @@ def test_each_command_s_own_parser_is_the_one_the_whole_parser_has() -> None:
         ), argv
     assert [_command_of(a) for a in (["--help"], [], ["-vv"], ["-x", "call"])] == [None] * 4
     assert list(_subcommands(build_parser(only="frobnicate"))) == list(whole)
+    for argv in (["status", "--bogus"], ["auth", "logout", "--jsn"], ["auth", "lgout"]):
+        assert _mistake(build_parser(only=argv[0]), argv) == _mistake(build_parser(), argv)
+
+
+def _mistake(parser: argparse.ArgumentParser, argv: list[str]) -> str:
+    """What ``parser`` says on stderr of the mistaken command line ``argv`` (it exits 2)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exited:
+        parser.parse_args(argv)
+    assert exited.value.code == 2
+    return err.getvalue()

@@ -96,7 +96,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="log more to stderr: -v info, -vv debug (default: warnings only)",
     )
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="mcp-supervisor",
         description="Keep many MCP servers available to an agent, "
         "the way an Erlang/OTP supervision tree keeps processes alive.",

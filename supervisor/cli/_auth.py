@@ -156,18 +156,23 @@ def _cmd_logout(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     service, names = found
     done: set[int] = set()
+    forgot = False
     for name in names:
         broker = service.brokers[name]
         if id(broker) in done:
             continue
         done.add(id(broker))
-        had = broker.logout()
-        print(f"{name}: {'logged out' if had else 'was not logged in'}")
-    print(
-        "(a supervisor already running keeps its connection until the server refuses "
-        "the old token)",
-        file=sys.stderr,
-    )
+        if broker.logout():
+            forgot = True
+            print(f"{name}: logged out")
+        else:
+            print(f"{name}: nothing to log out: no tokens were stored for it")
+    if forgot:  # tokens were removed: one may still be in use
+        print(
+            "(a supervisor already running keeps its connection until the server refuses "
+            "the old token)",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 

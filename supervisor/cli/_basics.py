@@ -8,6 +8,7 @@ import sys
 from functools import partial
 from typing import TYPE_CHECKING
 
+from .._plural import plural
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, run
 from ._serve import add_dashboard_option
 from ._trust import add_config_options
@@ -33,7 +34,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ..config import ConfigError, command_line, load_config, masked_url
+    from .._fields import _within
+    from ..config import ConfigError, command_line, masked_url
+    from ..config._load import inspect_config
     from ..log import redact
     from ._trust import config_path
 
@@ -42,65 +45,64 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if config_path(args) is None:
         return EXIT_USAGE
     try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        for error in exc.errors:
-            print(error, file=sys.stderr)
-        if args.json:
-            # The entries found, each with its own errors; what was not validated is null.
-            servers = [
-                {
-                    "name": name,
-                    **dict.fromkeys(("type", "target", "disabled", "lazy", "prefix")),
-                    "errors": [_field_error(e) for e in exc.errors if _within(e.path, path)],
-                }
-                for name, path in exc.servers.items()
-            ]
-            errors = [_field_error(e) for e in exc.errors]
-            document = {"ok": False, "path": args.config, "servers": servers, "errors": errors}
-            json.dump(document, sys.stdout)
-            sys.stdout.write("\n")
-        return EXIT_USAGE
-    args.secrets.add(*config.secrets())  # redacted until the command returns
+        # Every server's problems at once: the structurally sound ones are loaded anyway.
+        found = inspect_config(args.config)
+    except ConfigError as exc:  # the file could not be read or parsed
+        structural, entries, loaded = exc.errors, exc.servers, {}
+    else:
+        structural, entries, loaded = found.errors, found.entries, found.servers
+    for server in loaded.values():
+        args.secrets.add(*server.secrets())  # redacted until the command returns
 
     # A server invalid because of its environment, or whose program is not to be found,
     # fails the check, unless it is disabled.
-    problems = {name: _problems(server) for name, server in config.servers.items()}
-    failures = [e for s in config.servers.values() if not s.disabled for e in problems[s.name]]
-    for server in config.servers.values():
-        for error in problems[server.name]:
-            note = " (server is disabled)" if server.disabled else ""
-            print(f"{error}{note}", file=sys.stderr)
-    rows = []
-    for server in config.servers.values():
+    problems = {name: _problems(server) for name, server in loaded.items()}
+    failures = structural + [e for s in loaded.values() if not s.disabled for e in problems[s.name]]
+    if not args.json:  # with --json, the document says it all
+        for error in structural:
+            print(error, file=sys.stderr)
+        for server in loaded.values():
+            for error in problems[server.name]:
+                note = " (server is disabled)" if server.disabled else ""
+                print(f"{error}{note}", file=sys.stderr)
+    rows = {}
+    for name, server in loaded.items():
         kind = "remote" if server.remote_fallback else server.type.value
         target = redact(masked_url(server.url) if server.url else command_line(server))
-        rows.append((server, kind, target))
+        rows[name] = (server, kind, target)
     if args.json:
-        document = {
-            "ok": not failures,
-            "path": args.config,
-            "servers": [
+        # Each entry found, with its errors; what could not be validated is null.
+        servers = []
+        for name, where in entries.items():
+            if name not in rows:
+                mine = [_field_error(e) for e in structural if _within(e.path, where)]
+                unknown = dict.fromkeys(("type", "target", "disabled", "lazy", "prefix"))
+                servers.append({"name": name, **unknown, "errors": mine})
+                continue
+            server, kind, target = rows[name]
+            servers.append(
                 {
-                    "name": server.name,
+                    "name": name,
                     "type": kind,
                     "target": target,
                     "disabled": server.disabled,
                     "lazy": server.lazy,
                     "prefix": server.prefix,
-                    "errors": [_field_error(e) for e in problems[server.name]],
+                    "errors": [_field_error(e) for e in problems[name]],
                 }
-                for server, kind, target in rows
-            ],
+            )
+        document = {
+            "ok": not failures,
+            "path": args.config,
+            "servers": servers,
             "errors": [_field_error(e) for e in failures],
         }
         json.dump(document, sys.stdout)
         sys.stdout.write("\n")
     elif not failures:
-        count = len(rows)
-        print(f"{args.config}: {count} server{'s' if count != 1 else ''}")
-        width = max((len(server.name) for server, _, _ in rows), default=0)
-        for server, kind, target in rows:
+        print(f"{args.config}: {plural(len(rows), 'server')}")
+        width = max((len(name) for name in rows), default=0)
+        for server, kind, target in rows.values():
             flags = "".join(
                 f"  ({flag})"
                 for flag, on in (("disabled", server.disabled), ("invalid", not server.valid))
@@ -125,11 +127,6 @@ def _problems(server: ServerConfig) -> list[FieldError]:
 
 def _field_error(error: FieldError) -> dict[str, str]:
     return {"path": error.path, "message": error.message}
-
-
-def _within(path: str, prefix: str) -> bool:
-    """Whether the field ``path`` is ``prefix`` or inside it."""
-    return path == prefix or path.startswith((prefix + ".", prefix + "["))
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

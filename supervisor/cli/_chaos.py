@@ -25,6 +25,7 @@ import argparse
 from functools import partial
 from pathlib import Path
 
+from .._plural import plural
 from ._common import EXIT_FAILURE, EXIT_USAGE, Commands, Parents, run, say
 from ._serve import dashboard_address
 
@@ -126,7 +127,8 @@ def _cmd_soak(args: argparse.Namespace, argv: list[str]) -> int:
         print(verdict.summary())
         for problem in verdict.problems:
             print(f"  - {problem}")
-        print(f"{result.calls} calls, {result.faults} faults injected, seed {seed}")
+        calls, faults = plural(result.calls, "call"), plural(result.faults, "fault")
+        print(f"{calls}, {faults} injected, seed {seed}")
         if result.report_html is not None:
             print(f"report: {result.report_html}")
     return 0 if verdict.ok else EXIT_FAILURE

@@ -52,10 +52,45 @@ log = get_logger("supervisor.cli")
 
 
 class Parser(argparse.ArgumentParser):
-    """A subcommand's parser: options are accepted anywhere, after positionals too
-    (``call TOOL --json ARGS``), as ``parse_intermixed_args`` parses them."""
+    """A command's parser: options are accepted anywhere, after positionals too
+    (``call TOOL --json ARGS``), as ``parse_intermixed_args`` parses them.
+
+    Mistakes are said by the parser they belong to, with a suggestion where one is close:
+    an unknown choice gets *did you mean 'status'?* (a misspelt command included), and
+    arguments a subcommand does not know are an error of that subcommand, shown with its
+    own usage (``status --bogus``), a misspelt option with the closest one it has.
+    """
 
     _intermixing = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Subcommands)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        try:
+            super()._check_value(action, value)  # type: ignore[misc]
+        except argparse.ArgumentError:
+            choices = list(action.choices or ())
+            close = _closest(value, choices)
+            if close is None:
+                raise
+            listed = ", ".join(map(repr, choices))
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}; did you mean {close!r}? (choose from {listed})"
+            ) from None
+
+    def unrecognized(self, extras: Sequence[str]) -> None:
+        """Exit 2 with this parser's usage: ``extras`` are arguments it does not know."""
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        options = [o[2:] for o in self._option_string_actions if o.startswith("--")]
+        for extra in extras:
+            name = extra.partition("=")[0]
+            close = _closest(name[2:], options) if name.startswith("--") else None
+            if close is not None:
+                message += f" (did you mean --{close}?)"
+                break
+        self.error(message)
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
@@ -71,6 +106,34 @@ class Parser(argparse.ArgumentParser):
             return self.parse_known_intermixed_args(args, namespace)
         finally:
             self._intermixing = False
+
+
+class _Subcommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+    """The subcommands of a :class:`Parser`: what the chosen one's parser does not know
+    is its error (with its usage), not left for the parser above to report."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        extras = getattr(namespace, argparse._UNRECOGNIZED_ARGS_ATTR, None)
+        chosen = self._name_parser_map[values[0]]
+        if extras and isinstance(chosen, Parser):
+            chosen.unrecognized(extras)
+
+
+def _closest(word: object, choices: Any) -> str | None:
+    """The one of ``choices`` closest to ``word`` (a typo's likely meaning), if any is."""
+    if not isinstance(word, str):
+        return None
+    import difflib  # only on a mistake: it costs a command's start-up
+
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1)
+    return close[0] if close else None
 
 
 def run(command: Callable[..., Awaitable[int]], *args: object) -> int:

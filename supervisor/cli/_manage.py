@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._files import FILE_MODE, private_dir, write_atomic
+from .._plural import plural
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, Parser, say
 from ._trust import DEFAULT_CONFIG, TrustStore, add_config_options, digest
 
@@ -271,7 +272,7 @@ async def _list_tools(config: Config, name: str, fix: str) -> int:
         say(f"mcp-supervisor add: {fix}")
         return EXIT_FAILURE
     entries = catalog.by_server.get(name, ())
-    print(f"{name}: connected, {len(entries)} tool{'s' if len(entries) != 1 else ''}")
+    print(f"{name}: connected, {plural(len(entries), 'tool')}")
     width = max((len(e.name) for e in entries), default=0)
     for e in entries:
         first = (e.description or "").strip().splitlines()

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from .._plural import plural
 from ._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -80,7 +81,7 @@ async def _resources(config: object, as_json: bool) -> int:
             for t in templates
         ]
         _table(("uri", "server", "type", "description"), rows)
-        print(f"{len(resources)} resources and {len(templates)} templates")
+        print(f"{plural(len(resources), 'resource')} and {plural(len(templates), 'template')}")
     return EXIT_FAILURE if down == len(sup.status()) and down else EXIT_OK
 
 
@@ -170,7 +171,7 @@ async def _prompts(config: object, as_json: bool) -> int:
             for p in prompts
         ]
         _table(("name", "server", "arguments", "description"), rows)
-        print(f"{len(prompts)} prompts (arguments marked ? are optional)")
+        print(f"{plural(len(prompts), 'prompt')} (arguments marked ? are optional)")
     return EXIT_FAILURE if down == len(sup.status()) and down else EXIT_OK
 
 

@@ -19,7 +19,9 @@ server entry or the ``supervisor`` section are errors, suggesting a close known 
 Two kinds of problem are told apart:
 
 - **structural** ones (unknown fields, wrong types, bad values, malformed ``${...}``) make
-  :func:`load_config` raise :class:`~supervisor.errors.ConfigError` listing all of them;
+  :func:`load_config` raise :class:`~supervisor.errors.ConfigError` listing all of them
+  (``_load.inspect_config`` returns them instead, beside the servers without one, loaded:
+  what ``check`` reports);
 - **environmental** ones (an environment variable that is not set, a VS Code
   ``${input:...}``, an ``envFile`` that cannot be read, a URL that only turns bad once
   expanded) make *that server* invalid: it is still in :attr:`Config.servers`, with

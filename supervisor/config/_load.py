@@ -3,7 +3,10 @@
 Loading runs in two phases. The structural one (:mod:`._formats`, :mod:`._server`,
 :mod:`._settings`) checks the whole document and raises one :class:`ConfigError` listing
 every problem; the environmental one (:mod:`._expand`) expands each server on its own and
-records what is missing in that server's :attr:`ServerConfig.errors`.
+records what is missing in that server's :attr:`ServerConfig.errors`. It runs for the
+structurally sound servers even when the first phase failed, and :func:`inspect_config`
+returns both (``check`` reports them together), so one server's structural error does
+not hide another's unset variable.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
+import attrs
+
 from ..errors import ConfigError, FieldError
 from ._build import _build_server
 from ._expand import _Expander, _workspace_folder
 from ._formats import _Document
-from ._model import DEFAULT_MAX_CONFIG_BYTES, Config
-from ._validate import _Errors
+from ._model import DEFAULT_MAX_CONFIG_BYTES, Config, ServerConfig
+from ._validate import _Errors, _within
 
 
 def load_config(
@@ -55,6 +60,46 @@ def load_config(
     :func:`~supervisor.open_supervisor` holds them for its block; elsewhere use
     ``with supervisor.log.redacting(config.secrets()):``.
     """
+    found = inspect_config(
+        source, environ=environ, project_root=project_root, max_config_bytes=max_config_bytes
+    )
+    if found.config is None:
+        raise ConfigError(found.errors, path=found.label, servers=found.entries)
+    return found.config
+
+
+@attrs.frozen
+class Inspection:
+    """What :func:`inspect_config` found in a config whose file could be read.
+
+    ``errors`` are the structural errors, in file order; ``entries`` maps each server
+    entry found to where it is defined (``mcpServers.github``). ``config`` is the loaded
+    config when there is no structural error, else ``None``. ``servers`` holds every server
+    entry without a structural error of its own, loaded (its environment's problems in its
+    :attr:`ServerConfig.errors`) — all of them when ``config`` is not ``None``, the sound
+    ones beside another's error otherwise, so that one error does not hide the rest.
+    """
+
+    errors: list[FieldError]
+    entries: dict[str, str]
+    servers: dict[str, ServerConfig]
+    config: Config | None
+    #: the config file as named, or ``None`` for a mapping
+    label: str | None
+
+
+def inspect_config(
+    source: str | os.PathLike[str] | Mapping[str, object],
+    *,
+    environ: Mapping[str, str] | None = None,
+    project_root: str | os.PathLike[str] | None = None,
+    max_config_bytes: int | None = None,
+) -> Inspection:
+    """Validate a config as :func:`load_config` does (same arguments), without raising
+    for its structural errors: they are in the :class:`Inspection`, beside every server
+    that has none of its own, loaded. A file that cannot be read or parsed still raises
+    :class:`ConfigError`; so does a ``source`` of another type (:class:`TypeError`).
+    """
     env = os.environ if environ is None else environ
     limit = DEFAULT_MAX_CONFIG_BYTES if max_config_bytes is None else max_config_bytes
     size: int | None = None
@@ -86,14 +131,20 @@ def load_config(
             f"{settings.limits.max_config_bytes} bytes",
         )
     _check_server_count(errors, parsed.servers, settings.limits.max_servers)
-    if errors.items:
-        raise ConfigError(
-            errors.items, path=None if path is None else root_label, servers=parsed.servers
-        )
-
+    wrong = [e.path for e in errors.items]
+    sound = [d for d in drafts if not any(_within(where, d.path) for where in wrong)]
     expander = _Expander(env, root, _workspace_folder(path, root))
-    servers = {d.name: _build_server(d, settings, expander, base, limit) for d in drafts}
-    return Config(servers=servers, settings=settings, path=path, project_root=root)
+    servers = {d.name: _build_server(d, settings, expander, base, limit) for d in sound}
+    config = None
+    if not errors.items:
+        config = Config(servers=servers, settings=settings, path=path, project_root=root)
+    return Inspection(
+        errors=errors.items,
+        entries=parsed.servers,
+        servers=servers,
+        config=config,
+        label=None if path is None else root_label,
+    )
 
 
 def _check_server_count(errors: _Errors, servers: Mapping[str, str], limit: int) -> None:

@@ -29,6 +29,7 @@ from .._fields import (
     _str_list,
     _unknown_field,
     _want,
+    _within,
 )
 from ._model import ServerType
 
@@ -52,6 +53,7 @@ __all__ = [
     "_str_list",
     "_unknown_field",
     "_want",
+    "_within",
     "_split_url",
     "_url_problem",
 ]

@@ -14,6 +14,7 @@ from typing import TextIO
 import attrs
 import trio
 
+from .._plural import plural
 from ..bus import Bus, Subscription
 from ..errors import ApprovalDenied, ToolError
 from ..events import (
@@ -47,7 +48,7 @@ def describe(event: Event, since: float) -> str:
         case LocalSpawned():
             text = f"pid {event.pid}"
         case Connected():
-            text = f"{event.tool_count} tools, handshake {event.connect_time:.2f} s"
+            text = f"{plural(event.tool_count, 'tool')}, handshake {event.connect_time:.2f} s"
         case Disconnected():
             text = "clean" if event.was_clean else "unexpected"  # the reason: see mcp.error
         case LocalCrashed():
@@ -60,7 +61,7 @@ def describe(event: Event, since: float) -> str:
         case ChildRestarted():
             text = f"restart {event.restarts} ({event.strategy})"
         case BusDropped():
-            text = f"{event.count} events missed"
+            text = f"{plural(event.count, 'event')} missed"
         case _:
             text = ""
     return f"{_at(event.ts, since)}{_origin(event):<6} {event.kind:<27} {text}".rstrip()

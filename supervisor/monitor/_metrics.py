@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
+from .._plural import plural
 from ..actors import SupervisorStatistics
 from ..server import HealthRecord, ServerMetrics
 
@@ -231,13 +232,9 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f} ms"
 
 
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def _tool_errors(n: int, sep: str = " / ") -> str:
     """``N tool errors`` and ``sep``, or nothing when there were none."""
-    return f"{_count(n, 'tool error')}{sep}" if n else ""
+    return f"{plural(n, 'tool error')}{sep}" if n else ""
 
 
 def summary_text(summary: SessionSummary) -> str:
@@ -247,7 +244,7 @@ def summary_text(summary: SessionSummary) -> str:
     width = max([6, *(len(name) for name in summary.servers)])
     for name, m in summary.servers.items():
         rate = "" if m.success_rate is None else f" ({m.success_rate:.0%})"
-        reconnects = _count(m.reconnects, "reconnect")
+        reconnects = plural(m.reconnects, "reconnect")
         if m.reconnect_avg_s is not None:
             reconnects += f" (avg {_seconds(m.reconnect_avg_s)})"
         lines.append(
@@ -258,9 +255,9 @@ def summary_text(summary: SessionSummary) -> str:
             f"p99 {_ms(m.latency_p99_ms)}"
         )
     lines.append(
-        f"  total: {_count(len(summary.servers), 'server')}, {summary.connected} connected, "
-        f"{summary.calls_ok} calls ok, {_tool_errors(summary.calls_tool_error, ', ')}"
+        f"  total: {plural(len(summary.servers), 'server')}, {summary.connected} connected, "
+        f"{plural(summary.calls_ok, 'call')} ok, {_tool_errors(summary.calls_tool_error, ', ')}"
         f"{summary.calls_failed} failed, "
-        f"{_count(summary.reconnects, 'reconnect')}, {_count(summary.restarts, 'restart')}"
+        f"{plural(summary.reconnects, 'reconnect')}, {plural(summary.restarts, 'restart')}"
     )
     return "\n".join(lines)

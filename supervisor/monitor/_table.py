@@ -11,6 +11,7 @@ import time
 import unicodedata
 from collections.abc import Mapping
 
+from .._plural import plural
 from ..server import HealthRecord
 
 #: The icon of each status: connected, on the way, down, not running (or disabled).
@@ -135,8 +136,7 @@ def details(record: HealthRecord, now: float) -> str:
             return f"tried once: {error or 'no error recorded'}"  # a one-shot supervisor
         tries = record.consecutive_failures
         if tries:
-            plural = "attempt" if tries == 1 else "attempts"
-            return f"gave up after {tries} {plural}: {error or 'no error recorded'}"
+            return f"gave up after {plural(tries, 'attempt')}: {error or 'no error recorded'}"
         return error or "failed"
     if status == "needs_auth":
         return f"🔑 needs login: mcp-supervisor auth login {record.server}"
@@ -180,13 +180,9 @@ def about(record: HealthRecord) -> str:
     if record.protocol_version:
         parts.append(f"MCP {record.protocol_version}")
     if record.resource_count is not None and record.prompt_count is not None:
-        resources = _plural(record.resource_count, "resource")
-        parts.append(f"{resources}, {_plural(record.prompt_count, 'prompt')}")
+        resources = plural(record.resource_count, "resource")
+        parts.append(f"{resources}, {plural(record.prompt_count, 'prompt')}")
     return " · ".join(parts)
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def status_table(
@@ -254,10 +250,10 @@ def status_table(
     tools_total = sum(r.tool_count or 0 for r in connected)
     everyone = len(connected) == len(records) - disabled
     up = paint(f"{len(connected)} connected", _GREEN if everyone else _YELLOW)
-    configured = _plural(len(records), "server") + " configured"
+    configured = plural(len(records), "server") + " configured"
     if disabled:
         configured += f" ({disabled} disabled)"
-    footer = f"  {configured} | {up} | {_plural(tools_total, 'tool')} available"
+    footer = f"  {configured} | {up} | {plural(tools_total, 'tool')} available"
     lines += [rule, footer]
     return "\n".join(lines)
 

@@ -14,6 +14,7 @@ import trio
 from mcp.client._memory import InMemoryTransport
 
 from .. import events, tracing
+from .._plural import plural
 from ..actors import (
     ActorStopped,
     ActorUnavailable,
@@ -685,10 +686,15 @@ class ManagedServer:
                     f"MCP server {self.name!r} failed, and retrying cannot help: {error}. "
                     "Fix the cause, then "
                 )
+            elif exc.attempts == 0:  # its config allows no restart: none was tried
+                said = (
+                    f"MCP server {self.name!r} failed and is not {self._no_restarts()}; "
+                    f"last error: {error}. Fix the cause, then "
+                )
             else:
                 said = (
-                    f"MCP server {self.name!r} is unavailable after {exc.attempts} attempts; "
-                    f"last error: {error}. Fix the cause, then "
+                    f"MCP server {self.name!r} is unavailable after "
+                    f"{plural(exc.attempts, 'attempt')}; last error: {error}. Fix the cause, then "
                 )
             raise ServerUnavailable(
                 f"{said}restart it (handle.restart({self.name!r}))",
@@ -720,6 +726,12 @@ class ManagedServer:
             ) from None
         if isinstance(exc, RequestAborted) and not isinstance(exc, CallMayHaveTakenEffect):
             raise CallMayHaveTakenEffect.during(self.name, tool) from exc.__cause__
+
+    def _no_restarts(self) -> str:
+        """Why a failed server is not tried again: the config's words for it."""
+        if self.config.type == "stdio":
+            return "restarted: its config says restartOnCrash: false (or maxRestarts: 0)"
+        return "reconnected: its config says reconnect: false (or maxAttempts: 0)"
 
     async def list_tools(self, timeout: float | None = None) -> list[types.Tool]:
         limit = self.config.init_timeout + self.config.timeout if timeout is None else timeout
