@@ -166,7 +166,8 @@ def describe(event: Event) -> str:
         case "mcp.local.spawned":
             text = f"process started, pid {e.pid}"
         case "mcp.connected":
-            text = f"connected: {e.tool_count} tools, handshake took {e.connect_time:.2f} s"
+            tools = f"{e.tool_count} tool{'' if e.tool_count == 1 else 's'}"
+            text = f"connected: {tools}, handshake took {e.connect_time:.2f} s"
         case "mcp.disconnected":
             text = f"disconnected ({'clean' if e.was_clean else 'unexpected'})"
         case "mcp.local.crashed":

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._plural import plural
 from .._previews import (
     SpillDirectory,
     b64_size,
@@ -387,21 +388,17 @@ def _tools_footer(document: Mapping[str, Any], down: Sequence[Mapping[str, Any]]
     servers = document.get("servers") or []
     shown = len(document.get("tools") or ())
     total = int(document.get("total", shown))
-    line = f"{_count(total, 'tool')} from {_count(len(servers) - len(down), 'server')}"
+    line = f"{plural(total, 'tool')} from {plural(len(servers) - len(down), 'server')}"
     query = document.get("search")
     if query is not None:
-        line = f"{_count(shown, 'match', 'matches')} for {printable(repr(query))} among {line}"
+        line = f"{plural(shown, 'match', 'matches')} for {printable(repr(query))} among {line}"
     unsupported = sum(int(s.get("unsupported") or 0) for s in servers)
     if unsupported:
-        line += f"; {_count(unsupported, 'tool')} skipped as unsupported"
+        line += f"; {plural(unsupported, 'tool')} skipped as unsupported"
     if down:
         names = ", ".join(printable(str(s["name"])) for s in down)
         line += f"; not connected: {names} (see stderr)"
     return line
-
-
-def _count(n: int, one: str, many: str | None = None) -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def _print_json(document: object) -> None:

@@ -41,6 +41,7 @@ from pathlib import Path
 import msgspec
 import trio
 
+from .._plural import plural
 from ._history import FAIL, INFO, OK, CallHistory, CallRecord
 
 __all__ = [
@@ -385,11 +386,6 @@ class ResourceSampler:
 
 
 # -- the check -----------------------------------------------------------------------------
-
-
-def plural(count: int, word: str, words: str | None = None) -> str:
-    """``"1 call"``, ``"2 calls"``."""
-    return f"{count} {word if count == 1 else (words or word + 's')}"
 
 
 def _ids(ids: list[str]) -> str:

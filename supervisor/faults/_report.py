@@ -37,6 +37,7 @@ from pathlib import Path
 
 import msgspec
 
+from .._plural import plural
 from ..timeline import (
     OUTCOMES,
     TIMELINE_CSS,
@@ -52,7 +53,7 @@ from ..timeline import (
     markup,
     seconds,
 )
-from ._checker import Verdict, check, fault_fields, plural, timed_events
+from ._checker import Verdict, check, fault_fields, timed_events
 from ._history import FAIL, OK, CallHistory, CallRecord
 
 __all__ = ["REPORT_STATES", "render_html", "server_states", "write_html", "write_json"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import math
 import time
@@ -189,7 +188,6 @@ class ManagedServer:
         self._report = report
         #: its tools as last listed, checked once when they arrived
         self.listing = Listing(())
-        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=200)
         self.incarnations = 0
         #: the live incarnation, whose connection calls may use directly
         self.current: ServerActor | None = None
@@ -510,7 +508,6 @@ class ManagedServer:
         self.emit(events.LocalSpawned(server=self.name, pid=pid))
 
     def _stderr_line(self, line: str) -> None:
-        self.stderr_tail.append(line)
         log.debug("server stderr", server=self.name, line=line)
 
     def changed(self) -> None:
