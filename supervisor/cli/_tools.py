@@ -309,7 +309,11 @@ def register(commands: Commands, parents: Parents) -> None:
     )
     call.add_argument("--json", action="store_true", help="one JSON document on stdout")
     call.add_argument(
-        "-y", "--yes", action="store_true", help="approve the call if it needs approval"
+        "-y",
+        "--yes",
+        action="store_true",
+        help="approve the call if it needs approval (through a running gateway: over its "
+        "local socket, not over --connect)",
     )
     call.add_argument(
         "--timeout",
@@ -317,6 +321,8 @@ def register(commands: Commands, parents: Parents) -> None:
         default=None,
         metavar="S",
         help="give up after S seconds (default: the server's timeout, 30 s unless set); "
-        "waiting for the server to start counts",
+        "waiting for the server to start counts. Through a gateway, S goes to it, which "
+        "bounds the call with it; a call without an answer then may have taken effect and "
+        "is never sent again",
     )
     call.set_defaults(handler=_cmd_call)
