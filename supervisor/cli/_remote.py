@@ -130,7 +130,10 @@ def call(
     except GatewayRequestError as exc:
         unknown = exc.code == -32602
         kind = "UnknownTool" if unknown else "ServerRequestError"
-        call_error(name, kind, exc.message, as_json, server=None, effect="not executed")
+        # refused as a request (parse, method, params) before any tool ran; any other
+        # error answer may have come after the call was made
+        effect = "not executed" if exc.code in _REFUSED else "may have taken effect"
+        call_error(name, kind, exc.message, as_json, server=None, effect=effect)
         return EXIT_USAGE if unknown else EXIT_FAILURE
     except GatewayUnreachable as exc:
         if client.url is None:
@@ -173,6 +176,10 @@ def call(
         as_json=as_json,
     )
 
+
+#: JSON-RPC error codes that refuse a request as such: parse error, invalid request,
+#: method not found, invalid params.
+_REFUSED = frozenset({-32700, -32600, -32601, -32602})
 
 #: Said when ``call --yes`` met a gateway that would not take it (over ``--connect``).
 _YES_THROUGH_HTTP = (
