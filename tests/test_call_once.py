@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -27,7 +26,11 @@ import trio
 
 from supervisor.gateway import local_socket
 from supervisor.testing.servers import count_executions, stdio_params
-from tests.test_gateway_cli import runtime_dir  # noqa: F401 - autouse: a runtime dir of its own
+from tests.test_gateway_cli import (
+    cli,
+    runtime_dir,  # noqa: F401 - autouse: a runtime dir of its own
+)
+from tests.test_replicas import Child, start
 
 TOKEN = "call-once-token-0123456789"
 #: Seconds a step may take on a loaded machine (a server's start, a CLI run).
@@ -38,12 +41,15 @@ STEP = 90
 class Gateway:
     """A ``serve --http`` process over one counting ``slow`` fixture server."""
 
-    process: trio.Process
+    child: Child
     config: Path
     counts: Path
     url: str = ""
     backing: int = 0
-    err: bytearray = attrs.field(factory=bytearray)
+
+    @property
+    def process(self) -> trio.Process:
+        return self.child.process
 
     def executions(self, tool: str) -> int:
         return count_executions(self.counts)[tool]
@@ -66,52 +72,29 @@ async def serving(tmp_path: Path) -> AsyncIterator[Gateway]:
     command = [sys.executable, "-m", "supervisor", "serve", "--config", str(config)]
     command += ["--http", "127.0.0.1:0"]
     env = {**os.environ, "MCP_SUPERVISOR_GATEWAY_TOKEN": TOKEN}
-    process = await trio.lowlevel.open_process(command, stderr=subprocess.PIPE, env=env)
-    gateway = Gateway(process, config, counts)
+    backing = 0
     try:
-        async with trio.open_nursery() as nursery:
-
-            async def drain() -> None:
-                assert process.stderr is not None
-                while chunk := await process.stderr.receive_some():
-                    gateway.err += chunk
-
-            nursery.start_soon(drain)
-            with trio.fail_after(STEP):
-                while (found := re.search(rb"gateway at (http://\S+/mcp)", gateway.err)) is None:
-                    assert process.poll() is None, gateway.err.decode()
-                    await trio.sleep(0.05)
-                gateway.url = found[1].decode()
-            await until(local_socket(config).exists, "the gateway's local socket")
+        async with (
+            trio.open_nursery() as nursery,
+            start(nursery, "serve", command, env=env) as child,
+        ):
+            # said once it serves HTTP, its local socket already listening
+            found = await child.wait_for(rb"gateway at (http://\S+/mcp)")
+            gateway = Gateway(child, config, counts, url=found[1].decode())
             # A call waits for the server's first connection; then its pid is known.
             up = await cli("call", "--config", str(config), "echo_echo", '{"text": "up"}')
             assert (up.returncode, up.stdout) == (0, b"up\n"), up.stderr
             status = await cli("status", "--config", str(config), "--json")
             (record,) = json.loads(status.stdout)["servers"]
             assert record["status"] == "connected", status
-            gateway.backing = record["pid"]
+            gateway.backing = backing = record["pid"]
             yield gateway
             nursery.cancel_scope.cancel()
     finally:
-        with trio.CancelScope(shield=True):
-            for pid in (process.pid, gateway.backing):
-                if pid <= 0:  # never 0: that would be this process's own group
-                    continue
-                with suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGCONT)
-                    os.kill(pid, signal.SIGKILL)
-            await process.wait()
-
-
-async def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-    with trio.fail_after(STEP):
-        return await trio.run_process(
-            [sys.executable, "-m", "supervisor", *args],
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            env=env,
-        )
+        if backing > 0:  # never 0: that would be this process's own group
+            with suppress(ProcessLookupError):
+                os.kill(backing, signal.SIGCONT)
+                os.kill(backing, signal.SIGKILL)
 
 
 def through(gateway: Gateway, door: str) -> tuple[list[str], dict[str, str]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -48,6 +47,7 @@ from supervisor.faults._http import FaultyHTTPTransport
 from supervisor.runtime import open_supervisor
 from supervisor.testing.servers import count_executions, make_server, start_http
 from supervisor.transports import http_transport
+from tests.test_chaos import server_row
 
 VIAS = ["transport", "proxy"]
 MODES = ["auto", "legacy"]
@@ -944,17 +944,6 @@ async def test_chaos_listen_reports_the_typescript_clients_calls(tmp_path: Path)
     tally = report["verdict"]["servers"][server]
     assert (tally["failed"], tally["indefinite"], tally["faults"]) == (14, 0, 2)
     assert not any("named no server" in note for note in report["verdict"]["notes"])
-
-
-def server_row(page: str, server: str) -> dict[str, str]:
-    """The report page's row of ``server`` in the table of servers: header -> cell."""
-    table = re.search(r'<table class="servers">(.*?)</table>', page, re.S)
-    assert table is not None
-    head = re.findall(r"<th>(.*?)</th>", table.group(1))
-    row = re.search(rf'<tr data-server="{re.escape(server)}">(.*?)</tr>', table.group(1))
-    assert row is not None, f"no row for {server!r}"
-    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
-    return dict(zip(head, cells, strict=True))
 
 
 async def test_chaos_listen_reports_each_call_as_it_ended(tmp_path: Path) -> None:
