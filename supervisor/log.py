@@ -528,8 +528,50 @@ def _renderer(stream: TextIO, json: bool | None) -> Processor:
 
     tty = _isatty(stream)
     if (not tty) if json is None else json:
+        # json.dumps escapes every control and non-ASCII character: nothing to obey
         return structlog.processors.JSONRenderer(serializer=_json.dumps, default=_json_default)
-    return structlog.dev.ConsoleRenderer(colors=tty and "NO_COLOR" not in os.environ)
+    return _PrintableConsole(colors=tty and "NO_COLOR" not in os.environ)
+
+
+#: the console fields written as they are (the others, if not text, with ``repr()``)
+_VERBATIM = frozenset({"event", "exception", "stack"})
+#: those of them whose line breaks stay (a traceback, a stack)
+_MULTILINE = frozenset({"exception", "stack"})
+
+
+class _PrintableConsole:
+    """structlog's console renderer, given every text value made printable first
+    (:func:`~supervisor._printable.printable`): a server's stderr line or error message
+    in a log line is shown, never obeyed by the terminal. A value with nothing to escape
+    is left to the renderer as it is; the colours are its own."""
+
+    def __init__(self, *, colors: bool) -> None:
+        import structlog
+
+        self._render = structlog.dev.ConsoleRenderer(colors=colors)
+
+    def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> str:
+        from ._printable import printable
+
+        for key, value in list(event_dict.items()):
+            if not isinstance(value, str):
+                continue  # written with repr(), which escapes what a terminal obeys
+            shown = printable(value, keep_lines=key in _MULTILINE)
+            if shown != value:  # written as it is, not quoted and escaped again
+                event_dict[key] = shown if key in _VERBATIM else _Shown(shown)
+        return cast(str, self._render(logger, method_name, event_dict))
+
+
+class _Shown:
+    """A text value made printable, which the console renderer writes as it is."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def _processors(renderer: Processor) -> list[Processor]:
@@ -582,9 +624,7 @@ _STDERR = _Stderr()
 # Bounded: one chain per answer to "is stderr a terminal (and colors allowed)?".
 @functools.lru_cache(maxsize=2)
 def _default_chain(colors: bool) -> list[Processor]:
-    import structlog
-
-    return _processors(structlog.dev.ConsoleRenderer(colors=colors))
+    return _processors(_PrintableConsole(colors=colors))
 
 
 def _default_logger(name: str | None, initial: dict[str, Any]) -> FilteringBoundLogger:

@@ -4,6 +4,7 @@ import io
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections import namedtuple
@@ -102,6 +103,44 @@ class TestConfigureLogging:
 
         assert "hello tty" in out.getvalue()
         assert "\x1b[" in out.getvalue()
+
+    def test_console_shows_a_servers_escapes_never_obeys_them(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """On a terminal, text a server sent (a stderr line, an error, a traceback's
+        message) is written with visible escapes — through our loggers, the standard
+        library's (the SDK's) and the unconfigured default — and the only escape
+        sequences left are the renderer's own colours; a traceback keeps its lines."""
+        monkeypatch.delenv("NO_COLOR", raising=False)
+        bad = "\x1b]0;T\x07\x1b]52;c;QQ==\x07\x1b[2J\x9b1m\u202eZ"
+        shown = "\\x1b]0;T\\x07\\x1b]52;c;QQ==\\x07\\x1b[2J\\x9b1m\\u202eZ"
+
+        def obeyed(text: str) -> list[str]:
+            return re.findall("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]", text)
+
+        def uncoloured(text: str) -> str:
+            return re.sub("\x1b\\[[0-9;]*m", "", text)  # the renderer's own colours
+
+        out = FakeTTY()
+        configure_logging(stream=out, force=True)
+        try:
+            raise ValueError("boom " + bad)
+        except ValueError:
+            get_logger("t").exception("server said " + bad, line="stderr " + bad)
+        logging.getLogger("mcp.client").warning("sdk: %s", bad)
+        assert "\x1b[" in out.getvalue()  # coloured: a terminal
+        text = uncoloured(out.getvalue())
+        assert obeyed(text) == [], text
+        for said in ("server said " + shown, "stderr " + shown, "ValueError: boom " + shown):
+            assert said in text
+        assert "sdk: " + shown in text
+        assert "Traceback (most recent call last):\n" in text
+
+        log.reset_logging()
+        structlog.reset_defaults()
+        get_logger("t").warning("default " + bad, line=bad)
+        err = capsys.readouterr().err
+        assert obeyed(err) == [] and "default " + shown in err, err
 
     def test_no_color_env_disables_colors(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """NO_COLOR turns colors off even on a terminal."""

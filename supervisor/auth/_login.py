@@ -33,6 +33,7 @@ import attrs
 import trio
 from mcp.shared.auth import AuthorizationCodeResult
 
+from .._printable import printable
 from ..log import get_logger
 
 __all__ = [
@@ -289,7 +290,8 @@ def default_redirect_handler(nursery: trio.Nursery, *, quiet: bool = False) -> R
 
     async def redirect(url: str) -> None:
         if not quiet:
-            print(f"Open this URL to authorize: {url}", file=sys.stderr, flush=True)
+            shown = printable(url)  # built from what the authorization server said
+            print(f"Open this URL to authorize: {shown}", file=sys.stderr, flush=True)
         if os.environ.get("MCP_SUPERVISOR_NO_BROWSER"):
             return
         command = browser_command(url)

@@ -1,4 +1,7 @@
-"""``auth login|logout|status``: OAuth logins of remote servers (docs/auth.md)."""
+"""``auth login|logout|status``: OAuth logins of remote servers (docs/auth.md).
+
+What an authorization server said (issuer, scopes, errors) and a server's tool names
+are made printable (:func:`supervisor._printable.printable`) before they are shown."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._printable import printable
 from ._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -106,6 +110,10 @@ def _document(name: str, info: BrokerInfo) -> dict[str, Any]:
 
 
 def _describe(name: str, info: BrokerInfo, now: float) -> list[str]:
+    return [printable(line) for line in _lines(name, info, now)]
+
+
+def _lines(name: str, info: BrokerInfo, now: float) -> list[str]:
     if info.state == "no tokens":
         head = f"{name}: not logged in (account {info.account})"
         if info.grant == "authorization_code":
@@ -210,18 +218,19 @@ async def _login(config: Config, names: Sequence[str], args: argparse.Namespace)
         for name, outcome in results.items():
             if isinstance(outcome, SupervisorError):
                 failed += 1
-                print(f"mcp-supervisor auth: {name}: {said(outcome)}", file=sys.stderr)
+                shown = printable(said(outcome), keep_lines=True)
+                print(f"mcp-supervisor auth: {name}: {shown}", file=sys.stderr)
                 continue
             print("\n".join(_describe(name, outcome, now)))
             await sup.connect_all()
             record = await _settled(sup, name)
             if record.status != "connected":
                 failed += 1
-                reason = record.last_error or record.status
+                reason = printable(record.last_error or record.status, keep_lines=True)
                 print(f"mcp-supervisor auth: {name}: logged in, but: {reason}", file=sys.stderr)
                 continue
             tools = sorted(t.name for t in sup.server(name).tools)
-            shown = ", ".join(tools[:8]) + (" …" if len(tools) > 8 else "")
+            shown = printable(", ".join(tools[:8])) + (" …" if len(tools) > 8 else "")
             print(f"  tools    {len(tools)}{': ' + shown if tools else ''}")
     return EXIT_FAILURE if failed else EXIT_OK
 

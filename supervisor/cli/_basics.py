@@ -9,7 +9,8 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from .._plural import plural
-from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, run
+from .._printable import printable
+from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, run, say
 from ._serve import add_dashboard_option
 from ._trust import add_config_options
 
@@ -60,11 +61,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     failures = structural + [e for s in loaded.values() if not s.disabled for e in problems[s.name]]
     if not args.json:  # with --json, the document says it all
         for error in structural:
-            print(error, file=sys.stderr)
+            say(str(error))
         for server in loaded.values():
             for error in problems[server.name]:
                 note = " (server is disabled)" if server.disabled else ""
-                print(f"{error}{note}", file=sys.stderr)
+                say(f"{error}{note}")
     rows = {}
     for name, server in loaded.items():
         kind = "remote" if server.remote_fallback else server.type.value
@@ -108,7 +109,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 for flag, on in (("disabled", server.disabled), ("invalid", not server.valid))
                 if on
             )
-            print(f"  {server.name:<{width}}  {kind:<6}  {target}{flags}")
+            name, shown = printable(server.name), printable(target)
+            print(f"  {name:<{width}}  {kind:<6}  {shown}{flags}")
     return EXIT_USAGE if failures else EXIT_OK
 
 

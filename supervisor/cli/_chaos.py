@@ -124,9 +124,11 @@ def _cmd_soak(args: argparse.Namespace, argv: list[str]) -> int:
 
         print_json(verdict.to_builtins())
     else:
+        from .._printable import printable
+
         print(verdict.summary())
-        for problem in verdict.problems:
-            print(f"  - {problem}")
+        for problem in verdict.problems:  # they quote what the servers answered
+            print(f"  - {printable(problem, keep_lines=True)}")
         calls, faults = plural(result.calls, "call"), plural(result.faults, "fault")
         print(f"{calls}, {faults} injected, seed {seed}")
         if result.report_html is not None:

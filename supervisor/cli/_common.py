@@ -211,9 +211,13 @@ def said(error: BaseException) -> str:
 
 
 def say(line: str) -> None:
-    """One line on stderr, now; a stderr that is gone (a closed terminal) is no error."""
+    """One line on stderr, now, made printable (:func:`~supervisor._printable.printable`,
+    line breaks kept): what it quotes of a server or a config is shown, never obeyed. A
+    stderr that is gone (a closed terminal) is no error."""
+    from .._printable import printable
+
     with suppress(OSError):
-        print(line, file=sys.stderr, flush=True)
+        print(printable(line, keep_lines=True), file=sys.stderr, flush=True)
 
 
 def load(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Config, or None after errors
@@ -233,7 +237,7 @@ def load(args: argparse.Namespace) -> Any:  # noqa: ANN401 - a Config, or None a
         config = load_config(path)
     except ConfigError as exc:
         for error in exc.errors:
-            print(error, file=sys.stderr)
+            say(str(error))
         return None
     args.secrets.add(*config.secrets())
     if chosen:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from .._files import FILE_MODE, private_dir, write_atomic
 from .._plural import plural
+from .._printable import printable
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, Parser, say
 from ._trust import DEFAULT_CONFIG, TrustStore, add_config_options, digest
 
@@ -164,7 +165,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
         load_config(document, project_root=path.absolute().parent)
     except ConfigError as exc:
         for error in exc.errors:
-            print(error, file=sys.stderr)
+            say(str(error))
         return EXIT_USAGE
 
     secrets = _ask_secrets(args.name, asked)
@@ -245,14 +246,14 @@ def _connect_once(args: argparse.Namespace, label: str) -> int:
         config = load_config(label)
     except ConfigError as exc:
         for error in exc.errors:
-            print(error, file=sys.stderr)
+            say(str(error))
         say(f"mcp-supervisor add: {label} does not load, so {args.name} was not started; {fix}")
         return EXIT_USAGE
     args.secrets.add(*config.secrets())
     server = config.servers[args.name]
     if server.errors:
         for error in server.errors:
-            print(error, file=sys.stderr)
+            say(str(error))
         say(f"mcp-supervisor add: {args.name} cannot start; {fix}")
         return EXIT_FAILURE
     one_shot(args)
@@ -276,7 +277,7 @@ async def _list_tools(config: Config, name: str, fix: str) -> int:
     width = max((len(e.name) for e in entries), default=0)
     for e in entries:
         first = (e.description or "").strip().splitlines()
-        print(f"  {e.name:<{width}}  {first[0] if first else ''}".rstrip())
+        print(f"  {printable(e.name):<{width}}  {printable(first[0]) if first else ''}".rstrip())
     return EXIT_OK
 
 
@@ -303,7 +304,7 @@ def _cmd_remove(args: argparse.Namespace) -> int:
         new_text, where, raw = remove_entry(text, label, args.name)
     except ConfigError as exc:
         for error in exc.errors:
-            print(error, file=sys.stderr)
+            say(str(error))
         return EXIT_USAGE
     try:
         _write(path, new_text, bom, created=False)
@@ -350,7 +351,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         config = load_config(path)
     except ConfigError as exc:
         for error in exc.errors:
-            print(error, file=sys.stderr)
+            say(str(error))
         return EXIT_USAGE
     args.secrets.add(*config.secrets())
     rows = []
@@ -368,7 +369,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     width = max(len(r["name"]) for r in rows)  # type: ignore[arg-type]
     for r in rows:
         flags = "".join(f"  ({f})" for f in ("disabled", "lazy") if r[f])
-        print(f"{r['name']:<{width}}  {r['type']:<6}  {r['target']}{flags}")
+        name, target = printable(str(r["name"])), printable(str(r["target"]))
+        print(f"{name:<{width}}  {r['type']:<6}  {target}{flags}")
     return EXIT_OK
 
 

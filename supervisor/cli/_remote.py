@@ -77,7 +77,10 @@ def find_gateway(args: argparse.Namespace) -> Any:
 
 
 def _fail(command: str, message: str) -> int:
-    print(f"mcp-supervisor {command}: {message}", file=sys.stderr)
+    from .._printable import printable
+
+    shown = printable(message, keep_lines=True)  # it may quote the gateway's answer
+    print(f"mcp-supervisor {command}: {shown}", file=sys.stderr)
     return EXIT_FAILURE
 
 
@@ -263,15 +266,17 @@ def status(client: Any, as_json: bool) -> int | None:
 
 def events(client: Any, pattern: str, duration: float | None) -> int | None:
     """The gateway's events as JSON lines, for ``duration`` seconds or until it stops
-    (or a signal); ``None`` when a local gateway could not be asked."""
+    (or a signal), each made printable as JSON (:func:`~supervisor._printable.printable_json`);
+    ``None`` when a local gateway could not be asked."""
     from urllib.parse import quote
 
+    from .._printable import printable_json
     from ..gateway._local import GatewayError
 
     out = sys.stdout.buffer
     try:
         for line in client.stream(f"/events?filter={quote(pattern)}", duration=duration):
-            out.write(line)
+            out.write(printable_json(line.decode("utf-8", "replace")).encode())
             out.flush()
     except GatewayError as exc:
         return None if client.url is None else _fail("events", str(exc))

@@ -12,7 +12,8 @@ ways, and one printer of it for people:
 
 The standard library only (and :mod:`supervisor._previews`): a call through a running
 gateway renders its answer without loading the MCP SDK, attrs or trio. Every string a
-server sent is made printable (:func:`printable`) before it reaches a terminal.
+server sent is made printable (:func:`supervisor._printable.printable`) before it reaches
+a terminal.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from .._previews import (
     suffix_for,
     text_preview,
 )
+from .._printable import printable
 
 __all__ = [
     "CallOutput",
@@ -45,7 +47,6 @@ __all__ = [
     "print_call",
     "print_status",
     "print_tools",
-    "printable",
     "report_call",
     "signature",
 ]
@@ -219,7 +220,7 @@ def print_call(output: CallOutput, as_json: bool) -> None:
     for r in document["resources"]:  # type: ignore[attr-defined]
         parts = [
             None if r["mime_type"] is None else printable(str(r["mime_type"])),
-            None if r["size"] is None else f"{r['size']} bytes",
+            None if r["size"] is None else f"{printable(str(r['size']))} bytes",
             None if r["name"] is None else f"name {printable(repr(r['name']))}",
         ]
         details = ", ".join(p for p in parts if p)
@@ -404,19 +405,3 @@ def _tools_footer(document: Mapping[str, Any], down: Sequence[Mapping[str, Any]]
 def _print_json(document: object) -> None:
     json.dump(document, sys.stdout)
     sys.stdout.write("\n")
-
-
-# What a terminal would act on rather than show: C0 controls but tab and newline, DEL,
-# the C1 controls (CSI, OSC … as single characters), and the bidirectional overrides.
-_UNPRINTABLE = {
-    c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F, *range(0x80, 0xA0)]
-}
-_UNPRINTABLE.update({c: f"\\u{c:04x}" for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]})
-_ONE_LINE = {**_UNPRINTABLE, 0x0A: "\\n", 0x09: "\\t"}
-
-
-def printable(text: str, *, keep_lines: bool = False) -> str:
-    """``text`` with every character a terminal would act on — escape sequences,
-    carriage returns, bidirectional overrides — written as ``\\xNN``, so that what a
-    server sent is shown, never obeyed; with ``keep_lines``, line breaks and tabs stay."""
-    return text.translate(_UNPRINTABLE if keep_lines else _ONE_LINE)

@@ -1,5 +1,7 @@
 """``resources``, ``read``, ``prompts`` and ``prompt``: the merged resources and prompts
-from the command line, one-shot like ``tools`` and ``call``."""
+from the command line, one-shot like ``tools`` and ``call``. What a server sent is made
+printable (:func:`supervisor._printable.printable`) before it is shown; ``--json`` prints
+it escaped, as JSON does."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from .._plural import plural
+from .._printable import printable
 from ._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -111,10 +114,12 @@ async def _read(
     for content in result.contents:
         text = getattr(content, "text", None)
         if text is not None:
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            shown = printable(text, keep_lines=True)
+            sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
         else:
             blob = base64.b64decode(getattr(content, "blob", "") or "")
-            print(f"[{content.mime_type or 'binary'}: {len(blob)} bytes from {content.uri}]")
+            kind, uri = printable(content.mime_type or "binary"), printable(str(content.uri))
+            print(f"[{kind}: {len(blob)} bytes from {uri}]")
     return EXIT_OK
 
 
@@ -213,7 +218,7 @@ async def _prompt(
     for message in result.messages:
         text = getattr(message.content, "text", None)
         shown = text if text is not None else json.dumps(messages[0]["content"])
-        print(f"[{message.role}] {shown}")
+        print(f"[{printable(message.role)}] {printable(shown, keep_lines=True)}")
     return EXIT_OK
 
 
@@ -231,6 +236,7 @@ def _one_shot(
 def _failed(command: str, exc: BaseException, code: int, text: str | None = None) -> int:
     """Say on stderr why ``command`` failed (in the command line's words); return ``code``."""
     shown = said(exc) if text is None else text
+    shown = printable(shown, keep_lines=True)
     print(f"mcp-supervisor {command}: {type(exc).__name__}: {shown}", file=sys.stderr)
     return code
 
@@ -241,7 +247,7 @@ def _report_down(sup: SupervisorHandle, command: str) -> int:
     for name, record in sup.status().items():
         if record.status != "connected":
             down += 1
-            why = record.last_error or "not connected"
+            why = printable(record.last_error or "not connected", keep_lines=True)
             print(
                 f"mcp-supervisor {command}: server {name!r} is {record.status}: {why}",
                 file=sys.stderr,
@@ -257,7 +263,7 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
     import shutil
 
     width = shutil.get_terminal_size((120, 24)).columns
-    all_rows = [header, *rows]
+    all_rows = [header, *(tuple(map(printable, row)) for row in rows)]
     widths = [max(len(r[i]) for r in all_rows) for i in range(len(header) - 1)]
     for row in all_rows:
         line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))

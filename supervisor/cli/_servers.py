@@ -136,6 +136,7 @@ def _cmd_events(args: argparse.Namespace) -> int:
 async def _events(config: object, pattern: str, duration: float | None) -> int:
     import trio
 
+    from .._printable import printable_json
     from ..events import encode
     from ..runtime import open_supervisor
 
@@ -145,7 +146,8 @@ async def _events(config: object, pattern: str, duration: float | None) -> int:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(sup.connect_all)
                 async for event in events:
-                    out.write(encode(event) + b"\n")
+                    line = printable_json(encode(event).decode())  # no raw escape sequences
+                    out.write(line.encode() + b"\n")
                     out.flush()
     return EXIT_OK
 
@@ -174,7 +176,8 @@ def register(commands: Commands, parents: Parents) -> None:
         parents=parents,
         help="run the servers and print their events as JSON lines",
         description="Connect every enabled server and print each event as one "
-        "JSON line on stdout, until --duration seconds have passed (exit 0) or Ctrl-C "
+        "JSON line on stdout (control and bidirectional characters a server sent as "
+        "\\uXXXX escapes), until --duration seconds have passed (exit 0) or Ctrl-C "
         "(exit 130) or another signal.",
     )
     add_config_options(events)

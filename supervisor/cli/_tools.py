@@ -16,6 +16,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from .._previews import PREVIEW_LIMITS
+from .._printable import printable
 from . import _remote as remote
 from ._common import (
     EXIT_FAILURE,
@@ -121,7 +122,8 @@ async def _ask_on_terminal(request: ApprovalRequest) -> bool:
     if len(shown) > 200:
         shown = shown[:199] + "…"
     sys.stderr.write(f"  arguments: {shown}\n")
-    sys.stderr.write(f"Call {request.tool} on {request.server} ({request.reason})? [y/N] ")
+    what = printable(f"{request.tool} on {request.server} ({request.reason})")
+    sys.stderr.write(f"Call {what}? [y/N] ")
     sys.stderr.flush()
     answer = b""
     async with trio.lowlevel.FdStream(os.dup(0)) as stdin:
@@ -230,7 +232,7 @@ class _ProgressBar:
         else:
             line = f"progress {done:g}"
         if message:
-            line += f" {message}"
+            line += f" {printable(message)}"
         import shutil
 
         width = shutil.get_terminal_size((80, 24)).columns

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from .._files import FILE_MODE, locked, private_dir, write_atomic
+from .._printable import printable
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -177,7 +178,8 @@ def ask(path: str, config: Config, *, changed: bool, stdin: TextIO, stderr: Text
 
 def launches(config: Config) -> list[str]:
     """One line per server: its name, transport and command line or URL (secret-looking
-    values masked); a disabled server is said to start nothing."""
+    values masked), made printable (an escape sequence in the file cannot hide what it
+    starts); a disabled server is said to start nothing."""
     from ..config import command_line, masked_url
 
     servers = list(config.servers.values())
@@ -187,7 +189,7 @@ def launches(config: Config) -> list[str]:
         kind = "remote" if s.remote_fallback else s.type.value
         target = masked_url(s.url) if s.url else command_line(s)
         note = "  (disabled: not started)" if s.disabled else ""
-        lines.append(f"{s.name:<{width}}  {kind:<6}  {target}{note}")
+        lines.append(printable(f"{s.name:<{width}}  {kind:<6}  {target}{note}"))
     return lines
 
 
@@ -203,4 +205,4 @@ def _summary(config: Config) -> str:
     if not shown:
         return "this one starts none"
     more = f", and {len(shown) - 3} more" if len(shown) > 3 else ""
-    return "here " + "; ".join(shown[:3]) + more
+    return printable("here " + "; ".join(shown[:3]) + more)

@@ -1,4 +1,9 @@
-"""The status table: health records as a fixed-width table, for a terminal or a log."""
+"""The status table: health records as a fixed-width table, for a terminal or a log.
+
+Every string in it that a server or a config controls — names, the handshake's
+``serverInfo``, command lines, errors with their stderr lines — is made printable
+(:func:`supervisor._printable.printable`): the table's own colours are the only escape
+sequences it holds."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import unicodedata
 from collections.abc import Mapping
 
 from .._plural import plural
+from .._printable import printable
 from ..server import HealthRecord
 
 #: The icon of each status: connected, on the way, down, not running (or disabled).
@@ -98,7 +104,7 @@ def short_error(error: str | None) -> str:
         return ""
     text = _SERVER_PREFIX.sub("", error.strip().splitlines()[0])
     text = text.split("; ", 1)[0]
-    return _fit(text, _ERROR_MAX)
+    return _fit(printable(text), _ERROR_MAX)
 
 
 def ago(then: float | None, now: float) -> str:
@@ -139,7 +145,7 @@ def details(record: HealthRecord, now: float) -> str:
             return f"gave up after {plural(tries, 'attempt')}: {error or 'no error recorded'}"
         return error or "failed"
     if status == "needs_auth":
-        return f"🔑 needs login: mcp-supervisor auth login {record.server}"
+        return f"🔑 needs login: mcp-supervisor auth login {printable(record.server)}"
     if status == "refreshing":
         return "refreshing its OAuth token"
     if status == "auth_failed":
@@ -165,7 +171,7 @@ def short_target(record: HealthRecord) -> str:
         quoted = shlex.quote(program)
         if "/" in program.rstrip("/") and target.startswith(quoted):
             target = shlex.quote(posixpath.basename(program.rstrip("/"))) + target[len(quoted) :]
-    return _fit(target, _TARGET_MAX)
+    return _fit(printable(target), _TARGET_MAX)
 
 
 def about(record: HealthRecord) -> str:
@@ -174,11 +180,12 @@ def about(record: HealthRecord) -> str:
     resources and prompts it listed; what is not known yet is left out. An in-process
     server (type ``memory``) says ``in-process`` and its server object's name."""
     kind = "in-process" if record.type == "memory" else record.type
-    parts = [p for p in (kind, short_target(record)) if p]
+    parts = [p for p in (printable(kind), short_target(record)) if p]
     if record.server_name:
-        parts.append(" ".join(p for p in (record.server_name, record.server_version) if p))
+        said = (record.server_name, record.server_version)
+        parts.append(" ".join(printable(p) for p in said if p))
     if record.protocol_version:
-        parts.append(f"MCP {record.protocol_version}")
+        parts.append(f"MCP {printable(record.protocol_version)}")
     if record.resource_count is not None and record.prompt_count is not None:
         resources = plural(record.resource_count, "resource")
         parts.append(f"{resources}, {plural(record.prompt_count, 'prompt')}")
@@ -206,7 +213,7 @@ def status_table(
     rows = []
     for r in records.values():
         tools = "—" if r.tool_count is None else str(r.tool_count)
-        rows.append((r, r.server, ICONS.get(r.status, "?"), tools, ago(r.last_ok, now)))
+        rows.append((r, printable(r.server), ICONS.get(r.status, "?"), tools, ago(r.last_ok, now)))
     name_w = max([_NAME_MIN, *(display_width(row[1]) for row in rows)]) + _GAP
     digits = max([_TOOLS_DIGITS, *(display_width(row[3]) for row in rows)])
     tools_w = max(_TOOLS_MIN, digits) + _GAP
@@ -271,7 +278,7 @@ def _full_reason(record: HealthRecord, width: int, cut: bool) -> list[str]:
         or not record.last_error
     ):
         return []
-    full = " ".join(_SERVER_PREFIX.sub("", record.last_error.strip()).split())
+    full = printable(" ".join(_SERVER_PREFIX.sub("", record.last_error.strip()).split()))
     if full == short_error(record.last_error) and not cut:
         return []
     indent = _INDENT + "↳ "
