@@ -97,6 +97,11 @@ def note() -> str:
     return "c" + BAD
 
 
+@app.resource("notes://refused", name="refused", mime_type="text/plain")
+def refused() -> str:
+    raise MCPError(-32603, "rr" + BAD)
+
+
 @app.prompt(name="pr", description="pd" + BAD)
 def pr() -> str:
     return "pt" + BAD
@@ -233,6 +238,7 @@ COMMANDS = [
 OWN_ONLY = [
     pytest.param(("resources",), ("rd" + SHOWN,), id="resources"),
     pytest.param(("read", "notes://n"), ("c" + SHOWN,), id="read"),
+    pytest.param(("read", "notes://refused"), ("rr" + SHOWN,), id="read-refused"),
     pytest.param(("prompts",), ("pd" + SHOWN,), id="prompts"),
     pytest.param(("prompt", "evil_pr"), ("pt" + SHOWN,), id="prompt"),
 ]
@@ -339,3 +345,34 @@ def test_a_config_shown_by_check_list_and_the_trust_gate_is_escaped(
     gate = cli(env, "tools", cwd=tmp_path)
     assert gate.returncode == 2
     shown_not_obeyed(gate, shown)
+
+
+async def test_auth_status_shows_what_the_authorization_server_said_escaped(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """``auth status``: the issuer and scopes a hostile authorization server gave, as
+    the login stored them, are shown escaped."""
+    from mcp.shared.auth import OAuthToken
+
+    from supervisor.auth import AuthService, AuthStore
+    from supervisor.config import load_config
+
+    path = tmp_path / "mcp.json"
+    server = {"type": "http", "url": "http://127.0.0.1:9/mcp", "auth": {"callbackPort": 9}}
+    path.write_text(json.dumps({"mcpServers": {"remote": server}}))
+    config = load_config(path)
+    service = AuthService(
+        list(config.servers.values()),
+        store=AuthStore(tmp_path / "auth"),
+        publish=lambda event: None,
+        remember=lambda *secrets: None,
+        base_dir=tmp_path,
+    )
+    credentials = service.brokers["remote"].credentials
+    credentials.issuer = "http://as.example/" + BAD
+    token = OAuthToken(access_token="at-0123456789", scope="read s" + BAD, expires_in=3600)
+    await credentials.set_tokens(token)
+    done = cli({**env, "MCP_SUPERVISOR_AUTH_DIR": str(tmp_path / "auth")},
+               "auth", "status", "--config", str(path))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    shown_not_obeyed(done, "http://as.example/" + SHOWN, "read s" + SHOWN)
