@@ -345,6 +345,11 @@ def test_a_config_shown_by_check_list_and_the_trust_gate_is_escaped(
     gate = cli(env, "tools", cwd=tmp_path)
     assert gate.returncode == 2
     shown_not_obeyed(gate, shown)
+    from supervisor.cli._trust import launches
+    from supervisor.config import load_config
+
+    (line,) = launches(load_config(tmp_path / ".mcp.json"))  # what the question lists
+    assert RAW.search(line) is None and line.endswith(shown), line
 
 
 async def test_auth_status_shows_what_the_authorization_server_said_escaped(
