@@ -106,3 +106,37 @@ def test_one_of_each_is_counted_in_the_singular(tmp_path: pathlib.Path) -> None:
     prompts = run("prompts", "--config", str(path))
     assert prompts.returncode == 0, prompts.stderr
     assert prompts.stdout.splitlines()[-1] == "1 prompt (arguments marked ? are optional)"
+
+
+TWO_IMAGES = """
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.prompts.base import AssistantMessage, UserMessage
+from mcp.types import ImageContent
+
+app = MCPServer("pictures")
+
+
+@app.prompt()
+async def compare() -> list:
+    \"\"\"Two pictures to compare.\"\"\"
+    first = ImageContent(type="image", data="Zmlyc3Q=", mime_type="image/png")
+    second = ImageContent(type="image", data="c2Vjb25k", mime_type="image/jpeg")
+    return [UserMessage(content=first), AssistantMessage(content=second)]
+
+
+app.run()
+"""
+
+
+def test_prompt_shows_each_non_text_message_as_itself(tmp_path: pathlib.Path) -> None:
+    """A prompt of two images prints each message's own content, not the first's twice."""
+    script = tmp_path / "pictures.py"
+    script.write_text(TWO_IMAGES)
+    path = tmp_path / "mcp.json"
+    servers = {"pictures": {"command": sys.executable, "args": [str(script)], "initTimeout": 120}}
+    path.write_text(json.dumps({"mcpServers": servers}))
+    got = run("prompt", "--config", str(path), "pictures_compare")
+    assert got.returncode == 0, got.stderr
+    lines = got.stdout.splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == ["[user]", "[assistant]"]
+    assert '"Zmlyc3Q="' in lines[0] and '"c2Vjb25k"' in lines[1]

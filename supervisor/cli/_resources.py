@@ -215,9 +215,9 @@ async def _prompt(
     if as_json:
         print_json({"name": name, "description": result.description, "messages": messages})
         return EXIT_OK
-    for message in result.messages:
+    for message, dumped in zip(result.messages, messages, strict=True):
         text = getattr(message.content, "text", None)
-        shown = text if text is not None else json.dumps(messages[0]["content"])
+        shown = text if text is not None else json.dumps(dumped["content"])
         print(f"[{printable(message.role)}] {printable(shown, keep_lines=True)}")
     return EXIT_OK
 
