@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 from ..actors import collapse, leaves
 from ..errors import CatalogTooLarge, PaginationError
 from ..log import get_logger
+from ..transports import Receipt, connection_closed, delivery
 from ._host import ServerHost
 
 log = get_logger("supervisor.server")
@@ -78,15 +79,25 @@ class Listings:
         try:
             while (client := self._client()) is not None:
                 self._relist_again = False
+                receipt = Receipt()
+                token = delivery.set(receipt)
                 try:
                     tools = await self.all_tools(client)
                 except MCPError as exc:
-                    if exc.code != types.CONNECTION_CLOSED:
-                        raise
-                    # The connection died under the fetch: the session reports why (the
-                    # transport's reason); raising here would end the incarnation first,
-                    # with only "Connection closed" to say.
+                    if connection_closed(exc, receipt):
+                        # The connection died under the fetch: the session reports why
+                        # (the transport's reason); raising here would end the
+                        # incarnation first, with only "Connection closed" to say.
+                        return
+                    # The server refused to list them again: it keeps the tools it had.
+                    log.warning(
+                        "listing tools again failed; the tools listed before are kept",
+                        server=self.server.name,
+                        error=f"{exc.message} (MCP error {exc.code})",
+                    )
                     return
+                finally:
+                    delivery.reset(token)
                 server = self.server
                 before = {t.name: t for t in server.tools}
                 server.tools = tools

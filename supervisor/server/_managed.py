@@ -55,6 +55,7 @@ from ..transports import (
     StdioTransport,
     http_transport,
     sse_transport,
+    streamable_http_abandoned,
 )
 from ..transports import _safe_url as safe_url
 from ._actor import PING_TIMEOUT, ServerActor
@@ -484,7 +485,7 @@ class ManagedServer:
             return self._faulty(socket, parse=frame)
         if self.use_sse:
             return self._sse(c)
-        remote = _Remote(None, tracks_delivery=True)
+        remote = _Remote(None, tracks_delivery=True, made_by_client=streamable_http_abandoned)
         remote._inner = http_transport(
             c.url,
             headers=c.headers,
