@@ -50,7 +50,12 @@ from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
-from ._limits import DEFAULT_MAX_MESSAGE_BYTES
+from ._limits import (
+    DEFAULT_MAX_CATALOG_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_TOOLS_PER_SERVER,
+)
+from ._pages import PageGuard
 from ._programs import command_problem as command_problem
 from ._stderr import PROBE_METHOD, StderrTail, pending
 from .errors import (
@@ -89,6 +94,8 @@ _ToSession = anyio.abc.ObjectSendStream[SessionMessage | Exception]
 #: and was dropped (in the range JSON-RPC leaves to implementations).
 RESULT_TOO_LARGE = -32099
 
+#: Bytes read from a server's stdout at a time.
+_READ_CHUNK = 65536
 #: Bytes kept of each end of a line that is skipped for its size, to find its id.
 _SKIP_KEEP = 4096
 _ID = rb'(-?\d+|"(?:[^"\\]|\\.)*")'
@@ -309,6 +316,8 @@ class StdioTransport:
         on_spawn: Callable[[int], None] | None = None,
         stderr_lines: int = STDERR_LINES,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        max_items: int = DEFAULT_MAX_TOOLS_PER_SERVER,
+        max_catalog_bytes: int = DEFAULT_MAX_CATALOG_BYTES,
         grace: float = GRACE_SECONDS,
         kill_after: float = KILL_AFTER_SECONDS,
         faults: FaultEngine | None = None,
@@ -337,6 +346,7 @@ class StdioTransport:
         self.failure: TransportError | None = None
         #: which requests the server answered (every message read is the server's)
         self.answers = Answers()
+        self._pages = PageGuard(max_items=max_items, max_bytes=max_catalog_bytes)
         self._process: trio.Process | None = None
         self._stack: AsyncExitStack | None = None
         self._stopping = False  # our own shutdown: the exit it causes is no failure
@@ -448,7 +458,7 @@ class StdioTransport:
         skipping: _Skipped | None = None  # a line over the limit, being read past
         try:
             while True:
-                chunk = await process.stdout.receive_some(65536)
+                chunk = await process.stdout.receive_some(_READ_CHUNK)
                 ended = not chunk
                 if ended:  # a last line without its newline is a line all the same
                     if skipping is None and not buffer:
@@ -463,22 +473,29 @@ class StdioTransport:
                     skipping, chunk = None, chunk[end + 1 :]
                 buffer += chunk
                 while (end := buffer.find(b"\n")) >= 0:
-                    line = bytes(buffer[:end])
+                    with memoryview(buffer) as view:
+                        line = bytes(view[:end])
                     del buffer[: end + 1]
                     if len(line) > limit:
                         await self._skipped(_Skipped(line), to_session)
                     elif not line.strip():
                         continue
                     elif link is None:
-                        await to_session.send(self._parse(line))
+                        message = self._parse(line)
+                        del line  # the message is what lives on (a refused page: not even that)
+                        await to_session.send(message)
+                        del message
                     else:
                         assert point is not None
                         await link.carry(_TO_CLIENT, line, point.to_client, point.to_server)
                         if point.read_closed:
                             return  # a violation or an injected close ended the read side
+                    line = b""
                 if len(buffer) > limit:
                     skipping = _Skipped(bytes(buffer))
                     buffer.clear()
+                if buffer.__alloc__() > 2 * _READ_CHUNK and len(buffer) <= _READ_CHUNK:
+                    buffer = bytearray(buffer)  # a long line was read: give its room back
                 if ended:
                     break
         except ProtocolViolation as exc:
@@ -530,6 +547,22 @@ class StdioTransport:
         )
 
     def _parse(self, line: bytes) -> SessionMessage:
+        refused = self._pages.check(line)
+        if refused is not None:
+            # Over the catalog limits: never parsed, answered with an error instead.
+            request_id, error = refused
+            log.warning(
+                "listing page over the catalog limits dropped",
+                server=self.name,
+                request_id=request_id,
+                **error["data"],
+            )
+            message: types.JSONRPCMessage = types.JSONRPCError(
+                jsonrpc="2.0", id=request_id, error=types.ErrorData(**error)
+            )
+            parsed = SessionMessage(message)
+            self.answers.received(parsed)
+            return parsed
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError:
@@ -552,8 +585,11 @@ class StdioTransport:
         return parsed
 
     def _sending(self, message: SessionMessage) -> None:
-        """Note the connection's first protocol probe on its way to the server."""
+        """Note the connection's first protocol probe, and each listing request, on its
+        way to the server."""
         request = message.message
+        if isinstance(request, types.JSONRPCRequest):
+            self._pages.sent(request.method, request.id)
         if (
             isinstance(request, types.JSONRPCRequest)
             and request.method == PROBE_METHOD

@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import mcp_types as types
 import pytest
 import trio
 
+from supervisor._pages import CATALOG_TOO_LARGE, LISTINGS, PageGuard
 from supervisor.server import (
     CallMayHaveTakenEffect,
     ServerRequestError,
@@ -123,3 +126,100 @@ async def test_listings_and_pings_answered_with_32000_keep_the_connection() -> N
         assert {t.name for t in server.tools} == {"boom", "hang", "change"}
         assert server.status() is ServerStatus.CONNECTED and server.health.restarts == 0
     assert "mcp.health.stale" not in rec.kinds("h")
+
+
+# -- item: a catalog page under the message cap is checked before it is parsed ---------------
+
+#: Run in a subprocess of its own: connect to a server listing ``N`` tools in one page and
+#: report the memory it cost (RSS before, at its peak and after; tracemalloc's peak).
+MEASURE = """
+import json, sys, tracemalloc, trio
+from supervisor.server import ManagedServer, open_servers
+from tests.test_server import Settings
+
+def vm(key):
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith(key))
+
+async def refused(hostile, count, seen):
+    config = Settings(name="big", command=sys.executable, args=[hostile, "catalog", count],
+                      lazy=False, max_attempts=0, init_timeout=600)
+    server = ManagedServer(config, publish=seen.append)
+    async with open_servers([server]):
+        while server.health.last_error is None:
+            await trio.sleep(0.01)
+    return server.health.last_error
+
+async def main(hostile, count):
+    seen = []
+    before = vm("VmRSS")
+    error = await refused(hostile, count, seen)  # RSS: its peak, and what stays after
+    after, peak_rss = vm("VmRSS"), vm("VmHWM")
+    tracemalloc.start()
+    await refused(hostile, count, seen)  # what Python allocated at the peak
+    traced_peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    tail = [line for e in seen if e.kind == "mcp.local.crashed" for line in e.stderr_tail]
+    page = next(int(line.split()[1]) for line in tail if line.startswith("page "))
+    print(json.dumps({"before": before, "after": after, "peak_rss": peak_rss,
+                      "traced_peak": traced_peak, "page": page, "error": error}))
+
+trio.run(main, *sys.argv[1:])
+"""
+
+
+def test_a_200000_tool_page_under_the_message_cap_is_refused_unparsed(tmp_path: Path) -> None:
+    """200,000 tiny tools in one tools/list page (about 10 MB, under maxMessageBytes):
+    refused with the limit error naming the server, the count and the settings to
+    change, without building the tools: the supervisor's memory peaks at a few times the
+    page's bytes (parsing them cost some eighty times) and comes back after."""
+    script = tmp_path / "measure.py"
+    script.write_text(MEASURE)
+    done = subprocess.run(
+        [sys.executable, str(script), HOSTILE, "200000"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got["error"].startswith("MCP server 'big' lists 200000 tools (")
+    assert "more than the limits (1000 tools, 2097152 bytes)" in got["error"]
+    assert "maxToolsPerServer, maxCatalogBytes" in got["error"]
+    page = got["page"]
+    assert page > 8_000_000  # the attack's shape: a page of megabytes, under 16 MiB
+    assert got["traced_peak"] < 3 * page, got
+    assert got["peak_rss"] - got["before"] < 5 * page, got
+    assert got["after"] - got["before"] < 2 * page, got
+
+
+def test_a_page_over_the_limits_is_answered_with_an_error_for_its_request() -> None:
+    """Each listing's page is measured as written: the items counted and their bytes
+    summed; a page over either limit becomes an error for that request (its counts in
+    ``data``), a page within them, another message, or a request from the server with a
+    listing's id is left to the parser."""
+    guard = PageGuard(max_items=2, max_bytes=40)
+
+    def page(request_id: object, field: str, names: list[str]) -> bytes:
+        items = [{"name": n} for n in names]
+        message = {"jsonrpc": "2.0", "id": request_id, "result": {field: items}}
+        return json.dumps(message, separators=(",", ":")).encode()
+
+    for method, field in LISTINGS.items():
+        guard.sent(method, 7)
+        refused = guard.check(page(7, field, ["a", "b", "c"]))
+        assert refused is not None and refused[0] == 7
+        assert refused[1]["code"] == CATALOG_TOO_LARGE
+        assert refused[1]["data"] == {"count": 3, "size": 3 * len('{"name":"a"}')}
+        guard.sent(method, "8")
+        assert guard.check(page(8, field, ["a" * 20, "b" * 20]))[1]["data"]["size"] == 62  # type: ignore[index]
+        guard.sent(method, 9)
+        assert guard.check(page(9, field, ["a", "b"])) is None
+    guard.sent("tools/list", 10)
+    assert guard.check(page(10, "content", ["a", "b", "c"])) is None  # not a listing's page
+    guard.sent("tools/list", 11)
+    request = {"jsonrpc": "2.0", "id": 11, "method": "roots/list", "params": {}}
+    assert guard.check(json.dumps(request).encode()) is None
+    assert guard.check(page(11, "tools", ["a", "b", "c"])) is not None  # still waited for
+    assert guard.check(page(12, "tools", ["a", "b", "c"])) is None  # no such listing

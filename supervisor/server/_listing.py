@@ -18,6 +18,7 @@ from mcp.client.subscriptions import (
 )
 from mcp.shared.exceptions import MCPError
 
+from .._pages import CATALOG_TOO_LARGE
 from ..actors import collapse, leaves
 from ..errors import CatalogTooLarge, PaginationError
 from ..log import get_logger
@@ -126,18 +127,21 @@ class Listings:
         size = 0
         pages = 0
         while True:
-            page, cursor = await fetch(cursor)
+            try:
+                page, cursor = await fetch(cursor)
+            except MCPError as exc:
+                if exc.code != CATALOG_TOO_LARGE or not isinstance(exc.data, dict):
+                    raise
+                # The transport dropped the page unparsed (see supervisor._pages).
+                dropped = exc.data
+                raise self._too_large(
+                    what, len(items) + int(dropped["count"]), size + int(dropped["size"])
+                ) from None
             pages += 1
             items.extend(page)
             size += sum(len(item.model_dump_json()) for item in page)  # type: ignore[attr-defined]
             if len(items) > limits.max_tools or size > limits.max_catalog_bytes:
-                raise CatalogTooLarge(
-                    f"MCP server {name!r} lists {len(items)} {what} ({size} "
-                    f"bytes), more than the limits ({limits.max_tools} {what}, "
-                    f"{limits.max_catalog_bytes} bytes); raise supervisor.limits if that is "
-                    "expected",
-                    server=name,
-                )
+                raise self._too_large(what, len(items), size)
             if not cursor:
                 return items
             if cursor in seen:
@@ -162,6 +166,17 @@ class Listings:
                     pages=pages,
                 )
             seen.add(cursor)
+
+    def _too_large(self, what: str, count: int, size: int) -> CatalogTooLarge:
+        """The error of a listing of ``count`` items, ``size`` bytes, over the limits."""
+        limits = self.server.limits
+        name = self.server.name
+        return CatalogTooLarge(
+            f"MCP server {name!r} lists {count} {what} ({size} bytes), more than the "
+            f"limits ({limits.max_tools} {what}, {limits.max_catalog_bytes} bytes); raise "
+            "supervisor.limits (maxToolsPerServer, maxCatalogBytes) if that is expected",
+            server=name,
+        )
 
     async def extras(self, client: Client, which: Sequence[Listing]) -> bool:
         """List the server's resources (with templates) and/or prompts, as its capabilities

@@ -459,6 +459,8 @@ class ManagedServer:
                 on_stderr=self._stderr_line,
                 on_spawn=self._spawned,
                 max_message_bytes=self.limits.max_message_bytes,
+                max_items=self.limits.max_tools,
+                max_catalog_bytes=self.limits.max_catalog_bytes,
                 grace=self._grace,
                 kill_after=self._kill_after,
                 faults=faults,
