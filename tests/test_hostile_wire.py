@@ -11,18 +11,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import mcp_types as types
 import pytest
 import trio
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
 
 from supervisor._pages import CATALOG_TOO_LARGE, LISTINGS, PageGuard
+from supervisor.faults import load_plan
 from supervisor.server import (
     CallMayHaveTakenEffect,
     ServerRequestError,
     ServerStatus,
     open_servers,
 )
+from supervisor.testing.servers import start_http
 
+from .hostile_server import MESSAGE
 from .probes import until
 from .test_server import Recorder, Settings, managed
 
@@ -223,3 +229,68 @@ def test_a_page_over_the_limits_is_answered_with_an_error_for_its_request() -> N
     assert guard.check(json.dumps(request).encode()) is None
     assert guard.check(page(11, "tools", ["a", "b", "c"])) is not None  # still waited for
     assert guard.check(page(12, "tools", ["a", "b", "c"])) is None  # no such listing
+
+
+def refusing_http_app() -> MCPServer:
+    """A Streamable HTTP server whose tool ``boom`` answers with the JSON-RPC error
+    -32000 of its own."""
+    app = MCPServer("refusing")
+
+    @app.tool()
+    def boom() -> str:
+        """Fails with the server's own -32000."""
+        raise MCPError(code=-32000, message=MESSAGE)
+
+    return app
+
+
+async def test_a_32000_over_streamable_http_is_the_servers_error() -> None:
+    """The same over Streamable HTTP (a real socket): the server's -32000, sent on its
+    response stream, is ServerRequestError; the connection is kept."""
+    rec = Recorder()
+    async with trio.open_nursery() as nursery:
+        served = await start_http(nursery, refusing_http_app())
+        config = Settings(name="web", command="", args=[], type="http", url=served.url, lazy=False)
+        server = managed(config, rec)
+        async with open_servers([server]):
+            await until(lambda: server.status() is ServerStatus.CONNECTED, 20.0)
+            for _ in range(2):
+                with pytest.raises(ServerRequestError) as info:
+                    await server.call_tool("boom", {}, None)
+                assert info.value.code == types.CONNECTION_CLOSED and SAID in str(info.value)
+            assert server.status() is ServerStatus.CONNECTED and server.health.restarts == 0
+        nursery.cancel_scope.cancel()
+
+
+@attrs.define
+class FaultySettings(Settings):
+    """A server's settings with a fault plan."""
+
+    faults: object = None
+
+
+async def test_the_sdks_own_lost_answer_over_streamable_http_is_still_a_lost_call() -> None:
+    """The answer's stream closed without the answer: the SDK's Streamable HTTP client
+    says so with -32000 itself, and that stays CallMayHaveTakenEffect."""
+    rules = [{"when": {"method": "tools/call", "nth": 1, "direction": "to_client"},
+              "do": "close_stream"}]  # fmt: skip
+    app = MCPServer("plain")
+
+    @app.tool()
+    def echo(text: str) -> str:
+        """Answers its text."""
+        return text
+
+    async with trio.open_nursery() as nursery:
+        served = await start_http(nursery, app)
+        config = FaultySettings(
+            name="web", command="", args=[], type="http", url=served.url, lazy=False,
+            faults=load_plan(rules), max_attempts=3,
+        )  # fmt: skip
+        server = managed(config, Recorder())
+        async with open_servers([server]):
+            await until(lambda: server.status() is ServerStatus.CONNECTED, 20.0)
+            with pytest.raises(CallMayHaveTakenEffect):
+                await server.call_tool("echo", {"text": "1"}, None)
+            assert (await server.call_tool("echo", {"text": "2"}, None)).content[0].text == "2"
+        nursery.cancel_scope.cancel()
