@@ -31,6 +31,7 @@ import re
 import signal
 import subprocess
 import urllib.parse
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
 from types import TracebackType
@@ -45,9 +46,16 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import get_default_environment
 from mcp.client.streamable_http import streamable_http_client
 from mcp.os.posix.utilities import terminate_posix_process_tree
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
-from ._limits import DEFAULT_MAX_MESSAGE_BYTES
+from ._limits import (
+    DEFAULT_MAX_CATALOG_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_TOOLS_PER_SERVER,
+)
+from ._pages import PageGuard
 from ._programs import command_problem as command_problem
 from ._stderr import PROBE_METHOD, StderrTail, pending
 from .errors import (
@@ -86,6 +94,8 @@ _ToSession = anyio.abc.ObjectSendStream[SessionMessage | Exception]
 #: and was dropped (in the range JSON-RPC leaves to implementations).
 RESULT_TOO_LARGE = -32099
 
+#: Bytes read from a server's stdout at a time.
+_READ_CHUNK = 65536
 #: Bytes kept of each end of a line that is skipped for its size, to find its id.
 _SKIP_KEEP = 4096
 _ID = rb'(-?\d+|"(?:[^"\\]|\\.)*")'
@@ -130,19 +140,26 @@ _PERMANENT_SPAWN_ERRORS = frozenset(
 
 
 class Receipt:
-    """Whether a request reached the server, as far as the transport can tell.
+    """Whether a request reached the server, and whether its answer came back, as far as
+    the transport can tell.
 
-    Set :data:`delivery` to a receipt around sending one request. ``delivered`` stays
-    ``None`` on a transport that cannot tell; a transport that can sets it to ``False``
-    when the request is queued and ``True`` once it has been handed to the server (for
-    stdio: written into its stdin pipe). A request still ``False`` when the connection
-    dies never reached the server, so sending it again is safe.
+    Set :data:`delivery` to a receipt around sending one request (or the requests of one
+    listing). ``delivered`` stays ``None`` on a transport that cannot tell; a transport
+    that can sets it to ``False`` when the request is queued and ``True`` once it has been
+    handed to the server (for stdio: written into its stdin pipe). A request still
+    ``False`` when the connection dies never reached the server, so sending it again is
+    safe.
+
+    ``answered`` becomes ``True`` when the server's answer to the request comes in on the
+    connection (see :class:`Answers`): an error the request then raises is the server's
+    own, whatever its code — never the SDK's "Connection closed".
     """
 
-    __slots__ = ("delivered",)
+    __slots__ = ("__weakref__", "answered", "delivered")
 
     def __init__(self) -> None:
         self.delivered: bool | None = None
+        self.answered = False
 
 
 #: The receipt of the request being sent from the current task, if any.
@@ -151,16 +168,79 @@ delivery: contextvars.ContextVar[Receipt | None] = contextvars.ContextVar(
 )
 
 
+def connection_closed(error: MCPError, receipt: Receipt) -> bool:
+    """Whether ``error``, raised by the request ``receipt`` was set around, is the SDK
+    saying that the connection closed before the answer came — not the server answering
+    with an error of the same code.
+
+    The SDK uses ``CONNECTION_CLOSED`` (-32000) for its own "Connection closed", and a
+    server may send -32000 too: it is the first of JSON-RPC's implementation-defined
+    server error codes, and many servers use it for any failure. The code cannot tell
+    them apart; where the error came from can. The SDK makes its own when the read stream
+    ends, when the write stream is gone, or when a request is sent after either — none of
+    which passes through the transport's read side, where :class:`Answers` marks the
+    receipt of every request the server answered. So: that code, and no answer came.
+    """
+    return error.code == types.CONNECTION_CLOSED and not receipt.answered
+
+
+class Answers:
+    """Tells each request's :class:`Receipt` when the server's answer to it comes in.
+
+    ``sent`` is called with each outgoing message in the sender's task (where
+    :data:`delivery` holds its receipt), ``received`` with each incoming one before the
+    SDK sees it. Receipts are held weakly: a request whose answer never comes costs
+    nothing once its sender is gone. ``made_by_client`` picks out the errors the
+    transport's own client code puts on the read stream in place of an answer that can
+    never come (the SDK's Streamable HTTP client does, for a response stream that ended
+    without one): those answer nothing.
+    """
+
+    def __init__(self, made_by_client: Callable[[types.ErrorData], bool] | None = None) -> None:
+        self._waiting: weakref.WeakValueDictionary[types.RequestId, Receipt] = (
+            weakref.WeakValueDictionary()
+        )
+        self._made_by_client = made_by_client
+
+    def sent(self, item: SessionMessage) -> None:
+        message = item.message
+        receipt = delivery.get()
+        if receipt is not None and isinstance(message, types.JSONRPCRequest):
+            self._waiting[coerce_request_id(message.id)] = receipt
+
+    def received(self, item: object) -> None:
+        message = item.message if isinstance(item, SessionMessage) else None
+        if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            return
+        if message.id is None:
+            return
+        if (
+            isinstance(message, types.JSONRPCError)
+            and self._made_by_client is not None
+            and self._made_by_client(message.error)
+        ):
+            return
+        receipt = self._waiting.pop(coerce_request_id(message.id), None)
+        if receipt is not None:
+            receipt.answered = True
+
+
 class _ReceiptStream:
     """A write stream that remembers, with each message, the sender's receipt."""
 
-    def __init__(self, inner: anyio.abc.ObjectSendStream[tuple[Receipt | None, SessionMessage]]):
+    def __init__(
+        self,
+        inner: anyio.abc.ObjectSendStream[tuple[Receipt | None, SessionMessage]],
+        answers: Answers,
+    ):
         self._inner = inner
+        self._answers = answers
 
     async def send(self, item: SessionMessage) -> None:
         receipt = delivery.get()
         if receipt is not None:
             receipt.delivered = False
+        self._answers.sent(item)
         await self._inner.send((receipt, item))
 
     async def aclose(self) -> None:
@@ -236,6 +316,8 @@ class StdioTransport:
         on_spawn: Callable[[int], None] | None = None,
         stderr_lines: int = STDERR_LINES,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        max_items: int = DEFAULT_MAX_TOOLS_PER_SERVER,
+        max_catalog_bytes: int = DEFAULT_MAX_CATALOG_BYTES,
         grace: float = GRACE_SECONDS,
         kill_after: float = KILL_AFTER_SECONDS,
         faults: FaultEngine | None = None,
@@ -262,6 +344,9 @@ class StdioTransport:
         self._stderr_done = trio.Event()
         self.closed = trio.Event()
         self.failure: TransportError | None = None
+        #: which requests the server answered (every message read is the server's)
+        self.answers = Answers()
+        self._pages = PageGuard(max_items=max_items, max_bytes=max_catalog_bytes)
         self._process: trio.Process | None = None
         self._stack: AsyncExitStack | None = None
         self._stopping = False  # our own shutdown: the exit it causes is no failure
@@ -335,7 +420,7 @@ class StdioTransport:
         raw_write, from_session = anyio.create_memory_object_stream[
             tuple[Receipt | None, SessionMessage]
         ](0)
-        write_stream = _ReceiptStream(raw_write)
+        write_stream = _ReceiptStream(raw_write, self.answers)
         try:
             async with trio.open_nursery() as nursery:
                 link = None
@@ -373,7 +458,7 @@ class StdioTransport:
         skipping: _Skipped | None = None  # a line over the limit, being read past
         try:
             while True:
-                chunk = await process.stdout.receive_some(65536)
+                chunk = await process.stdout.receive_some(_READ_CHUNK)
                 ended = not chunk
                 if ended:  # a last line without its newline is a line all the same
                     if skipping is None and not buffer:
@@ -388,22 +473,29 @@ class StdioTransport:
                     skipping, chunk = None, chunk[end + 1 :]
                 buffer += chunk
                 while (end := buffer.find(b"\n")) >= 0:
-                    line = bytes(buffer[:end])
+                    with memoryview(buffer) as view:
+                        line = bytes(view[:end])
                     del buffer[: end + 1]
                     if len(line) > limit:
                         await self._skipped(_Skipped(line), to_session)
                     elif not line.strip():
                         continue
                     elif link is None:
-                        await to_session.send(self._parse(line))
+                        message = self._parse(line)
+                        del line  # the message is what lives on (a refused page: not even that)
+                        await to_session.send(message)
+                        del message
                     else:
                         assert point is not None
                         await link.carry(_TO_CLIENT, line, point.to_client, point.to_server)
                         if point.read_closed:
                             return  # a violation or an injected close ended the read side
+                    line = b""
                 if len(buffer) > limit:
                     skipping = _Skipped(bytes(buffer))
                     buffer.clear()
+                if buffer.__alloc__() > 2 * _READ_CHUNK and len(buffer) <= _READ_CHUNK:
+                    buffer = bytearray(buffer)  # a long line was read: give its room back
                 if ended:
                     break
         except ProtocolViolation as exc:
@@ -455,6 +547,22 @@ class StdioTransport:
         )
 
     def _parse(self, line: bytes) -> SessionMessage:
+        refused = self._pages.check(line)
+        if refused is not None:
+            # Over the catalog limits: never parsed, answered with an error instead.
+            request_id, error = refused
+            log.warning(
+                "listing page over the catalog limits dropped",
+                server=self.name,
+                request_id=request_id,
+                **error["data"],
+            )
+            message: types.JSONRPCMessage = types.JSONRPCError(
+                jsonrpc="2.0", id=request_id, error=types.ErrorData(**error)
+            )
+            parsed = SessionMessage(message)
+            self.answers.received(parsed)
+            return parsed
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except ValueError:
@@ -472,11 +580,16 @@ class StdioTransport:
             self._probe_id = None
             refused = isinstance(message, types.JSONRPCError)
             self.stderr_tail.probe_answered(refused, self._stderr_pending())
-        return SessionMessage(message)
+        parsed = SessionMessage(message)
+        self.answers.received(parsed)
+        return parsed
 
     def _sending(self, message: SessionMessage) -> None:
-        """Note the connection's first protocol probe on its way to the server."""
+        """Note the connection's first protocol probe, and each listing request, on its
+        way to the server."""
         request = message.message
+        if isinstance(request, types.JSONRPCRequest):
+            self._pages.sent(request.method, request.id)
         if (
             isinstance(request, types.JSONRPCRequest)
             and request.method == PROBE_METHOD
@@ -859,6 +972,21 @@ def http_errors(url: str) -> Iterator[None]:
         raise translated from translated.__cause__  # a translated leaf's is the original
 
 
+def streamable_http_abandoned(error: types.ErrorData) -> bool:
+    """Whether ``error`` is one the SDK's Streamable HTTP client made itself, for a request
+    whose answer can never come (its response stream ended or failed without one, or the
+    server answered a request with 202): the connection, not the server, ended it.
+
+    The client puts these on the read stream as if they were answers, so only their words
+    tell them apart; a server that sends the same words as its own error is taken at them
+    — it loses its own connection, as it could by ending the stream.
+    """
+    return error.code == types.CONNECTION_CLOSED and (
+        error.message.startswith("SSE stream ")
+        or error.message == "server answered a request with 202 Accepted"
+    )
+
+
 @asynccontextmanager
 async def http_transport(
     url: str,
@@ -918,6 +1046,7 @@ async def sse_transport(
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "Answers",
     "HTTPConnectError",
     "HTTPConnectionLost",
     "HTTPError",
@@ -930,8 +1059,10 @@ __all__ = [
     "TransportError",
     "child_environment",
     "command_problem",
+    "connection_closed",
     "http_client",
     "http_errors",
     "http_transport",
     "sse_transport",
+    "streamable_http_abandoned",
 ]

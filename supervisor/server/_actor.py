@@ -37,6 +37,7 @@ from ..transports import (
     ServerExited,
     StdioTransport,
     TransportError,
+    connection_closed,
     delivery,
 )
 from ..transports import _safe_url as safe_url
@@ -223,7 +224,7 @@ class ServerActor(Actor):
                     # Rejected unseen: renew the session, send it once more.
                     result = await send(await self._new_session(client))
         except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED:
+            if connection_closed(exc, receipt):
                 self._lost.set()  # the connection is dead: this incarnation ends
                 if again or receipt.delivered is False:
                     await self._requeue()
@@ -284,12 +285,14 @@ class ServerActor(Actor):
         except MCPError as exc:
             if direct and _session_expired(exc):
                 raise _NotSent from None  # the mailbox path renews the session
-            if exc.code == types.CONNECTION_CLOSED:
+            # The SDK's "Connection closed", not a server's own -32000: see connection_closed.
+            lost = connection_closed(exc, receipt)
+            if lost:
                 self._lost.set()  # the connection is dead: this incarnation ends
                 if safe or receipt.delivered is False:
                     raise _NotSent from None  # it never reached the server, or may run twice
             health.calls_failed += 1
-            if exc.code == types.CONNECTION_CLOSED:
+            if lost:
                 raise CallMayHaveTakenEffect.during(server.name, message.tool) from exc
             if exc.code == RESULT_TOO_LARGE:
                 health.last_ok = time.time()  # it answered; the answer was too big
@@ -665,12 +668,17 @@ class ServerActor(Actor):
                 await self._probe_now.wait()
             self._probe_now = trio.Event()
             answered = False
-            with trio.move_on_after(server.ping_timeout):
-                try:
-                    await _probe(client)
-                    answered = True
-                except MCPError as exc:
-                    answered = exc.code != types.CONNECTION_CLOSED
+            receipt = Receipt()
+            token = delivery.set(receipt)
+            try:
+                with trio.move_on_after(server.ping_timeout):
+                    try:
+                        await _probe(client)
+                        answered = True
+                    except MCPError as exc:
+                        answered = not connection_closed(exc, receipt)
+            finally:
+                delivery.reset(token)
             if not answered:
                 self._lost.set()  # from now on no call is sent on this connection
                 server.emit(events.HealthStale(server=server.name, last_ok=server.health.last_ok))

@@ -18,9 +18,11 @@ from mcp.client.subscriptions import (
 )
 from mcp.shared.exceptions import MCPError
 
+from .._pages import CATALOG_TOO_LARGE
 from ..actors import collapse, leaves
 from ..errors import CatalogTooLarge, PaginationError
 from ..log import get_logger
+from ..transports import Receipt, connection_closed, delivery
 from ._host import ServerHost
 
 log = get_logger("supervisor.server")
@@ -78,15 +80,25 @@ class Listings:
         try:
             while (client := self._client()) is not None:
                 self._relist_again = False
+                receipt = Receipt()
+                token = delivery.set(receipt)
                 try:
                     tools = await self.all_tools(client)
                 except MCPError as exc:
-                    if exc.code != types.CONNECTION_CLOSED:
-                        raise
-                    # The connection died under the fetch: the session reports why (the
-                    # transport's reason); raising here would end the incarnation first,
-                    # with only "Connection closed" to say.
+                    if connection_closed(exc, receipt):
+                        # The connection died under the fetch: the session reports why
+                        # (the transport's reason); raising here would end the
+                        # incarnation first, with only "Connection closed" to say.
+                        return
+                    # The server refused to list them again: it keeps the tools it had.
+                    log.warning(
+                        "listing tools again failed; the tools listed before are kept",
+                        server=self.server.name,
+                        error=f"{exc.message} (MCP error {exc.code})",
+                    )
                     return
+                finally:
+                    delivery.reset(token)
                 server = self.server
                 before = {t.name: t for t in server.tools}
                 server.tools = tools
@@ -115,18 +127,21 @@ class Listings:
         size = 0
         pages = 0
         while True:
-            page, cursor = await fetch(cursor)
+            try:
+                page, cursor = await fetch(cursor)
+            except MCPError as exc:
+                if exc.code != CATALOG_TOO_LARGE or not isinstance(exc.data, dict):
+                    raise
+                # The transport dropped the page unparsed (see supervisor._pages).
+                dropped = exc.data
+                raise self._too_large(
+                    what, len(items) + int(dropped["count"]), size + int(dropped["size"])
+                ) from None
             pages += 1
             items.extend(page)
             size += sum(len(item.model_dump_json()) for item in page)  # type: ignore[attr-defined]
             if len(items) > limits.max_tools or size > limits.max_catalog_bytes:
-                raise CatalogTooLarge(
-                    f"MCP server {name!r} lists {len(items)} {what} ({size} "
-                    f"bytes), more than the limits ({limits.max_tools} {what}, "
-                    f"{limits.max_catalog_bytes} bytes); raise supervisor.limits if that is "
-                    "expected",
-                    server=name,
-                )
+                raise self._too_large(what, len(items), size)
             if not cursor:
                 return items
             if cursor in seen:
@@ -151,6 +166,17 @@ class Listings:
                     pages=pages,
                 )
             seen.add(cursor)
+
+    def _too_large(self, what: str, count: int, size: int) -> CatalogTooLarge:
+        """The error of a listing of ``count`` items, ``size`` bytes, over the limits."""
+        limits = self.server.limits
+        name = self.server.name
+        return CatalogTooLarge(
+            f"MCP server {name!r} lists {count} {what} ({size} bytes), more than the "
+            f"limits ({limits.max_tools} {what}, {limits.max_catalog_bytes} bytes); raise "
+            "supervisor.limits (maxToolsPerServer, maxCatalogBytes) if that is expected",
+            server=name,
+        )
 
     async def extras(self, client: Client, which: Sequence[Listing]) -> bool:
         """List the server's resources (with templates) and/or prompts, as its capabilities

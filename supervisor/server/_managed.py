@@ -55,6 +55,7 @@ from ..transports import (
     StdioTransport,
     http_transport,
     sse_transport,
+    streamable_http_abandoned,
 )
 from ..transports import _safe_url as safe_url
 from ._actor import PING_TIMEOUT, ServerActor
@@ -458,6 +459,8 @@ class ManagedServer:
                 on_stderr=self._stderr_line,
                 on_spawn=self._spawned,
                 max_message_bytes=self.limits.max_message_bytes,
+                max_items=self.limits.max_tools,
+                max_catalog_bytes=self.limits.max_catalog_bytes,
                 grace=self._grace,
                 kill_after=self._kill_after,
                 faults=faults,
@@ -484,7 +487,7 @@ class ManagedServer:
             return self._faulty(socket, parse=frame)
         if self.use_sse:
             return self._sse(c)
-        remote = _Remote(None, tracks_delivery=True)
+        remote = _Remote(None, tracks_delivery=True, made_by_client=streamable_http_abandoned)
         remote._inner = http_transport(
             c.url,
             headers=c.headers,

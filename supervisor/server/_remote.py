@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import trio
 
-from ..transports import TransportError
+from ..transports import Answers, TransportError
 
 if TYPE_CHECKING:
+    import mcp_types as types
     from mcp.client._transport import TransportStreams
+    from mcp.shared.message import SessionMessage
 
 
 class TransportLike(Protocol):
@@ -18,19 +21,29 @@ class TransportLike(Protocol):
 
     closed: trio.Event
     failure: TransportError | None
+    answers: Answers
 
     async def __aenter__(self) -> TransportStreams: ...
     async def __aexit__(self, *exc: object) -> bool | None: ...
 
 
 class _Remote:
-    """Adapts an SDK-style remote transport: its end is only seen through failed requests."""
+    """Adapts an SDK-style remote transport: its end is seen when its read stream ends,
+    and each request's answer as it comes in (``answers``; ``made_by_client`` as for
+    :class:`~supervisor.transports.Answers`)."""
 
-    def __init__(self, inner, *, tracks_delivery: bool = False) -> None:  # noqa: ANN001
+    def __init__(
+        self,
+        inner,  # noqa: ANN001
+        *,
+        tracks_delivery: bool = False,
+        made_by_client: Callable[[types.ErrorData], bool] | None = None,
+    ) -> None:
         self._inner = inner
         self.tracks_delivery = tracks_delivery
         self.closed = trio.Event()
         self.failure: TransportError | None = None
+        self.answers = Answers(made_by_client)
         #: HTTP status of the first response, for the legacy-SSE fallback
         self.first_status: int | None = None
 
@@ -40,7 +53,7 @@ class _Remote:
 
     async def __aenter__(self) -> TransportStreams:
         read, write = await self._inner.__aenter__()
-        return _Watched(read, self), write
+        return _Watched(read, self), _Sending(write, self.answers)
 
     async def __aexit__(self, *exc: object) -> bool | None:
         return await self._inner.__aexit__(*exc)
@@ -68,10 +81,12 @@ class _Watched:
 
     async def receive(self) -> object:
         try:
-            return await self._inner.receive()
+            item = await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._remote.ended()
             raise
+        self._remote.answers.received(item)
+        return item
 
     def __aiter__(self) -> _Watched:
         return self
@@ -86,6 +101,31 @@ class _Watched:
         await self._inner.aclose()
 
     async def __aenter__(self) -> _Watched:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _Sending:
+    """A transport's write stream that shows each request to :class:`Answers` first (in
+    the sender's task, where its receipt is)."""
+
+    def __init__(self, inner, answers: Answers) -> None:  # noqa: ANN001 - an SDK WriteStream
+        self._inner = inner
+        self._answers = answers
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+    async def send(self, item: SessionMessage) -> None:
+        self._answers.sent(item)
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Sending:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -1,0 +1,296 @@
+"""What a hostile server can do on the wire: its own error -32000 (the code the SDK uses for
+"Connection closed") and a catalog page built to cost a gigabyte; real subprocess servers
+(``tests/hostile_server.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import attrs
+import mcp_types as types
+import pytest
+import trio
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+
+from supervisor._pages import CATALOG_TOO_LARGE, LISTINGS, PageGuard
+from supervisor.faults import load_plan
+from supervisor.server import (
+    CallMayHaveTakenEffect,
+    ServerRequestError,
+    ServerStatus,
+    open_servers,
+)
+from supervisor.testing.servers import start_http
+
+from .hostile_server import MESSAGE
+from .probes import until
+from .test_server import Recorder, Settings, managed
+
+HOSTILE = str(Path(__file__).with_name("hostile_server.py"))
+#: what the hostile server says with each -32000 (its escape sequence included)
+SAID = "the database is down"
+
+
+def hostile(name: str, *args: str, **fields: object) -> Settings:
+    fields.setdefault("lazy", False)
+    fields.setdefault("max_attempts", 1)
+    return Settings(name=name, command=sys.executable, args=[HOSTILE, *args], **fields)  # type: ignore[arg-type]
+
+
+def stderr_of(server: object) -> list[str]:
+    actor = server.current  # type: ignore[attr-defined]
+    return [] if actor is None or actor.transport is None else list(actor.transport.stderr_tail)
+
+
+# -- item: a server's own -32000 is its answer, not a lost connection ------------------------
+
+
+async def test_a_tool_answered_with_32000_is_the_servers_error_and_nothing_restarts() -> None:
+    """tools/call answered with the server's own {"code": -32000}: ServerRequestError
+    naming the server and carrying its message; the connection, the process and the tools
+    stay, call after call (more calls than its restarts would allow)."""
+    rec = Recorder()
+    server = managed(hostile("h", "refuse"), rec)
+    async with open_servers([server]):
+        await until(lambda: server.status() is ServerStatus.CONNECTED, 20.0)
+        pid = server.health.pid
+        for _ in range(3):
+            with pytest.raises(ServerRequestError) as info:
+                await server.call_tool("boom", {}, None)
+            assert info.value.code == types.CONNECTION_CLOSED and info.value.server == "h"
+            assert "MCP server 'h'" in str(info.value) and SAID in str(info.value)
+        assert server.status() is ServerStatus.CONNECTED
+        assert server.health.pid == pid and server.health.restarts == 0
+        assert {t.name for t in server.tools} == {"boom", "hang", "change"}
+        assert server.health.calls_failed == 3
+    assert "mcp.local.crashed" not in rec.kinds("h")
+    assert "supervisor.child.restarted" not in rec.kinds()
+
+
+async def test_the_real_lost_connection_is_still_may_have_taken_effect() -> None:
+    """kill -9 of the server with a call in flight: CallMayHaveTakenEffect, and the
+    server is restarted."""
+    rec = Recorder()
+    server = managed(hostile("h", "refuse", max_attempts=3), rec)
+    async with open_servers([server]):
+        await until(lambda: server.status() is ServerStatus.CONNECTED, 20.0)
+        pid = server.health.pid
+        assert pid is not None
+        async with trio.open_nursery() as nursery:
+
+            async def kill_when_called() -> None:
+                await until(lambda: "hang called" in stderr_of(server), 20.0)
+                os.kill(pid, signal.SIGKILL)
+
+            nursery.start_soon(kill_when_called)
+            with pytest.raises(CallMayHaveTakenEffect, match="may have taken effect"):
+                await server.call_tool("hang", {}, None)
+        await until(lambda: server.health.restarts == 1, 20.0)
+        await until(lambda: server.status() is ServerStatus.CONNECTED, 20.0)
+        assert server.health.pid != pid
+
+
+@pytest.mark.parametrize("what", ["resource", "prompt"])
+async def test_a_read_answered_with_32000_is_refused_once_not_resent(what: str) -> None:
+    """resources/read and prompts/get answered with -32000: the server refused them
+    (ServerRequestError with its message), sent once, the connection kept."""
+    rec = Recorder()
+    server = managed(hostile("h", "refuse"), rec)
+    async with open_servers([server]):
+        await until(lambda: server.status() is ServerStatus.CONNECTED, 20.0)
+        with pytest.raises(ServerRequestError) as info:
+            if what == "resource":
+                await server.read_resource("file:///x")
+            else:
+                await server.get_prompt("p")
+        assert "refused" in str(info.value) and SAID in str(info.value)
+        assert info.value.code == types.CONNECTION_CLOSED
+        method = "resources/read" if what == "resource" else "prompts/get"
+        assert stderr_of(server).count(f"{method} refused") == 1
+        assert server.status() is ServerStatus.CONNECTED and server.health.restarts == 0
+
+
+async def test_listings_and_pings_answered_with_32000_keep_the_connection() -> None:
+    """resources, templates and prompts listed with -32000 are empty, the tools served; a
+    ping answered with -32000 is an answer (the server is there); a tools/list after a
+    change notice answered with -32000 keeps the tools listed before. No restart."""
+    rec = Recorder()
+    server = managed(hostile("h", "refuse", ping_interval=0.05), rec)
+    async with open_servers([server]):
+        await until(lambda: stderr_of(server).count("ping refused") >= 3, 20.0)
+        assert server.status() is ServerStatus.CONNECTED
+        assert server.resources == [] and server.prompts == []
+        await server.call_tool("change", {}, None)  # list_changed: listed again, refused
+        await until(lambda: "tools/list refused" in stderr_of(server), 20.0)
+        await until(lambda: stderr_of(server).count("ping refused") >= 6, 20.0)
+        assert {t.name for t in server.tools} == {"boom", "hang", "change"}
+        assert server.status() is ServerStatus.CONNECTED and server.health.restarts == 0
+    assert "mcp.health.stale" not in rec.kinds("h")
+
+
+# -- item: a catalog page under the message cap is checked before it is parsed ---------------
+
+#: Run in a subprocess of its own: connect to a server listing ``N`` tools in one page and
+#: report the memory it cost (RSS before, at its peak and after; tracemalloc's peak).
+MEASURE = """
+import json, sys, tracemalloc, trio
+from supervisor.server import ManagedServer, open_servers
+from tests.test_server import Settings
+
+def vm(key):
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith(key))
+
+async def refused(hostile, count, seen):
+    config = Settings(name="big", command=sys.executable, args=[hostile, "catalog", count],
+                      lazy=False, max_attempts=0, init_timeout=600)
+    server = ManagedServer(config, publish=seen.append)
+    async with open_servers([server]):
+        while server.health.last_error is None:
+            await trio.sleep(0.01)
+    return server.health.last_error
+
+async def main(hostile, count):
+    seen = []
+    before = vm("VmRSS")
+    error = await refused(hostile, count, seen)  # RSS: its peak, and what stays after
+    after, peak_rss = vm("VmRSS"), vm("VmHWM")
+    tracemalloc.start()
+    await refused(hostile, count, seen)  # what Python allocated at the peak
+    traced_peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    tail = [line for e in seen if e.kind == "mcp.local.crashed" for line in e.stderr_tail]
+    page = next(int(line.split()[1]) for line in tail if line.startswith("page "))
+    print(json.dumps({"before": before, "after": after, "peak_rss": peak_rss,
+                      "traced_peak": traced_peak, "page": page, "error": error}))
+
+trio.run(main, *sys.argv[1:])
+"""
+
+
+def test_a_200000_tool_page_under_the_message_cap_is_refused_unparsed(tmp_path: Path) -> None:
+    """200,000 tiny tools in one tools/list page (about 10 MB, under maxMessageBytes):
+    refused with the limit error naming the server, the count and the settings to
+    change, without building the tools: the supervisor's memory peaks at a few times the
+    page's bytes (parsing them cost some eighty times) and comes back after."""
+    script = tmp_path / "measure.py"
+    script.write_text(MEASURE)
+    done = subprocess.run(
+        [sys.executable, str(script), HOSTILE, "200000"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got["error"].startswith("MCP server 'big' lists 200000 tools (")
+    assert "more than the limits (1000 tools, 2097152 bytes)" in got["error"]
+    assert "maxToolsPerServer, maxCatalogBytes" in got["error"]
+    page = got["page"]
+    assert page > 8_000_000  # the attack's shape: a page of megabytes, under 16 MiB
+    assert got["traced_peak"] < 3 * page, got
+    assert got["peak_rss"] - got["before"] < 5 * page, got
+    assert got["after"] - got["before"] < 2 * page, got
+
+
+def test_a_page_over_the_limits_is_answered_with_an_error_for_its_request() -> None:
+    """Each listing's page is measured as written: the items counted and their bytes
+    summed; a page over either limit becomes an error for that request (its counts in
+    ``data``), a page within them, another message, or a request from the server with a
+    listing's id is left to the parser."""
+    guard = PageGuard(max_items=2, max_bytes=40)
+
+    def page(request_id: object, field: str, names: list[str]) -> bytes:
+        items = [{"name": n} for n in names]
+        message = {"jsonrpc": "2.0", "id": request_id, "result": {field: items}}
+        return json.dumps(message, separators=(",", ":")).encode()
+
+    for method, field in LISTINGS.items():
+        guard.sent(method, 7)
+        refused = guard.check(page(7, field, ["a", "b", "c"]))
+        assert refused is not None and refused[0] == 7
+        assert refused[1]["code"] == CATALOG_TOO_LARGE
+        assert refused[1]["data"] == {"count": 3, "size": 3 * len('{"name":"a"}')}
+        guard.sent(method, "8")
+        assert guard.check(page(8, field, ["a" * 20, "b" * 20]))[1]["data"]["size"] == 62  # type: ignore[index]
+        guard.sent(method, 9)
+        assert guard.check(page(9, field, ["a", "b"])) is None
+    guard.sent("tools/list", 10)
+    assert guard.check(page(10, "content", ["a", "b", "c"])) is None  # not a listing's page
+    guard.sent("tools/list", 11)
+    request = {"jsonrpc": "2.0", "id": 11, "method": "roots/list", "params": {}}
+    assert guard.check(json.dumps(request).encode()) is None
+    assert guard.check(page(11, "tools", ["a", "b", "c"])) is not None  # still waited for
+    assert guard.check(page(12, "tools", ["a", "b", "c"])) is None  # no such listing
+
+
+def refusing_http_app() -> MCPServer:
+    """A Streamable HTTP server whose tool ``boom`` answers with the JSON-RPC error
+    -32000 of its own."""
+    app = MCPServer("refusing")
+
+    @app.tool()
+    def boom() -> str:
+        """Fails with the server's own -32000."""
+        raise MCPError(code=-32000, message=MESSAGE)
+
+    return app
+
+
+async def test_a_32000_over_streamable_http_is_the_servers_error() -> None:
+    """The same over Streamable HTTP (a real socket): the server's -32000, sent on its
+    response stream, is ServerRequestError; the connection is kept."""
+    rec = Recorder()
+    async with trio.open_nursery() as nursery:
+        served = await start_http(nursery, refusing_http_app())
+        config = Settings(name="web", command="", args=[], type="http", url=served.url, lazy=False)
+        server = managed(config, rec)
+        async with open_servers([server]):
+            await until(lambda: server.status() is ServerStatus.CONNECTED, 20.0)
+            for _ in range(2):
+                with pytest.raises(ServerRequestError) as info:
+                    await server.call_tool("boom", {}, None)
+                assert info.value.code == types.CONNECTION_CLOSED and SAID in str(info.value)
+            assert server.status() is ServerStatus.CONNECTED and server.health.restarts == 0
+        nursery.cancel_scope.cancel()
+
+
+@attrs.define
+class FaultySettings(Settings):
+    """A server's settings with a fault plan."""
+
+    faults: object = None
+
+
+async def test_the_sdks_own_lost_answer_over_streamable_http_is_still_a_lost_call() -> None:
+    """The answer's stream closed without the answer: the SDK's Streamable HTTP client
+    says so with -32000 itself, and that stays CallMayHaveTakenEffect."""
+    rules = [{"when": {"method": "tools/call", "nth": 1, "direction": "to_client"},
+              "do": "close_stream"}]  # fmt: skip
+    app = MCPServer("plain")
+
+    @app.tool()
+    def echo(text: str) -> str:
+        """Answers its text."""
+        return text
+
+    async with trio.open_nursery() as nursery:
+        served = await start_http(nursery, app)
+        config = FaultySettings(
+            name="web", command="", args=[], type="http", url=served.url, lazy=False,
+            faults=load_plan(rules), max_attempts=3,
+        )  # fmt: skip
+        server = managed(config, Recorder())
+        async with open_servers([server]):
+            await until(lambda: server.status() is ServerStatus.CONNECTED, 20.0)
+            with pytest.raises(CallMayHaveTakenEffect):
+                await server.call_tool("echo", {"text": "1"}, None)
+            assert (await server.call_tool("echo", {"text": "2"}, None)).content[0].text == "2"
+        nursery.cancel_scope.cancel()
