@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import pathlib
 import stat
+import subprocess
 import sys
 
 import pytest
 
 from supervisor.cli import main
-from supervisor.cli._trust import TrustStore, digest
+from supervisor.cli._trust import Trusted, TrustStore, digest, trusted_now
 from supervisor.config import load_config
 
 CLAUDE = """{
@@ -117,7 +118,7 @@ def test_add_creates_the_default_file_and_lists_it(
     config = json.loads((tmp_path / ".mcp.json").read_text())
     assert config["mcpServers"]["web"] == {"type": "ws", "url": "wss://example.com/ws"}
     assert config["mcpServers"]["old"] == {"type": "sse", "url": "https://h.example/sse"}
-    assert TrustStore().trusted(".mcp.json", digest(".mcp.json") or "")
+    assert trusted_now(".mcp.json") is not None
     capsys.readouterr()
 
     assert main(["list"]) == 0
@@ -143,10 +144,10 @@ def test_editing_keeps_a_trusted_file_trusted_and_an_untrusted_one_not(
     path = tmp_path / ".mcp.json"
     path.write_text(CLAUDE)
     assert main(["add", "a", "--no-connect", "--", "x"]) == 0
-    assert TrustStore().trusted(path, digest(path) or "") is None
-    TrustStore().remember(path, digest(path) or "")
+    assert TrustStore().get(path) is None
+    TrustStore().remember(path, Trusted(digest(path) or ""))
     assert main(["remove", "a"]) == 0
-    assert TrustStore().trusted(path, digest(path) or "") is True
+    assert trusted_now(path) is not None
 
 
 def test_a_secret_is_asked_without_echo_and_kept_in_a_private_env_file(
@@ -182,10 +183,41 @@ def test_a_secret_is_asked_without_echo_and_kept_in_a_private_env_file(
     out, err = capsys.readouterr()
     assert "TOKEN kept in .mcp-supervisor/gh.env (0600), not in the config" in out
     assert "pa" not in out + err
+    trusted = trusted_now(tmp_path / ".mcp.json")  # created here: it and its env file
+    assert trusted is not None and str(env_dir / "gh.env") in trusted.files
 
     assert main(["remove", "gh"]) == 0
     assert not (env_dir / "gh.env").exists()
     assert "deleted its env file .mcp-supervisor/gh.env" in capsys.readouterr().out
+    assert trusted_now(tmp_path / ".mcp.json") is not None
+
+
+def test_secrets_are_never_written_through_a_linked_env_directory(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cloned repository's .mcp-supervisor may be a symbolic link to a directory of the
+    user's: add --env KEY refuses it (exit 1) without chmodding or writing there, and
+    remove deletes nothing through it."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    elsewhere.chmod(0o755)
+    (elsewhere / "gh.env").write_text("the user's own\n")
+    (tmp_path / ".mcp-supervisor").symlink_to(elsewhere)
+    entry = {"command": "gh-server", "envFile": ".mcp-supervisor/gh.env"}
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"gh": entry}}))
+    monkeypatch.setattr("getpass.getpass", lambda prompt, stream=None: "s3cret-value")
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True, raising=False)
+    add = ["add", "new", "--env", "TOKEN", "--no-connect", "--", "new-server"]
+    assert main(add) == 1
+    assert "it is a symbolic link: secrets are written only to a real directory" in (
+        capsys.readouterr().err
+    )
+    assert stat.S_IMODE(elsewhere.stat().st_mode) == 0o755
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["gh.env"]
+
+    assert main(["remove", "gh"]) == 0
+    assert (elsewhere / "gh.env").read_text() == "the user's own\n"
+    assert "its env file .mcp-supervisor/gh.env is left as it is" in capsys.readouterr().out
 
 
 def test_a_secret_without_a_terminal_is_an_error_and_nothing_is_written(
@@ -232,7 +264,7 @@ def test_add_connects_once_and_prints_the_tools(
     fixture = [sys.executable, "-m", "supervisor.testing.servers", "echo"]
     # a generous handshake bound: a loaded machine can take more than the 10 s default
     (tmp_path / ".mcp.json").write_text('{"mcpServers": {}, "supervisor": {"initTimeout": 60}}')
-    assert main(["add", "echo", "--", *fixture]) == 0
+    assert main(["add", "echo", "--config", ".mcp.json", "--", *fixture]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == ["added echo in .mcp.json (mcpServers)", "echo: connected, 3 tools"]
     assert "  echo_echo   Return `text` unchanged." in out
@@ -259,3 +291,46 @@ def test_remove_of_an_unknown_name_says_which_there_are(
     assert main(["remove", "nope"]) == 2
     assert '.mcp.json: no server named "nope" (configured: notes)' in capsys.readouterr().err
     assert (tmp_path / ".mcp.json").read_text() == CLAUDE
+
+
+@pytest.mark.parametrize(
+    "audit",
+    [
+        pytest.param("victim.txt", id="an-existing-file"),
+        pytest.param("made/by/the/file/audit.log", id="a-new-directory"),
+    ],
+)
+def test_add_applies_nothing_of_an_untrusted_files_settings(
+    tmp_path: pathlib.Path, audit: str
+) -> None:
+    """The attack: a cloned .mcp.json, never trusted, whose supervisor section points the
+    audit log at a file of the user's (or a directory to make) and the auth directory
+    elsewhere. A real `mcp-supervisor add` edits the file and starts the new server — with
+    the default settings: nothing is created, opened for writing or chmodded where the file
+    says, and it says why its settings were passed over."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the user's own file, without a final newline")
+    victim.chmod(0o644)
+    settings = {"audit": {"path": audit}, "authDir": "tokens-here"}
+    config = tmp_path / ".mcp.json"
+    config.write_text(json.dumps({"mcpServers": {}, "supervisor": settings}))
+    fixture = [sys.executable, "-m", "supervisor.testing.servers", "echo"]
+    done = subprocess.run(
+        [sys.executable, "-m", "supervisor", "add", "echo", "--", *fixture],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == [
+        "added echo in .mcp.json (mcpServers)",
+        "echo: connected, 3 tools",
+    ]
+    assert "echo" in json.loads(config.read_text())["mcpServers"]
+    assert (
+        "mcp-supervisor add: .mcp.json is not trusted, so its supervisor section is not "
+        "applied here: echo is started with the default settings"
+    ) in " ".join(done.stderr.split())
+    assert victim.read_text() == "the user's own file, without a final newline"
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o644
+    assert not (tmp_path / "made").exists()
+    assert not (tmp_path / "tokens-here").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".mcp.json", "victim.txt"]

@@ -158,7 +158,9 @@ def test_a_changed_file_is_asked_about_again(
     with Terminal() as terminal:
         terminal.type("yes\n")
         assert main(["tools"]) == 1
-        assert ".mcp.json has changed since you trusted it." in terminal.shown()
+        assert ".mcp.json has changed since you trusted it: its own content changed." in (
+            terminal.shown()
+        )
     assert started(project)
 
 
@@ -203,9 +205,9 @@ def test_processes_trusting_files_at_once_lose_no_entry(tmp_path: pathlib.Path) 
     one of the 150 entries is there afterwards (each change is made under a lock)."""
     state = tmp_path / "state"
     code = (
-        "import sys; from supervisor.cli._trust import TrustStore\n"
+        "import sys; from supervisor.cli._trust import Trusted, TrustStore\n"
         "store = TrustStore(sys.argv[1]); sys.stdin.read()  # go\n"
-        "for i in range(25): store.remember(f'{sys.argv[2]}/{i}.json', str(i))\n"
+        "for i in range(25): store.remember(f'{sys.argv[2]}/{i}.json', Trusted(str(i)))\n"
     )
     procs = [
         subprocess.Popen(
@@ -220,4 +222,120 @@ def test_processes_trusting_files_at_once_lose_no_entry(tmp_path: pathlib.Path) 
     assert [proc.wait(timeout=TIMEOUT) for proc in procs] == [0] * 6
     files = json.loads((state / "trusted-configs.json").read_text())["files"]
     assert len(files) == 150
-    assert files[os.path.realpath(tmp_path / "p3" / "7.json")] == "7"
+    assert files[os.path.realpath(tmp_path / "p3" / "7.json")] == {"sha256": "7", "included": {}}
+
+
+def supervisor_command(*args: str) -> subprocess.CompletedProcess[str]:
+    """The installed command run headless (stdin not a terminal) in the working directory."""
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=TIMEOUT,
+    )  # fmt: skip
+
+
+def evil_python_path(project: pathlib.Path) -> pathlib.Path:
+    """A directory whose ``sitecustomize.py`` leaves ``pwned`` in the project: any Python
+    started with it on ``PYTHONPATH`` runs it first."""
+    evil = project / "evil"
+    evil.mkdir()
+    marker = project / "pwned"
+    (evil / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    return evil
+
+
+def with_server_field(project: pathlib.Path, **fields: object) -> None:
+    """The project's one server with ``fields`` added."""
+    config = project / ".mcp.json"
+    document = json.loads(config.read_text())
+    document["mcpServers"]["marker"].update(fields)
+    config.write_text(json.dumps(document, indent=2))
+
+
+def test_a_changed_env_file_is_asked_about_again_and_what_it_sets_never_runs(
+    project: pathlib.Path,
+) -> None:
+    """The attack: a trusted .mcp.json names envFile .env; .env is then changed to put a
+    directory with a sitecustomize.py on PYTHONPATH. The next `tools` refuses (headless),
+    naming .env and the remedy, and nothing runs; trusting it again runs it (so the
+    refusal is all that stood between)."""
+    (project / ".env").write_text("MODE=safe\n")
+    with_server_field(project, envFile=".env")
+    assert supervisor_command("tools", "--trust-config").returncode == 1
+    assert started(project)
+    assert supervisor_command("tools").returncode == 1  # trusted: not asked again
+    assert started(project)
+
+    (project / ".env").write_text(f"PYTHONPATH={evil_python_path(project)}\n")
+    done = supervisor_command("tools")
+    assert done.returncode == 2
+    err = " ".join(done.stderr.split())
+    assert (
+        "mcp-supervisor tools: .mcp.json has changed since it was trusted: .env "
+        "(mcpServers.marker.envFile) changed, and a config file can start any program"
+    ) in err
+    assert "pass --trust-config to trust it, or --config .mcp.json to choose it" in err
+    assert not started(project)
+    assert not (project / "pwned").exists()
+
+    assert supervisor_command("tools", "--trust-config").returncode == 1
+    assert (project / "pwned").exists() and started(project)
+
+
+def test_an_env_file_missing_when_trusted_is_a_change_once_it_appears(
+    project: pathlib.Path,
+) -> None:
+    """An envFile that was missing when the config was trusted is remembered as missing:
+    one created afterwards is asked about before anything runs."""
+    with_server_field(project, envFile=".env")
+    assert supervisor_command("tools", "--trust-config").returncode == 1
+    assert not started(project)  # the server is invalid without its env file
+
+    (project / ".env").write_text(f"PYTHONPATH={evil_python_path(project)}\n")
+    done = supervisor_command("tools")
+    assert done.returncode == 2
+    assert ".env (mcpServers.marker.envFile) was missing then and exists now" in done.stderr
+    assert not started(project)
+    assert not (project / "pwned").exists()
+
+
+def test_a_changed_fault_plan_file_is_asked_about_again(project: pathlib.Path) -> None:
+    """A trusted config's fault plan file changed (to duplicate every tools/call, say) is
+    refused headless, naming the plan, before any server starts."""
+    plan = project / "plan.json"
+    plan.write_text("[]")
+    with_server_field(project, faults="plan.json")
+    assert supervisor_command("tools", "--trust-config").returncode == 1
+    assert started(project)
+
+    plan.write_text(json.dumps([{"when": {"method": "tools/call"}, "do": "duplicate"}]))
+    done = supervisor_command("tools")
+    assert done.returncode == 2
+    err = " ".join(done.stderr.split())
+    assert ".mcp.json has changed since it was trusted: plan.json (mcpServers.marker.faults)" in err
+    assert not started(project)
+
+
+def test_the_question_names_the_included_files_and_which_changed(project: pathlib.Path) -> None:
+    """On a terminal, the question lists the files the config pulls in, and after a change
+    says which one changed; yes trusts the new content."""
+    (project / ".env").write_text("MODE=safe\n")
+    with_server_field(project, envFile=".env")
+    with Terminal() as terminal:
+        terminal.type("y\n")
+        assert main(["tools"]) == 1
+        shown = terminal.shown()
+    assert "and pulls in these files, trusted with it (a change to one asks again):" in shown
+    assert "  .env  (mcpServers.marker.envFile)" in shown
+    assert started(project)
+
+    (project / ".env").write_text("MODE=other\n")
+    with Terminal() as terminal:
+        terminal.type("y\n")
+        assert main(["tools"]) == 1
+        shown = terminal.shown()
+    assert (
+        ".mcp.json has changed since you trusted it: .env (mcpServers.marker.envFile) changed."
+    ) in shown
+    assert started(project)
+    assert main(["tools"]) == 1  # headless: the new content is the trusted one
+    assert started(project)

@@ -530,6 +530,54 @@ class TestExpansion:
             FieldError("mcpServers.s.envFile", "env file not found"),
         )
 
+    def test_the_files_an_entry_pulls_in_are_listed_with_the_digest_of_what_was_read(
+        self, tmp_path: Path
+    ) -> None:
+        """Config.included lists each envFile and fault plan file read while loading, with
+        the SHA-256 of its bytes (None for a missing one); key files, read only when a
+        server authenticates, are not among them."""
+        import hashlib
+
+        (tmp_path / ".env").write_text("MODE=fast\n")
+        (tmp_path / "plan.json").write_text("[]")
+        (tmp_path / "key.pem").write_text("not read while loading")
+        config = load_config(
+            write(
+                tmp_path / "mcp.json",
+                {
+                    "mcpServers": {
+                        "a": {"command": "x", "envFile": ".env", "faults": "plan.json"},
+                        "b": {"command": "y", "envFile": "gone.env"},
+                        "c": {
+                            "url": "https://h.example/mcp",
+                            "auth": {
+                                "grant": "client_credentials",
+                                "clientId": "me",
+                                "privateKeyFile": "key.pem",
+                            },
+                        },
+                    }
+                },
+            )
+        )
+        assert [(f.field, f.name, f.path, f.sha256) for f in config.included] == [
+            (
+                "mcpServers.a.faults",
+                "plan.json",
+                tmp_path / "plan.json",
+                hashlib.sha256(b"[]").hexdigest(),
+            ),
+            (
+                "mcpServers.a.envFile",
+                ".env",
+                tmp_path / ".env",
+                hashlib.sha256(b"MODE=fast\n").hexdigest(),
+            ),
+            ("mcpServers.b.envFile", "gone.env", tmp_path / "gone.env", None),
+        ]
+        assert config.servers["a"].faults is not None
+        assert config.servers["a"].faults.source == str(tmp_path / "plan.json")
+
     def test_credentials_appearing_after_expansion_fail_that_server(self) -> None:
         """A URL that has user:password once expanded makes its server invalid, quoting nothing."""
         config = one(

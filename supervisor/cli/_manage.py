@@ -5,7 +5,9 @@ They edit (or read) the file given by ``--config``, by default ``./.mcp.json`` (
 ``add`` creates), in the format it already has, changing nothing but the entry
 (:mod:`supervisor.config._edit`); the file is replaced atomically and keeps its mode. No
 trust question is asked: ``list`` and ``remove`` start nothing, and ``add`` starts only
-the server just typed. Editing a file that was trusted (:mod:`._trust`) keeps it trusted,
+the server just typed, applying the file's ``supervisor`` section only if the file is
+trusted (so an untrusted file's audit log or auth directory is never created, opened or
+chmodded). Editing a file that was trusted (:mod:`._trust`) keeps it trusted,
 and a file ``add`` creates is trusted: what is in it was typed here.
 
 An ``--env KEY`` given without a value is asked for without echo and kept in the server's
@@ -20,6 +22,7 @@ typed (a value typed on the command line is already in the shell's history).
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import sys
 from collections.abc import Sequence
@@ -31,7 +34,7 @@ from .._files import FILE_MODE, private_dir, write_atomic
 from .._plural import plural
 from .._printable import printable
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, Parser, say
-from ._trust import DEFAULT_CONFIG, TrustStore, add_config_options, digest
+from ._trust import DEFAULT_CONFIG, Trusted, TrustStore, add_config_options, digest, trusted_now
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -74,16 +77,22 @@ def _read(path: Path) -> tuple[str, bool] | None:
     return data.decode("utf-8-sig"), bom
 
 
-def _write(path: Path, text: str, bom: bool, *, created: bool) -> None:
-    """Write the edited config; a file trusted before the edit (or created by it) stays
-    trusted."""
-    store = TrustStore()
-    before = None if created else digest(path)
+def _write(
+    path: Path, text: str, bom: bool, *, created: bool, env_file: Path | None = None
+) -> None:
+    """Write the edited config; a file trusted as it was before the edit (its bytes and
+    included files) or created by it stays trusted, with ``env_file`` (written by this
+    command) trusted along with it."""
+    kept = None if created else trusted_now(path)
     data = (b"\xef\xbb\xbf" if bom else b"") + text.encode()
     write_atomic(path, data)
     after = digest(path)
-    if after is not None and (created or (before is not None and store.trusted(path, before))):
-        store.remember(path, after)
+    if after is None or (kept is None and not created):
+        return
+    files = dict(kept.files) if kept is not None else {}
+    if env_file is not None:
+        files[str(env_file)] = digest(env_file)
+    TrustStore().remember(path, Trusted(after, files))
 
 
 # -- add -------------------------------------------------------------------------------------
@@ -160,9 +169,9 @@ def _cmd_add(args: argparse.Namespace) -> int:
         # The entry alone, as the loader reads it where it goes: a bad URL, a bad
         # variable reference or env name is refused before anything is written.
         style = section.split(".")[0]
-        alone: dict[str, object] = {args.name: entry(style)}
-        document = {"mcp": {"servers": alone}} if section == "mcp.servers" else {style: alone}
-        load_config(document, project_root=path.absolute().parent)
+        servers: dict[str, object] = {args.name: entry(style)}
+        alone = {"mcp": {"servers": servers}} if section == "mcp.servers" else {style: servers}
+        load_config(alone, project_root=path.absolute().parent)
     except ConfigError as exc:
         for error in exc.errors:
             say(str(error))
@@ -172,9 +181,10 @@ def _cmd_add(args: argparse.Namespace) -> int:
     if secrets is None:
         return EXIT_USAGE
     try:
+        written = None
         if secrets:
-            _write_env_file(path.absolute().parent, args.name, secrets)
-        _write(path, new_text, bom, created=created)
+            written = _write_env_file(path.absolute().parent, args.name, secrets)
+        _write(path, new_text, bom, created=created, env_file=written)
     except OSError as exc:
         say(f"{prefix}: cannot write {exc.filename or label}: {exc.strerror or exc}")
         return EXIT_FAILURE
@@ -192,7 +202,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
             )
     if args.no_connect:
         return EXIT_OK
-    return _connect_once(args, label)
+    return _connect_once(args, label, alone)
 
 
 def _ask_secrets(name: str, keys: Sequence[str]) -> dict[str, str] | None:
@@ -218,9 +228,18 @@ def _ask_secrets(name: str, keys: Sequence[str]) -> dict[str, str] | None:
     return values
 
 
-def _write_env_file(base: Path, name: str, values: dict[str, str]) -> None:
-    """``base/.mcp-supervisor/NAME.env``, 0600, in a 0700 directory git ignores."""
-    directory = private_dir(base / ENV_DIR)
+def _write_env_file(base: Path, name: str, values: dict[str, str]) -> Path:
+    """``base/.mcp-supervisor/NAME.env``, 0600, in a 0700 directory git ignores; its
+    path. A ``.mcp-supervisor`` that is a symbolic link (a cloned repository can hold
+    one, pointing anywhere) is refused: nothing is chmodded or written where it points."""
+    directory = base / ENV_DIR
+    if directory.is_symlink():
+        raise OSError(
+            errno.ELOOP,
+            "it is a symbolic link: secrets are written only to a real directory; remove the link",
+            str(directory),
+        )
+    private_dir(directory)
     ignore = directory / ".gitignore"
     if not ignore.exists():
         write_atomic(ignore, b"# secrets written by mcp-supervisor add: never committed\n*\n")
@@ -228,14 +247,22 @@ def _write_env_file(base: Path, name: str, values: dict[str, str]) -> None:
     for key, value in values.items():
         escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         lines.append(f'{key}="{escaped}"\n')
-    write_atomic(directory / f"{name}.env", "".join(lines).encode(), FILE_MODE)
+    written = directory / f"{name}.env"
+    write_atomic(written, "".join(lines).encode(), FILE_MODE)
+    return written
 
 
-def _connect_once(args: argparse.Namespace, label: str) -> int:
-    """Start the new server alone, once, and print its tools, or why it failed."""
+def _connect_once(args: argparse.Namespace, label: str, alone: dict[str, object]) -> int:
+    """Start the new server alone, once, and print its tools, or why it failed.
+
+    The file's settings (its ``supervisor`` section: an audit log, an auth directory,
+    limits, timeouts) are used only when the file is trusted — chosen with ``--config``,
+    or trusted as it is now (:mod:`._trust`); otherwise the entry ``alone`` is started
+    with the default settings, so an untrusted file makes this command create, open or
+    chmod nothing of its own choosing."""
     import msgspec
 
-    from ..config import ConfigError, load_config
+    from ..config import ConfigError, Settings, load_config
     from ._common import one_shot, run
 
     fix = (
@@ -250,6 +277,13 @@ def _connect_once(args: argparse.Namespace, label: str) -> int:
         say(f"mcp-supervisor add: {label} does not load, so {args.name} was not started; {fix}")
         return EXIT_USAGE
     args.secrets.add(*config.secrets())
+    if args.config is None and trusted_now(label) is None:
+        if config.settings != Settings():
+            say(
+                f"mcp-supervisor add: {label} is not trusted, so its supervisor section is "
+                f"not applied here: {args.name} is started with the default settings"
+            )
+        config = load_config(alone, project_root=Path(label).absolute().parent)
     server = config.servers[args.name]
     if server.errors:
         for error in server.errors:
@@ -321,7 +355,7 @@ def _cmd_remove(args: argparse.Namespace) -> int:
             if isinstance(e, dict) and e.get("envFile") == env_file
         ]
         secret = path.absolute().parent / env_file
-        if ours and not still and secret.is_file():
+        if ours and not still and secret.is_file() and not secret.parent.is_symlink():
             secret.unlink()
             print(f"  deleted its env file {path.parent / env_file}")
         elif secret.is_file():

@@ -13,11 +13,23 @@ anything from that default file it must be trusted:
   or ``--config .mcp.json``;
 - ``--trust-config`` trusts it without asking.
 
-A trusted file's SHA-256 is remembered in ``trusted-configs.json`` in the state directory
-(``~/.mcp-supervisor``, or ``$MCP_SUPERVISOR_STATE_DIR``; the directory 0700, the file
-0600), keyed by the file's real path: the same content is not asked about again, a changed
-file is. ``check``, ``list``, ``add`` and ``remove`` start nothing from the file (``add``
-starts only the server just typed), so they read the default file without asking.
+What is trusted is everything loading the file reads: its own bytes, and each file its
+servers pull in (:attr:`~supervisor.config.Config.included`) — an ``envFile`` (it can set
+``PYTHONPATH`` or ``LD_PRELOAD`` as well as a command line can) and a ``faults`` plan file
+(it can kill, duplicate or drop calls). Their SHA-256 digests, never their content, are
+remembered in ``trusted-configs.json`` in the state directory (``~/.mcp-supervisor``, or
+``$MCP_SUPERVISOR_STATE_DIR``; the directory 0700, the file 0600), keyed by the config
+file's real path. The same config and included files are not asked about again; once any
+of them changes it is, naming which. An included file that was missing when trusted is
+remembered as missing: one that appears later is a change too. Files read only later, when
+a server authenticates (``privateKeyFile``, an ``idp``'s ``clientSecretFile`` and
+``idTokenFile``), are credentials, not instructions: they say who the supervisor is, not
+what it runs, and are rotated by their owners, so they are not part of it (their paths,
+in the config, are). Nor are the programs a server runs, or the files those read.
+
+``check``, ``list``, ``add`` and ``remove`` start nothing from the file (``add`` starts
+only the server just typed, with default settings unless the file is trusted), so they
+read the default file without asking.
 """
 
 from __future__ import annotations
@@ -27,8 +39,11 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
+
+import attrs
 
 from .._files import FILE_MODE, locked, private_dir, write_atomic
 from .._printable import printable
@@ -95,8 +110,66 @@ def digest(path: str | os.PathLike[str]) -> str | None:
         return None
 
 
+@attrs.frozen
+class Trusted:
+    """What trusting a config file remembers: the SHA-256 of its bytes, and of each file
+    its servers pull in (:attr:`~supervisor.config.Config.included`: an ``envFile``, a
+    fault plan), by the path it was read at; ``None`` for one that was missing."""
+
+    sha256: str
+    files: Mapping[str, str | None] = attrs.field(factory=dict)
+
+    @classmethod
+    def of(cls, sha256: str, config: Config) -> Trusted:
+        """What trusting ``config`` (its file's bytes hashing to ``sha256``) remembers."""
+        return cls(sha256, {str(f.path): f.sha256 for f in config.included})
+
+    def changes(self, sha256: str, config: Config) -> list[str]:
+        """What differs between this and ``config`` as loaded now (its file's bytes
+        hashing to ``sha256``), one phrase each, naming the file; ``[]``: nothing."""
+        found = [] if sha256 == self.sha256 else ["its own content changed"]
+        for f in config.included:
+            name = f"{_shown(f.name)} ({f.field})"
+            if str(f.path) not in self.files:
+                found.append(f"{name} is new: it was not part of what was trusted")
+                continue
+            then = self.files[str(f.path)]
+            if then == f.sha256:
+                continue
+            if then is None:
+                found.append(f"{name} was missing then and exists now")
+            elif f.sha256 is None:
+                found.append(f"{name} is missing now")
+            else:
+                found.append(f"{name} changed")
+        return list(dict.fromkeys(found))
+
+    def to_json(self) -> dict[str, object]:
+        return {"sha256": self.sha256, "included": dict(self.files)}
+
+    @classmethod
+    def from_json(cls, value: object) -> Trusted | None:
+        """An entry as stored; a bare digest is an entry of an earlier version, which
+        covered the file's own bytes only. ``None`` for anything else."""
+        if isinstance(value, str):
+            return cls(value)
+        if not isinstance(value, dict) or not isinstance(value.get("sha256"), str):
+            return None
+        files = value.get("included")
+        if not isinstance(files, dict):
+            return None
+        kept = {k: v for k, v in files.items() if isinstance(v, str | None)}
+        return cls(value["sha256"], kept)
+
+
+def _shown(name: str) -> str:
+    """A file name as the config gives it, quoted if it holds a control character (a
+    line break or an escape would reach the terminal)."""
+    return name if name.isprintable() else json.dumps(name)
+
+
 class TrustStore:
-    """The remembered trusted files: real path -> SHA-256 of the content trusted."""
+    """The remembered trusted files: real path -> what was trusted (:class:`Trusted`)."""
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
         self.root = Path(root).expanduser() if root is not None else default_state_dir()
@@ -105,7 +178,7 @@ class TrustStore:
     def path(self) -> Path:
         return self.root / _TRUST_FILE
 
-    def _files(self) -> dict[str, str]:
+    def _files(self) -> dict[str, object]:
         """What is remembered; a damaged file counts as empty (the next write replaces it)."""
         try:
             document = json.loads(self.path.read_bytes())
@@ -114,45 +187,68 @@ class TrustStore:
         files = document.get("files") if isinstance(document, dict) else None
         if not isinstance(files, dict):
             return {}
-        return {k: v for k, v in files.items() if isinstance(k, str) and isinstance(v, str)}
+        return {k: v for k, v in files.items() if isinstance(k, str)}
 
-    def trusted(self, config: str | os.PathLike[str], sha256: str) -> bool | None:
-        """``True`` if this content of ``config`` is trusted, ``False`` if another
-        content of it was (it changed since), ``None`` if it never was."""
-        remembered = self._files().get(os.path.realpath(config))
-        return None if remembered is None else remembered == sha256
+    def get(self, config: str | os.PathLike[str]) -> Trusted | None:
+        """What was trusted of ``config``; ``None`` if it never was."""
+        return Trusted.from_json(self._files().get(os.path.realpath(config)))
 
-    def remember(self, config: str | os.PathLike[str], sha256: str) -> None:
-        """Trust this content of ``config`` (forgetting any other content of it). Other
+    def remember(self, config: str | os.PathLike[str], trusted: Trusted) -> None:
+        """Trust ``trusted`` of ``config`` (forgetting any other content of it). Other
         processes remembering at the same moment wait their turn: no entry is lost."""
         private_dir(self.root)
         with locked(self.path):
             files = self._files()
-            files[os.path.realpath(config)] = sha256
+            files[os.path.realpath(config)] = trusted.to_json()
             data = json.dumps({"files": files}, indent=2, sort_keys=True).encode() + b"\n"
             write_atomic(self.path, data, FILE_MODE)
 
 
+def trusted_now(path: str | os.PathLike[str]) -> Trusted | None:
+    """What was trusted of the config file ``path``, if that is what it is now — its bytes
+    and every file it pulls in — else ``None`` (also when it does not load)."""
+    from ..config import ConfigError, load_config
+
+    sha256 = digest(path)
+    known = TrustStore().get(path)
+    if sha256 is None or known is None:
+        return None
+    try:
+        config = load_config(path)
+    except ConfigError:
+        return None
+    if digest(path) != sha256 or known.changes(sha256, config):
+        return None
+    return known
+
+
 def trust_default(args: argparse.Namespace, config: Config, sha256: str) -> bool:
     """Whether the command may use the default config file ``args.config`` (loaded as
-    ``config``, its content's hash ``sha256``): remembered, ``--trust-config``, or asked on
-    the terminal. A refusal is said on stderr."""
+    ``config``, its content's hash ``sha256``): what was trusted of it is what it is now
+    (its bytes and its included files), ``--trust-config``, or asked on the terminal. A
+    refusal is said on stderr, naming what changed."""
     store = TrustStore()
     path = args.config
-    known = store.trusted(path, sha256)
-    if known:
+    known = store.get(path)
+    changed = None if known is None else known.changes(sha256, config)
+    if changed == []:
         return True
+    now = Trusted.of(sha256, config)
     if getattr(args, "trust_config", False):
-        store.remember(path, sha256)
+        store.remember(path, now)
         return True
     prefix = f"mcp-supervisor {args.command}"
     if sys.stdin.isatty() and sys.stderr.isatty():
-        if ask(path, config, changed=known is False, stdin=sys.stdin, stderr=sys.stderr):
-            store.remember(path, sha256)
+        if ask(path, config, changed=changed, stdin=sys.stdin, stderr=sys.stderr):
+            store.remember(path, now)
             return True
         _say(f"{prefix}: {path} not trusted; nothing was started")
         return False
-    what = "has changed since it was trusted" if known is False else "is not trusted yet"
+    what = (
+        f"has changed since it was trusted: {'; '.join(changed)}"
+        if changed
+        else ("is not trusted yet")
+    )
     _say(
         f"{prefix}: {path} {what}, and a config file can start any program "
         f"({_summary(config)}). Without a terminal to ask on, it is not used: pass "
@@ -161,12 +257,21 @@ def trust_default(args: argparse.Namespace, config: Config, sha256: str) -> bool
     return False
 
 
-def ask(path: str, config: Config, *, changed: bool, stdin: TextIO, stderr: TextIO) -> bool:
-    """Show what ``config`` would start, ask whether to trust ``path``; only ``y`` or
-    ``yes`` (any case) answers yes, an empty line or end of input no."""
-    what = "has changed since you trusted it" if changed else "is not trusted yet"
-    lines = [f"{path} {what}. It can start these servers:"]
+def ask(
+    path: str, config: Config, *, changed: Sequence[str] | None, stdin: TextIO, stderr: TextIO
+) -> bool:
+    """Show what ``config`` would start and the files it pulls in, and what ``changed``
+    since it was trusted (``None``: it never was); ask whether to trust ``path``. Only
+    ``y`` or ``yes`` (any case) answers yes, an empty line or end of input no."""
+    if changed:
+        lines = [f"{path} has changed since you trusted it: {'; '.join(changed)}."]
+        lines.append("It can start these servers:")
+    else:
+        lines = [f"{path} is not trusted yet. It can start these servers:"]
     lines += [f"  {line}" for line in launches(config)] or ["  (none)"]
+    if config.included:
+        lines.append("and pulls in these files, trusted with it (a change to one asks again):")
+        lines += [f"  {_shown(f.name)}  ({f.field})" for f in config.included]
     lines.append("A config file can run any program as you.")
     stderr.write("\n".join(lines) + f"\nTrust {path} (asked again if it changes)? [y/N] ")
     stderr.flush()

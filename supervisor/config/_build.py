@@ -9,7 +9,7 @@ from types import MappingProxyType
 from ..actors import GiveUp, Restart
 from ..errors import FieldError
 from ._expand import _Expander, _keys, _read_env_file
-from ._model import ServerConfig, Settings
+from ._model import IncludedFile, ServerConfig, Settings
 from ._server import _Draft
 from ._validate import _join, _url_problem
 
@@ -18,7 +18,8 @@ def _build_server(
     draft: _Draft, settings: Settings, expander: _Expander, base: Path, limit: int
 ) -> ServerConfig:
     """The final :class:`ServerConfig` of a structurally valid server: templates expanded,
-    the ``envFile`` read, paths resolved against ``base``, defaults from ``settings``."""
+    the ``envFile`` read (and recorded with the draft's fault plan file in ``included``),
+    paths resolved against ``base``, defaults from ``settings``."""
     v = draft.values
     problems: list[FieldError] = []
 
@@ -37,10 +38,15 @@ def _build_server(
     command_words = expand("command")
     args = tuple(command_words[1:] + expand("args"))
     env: dict[str, str] = {}
+    included = list(draft.included)
     env_file = expanded("env_file")
     if env_file is not None:
-        env_file_path = draft.key_path("env_file")
-        env.update(_read_env_file(base / env_file, env_file_path, limit, problems))
+        field = draft.key_path("env_file")
+        read, sha256 = _read_env_file(base / env_file, field, limit, problems)
+        env.update(read)
+        included.append(
+            IncludedFile(field=field, name=env_file, path=base / env_file, sha256=sha256)
+        )
     env.update(zip(_keys(v.get("env")), expand("env"), strict=True))
     headers = dict(zip(_keys(v.get("headers")), expand("headers"), strict=True))
     for name, value in headers.items():
@@ -88,5 +94,6 @@ def _build_server(
         approve=v.get("approve"),  # type: ignore[arg-type]
         auto_approve=v.get("auto_approve"),  # type: ignore[arg-type]
         faults=v.get("faults"),  # type: ignore[arg-type]
+        included=tuple(included),
         errors=tuple(problems),
     )

@@ -11,6 +11,7 @@ leaves that field unexpanded.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -132,8 +133,9 @@ class _Expander:
 
 def _read_env_file(
     path: Path, field: str, limit: int, problems: list[FieldError]
-) -> dict[str, str]:
-    """Parse a dotenv file: ``KEY=VALUE`` lines, ``export``, quotes, ``#`` comments.
+) -> tuple[dict[str, str], str | None]:
+    """Parse a dotenv file: ``KEY=VALUE`` lines, ``export``, quotes, ``#`` comments; and
+    the SHA-256 of the bytes read (``None`` if none could be).
 
     Values are taken literally (no ``${...}`` expansion inside the file).
     """
@@ -142,10 +144,16 @@ def _read_env_file(
             data = f.read(limit + 1)
     except FileNotFoundError:
         problems.append(FieldError(field, "env file not found"))
-        return {}
+        return {}, None
     except OSError as exc:
         problems.append(FieldError(field, f"cannot read env file: {exc.strerror or exc}"))
-        return {}
+        return {}, None
+    return _parse_env_file(data, field, limit, problems), hashlib.sha256(data).hexdigest()
+
+
+def _parse_env_file(
+    data: bytes, field: str, limit: int, problems: list[FieldError]
+) -> dict[str, str]:
     if len(data) > limit:
         problems.append(FieldError(field, f"env file is larger than {limit} bytes"))
         return {}

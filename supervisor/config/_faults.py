@@ -10,14 +10,18 @@ is known (:func:`check_plan`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import attrs
+
+from .._fields import _kind
 from ..errors import FieldError
-from ._model import ServerType
+from ._model import IncludedFile, ServerType
 
 if TYPE_CHECKING:
     from ..faults import Plan, PlanError
@@ -65,27 +69,61 @@ def load_faults(
     directory); a mapping or a list is the plan itself; a :class:`~supervisor.faults.Plan`
     is taken as it is.
     """
+    plan, problems, _ = read_faults(value, path, base)
+    return plan, problems
+
+
+def read_faults(
+    value: object, path: str, base: str | os.PathLike[str] | None
+) -> tuple[Plan | None, list[FieldError], IncludedFile | None]:
+    """:func:`load_faults`, and the plan file read (the SHA-256 of exactly the bytes the
+    plan was made from), or ``None`` for a plan given in place. The file is read once:
+    what is hashed is what is used."""
     from ..faults import Plan, PlanError, load_plan
 
-    file: str | None = None
-    source: object = value
     if isinstance(value, str | os.PathLike):
         file = os.fspath(value)
         if not file.strip():
-            return None, [FieldError(path, "must not be empty")]
-        source = Path(base or os.getcwd()) / file
-    elif not isinstance(value, Plan | Mapping | list | tuple):
-        return None, [
-            FieldError(
-                path,
-                "must be a path to a JSON fault plan, or the plan: an object "
-                '{"seed": N, "rules": [...]} or a list of rules',
-            )
-        ]
+            return None, [FieldError(path, "must not be empty")], None
+        target = Path(base or os.getcwd()) / file
+        try:
+            data = target.read_bytes()
+        except OSError as exc:
+            problem = FieldError("plan", f"cannot read the fault plan: {exc.strerror or exc}")
+            return None, plan_errors(PlanError([problem], path="plan"), path, file), None
+        read = IncludedFile(
+            field=path, name=file, path=target, sha256=hashlib.sha256(data).hexdigest()
+        )
+        try:
+            document = json.loads(data.decode("utf-8"))
+        except ValueError as exc:  # not UTF-8, or not JSON
+            problem = FieldError("plan", f"not valid JSON: {exc}")
+            return None, plan_errors(PlanError([problem], path="plan"), path, file), read
+        if isinstance(document, str):  # load_plan would take it for a path
+            problem = FieldError("", "a fault plan is an object {seed, rules} or a list of "
+                                 f"rules, not {_kind(document)}")  # fmt: skip
+            return None, plan_errors(PlanError([problem]), path, file), read
+        try:
+            plan = load_plan(document)  # type: ignore[arg-type]
+        except PlanError as exc:
+            return None, plan_errors(exc, path, file), read
+        return attrs.evolve(plan, source=os.fspath(target)), [], read
+    if not isinstance(value, Plan | Mapping | list | tuple):
+        return (
+            None,
+            [
+                FieldError(
+                    path,
+                    "must be a path to a JSON fault plan, or the plan: an object "
+                    '{"seed": N, "rules": [...]} or a list of rules',
+                )
+            ],
+            None,
+        )
     try:
-        return load_plan(source), []  # type: ignore[arg-type]
+        return load_plan(value), [], None  # type: ignore[arg-type]
     except PlanError as exc:
-        return None, plan_errors(exc, path, file)
+        return None, plan_errors(exc, path), None
 
 
 def check_plan(plan: Plan, type_: ServerType, path: str) -> list[FieldError]:

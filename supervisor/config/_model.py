@@ -1,6 +1,6 @@
 """The values a loaded config is made of: :class:`Config`, :class:`ServerConfig`,
-:class:`Settings`, :class:`Limits`, :class:`AuditSettings`, :class:`AuthConfig` and
-:class:`ServerType`.
+:class:`Settings`, :class:`Limits`, :class:`AuditSettings`, :class:`AuthConfig`,
+:class:`IncludedFile` and :class:`ServerType`.
 
 All are frozen; ``repr()`` masks what looks secret (see :mod:`._secrets`).
 """
@@ -208,6 +208,21 @@ class AuthConfig(msgspec.Struct, frozen=True, kw_only=True):
         return _masked_repr(self, {"client_secret"})
 
 
+class IncludedFile(msgspec.Struct, frozen=True, kw_only=True):
+    """A file a server's entry pulls in, read while the config was loaded: its ``envFile``
+    or its ``faults`` plan. What it holds decides what the server runs as much as the
+    config does (an ``envFile`` can set ``PYTHONPATH``), so trusting a config file covers
+    its included files too (the CLI's ``./.mcp.json``)."""
+
+    #: where the config names it, e.g. ``mcpServers.calc.envFile``
+    field: str
+    #: the file as the config names it (``.env``), and as it was opened (absolute)
+    name: str
+    path: Path
+    #: the SHA-256 of the bytes read; ``None``: the file could not be read (it is missing)
+    sha256: str | None
+
+
 class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     """One configured MCP server, normalised: defaults applied, variables expanded.
 
@@ -269,6 +284,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     faults: Plan | None = None
     #: the in-process MCP server object of a ``memory`` server (``open_supervisor(apps=...)``)
     app: object | None = None
+    #: the files read for this entry while loading (its ``envFile``, its ``faults`` plan)
+    included: tuple[IncludedFile, ...] = ()
     errors: tuple[FieldError, ...] = ()
 
     @property
@@ -312,6 +329,12 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     settings: Settings
     path: Path | None
     project_root: Path
+
+    @property
+    def included(self) -> tuple[IncludedFile, ...]:
+        """Every file the servers' entries pulled in while loading, in file order
+        (:attr:`ServerConfig.included`)."""
+        return tuple(f for server in self.servers.values() for f in server.included)
 
     @property
     def invalid(self) -> dict[str, tuple[FieldError, ...]]:

@@ -16,8 +16,8 @@ from collections.abc import Iterator, Mapping
 from ..actors import Backoff, GiveUp, Restart
 from ._auth import _parse_auth
 from ._expand import _is_literal, _parse_template
-from ._faults import check_plan, load_faults
-from ._model import ServerType, Settings, ToolPolicy
+from ._faults import check_plan, read_faults
+from ._model import IncludedFile, ServerType, Settings, ToolPolicy
 from ._settings import _BACKOFF_FIELDS, _backoff
 from ._validate import (
     _Bad,
@@ -125,6 +125,8 @@ class _Draft:
         self.remote_fallback = False
         self.backoff = Backoff()
         self.max_attempts = 0
+        #: the files read for the entry so far (its fault plan's)
+        self.included: list[IncludedFile] = []
 
     def key_path(self, attribute: str) -> str:
         return _join(self.path, self.keys.get(attribute, attribute))
@@ -246,8 +248,10 @@ class _Draft:
         elif attribute == "auth":
             v["auth"] = _parse_auth(errors, value, path)
         elif key == "faults":
-            plan, problems = load_faults(value, path, self.base)
+            plan, problems, read = read_faults(value, path, self.base)
             errors.items.extend(problems)
+            if read is not None:
+                self.included.append(read)
             if plan is not None:
                 v["faults"] = plan
 
