@@ -9,7 +9,9 @@ A server runs in its own session and process group, and is stopped through the g
   The kernel sends that signal when the *thread* that forked the child exits, so the child
   is forked from the calling thread (the one running trio), never from a worker thread
   that would exit when idle; a child whose parent died before it set the signal exits at
-  once.
+  once. The signal is set by a ``preexec_fn`` (Python code between fork and exec): the
+  spawn is a full ``fork()``, a few milliseconds for which the calling thread waits,
+  where trio's own spawn (``vfork()``, in a worker thread) takes a fraction of one.
 - :func:`subreaper` makes the process a child subreaper (``PR_SET_CHILD_SUBREAPER``)
   while a supervisor is open: a process orphaned anywhere below it (a server's child whose
   parent exited, a daemon's second fork) is re-parented to this process instead of to
@@ -223,13 +225,17 @@ class Member:
             self.pidfd = -1
 
 
-def family(leader: int, mark: str | None) -> list[Member]:
-    """The live processes of the server ``leader`` (its pid, which is its process group's
-    id) other than itself: its descendants, and this process's children marked ``mark``
-    and their descendants. Empty off Linux. One scan of ``/proc``."""
+def family(process: trio.Process, mark: str | None) -> list[Member]:
+    """The live processes of the server ``process`` other than itself: its descendants
+    (while it has not been reaped: after that its pid may be another's), and this
+    process's children marked ``mark`` and their descendants. Empty off Linux. One scan
+    of ``/proc``."""
     if not LINUX:
         return []
     me = os.getpid()
+    # Read before the scan: nothing reaps it meanwhile (no await here), so while this says
+    # it runs, its pid is its own.
+    leader = process.pid if process.returncode is None else None
     children: dict[int, list[_Stat]] = {}
     for stat in _processes():
         children.setdefault(stat.ppid, []).append(stat)
@@ -238,7 +244,7 @@ def family(leader: int, mark: str | None) -> list[Member]:
         for stat in children.get(me, []):
             if stat.pid != leader and stat.state != "Z" and _marked(stat.pid, mark):
                 found[stat.pid] = stat
-    todo = [leader, *found]
+    todo = [*found] if leader is None else [leader, *found]
     while todo:
         for stat in children.get(todo.pop(), []):
             if stat.pid not in found and stat.pid != leader:

@@ -591,7 +591,7 @@ class StdioTransport:
         point = self._fault_point
         if point is not None and point.stopped:
             point.resume()  # an injected hang: a stopped process cannot exit
-        members = _children.family(process.pid, self._mark)
+        members = _children.family(process, self._mark)
         try:
             if process.returncode is None:
                 assert process.stdin is not None
@@ -601,7 +601,7 @@ class StdioTransport:
                     await process.wait()
             if _children.LINUX:
                 known = {member.pid for member in members}
-                for member in _children.family(process.pid, self._mark):
+                for member in _children.family(process, self._mark):
                     if member.pid in known:
                         member.close()
                     else:

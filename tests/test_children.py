@@ -256,7 +256,7 @@ async def test_a_server_s_family_is_its_marked_processes_not_the_program_s_own()
         server = await open_process(["sleep", "600"], env=env, mark=mark)
         adopted = await open_process(["sleep", "600"], env=env, mark=mark)
         try:
-            members = family(server.pid, mark)
+            members = family(server, mark)
             assert {m.pid for m in members} == {adopted.pid}
             for member in members:
                 member.close()
