@@ -40,6 +40,7 @@ import mcp_types as types
 import msgspec
 import trio
 
+from ._children import subreaper
 from .actors import (
     AddressState,
     ChildSpec,
@@ -584,6 +585,12 @@ async def open_supervisor(
     :class:`~supervisor.errors.UnknownServer`. :meth:`SupervisorHandle.faults` lists what
     was injected.
 
+    On Linux the process is a child subreaper while the block runs (orphans below its
+    servers are re-parented to it, so a server's stop still finds them), and a local
+    server dies with the process even if it is killed with ``SIGKILL``
+    (:mod:`supervisor._children`, docs/servers.md); the program's own children are never
+    signalled or reaped.
+
     When the block ends, the session's metrics are frozen — ``handle.summary()`` returns
     them from then on — and logged as one ``session summary`` info line, before the
     servers are shut down.
@@ -679,6 +686,8 @@ async def open_supervisor(
             redacting(cfg.secrets()),
             _spill_directory(spill_dir, cfg) as spill,
             _audit_log(cfg) as audit,
+            # Orphans below a server are re-parented here, not to init (on Linux).
+            subreaper(),
         ):
             async with open_tree(
                 children,

@@ -50,6 +50,7 @@ from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
+from . import _children
 from ._limits import (
     DEFAULT_MAX_CATALOG_BYTES,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -268,7 +269,9 @@ class StdioTransport:
 
     The child gets a minimal platform environment (``PATH``, ``HOME``, … as the SDK
     chooses) plus ``env`` — not the whole parent environment, unless ``inherit_env`` —
-    and runs in its own process group, so shutdown reaches anything it spawned.
+    and runs in its own process group, so shutdown reaches anything it spawned. On Linux it
+    dies with this process (``PR_SET_PDEATHSIG``), and shutdown also reaches its processes
+    outside the group (:mod:`supervisor._children`).
 
     While entered: ``pid`` is the server's pid (``on_spawn`` hears it), each stderr line
     (decoded, redacted) goes to ``on_stderr`` and into ``stderr_tail`` (which leaves out what
@@ -350,6 +353,7 @@ class StdioTransport:
         self._process: trio.Process | None = None
         self._stack: AsyncExitStack | None = None
         self._stopping = False  # our own shutdown: the exit it causes is no failure
+        self._mark = _children.spawn_mark()  # what its descendants inherit (supervisor._children)
         self.faults = faults
         self._fault_point: _FaultPoint | None = None
 
@@ -387,14 +391,14 @@ class StdioTransport:
             for action in self.faults.decide_start():  # slow_start: the spawn waits
                 await trio.sleep((action.ms or 0.0) / 1000)
         try:
-            process = await trio.lowlevel.open_process(
+            process = await _children.open_process(
                 [self.command, *self.args],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=self._environment(),
+                mark=self._mark,
                 cwd=self.cwd,
-                start_new_session=True,
             )
         except OSError as exc:
             raise ServerExited(
@@ -693,17 +697,34 @@ class StdioTransport:
     async def _stop(self, process: trio.Process) -> None:
         """Close stdin and wait; then the SDK's escalation for the whole process group
         (SIGTERM, wait for every member, SIGKILL) — which also reaches members that
-        outlive the leader; every wait bounded."""
+        outlive the leader; every wait bounded. On Linux the escalation also reaches the
+        server's family outside its group (:func:`supervisor._children.family`), looked for
+        both before stdin closes (while the server's descendants are still below it) and
+        after (what it left to this process)."""
         point = self._fault_point
         if point is not None and point.stopped:
             point.resume()  # an injected hang: a stopped process cannot exit
-        if process.returncode is None:
-            assert process.stdin is not None
-            with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                await process.stdin.aclose()
-            with trio.move_on_after(self.grace):
-                await process.wait()
-        await terminate_posix_process_tree(process, self.kill_after)  # type: ignore[arg-type]
+        members = _children.family(process, self._mark)
+        try:
+            if process.returncode is None:
+                assert process.stdin is not None
+                with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    await process.stdin.aclose()
+                with trio.move_on_after(self.grace):
+                    await process.wait()
+            if _children.LINUX:
+                known = {member.pid for member in members}
+                for member in _children.family(process, self._mark):
+                    if member.pid in known:
+                        member.close()
+                    else:
+                        members.append(member)
+                await _children.end_family(process, members, self.kill_after)
+            else:
+                await terminate_posix_process_tree(process, self.kill_after)  # type: ignore[arg-type]
+        finally:
+            for member in members:
+                member.close()
         with trio.move_on_after(self.kill_after):
             await process.wait()
         if self.returncode is None and process.returncode is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 
+from .._children import open_process
 from ._engine import FaultEngine, Injected
 from ._link import CallRecorder, Link
 from ._plan import TO_CLIENT, TO_SERVER, Plan
@@ -170,11 +171,9 @@ async def run_stdio_proxy(
     for action in engine.decide_start():
         await trio.sleep((action.ms or 0) / 1000)
     try:
-        process = await trio.lowlevel.open_process(
-            list(command),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            start_new_session=True,
+        # Its own session; on Linux it dies with this proxy (supervisor._children).
+        process = await open_process(
+            list(command), env=os.environ, stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
     except FileNotFoundError:
         raise ProxyEnded(f"command not found: {command[0]!r}", 127) from None

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 import trio
 
+from ..._children import open_process
 from ._names import GarbageMode, HttpTransport, ServerKind
 
 if TYPE_CHECKING:
@@ -190,13 +191,12 @@ async def open_http_fixture(
     stderr_path = Path(name)
     try:
         try:
-            process = await trio.lowlevel.open_process(
+            process = await open_process(  # dies with this process, on Linux
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=fd,
                 env={**os.environ, **(env or {})},
-                start_new_session=True,
             )
         finally:
             os.close(fd)
