@@ -174,6 +174,14 @@ trio.run(main, *sys.argv[1:])
 """
 
 
+def _with_tests_importable() -> dict[str, str]:
+    """The environment for MEASURE: ours, with the project's root on ``PYTHONPATH`` (a
+    script's own directory, not the working directory, is what Python puts on its path)."""
+    root = str(Path(__file__).parent.parent)
+    paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
 def test_a_200000_tool_page_under_the_message_cap_is_refused_unparsed(tmp_path: Path) -> None:
     """200,000 tiny tools in one tools/list page (about 10 MB, under maxMessageBytes):
     refused with the limit error naming the server, the count and the settings to
@@ -186,7 +194,7 @@ def test_a_200000_tool_page_under_the_message_cap_is_refused_unparsed(tmp_path: 
         capture_output=True,
         text=True,
         timeout=600,
-        cwd=Path(__file__).parent.parent,
+        env=_with_tests_importable(),
     )
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.splitlines()[-1])
