@@ -25,6 +25,7 @@ from supervisor.server import (
     CallMayHaveTakenEffect,
     ServerRequestError,
     ServerStatus,
+    ServerUnavailable,
     open_servers,
 )
 from supervisor.testing.servers import start_http
@@ -332,3 +333,24 @@ async def test_the_sdks_own_lost_answer_over_streamable_http_is_still_a_lost_cal
                 await server.call_tool("echo", {"text": "1"}, None)
             assert (await server.call_tool("echo", {"text": "2"}, None)).content[0].text == "2"
         nursery.cancel_scope.cancel()
+
+
+async def test_a_catalog_over_the_limits_fails_its_server_at_once_and_no_other() -> None:
+    """A server listing more tools than maxToolsPerServer is failed on its first attempt,
+    not restarted until its attempts run out (it would list the same again): spawned
+    once, its record says retrying cannot help, its calls name the settings to raise;
+    the other server stays connected."""
+    rec = Recorder()
+    big = managed(hostile("big", "catalog", "1500", max_attempts=3), rec)
+    other = managed(hostile("h", "refuse"), rec)
+    async with open_servers([big, other]):
+        await until(lambda: big.status() is ServerStatus.FAILED, 30.0)
+        await until(lambda: other.status() is ServerStatus.CONNECTED, 30.0)
+        assert rec.kinds("big").count("mcp.local.spawned") == 1
+        assert big.health.retryable is False and big.health.restarts == 0
+        with pytest.raises(ServerUnavailable) as info:
+            await big.call_tool("t1", {}, None)
+        said = str(info.value)
+        assert "retrying cannot help" in said and "lists 1500 tools" in said
+        assert "maxToolsPerServer, maxCatalogBytes" in said
+        assert other.status() is ServerStatus.CONNECTED and other.health.restarts == 0
