@@ -13,14 +13,21 @@ the limits; the page's bytes are dropped then and there.
 
 The listing counts its pages together again once they are models (the limits hold for
 the whole listing, over every page); this check only keeps one page from costing more
-than its own bytes. The standard library and msgspec only: the transports import it.
+than its own bytes. The transports that read raw messages (stdio, WebSocket) use it;
+:func:`refusal` is the message each hands its session instead of a refused page.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import mcp_types as types
 import msgspec
+from mcp.shared.message import SessionMessage
+
+from .log import get_logger
+
+log = get_logger(__name__)
 
 #: The JSON-RPC error code a listing request gets when its page was over the catalog
 #: limits and was dropped (in the range JSON-RPC leaves to implementations).
@@ -78,9 +85,10 @@ class PageGuard:
     """Checks the pages answering one connection's listing requests against the limits.
 
     ``sent`` is shown every request going to the server, ``check`` every message coming
-    back (its raw bytes), before it is parsed: for a page over the limits it returns
-    the request's id and the error to hand the session instead (a JSON-RPC error object,
-    as a dict), else ``None``. Costs nothing while no listing is waiting for its answer.
+    back (its raw bytes, or a WebSocket text frame's text), before it is parsed: for a
+    page over the limits it returns the request's id and the error to hand the session
+    instead (a JSON-RPC error object, as a dict), else ``None``. Costs nothing while no
+    listing is waiting for its answer.
     """
 
     def __init__(self, *, max_items: int, max_bytes: int) -> None:
@@ -93,7 +101,7 @@ class PageGuard:
         if field is not None:
             self._waiting[_key(request_id)] = field
 
-    def check(self, raw: bytes) -> tuple[int | str, dict[str, Any]] | None:
+    def check(self, raw: bytes | str) -> tuple[int | str, dict[str, Any]] | None:
         if not self._waiting:
             return None
         try:
@@ -124,3 +132,17 @@ class PageGuard:
             f"limits ({self.max_items} items, {self.max_bytes} bytes); it was dropped",
             "data": {"count": count, "size": size},
         }
+
+
+def refusal(refused: tuple[int | str, dict[str, Any]], *, server: str) -> SessionMessage:
+    """The message a transport hands *server*'s session instead of a refused page (what
+    :meth:`PageGuard.check` returned): the error for its request, logged."""
+    request_id, error = refused
+    log.warning(
+        "listing page over the catalog limits dropped",
+        server=server,
+        request_id=request_id,
+        **error["data"],
+    )
+    message = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(**error))
+    return SessionMessage(message)

@@ -270,7 +270,11 @@ class StaleConnection(ServerError):
 
 
 class CatalogTooLarge(ServerError):
-    """The server lists more tools, or a bigger catalog, than the limits allow."""
+    """The server lists more tools, or a bigger catalog, than the limits allow
+    (``maxToolsPerServer``, ``maxCatalogBytes``). Not retryable: the same server lists
+    the same catalog again; the limits are raised in the config."""
+
+    retryable = False
 
 
 class PaginationError(ServerError):

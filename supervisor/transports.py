@@ -56,7 +56,7 @@ from ._limits import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_TOOLS_PER_SERVER,
 )
-from ._pages import PageGuard
+from ._pages import PageGuard, refusal
 from ._programs import command_problem as command_problem
 from ._stderr import PROBE_METHOD, StderrTail, pending
 from .errors import (
@@ -554,17 +554,7 @@ class StdioTransport:
         refused = self._pages.check(line)
         if refused is not None:
             # Over the catalog limits: never parsed, answered with an error instead.
-            request_id, error = refused
-            log.warning(
-                "listing page over the catalog limits dropped",
-                server=self.name,
-                request_id=request_id,
-                **error["data"],
-            )
-            message: types.JSONRPCMessage = types.JSONRPCError(
-                jsonrpc="2.0", id=request_id, error=types.ErrorData(**error)
-            )
-            parsed = SessionMessage(message)
+            parsed = refusal(refused, server=self.name)
             self.answers.received(parsed)
             return parsed
         try:

@@ -51,7 +51,12 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
-from ._limits import DEFAULT_MAX_MESSAGE_BYTES
+from ._limits import (
+    DEFAULT_MAX_CATALOG_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DEFAULT_MAX_TOOLS_PER_SERVER,
+)
+from ._pages import PageGuard, refusal
 from .errors import (
     WebSocketClosed,
     WebSocketConnectError,
@@ -103,6 +108,8 @@ async def websocket_client(
     headers: Mapping[str, str] | None = None,
     connect_timeout: float = 10,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    max_items: int = DEFAULT_MAX_TOOLS_PER_SERVER,
+    max_catalog_bytes: int = DEFAULT_MAX_CATALOG_BYTES,
     ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[TransportStreams]:
     """Connect to an MCP server over WebSocket; an SDK ``Transport``.
@@ -121,7 +128,12 @@ async def websocket_client(
 
     While connected: a binary frame, or a text frame that is not one JSON-RPC message,
     arrives as a :class:`WebSocketFrameError` item; a message longer than
-    *max_message_size* closes the connection with code 1009. When the connection
+    *max_message_size* closes the connection with code 1009. A page answering a listing
+    request (``tools/list``, ``resources/list``, ``resources/templates/list``,
+    ``prompts/list``) with more than *max_items* items, or more than *max_catalog_bytes*
+    bytes of them, is dropped before it is parsed and arrives as a JSON-RPC error for
+    that request (code ``-32098``, its ``data`` the page's ``count`` and ``size``); the
+    connection is kept. When the connection
     closes, the read stream ends, preceded by a :class:`WebSocketClosed` item unless
     the close was normal. Leaving the context closes the connection with code 1000,
     waiting a bounded time for the peer's answer, also when cancelled; no task
@@ -140,7 +152,8 @@ async def websocket_client(
             ws, holder = await _connect(
                 nursery, target, extra_headers, connect_timeout, max_message_size, ssl_context
             )
-            bridge = _Bridge(ws, safe_url, nursery)
+            guard = PageGuard(max_items=max_items, max_bytes=max_catalog_bytes)
+            bridge = _Bridge(ws, safe_url, nursery, guard)
             try:
                 yield bridge.streams
             finally:
@@ -407,10 +420,16 @@ class _Bridge:
     """Pumps between a WebSocket and the pair of streams the SDK's sessions use.
 
     The two pump tasks run in the given nursery; :meth:`aclose` ends them gracefully.
+    With a *guard* (a client's), listing requests are shown to it on their way out, and
+    each text frame on its way in, before it is parsed.
     """
 
     def __init__(
-        self, ws: trio_websocket.WebSocketConnection, peer: str, nursery: trio.Nursery
+        self,
+        ws: trio_websocket.WebSocketConnection,
+        peer: str,
+        nursery: trio.Nursery,
+        guard: PageGuard | None = None,
     ) -> None:
         self._ws = ws
         # anyio streams, not trio channels: the SDK's dispatcher catches anyio's errors.
@@ -419,16 +438,18 @@ class _Bridge:
         ](0)
         self._write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
         self._writer_done = trio.Event()
-        nursery.start_soon(_pump_in, ws, read_writer, peer)
-        nursery.start_soon(self._writer, write_reader)
+        nursery.start_soon(_pump_in, ws, read_writer, peer, guard)
+        nursery.start_soon(self._writer, write_reader, guard)
 
     @property
     def streams(self) -> TransportStreams:
         return self._read_stream, self._write_stream
 
-    async def _writer(self, source: MemoryObjectReceiveStream[SessionMessage]) -> None:
+    async def _writer(
+        self, source: MemoryObjectReceiveStream[SessionMessage], guard: PageGuard | None
+    ) -> None:
         try:
-            await _pump_out(self._ws, source)
+            await _pump_out(self._ws, source, guard)
         finally:
             self._writer_done.set()
 
@@ -446,8 +467,10 @@ async def _pump_in(
     ws: trio_websocket.WebSocketConnection,
     sink: MemoryObjectSendStream[SessionMessage | Exception],
     peer: str,
+    guard: PageGuard | None,
 ) -> None:
-    """Frames → items, until the connection closes; then end the read stream."""
+    """Frames → items, until the connection closes; then end the read stream. A page
+    *guard* refuses becomes its request's error, the frame dropped unparsed."""
     async with sink:
         while True:
             try:
@@ -468,19 +491,28 @@ async def _pump_in(
                     except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                         pass
                 return
+            refused = guard.check(frame) if guard is not None and isinstance(frame, str) else None
+            item = _parse_frame(frame, peer) if refused is None else refusal(refused, server=peer)
+            del frame  # not kept while the session takes the item, nor while the next one comes
             try:
-                await sink.send(_parse_frame(frame, peer))
+                await sink.send(item)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 return  # the session is gone; exit closes the socket
+            del item
 
 
 async def _pump_out(
     ws: trio_websocket.WebSocketConnection,
     source: MemoryObjectReceiveStream[SessionMessage],
+    guard: PageGuard | None,
 ) -> None:
-    """Items → text frames, until the session closes its write stream or the socket dies."""
+    """Items → text frames, until the session closes its write stream or the socket dies;
+    each request is shown to *guard* first."""
     async with source:
         async for item in source:
+            request = item.message
+            if guard is not None and isinstance(request, mcp_types.JSONRPCRequest):
+                guard.sent(request.method, request.id)
             text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
             try:
                 await ws.send_message(text)

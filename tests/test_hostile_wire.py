@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import attrs
 import mcp_types as types
@@ -24,6 +25,7 @@ from supervisor.server import (
     CallMayHaveTakenEffect,
     ServerRequestError,
     ServerStatus,
+    ServerUnavailable,
     open_servers,
 )
 from supervisor.testing.servers import start_http
@@ -33,6 +35,7 @@ from .probes import until
 from .test_server import Recorder, Settings, managed
 
 HOSTILE = str(Path(__file__).with_name("hostile_server.py"))
+WS_HOSTILE = str(Path(__file__).with_name("hostile_ws_server.py"))
 #: what the hostile server says with each -32000 (its escape sequence included)
 SAID = "the database is down"
 
@@ -137,7 +140,8 @@ async def test_listings_and_pings_answered_with_32000_keep_the_connection() -> N
 # -- item: a catalog page under the message cap is checked before it is parsed ---------------
 
 #: Run in a subprocess of its own: connect to a server listing ``N`` tools in one page and
-#: report the memory it cost (RSS before, at its peak and after; tracemalloc's peak).
+#: report the memory it cost (RSS before, at its peak and after; tracemalloc's peak). The
+#: server is ``hostile_server.py`` over stdio, or the WebSocket server at a ``ws://`` URL.
 MEASURE = """
 import json, sys, tracemalloc, trio
 from supervisor.server import ManagedServer, open_servers
@@ -148,8 +152,12 @@ def vm(key):
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith(key))
 
 async def refused(hostile, count, seen):
-    config = Settings(name="big", command=sys.executable, args=[hostile, "catalog", count],
-                      lazy=False, max_attempts=0, init_timeout=600)
+    if hostile.startswith("ws://"):
+        config = Settings(name="big", command="", args=[], type="ws", url=hostile,
+                          lazy=False, max_attempts=0, init_timeout=600)
+    else:
+        config = Settings(name="big", command=sys.executable, args=[hostile, "catalog", count],
+                          lazy=False, max_attempts=0, init_timeout=600)
     server = ManagedServer(config, publish=seen.append)
     async with open_servers([server]):
         while server.health.last_error is None:
@@ -166,7 +174,7 @@ async def main(hostile, count):
     traced_peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     tail = [line for e in seen if e.kind == "mcp.local.crashed" for line in e.stderr_tail]
-    page = next(int(line.split()[1]) for line in tail if line.startswith("page "))
+    page = next((int(line.split()[1]) for line in tail if line.startswith("page ")), None)
     print(json.dumps({"before": before, "after": after, "peak_rss": peak_rss,
                       "traced_peak": traced_peak, "page": page, "error": error}))
 
@@ -182,22 +190,23 @@ def _with_tests_importable() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
-def test_a_200000_tool_page_under_the_message_cap_is_refused_unparsed(tmp_path: Path) -> None:
-    """200,000 tiny tools in one tools/list page (about 10 MB, under maxMessageBytes):
-    refused with the limit error naming the server, the count and the settings to
-    change, without building the tools: the supervisor's memory peaks at a few times the
-    page's bytes (parsing them cost some eighty times) and comes back after."""
+def measure(tmp_path: Path, hostile: str) -> dict[str, Any]:
+    """What connecting to *hostile* (listing 200,000 tools) cost, measured by MEASURE."""
     script = tmp_path / "measure.py"
     script.write_text(MEASURE)
     done = subprocess.run(
-        [sys.executable, str(script), HOSTILE, "200000"],
+        [sys.executable, str(script), hostile, "200000"],
         capture_output=True,
         text=True,
         timeout=600,
         env=_with_tests_importable(),
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    got = json.loads(done.stdout.splitlines()[-1])
+    return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def assert_refused_unparsed(got: dict[str, Any]) -> None:
+    """The limit error, and memory bounded by the page's bytes, not its models'."""
     assert got["error"].startswith("MCP server 'big' lists 200000 tools (")
     assert "more than the limits (1000 tools, 2097152 bytes)" in got["error"]
     assert "maxToolsPerServer, maxCatalogBytes" in got["error"]
@@ -206,6 +215,36 @@ def test_a_200000_tool_page_under_the_message_cap_is_refused_unparsed(tmp_path: 
     assert got["traced_peak"] < 3 * page, got
     assert got["peak_rss"] - got["before"] < 5 * page, got
     assert got["after"] - got["before"] < 2 * page, got
+
+
+def test_a_200000_tool_page_under_the_message_cap_is_refused_unparsed(tmp_path: Path) -> None:
+    """200,000 tiny tools in one tools/list page (about 10 MB, under maxMessageBytes):
+    refused with the limit error naming the server, the count and the settings to
+    change, without building the tools: the supervisor's memory peaks at a few times the
+    page's bytes (parsing them cost some eighty times) and comes back after."""
+    assert_refused_unparsed(measure(tmp_path, HOSTILE))
+
+
+def test_a_200000_tool_page_over_websocket_is_refused_unparsed(tmp_path: Path) -> None:
+    """The same page as one WebSocket text frame (a real server on 127.0.0.1, the frame
+    under maxMessageBytes): refused as it arrives, before it is parsed, with the same
+    error; memory peaks at a few times the page's bytes and comes back after."""
+    server = subprocess.Popen(
+        [sys.executable, WS_HOSTILE, "200000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        assert url.startswith("ws://127.0.0.1:"), url
+        got = measure(tmp_path, url)
+    finally:
+        server.kill()
+        _, said = server.communicate(timeout=30)
+    got["page"] = next(int(line.split()[1]) for line in said.splitlines() if "page " in line)
+    assert_refused_unparsed(got)
 
 
 def test_a_page_over_the_limits_is_answered_with_an_error_for_its_request() -> None:
@@ -302,3 +341,24 @@ async def test_the_sdks_own_lost_answer_over_streamable_http_is_still_a_lost_cal
                 await server.call_tool("echo", {"text": "1"}, None)
             assert (await server.call_tool("echo", {"text": "2"}, None)).content[0].text == "2"
         nursery.cancel_scope.cancel()
+
+
+async def test_a_catalog_over_the_limits_fails_its_server_at_once_and_no_other() -> None:
+    """A server listing more tools than maxToolsPerServer is failed on its first attempt,
+    not restarted until its attempts run out (it would list the same again): spawned
+    once, its record says retrying cannot help, its calls name the settings to raise;
+    the other server stays connected."""
+    rec = Recorder()
+    big = managed(hostile("big", "catalog", "1500", max_attempts=3), rec)
+    other = managed(hostile("h", "refuse"), rec)
+    async with open_servers([big, other]):
+        await until(lambda: big.status() is ServerStatus.FAILED, 30.0)
+        await until(lambda: other.status() is ServerStatus.CONNECTED, 30.0)
+        assert rec.kinds("big").count("mcp.local.spawned") == 1
+        assert big.health.retryable is False and big.health.restarts == 0
+        with pytest.raises(ServerUnavailable) as info:
+            await big.call_tool("t1", {}, None)
+        said = str(info.value)
+        assert "retrying cannot help" in said and "lists 1500 tools" in said
+        assert "maxToolsPerServer, maxCatalogBytes" in said
+        assert other.status() is ServerStatus.CONNECTED and other.health.restarts == 0

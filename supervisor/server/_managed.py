@@ -475,7 +475,11 @@ class ManagedServer:
             from ..ws import _parse_frame, websocket_client
 
             socket = websocket_client(
-                c.url, headers=c.headers, max_message_size=self.limits.max_message_bytes
+                c.url,
+                headers=c.headers,
+                max_message_size=self.limits.max_message_bytes,
+                max_items=self.limits.max_tools,
+                max_catalog_bytes=self.limits.max_catalog_bytes,
             )
             if faults is None:
                 return _Remote(socket)
