@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -124,22 +125,35 @@ def origin(info: DashboardInfo) -> dict[str, str]:
     return {"Origin": f"http://127.0.0.1:{info.port}"}
 
 
-def with_token(info: DashboardInfo) -> dict[str, str]:
-    return {**origin(info), "X-Dashboard-Token": info.token}
+def bearer(info: DashboardInfo, scheme: str = "Bearer") -> dict[str, str]:
+    """The header a script acts with: the dashboard's token as a bearer token."""
+    return {"Authorization": f"{scheme} {info.token}"}
+
+
+async def login(info: DashboardInfo) -> dict[str, str]:
+    """What a browser sends once it has visited the login URL: the session cookie it was
+    given, and the dashboard's own Origin."""
+    reply = await http(info, "GET", info.login_url.removeprefix(info.url[:-1]))
+    assert reply.status == 303 and reply.headers["location"] == "/", reply.body
+    cookie = reply.headers["set-cookie"]
+    attributes = [part.strip() for part in cookie.split(";")]
+    assert {"HttpOnly", "SameSite=Strict", "Path=/"} <= set(attributes), cookie
+    assert info.token not in cookie
+    return {**origin(info), "Cookie": attributes[0]}
 
 
 # ------------------------------------------------------------------ HTTP rules
 
 
-async def test_page_embeds_the_token_with_security_headers_and_no_cors() -> None:
-    """`/` carries the process's token in a meta tag; every response has the security
-    headers and no CORS header, even when asked from another origin."""
+async def test_the_page_holds_no_secret_and_has_security_headers_and_no_cors() -> None:
+    """`/` and its assets hold no token (acting needs the login); every response has the
+    security headers and no CORS header, even when asked from another origin."""
     async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
         info = await start(nursery, sup)
         page = await http(info, "GET", "/", {"Origin": "http://evil.example"})
         assert page.status == 200
         assert page.headers["content-type"] == "text/html; charset=utf-8"
-        assert f'<meta name="dashboard-token" content="{info.token}">' in page.body.decode()
+        assert "<table" in page.body.decode() and info.token not in page.body.decode()
         assert len(info.token) >= 40 and info.token not in repr(info)
         for path, content_type in (("/app.js", "text/javascript"), ("/app.css", "text/css")):
             asset = await http(info, "GET", path)
@@ -160,7 +174,7 @@ async def test_page_embeds_the_token_with_security_headers_and_no_cors() -> None
             {
                 "Origin": "http://evil.example",
                 "Access-Control-Request-Method": "POST",
-                "Access-Control-Request-Headers": "x-dashboard-token",
+                "Access-Control-Request-Headers": "authorization",
             },
         )
         assert preflight.status == 405
@@ -180,7 +194,7 @@ async def test_healthz_is_ok_while_connected_and_503_when_none_is() -> None:
         assert idle.status == 200
         assert idle.json() == {"status": "ok", "servers": {"notes": "idle", "calc": "idle"}}
         await sup.connect_all()
-        reply = await http(info, "GET", "/healthz", {"Host": "any-name.example:1"})
+        reply = await http(info, "GET", "/healthz", {"Host": f"localhost:{info.port}"})
         assert reply.status == 200 and reply.headers["content-type"] == "application/json"
         assert reply.json() == {
             "status": "ok",
@@ -207,7 +221,7 @@ async def test_readyz_is_503_while_a_required_server_is_down() -> None:
         info = await start(nursery, sup)
         await sup.connect_all()
         await sup.stop("notes")
-        ready = await http(info, "GET", "/readyz", {"Host": "any-name.example:1"})
+        ready = await http(info, "GET", "/readyz", {"Host": f"localhost:{info.port}"})
         assert (ready.status, ready.json()) == (200, {"status": "ready"})
         await sup.stop("calc")
         down = await http(info, "GET", "/readyz")
@@ -269,35 +283,49 @@ async def test_metrics_are_prometheus_text() -> None:
         nursery.cancel_scope.cancel()
 
 
-async def test_actions_need_the_token_the_origin_and_post() -> None:
-    """An action without the token, with a wrong one, from another origin, without an
-    Origin, or by GET is refused and changes nothing; with both it restarts the server."""
+async def test_actions_need_the_login_the_origin_and_post() -> None:
+    """An action without the login (no cookie, a wrong one, a wrong bearer token, another
+    scheme, the old page token header) is 401; with the cookie but from another origin or
+    without an Origin, 403; by GET, 405; none changes anything. With the login cookie and
+    the Origin it restarts the server; with the bearer token (any case of the scheme, no
+    Origin needed) it stops one."""
     async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
         info = await start(nursery, sup)
         await sup.connect_all()
+        cookie = await login(info)
         pid = sup.status()["calc"].pid
         path = "/api/servers/calc/restart"
+        name = cookie["Cookie"].partition("=")[0]
         refusals = [
-            ("POST", origin(info), 403),
-            ("POST", {**origin(info), "X-Dashboard-Token": "x" + info.token[1:]}, 403),
-            ("POST", {**origin(info), "X-Dashboard-Token": ""}, 403),
-            ("POST", {"X-Dashboard-Token": info.token}, 403),  # no Origin
-            ("POST", {"Origin": "http://evil.example", "X-Dashboard-Token": info.token}, 403),
-            ("POST", {"Origin": "null", "X-Dashboard-Token": info.token}, 403),
-            ("POST", {"Origin": f"http://localhost:{info.port}", **_token(info)}, 403),
-            ("POST", {"Origin": f"https://127.0.0.1:{info.port}", **_token(info)}, 403),
-            ("POST", {"Origin": f"http://127.0.0.1:{info.port + 1}", **_token(info)}, 403),
-            ("GET", with_token(info), 405),
-            ("PUT", with_token(info), 405),
+            ("POST", origin(info), 401),
+            ("POST", {**origin(info), "Authorization": f"Bearer x{info.token[1:]}"}, 401),
+            ("POST", {**origin(info), "Authorization": f"Basic {info.token}"}, 401),
+            ("POST", {**origin(info), "Authorization": info.token}, 401),
+            ("POST", {**origin(info), "Cookie": f"{name}=guess"}, 401),
+            ("POST", {**origin(info), "Cookie": f"{name}={info.token}"}, 401),
+            ("POST", {**origin(info), "X-Dashboard-Token": info.token}, 401),
+            ("POST", {**cookie, "Authorization": "Bearer guess"}, 401),  # a wrong one decides
+            ("POST", {"Cookie": cookie["Cookie"]}, 403),  # no Origin
+            ("POST", {**cookie, "Origin": "http://evil.example"}, 403),
+            ("POST", {**cookie, "Origin": "null"}, 403),
+            ("POST", {**cookie, "Origin": f"http://localhost:{info.port}"}, 403),
+            ("POST", {**cookie, "Origin": f"https://127.0.0.1:{info.port}"}, 403),
+            ("POST", {**cookie, "Origin": f"http://127.0.0.1:{info.port + 1}"}, 403),
+            ("POST", {**bearer(info), "Origin": "http://evil.example"}, 403),
+            ("GET", {**cookie, **bearer(info)}, 405),
+            ("PUT", {**cookie, **bearer(info)}, 405),
         ]
         for method, headers, status in refusals:
             reply = await http(info, method, path, headers)
             assert reply.status == status, (method, headers, reply.body)
             assert "error" in reply.json()  # type: ignore[operator]
+            if status == 401:
+                assert reply.headers["www-authenticate"].startswith("Bearer ")
+                assert "/login?token=" in reply.json()["error"]  # type: ignore[index]
         record = sup.status()["calc"]
         assert (record.pid, record.status) == (pid, "connected")
 
-        accepted = await http(info, "POST", path, with_token(info))
+        accepted = await http(info, "POST", path, cookie)
         assert accepted.status == 200, accepted.body
         answer = accepted.json()
         assert isinstance(answer, dict) and answer.pop("status") in (
@@ -308,25 +336,27 @@ async def test_actions_need_the_token_the_origin_and_post() -> None:
         assert answer == {"ok": True, "server": "calc", "action": "restart"}
         await until(lambda: sup.status()["calc"].status == "connected", 20)
         assert sup.status()["calc"].pid != pid
-        stopped = await http(info, "POST", "/api/servers/calc/stop", with_token(info))
+        stopped = await http(info, "POST", "/api/servers/calc/stop", bearer(info, "bearer"))
         assert stopped.status == 200 and sup.status()["calc"].status == "stopped"
-        unknown = await http(info, "POST", "/api/servers/nope/stop", with_token(info))
+        unknown = await http(info, "POST", "/api/servers/nope/stop", bearer(info))
         assert unknown.status == 404 and "nope" in unknown.json()["error"]  # type: ignore[index]
+        wrong = await http(info, "GET", "/login?token=guess")
+        assert wrong.status == 403 and "set-cookie" not in wrong.headers
+        assert (await http(info, "GET", "/login")).status == 403
         nursery.cancel_scope.cancel()
-
-
-def _token(info: DashboardInfo) -> dict[str, str]:
-    return {"X-Dashboard-Token": info.token}
 
 
 async def test_another_host_name_is_refused_so_dns_rebinding_gets_nothing() -> None:
     """A Host that is not an address of ours (a rebinding attacker's name) gets 421 for
-    the page, the feed and the actions; `localhost` is ours."""
+    the page, the feed, the login, the actions, the metrics and the health; `localhost`
+    is ours."""
     async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
         info = await start(nursery, sup)
         evil = {"Host": f"evil.example:{info.port}", "Origin": f"http://evil.example:{info.port}"}
-        for method, path in (("GET", "/"), ("GET", "/app.js"), ("POST", "/api/servers/notes/stop")):
-            reply = await http(info, method, path, {**evil, "X-Dashboard-Token": info.token})
+        paths = ["/", "/app.js", "/metrics", "/healthz", "/readyz", "/ws", "/login?token=x"]
+        requests = [("GET", path) for path in paths] + [("POST", "/api/servers/notes/stop")]
+        for method, path in requests:
+            reply = await http(info, method, path, {**evil, **bearer(info)})
             assert reply.status == 421, (path, reply.status)
             assert info.token not in reply.body.decode()
         wrong_port = await http(info, "GET", "/", {"Host": f"127.0.0.1:{info.port + 1}"})
@@ -351,7 +381,7 @@ async def test_unknown_paths_and_bad_requests_get_4xx_and_the_server_stays_up() 
         huge_head = await raw(info, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70000)
         assert huge_head.startswith(b"HTTP/1.1 431 ")
         big_body = b"x" * (65 * 1024)
-        too_big = await http(info, "POST", "/api/servers/notes/stop", with_token(info), big_body)
+        too_big = await http(info, "POST", "/api/servers/notes/stop", bearer(info), big_body)
         assert too_big.status == 413 and sup.status()["notes"].status == "idle"
         bad_length = await raw(info, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
         assert bad_length.startswith(b"HTTP/1.1 400 ")
@@ -416,21 +446,30 @@ def open_feed(
 
 
 async def test_feed_refuses_a_foreign_origin_and_serves_its_own() -> None:
-    """The WebSocket upgrade is refused (403) from another origin or without an Origin;
-    from the dashboard's own it opens with a hello naming every server."""
+    """The WebSocket upgrade is refused (403) from another origin or without an Origin
+    (the login cookie does not change that); from the dashboard's own, or with the bearer
+    token and no Origin, it opens with a hello naming every server."""
     async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
         info = await start(nursery, sup)
-        for headers in ({"Origin": "http://evil.example"}, {}, {"Origin": "null"}):
+        cookie = (await login(info))["Cookie"]
+        for headers in (
+            {"Origin": "http://evil.example"},
+            {},
+            {"Origin": "null"},
+            {"Origin": "http://evil.example", "Cookie": cookie},
+            {"Origin": "http://evil.example", **bearer(info)},
+        ):
             with pytest.raises(trio_websocket.ConnectionRejected) as refused:
                 async with open_feed(info, headers):
                     pass
             assert refused.value.status_code == 403, headers
             assert refused.value.body is None or info.token.encode() not in refused.value.body
-        async with open_feed(info, origin(info)) as ws:
-            hello = json.loads(await ws.get_message())
-        assert hello["type"] == "hello"
-        assert [s["server"] for s in hello["servers"]] == ["notes", "calc"]
-        assert {s["status"] for s in hello["servers"]} == {"idle"}
+        for headers in (origin(info), bearer(info)):
+            async with open_feed(info, headers) as ws:
+                hello = json.loads(await ws.get_message())
+            assert hello["type"] == "hello"
+            assert [s["server"] for s in hello["servers"]] == ["notes", "calc"]
+            assert {s["status"] for s in hello["servers"]} == {"idle"}
         nursery.cancel_scope.cancel()
 
 
@@ -624,62 +663,116 @@ def test_bad_addresses_are_usage_errors(text: str, message: str, tmp_path: Path)
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
-async def test_serve_runs_the_dashboard_until_interrupted(tmp_path: Path) -> None:
-    """`serve --dashboard` connects the servers, prints the page's URL (without the
-    token) on stderr, serves it, and exits 130 on Ctrl-C leaving no server process."""
+async def test_serve_dashboard_acts_only_with_its_login_until_interrupted(tmp_path: Path) -> None:
+    """`serve --dashboard` connects the servers and prints the page's URL and its login URL
+    (the only place the token is said) on stderr. The issue's attack, by a client that
+    is no browser: it reads the page, then sends an action with everything the page holds
+    and a forged Origin (401), and opens the feed with a forged Origin (it reads, and what
+    it sends there acts on nothing); the bearer token from the login URL restarts a
+    server, the cookie its visit sets stops one. Ctrl-C exits 130 leaving no server
+    process, and the token is never logged."""
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps(config()))
     process = await trio.lowlevel.open_process(
-        [
-            sys.executable,
-            "-m",
-            "supervisor",
-            "serve",
-            "--config",
-            str(path),
-            "--dashboard",
-            "127.0.0.1:0",
-        ],
+        [sys.executable, "-m", "supervisor", "serve", "--config", str(path),
+         "--dashboard", "127.0.0.1:0", "-v"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-    )
+    )  # fmt: skip
     assert process.stderr is not None
     stderr = b""
     try:
         with trio.fail_after(30):
-            while b"/\n" not in stderr:
+            while not (match := re.search(rb"dashboard at (http://127\.0\.0\.1:(\d+)/)\n", stderr)):
                 chunk = await process.stderr.receive_some(4096)
                 assert chunk, stderr.decode()
                 stderr += chunk
-        match = re.search(rb"dashboard at http://127\.0\.0\.1:(\d+)/\n", stderr)
-        assert match, stderr.decode()
-        port = int(match.group(1))
-        info = DashboardInfo(url="", host="127.0.0.1", port=port, token="")
+        url, port = match.group(1).decode(), int(match.group(2))
+        page_only = DashboardInfo(url=url, host="127.0.0.1", port=port, token="")
 
         def connected(body: object) -> bool:
             return body == {"status": "ok", "servers": {"notes": "connected", "calc": "connected"}}
 
-        reply = await http(info, "GET", "/healthz")
+        reply = await http(page_only, "GET", "/healthz")
         with trio.fail_after(30):
             while not connected(reply.json()):
                 await trio.sleep(0.05)
-                reply = await http(info, "GET", "/healthz")
-        page = (await http(info, "GET", "/")).body.decode()
-        token = re.search(r'name="dashboard-token" content="([^"]+)"', page)
-        assert token and token.group(1).encode() not in stderr
+                reply = await http(page_only, "GET", "/healthz")
+        pids = await server_pids(page_only)
+
+        # The attacker: whatever the unauthenticated page holds, sent every way it could.
+        page = (await http(page_only, "GET", "/")).body.decode()
+        words = set(re.findall(r'(?:content|value|data-[a-z-]+)="([^"]*)"', page))
+        forged = {"Origin": f"http://127.0.0.1:{port}"}
+        for word in sorted(words):
+            for header in ("X-Dashboard-Token", "Authorization", "Cookie"):
+                value = f"Bearer {word}" if header == "Authorization" else word
+                attack = await http(
+                    page_only, "POST", "/api/servers/calc/restart", {**forged, header: value}
+                )
+                assert attack.status == 401, (header, word, attack.body)
+        attack = await http(page_only, "POST", "/api/servers/calc/stop", forged)
+        assert attack.status == 401 and "/login?token=" in attack.json()["error"]  # type: ignore[index]
+        with pytest.raises(trio_websocket.ConnectionRejected) as refused:
+            async with open_feed(page_only, {"Origin": "http://evil.example"}):
+                pass
+        assert refused.value.status_code == 403
+        async with open_feed(page_only, forged) as ws:  # reading, as the page does
+            assert json.loads(await ws.get_message())["type"] == "hello"
+            for text in ("restart calc", '{"action": "stop", "server": "calc"}'):
+                await ws.send_message(text)
+            assert json.loads(await ws.get_message())["type"] == "update"
+        assert await server_pids(page_only) == pids  # nothing acted
+
+        # The user: the login URL, said once on stderr, right after the page's.
+        with trio.fail_after(30):
+            while not (login_line := re.search(rb"\n(.*login\?token=\S+)\n", stderr)):
+                chunk = await process.stderr.receive_some(4096)
+                assert chunk, stderr.decode()
+                stderr += chunk
+        login_url = (
+            login_line.group(1)
+            .decode()
+            .removeprefix("mcp-supervisor: dashboard login (to restart and stop servers): ")
+        )
+        token = urllib.parse.unquote(login_url.partition("login?token=")[2])
+        assert token not in page
+        info = DashboardInfo(url=url, host="127.0.0.1", port=port, token=token)
+        assert info.login_url == login_url
+        # The bearer token for a script, the login URL for a browser.
+        restarted = await http(info, "POST", "/api/servers/calc/restart", bearer(info))
+        assert restarted.status == 200, restarted.body
+        now = await server_pids(info)
+        with trio.fail_after(30):
+            while now["calc"] in (None, pids["calc"]):  # a new process, once connected
+                await trio.sleep(0.05)
+                now = await server_pids(info)
+        assert now["notes"] == pids["notes"]
+        stopped = await http(info, "POST", "/api/servers/notes/stop", await login(info))
+        assert stopped.status == 200 and stopped.json()["status"] == "stopped"  # type: ignore[index]
+
         process.send_signal(signal.SIGINT)
         with trio.fail_after(30):
             rest = b""
             while chunk := await process.stderr.receive_some(4096):
                 rest += chunk
             assert await process.wait() == 130, (stderr + rest).decode()  # stopped by Ctrl-C
-        assert b"Traceback" not in rest and token.group(1).encode() not in rest
+        assert b"Traceback" not in rest
+        said = (stderr + rest).decode()
+        assert said.count(token) == 1, said  # the login line, never a log line
+        assert '"event": "dashboard action"' in said  # -v logs what was done, not the token
     finally:
         if process.returncode is None:
             process.kill()
             await process.wait()
     with pytest.raises(OSError):
         await trio.open_tcp_stream("127.0.0.1", port)
+
+
+async def server_pids(info: DashboardInfo) -> dict[str, int | None]:
+    """Each server's pid, as the page shows it to anyone who reads it."""
+    page = (await http(info, "GET", "/")).body.decode()
+    return {s["server"]: s["pid"] for s in snapshot_of(page)["servers"]}  # type: ignore[index, union-attr]
 
 
 # ------------------------------------------------------------------ real Chromium
@@ -774,9 +867,11 @@ def cell(name: str, field: str) -> str:
 async def test_the_page_in_chromium_shows_crash_recovery_and_restarts(
     chromium: str, supervised: tuple[SupervisorHandle, DashboardInfo]
 ) -> None:
-    """In headless Chromium the page lists both servers; a server killed with SIGKILL turns
-    red, then green again once restarted; the Restart button restarts with the token; the
-    same request without the token is refused; no console error or CSP violation."""
+    """In headless Chromium the page lists both servers; before the login its Restart
+    button is refused (401, saying how to log in); the login URL sets the cookie (which
+    the page's script cannot read) and leaves the address bar; a server killed with
+    SIGKILL turns red, then green again once restarted; the Restart button then restarts;
+    the same request without the cookie is refused; no console error or CSP violation."""
     sup, info = supervised
     timings: dict[str, float] = {}
     began = time.monotonic()
@@ -787,6 +882,20 @@ async def test_the_page_in_chromium_shows_crash_recovery_and_restarts(
         await page.wait_for("document.body.dataset.feed === 'live'")
         await page.wait_for(f"{row_is('notes', 'green')} && {row_is('calc', 'green')}")
         timings["page live"] = time.monotonic() - began
+        before = sup.status()["calc"].pid
+        await page.click("button[data-action=restart][data-server=calc]")
+        await page.wait_for(
+            "document.getElementById('notice').textContent.includes('refused (HTTP 401)')"
+        )
+        refusal = await page.evaluate("document.getElementById('notice').textContent")
+        assert "/login?token=" in refusal, refusal  # type: ignore[operator]
+        assert sup.status()["calc"].pid == before and sup.status()["calc"].restarts == 0
+
+        await page.navigate(info.login_url)
+        await page.wait_for("document.body.dataset.feed === 'live'")
+        assert await page.evaluate("location.href") == info.url  # the token is gone from it
+        assert await page.evaluate("document.cookie") == ""  # HttpOnly
+        await page.wait_for(f"{row_is('notes', 'green')} && {row_is('calc', 'green')}")
         names = await page.evaluate(
             "[...document.querySelectorAll('tr[data-server]')].map(r => r.dataset.server)"
         )
@@ -831,7 +940,7 @@ async def test_the_page_in_chromium_shows_crash_recovery_and_restarts(
         assert restarts >= 1
         await page.wait_for(f"{cell('notes', 'restarts')} === '{restarts}'")
 
-        # The Restart button, clicked with the mouse: the page sends its token.
+        # The Restart button, clicked with the mouse: the request carries the cookie.
         calc_pid = sup.status()["calc"].pid
         assert await page.evaluate(cell("calc", "restarts")) == "0"
         clicked = time.monotonic()
@@ -855,18 +964,21 @@ async def test_the_page_in_chromium_shows_crash_recovery_and_restarts(
         )
         assert any(f"pid={new_pid}" in text for text in spawned), spawned  # type: ignore[union-attr]
 
-        problems = [line for line in page.console if not line.startswith("console.log")]
+        refused_401 = "error: Failed to load resource: the server responded with a status of 401"
+        problems = [
+            line for line in page.console if not line.startswith(("console.log", refused_401))
+        ]
         assert problems == [], problems  # no CSP violation, no script error
 
-        # From the page itself (right Origin) but without the token: refused.
+        # From the page itself (right Origin) but without the cookie: refused.
         refused = await page.evaluate(
             """Promise.all([
-                fetch('/api/servers/calc/restart', {method: 'POST'}),
-                fetch('/api/servers/calc/stop',
-                      {method: 'POST', headers: {'X-Dashboard-Token': 'guess'}}),
+                fetch('/api/servers/calc/restart', {method: 'POST', credentials: 'omit'}),
+                fetch('/api/servers/calc/stop', {method: 'POST', credentials: 'omit',
+                      headers: {'Authorization': 'Bearer guess'}}),
             ]).then(rs => Promise.all(rs.map(async r => [r.status, (await r.json()).error])))"""
         )
-        assert [status for status, _ in refused] == [403, 403], refused  # type: ignore[union-attr]
+        assert [status for status, _ in refused] == [401, 401], refused  # type: ignore[union-attr]
         assert sup.status()["calc"].pid == new_pid and sup.status()["calc"].status == "connected"
 
         # Calls publish no event: the figures come with the feed's periodic refresh.
@@ -886,9 +998,8 @@ async def test_the_page_in_chromium_shows_crash_recovery_and_restarts(
         shot = await page.screenshot(ARTIFACTS / "dashboard.png")
         print(f"\ndashboard screenshot: {shot}")
         assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000
-        forbidden = "error: Failed to load resource: the server responded with a status of 403"
-        problems = [line for line in page.console if not line.startswith(forbidden)]
-        assert problems == [], problems  # nothing but the two refusals above
+        problems = [line for line in page.console if not line.startswith(refused_401)]
+        assert problems == [], problems  # nothing but the refusals above
         pgid, profile = browser.pid, browser.profile
     timings["total"] = time.monotonic() - began
     assert left_behind(pgid, profile) == []
@@ -1148,14 +1259,17 @@ async def serve_foreign_page(*, task_status: trio.TaskStatus[int]) -> None:
 async def test_another_origin_in_chromium_cannot_read_the_token_or_act(
     chromium: str, supervised: tuple[SupervisorHandle, DashboardInfo]
 ) -> None:
-    """A page of another origin, in the same browser: reading the dashboard (and its token)
-    fails, opening its feed fails, and its blind POSTs change nothing."""
+    """A page of another origin, in a browser logged in to the dashboard: reading the
+    dashboard fails, opening its feed fails, and its blind POSTs change nothing — though
+    it is same-site (127.0.0.1, another port) and so the login cookie goes along."""
     sup, info = supervised
     before = {name: (r.pid, r.restarts) for name, r in sup.status().items()}
     async with trio.open_nursery() as nursery:
         port = await nursery.start(serve_foreign_page)
         async with open_browser(chromium) as browser:
             page = await browser.new_page()
+            await page.navigate(info.login_url)
+            await page.wait_for("document.body.dataset.feed === 'live'")
             await page.navigate(f"http://127.0.0.1:{port}/")
             base = f"http://127.0.0.1:{info.port}"
             outcome = await page.evaluate(
@@ -1164,7 +1278,7 @@ async def test_another_origin_in_chromium_cannot_read_the_token_or_act(
                     try {{ const r = await fetch('{base}/'); result.read = await r.text(); }}
                     catch (e) {{ result.read = 'blocked'; }}
                     try {{ const r = await fetch('{base}/api/servers/calc/stop', {{method: 'POST',
-                            headers: {{'X-Dashboard-Token': 'guess'}}}}); result.act = r.status; }}
+                            headers: {{'Authorization': 'Bearer x'}}}}); result.act = r.status; }}
                     catch (e) {{ result.act = 'blocked'; }}
                     try {{ const r = await fetch('{base}/api/servers/calc/stop',
                             {{method: 'POST', mode: 'no-cors', body: 'x'}});

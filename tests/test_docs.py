@@ -473,6 +473,16 @@ def _check_errors() -> str:
     return output
 
 
+def _dashboard_beyond_loopback() -> str:
+    """``serve --dashboard 0.0.0.0:8080`` without a token: refused before anything starts."""
+    config = {"mcpServers": {"notes": {"command": "notes-mcp"}}}
+    setup = Setup(files=lambda: {".mcp.json": json.dumps(config)})
+    (output,) = run_commands(
+        ["mcp-supervisor serve --config .mcp.json --dashboard 0.0.0.0:8080"], setup
+    )
+    return output
+
+
 def _unset_variable() -> str:
     from supervisor.config import load_config
 
@@ -607,6 +617,13 @@ BLOCKS: dict[tuple[str, str], Exempt | OutputOf | Check] = {
         _prometheus_excerpt, in_order=True, why="lines of the exposition of three calls"
     ),
     ("monitoring.md", "Session summary (12.4s)"): Check(_session_summary),
+    ("monitoring.md", "mcp-supervisor: dashboard login (to restart and stop servers)"): Exempt(
+        "a serve that runs until stopped; tests/test_dashboard.py::"
+        "test_serve_dashboard_acts_only_with_its_login_until_interrupted checks both lines"
+    ),
+    ("monitoring.md", "mcp-supervisor serve: the dashboard would listen on 0.0.0.0"): Check(
+        _dashboard_beyond_loopback
+    ),
     ("servers.md", "first call            handshake done"): Exempt("a diagram"),
     ("servers.md", "server actor fails ──► tree"): Exempt("a diagram"),
     ("servers.md", "MCP server 'jira' is unavailable after 2 attempts; last error"): OutputOf(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .._plural import plural
 from .._printable import printable
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, run, say
-from ._serve import add_dashboard_option
+from ._serve import add_dashboard_option, resolve_dashboard
 from ._trust import add_config_options
 
 if TYPE_CHECKING:
@@ -25,10 +25,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from ..demo import DemoError, run_demo
     from ..log import configure_logging
 
+    if not resolve_dashboard(args):
+        return EXIT_USAGE
     if not getattr(args, "verbose", 0):  # the demo's crashes are expected: no warnings
         configure_logging(level="error", stream=sys.stderr, force=True)
+    demo = partial(
+        run_demo,
+        sys.stdout,
+        servers=args.servers,
+        dashboard=args.dashboard,
+        dashboard_token=args.dashboard_token,
+    )
     try:
-        return run(partial(run_demo, sys.stdout, servers=args.servers, dashboard=args.dashboard))
+        return run(demo)
     except DemoError as exc:
         print(f"mcp-supervisor demo: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE

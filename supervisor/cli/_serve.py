@@ -4,8 +4,10 @@ Other commands add the dashboard with :func:`add_dashboard_option` and
 :func:`start_dashboard`::
 
     add_dashboard_option(parser)                 # in register()
+    if not resolve_dashboard(args):              # first, before anything starts
+        return EXIT_USAGE
     if args.dashboard is not None:               # inside the supervisor's block
-        await start_dashboard(nursery, sup, args.dashboard)
+        await start_dashboard(nursery, sup, args)
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from ._trust import add_config_options
 if TYPE_CHECKING:
     import trio
 
-__all__ = ["add_dashboard_option", "register", "start_dashboard"]
+__all__ = ["add_dashboard_option", "register", "resolve_dashboard", "start_dashboard"]
+
+#: The environment variable the dashboard's token may be given in.
+DASHBOARD_TOKEN_ENV = "MCP_SUPERVISOR_DASHBOARD_TOKEN"
 
 
 def dashboard_address(text: str) -> tuple[str, int]:
@@ -37,7 +42,7 @@ def dashboard_address(text: str) -> tuple[str, int]:
 
 def add_dashboard_option(parser: argparse.ArgumentParser, *, required: bool = False) -> None:
     """Add ``--dashboard HOST:PORT`` (``args.dashboard``: ``(host, port)``, or ``None``
-    when it is not ``required`` and not given)."""
+    when it is not ``required`` and not given) and ``--dashboard-token-file F``."""
     parser.add_argument(
         "--dashboard",
         type=dashboard_address,
@@ -45,26 +50,84 @@ def add_dashboard_option(parser: argparse.ArgumentParser, *, required: bool = Fa
         required=required,
         metavar="HOST:PORT",
         help="serve the web dashboard there (127.0.0.1:8080, [::1]:8080, :0 for any port; "
-        "the host defaults to 127.0.0.1)",
+        "the host defaults to 127.0.0.1); restart and stop need the login URL it prints, "
+        "and a host beyond loopback needs a token you choose",
+    )
+    parser.add_argument(
+        "--dashboard-token-file",
+        metavar="F",
+        default=None,
+        help=f"the dashboard's token (its login and bearer token), read from F (else "
+        f"${DASHBOARD_TOKEN_ENV}, else one is generated and its login URL printed once "
+        "on stderr)",
     )
 
 
-async def start_dashboard(nursery: trio.Nursery, sup: object, address: tuple[str, int]) -> object:
-    """Start the dashboard of *sup* in *nursery* and say where it is on stderr.
+def resolve_dashboard(args: argparse.Namespace) -> bool:
+    """Before anything starts, set ``args.dashboard_token``: read from
+    ``--dashboard-token-file``, else ``$MCP_SUPERVISOR_DASHBOARD_TOKEN``, else ``None``
+    (the dashboard makes one). ``False``, said why on stderr, when the file cannot be
+    read, the token is unfit, or ``--dashboard``'s host is beyond loopback without one."""
+    from ..dashboard._security import check_token, exposure
 
-    Returns its :class:`~supervisor.dashboard.DashboardInfo`. The URL printed carries no
-    token (the page embeds it). Binding failures raise ``OSError``.
+    def refuse(message: str) -> bool:
+        print(f"mcp-supervisor {args.command}: {message}", file=sys.stderr, flush=True)
+        return False
+
+    args.dashboard_token = None
+    if args.dashboard is None:
+        if args.dashboard_token_file is not None:
+            return refuse("--dashboard-token-file is the dashboard's: add --dashboard HOST:PORT")
+        return True
+    if args.dashboard_token_file is not None:
+        source = f"--dashboard-token-file {args.dashboard_token_file}"
+        try:
+            with open(args.dashboard_token_file, encoding="utf-8") as file:
+                token: str | None = file.read().strip()
+        except OSError as exc:
+            return refuse(f"cannot read {source}: {exc.strerror or exc}")
+    else:
+        source = f"${DASHBOARD_TOKEN_ENV}"
+        token = os.environ.get(DASHBOARD_TOKEN_ENV, "").strip() or None
+    if token is not None and (unfit := check_token(token)) is not None:
+        return refuse(f"the dashboard's token in {source} is refused: {unfit}")
+    refused = exposure(args.dashboard[0], token)
+    if refused is not None:
+        return refuse(
+            f"{refused}: set ${DASHBOARD_TOKEN_ENV} (or --dashboard-token-file F) to a "
+            f"secret of at least 16 characters, or listen on 127.0.0.1"
+        )
+    args.dashboard_token = token
+    args.dashboard_token_source = source
+    return True
+
+
+async def start_dashboard(nursery: trio.Nursery, sup: object, args: argparse.Namespace) -> object:
+    """Start the dashboard of *sup* at ``args.dashboard``, with the token
+    :func:`resolve_dashboard` found, in *nursery*, and say on stderr where it is and
+    where to log in (with the token only when it was generated: said once, here, never
+    logged).
+
+    Returns its :class:`~supervisor.dashboard.DashboardInfo`. Binding failures raise
+    ``OSError``.
     """
     from ..dashboard import serve_dashboard
-    from ..dashboard._address import is_loopback
 
-    host, port = address
-    info = await nursery.start(serve_dashboard, sup, host, port)
-    print(f"mcp-supervisor: dashboard at {info.url}", file=sys.stderr, flush=True)
-    if not is_loopback(host):
+    host, port = args.dashboard
+    token = args.dashboard_token
+    info = await nursery.start(partial(serve_dashboard, sup, host, port, token=token))
+    login = info.login_url if token is None else f"{info.url}login?token=TOKEN"
+    if token is not None:
+        login += f" (TOKEN: the one in {args.dashboard_token_source})"
+    for line in (
+        f"dashboard at {info.url}",
+        f"dashboard login (to restart and stop servers): {login}",
+    ):
+        print(f"mcp-supervisor: {line}", file=sys.stderr, flush=True)
+    if info.login_to_read:
         print(
-            f"mcp-supervisor: warning: the dashboard listens on {host}, not only on this "
-            "machine: anyone who can reach it can read the servers' status",
+            f"mcp-supervisor: the dashboard listens on {host}, beyond this machine: reading "
+            "it needs the login too",
             file=sys.stderr,
             flush=True,
         )
@@ -72,6 +135,8 @@ async def start_dashboard(nursery: trio.Nursery, sup: object, address: tuple[str
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
+    if not resolve_dashboard(args):
+        return EXIT_USAGE
     token: str | None = None
     if args.http is not None:
         token = _token(args)
@@ -132,7 +197,7 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
     ):
         # The dashboard before connecting, so that the page's timeline shows the connections.
         if args.dashboard is not None:
-            await start_dashboard(nursery, sup, args.dashboard)
+            await start_dashboard(nursery, sup, args)
         gateway = Gateway(
             sup,
             tools=args.tools or (),

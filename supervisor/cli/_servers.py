@@ -20,7 +20,7 @@ from ._common import (
 )
 from ._remote import add_gateway_options, cold_start, find_gateway
 from ._render import print_status
-from ._serve import add_dashboard_option, start_dashboard
+from ._serve import add_dashboard_option, resolve_dashboard, start_dashboard
 from ._trust import add_config_options
 
 if TYPE_CHECKING:
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
+    if not resolve_dashboard(args):
+        return EXIT_USAGE
     if not args.watch and args.dashboard is None:
         gateway = find_gateway(args)
         if gateway is not None and (code := remote.status(gateway, args.json)) is not None:
@@ -112,7 +114,7 @@ async def _status(config: Config, args: argparse.Namespace) -> int:
     async with open_supervisor(config, retries=watching) as sup:
         if args.dashboard is not None:  # the page and the table, live, until a signal
             async with trio.open_nursery() as nursery:
-                await start_dashboard(nursery, sup, args.dashboard)
+                await start_dashboard(nursery, sup, args)
                 await _watch(sup, args.json)
         if args.watch:
             await _watch(sup, args.json)

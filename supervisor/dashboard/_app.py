@@ -1,15 +1,16 @@
 """The dashboard as a plain ASGI application: the page, its live feed, its actions,
-metrics and health.
+the login, metrics and health.
 
 Routes (anything else is ``404``; a known path with another method is ``405``)::
 
-    GET  /                          the page (HTML), with this process's action token and
-                                    the state it starts from (the feed's ``hello``)
+    GET  /                          the page (HTML), with the state it starts from (the
+                                    feed's ``hello``)
     GET  /app.js, /app.css          its script and style sheet
     GET  /timeline.css              the styles of its strips (the fault report's too)
     GET  /ws                        WebSocket upgrade: the live feed (read-only)
-    POST /api/servers/NAME/restart  restart server NAME (token and Origin required)
-    POST /api/servers/NAME/stop     stop server NAME (token and Origin required)
+    GET  /login?token=TOKEN         sets the session cookie, then sends the browser to /
+    POST /api/servers/NAME/restart  restart server NAME (login and Origin required)
+    POST /api/servers/NAME/stop     stop server NAME (login and Origin required)
     GET  /metrics                   Prometheus text
     GET  /healthz                   JSON health, 200 or 503
     GET  /readyz                    JSON readiness: 503 while a required server is down
@@ -23,7 +24,6 @@ upgrade's refusal). The security rules are in the package docstring; the checks 
 
 from __future__ import annotations
 
-import html
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from functools import lru_cache
@@ -54,7 +54,7 @@ from ._http import (
 from ._live import hello, serve_feed
 from ._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from ._metrics import render_metrics
-from ._security import TOKEN_HEADER, Guard
+from ._security import Guard, Login
 from ._strips import Strips
 
 if TYPE_CHECKING:
@@ -65,15 +65,17 @@ __all__ = ["DashboardApp"]
 log = get_logger("supervisor.dashboard")
 
 _ACTIONS = ("restart", "stop")
-_TOKEN_PLACEHOLDER = "__DASHBOARD_TOKEN__"
 _SNAPSHOT_PLACEHOLDER = "__DASHBOARD_SNAPSHOT__"
 _STATIC = {
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
 }
-# Routes that are not tied to the page and so take any Host header: a scraper may know
-# this machine by any name. They are read-only and carry no token.
-_ANY_HOST = frozenset({"/metrics", "/healthz", "/readyz"})
+_LOGIN = "/login"
+_CHALLENGE = 'Bearer realm="mcp-supervisor dashboard"'
+_HOW_TO_LOG_IN = (
+    "open the login URL mcp-supervisor printed when the dashboard started "
+    "(/login?token=TOKEN), or send 'Authorization: Bearer TOKEN'"
+)
 
 #: How long an action may take (a graceful stop first, for a restart).
 _ACTION_TIMEOUT = 60.0
@@ -91,17 +93,16 @@ class DashboardApp:
         guard: Guard,
         hub: Hub,
         strips: Strips,
-        token: str,
         stopping: trio.Event,
     ) -> None:
         self.sup = sup
         self.hub = hub
         self.strips = strips
         self._guard = guard
-        self._token = token
         self._stopping = stopping
         self._routes: dict[str, Callable[[Request], Awaitable[Response]]] = {
             "/": self._page,
+            _LOGIN: self._login,
             "/healthz": self._healthz,
             "/readyz": self._readyz,
             "/metrics": self._metrics,
@@ -165,24 +166,51 @@ class DashboardApp:
         route = self._routes.get(path)
         if route is None and path != "/ws":
             return error(404, "not found")
-        if path not in _ANY_HOST and not self._guard.host_allowed(request.headers):
+        if not self._guard.host_allowed(request.headers):
             return error(421, "this dashboard does not answer for that Host")
         if request.method not in ("GET", "HEAD"):
             return error(405, "method not allowed", allow="GET, HEAD")
+        if path != _LOGIN and (refusal := self._check_read(request)) is not None:
+            return refusal
         if route is None:  # /ws without an upgrade
             return error(426, "/ws is a WebSocket endpoint", upgrade="websocket")
         return await route(request)
 
+    def _check_read(self, request: Request) -> Response | None:
+        """Why reading is refused (``401``: it needs the login, beyond loopback), or
+        ``None``."""
+        if not self._guard.login_to_read:
+            return None
+        if self._guard.login(request.headers) in (Login.COOKIE, Login.BEARER):
+            return None
+        message = f"this dashboard needs its login to be read: {_HOW_TO_LOG_IN}"
+        return error(401, message, challenge=_CHALLENGE)
+
     # -- the page ----------------------------------------------------------------------
 
     async def _page(self, request: Request) -> Response:
-        """The page, with the token and the state it starts from: the feed's ``hello``
-        as of now, in a JSON data block (``<`` escaped, so that nothing in it — a server's
-        text — can end the block), so that its first render needs no feed."""
-        page = _asset("index.html").replace(_TOKEN_PLACEHOLDER, html.escape(self._token))
+        """The page, with the state it starts from: the feed's ``hello`` as of now, in a
+        JSON data block (``<`` escaped, so that nothing in it — a server's text — can end
+        the block), so that its first render needs no feed. It holds no secret."""
         snapshot = hello(self.sup, self.hub.recent(), self.strips).replace("<", "\\u003c")
-        page = page.replace(_SNAPSHOT_PLACEHOLDER, snapshot, 1)
+        page = _asset("index.html").replace(_SNAPSHOT_PLACEHOLDER, snapshot, 1)
         return Response(200, page.encode(), "text/html; charset=utf-8")
+
+    async def _login(self, request: Request) -> Response:
+        """``/login?token=TOKEN``: with this dashboard's token, set its session cookie and
+        send the browser to the page (``303``, so that the token leaves the address bar);
+        otherwise ``403``."""
+        offered = urllib.parse.parse_qs(request.query).get("token", [""])[0]
+        if not self._guard.token_ok(offered):
+            log.info("dashboard login refused: wrong or missing token")
+            return error(
+                403,
+                "refused: this login link's token is wrong; open the login URL "
+                "mcp-supervisor printed when the dashboard started",
+            )
+        log.info("dashboard login")
+        cookie = ("Set-Cookie", self._guard.session_cookie())
+        return Response(303, b"", headers=(("Location", "/"), cookie))
 
     async def _timeline_css(self, request: Request) -> Response:
         return Response(200, TIMELINE_CSS.encode(), "text/css; charset=utf-8")
@@ -219,12 +247,15 @@ class DashboardApp:
             return error(421, "this dashboard does not answer for that Host")
         if request.method != "POST":
             return error(405, "actions are POST requests", allow="POST")
-        if not self._guard.origin_allowed(request.headers):
+        login = self._guard.login(request.headers)
+        if login not in (Login.COOKIE, Login.BEARER):
+            log.info("dashboard action refused: not logged in", action=action)
+            said = "a wrong one was sent" if login is Login.WRONG else "none was sent"
+            message = f"refused: restart and stop need this dashboard's login ({said}): "
+            return error(401, message + _HOW_TO_LOG_IN, challenge=_CHALLENGE)
+        if not self._origin_ok(request, login):
             log.info("dashboard action refused: foreign or missing Origin", action=action)
             return error(403, "refused: the request does not come from this dashboard")
-        if not self._guard.token_ok(request.headers):
-            log.info("dashboard action refused: missing or wrong token", action=action)
-            return error(403, f"refused: the {TOKEN_HEADER} header is missing or wrong")
         if name not in self.sup.servers:
             return error(404, f"no MCP server named {name!r}")
         log.info("dashboard action", action=action, server=name)
@@ -247,10 +278,20 @@ class DashboardApp:
         version 13, else ``400``.)"""
         if not self._guard.host_allowed(request.headers):
             return error(421, "this dashboard does not answer for that Host")
-        if not self._guard.origin_allowed(request.headers):
+        if (refusal := self._check_read(request)) is not None:
+            return refusal
+        if not self._origin_ok(request, self._guard.login(request.headers)):
             log.info("dashboard feed refused: foreign or missing Origin")
             return error(403, "refused: the request does not come from this dashboard")
         return None
+
+    def _origin_ok(self, request: Request, login: Login) -> bool:
+        """A browser always sends ``Origin`` on these requests, and cannot forge it: it
+        must be the dashboard's own. A bearer token is never a browser's (no other site's
+        page can add the header: its preflight is refused), so it may come without one."""
+        if login is Login.BEARER and "origin" not in request.headers:
+            return True
+        return self._guard.origin_allowed(request.headers)
 
 
 @lru_cache(maxsize=16)  # the few static assets: bounded

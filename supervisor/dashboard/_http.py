@@ -112,13 +112,18 @@ class Disconnected(Exception):
     """The peer left before its request was complete: there is nobody to answer."""
 
 
-def error(status: int, message: str, *, allow: str = "", upgrade: str = "") -> Response:
-    """A JSON error, ``{"error": message}``, with ``Allow`` or ``Upgrade`` if given."""
+def error(
+    status: int, message: str, *, allow: str = "", upgrade: str = "", challenge: str = ""
+) -> Response:
+    """A JSON error, ``{"error": message}``, with ``Allow``, ``Upgrade`` or
+    ``WWW-Authenticate`` (*challenge*) if given."""
     headers: tuple[tuple[str, str], ...] = ()
     if allow:
         headers += (("Allow", allow),)
     if upgrade:
         headers += (("Upgrade", upgrade),)
+    if challenge:
+        headers += (("WWW-Authenticate", challenge),)
     return Response(status, msgspec.json.encode({"error": message}), _JSON, headers)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
+import urllib.parse
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -31,16 +32,16 @@ import trio
 
 from .._serving import listen, serve_sockets
 from ..log import get_logger, redacting
-from ._address import format_host
+from ._address import format_host, is_loopback
 from ._app import DashboardApp
 from ._feed import Hub
-from ._security import TOKEN_HEADER, Guard
+from ._security import Guard, check_token, exposure
 from ._strips import WINDOW, Strips
 
 if TYPE_CHECKING:
     from ..runtime import SupervisorHandle
 
-__all__ = ["DashboardInfo", "TOKEN_HEADER", "serve_dashboard"]
+__all__ = ["DashboardInfo", "serve_dashboard"]
 
 log = get_logger("supervisor.dashboard")
 
@@ -60,13 +61,22 @@ class DashboardInfo:
 
     ``url`` is the page's address (``http://127.0.0.1:8080/``; for a wildcard host, the
     loopback address of its family); ``host`` and ``port`` are the bound ones. ``token``
-    is the action token embedded in the page; it is left out of ``repr``.
+    is the dashboard's secret: what :attr:`login_url` carries, and what a script sends
+    as ``Authorization: Bearer TOKEN``; it is left out of ``repr``. ``login_to_read``
+    says whether reading needs the login too (always beyond loopback).
     """
 
     url: str
     host: str
     port: int
     token: str = attrs.field(repr=False)
+    login_to_read: bool = False
+
+    @property
+    def login_url(self) -> str:
+        """The URL whose visit logs a browser in (``http://127.0.0.1:8080/login?token=…``):
+        it sets the session cookie that restart and stop need. It holds the token."""
+        return f"{self.url}login?token={urllib.parse.quote(self.token, safe='')}"
 
 
 async def serve_dashboard(
@@ -74,33 +84,50 @@ async def serve_dashboard(
     host: str = "127.0.0.1",
     port: int = 0,
     *,
+    token: str | None = None,
+    login_to_read: bool = False,
     task_status: trio.TaskStatus[DashboardInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the web dashboard of *sup* on *host*:*port* until cancelled.
 
     Use with ``nursery.start``: it reports a :class:`DashboardInfo` once listening
-    (``port=0`` picks a free port). A new random action token is made for each call.
-    An address that cannot be bound raises ``OSError`` from ``start``. One failing
-    request is logged and answered ``500``, never taking the listener down. Cancelling
-    stops accepting, closes every page's feed (code 1001) and returns, within bounds.
+    (``port=0`` picks a free port). Restart and stop need the login: a browser gets it
+    by visiting :attr:`DashboardInfo.login_url`, a script sends ``Authorization: Bearer
+    TOKEN``. *token* is that secret (printable ASCII, no spaces, at least 16
+    characters); without one a random token is made for this call. Reading (the page,
+    its feed, metrics, health) is open to whoever reaches a loopback *host*, and needs
+    the login too beyond loopback, or with *login_to_read*. A *host* beyond loopback
+    without a *token* raises ``ValueError`` from ``start``, before anything listens, as
+    does a *token* unfit for the job; an address that cannot be bound raises
+    ``OSError``. One failing request is logged and answered ``500``, never taking the
+    listener down. Cancelling stops accepting, closes every page's feed (code 1001) and
+    returns, within bounds.
     """
+    refused = exposure(host, token)
+    if refused is not None:
+        raise ValueError(f"{refused}: pass token= (then reading needs the login too)")
+    if token is not None and (unfit := check_token(token)) is not None:
+        raise ValueError(f"the dashboard's token is refused: {unfit}")
+    token = token if token is not None else secrets.token_urlsafe(32)
+    login_to_read = login_to_read or not is_loopback(host)
     sockets = await listen(host, port)
     try:
         bound_host, bound_port = sockets[0].getsockname()[:2]
-        token = secrets.token_urlsafe(32)
         info = DashboardInfo(
             url=f"http://{format_host(_url_host(host, bound_host))}:{bound_port}/",
             host=bound_host,
             port=bound_port,
             token=token,
+            login_to_read=login_to_read,
         )
         stopping = trio.Event()
+        guard = Guard(token, host, bound_port, login_to_read=login_to_read)
         # The token is redacted from logs while the dashboard serves; the calls are kept
         # (for the strips) while it serves.
         with redacting([token]), sup.recent_calls(WINDOW) as calls:
             strips = Strips(sup, calls)
             hub = Hub(observe=strips.observe)
-            app = DashboardApp(sup, Guard(token, host, bound_port), hub, strips, token, stopping)
+            app = DashboardApp(sup, guard, hub, strips, stopping)
             async with trio.open_nursery() as nursery:
                 await nursery.start(hub.run, sup.subscribe)
                 await nursery.start(strips.run)

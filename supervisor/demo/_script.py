@@ -8,6 +8,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TextIO
 
@@ -134,10 +135,12 @@ async def run_demo(
     *,
     servers: str | os.PathLike[str] | None = None,
     dashboard: tuple[str, int] | None = None,
+    dashboard_token: str | None = None,
 ) -> int:
     """Run the demo, printing to ``out``; return the exit code (0).
 
-    With ``dashboard`` (host, port) the web dashboard is served from the start, and the
+    With ``dashboard`` (host, port) the web dashboard is served from the start (with
+    ``dashboard_token``, else one it makes and whose login URL it prints), and the
     demo keeps running after its script until it is cancelled (the command line cancels
     it on Ctrl-C, SIGTERM or SIGHUP), stopping every server it started. Raises
     :class:`DemoError` when the example servers are missing or do not start, and
@@ -176,8 +179,12 @@ async def run_demo(
                     if dashboard is not None:
                         from ..dashboard import serve_dashboard
 
-                        info = await nursery.start(serve_dashboard, sup, *dashboard)
+                        info = await nursery.start(
+                            partial(serve_dashboard, sup, *dashboard, token=dashboard_token)
+                        )
                         say(f"  dashboard {info.url}")
+                        if dashboard_token is None:  # a chosen one is the user's to know
+                            say(f"            log in to restart and stop: {info.login_url}")
                     await _script(sup, events, say, processes, flaky, color=out.isatty())
                     if dashboard is not None:
                         say(f"\nThe dashboard stays at {info.url} until Ctrl-C.")

@@ -1,12 +1,13 @@
 // The MCP Supervisor dashboard: a live table of servers, their strips, an event timeline,
-// actions. The page starts from the state it was served with (the JSON block #snapshot:
-// the feed's "hello" as of then), then follows the /ws feed. Text from servers is only
-// ever set with textContent or as an attribute value, never parsed as HTML; the strips
-// arrive as drawings (element trees, see paint) built element by element.
+// actions. The page holds no secret: its actions carry the session cookie the login URL
+// set (HttpOnly: this script never sees it). The page starts from the state it was
+// served with (the JSON block #snapshot: the feed's "hello" as of then), then follows
+// the /ws feed. Text from servers is only ever set with textContent or as an attribute
+// value, never parsed as HTML; the strips arrive as drawings (element trees, see paint)
+// built element by element.
 "use strict";
 
 (() => {
-  const token = document.querySelector('meta[name="dashboard-token"]').content;
   const HEALTH = {
     connected: "green", connecting: "yellow", degraded: "yellow", disconnected: "red", failed: "red",
     needs_auth: "yellow", refreshing: "yellow", auth_failed: "red",
@@ -303,7 +304,7 @@
     try {
       const response = await fetch(`/api/servers/${encodeURIComponent(name)}/${action}`, {
         method: "POST",
-        headers: { "X-Dashboard-Token": token },
+        credentials: "same-origin",
         cache: "no-store",
       });
       const body = await response.json().catch(() => ({}));
