@@ -17,6 +17,12 @@ from ._previews import size_text as size_text
 
 #: Most servers one config may hold.
 DEFAULT_MAX_SERVERS = 32
+#: Seconds a gateway's HTTP session may go without a request before it is closed
+#: (``serve --session-idle``): the SDK's default, half an hour.
+DEFAULT_SESSION_IDLE = 30 * 60.0
+#: Sessions a gateway keeps open over HTTP (``serve --max-sessions``). Each costs some tens
+#: of kilobytes while it lives, so the bound keeps abandoned ones to tens of megabytes.
+DEFAULT_MAX_SESSIONS = 1000
 #: Most tools one server may list.
 DEFAULT_MAX_TOOLS_PER_SERVER = 1000
 #: Largest catalog (tools, resources and prompts, as JSON) one server may list (2 MiB).

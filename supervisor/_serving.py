@@ -254,6 +254,8 @@ async def serve_sockets(
     accepting, closes idle connections and gives open requests *graceful_timeout*
     seconds; :data:`SHUTDOWN_MARGIN` seconds later, whatever is left is cancelled.
     """
+    if max_head is not None:
+        app = partial(_within_head, app, max_head)
     config = make_config(
         sockets,
         logger_name=logger_name,
@@ -275,6 +277,32 @@ async def serve_sockets(
                 server_scope.deadline,
                 trio.current_time() + graceful_timeout + SHUTDOWN_MARGIN,
             )
+
+
+async def _within_head(app: ASGIApp, max_head: int, scope: Any, receive: Any, send: Any) -> None:
+    """*app*, for a request whose head is at most *max_head* bytes; ``431`` (an HTTP
+    request) or a refused handshake (a WebSocket) otherwise.
+
+    Hypercorn's ``h11_max_incomplete_size`` bounds a head only while it is incomplete:
+    one that arrives whole in a single read (hypercorn reads up to 64 KiB at a time) is
+    parsed whatever its size. So the bound is also checked here, on the head as parsed.
+    """
+    if scope["type"] in ("http", "websocket") and _head_size(scope) > max_head:
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1009})
+            return
+        body = b'{"error": "request head too large"}'
+        await respond(send, 431, body, b"application/json", [(b"connection", b"close")])
+        return
+    await app(scope, receive, send)
+
+
+def _head_size(scope: Any) -> int:
+    """The bytes of a request head as sent: request line, headers and their line ends."""
+    target = len(scope.get("raw_path") or scope["path"].encode()) + len(scope["query_string"])
+    request_line = len(scope.get("method", "GET")) + 1 + target + 1 + 8 + 2
+    fields = sum(len(name) + 2 + len(value) + 2 for name, value in scope["headers"])
+    return request_line + fields + 2
 
 
 async def _serve(

@@ -18,6 +18,7 @@ import sys
 from functools import partial
 from typing import TYPE_CHECKING
 
+from .._limits import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
 from ._common import EXIT_OK, EXIT_USAGE, Commands, Parents, load, run
 from ._trust import add_config_options
 
@@ -28,6 +29,24 @@ __all__ = ["add_dashboard_option", "register", "resolve_dashboard", "start_dashb
 
 #: The environment variable the dashboard's token may be given in.
 DASHBOARD_TOKEN_ENV = "MCP_SUPERVISOR_DASHBOARD_TOKEN"
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (``--session-idle``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not (0 < value < float("inf")):
+        raise argparse.ArgumentTypeError(f"not a positive number of seconds: {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    """A positive whole number (``--max-sessions``)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
+    return int(text)
 
 
 def dashboard_address(text: str) -> tuple[str, int]:
@@ -218,7 +237,16 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
         generated = not token
         token = token or new_token()
         info = await nursery.start(
-            partial(serve_http, gateway, host, port, token=token, stateless=args.stateless)
+            partial(
+                serve_http,
+                gateway,
+                host,
+                port,
+                token=token,
+                stateless=args.stateless,
+                session_idle=args.session_idle,
+                max_sessions=args.max_sessions,
+            )
         )
         print(f"mcp-supervisor: gateway at {info.url}", file=sys.stderr, flush=True)
         if generated:  # said once, here; never logged
@@ -271,6 +299,22 @@ def register(commands: Commands, parents: Parents) -> None:
         "--stateless",
         action="store_true",
         help="HTTP without sessions: any replica can answer any request",
+    )
+    serve.add_argument(
+        "--session-idle",
+        type=_seconds,
+        default=DEFAULT_SESSION_IDLE,
+        metavar="S",
+        help="close an HTTP session after S seconds without a request (default "
+        f"{DEFAULT_SESSION_IDLE:g}); its client then opens a new one",
+    )
+    serve.add_argument(
+        "--max-sessions",
+        type=_count,
+        default=DEFAULT_MAX_SESSIONS,
+        metavar="N",
+        help=f"keep at most N HTTP sessions open (default {DEFAULT_MAX_SESSIONS}); past "
+        "that a new one closes the one idle the longest, or gets 503 when all are in use",
     )
     serve.add_argument(
         "--tools", nargs="+", metavar="GLOB", default=None, help="serve only these tools"

@@ -94,16 +94,7 @@ class Guard:
         """The Host header names this listener: an IP address, ``localhost`` or the host
         it was started with, and its port. A DNS-rebinding page (an attacker's name
         pointing at 127.0.0.1) is refused here, so it never reads anything."""
-        hostname, port = authority(headers.get("host", ""))
-        if hostname is None or port != self._port:
-            return False
-        if hostname in ("localhost", self._host):
-            return True
-        try:
-            ipaddress.ip_address(hostname)
-        except ValueError:
-            return False
-        return True
+        return names_listener(headers.get("host", ""), self._host, self._port)
 
     def origin_allowed(self, headers: Mapping[str, str]) -> bool:
         """The Origin header is the dashboard's own origin (the one its Host names)."""
@@ -126,8 +117,8 @@ class Guard:
         sent, decides: a wrong one is :attr:`Login.WRONG` whatever cookie comes along."""
         authorization = headers.get("authorization")
         if authorization is not None:
-            scheme, _, offered = authorization.strip().partition(" ")
-            if scheme.lower() == "bearer" and _same(offered.strip(), self._token):
+            offered = bearer(authorization)
+            if offered is not None and _same(offered, self._token):
                 return Login.BEARER
             return Login.WRONG
         cookie = self._cookie(headers.get("cookie", ""))
@@ -158,6 +149,30 @@ def _same(offered: str, expected: bytes) -> bool:
     except UnicodeEncodeError:
         return False
     return hmac.compare_digest(data, expected)
+
+
+def bearer(authorization: str) -> str | None:
+    """The credentials of an ``Authorization: Bearer CREDENTIALS`` header value, the
+    scheme in any case (RFC 7235); ``None`` for another scheme or none."""
+    scheme, _, offered = authorization.strip().partition(" ")
+    return offered.strip() if scheme.lower() == "bearer" else None
+
+
+def names_listener(host_header: str, host: str, port: int | None) -> bool:
+    """Whether a Host header names the listener started on ``host``:``port``: an IP
+    address, ``localhost`` or ``host``, with that port (any port for ``None``: a proxy
+    on the same machine sends its own). A DNS-rebinding page (an attacker's name
+    pointing at 127.0.0.1) names neither, so it is refused."""
+    hostname, given_port = authority(host_header)
+    if hostname is None or (port is not None and given_port != port):
+        return False
+    if hostname in ("localhost", host.lower()):
+        return True
+    try:
+        ipaddress.ip_address(hostname)
+    except ValueError:
+        return False
+    return True
 
 
 def authority(host_header: str) -> tuple[str | None, int | None]:

@@ -37,9 +37,11 @@ import attrs
 import trio
 
 from .._serving import listen, respond, serve_sockets
+from ..dashboard._security import bearer, names_listener
 from ..log import get_logger, redacting
 from ..monitor import prometheus_text, readiness
 from ._core import LOCAL_SCOPE, Gateway
+from ._sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, Sessions
 
 if TYPE_CHECKING:
     from ..runtime import SupervisorHandle
@@ -52,6 +54,8 @@ log = get_logger("supervisor.gateway.http")
 GRACEFUL_TIMEOUT = 2.0
 #: The MCP endpoint's path.
 MCP_PATH = "/mcp"
+#: The largest request head (request line and headers) in bytes: ``431`` beyond.
+MAX_HEAD = 16 * 1024
 _JSON = b"application/json"
 _METRICS = b"text/plain; version=0.0.4; charset=utf-8"
 
@@ -70,35 +74,70 @@ class HttpGatewayInfo:
 
 class _Front:
     """The ASGI app in front of the SDK's: probes, metrics, status and events, the token
-    (none on the local socket: ``token=None``) and the origin."""
+    (none on the local socket: ``token=None``), the origin, and on a loopback address the
+    ``Host`` (``listener``: the host it was started on, and the port it must name or
+    ``None``); ``sessions``, the
+    session policy whose numbers ``/metrics`` adds (``None`` without sessions)."""
 
-    def __init__(self, app: Any, gateway: Gateway, token: str | None, stopping: trio.Event) -> None:
+    def __init__(
+        self,
+        app: Any,
+        gateway: Gateway,
+        token: str | None,
+        stopping: trio.Event,
+        *,
+        listener: tuple[str, int | None] | None = None,
+        sessions: Sessions | None = None,
+    ) -> None:
         self.app = app
         self.gateway = gateway
         self.sup = gateway.sup
-        self._expected = None if token is None else f"Bearer {token}".encode()
+        self._expected = None if token is None else token.encode()
         self._stopping = stopping
+        self._listener = listener
+        self._sessions = sessions
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)  # lifespan: the session manager's
             return
         path = scope["path"]
-        if path == "/healthz":
+        headers = _headers(scope)
+        host = headers.get("host")  # none from an HTTP/1.0 probe (haproxy's); a browser sends one
+        if (
+            self._listener is not None
+            and host is not None
+            and not names_listener(host, *self._listener)
+        ):  # DNS rebinding: a page on an attacker's name reads nothing, probes included
+            await _json(send, 421, {"error": "this gateway does not answer for that Host"})
+        elif path in _READ_ONLY and scope["method"] != "GET":
+            await respond(
+                send,
+                405,
+                json.dumps({"error": f"{path} answers GET only"}).encode(),
+                _JSON,
+                [(b"allow", b"GET")],
+            )
+        elif path == "/healthz":
             statuses = {name: r.status for name, r in self.sup.status().items()}
             await _json(send, 200, {"status": "alive", "servers": statuses})
         elif path == "/readyz":
             await _json(send, *readiness(self.sup))
         elif path == "/metrics":
-            await respond(send, 200, prometheus_text(self.sup.metrics()).encode(), _METRICS)
+            text = prometheus_text(self.sup.metrics())
+            if self._sessions is not None:
+                text += self._sessions.prometheus()
+            await respond(send, 200, text.encode(), _METRICS)
         elif path not in _PRIVATE:
             await _json(send, 404, {"error": f"not found; the MCP endpoint is {MCP_PATH}"})
         else:
-            headers = _headers(scope)
-            given = headers.get("authorization", "").encode()
+            offered = bearer(headers.get("authorization", ""))
             if not _same_origin(headers):
                 await _json(send, 403, {"error": "cross-origin requests are refused"})
-            elif self._expected is not None and not hmac.compare_digest(given, self._expected):
+            elif self._expected is not None and not (
+                offered is not None
+                and hmac.compare_digest(offered.encode("utf-8", "replace"), self._expected)
+            ):
                 await _unauthorized(send, given="authorization" in headers)
             elif path == "/status":
                 await _json(send, 200, _status(self.sup))
@@ -165,6 +204,8 @@ class _Front:
 
 #: The routes behind the token: the MCP endpoint and those the CLI reads.
 _PRIVATE = frozenset({MCP_PATH, "/status", "/tools", "/events"})
+#: The routes that only read, and answer GET only (``405`` with ``Allow`` otherwise).
+_READ_ONLY = frozenset({"/healthz", "/readyz", "/metrics", "/status", "/tools", "/events"})
 
 
 def _status(sup: SupervisorHandle) -> dict[str, object]:
@@ -219,12 +260,18 @@ async def serve_http(
     *,
     token: str,
     stateless: bool = False,
+    session_idle: float = DEFAULT_SESSION_IDLE,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
     task_status: trio.TaskStatus[HttpGatewayInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``gateway`` over Streamable HTTP on ``host``:``port`` until cancelled; start
     it with ``nursery.start``, which returns its :class:`HttpGatewayInfo` once listening
     (``port=0``: a free port). ``stateless``: no sessions, so any replica can answer any
-    request (handshake-era clients then get no change notifications)."""
+    request (handshake-era clients then get no change notifications). Otherwise a session
+    with no request in flight for ``session_idle`` seconds is closed (its id then answers
+    ``404``), and at most ``max_sessions`` are open: a new one past that closes the one
+    idle the longest, or is refused with ``503`` when every one is in use
+    (:class:`~._sessions.Sessions`)."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     from ..dashboard._address import format_host, is_loopback
@@ -241,7 +288,13 @@ async def serve_http(
         stateless_http=stateless,
         transport_security=security,
         host=host,
+        session_idle_timeout=session_idle,
+        max_sessions=max_sessions,
     )
+    sessions = None
+    if not stateless:
+        manager = gateway.server.session_manager
+        sessions = Sessions(manager, idle=session_idle, bound=max_sessions)
     sockets = await listen(host, port)
     try:
         bound_host, bound_port = sockets[0].getsockname()[:2]
@@ -258,9 +311,18 @@ async def serve_http(
                 await nursery.start(
                     partial(
                         serve_sockets,
-                        _Front(app, gateway, token, stopping),
+                        _Front(
+                            app,
+                            gateway,
+                            token,
+                            stopping,
+                            # any port: a balancer on this machine sends its own
+                            listener=(host, None) if security is not None else None,
+                            sessions=sessions,
+                        ),
                         sockets,
                         logger_name="supervisor.gateway.http",
+                        max_head=MAX_HEAD,
                         stopping=stopping,
                         graceful_timeout=GRACEFUL_TIMEOUT,
                     )
@@ -310,6 +372,7 @@ async def serve_local(
                     _Front(app, gateway, None, stopping),
                     [sock],
                     logger_name="supervisor.gateway.local",
+                    max_head=MAX_HEAD,
                     stopping=stopping,
                     graceful_timeout=GRACEFUL_TIMEOUT,
                 )
