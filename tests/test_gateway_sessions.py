@@ -247,3 +247,54 @@ async def test_serve_takes_session_idle_and_max_sessions(tmp_path: Path) -> None
                 [*serve, "--http", "127.0.0.1:0", *bad], capture_stderr=True, check=False
             )
         assert done.returncode == 2 and b"not a positive" in done.stderr, (bad, done.stderr)
+
+
+async def ask(app: object, path: str, headers: dict[str, str], method: str = "GET") -> int:
+    """One request straight to an ASGI app; the status it answered."""
+    statuses: list[int] = []
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, object]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])  # type: ignore[arg-type]
+
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
+    await app(scope, receive, send)  # type: ignore[operator]
+    return statuses[0]
+
+
+async def test_beyond_loopback_anyone_reads_the_probes_and_only_the_token_acts() -> None:
+    """Bound beyond loopback the gateway cannot know every name it is reached by, so the
+    Host is not checked (what gateway.md's table says): /healthz, /readyz and /metrics
+    answer any Host; /status, /tools and /mcp need the token whatever the Host; another
+    Origin is 403 even with it. The front as serve_http builds it for such a host."""
+    from supervisor.gateway._http import _Front
+
+    async with open_supervisor({"mcpServers": {}}) as sup, trio.open_nursery() as nursery:
+        gw = Gateway(sup)
+        await nursery.start(gw.run)
+
+        async def never(scope: object, receive: object, send: object) -> None:
+            raise AssertionError("reached the MCP app without the token")
+
+        front = _Front(never, gw, TOKEN, trio.Event(), listener=None)
+        for path in ("/healthz", "/readyz", "/metrics"):
+            assert await ask(front, path, {"Host": "anything.example:8000"}) == 200
+        for path in ("/status", "/tools", "/mcp"):
+            assert await ask(front, path, {"Host": "192.0.2.10:8000"}) == 401
+            wrong = {"Host": "192.0.2.10:8000", "Authorization": "Bearer nope"}
+            assert await ask(front, path, wrong) == 401
+        token = {"Host": "gateway.example:8000", "Authorization": f"bearer {TOKEN}"}
+        assert await ask(front, "/status", token) == 200
+        assert await ask(front, "/status", {**token, "Origin": "http://evil.example"}) == 403
+        nursery.cancel_scope.cancel()
