@@ -23,7 +23,7 @@ from supervisor import open_supervisor
 from supervisor.dashboard import serve_dashboard
 from supervisor.gateway import Gateway, HttpGatewayInfo, serve_http
 from supervisor.testing.servers import make_server
-from tests.test_replicas import start
+from tests.test_replicas import INITIALIZE, LIST_TOOLS, start
 
 TOKEN = "test-gateway-token-0123456789"
 HEADERS = {
@@ -31,18 +31,7 @@ HEADERS = {
     "Accept": "application/json, text/event-stream",
     "MCP-Protocol-Version": "2025-11-25",
 }
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "abandoner", "version": "0"},
-    },
-}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-LIST_TOOLS = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 
 
 @asynccontextmanager
