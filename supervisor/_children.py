@@ -8,10 +8,14 @@ A server runs in its own session and process group, and is stopped through the g
   no clean-up) takes its servers with it, even those that ignore their stdin closing.
   The kernel sends that signal when the *thread* that forked the child exits, so the child
   is forked from the calling thread (the one running trio), never from a worker thread
-  that would exit when idle; a child whose parent died before it set the signal exits at
-  once. The signal is set by a ``preexec_fn`` (Python code between fork and exec): the
-  spawn is a full ``fork()``, a few milliseconds for which the calling thread waits,
-  where trio's own spawn (``vfork()``, in a worker thread) takes a fraction of one.
+  that would exit when idle. Where util-linux's ``setpriv`` is installed (it is on most
+  distributions) the child execs ``setpriv --pdeathsig KILL -- COMMAND…``, which sets the
+  signal and execs the command: the spawn stays a ``vfork()``, a fraction of a
+  millisecond for the calling thread. Elsewhere, and for a command that is not found (so
+  that its error is the one :class:`subprocess.Popen` raises), the signal is set by a
+  ``preexec_fn`` (Python code between fork and exec), which also makes a child whose
+  parent died before it set the signal exit at once; that spawn is a full ``fork()``, a
+  few milliseconds for which the calling thread waits.
 - :func:`subreaper` makes the process a child subreaper (``PR_SET_CHILD_SUBREAPER``)
   while a supervisor is open: a process orphaned anywhere below it (a server's child whose
   parent exited, a daemon's second fork) is re-parented to this process instead of to
@@ -36,6 +40,7 @@ import ctypes
 import itertools
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -124,21 +129,47 @@ async def open_process(
             ours_on_failure.callback(stream.close)
             ends.append(child)
             streams.append(stream)
+        wrapper = _setpriv()
+        fast = wrapper is not None and _found(command[0], environment, cwd)
         # Forked from this thread on purpose: the death signal follows the forking thread.
         popen = subprocess.Popen(  # noqa: ASYNC220
-            list(command),
+            [wrapper, "--pdeathsig", "KILL", "--", *command] if fast else list(command),
             stdin=ends[0],
             stdout=ends[1],
             stderr=ends[2],
             env=environment,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=None if fast else die_with_parent,
         )
         ours_on_failure.pop_all()
     # trio builds its Process from a Popen only inside open_process, which forks from a
     # worker thread; this is that same construction, from this thread.
     return trio.Process._create(popen, streams[0], streams[1], streams[2])  # type: ignore[attr-defined]
+
+
+@cache
+def _setpriv() -> str | None:
+    """util-linux's ``setpriv``, when it is installed and can set the death signal."""
+    found = shutil.which("setpriv")
+    if found is None:
+        return None
+    try:
+        usage = subprocess.run(
+            [found, "--help"], capture_output=True, timeout=5, check=False
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found if b"--pdeathsig" in usage else None
+
+
+def _found(program: str, env: Mapping[str, str], cwd: str | os.PathLike[str] | None) -> bool:
+    """``program`` names an executable file, looked up as the child's ``execvp`` will."""
+    if os.sep in program:
+        path = os.path.join(os.fspath(cwd or os.getcwd()), program)
+        return os.path.isfile(path) and os.access(path, os.X_OK)
+    search = os.pathsep.join(os.get_exec_path(dict(env)))
+    return shutil.which(program, path=search) is not None
 
 
 @contextmanager

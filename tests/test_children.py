@@ -288,3 +288,39 @@ async def test_a_spawned_process_has_the_parent_death_signal(tmp_path: pathlib.P
             out += chunk
         assert await process.wait() == 0
     assert int(out) == signal.SIGKILL
+
+
+async def test_a_spawn_through_setpriv_runs_the_command_itself_with_its_argv() -> None:
+    """Where setpriv sets the death signal, the child is the command after one more exec:
+    its argv is the command's own (argv[0] as given), and setpriv is gone from it."""
+    process = await open_process(
+        ["sh", "-c", 'echo "$0"; cat /proc/$$/cmdline'],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    out = b""
+    with trio.fail_after(READY_TIMEOUT):
+        while chunk := await process.stdout.receive_some(1024):
+            out += chunk
+        assert await process.wait() == 0
+    first, cmdline = out.split(b"\n", 1)
+    assert first == b"sh"
+    assert cmdline.split(b"\0")[:2] == [b"sh", b"-c"]
+
+
+@pytest.mark.parametrize(
+    ("command", "error"),
+    [
+        (["no-such-program-here"], FileNotFoundError),
+        (["./not-there"], FileNotFoundError),
+        ([os.devnull], PermissionError),
+    ],
+)
+async def test_a_program_that_cannot_start_raises_what_popen_raises(
+    command: list[str], error: type[OSError], tmp_path: pathlib.Path
+) -> None:
+    """A missing or non-executable program is never handed to setpriv (which would start
+    and then fail): the spawn raises as subprocess.Popen does, and nothing is left."""
+    with pytest.raises(error):
+        await open_process(command, env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path)
