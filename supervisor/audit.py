@@ -51,6 +51,8 @@ import attrs
 import msgspec
 import trio
 
+from .calls._observer import Call, CallWatch
+from .calls._outcome import classify
 from .config import AuditSettings
 from .config._model import DEFAULT_AUDIT_BACKUPS, DEFAULT_AUDIT_MAX_BYTES
 from .config._secrets import _secretish
@@ -62,7 +64,6 @@ from .errors import (
     ToolOutputInvalid,
     UnknownTool,
 )
-from .faults._history import classify
 from .log import REDACTED, get_logger, redactor
 from .tools import ApprovalDecision, ToolResult
 
@@ -107,8 +108,8 @@ it was sent.
 
 def audit_outcome(exc: BaseException | None, *, sent: bool) -> AuditOutcome:
     """The outcome of a call that raised ``exc`` (``None``: it returned a result) —
-    ``sent``: after it was handed to its server. Built on the call history's
-    :func:`~supervisor.faults.classify` (answered / not executed / indefinite)."""
+    ``sent``: after it was handed to its server. Built on
+    :func:`~supervisor.calls.classify` (answered / not executed / indefinite)."""
     if exc is None:
         return "ok"
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -256,6 +257,13 @@ class AuditLog:
         )
 
     # -- calls ----------------------------------------------------------------------------
+
+    def watch(self, call: Call) -> CallWatch:
+        """The log's watch of a call through the gate (a call observer,
+        :mod:`supervisor.calls`): it refuses the call while the log cannot be written
+        (:meth:`check`) and writes the call's line when it ends (:meth:`end`), under the
+        id an earlier observer gave the call, if one did."""
+        return _AuditWatch(self, self.begin(call.tool, call.arguments, call.call_id))
 
     def begin(
         self, tool: str, arguments: Mapping[str, object] | None, call_id: str | None = None
@@ -432,6 +440,31 @@ class AuditLog:
             "or make room for it",
             path=str(self.path),
         )
+
+
+class _AuditWatch(CallWatch):
+    """One call through the gate, written to ``log`` when it ends."""
+
+    __slots__ = ("audit", "entry")
+
+    def __init__(self, audit: AuditLog, entry: AuditCall) -> None:
+        self.audit = audit
+        self.entry = entry
+
+    def admit(self, call: Call) -> None:
+        self.audit.check()
+
+    def answered(self, call: Call, result: ToolResult) -> None:
+        self.audit.end(self._filled(call), None, result)
+
+    def failed(self, call: Call, exc: BaseException) -> None:
+        self.audit.end(self._filled(call), exc)
+
+    def _filled(self, call: Call) -> AuditCall:
+        entry = self.entry
+        entry.server, entry.original = call.server, call.original
+        entry.approval, entry.sent = call.approval, call.sent
+        return entry
 
 
 def _last_byte(path: Path) -> bytes:

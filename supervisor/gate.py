@@ -23,15 +23,15 @@ reaches a server's connection around it. In order:
    normalised (:class:`~supervisor.tools.ToolResult`); a tool that reports failure raises
    :class:`~supervisor.errors.ToolError`.
 
-With a call history (:class:`supervisor.faults.CallHistory`), every call is recorded —
-once, from the moment it is invoked, even when it fails before it is sent — and its id
-goes to the server in the request's ``_meta``. With an audit log
-(:class:`supervisor.audit.AuditLog`) every call is written there the same way, one line
-with the approval decision and the outcome, under the history's call id if there is one;
-a log that cannot be written refuses calls before they are sent. Every call that named a
-server also goes, with its latency and outcome, to each
-:class:`~supervisor.monitor.CallWindow` in ``windows`` (the dashboard's strips); with
-none there, nothing is timed or kept.
+Every call is shown, from the moment it is invoked — also when it fails before it is sent
+— to the gate's call observers (:mod:`supervisor.calls`), each once: a call history
+(``open_supervisor(history=...)``), which names the call (its id goes to the server in
+the request's ``_meta``); an audit log (:class:`supervisor.audit.AuditLog`), one line
+with the approval decision and the outcome, under the history's call id if there is one
+(a log that cannot be written refuses calls before they are sent); the call's trace span
+(:mod:`supervisor.tracing`); and, for a call that named a server, each
+:class:`~supervisor.monitor.CallWindow` in ``windows`` (the dashboard's strips), with its
+latency and outcome. Without them, nothing is timed or kept.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ import trio
 from . import tracing
 from .actors import AddressState, SupervisorError
 from .audit import audit_outcome
+from .calls import Call, CallObserver, CallWatch
 from .errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid, UnknownTool
-from .faults import Injected
+from .injection import Injected
 from .log import get_logger
 from .registry import Registry
 from .server import HealthRecord, ManagedServer, Progress, ServerMetrics
@@ -67,8 +68,6 @@ from .tools import (
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from .audit import AuditLog
-    from .faults._history import CallHistory
     from .monitor import CallWindow
 
 log = get_logger("supervisor.gate")
@@ -77,7 +76,7 @@ log = get_logger("supervisor.gate")
 class Gate:
     """Tool calls to ``servers`` (by name, in config order), named by ``registry``,
     approved by ``approve``; large text results spill into ``spill_dir``; each call is
-    recorded in ``history`` and written to ``audit``, if given."""
+    watched by ``history`` (the observer that names calls) and ``audit``, if given."""
 
     def __init__(
         self,
@@ -86,15 +85,18 @@ class Gate:
         *,
         approve: ApprovalCallback | None = None,
         spill_dir: str | os.PathLike[str] | None = None,
-        history: CallHistory | None = None,
-        audit: AuditLog | None = None,
+        history: CallObserver | None = None,
+        audit: CallObserver | None = None,
     ) -> None:
         self._servers = servers
         self._registry = registry
         self._approve = approve
         self._spill_dir = spill_dir
-        self.history = history
-        self.audit = audit
+        #: who sees every call, in this order: the call history (it names the calls),
+        #: then the audit log
+        self.observers: tuple[CallObserver, ...] = tuple(
+            o for o in (history, audit) if o is not None
+        )
         #: the windows every call is added to once it ended (``SupervisorHandle.recent_calls``)
         self.windows: tuple[CallWindow, ...] = ()
         # (server, original name, merged name) -> (the tool object decided on, the verdict)
@@ -149,50 +151,24 @@ class Gate:
         approve: ApprovalCallback | None,
         spill: bool,
     ) -> ToolResult:
-        history = self.history
-        record = None if history is None else history.invoke(name)
-        audit = self.audit
-        entry = None
-        sent = False
-        windows = self.windows
-        started = trio.current_time() if windows else 0.0
-        called: str | None = None  # the server, once known
-        if audit is not None:
-            entry = audit.begin(name, arguments, None if record is None else record.call_id)
+        arguments = {} if arguments is None else arguments
+        call = Call(name, arguments, trio.current_time())
+        watches = [observer.watch(call) for observer in self.observers]
+        if span.is_recording():
+            watches.append(tracing.SpanWatch(span))
+        if self.windows:
+            watches.append(_WindowsWatch(self.windows))
         try:
-            if audit is not None:
-                audit.check()  # a log that cannot be written refuses the call
-            arguments = {} if arguments is None else arguments
-            try:
-                server, original = self.resolve(name)
-            except UnknownTool:
-                if not self._registry.pending:
-                    raise
-                # A server listed its tools a moment ago: wait for the registry's merge.
-                await self._registry.settled()
-                server, original = self.resolve(name)
-            if record is not None:
-                record.server, record.original = server.name, original
-            if entry is not None:
-                entry.server, entry.original = server.name, original
-            span.set_attribute(tracing.SERVER, server.name)
-            called = server.name
-            listed = server.tool(original)
-            if listed is None:
-                server, original, listed = await self._learn(name, server, timeout)
-                called = server.name
-                if record is not None:
-                    record.server, record.original = server.name, original
-                if entry is not None:
-                    entry.server, entry.original = server.name, original
+            for watch in watches:
+                watch.admit(call)  # an audit log that cannot be written refuses the call
+            server, original, listed = await self._resolve(call, watches, timeout)
             try:
                 validate_arguments(listed, arguments)
             except ToolArgumentsInvalid as exc:
                 raise ToolArgumentsInvalid(name, exc.errors) from None  # the name called
             verdict = self.verdict(server, original, listed, name)
             if isinstance(verdict, Decider):  # the policy lets it go ahead
-                if entry is not None:
-                    entry.approval = ApprovalDecision(True, verdict)
+                call.approval = ApprovalDecision(True, verdict)
             else:
                 request = ApprovalRequest(
                     server=server.name,
@@ -201,21 +177,17 @@ class Gate:
                     arguments=arguments,
                     reason=verdict,
                 )
-                decision = await self._ask(request, approve)
-                if entry is not None:
-                    entry.approval = decision
-                decision.check(request)
-            if entry is not None:
-                entry.sent = True
-            sent = True
-            span.set_attribute(tracing.ORIGINAL, original)
-            if record is None:
+                call.approval = await self._ask(request, approve)
+                call.approval.check(request)
+            call.sent = True
+            limit = server.config.timeout if timeout is None else timeout
+            for watch in watches:
+                watch.sending(call, limit)
+            if call.call_id is None:
                 sending = server.call_tool(original, arguments, timeout, progress)
-            else:
-                limit = server.config.timeout if timeout is None else timeout
-                history.sent(record, deadline=history.now() + limit)  # type: ignore[union-attr]
+            else:  # named by an observer: the id goes to the server in ``_meta``
                 sending = server.call_tool(
-                    original, arguments, timeout, progress, call_id=record.call_id
+                    original, arguments, timeout, progress, call_id=call.call_id
                 )
             try:
                 raw = await sending
@@ -227,27 +199,39 @@ class Gate:
             )
             result.raise_for_error(server=server.name)
         except BaseException as exc:
-            if record is not None:
-                history.ended(record, exc)  # type: ignore[union-attr]
-            if entry is not None:
-                audit.end(entry, exc)  # type: ignore[union-attr]
-            outcome = audit_outcome(exc, sent=sent)
-            tracing.ended(span, outcome, exc)
-            if windows and called is not None:
-                latency = trio.current_time() - started
-                for window in windows:
-                    window.add(called, name, latency, outcome, type(exc).__name__)
+            call.outcome = audit_outcome(exc, sent=call.sent)
+            for watch in watches:
+                watch.failed(call, exc)
             raise
-        if record is not None:
-            history.ok(record)  # type: ignore[union-attr]
-        if entry is not None:
-            audit.end(entry, None, result)  # type: ignore[union-attr]
-        tracing.ended(span, "ok")
-        if windows:
-            latency = trio.current_time() - started
-            for window in windows:
-                window.add(server.name, name, latency, "ok")
+        call.outcome = "ok"
+        for watch in watches:
+            watch.answered(call, result)
         return result
+
+    async def _resolve(
+        self, call: Call, watches: list[CallWatch], timeout: float | None
+    ) -> tuple[ManagedServer, str, types.Tool]:
+        """The server, its own tool name and the tool ``call`` is for (steps 1 and 2 of
+        the module docstring), told to ``watches`` as soon as each is known."""
+        name = call.tool
+        try:
+            server, original = self.resolve(name)
+        except UnknownTool:
+            if not self._registry.pending:
+                raise
+            # A server listed its tools a moment ago: wait for the registry's merge.
+            await self._registry.settled()
+            server, original = self.resolve(name)
+        call.server, call.original = server.name, original
+        for watch in watches:
+            watch.resolved(call)
+        listed = server.tool(original)
+        if listed is None:
+            server, original, listed = await self._learn(name, server, timeout)
+            call.server, call.original = server.name, original
+            for watch in watches:
+                watch.resolved(call)
+        return server, original, listed
 
     async def _ask(
         self, request: ApprovalRequest, approve: ApprovalCallback | None = None
@@ -419,6 +403,28 @@ class ServerView:
             timeout=timeout,
             progress=progress,
         )
+
+
+class _WindowsWatch(CallWatch):
+    """Adds each call that named a server, with its latency and outcome, to ``windows``."""
+
+    __slots__ = ("windows",)
+
+    def __init__(self, windows: tuple[CallWindow, ...]) -> None:
+        self.windows = windows
+
+    def answered(self, call: Call, result: ToolResult) -> None:
+        self._add(call, None)
+
+    def failed(self, call: Call, exc: BaseException) -> None:
+        self._add(call, type(exc).__name__)
+
+    def _add(self, call: Call, error: str | None) -> None:
+        if call.server is None:
+            return
+        latency = trio.current_time() - call.started
+        for window in self.windows:
+            window.add(call.server, call.tool, latency, call.outcome or "ok", error)
 
 
 __all__ = ["Gate", "ServerView", "connect"]

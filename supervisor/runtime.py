@@ -73,8 +73,8 @@ from .errors import (
     UnknownServer,
     UnknownTool,
 )
-from .faults import Injected, Plan
 from .gate import Gate, ServerView, connect
+from .injection import Injected, Plan
 from .log import RedactionScope, configure_default_logging, get_logger, redacting, redactor
 from .monitor import CallWindow, SessionSummary, summarize
 from .registry import (
@@ -105,7 +105,7 @@ from .tools import (
 )
 
 if TYPE_CHECKING:
-    from .faults._history import CallHistory
+    from .calls import History as CallHistory
 
 log = get_logger("supervisor.runtime")
 

@@ -26,14 +26,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from ._version import __version__
+from .calls._observer import Call, CallWatch
 
-__all__ = ["attached", "backing_span", "call_span", "current", "ended"]
+if TYPE_CHECKING:
+    from .tools import ToolResult
+
+__all__ = ["SpanWatch", "attached", "backing_span", "call_span", "current", "ended"]
 
 _tracer = trace.get_tracer("mcp-supervisor", __version__)
 
@@ -99,6 +103,30 @@ def ended(
         if exc is not None:
             span.set_attribute("error.type", type(exc).__qualname__)
         span.set_status(trace.StatusCode.ERROR, None if exc is None else str(exc)[:500])
+
+
+class SpanWatch(CallWatch):
+    """A call through the gate, on its span (:func:`call_span`): its server once
+    resolved, its tool's own name once sent, its outcome when it ends."""
+
+    __slots__ = ("span",)
+
+    def __init__(self, span: trace.Span) -> None:
+        self.span = span
+
+    def resolved(self, call: Call) -> None:
+        if call.server is not None:
+            self.span.set_attribute(SERVER, call.server)
+
+    def sending(self, call: Call, timeout: float) -> None:
+        if call.original is not None:
+            self.span.set_attribute(ORIGINAL, call.original)
+
+    def answered(self, call: Call, result: ToolResult) -> None:
+        ended(self.span, "ok")
+
+    def failed(self, call: Call, exc: BaseException) -> None:
+        ended(self.span, call.outcome or "failed", exc)
 
 
 def current() -> Any:

@@ -73,7 +73,7 @@ from .errors import (
 from .log import get_logger, redact
 
 if TYPE_CHECKING:
-    from .faults import FaultEngine, Link
+    from .injection import FaultEngine, Link
 
 log = get_logger("supervisor.transports")
 
@@ -429,7 +429,7 @@ class StdioTransport:
             async with trio.open_nursery() as nursery:
                 link = None
                 if self.faults is not None:
-                    from .faults import Link
+                    from .injection import Link
 
                     point = self._fault_point = _FaultPoint(self, process, to_session)
                     link = Link(self.faults, point, nursery, to_client=point.to_client)
@@ -887,7 +887,7 @@ def http_client(
         hooks["response"] = [record]
     wire: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport()
     if faults is not None:
-        from .faults._http import FaultyHTTPTransport
+        from .injection._http import FaultyHTTPTransport
 
         # inside the receipt: a request a fault keeps back never reaches the wire
         wire = FaultyHTTPTransport(wire, faults)

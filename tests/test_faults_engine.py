@@ -17,7 +17,7 @@ from supervisor.faults import (
     load_plan,
     read_faults,
 )
-from supervisor.faults._link import LIST_CHANGED, REORDER_HOLD_S, garbage
+from supervisor.injection._link import LIST_CHANGED, REORDER_HOLD_S, garbage
 
 
 def request(msg_id: int, method: str = "tools/call", tool: str | None = "echo") -> bytes:

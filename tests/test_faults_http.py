@@ -42,8 +42,8 @@ from supervisor.faults import (
     load_plan,
     run_http_proxy,
 )
-from supervisor.faults import _http as faults_http
-from supervisor.faults._http import FaultyHTTPTransport
+from supervisor.injection import _http as faults_http
+from supervisor.injection._http import FaultyHTTPTransport
 from supervisor.runtime import open_supervisor
 from supervisor.testing.servers import count_executions, make_server, start_http
 from supervisor.transports import http_transport

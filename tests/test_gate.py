@@ -3,6 +3,7 @@ own actors (bus, registry) restarted without touching servers or calls."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import mcp_types as types
@@ -18,13 +19,14 @@ from supervisor import (
     open_supervisor,
 )
 from supervisor.bus import Subscription
+from supervisor.calls import Call, CallWatch
 from supervisor.events import Event, ToolsRegistered
 from supervisor.gate import Gate
 from supervisor.monitor import status_document
 from supervisor.registry import NamingPolicy, Registry
 from supervisor.registry import _live as registry_live
 from supervisor.server import ManagedServer
-from supervisor.testing.servers import count_executions, stdio_params
+from supervisor.testing.servers import count_executions, executions_by_call, stdio_params
 from supervisor.tools import ApprovalRequest, parameters
 
 from .probes import until
@@ -52,9 +54,7 @@ def test_the_policy_parses_names_it_would_form() -> None:
     assert claude.parse("github_create_issue", servers) is None
     plain = NamingPolicy()
     assert plain.parse("github_create_issue", servers) == ("github", "create_issue")
-    assert plain.parse("git_hub_x", [("git", "git"), ("git_hub", "git_hub")]) == (
-        "git_hub", "x"
-    )
+    assert plain.parse("git_hub_x", [("git", "git"), ("git_hub", "git_hub")]) == ("git_hub", "x")
     assert plain.parse("anything", [("a", "")]) == ("a", "anything")
     assert plain.parse("anything", [("a", ""), ("b", "")]) is None
 
@@ -93,6 +93,85 @@ async def test_a_servers_view_cannot_call_around_the_gate(tmp_path: Path) -> Non
         with pytest.raises(ToolArgumentsInvalid):
             await view.call_tool("echo", {"text": 3})
     assert count_executions(runs) == {"echo": 1}
+
+
+class Watcher:
+    """A call observer of its own (what ``open_supervisor(history=...)`` takes): it names
+    each call, writes down every step it hears, and refuses calls of ``refused``."""
+
+    def __init__(self, refused: str) -> None:
+        self.refused = refused
+        self.steps: list[tuple[str, ...]] = []
+        self.events: list[object] = []
+
+    def start(self) -> None:
+        self.steps.append(("start",))
+
+    def tap(self, publish: Callable[[Event], None]) -> Callable[[Event], None]:
+        def keep(event: Event) -> None:
+            self.events.append(event)
+            publish(event)
+
+        return keep
+
+    def watch(self, call: Call) -> CallWatch:
+        call.call_id = f"mine-{sum(step[0] == 'watch' for step in self.steps) + 1}"
+        self.steps.append(("watch", call.tool, call.call_id))
+        watcher = self
+
+        class Steps(CallWatch):
+            def admit(self, call: Call) -> None:
+                watcher.steps.append(("admit", call.tool))
+                if call.tool == watcher.refused:
+                    raise RuntimeError("refused by the observer")
+
+            def resolved(self, call: Call) -> None:
+                watcher.steps.append(("resolved", str(call.server), str(call.original)))
+
+            def sending(self, call: Call, timeout: float) -> None:
+                watcher.steps.append(
+                    ("sending", call.tool, str(call.approval.answer), str(timeout))
+                )
+
+            def answered(self, call: Call, result: object) -> None:
+                watcher.steps.append(("answered", call.tool, str(call.outcome)))
+
+            def failed(self, call: Call, exc: BaseException) -> None:
+                watcher.steps.append(("failed", call.tool, str(call.outcome), type(exc).__name__))
+
+        return Steps()
+
+
+async def test_a_call_observer_hears_each_step_of_each_call_once(tmp_path: Path) -> None:
+    """An observer given as ``history`` watches every call from its invocation: admit,
+    resolved, sending, then one ending — a refusal in admit fails the call before it
+    is resolved, and nothing reaches the server; the id it gives goes in ``_meta``."""
+    runs = tmp_path / "runs"
+    config = {"mcpServers": {"r": rich(runs, autoApprove=["echo"], timeout=7)}}
+    watcher = Watcher(refused="r_add")
+    async with open_supervisor(config, history=watcher) as sup:
+        assert (await sup.call("r_echo", {"text": "hi"})).text == "hi"
+        with pytest.raises(RuntimeError, match="refused by the observer"):
+            await sup.call("r_add", {"a": 1, "b": 2})
+        with pytest.raises(UnknownTool):
+            await sup.call("r_nope")
+    assert watcher.steps == [
+        ("start",),
+        ("watch", "r_echo", "mine-1"),
+        ("admit", "r_echo"),
+        ("resolved", "r", "echo"),  # by the naming template: the server is not connected yet
+        ("resolved", "r", "echo"),  # again once it is, by what it listed
+        ("sending", "r_echo", "not required", "7.0"),
+        ("answered", "r_echo", "ok"),
+        ("watch", "r_add", "mine-2"),
+        ("admit", "r_add"),
+        ("failed", "r_add", "failed", "RuntimeError"),
+        ("watch", "r_nope", "mine-3"),
+        ("admit", "r_nope"),
+        ("failed", "r_nope", "unknown_tool", "UnknownTool"),
+    ]
+    assert watcher.events  # it saw the run's events too
+    assert executions_by_call(runs) == {"mine-1": 1}
 
 
 def _tool(destructive: bool) -> types.Tool:

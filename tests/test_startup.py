@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib.util import resolve_name
 from pathlib import Path
 from types import ModuleType
 
@@ -23,8 +24,10 @@ import pytest
 
 import supervisor
 import supervisor.actors
+import supervisor.calls
 import supervisor.faults
 import supervisor.gateway
+import supervisor.injection
 import supervisor.testing
 from supervisor._programs import exec_path
 from supervisor.cli import _command_of, build_parser
@@ -127,8 +130,10 @@ def _lazy_sources(module: ModuleType) -> dict[str, str]:
 FACADES = [
     supervisor,
     supervisor.actors,
+    supervisor.calls,
     supervisor.faults,
     supervisor.gateway,
+    supervisor.injection,
     supervisor.testing,
 ]
 
@@ -145,7 +150,7 @@ def test_a_lazy_facade_gives_every_public_name(module: ModuleType) -> None:
     for name, source in sources.items():
         assert name in listed
         value = getattr(module, name)
-        assert value is getattr(sys.modules[module.__name__ + source], name), name
+        assert value is getattr(sys.modules[resolve_name(source, module.__name__)], name), name
     with pytest.raises(AttributeError, match=f"module '{module.__name__}' has no attribute"):
         module.NoSuchName  # noqa: B018 - the lookup is what is tested
 

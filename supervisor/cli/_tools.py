@@ -144,6 +144,7 @@ async def _call(
     approve: ApprovalCallback | None,
     timeout: float | None = None,
 ) -> int:
+    from ..calls._outcome import FAIL, classify
     from ..errors import (
         ApprovalDenied,
         ApprovalRequired,
@@ -152,7 +153,6 @@ async def _call(
         ToolError,
         UnknownTool,
     )
-    from ..faults._history import FAIL, classify
     from ..runtime import open_supervisor
     from ..tools import Approver, Decider
 

@@ -21,7 +21,7 @@ from ..errors import FieldError
 from ._secrets import _masked_repr, _query, _secret_args, _secretish
 
 if TYPE_CHECKING:
-    from ..faults import Plan
+    from ..injection import Plan
 
 #: The size limit a config file is checked against before it is parsed (256 KiB).
 DEFAULT_MAX_CONFIG_BYTES = 262_144

@@ -32,6 +32,28 @@ from typing import TYPE_CHECKING
 from .._lazy import attach
 
 if TYPE_CHECKING:
+    from ..calls._outcome import CALL_ID_META as CALL_ID_META
+    from ..calls._outcome import Outcome as Outcome
+    from ..calls._outcome import classify as classify
+    from ..injection._engine import FaultEngine as FaultEngine
+    from ..injection._engine import Injected as Injected
+    from ..injection._engine import Message as Message
+    from ..injection._engine import faults_json as faults_json
+    from ..injection._engine import read_faults as read_faults
+    from ..injection._http import FaultyHTTPTransport as FaultyHTTPTransport
+    from ..injection._link import CallRecorder as CallRecorder
+    from ..injection._link import Link as Link
+    from ..injection._link import Target as Target
+    from ..injection._plan import ACTIONS as ACTIONS
+    from ..injection._plan import TO_CLIENT as TO_CLIENT
+    from ..injection._plan import TO_SERVER as TO_SERVER
+    from ..injection._plan import Action as Action
+    from ..injection._plan import Plan as Plan
+    from ..injection._plan import PlanError as PlanError
+    from ..injection._plan import Rule as Rule
+    from ..injection._plan import When as When
+    from ..injection._plan import load_plan as load_plan
+    from ..injection._session import FaultyTransport as FaultyTransport
     from ._checker import DEFAULT_DEADLINE_SLACK as DEFAULT_DEADLINE_SLACK
     from ._checker import ResourceSample as ResourceSample
     from ._checker import ResourceSampler as ResourceSampler
@@ -44,35 +66,13 @@ if TYPE_CHECKING:
     from ._checker import rss_kb as rss_kb
     from ._checker import spawned_pids as spawned_pids
     from ._checker import timed_events as timed_events
-    from ._engine import FaultEngine as FaultEngine
-    from ._engine import Injected as Injected
-    from ._engine import Message as Message
-    from ._engine import faults_json as faults_json
-    from ._engine import read_faults as read_faults
-    from ._history import CALL_ID_META as CALL_ID_META
     from ._history import CallHistory as CallHistory
     from ._history import CallRecord as CallRecord
-    from ._history import Outcome as Outcome
-    from ._history import classify as classify
-    from ._http import FaultyHTTPTransport as FaultyHTTPTransport
     from ._http_proxy import run_http_proxy as run_http_proxy
-    from ._link import CallRecorder as CallRecorder
-    from ._link import Link as Link
-    from ._link import Target as Target
-    from ._plan import ACTIONS as ACTIONS
-    from ._plan import TO_CLIENT as TO_CLIENT
-    from ._plan import TO_SERVER as TO_SERVER
-    from ._plan import Action as Action
-    from ._plan import Plan as Plan
-    from ._plan import PlanError as PlanError
-    from ._plan import Rule as Rule
-    from ._plan import When as When
-    from ._plan import load_plan as load_plan
     from ._report import render_html as render_html
     from ._report import server_states as server_states
     from ._report import write_html as write_html
     from ._report import write_json as write_json
-    from ._session import FaultyTransport as FaultyTransport
     from ._stdio import ProxyEnded as ProxyEnded
     from ._stdio import run_stdio_proxy as run_stdio_proxy
 
@@ -136,35 +136,35 @@ _SOURCES = {
     "rss_kb": "._checker",
     "spawned_pids": "._checker",
     "timed_events": "._checker",
-    "FaultEngine": "._engine",
-    "Injected": "._engine",
-    "Message": "._engine",
-    "faults_json": "._engine",
-    "read_faults": "._engine",
-    "CALL_ID_META": "._history",
+    "FaultEngine": "..injection._engine",
+    "Injected": "..injection._engine",
+    "Message": "..injection._engine",
+    "faults_json": "..injection._engine",
+    "read_faults": "..injection._engine",
+    "CALL_ID_META": "..calls._outcome",
     "CallHistory": "._history",
     "CallRecord": "._history",
-    "Outcome": "._history",
-    "classify": "._history",
-    "FaultyHTTPTransport": "._http",
+    "Outcome": "..calls._outcome",
+    "classify": "..calls._outcome",
+    "FaultyHTTPTransport": "..injection._http",
     "run_http_proxy": "._http_proxy",
-    "CallRecorder": "._link",
-    "Link": "._link",
-    "Target": "._link",
-    "ACTIONS": "._plan",
-    "Action": "._plan",
-    "Plan": "._plan",
-    "PlanError": "._plan",
-    "Rule": "._plan",
-    "TO_CLIENT": "._plan",
-    "TO_SERVER": "._plan",
-    "When": "._plan",
-    "load_plan": "._plan",
+    "CallRecorder": "..injection._link",
+    "Link": "..injection._link",
+    "Target": "..injection._link",
+    "ACTIONS": "..injection._plan",
+    "Action": "..injection._plan",
+    "Plan": "..injection._plan",
+    "PlanError": "..injection._plan",
+    "Rule": "..injection._plan",
+    "TO_CLIENT": "..injection._plan",
+    "TO_SERVER": "..injection._plan",
+    "When": "..injection._plan",
+    "load_plan": "..injection._plan",
     "render_html": "._report",
     "server_states": "._report",
     "write_html": "._report",
     "write_json": "._report",
-    "FaultyTransport": "._session",
+    "FaultyTransport": "..injection._session",
     "ProxyEnded": "._stdio",
     "run_stdio_proxy": "._stdio",
 }

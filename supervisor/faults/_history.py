@@ -7,22 +7,10 @@
         await sup.call("notes_echo", {"text": "hi"})
     verdict = check(history, executions=executions_by_call(count_file))
 
-A call is *invoked*, then ends once, with one outcome:
-
-``ok``
-    the server answered: a result — a tool's own failure (``isError``, raised as
-    :class:`~supervisor.errors.ToolError`) included, since the tool ran — or an answer
-    the supervisor could not use (:class:`~supervisor.errors.ToolOutputInvalid`,
-    :class:`~supervisor.errors.ResultTooLarge`): executed.
-``fail``
-    definitely not executed: an unknown tool, invalid arguments, an approval refused or
-    required, a server failed or stopped (fail-fast, never sent), an MCP error answer
-    (:class:`~supervisor.errors.ServerRequestError`), or the caller cancelled before the
-    call was handed to its server.
-``info``
-    indefinite — it may have executed: :class:`~supervisor.errors.CallMayHaveTakenEffect`,
-    :class:`~supervisor.errors.ToolCallTimeout`, or the caller cancelled (or anything
-    unexpected happened) after the call was handed to its server.
+A call is *invoked*, then ends once, with one outcome — ``ok`` (answered), ``fail``
+(definitely not executed) or ``info`` (it may have executed): the labels of
+:mod:`supervisor.calls` (:func:`classify` decides which an error is). The history is one
+of the gate's call observers (:class:`~supervisor.calls.CallObserver`).
 
 A call with no outcome when the run is checked is *lost* (:func:`supervisor.faults.check`).
 
@@ -44,25 +32,21 @@ import itertools
 import secrets
 import time
 from collections.abc import Callable, Iterator
-from typing import Literal, TypeAlias
 
 import msgspec
 import trio
 
-from ..errors import (
-    ApprovalDenied,
-    CallMayHaveTakenEffect,
-    ResultTooLarge,
-    ServerRequestError,
-    ServerUnavailable,
-    ToolArgumentsInvalid,
-    ToolCallTimeout,
-    ToolError,
-    ToolOutputInvalid,
-    UnknownTool,
+from ..calls._observer import Call, CallWatch
+from ..calls._outcome import (
+    CALL_ID_META,
+    FAIL,
+    INFO,
+    OK,
+    Outcome,
+    classify,
+    describe_error,
 )
 from ..events import Event
-from ._call_id import CALL_ID_META
 
 __all__ = [
     "CALL_ID_META",
@@ -74,26 +58,6 @@ __all__ = [
     "Outcome",
     "classify",
 ]
-
-Outcome: TypeAlias = Literal["ok", "fail", "info"]
-"""How a call ended: answered, definitely not executed, or indefinite."""
-
-OK: Outcome = "ok"
-FAIL: Outcome = "fail"
-INFO: Outcome = "info"
-
-#: Errors that mean the server answered (the tool ran), though not with a usable result.
-_ANSWERED = (ToolError, ToolOutputInvalid, ResultTooLarge)
-#: Errors that mean the call was never executed.
-_NOT_EXECUTED = (
-    UnknownTool,
-    ToolArgumentsInvalid,
-    ApprovalDenied,  # ApprovalRequired too
-    ServerUnavailable,
-    ServerRequestError,
-)
-#: Errors that leave it open whether the call ran.
-_INDEFINITE = (CallMayHaveTakenEffect, ToolCallTimeout)
 
 
 class CallRecord(msgspec.Struct, kw_only=True):
@@ -135,33 +99,6 @@ class CallRecord(msgspec.Struct, kw_only=True):
         return {CALL_ID_META: self.call_id}
 
 
-def classify(exc: BaseException, *, sent: bool) -> tuple[Outcome, bool]:
-    """The outcome of a call that raised ``exc`` — ``sent``: after it was handed to its
-    server — and whether it is a tool's own failure (``isError``).
-
-    A group holding one exception is judged by it. What the module docstring does not
-    name (a cancellation, a bug) is ``info`` once sent — it may have run — else ``fail``.
-    """
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    if isinstance(exc, ToolError):
-        return OK, True
-    if isinstance(exc, _ANSWERED):
-        return OK, False
-    if isinstance(exc, _INDEFINITE):
-        return INFO, False
-    if isinstance(exc, _NOT_EXECUTED):
-        return FAIL, False
-    return (INFO if sent else FAIL), False
-
-
-def describe_error(exc: BaseException) -> str:
-    """``"ErrorType: message"`` (the type alone when the message is empty)."""
-    text = str(exc)
-    name = type(exc).__name__
-    return f"{name}: {text}" if text else name
-
-
 class CallHistory:
     """Every tool call of a run, in invocation order (``calls``), and the events published
     while it was attached to a supervisor (``events``: ``(trio time, event)`` pairs).
@@ -170,10 +107,10 @@ class CallHistory:
     from two histories never collide in a shared count file. ``clock`` is trio's by
     default. ``record_events=False`` keeps no events.
 
-    The gate records a call with :meth:`invoke`, :meth:`sent` and then exactly one of
-    :meth:`ok`, :meth:`fail`, :meth:`info` or :meth:`ended` (which classifies an
-    exception); any other front end (a proxy) may do the same. An outcome is final: a
-    second one is ignored.
+    The history is a call observer of the gate (:meth:`watch`): it records each call
+    with :meth:`invoke`, :meth:`sent` and then exactly one of :meth:`ok`, :meth:`fail`,
+    :meth:`info` or :meth:`ended` (which classifies an exception); any other front end
+    (a proxy) may do the same. An outcome is final: a second one is ignored.
     """
 
     def __init__(
@@ -229,6 +166,14 @@ class CallHistory:
         return self.origin + (ts - self.origin_wall)
 
     # -- recording ----------------------------------------------------------------------
+
+    def watch(self, call: Call) -> CallWatch:
+        """Record ``call``, just invoked through the gate, to its outcome; it is named by
+        its record's id (``call.call_id``, unless an earlier observer named it)."""
+        record = self.invoke(call.tool)
+        if call.call_id is None:
+            call.call_id = record.call_id
+        return _Recording(self, record)
 
     def invoke(
         self,
@@ -362,3 +307,25 @@ class CallHistory:
             event = msgspec.convert(fields, cls_)
             history.events.append((t, event))
         return history
+
+
+class _Recording(CallWatch):
+    """One call through the gate, kept in ``history`` as ``record``."""
+
+    __slots__ = ("history", "record")
+
+    def __init__(self, history: CallHistory, record: CallRecord) -> None:
+        self.history = history
+        self.record = record
+
+    def resolved(self, call: Call) -> None:
+        self.record.server, self.record.original = call.server, call.original
+
+    def sending(self, call: Call, timeout: float) -> None:
+        self.history.sent(self.record, deadline=self.history.now() + timeout)
+
+    def answered(self, call: Call, result: object) -> None:
+        self.history.ok(self.record)
+
+    def failed(self, call: Call, exc: BaseException) -> None:
+        self.history.ended(self.record, exc)

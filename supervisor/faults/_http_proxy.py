@@ -30,11 +30,11 @@ import trio
 
 from .._serving import lifespan as _lifespan
 from .._serving import listen, respond, serve_sockets
+from ..injection._engine import FaultEngine, Injected
+from ..injection._http import BYPASS, FaultyHTTPTransport
+from ..injection._link import CallRecorder
+from ..injection._plan import Plan
 from ..log import get_logger
-from ._engine import FaultEngine, Injected
-from ._http import BYPASS, FaultyHTTPTransport
-from ._link import CallRecorder
-from ._plan import Plan
 
 __all__ = ["ENDPOINT", "GRACEFUL_TIMEOUT", "run_http_proxy", "server_name"]
 

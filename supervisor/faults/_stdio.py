@@ -23,9 +23,9 @@ from typing import Any
 import trio
 
 from .._children import open_process
-from ._engine import FaultEngine, Injected
-from ._link import CallRecorder, Link
-from ._plan import TO_CLIENT, TO_SERVER, Plan
+from ..injection._engine import FaultEngine, Injected
+from ..injection._link import CallRecorder, Link
+from ..injection._plan import TO_CLIENT, TO_SERVER, Plan
 
 __all__ = ["ProxyEnded", "run_stdio_proxy", "server_name"]
 

@@ -52,6 +52,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._previews import PREVIEW_LIMITS
 from .._version import __version__
+from ..calls._outcome import FAIL, classify, describe_error
 from ..errors import (
     ApprovalRequired,
     PromptArgumentsInvalid,
@@ -62,7 +63,6 @@ from ..errors import (
     UnknownResource,
     UnknownTool,
 )
-from ..faults._history import FAIL, classify, describe_error
 from ..log import get_logger
 from ..monitor._probes import DOWN
 from ..registry import tools_document

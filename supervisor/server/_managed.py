@@ -46,7 +46,7 @@ from ..errors import (
     ServerUnavailable,
     ToolCallTimeout,
 )
-from ..faults import FaultEngine, FaultyTransport, Injected
+from ..injection import FaultEngine, FaultyTransport, Injected
 from ..log import get_logger, redact
 from ..registry import Listing, Offer
 from ..transports import (

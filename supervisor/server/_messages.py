@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import attrs
 
 # the request ``_meta`` key a recorded call's id travels under (see supervisor.faults)
-from ..faults._history import CALL_ID_META as CALL_ID_META
+from ..calls._outcome import CALL_ID_META as CALL_ID_META
 
 #: ``progress(progress, total, message)``: a tool call's MCP progress notifications
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]

@@ -86,9 +86,9 @@ from types import TracebackType
 import httpx2
 import trio
 
+from ..calls._outcome import describe_error
 from ..log import get_logger
 from ._engine import FaultEngine, Message
-from ._history import describe_error
 from ._link import (
     LIST_CHANGED,
     REORDER_HOLD_S,

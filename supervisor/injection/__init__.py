@@ -1,0 +1,88 @@
+"""Fault injection into a supervised server's connection: what a server's config
+``faults`` field needs (docs/config.md, "Fault injection"; the plan language in
+docs/faults.md). The toolkit above the core (:mod:`supervisor.faults`: the call history,
+the checker, its reports and the ``chaos`` proxies) re-exports these names.
+
+- :func:`load_plan` reads a plan (JSON file, text, mapping or list of rules) into a
+  :class:`Plan`; :class:`PlanError` names each wrong field's path.
+- :class:`FaultEngine` decides, message by message, which rules fire; every injected
+  fault is an :class:`Injected` in its ``log`` (:func:`faults_json` writes it).
+- :class:`Link` carries a message stream through an engine (supervised stdio servers,
+  the stdio proxy); :class:`FaultyTransport` wraps the message-level transports
+  (in-memory, WebSocket); :class:`FaultyHTTPTransport` carries Streamable HTTP exchanges
+  through an engine (an ``httpx2`` transport).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ._engine import FaultEngine as FaultEngine
+    from ._engine import Injected as Injected
+    from ._engine import Message as Message
+    from ._engine import faults_json as faults_json
+    from ._engine import read_faults as read_faults
+    from ._http import FaultyHTTPTransport as FaultyHTTPTransport
+    from ._link import CallRecorder as CallRecorder
+    from ._link import Link as Link
+    from ._link import Target as Target
+    from ._plan import ACTIONS as ACTIONS
+    from ._plan import TO_CLIENT as TO_CLIENT
+    from ._plan import TO_SERVER as TO_SERVER
+    from ._plan import Action as Action
+    from ._plan import Plan as Plan
+    from ._plan import PlanError as PlanError
+    from ._plan import Rule as Rule
+    from ._plan import When as When
+    from ._plan import load_plan as load_plan
+    from ._session import FaultyTransport as FaultyTransport
+
+__all__ = [
+    "ACTIONS",
+    "TO_CLIENT",
+    "TO_SERVER",
+    "Action",
+    "CallRecorder",
+    "FaultEngine",
+    "FaultyHTTPTransport",
+    "FaultyTransport",
+    "Injected",
+    "Link",
+    "Message",
+    "Plan",
+    "PlanError",
+    "Rule",
+    "Target",
+    "When",
+    "faults_json",
+    "load_plan",
+    "read_faults",
+]
+
+#: where each public name is defined; imported from there on first use
+_SOURCES = {
+    "FaultEngine": "._engine",
+    "Injected": "._engine",
+    "Message": "._engine",
+    "faults_json": "._engine",
+    "read_faults": "._engine",
+    "FaultyHTTPTransport": "._http",
+    "CallRecorder": "._link",
+    "Link": "._link",
+    "Target": "._link",
+    "ACTIONS": "._plan",
+    "Action": "._plan",
+    "Plan": "._plan",
+    "PlanError": "._plan",
+    "Rule": "._plan",
+    "TO_CLIENT": "._plan",
+    "TO_SERVER": "._plan",
+    "When": "._plan",
+    "load_plan": "._plan",
+    "FaultyTransport": "._session",
+}
+
+__getattr__, __dir__ = attach(__name__, _SOURCES, __all__)

@@ -1,0 +1,134 @@
+"""The package's layers: the core, the toolkit above it, the command line on top.
+
+- the **toolkit** is ``supervisor.faults``, ``supervisor.testing``, ``supervisor.bench``
+  and ``supervisor.demo``: tools to test and measure supervised servers, built on the core;
+- the **top** is ``supervisor.cli`` and ``supervisor.__main__``: it may import anything;
+- the **core** is every other module.
+
+Imports point down only: the core imports neither the toolkit nor the top, the toolkit does
+not import the top. What the core needs of a tool (an outcome label, a hook to inject a
+fault) is the core's own, and the toolkit implements or re-exports it.
+
+The imports are read from the source with :mod:`ast` (the same reading as the cycle test):
+every ``import`` and ``from … import`` counts, at the top, in a function or under
+``if TYPE_CHECKING:``, relative or absolute; type stubs (``.pyi``) count too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import supervisor
+
+from .test_imports import _contexts, _imports, _prefixes
+
+ROOT = Path(supervisor.__file__).parent
+
+TOOLKIT = ("faults", "testing", "bench", "demo")
+TOP = ("cli", "__main__")
+#: which layers each layer may not import
+FORBIDDEN = {"core": {"toolkit", "top"}, "toolkit": {"top"}, "top": set()}
+
+
+def layer(module: str) -> str:
+    """``core``, ``toolkit`` or ``top``: the layer a dotted module name of the package is in."""
+    parts = module.split(".")
+    first = parts[1] if len(parts) > 1 else ""
+    if first in TOOLKIT:
+        return "toolkit"
+    if first in TOP:
+        return "top"
+    return "core"
+
+
+def _modules(root: Path) -> dict[str, list[Path]]:
+    """Every module of the package at ``root`` by dotted name, with its source and stub."""
+    found: dict[str, list[Path]] = {}
+    for path in sorted([*root.rglob("*.py"), *root.rglob("*.pyi")]):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found.setdefault(".".join(parts), []).append(path)
+    return found
+
+
+def layer_violations(root: Path) -> list[str]:
+    """Each import of the package at ``root`` that points up a layer, as
+    ``path:line (note): importer (layer) -> imported (layer)``, sorted."""
+    modules = _modules(root)
+    package = root.name
+    found: set[str] = set()
+    for name, paths in modules.items():
+        for path in paths:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            notes = _contexts(tree)
+            is_package = path.stem == "__init__"
+            for target, _reads, node in _imports(tree, name, is_package, modules):
+                if target.split(".")[0] != package:
+                    continue
+                for prefix in _prefixes(target)[1:2]:
+                    if layer(prefix) in FORBIDDEN[layer(name)]:
+                        found.add(
+                            f"{path.relative_to(root.parent)}:{node.lineno}"
+                            f"{notes.get(node, '')}: {name} ({layer(name)}) -> "
+                            f"{target} ({layer(prefix)})"
+                        )
+    return sorted(found)
+
+
+# -- the scan itself -------------------------------------------------------------------------
+
+
+def test_layer_of_each_kind_of_module() -> None:
+    assert layer("supervisor") == "core"
+    assert layer("supervisor.gate") == "core"
+    assert layer("supervisor.injection._engine") == "core"
+    assert layer("supervisor.faults") == "toolkit"
+    assert layer("supervisor.testing.servers.tiny") == "toolkit"
+    assert layer("supervisor.cli._chaos") == "top"
+    assert layer("supervisor.__main__") == "top"
+
+
+def test_scan_finds_every_kind_of_upward_import(tmp_path: Path) -> None:
+    """Relative and absolute, in a function, under TYPE_CHECKING and in a stub: each
+    upward import is found; downward ones and imports outside the package are not."""
+    pkg = tmp_path / "supervisor"
+    for folder in ("faults", "cli", "calls", "testing"):
+        (pkg / folder).mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "gate.py": (
+            "from typing import TYPE_CHECKING\nimport os\nfrom .calls import x\n"
+            "if TYPE_CHECKING:\n    from .faults import CallHistory\n"
+        ),
+        "runtime.py": "def f():\n    import supervisor.testing.plugin\n",
+        "calls/__init__.py": "x = 1\n",
+        "calls/__init__.pyi": "from ..bench import y as y\n",
+        "faults/__init__.py": "from ..calls import x\nfrom ..cli import main\n",
+        "testing/__init__.py": "",
+        "testing/plugin.py": "from .. import faults\n",
+        "cli/__init__.py": "from ..faults import z\nfrom .. import gate\n",
+        "__main__.py": "from .cli import main\n",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    assert layer_violations(pkg) == [
+        "supervisor/calls/__init__.pyi:1: supervisor.calls (core) -> supervisor.bench (toolkit)",
+        "supervisor/faults/__init__.py:2: supervisor.faults (toolkit) -> supervisor.cli (top)",
+        "supervisor/gate.py:5 (TYPE_CHECKING): supervisor.gate (core) -> supervisor.faults "
+        "(toolkit)",
+        "supervisor/runtime.py:2 (in a function): supervisor.runtime (core) -> "
+        "supervisor.testing.plugin (toolkit)",
+    ]
+
+
+# -- the package -----------------------------------------------------------------------------
+
+
+def test_supervisor_imports_point_down_the_layers() -> None:
+    """The core imports neither the toolkit nor the command line; the toolkit does not
+    import the command line."""
+    assert len(_modules(ROOT)) > 50  # the walk found the package
+    violations = layer_violations(ROOT)
+    assert not violations, "imports up a layer in supervisor/:\n" + "\n".join(violations)
