@@ -59,13 +59,14 @@ from supervisor.faults import (
     write_html,
     write_json,
 )
-from supervisor.testing.browser import open_browser
 from supervisor.testing.servers import (
     count_executions,
     executions_by_call,
     make_server,
     stdio_params,
 )
+
+from .browser import open_browser
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"

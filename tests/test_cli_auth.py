@@ -1,6 +1,6 @@
 """``mcp-supervisor auth login|logout|status`` as real processes against a real
 OAuth-protected server on 127.0.0.1; the browser is ``$BROWSER``, a script that follows
-the redirect (supervisor.testing.oauth_browser)."""
+the redirect (tests/oauth_browser.py)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from typing import Any
 import httpx2
 import trio
 
-from supervisor.testing import oauth_browser
 from supervisor.testing.servers import open_oauth_server
+
+from . import oauth_browser
 
 SCOPES = ["read", "write", "offline_access"]
 

@@ -25,14 +25,14 @@ from supervisor.dashboard import DashboardInfo, parse_address, serve_dashboard
 from supervisor.errors import ToolArgumentsInvalid, ToolCallTimeout, ToolError
 from supervisor.events import make_event
 from supervisor.runtime import SupervisorHandle, open_supervisor
-from supervisor.testing.browser import (
+from supervisor.testing.servers import open_oauth_server, stdio_params
+
+from .browser import (
     CHROMIUM_FLAGS,
     BrowserNotFound,
     find_chromium,
     open_browser,
 )
-from supervisor.testing.servers import open_oauth_server, stdio_params
-
 from .probes import until
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,13 +21,14 @@ import pytest
 import trio
 from mcp.shared.auth import JWT_BEARER_GRANT_TYPE
 
-from supervisor.testing import oauth_browser
 from supervisor.testing.servers import (
     OAuthFixture,
     generate_key_pair,
     open_oauth_server,
     start_http,
 )
+
+from . import oauth_browser
 
 SCOPES = ["read", "write", "admin", "offline_access"]
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"

@@ -87,9 +87,8 @@ OAuth (``_oauth``): ``open_oauth_server(**knobs)`` serves an OAuth-protected MCP
 (the SDK's authorization server and bearer-protected ``/mcp``, tools ``whoami`` and
 ``echo``) in-process, with ``TestAuthProvider`` (in-memory provider, counters),
 ``OAuthConfig`` (knobs), ``TestIdP`` (an enterprise IdP issuing ID-JAGs by token
-exchange), ``make_oauth_server`` and ``generate_key_pair``;
-``supervisor.testing.oauth_browser`` is a ``$BROWSER`` that follows the authorization
-redirect to the client's loopback callback.
+exchange), ``make_oauth_server`` and ``generate_key_pair``. A program logging in to it
+plays the person at the browser itself (docs/auth.md, "In a program").
 
 ``tiny`` (:mod:`supervisor.testing.servers.tiny`) is a stdio server of the standard
 library alone — ``echo`` and ``add``, started in a few tens of milliseconds — for tests

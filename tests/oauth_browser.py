@@ -3,8 +3,7 @@
 ``webbrowser.open(url)`` runs ``$BROWSER`` with the URL substituted for ``%s`` (or, without
 ``%s``, treats the whole value as one program name): use ``command()``, which gives
 ``<python> <this file> %s``. Run as a file it imports nothing but the standard library, so
-it starts fast (``python -m supervisor.testing.oauth_browser URL`` works too, but imports
-the ``supervisor`` package first). Note that ``webbrowser.open`` waits for the command to
+it starts fast. Note that ``webbrowser.open`` waits for the command to
 exit, and this "browser" needs the client's loopback callback listener to answer meanwhile:
 call it off the event loop (a thread), or use ``command(background=True)`` (a trailing
 ``&``, which ``webbrowser`` runs without waiting).

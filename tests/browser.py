@@ -45,7 +45,7 @@ from pathlib import Path
 import trio
 import trio_websocket
 
-from ..actors import collapsing
+from supervisor.actors import collapsing
 
 __all__ = [
     "CHROMIUM_FLAGS",
