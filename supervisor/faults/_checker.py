@@ -11,7 +11,7 @@
     assert verdict.ok, "\\n".join(verdict.problems)
 
 Per server it counts the calls ``ok`` (tool errors among them), ``fail`` and ``info``
-(see :mod:`supervisor.faults._history`), and finds:
+(see :mod:`supervisor.calls`), and finds:
 
 - **lost** calls: invoked, with no answer and no error by their deadline (plus
   ``deadline_slack``) — or, when the run is over (``now=None``), none at all;
@@ -42,7 +42,8 @@ import msgspec
 import trio
 
 from .._plural import plural
-from ._history import FAIL, INFO, OK, CallHistory, CallRecord
+from ..calls._outcome import FAIL, INFO, OK
+from ._history import CallHistory, CallRecord
 
 __all__ = [
     "DEFAULT_DEADLINE_SLACK",
@@ -428,6 +429,48 @@ def _where(record: CallRecord, origin: float) -> str:
     return f"call {record.call_id} ({record.tool}, invoked at {record.invoked_at - origin:.3f} s)"
 
 
+class _Findings:
+    """What one :func:`check` found so far: a verdict per server (and one for calls that
+    named none), the problems and notes in the order found, and the invariants checked."""
+
+    def __init__(self, origin: float) -> None:
+        #: the history's origin on its clock: times in sentences are since then
+        self.origin = origin
+        self.servers: dict[str, ServerVerdict] = {}
+        self.unresolved: ServerVerdict | None = None
+        self.problems: list[str] = []
+        self.notes: list[str] = []
+        self.checked = ["calls", "deadlines"]
+
+    def server(self, name: str) -> ServerVerdict:
+        """The verdict on server ``name``, begun on first use (servers in that order)."""
+        found = self.servers.get(name)
+        if found is None:
+            found = self.servers[name] = ServerVerdict(server=name)
+        return found
+
+    def bucket(self, record: CallRecord) -> ServerVerdict:
+        """Where ``record`` is counted: its server's verdict, or the unresolved calls'."""
+        if record.server is not None:
+            return self.servers[record.server]
+        if self.unresolved is None:
+            self.unresolved = ServerVerdict(server="")
+        return self.unresolved
+
+    def where(self, record: CallRecord) -> str:
+        return _where(record, self.origin)
+
+    def verdict(self) -> Verdict:
+        return Verdict(
+            ok=not self.problems,
+            problems=self.problems,
+            notes=self.notes,
+            servers=self.servers,
+            unresolved=self.unresolved,
+            checked=self.checked,
+        )
+
+
 def check(
     history: CallHistory | Iterable[CallRecord],
     *,
@@ -467,99 +510,127 @@ def check(
     if events is None:
         events = owner.events if owner is not None else ()
     timed = timed_events(events, owner)
-    origin = owner.origin if owner is not None and owner.origin is not None else 0.0
-    problems: list[str] = []
-    notes: list[str] = []
-    checked = ["calls", "deadlines"]
+    found = _Findings(owner.origin if owner is not None and owner.origin is not None else 0.0)
+    fault_list = [fault_fields(f) for f in faults or ()]
+    _name_servers(found, calls, timed, fault_list)
+    for record in calls:
+        _check_call(found, record, now, deadline_slack)
+    if executions is not None:
+        _check_executions(found, calls, executions)
+    restarts = _restarts(found, timed)
+    if restart_limits is not None:
+        _check_restarts(found, restarts, restart_limits)
+    if catalog is not None:
+        _check_catalog(found, set(catalog[0]), set(catalog[1]))
+    if processes is not None:
+        _check_processes(found, processes)
+    if resources is not None:
+        found.checked.append("resources")
+        found.problems.extend(
+            resources.check(
+                max_rss_growth_kb=max_rss_growth_kb, max_fd_growth=max_fd_growth, warmup=warmup
+            )
+        )
+    if fault_list:
+        _count_faults(found, fault_list)
+    return found.verdict()
 
-    servers: dict[str, ServerVerdict] = {}
 
-    def verdict_for(name: str) -> ServerVerdict:
-        found = servers.get(name)
-        if found is None:
-            found = servers[name] = ServerVerdict(server=name)
-        return found
-
+def _name_servers(
+    found: _Findings,
+    calls: list[CallRecord],
+    timed: list[tuple[float, dict[str, object]]],
+    faults: list[dict[str, object]],
+) -> None:
+    """Begin a verdict for each server the calls, the events and the faults name, in
+    order of first appearance."""
     for record in calls:
         if record.server is not None:
-            verdict_for(record.server)
+            found.server(record.server)
     for _, fields in timed:
         if isinstance(fields.get("server"), str):
-            verdict_for(str(fields["server"]))
-    fault_list = [fault_fields(f) for f in faults or ()]
-    for fault in fault_list:
+            found.server(str(fields["server"]))
+    for fault in faults:
         if isinstance(fault["server"], str):
-            verdict_for(fault["server"])
+            found.server(fault["server"])
 
-    # Calls: outcomes, lost, late.
-    unresolved: ServerVerdict | None = None
-    for record in calls:
-        if record.server is not None:
-            bucket = servers[record.server]
-        else:
-            bucket = unresolved = unresolved or ServerVerdict(server="")
-        bucket.calls += 1
-        on = f" to server {record.server!r}" if record.server is not None else ""
-        if record.outcome is None:
-            due = record.deadline
-            if now is not None and (due is None or now <= due + deadline_slack):
-                bucket.in_flight += 1
-                continue
-            bucket.lost.append(record.call_id)
-            by = "by the end of the run" if now is None else "by its deadline"
-            problems.append(f"{_where(record, origin)}{on} was lost: no answer and no error {by}")
+
+def _check_call(
+    found: _Findings, record: CallRecord, now: float | None, deadline_slack: float
+) -> None:
+    """Count ``record`` by its outcome; a problem if it was lost or outlived its deadline."""
+    bucket = found.bucket(record)
+    bucket.calls += 1
+    on = f" to server {record.server!r}" if record.server is not None else ""
+    if record.outcome is None:
+        due = record.deadline
+        if now is not None and (due is None or now <= due + deadline_slack):
+            bucket.in_flight += 1
+            return
+        bucket.lost.append(record.call_id)
+        by = "by the end of the run" if now is None else "by its deadline"
+        found.problems.append(f"{found.where(record)}{on} was lost: no answer and no error {by}")
+        return
+    if record.outcome == OK:
+        bucket.ok += 1
+        bucket.tool_errors += record.is_error
+    elif record.outcome == FAIL:
+        bucket.failed += 1
+    elif record.outcome == INFO:
+        bucket.indefinite += 1
+    if (
+        record.deadline is not None
+        and record.ended_at is not None
+        and record.ended_at - record.deadline > deadline_slack
+    ):
+        bucket.late.append(record.call_id)
+        found.problems.append(
+            f"{found.where(record)}{on} outlived its deadline: it ended "
+            f"{record.ended_at - record.deadline:.3f} s after it ({record.outcome}), "
+            f"more than the {deadline_slack:g} s allowed"
+        )
+
+
+def _check_executions(
+    found: _Findings, calls: list[CallRecord], executions: Mapping[str, int]
+) -> None:
+    """Problems for calls executed more than once, and for calls said not to have run
+    that did; a note for executions of calls the history never invoked."""
+    found.checked.append("executions")
+    by_id = {record.call_id: record for record in calls}
+    unknown = 0
+    for call_id, count in executions.items():
+        record = by_id.get(call_id)
+        if record is None:
+            unknown += count
             continue
-        if record.outcome == OK:
-            bucket.ok += 1
-            bucket.tool_errors += record.is_error
-        elif record.outcome == FAIL:
-            bucket.failed += 1
-        elif record.outcome == INFO:
-            bucket.indefinite += 1
-        if (
-            record.deadline is not None
-            and record.ended_at is not None
-            and record.ended_at - record.deadline > deadline_slack
-        ):
-            bucket.late.append(record.call_id)
-            problems.append(
-                f"{_where(record, origin)}{on} outlived its deadline: it ended "
-                f"{record.ended_at - record.deadline:.3f} s after it ({record.outcome}), "
-                f"more than the {deadline_slack:g} s allowed"
+        name = record.server or ""
+        bucket = found.servers.get(name) if name else None
+        on = f" on server {name!r}" if name else ""
+        if count > 1:
+            if bucket is not None:
+                bucket.duplicated[call_id] = count
+            found.problems.append(
+                f"{found.where(record)}{on} was executed {count} times: duplicated"
             )
-
-    # Executions: duplicates, and calls said not to have run that did.
-    if executions is not None:
-        checked.append("executions")
-        by_id = {record.call_id: record for record in calls}
-        unknown = 0
-        for call_id, count in executions.items():
-            record = by_id.get(call_id)
-            if record is None:
-                unknown += count
-                continue
-            name = record.server or ""
-            bucket = servers.get(name) if name else None
-            on = f" on server {name!r}" if name else ""
-            if count > 1:
-                if bucket is not None:
-                    bucket.duplicated[call_id] = count
-                problems.append(
-                    f"{_where(record, origin)}{on} was executed {count} times: duplicated"
-                )
-            if count > 0 and record.outcome == FAIL:
-                if bucket is not None:
-                    bucket.executed_though_failed.append(call_id)
-                problems.append(
-                    f"{_where(record, origin)}{on} was reported as not executed "
-                    f"({record.error}) but was executed {plural(count, 'time')}"
-                )
-        if unknown:
-            notes.append(
-                f"{plural(unknown, 'execution')} carry call ids this history never invoked"
+        if count > 0 and record.outcome == FAIL:
+            if bucket is not None:
+                bucket.executed_though_failed.append(call_id)
+            found.problems.append(
+                f"{found.where(record)}{on} was reported as not executed "
+                f"({record.error}) but was executed {plural(count, 'time')}"
             )
+    if unknown:
+        found.notes.append(
+            f"{plural(unknown, 'execution')} carry call ids this history never invoked"
+        )
 
-    # Restarts, from the events.
+
+def _restarts(
+    found: _Findings, timed: list[tuple[float, dict[str, object]]]
+) -> dict[str, list[float]]:
+    """When each child was restarted, from the events, counted on its server's verdict
+    (a note for a child that is no server); a note for each give-up and escalation."""
     restarts: dict[str, list[float]] = {}
     for t, fields in timed:
         kind = fields.get("kind")
@@ -567,87 +638,81 @@ def check(
             restarts.setdefault(str(fields.get("child")), []).append(t)
         elif kind in ("supervisor.child.gave_up", "supervisor.escalated"):
             what = "gave up on" if kind == "supervisor.child.gave_up" else "escalated over"
-            notes.append(
+            found.notes.append(
                 f"supervisor {fields.get('supervisor')!r} {what} {fields.get('child')!r} "
                 f"after {fields.get('restarts')} restarts: {fields.get('reason')}"
             )
     for child, times in restarts.items():
-        if child in servers:
-            servers[child].restarts = len(times)
+        if child in found.servers:
+            found.servers[child].restarts = len(times)
         else:
-            notes.append(f"{child!r} was restarted {plural(len(times), 'time')}")
-    if restart_limits is not None:
-        checked.append("restarts")
-        if isinstance(restart_limits, Mapping):
-            limits = dict(restart_limits)
-        else:
-            limits = {"*": restart_limits}
-        for child, times in restarts.items():
-            limit = limits.get(child, limits.get("*"))
-            if limit is None:
-                continue
-            most, within = _limit(limit)
-            if most == math.inf:
-                continue
-            count, first, last = _worst_window(times, most, within)
-            if count > most:
-                problems.append(
-                    f"{child!r} was restarted {count} times between {first - origin:.3f} s "
-                    f"and {last - origin:.3f} s, more than its intensity allows "
-                    f"({_describe_limit(most, within)})"
-                )
+            found.notes.append(f"{child!r} was restarted {plural(len(times), 'time')}")
+    return restarts
 
-    # The catalog once quiet.
-    if catalog is not None:
-        checked.append("catalog")
-        listed, expected = set(catalog[0]), set(catalog[1])
-        if listed != expected:
-            missing, extra = sorted(expected - listed), sorted(listed - expected)
-            said = []
-            if missing:
-                said.append(f"missing {_ids(missing)}")
-            if extra:
-                said.append(f"listing {_ids(extra)}, which no connected server offers")
-            problems.append(
-                "the catalog is not the union of the connected servers' tools once quiet: "
-                + "; ".join(said)
+
+def _check_restarts(
+    found: _Findings, restarts: Mapping[str, list[float]], restart_limits: object
+) -> None:
+    """A problem for each child restarted more often, in some window, than its limit."""
+    found.checked.append("restarts")
+    if isinstance(restart_limits, Mapping):
+        limits = dict(restart_limits)
+    else:
+        limits = {"*": restart_limits}
+    for child, times in restarts.items():
+        limit = limits.get(child, limits.get("*"))
+        if limit is None:
+            continue
+        most, within = _limit(limit)
+        if most == math.inf:
+            continue
+        count, first, last = _worst_window(times, most, within)
+        if count > most:
+            found.problems.append(
+                f"{child!r} was restarted {count} times between {first - found.origin:.3f} s "
+                f"and {last - found.origin:.3f} s, more than its intensity allows "
+                f"({_describe_limit(most, within)})"
             )
 
-    # Processes left behind.
-    if processes is not None:
-        checked.append("processes")
-        left = list(processes()) if callable(processes) else leftover_processes(processes)
-        for description in left:
-            problems.append(f"a process was left behind: {description}")
 
-    # Memory and descriptors.
-    if resources is not None:
-        checked.append("resources")
-        problems.extend(
-            resources.check(
-                max_rss_growth_kb=max_rss_growth_kb, max_fd_growth=max_fd_growth, warmup=warmup
-            )
-        )
-
-    # Faults, counted.
-    if fault_list:
-        unattributed = 0
-        actions = Counter(str(f["action"]) for f in fault_list)
-        for fault in fault_list:
-            if isinstance(fault["server"], str):
-                servers[fault["server"]].faults += 1
-            else:
-                unattributed += 1
-        kinds = ", ".join(f"{action} ×{n}" for action, n in sorted(actions.items()))
-        notes.append(f"{plural(len(fault_list), 'fault')} injected: {kinds}")
-        if unattributed:
-            notes.append(f"{plural(unattributed, 'injected fault')} named no server")
-
-    return Verdict(
-        ok=not problems,
-        problems=problems,
-        notes=notes,
-        servers=servers,
-        unresolved=unresolved,
-        checked=checked,
+def _check_catalog(found: _Findings, listed: set[str], expected: set[str]) -> None:
+    """A problem if the catalog, once quiet, is not the union of the servers' tools."""
+    found.checked.append("catalog")
+    if listed == expected:
+        return
+    missing, extra = sorted(expected - listed), sorted(listed - expected)
+    said = []
+    if missing:
+        said.append(f"missing {_ids(missing)}")
+    if extra:
+        said.append(f"listing {_ids(extra)}, which no connected server offers")
+    found.problems.append(
+        "the catalog is not the union of the connected servers' tools once quiet: "
+        + "; ".join(said)
     )
+
+
+def _check_processes(
+    found: _Findings, processes: Iterable[int] | Callable[[], Iterable[str]]
+) -> None:
+    """A problem for each process of the run left behind."""
+    found.checked.append("processes")
+    left = list(processes()) if callable(processes) else leftover_processes(processes)
+    for description in left:
+        found.problems.append(f"a process was left behind: {description}")
+
+
+def _count_faults(found: _Findings, faults: list[dict[str, object]]) -> None:
+    """Count the injected faults per server; a note of them all by action, and one of
+    those that named no server."""
+    unattributed = 0
+    actions = Counter(str(f["action"]) for f in faults)
+    for fault in faults:
+        if isinstance(fault["server"], str):
+            found.servers[fault["server"]].faults += 1
+        else:
+            unattributed += 1
+    kinds = ", ".join(f"{action} ×{n}" for action, n in sorted(actions.items()))
+    found.notes.append(f"{plural(len(faults), 'fault')} injected: {kinds}")
+    if unattributed:
+        found.notes.append(f"{plural(unattributed, 'injected fault')} named no server")
