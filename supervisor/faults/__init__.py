@@ -1,6 +1,12 @@
 """Fault injection: seeded fault plans, the engine that applies them, the places they are
 injected, and the checker that judges what a run did (docs/faults.md).
 
+This is the toolkit above the supervisor's core: the call history, the checker, its
+reports and the ``chaos`` proxies live here; what a supervised server's ``faults`` plan
+needs (the plan, the engine, :class:`Link`, the faulty transports) is the core's own
+(:mod:`supervisor.injection`), and so are the call outcomes (:mod:`supervisor.calls`):
+both are re-exported here under the names below.
+
 - :func:`load_plan` reads a plan (JSON file, text, mapping or list of rules) into a
   :class:`Plan`; :class:`PlanError` names each wrong field's path.
 - :class:`FaultEngine` decides, message by message, which rules fire; every injected
@@ -10,10 +16,11 @@ injected, and the checker that judges what a run did (docs/faults.md).
 - A supervised server's ``faults`` plan (docs/config.md) is injected by its transport:
   :class:`~supervisor.transports.StdioTransport` carries its lines through a link, and
   :class:`FaultyTransport` wraps the message-level ones (in-memory, WebSocket).
-- :class:`CallHistory` records every tool call through the supervisor
-  (``open_supervisor(..., history=CallHistory())``): ``invoke`` then one outcome, ``ok``,
-  ``fail`` (definitely not executed) or ``info`` (it may have executed), with its id
-  sent to the server in the request's ``_meta`` (:data:`CALL_ID_META`).
+- :class:`CallHistory` records every tool call through the supervisor, as one of the
+  gate's call observers (``open_supervisor(..., history=CallHistory())``): ``invoke``
+  then one outcome, ``ok``, ``fail`` (definitely not executed) or ``info`` (it may have
+  executed), with its id sent to the server in the request's ``_meta``
+  (:data:`CALL_ID_META`).
 - :func:`check` turns a history, the servers' executions per call and the events into a
   :class:`Verdict`: lost and duplicated calls, calls past their deadline, restarts beyond
   the intensity, a catalog out of step, processes left behind, resources growing
