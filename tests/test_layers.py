@@ -11,7 +11,10 @@ fault) is the core's own, and the toolkit implements or re-exports it.
 
 The imports are read from the source with :mod:`ast` (the same reading as the cycle test):
 every ``import`` and ``from … import`` counts, at the top, in a function or under
-``if TYPE_CHECKING:``, relative or absolute; type stubs (``.pyi``) count too.
+``if TYPE_CHECKING:``, relative or absolute; type stubs (``.pyi``) count too. A lazy
+façade's names are read through the imports it declares for type checkers (its
+``TYPE_CHECKING`` block or its stub), which tests/test_startup.py holds equal to what it
+loads.
 """
 
 from __future__ import annotations
