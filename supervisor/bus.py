@@ -603,17 +603,17 @@ class _BusActor(Actor):
 
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
-        self.address = bus.address
 
     async def handle(self, message: object) -> None:
-        bus = self.bus
-        if self.address.dropped != bus._told:
-            bus._tell_dropped()
         try:
-            bus._fan_out(message)  # type: ignore[arg-type]  # only events are cast here
+            self.bus._fan_out(message)  # type: ignore[arg-type]  # only events are cast here
         except BaseException:
-            bus._lost(1)
+            self.bus._lost(1)
             raise
+
+    async def idle(self) -> None:
+        # Caught up (no subscriber ran meanwhile): tell them what the mailbox dropped.
+        self.bus._tell_dropped()
 
     async def drain(self) -> None:
         self.bus.flush()

@@ -11,7 +11,7 @@ from typing import Final, Generic, TypeVar
 import trio
 
 from ._errors import collapse
-from ._mailbox import _QUEUED, _RUNNING, EMPTY, Address, CastAddress, Envelope, aborted
+from ._mailbox import _QUEUED, _RUNNING, Address, CastAddress, Envelope, aborted
 from ._spec import Backoff, ChildSpec, ExitReason, GiveUp, Intensity, Restart, Shutdown
 
 #: An incarnation serving a :class:`CastAddress` yields to the scheduler after handling
@@ -231,15 +231,15 @@ class _Runner(Generic[A]):
         # of the runner's own between them); then the actor's idle(), then a yield or a
         # wait for more.
         actor = self.actor
-        take = address.take
+        handle = actor.handle
+        pending, take = address._pending, address._take_oldest  # the hot loop: no calls
         with trio.CancelScope() as scope:
             self._serve_scope = scope
             while not self._stopping:
                 for _ in range(CAST_BATCH):
-                    message = take()
-                    if message is EMPTY:
+                    if not pending:
                         break
-                    await actor.handle(message)
+                    await handle(take())
                     if self._stopping:
                         break
                 await actor.idle()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import enum
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sized
 from typing import Final
 
 import attrs
@@ -151,6 +151,9 @@ class Address:
         self._calls = 0
         self._casts = 0
         self._serving = 0  # incarnations serving it now
+        #: whether an incarnation is serving the mailbox now (not between restarts);
+        #: read-only
+        self.serving = False
         self._incarnations = 0
 
     def __repr__(self) -> str:
@@ -159,11 +162,6 @@ class Address:
     @property
     def state(self) -> AddressState:
         return self._state
-
-    @property
-    def serving(self) -> bool:
-        """Whether an incarnation is serving the mailbox now (not between restarts)."""
-        return self._serving > 0
 
     async def call(self, message: object, timeout: float | None = None) -> object:
         """Send ``message`` and wait for the reply.
@@ -258,11 +256,13 @@ class Address:
     def begin_serving(self) -> None:
         """An incarnation starts serving the mailbox."""
         self._serving += 1
+        self.serving = True
         self._incarnations += 1
 
     def end_serving(self) -> None:
         """An incarnation stopped serving the mailbox."""
         self._serving -= 1
+        self.serving = self._serving > 0
 
     @property
     def receiver(self) -> trio.MemoryReceiveChannel[Envelope]:
@@ -356,6 +356,12 @@ class CastAddress(Address):
         self._keyed: collections.OrderedDict[Hashable, object] = collections.OrderedDict()
         self._dropped = 0
         self._waiter: Task | None = None
+        # For the runner's loop: what is waiting (true while not empty), and how to take
+        # the oldest of it.
+        self._pending: Sized = self._queue if key is None else self._keyed
+        self._take_oldest: Callable[[], object] = (
+            self._queue.popleft if key is None else self._take_keyed
+        )
 
     def __repr__(self) -> str:
         return f"<CastAddress {self.name!r} {self._state.value}>"
@@ -404,9 +410,10 @@ class CastAddress(Address):
 
     def take(self) -> object:
         """The oldest waiting message, removed from the mailbox; :data:`EMPTY` if none."""
-        if self._key is None:
-            return self._queue.popleft() if self._queue else EMPTY
-        return self._keyed.popitem(last=False)[1] if self._keyed else EMPTY
+        return self._take_oldest() if self._pending else EMPTY
+
+    def _take_keyed(self) -> object:
+        return self._keyed.popitem(last=False)[1]
 
     def statistics(self) -> AddressStatistics:
         return AddressStatistics(
