@@ -6,7 +6,6 @@ import collections
 import enum
 import math
 from collections.abc import Callable, Hashable, Sized
-from typing import Final
 
 import attrs
 import trio
@@ -317,10 +316,6 @@ class Address:
             env.fail(self._closed())
 
 
-#: What ``CastAddress.take`` returns when nothing is waiting.
-EMPTY: Final = object()
-
-
 class CastAddress(Address):
     """An address for casts only: sending never waits and never fails for want of room.
 
@@ -401,7 +396,7 @@ class CastAddress(Address):
     @property
     def waiting(self) -> int:
         """How many messages wait to be handled."""
-        return len(self._queue) if self._key is None else len(self._keyed)
+        return len(self._pending)
 
     @property
     def dropped(self) -> int:
@@ -409,8 +404,14 @@ class CastAddress(Address):
         return self._dropped
 
     def take(self) -> object:
-        """The oldest waiting message, removed from the mailbox; :data:`EMPTY` if none."""
-        return self._take_oldest() if self._pending else EMPTY
+        """Remove and return the oldest waiting message, without waiting.
+
+        Raises:
+          trio.WouldBlock: nothing is waiting.
+        """
+        if not self._pending:
+            raise trio.WouldBlock
+        return self._take_oldest()
 
     def _take_keyed(self) -> object:
         return self._keyed.popitem(last=False)[1]
