@@ -1,11 +1,12 @@
 """The event bus: an actor that fans events out to subscribers without slowing publishers.
 
 Publishers call :meth:`Bus.publish` (or :meth:`Bus.notify`), a plain synchronous method: it
-never blocks and never awaits. While the bus actor runs (:meth:`Bus.incarnation`, a child
-of the supervision tree, or :func:`open_bus`), ``publish`` only puts the event in the bus's
-bounded mailbox; the actor's task fans it out. A full mailbox drops its *oldest* event,
-and every subscriber is told how many were lost. Without a running actor (a bus used on
-its own, outside a tree) ``publish`` fans out at once.
+never blocks and never awaits. The bus actor is an :class:`~supervisor.actors.Actor` of
+:attr:`Bus.address`, a drop-oldest :class:`~supervisor.actors.CastAddress`. While it runs
+(:attr:`Bus.spec`, a child of the supervision tree, or :func:`open_bus`), ``publish`` only
+casts the event to that mailbox; the actor's task fans it out. A full mailbox drops its
+*oldest* event, and every subscriber is told how many were lost. Without a running actor
+(a bus used on its own, outside a tree) ``publish`` fans out at once.
 
 Each subscriber has its own bounded buffer; when a subscriber falls behind, it loses its
 *oldest* events and is told how many with a :class:`~supervisor.events.BusDropped` event,
@@ -49,7 +50,7 @@ from trio.lowlevel import (
     wait_task_rescheduled,
 )
 
-from .actors import Decision
+from .actors import Actor, CastAddress, Child, ChildSpec, Decision, actor_spec
 from .events import BusDropped, Event, make_event, tree_event
 
 __all__ = ["Bus", "BusStatistics", "Subscription", "SubscriptionStatistics", "open_bus"]
@@ -59,9 +60,6 @@ DEFAULT_BUFFER: Final = 1024
 
 DEFAULT_MAILBOX: Final = 65536
 """Events the actor's mailbox holds before publishing drops the oldest one."""
-
-_FAN_OUT_BATCH: Final = 256
-"""The actor yields to the scheduler after fanning out this many events in a row."""
 
 _YIELD_EVERY: Final = 64
 """A subscriber that never runs dry still yields to the scheduler once per this many events."""
@@ -152,12 +150,14 @@ class Bus:
         self._subscriptions: dict[Subscription, None] = {}
         self._routes: dict[type[Event], _Route] = {}
         self._closed = False
-        # The actor's mailbox: events published and not fanned out yet.
-        self._inbox: deque[Event] = deque()
-        self._inbox_size = mailbox
-        self._inbox_dropped = 0  # lost to a full mailbox or a crashed fan-out
-        self._actor: _BusActor | None = None  # the running incarnation, if any
-        self._incarnations = 0
+        #: The bus actor's mailbox (drop-oldest): events published, not fanned out yet.
+        self.address = CastAddress("bus", mailbox)
+        #: The bus actor as a supervision-tree child, its address included.
+        self.spec: ChildSpec = actor_spec(
+            "bus", lambda: _BusActor(self), address=self.address, shutdown_timeout=5.0
+        )
+        self._told = 0  # of the mailbox's drops, those every subscriber was told of
+        self._crashed = 0  # events lost to a crashed fan-out
 
     # --- publishing (hot path) -------------------------------------------------------
 
@@ -173,23 +173,25 @@ class Bus:
         """
         if self._closed:
             return
-        actor = self._actor
-        if actor is None:
+        address = self.address
+        if address.serving:
+            address.cast(event)
+        else:
             self._fan_out(event)
-            return
-        inbox = self._inbox
-        if len(inbox) >= self._inbox_size:
-            inbox.popleft()
-            self._lost(1)
-        inbox.append(event)
-        task = actor.waiter
-        if task is not None:
-            actor.waiter = None
-            reschedule(task)
 
     def _lost(self, count: int) -> None:
-        """``count`` events never reached anyone: tell every subscriber."""
-        self._inbox_dropped += count
+        """``count`` events were lost to a crashed fan-out: tell every subscriber."""
+        self._crashed += count
+        self._tell(count)
+
+    def _tell_dropped(self) -> None:
+        """Tell every subscriber of the events the mailbox dropped since it was last told."""
+        dropped = self.address.dropped
+        count, self._told = dropped - self._told, dropped
+        if count:
+            self._tell(count)
+
+    def _tell(self, count: int) -> None:
         for sub in self._subscriptions:
             sub._dropped += count
             sub._wake()
@@ -302,20 +304,22 @@ class Bus:
             del self._subscriptions[sub]
             self._invalidate()
 
-    # --- lifecycle -------------------------------------------------------------------
-
     # --- the actor --------------------------------------------------------------------
 
-    def incarnation(self) -> _BusActor:
-        """A fresh incarnation of the bus actor: a supervision-tree child (its spec's
-        ``start``). While it runs, publishing only queues; it fans out."""
-        return _BusActor(self)
+    def incarnation(self) -> Child:
+        """A fresh incarnation of the bus actor, serving :attr:`address`: a
+        supervision-tree child (``spec.start``). While it runs, publishing only queues;
+        it fans out."""
+        return self.spec.start()
 
     def flush(self) -> None:
         """Fan out, now, every event waiting in the mailbox."""
-        inbox = self._inbox
-        while inbox:
-            self._fan_out(inbox.popleft())
+        address = self.address
+        self._tell_dropped()
+        while address.waiting:
+            self._fan_out(address.take())  # type: ignore[arg-type]
+
+    # --- lifecycle -------------------------------------------------------------------
 
     def close(self) -> None:
         """Close the bus. Idempotent.
@@ -355,15 +359,16 @@ class Bus:
         for route in self._routes.values():
             if route.published:
                 per_kind[route.kind] = per_kind.get(route.kind, 0) + route.published
+        mailbox = self.address.statistics()
         return BusStatistics(
             subscribers=len(self._subscriptions),
             published=sum(per_kind.values()),
             per_kind=MappingProxyType(per_kind),
             closed=self._closed,
-            queued=len(self._inbox),
-            lost=self._inbox_dropped,
-            running=self._actor is not None,
-            incarnations=self._incarnations,
+            queued=mailbox.queued,
+            lost=mailbox.dropped + self._crashed,
+            running=self.address.serving,
+            incarnations=mailbox.incarnations,
         )
 
 
@@ -589,66 +594,29 @@ class Subscription:
         )
 
 
-class _BusActor:
-    """One incarnation of the bus actor: fans out what the bus's mailbox holds.
+class _BusActor(Actor):
+    """One incarnation of the bus actor: fans out each event cast to the bus's address.
 
-    A supervision-tree child (:class:`~supervisor.actors.Child`): ``run`` serves until
-    ``request_stop``, then fans out what is left and returns. A fan-out that raises
-    crashes it; the event it was fanning out is counted as lost.
+    A fan-out that raises crashes it; the event it was fanning out is counted as lost. A
+    graceful stop fans out what is still waiting.
     """
-
-    __slots__ = ("bus", "waiter", "_stopping")
 
     def __init__(self, bus: Bus) -> None:
         self.bus = bus
-        self.waiter: Task | None = None
-        self._stopping = False
 
-    def request_stop(self) -> None:
-        self._stopping = True
-        task = self.waiter
-        if task is not None:
-            self.waiter = None
-            reschedule(task)
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        bus = self.bus
-        if bus._actor is not None:
-            raise RuntimeError("the bus actor is already running")
-        bus._actor = self
-        bus._incarnations += 1
-        inbox = bus._inbox
+    async def handle(self, message: object) -> None:
         try:
-            task_status.started()
-            while not self._stopping:
-                done = 0
-                while inbox and done < _FAN_OUT_BATCH:
-                    event = inbox.popleft()
-                    try:
-                        bus._fan_out(event)
-                    except BaseException:
-                        bus._lost(1)
-                        raise
-                    done += 1
-                if inbox:
-                    await cancel_shielded_checkpoint()  # a flood: let the readers run
-                    continue
-                if not self._stopping:
-                    await self._park()
-            bus.flush()
-        finally:
-            if bus._actor is self:
-                bus._actor = None
-            self.waiter = None
+            self.bus._fan_out(message)  # type: ignore[arg-type]  # only events are cast here
+        except BaseException:
+            self.bus._lost(1)
+            raise
 
-    async def _park(self) -> None:
-        self.waiter = current_task()
+    async def idle(self) -> None:
+        # Caught up (no subscriber ran meanwhile): tell them what the mailbox dropped.
+        self.bus._tell_dropped()
 
-        def abort(_: RaiseCancelT) -> Abort:
-            self.waiter = None
-            return Abort.SUCCEEDED
-
-        await wait_task_rescheduled(abort)
+    async def drain(self) -> None:
+        self.bus.flush()
 
 
 @asynccontextmanager

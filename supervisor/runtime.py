@@ -43,7 +43,6 @@ import trio
 from ._children import subreaper
 from .actors import (
     AddressState,
-    ChildSpec,
     GiveUp,
     Intensity,
     Supervisor,
@@ -666,8 +665,8 @@ async def open_supervisor(
         for name in enabled
     }
     children = [
-        ChildSpec("bus", bus.incarnation, shutdown_timeout=5.0),
-        ChildSpec("registry", registry.incarnation, shutdown_timeout=5.0),
+        bus.spec,
+        registry.spec,
         *auth.children(),
         supervisor_spec(
             "servers",

@@ -16,6 +16,7 @@ from supervisor.actors import (
     AddressState,
     Backoff,
     CallTimeout,
+    CastAddress,
     GiveUp,
     Intensity,
     MailboxFull,
@@ -290,8 +291,12 @@ async def test_unavailable_actor_fails_fast_with_last_error(
     async with open_tree([spec]):
         for _ in range(3):
             spec.address.cast("crash")
-            await until(lambda: spec.address.state is not AddressState.OPEN or
-                        spec.address.statistics().queued == 0)
+            await until(
+                lambda: (
+                    spec.address.state is not AddressState.OPEN
+                    or spec.address.statistics().queued == 0
+                )
+            )
             await trio.testing.wait_all_tasks_blocked()
         assert spec.address.state is AddressState.UNAVAILABLE
         before = trio.current_time()
@@ -361,8 +366,12 @@ async def test_background_task_failure_crashes_the_incarnation(
 ) -> None:
     """A background task that raises crashes its incarnation, which then restarts."""
     log: list[str] = []
-    spec = actor_spec("t", lambda: Ticker(log), backoff=Backoff.none(),
-                      intensity=Intensity(max_restarts=100, within_seconds=1))
+    spec = actor_spec(
+        "t",
+        lambda: Ticker(log),
+        backoff=Backoff.none(),
+        intensity=Intensity(max_restarts=100, within_seconds=1),
+    )
     async with open_tree([spec]) as sup:
         await until(lambda: sup.statistics().children[0].restarts >= 2)
         assert sup.statistics().children[0].last_exit == "Boom: background failure"
@@ -388,9 +397,7 @@ async def test_requests_before_their_effect_survive_a_crash(
 ) -> None:
     """A request still inside before_effect() when its incarnation dies is served again."""
     Careful.gate = trio.Event()
-    spec = actor_spec(
-        "c", lambda: Careful("c", journal, concurrency=8), backoff=Backoff(initial=1)
-    )
+    spec = actor_spec("c", lambda: Careful("c", journal, concurrency=8), backoff=Backoff(initial=1))
     results: list[object] = []
 
     async def ask(tag: str) -> None:
@@ -406,7 +413,8 @@ async def test_requests_before_their_effect_survive_a_crash(
             await trio.testing.wait_all_tasks_blocked()
             assert spec.address.statistics().queued == 2
             assert [e.message for e in spec.address._requeued] == [
-                ("careful", "first"), ("careful", "second")  # given back in order
+                ("careful", "first"),
+                ("careful", "second"),  # given back in order
             ]
             Careful.gate.set()
     assert sorted(results) == [("first", 2), ("second", 2)]
@@ -452,3 +460,129 @@ async def test_given_back_requests_fail_when_the_actor_stops_for_good(
         spec.address.cast("crash")
         await trio.testing.wait_all_tasks_blocked()
         await sup.terminate_child("c")
+
+
+# -- cast-only addresses ------------------------------------------------------------------
+
+
+def taken(address: CastAddress) -> list[object]:
+    out = []
+    while address.waiting:
+        out.append(address.take())
+    return out
+
+
+def test_a_full_cast_only_mailbox_drops_its_oldest() -> None:
+    """Without a key, a cast into a full cast-only mailbox pushes the oldest message out,
+    and counts it."""
+    address = CastAddress("c", capacity=3)
+    for i in range(5):
+        address.cast(i)
+    stats = address.statistics()
+    assert (stats.queued, stats.dropped, stats.casts) == (3, 2, 5)
+    assert taken(address) == [2, 3, 4]
+
+
+def test_a_keyed_cast_only_mailbox_keeps_the_latest_message_per_key() -> None:
+    """With a key, a newer message replaces the one waiting under its key and goes to the
+    back; a full mailbox of distinct keys drops its oldest."""
+    address = CastAddress("c", capacity=2, key=lambda message: message[0])  # type: ignore[index]
+    address.cast(("a", 1))
+    address.cast(("b", 1))
+    address.cast(("a", 2))
+    assert address.statistics().dropped == 0
+    assert taken(address) == [("b", 1), ("a", 2)]
+    for name in "xyz":
+        address.cast((name, 0))
+    assert address.statistics().dropped == 1
+    assert taken(address) == [("y", 0), ("z", 0)]
+
+
+async def test_a_cast_only_address_refuses_calls() -> None:
+    """Nobody would reply: call() on a cast-only address is a TypeError."""
+    with pytest.raises(TypeError, match="^actor 'c' takes casts only: use cast\\(\\)$"):
+        await CastAddress("c").call("hello")
+
+
+def test_closing_a_cast_only_address_counts_what_was_waiting_as_dropped() -> None:
+    """Nobody waits for a cast to fail: what waits when the address closes is dropped,
+    counted, and later casts raise the closed address's error."""
+    address = CastAddress("c")
+    address.cast(1)
+    address.cast(2)
+    address.close_stopped()
+    assert (address.statistics().queued, address.statistics().dropped) == (0, 2)
+    with pytest.raises(ActorStopped):
+        address.cast(3)
+
+
+class Collector(Actor):
+    """Records each message it handles and each call of idle(); crashes on "boom"."""
+
+    def __init__(self, log: list[object]) -> None:
+        self.log = log
+
+    async def handle(self, message: object) -> None:
+        if message == "boom":
+            raise Boom("a bug in handling")
+        self.log.append(message)
+
+    async def idle(self) -> None:
+        self.log.append("idle")
+
+
+async def test_an_actor_of_a_cast_only_address_is_idle_once_per_burst() -> None:
+    """Messages are handled in cast order; idle() runs when the incarnation starts and
+    each time it has caught up with a burst, not once per message."""
+    log: list[object] = []
+    address = CastAddress("c")
+    spec = actor_spec("c", lambda: Collector(log), address=address)
+    async with open_tree([spec]):
+        await trio.testing.wait_all_tasks_blocked()
+        for i in range(3):
+            address.cast(i)
+        await trio.testing.wait_all_tasks_blocked()
+        address.cast(3)
+        await trio.testing.wait_all_tasks_blocked()
+    assert log == ["idle", 0, 1, 2, "idle", 3, "idle"]
+
+
+async def test_a_flood_of_casts_is_handled_in_batches() -> None:
+    """A long burst is handled a batch at a time: idle() and other tasks run in between."""
+    log: list[object] = []
+    address = CastAddress("c", capacity=math.inf)
+    spec = actor_spec("c", lambda: Collector(log), address=address)
+    async with open_tree([spec]):
+        await trio.testing.wait_all_tasks_blocked()
+        for i in range(1000):
+            address.cast(i)
+        await trio.testing.wait_all_tasks_blocked()
+    assert [m for m in log if m != "idle"] == list(range(1000))
+    assert log.count("idle") == 1 + -(-1000 // 256)
+
+
+async def test_a_crash_loses_only_the_cast_being_handled() -> None:
+    """A handler that raises crashes the incarnation; the tree starts another, which
+    serves the casts still waiting."""
+    log: list[object] = []
+    address = CastAddress("c")
+    spec = actor_spec("c", lambda: Collector(log), address=address, backoff=Backoff.none())
+    async with open_tree([spec]) as sup:
+        await trio.testing.wait_all_tasks_blocked()
+        for message in (1, "boom", 2):
+            address.cast(message)
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup.statistics().children[0].restarts == 1
+        assert address.statistics().incarnations == 2 and address.serving
+    assert [m for m in log if m != "idle"] == [1, 2]
+
+
+async def test_one_incarnation_at_a_time_serves_a_cast_only_address() -> None:
+    """A second incarnation on the same cast-only address refuses to start."""
+    spec = actor_spec("c", lambda: Collector([]), address=CastAddress("c"))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(spec.start().run)
+        with pytest.raises(RuntimeError, match="^actor 'c' is already running"):
+            await spec.start().run()
+        nursery.cancel_scope.cancel()
+    assert not spec.address.serving

@@ -42,8 +42,11 @@ def managed(name: str, prefix: str | None = None) -> ManagedServer:
 
 
 def tool(name: str, description: str = "", schema: dict[str, object] | None = None) -> Tool:
-    return Tool(name=name, description=description,
-                input_schema=schema if schema is not None else {"type": "object"})
+    return Tool(
+        name=name,
+        description=description,
+        input_schema=schema if schema is not None else {"type": "object"},
+    )
 
 
 def listed(server: ManagedServer, *tools: Tool | str) -> None:
@@ -79,7 +82,9 @@ class Live:
 def live(servers: Sequence[ManagedServer], **options: object) -> tuple[Live, list[Event]]:
     published: list[Event] = []
     registry = Registry(
-        [s.name for s in servers], publish=published.append, **options  # type: ignore[arg-type]
+        [s.name for s in servers],
+        publish=published.append,
+        **options,  # type: ignore[arg-type]
     )
     for server in servers:
         server._report = registry.report
@@ -130,6 +135,23 @@ class TestCoalescing:
             ]
             nursery.cancel_scope.cancel()
         assert not catalog.statistics().running
+
+    async def test_a_servers_newer_report_replaces_its_older_one_in_the_mailbox(self) -> None:
+        """The registry's mailbox coalesces by server: however many reports a burst
+        holds, at most one per server waits, the newest, and the merge reflects it."""
+        a, b = managed("a"), managed("b")
+        catalog, published = live([a, b])
+        async with trio.open_nursery() as nursery:
+            await nursery.start(catalog.run)
+            for n in range(100):
+                listed(a, f"t{n}")
+            listed(b, "y")
+            mailbox = catalog.registry.address.statistics()
+            assert (mailbox.queued, mailbox.casts, mailbox.dropped) == (2, 101, 0)
+            snapshot = await catalog.registry.settled()
+            assert sorted(snapshot.current) == ["a_t99", "b_y"]
+            assert catalog.statistics().refreshes == 1
+            nursery.cancel_scope.cancel()
 
     async def test_readers_never_merge_but_can_wait_until_settled(self) -> None:
         """A reader's snapshot does not change under it: a report is merged by the actor,
@@ -266,7 +288,9 @@ class TestInvalidAndBuiltins:
         assert list(catalog.current) == ["web_search", "fetch"]
         (conflict,) = [e for e in published if isinstance(e, ToolsConflict)]
         assert (conflict.name, conflict.servers, conflict.builtin) == (
-            "search", ["<built-in>", "web"], True,
+            "search",
+            ["<built-in>", "web"],
+            True,
         )
         lines = [json.loads(line) for line in stream.getvalue().splitlines()]
         (warning,) = [line for line in lines if line.get("name") == "search"]
@@ -378,9 +402,7 @@ async def test_invalid_tools_are_skipped_and_counted_the_rest_work(tmp_path: Pat
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_a_burst_of_list_changed_costs_at_most_two_fetches(
-    tmp_path: Path, mode: str
-) -> None:
+async def test_a_burst_of_list_changed_costs_at_most_two_fetches(tmp_path: Path, mode: str) -> None:
     """100 list_changed back to back (the list changes each time) are fetched at most
     twice: one fetch for the first notice, one more for all that came meanwhile. The
     catalog ends with the last list."""
@@ -400,8 +422,11 @@ async def test_a_burst_of_list_changed_costs_at_most_two_fetches(
         await wait_for(events, registers("srv", "srv_marker"))
         assert fetches(count_file) - 1 <= 3
         drained = events.drain()
-    assert not [e for e in drained if isinstance(e, ToolsDeregistered | ToolsUpdated)
-                and "srv_tool_0000" in e.names]
+    assert not [
+        e
+        for e in drained
+        if isinstance(e, ToolsDeregistered | ToolsUpdated) and "srv_tool_0000" in e.names
+    ]
 
 
 async def test_builtin_clash_keeps_the_prefixed_name_and_warns() -> None:

@@ -1,6 +1,7 @@
 """A generic actor runtime with OTP supervision, built on trio. Knows nothing of MCP.
 
-- an :class:`Address` is a bounded mailbox that outlives the actor incarnations serving it;
+- an :class:`Address` is a bounded mailbox that outlives the actor incarnations serving it
+  (a :class:`CastAddress` takes casts only, dropping its oldest or coalescing by key);
 - an :class:`Actor` serves its address, one request at a time or concurrently;
 - a :class:`Supervisor` starts children in order, restarts them by OTP's rules with
   backoff, and stops them; :func:`open_tree` runs a root one. It alone decides
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from ._mailbox import Address as Address
     from ._mailbox import AddressState as AddressState
     from ._mailbox import AddressStatistics as AddressStatistics
+    from ._mailbox import CastAddress as CastAddress
     from ._root import open_tree as open_tree
     from ._root import supervisor_spec as supervisor_spec
     from ._rules import RestartWindow as RestartWindow
@@ -72,6 +74,7 @@ __all__ = [
     "AddressStatistics",
     "Backoff",
     "CallTimeout",
+    "CastAddress",
     "Decision",
     "Child",
     "ChildSpec",
@@ -123,6 +126,7 @@ _SOURCES = {
     "AddressStatistics": "._mailbox",
     "Backoff": "._spec",
     "CallTimeout": "._errors",
+    "CastAddress": "._mailbox",
     "Child": "._spec",
     "ChildSpec": "._spec",
     "ChildState": "._stats",

@@ -6,13 +6,17 @@ import contextlib
 import contextvars
 import math
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 import trio
 
 from ._errors import collapse
-from ._mailbox import _QUEUED, _RUNNING, Address, Envelope, aborted
+from ._mailbox import _QUEUED, _RUNNING, Address, CastAddress, Envelope, aborted
 from ._spec import Backoff, ChildSpec, ExitReason, GiveUp, Intensity, Restart, Shutdown
+
+#: An incarnation serving a :class:`CastAddress` yields to the scheduler after handling
+#: this many messages in a row.
+CAST_BATCH: Final = 256
 
 _current: contextvars.ContextVar[Envelope | None] = contextvars.ContextVar(
     "supervisor_actors_current_request", default=None
@@ -87,6 +91,13 @@ class Actor:
         """Answer one message."""
         raise NotImplementedError(f"{type(self).__name__} does not handle {message!r}")
 
+    async def idle(self) -> None:
+        """An actor of a :class:`CastAddress`: called each time the incarnation has caught
+        up — its mailbox empty, or a long batch of messages handled in a row — and once
+        when it starts; it waits for more after this returns. Do here, once, the work
+        that a burst of messages asks for (OTP's timeout 0). An error crashes the
+        incarnation."""
+
     @property
     def stopping(self) -> bool:
         """Whether this incarnation was asked to stop (or has ended)."""
@@ -137,11 +148,18 @@ class _Runner(Generic[A]):
     ) -> ExitReason:
         actor = self.actor
         try:
+            self.address.begin_serving()
+        except BaseException:
+            actor._runner = None
+            raise
+        try:
             async with trio.open_nursery() as background:
                 actor.nursery = background
                 await actor.init()
                 task_status.started()
-                if actor.max_concurrency <= 1:
+                if isinstance(self.address, CastAddress):
+                    await self._serve_casts(self.address)
+                elif actor.max_concurrency <= 1:
                     await self._serve_sequentially()
                 else:
                     async with trio.open_nursery() as handlers:
@@ -161,6 +179,7 @@ class _Runner(Generic[A]):
             raise
         finally:
             actor._runner = None
+            self.address.end_serving()
         return self._reason
 
     # Waiting for work happens inside one long-lived cancel scope per incarnation (a
@@ -204,6 +223,34 @@ class _Runner(Generic[A]):
                 handlers.start_soon(self._handle_then_release, env, slots)
                 if scope.cancel_called:
                     break
+        self._parked = False
+
+    async def _serve_casts(self, address: CastAddress) -> None:
+        # Casts carry no envelope: nobody waits for them, and nothing gives them back. A
+        # message is handled straight from the mailbox, a batch in a row (no checkpoint
+        # of the runner's own between them); then the actor's idle(), then a yield or a
+        # wait for more.
+        actor = self.actor
+        handle = actor.handle
+        pending, take = address._pending, address._take_oldest  # the hot loop: no calls
+        with trio.CancelScope() as scope:
+            self._serve_scope = scope
+            while not self._stopping:
+                for _ in range(CAST_BATCH):
+                    if not pending:
+                        break
+                    await handle(take())
+                    if self._stopping:
+                        break
+                await actor.idle()
+                if self._stopping:
+                    break
+                if address.waiting:
+                    await trio.lowlevel.cancel_shielded_checkpoint()  # a flood: let others run
+                    continue
+                self._parked = True
+                await address.wait()
+                self._parked = False
         self._parked = False
 
     async def _handle_then_release(self, env: Envelope, slots: trio.Semaphore) -> None:

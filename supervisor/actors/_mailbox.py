@@ -5,10 +5,11 @@ from __future__ import annotations
 import collections
 import enum
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sized
 
 import attrs
 import trio
+from trio.lowlevel import Abort, RaiseCancelT, Task, current_task, reschedule, wait_task_rescheduled
 
 from ._errors import (
     ActorStopped,
@@ -119,6 +120,11 @@ class AddressStatistics:
     capacity: float
     calls: int
     casts: int
+    #: messages that reached no handler: pushed out of a full :class:`CastAddress`, or
+    #: still waiting in one when it closed (a plain address never drops one)
+    dropped: int = 0
+    #: incarnations that have served it so far (1 + restarts, once it has started)
+    incarnations: int = 0
 
 
 class Address:
@@ -143,6 +149,11 @@ class Address:
         self._closed: Callable[[], ActorStopped | ActorUnavailable] | None = None
         self._calls = 0
         self._casts = 0
+        self._serving = 0  # incarnations serving it now
+        #: whether an incarnation is serving the mailbox now (not between restarts);
+        #: read-only
+        self.serving = False
+        self._incarnations = 0
 
     def __repr__(self) -> str:
         return f"<Address {self.name!r} {self._state.value}>"
@@ -236,9 +247,21 @@ class Address:
             capacity=self.capacity,
             calls=self._calls,
             casts=self._casts,
+            incarnations=self._incarnations,
         )
 
     # -- used by the supervisor and the actor runner -------------------------------------
+
+    def begin_serving(self) -> None:
+        """An incarnation starts serving the mailbox."""
+        self._serving += 1
+        self.serving = True
+        self._incarnations += 1
+
+    def end_serving(self) -> None:
+        """An incarnation stopped serving the mailbox."""
+        self._serving -= 1
+        self.serving = self._serving > 0
 
     @property
     def receiver(self) -> trio.MemoryReceiveChannel[Envelope]:
@@ -291,6 +314,147 @@ class Address:
             except trio.WouldBlock:
                 return
             env.fail(self._closed())
+
+
+class CastAddress(Address):
+    """An address for casts only: sending never waits and never fails for want of room.
+
+    Without ``key`` the mailbox is *drop-oldest*: a cast into a full one pushes the oldest
+    waiting message out to make room. With ``key`` (a function of the message) it
+    *coalesces*: a message replaces the one still waiting under the same key — last
+    writer wins — and takes its place at the back, so at most one message per key waits;
+    a full mailbox of distinct keys drops its oldest too. Each dropped message is counted
+    (``statistics().dropped``), and so are those still waiting when the address closes:
+    nobody is waiting for them to fail.
+
+    ``call`` is refused (:exc:`TypeError`): nobody would wait for a reply. One
+    incarnation at a time serves it (a second raises :exc:`RuntimeError` as it starts),
+    handling the waiting messages in a row — yielding to the scheduler after a batch of
+    them — and calling :meth:`Actor.idle <supervisor.actors.Actor.idle>` each time it has
+    caught up. A message whose handler raises crashes the incarnation and is lost; those
+    still waiting are served by the next incarnation.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        capacity: int | float = 256,
+        *,
+        key: Callable[[object], Hashable] | None = None,
+    ) -> None:
+        super().__init__(name, 1)  # the inherited channel is never used
+        if capacity != math.inf and (capacity < 1 or int(capacity) != capacity):
+            raise ValueError(f"mailbox capacity for {name!r} must be a positive int or inf")
+        self.capacity = capacity
+        self._key = key
+        self._queue: collections.deque[object] = collections.deque()
+        self._keyed: collections.OrderedDict[Hashable, object] = collections.OrderedDict()
+        self._dropped = 0
+        self._waiter: Task | None = None
+        # For the runner's loop: what is waiting (true while not empty), and how to take
+        # the oldest of it.
+        self._pending: Sized = self._queue if key is None else self._keyed
+        self._take_oldest: Callable[[], object] = (
+            self._queue.popleft if key is None else self._take_keyed
+        )
+
+    def __repr__(self) -> str:
+        return f"<CastAddress {self.name!r} {self._state.value}>"
+
+    async def call(self, message: object, timeout: float | None = None) -> object:
+        """Refused: a cast-only address has nobody to reply."""
+        raise TypeError(f"actor {self.name!r} takes casts only: use cast()")
+
+    def cast(self, message: object) -> None:
+        """Queue ``message``; never blocks and never raises for want of room (the oldest
+        waiting message makes room, or the one waiting under the same key is replaced).
+        A closed address raises its error."""
+        if self._closed is not None:
+            raise self._closed()
+        self._casts += 1
+        key = self._key
+        if key is None:
+            queue = self._queue
+            if len(queue) >= self.capacity:
+                queue.popleft()
+                self._dropped += 1
+            queue.append(message)
+        else:
+            keyed = self._keyed
+            k = key(message)
+            if k in keyed:
+                del keyed[k]
+            elif len(keyed) >= self.capacity:
+                keyed.popitem(last=False)
+                self._dropped += 1
+            keyed[k] = message
+        task = self._waiter
+        if task is not None:
+            self._waiter = None
+            reschedule(task)
+
+    @property
+    def waiting(self) -> int:
+        """How many messages wait to be handled."""
+        return len(self._pending)
+
+    @property
+    def dropped(self) -> int:
+        """Messages that reached no handler so far (see :attr:`AddressStatistics.dropped`)."""
+        return self._dropped
+
+    def take(self) -> object:
+        """Remove and return the oldest waiting message, without waiting.
+
+        Raises:
+          trio.WouldBlock: nothing is waiting.
+        """
+        if not self._pending:
+            raise trio.WouldBlock
+        return self._take_oldest()
+
+    def _take_keyed(self) -> object:
+        return self._keyed.popitem(last=False)[1]
+
+    def statistics(self) -> AddressStatistics:
+        return AddressStatistics(
+            name=self.name,
+            state=self._state,
+            queued=self.waiting,
+            capacity=self.capacity,
+            calls=self._calls,
+            casts=self._casts,
+            dropped=self._dropped,
+            incarnations=self._incarnations,
+        )
+
+    # -- used by the actor runner ----------------------------------------------------------
+
+    def begin_serving(self) -> None:
+        if self._serving:
+            raise RuntimeError(
+                f"actor {self.name!r} is already running: one incarnation at a time serves "
+                "a cast-only address"
+            )
+        super().begin_serving()
+
+    async def wait(self) -> None:
+        """Park until a message is waiting (at once if one already is)."""
+        if self.waiting:
+            await trio.lowlevel.checkpoint()
+            return
+        self._waiter = current_task()
+
+        def abort(_: RaiseCancelT) -> Abort:
+            self._waiter = None
+            return Abort.SUCCEEDED
+
+        await wait_task_rescheduled(abort)
+
+    def _fail_queued(self) -> None:
+        self._dropped += self.waiting
+        self._queue.clear()
+        self._keyed.clear()
 
 
 def aborted(actor: str, cause: BaseException | None) -> RequestAborted:

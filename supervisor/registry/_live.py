@@ -2,9 +2,11 @@
 
 Servers report what they offer as messages (:class:`Offer`: the tools they listed, checked
 once by the server when they arrived, whether they are connected, their resources,
-templates and prompts) with :meth:`Registry.report`, which never blocks. The registry's
-actor merges them — one merge per burst of reports — into an immutable :class:`Snapshot`
-and publishes the difference:
+templates and prompts) with :meth:`Registry.report`, which never blocks: it casts the offer
+to :attr:`Registry.address`, a :class:`~supervisor.actors.CastAddress` that coalesces by
+server (a newer report replaces one still waiting). The registry's actor
+(:attr:`Registry.spec`) merges them — one merge per burst of reports — into an immutable
+:class:`Snapshot` and publishes the difference:
 
 * names are given from every server's last known tool list, in config order, so a server
   that restarts keeps its names and a call to one of its tools waits for it rather than
@@ -23,13 +25,15 @@ out within one burst publish nothing.
 Readers take :attr:`Registry.snapshot` — never merging in their own task — or await
 :meth:`Registry.settled` for a snapshot that includes everything reported so far. A merge
 that raises (a bug) crashes the actor: the tree starts a new incarnation, which rebuilds the
-snapshot from the offers the registry holds; servers and calls are untouched meanwhile and
-keep the last snapshot. Without a running actor (a registry used on its own) each report is
-merged at once, and a failing merge is logged and keeps the previous snapshot.
+snapshot from the offers already taken in (the actor's state outlives an incarnation, as
+its address does); servers and calls are untouched meanwhile and keep the last snapshot.
+Without a running actor (a registry used on its own) each report is merged at once, and a
+failing merge is logged and keeps the previous snapshot.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 
 import attrs
@@ -37,6 +41,7 @@ import mcp_types as types
 import trio
 
 from .. import events
+from ..actors import Actor, CastAddress, Child, ChildSpec, actor_spec
 from ..log import get_logger
 from ._catalog import Catalog
 from ._merge import Listing, diff, merge
@@ -99,99 +104,65 @@ class RegistryStatistics:
     tools: int
 
 
-class Registry:
-    """The merged catalog of the servers named in ``order`` (config order).
+@attrs.frozen
+class _Report:
+    """An offer as cast to the registry's address, numbered in report order."""
 
-    ``policy`` names tools, resources and prompts; ``builtins`` are names an MCP tool
-    never gets; ``publish`` receives the ``tools.*`` events.
+    seq: int
+    offer: Offer
+
+
+def _server_of(report: object) -> str:
+    """The coalescing key of the registry's mailbox: a server's newer report replaces its
+    older one still waiting."""
+    return report.offer.server  # type: ignore[attr-defined, no-any-return]
+
+
+class _Merged:
+    """The registry actor's state, which outlives its incarnations (as its address does):
+    the offers taken from the mailbox and the snapshot merged from them.
+
+    Written by the actor only — or, while none runs, by :meth:`Registry.report` in the
+    reporting task; everyone else reads it.
     """
 
     def __init__(
         self,
         order: Sequence[str],
-        *,
         publish: Callable[[events.Event], None],
-        policy: NamingPolicy | None = None,
-        builtins: Iterable[str] = frozenset(),
+        policy: NamingPolicy,
+        builtins: frozenset[str],
     ) -> None:
-        self._order = list(order)
-        self._publish = publish
-        self.policy = policy or NamingPolicy()
-        self._builtins = frozenset(builtins)
-        self._offers: dict[str, Offer] = {}
-        empty = merge([], self.policy, self._builtins)
-        self._snapshot = Snapshot(named=empty, current=empty)
-        self._reported = 0  # reports received
-        self._merged = 0  # reports the snapshot reflects
-        self._progress = trio.Event() if _in_trio() else None
-        self._actor: _RegistryActor | None = None
-        self._refreshes = 0
-        self._failures = 0
-        self._last_error: str | None = None
-
-    # -- the servers' side ---------------------------------------------------------------
-
-    def report(self, offer: Offer) -> None:
-        """Take in what one server offers now. Never blocks; merged soon (by the actor,
-        one merge per burst) or at once when no actor runs."""
-        self._offers[offer.server] = offer
-        self._reported += 1
-        actor = self._actor
-        if actor is None:
-            try:
-                self._refresh()
-            except Exception as exc:
-                self._failed(exc)
-                log.exception("merging the catalog failed; keeping the previous one")
-        else:
-            actor.wake()
-
-    # -- the readers' side ---------------------------------------------------------------
+        self.order = list(order)
+        self.publish = publish
+        self.policy = policy
+        self.builtins = builtins
+        self.offers: dict[str, Offer] = {}
+        empty = merge([], policy, builtins)
+        self.snapshot = Snapshot(named=empty, current=empty)
+        self.taken = 0  # the last report taken in
+        self.merged = 0  # the last report the snapshot reflects
+        self.progress = trio.Event() if _in_trio() else None  # set by each merge
+        self.refreshes = 0
+        self.failures = 0
+        self.last_error: str | None = None
 
     @property
-    def pending(self) -> bool:
-        """Whether a report is not merged yet (:meth:`settled` would wait)."""
-        return self._merged < self._reported
+    def due(self) -> bool:
+        """Whether a report taken in is not merged yet."""
+        return self.merged < self.taken
 
-    @property
-    def snapshot(self) -> Snapshot:
-        """The last merged snapshot."""
-        return self._snapshot
+    def take(self, report: _Report) -> None:
+        self.offers[report.offer.server] = report.offer
+        self.taken = report.seq
 
-    async def settled(self) -> Snapshot:
-        """The snapshot, once it reflects every report made before this call (waiting for
-        the actor's merge if one is pending)."""
-        target = self._reported
-        while self._merged < target:
-            if self._progress is None:
-                self._progress = trio.Event()
-            await self._progress.wait()
-        await trio.lowlevel.checkpoint()
-        return self._snapshot
-
-    def statistics(self) -> RegistryStatistics:
-        return RegistryStatistics(
-            refreshes=self._refreshes,
-            pending=self._reported - self._merged,
-            running=self._actor is not None,
-            failures=self._failures,
-            last_error=self._last_error,
-            tools=len(self._snapshot.current),
-        )
-
-    # -- the actor -------------------------------------------------------------------------
-
-    def incarnation(self) -> _RegistryActor:
-        """A fresh incarnation of the registry's actor: a supervision-tree child."""
-        return _RegistryActor(self)
-
-    def _refresh(self) -> None:
+    def refresh(self) -> None:
         """Merge every offer and publish what changed; raises what merging raises."""
-        target = self._reported
+        target = self.taken
         policy = self.policy
-        offers = [self._offers[name] for name in self._order if name in self._offers]
+        offers = [self.offers[name] for name in self.order if name in self.offers]
         named = merge(
-            [(o.server, o.prefix, o.listing) for o in offers], policy, self._builtins, refuse=True
+            [(o.server, o.prefix, o.listing) for o in offers], policy, self.builtins, refuse=True
         )
         current = named.only({o.server for o in offers if o.connected})
         snapshot = Snapshot(
@@ -207,19 +178,19 @@ class Registry:
             ),
             prompts=tuple(merge_prompts([(o.server, o.prefix, o.prompts) for o in offers], policy)),
         )
-        old, self._snapshot = self._snapshot, snapshot
-        self._refreshes += 1
-        self._merged = target
-        progress, self._progress = self._progress, None
+        old, self.snapshot = self.snapshot, snapshot
+        self.refreshes += 1
+        self.merged = target
+        progress, self.progress = self.progress, None
         if progress is not None:
             progress.set()
         for event in diff(old.current, current).events():
-            self._publish(event)
+            self.publish(event)
         self._publish_conflicts(old.current, current)
 
-    def _failed(self, exc: BaseException) -> None:
-        self._failures += 1
-        self._last_error = f"{type(exc).__name__}: {exc}"
+    def failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        self.last_error = f"{type(exc).__name__}: {exc}"
 
     def _publish_conflicts(self, old: Catalog, new: Catalog) -> None:
         seen = {(c.name, c.servers, c.builtin, c.refused) for c in old.conflicts}
@@ -242,7 +213,100 @@ class Registry:
                 )
             else:
                 log.warning("tool name conflict", name=conflict.name, servers=conflict.servers)
-            self._publish(conflict.event())
+            self.publish(conflict.event())
+
+
+class Registry:
+    """The merged catalog of the servers named in ``order`` (config order).
+
+    ``policy`` names tools, resources and prompts; ``builtins`` are names an MCP tool
+    never gets; ``publish`` receives the ``tools.*`` events.
+    """
+
+    def __init__(
+        self,
+        order: Sequence[str],
+        *,
+        publish: Callable[[events.Event], None],
+        policy: NamingPolicy | None = None,
+        builtins: Iterable[str] = frozenset(),
+    ) -> None:
+        self.policy = policy or NamingPolicy()
+        self._merged = _Merged(order, publish, self.policy, frozenset(builtins))
+        #: The registry actor's mailbox: casts only, a server's newer report replacing its
+        #: older one still waiting.
+        self.address = CastAddress("registry", math.inf, key=_server_of)
+        #: The registry actor as a supervision-tree child, its address included.
+        self.spec: ChildSpec = actor_spec(
+            "registry",
+            lambda: _RegistryActor(self._merged, self.address),
+            address=self.address,
+            shutdown_timeout=5.0,
+        )
+        self._reported = 0  # reports received
+
+    # -- the servers' side ---------------------------------------------------------------
+
+    def report(self, offer: Offer) -> None:
+        """Take in what one server offers now. Never blocks; merged soon (by the actor,
+        one merge per burst) or at once when no actor runs."""
+        self._reported += 1
+        report = _Report(self._reported, offer)
+        address = self.address
+        if address.serving:
+            address.cast(report)
+            return
+        merged = self._merged
+        while address.waiting:  # left by an incarnation that ended: older than this one
+            merged.take(address.take())  # type: ignore[arg-type]
+        merged.take(report)
+        try:
+            merged.refresh()
+        except Exception as exc:
+            merged.failed(exc)
+            log.exception("merging the catalog failed; keeping the previous one")
+
+    # -- the readers' side ---------------------------------------------------------------
+
+    @property
+    def pending(self) -> bool:
+        """Whether a report is not merged yet (:meth:`settled` would wait)."""
+        return self._merged.merged < self._reported
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The last merged snapshot."""
+        return self._merged.snapshot
+
+    async def settled(self) -> Snapshot:
+        """The snapshot, once it reflects every report made before this call (waiting for
+        the actor's merge if one is pending)."""
+        target = self._reported
+        merged = self._merged
+        while merged.merged < target:
+            if merged.progress is None:
+                merged.progress = trio.Event()
+            await merged.progress.wait()
+        await trio.lowlevel.checkpoint()
+        return merged.snapshot
+
+    def statistics(self) -> RegistryStatistics:
+        merged = self._merged
+        return RegistryStatistics(
+            refreshes=merged.refreshes,
+            pending=self._reported - merged.merged,
+            running=self.address.serving,
+            failures=merged.failures,
+            last_error=merged.last_error,
+            tools=len(merged.snapshot.current),
+        )
+
+    # -- the actor -------------------------------------------------------------------------
+
+    def incarnation(self) -> Child:
+        """A fresh incarnation of the registry's actor, serving :attr:`address`: a
+        supervision-tree child (``spec.start``)."""
+        return self.spec.start()
 
 
 def _in_trio() -> bool:
@@ -253,54 +317,41 @@ def _in_trio() -> bool:
     return True
 
 
-class _RegistryActor:
-    """One incarnation of the registry's actor (a supervision-tree child): merges once per
-    burst of reports, one scheduling round after its first report. A merge that raises
-    crashes it; the next incarnation starts by merging everything again."""
+class _RegistryActor(Actor):
+    """One incarnation of the registry's actor: takes in each report, and merges once per
+    burst of them, one scheduling round after the burst's first report.
 
-    __slots__ = ("registry", "_wakeup", "_stopping", "_due")
+    A merge that raises crashes it; the next incarnation starts by merging again what
+    was not merged (the offers outlive the incarnation).
+    """
 
-    def __init__(self, registry: Registry) -> None:
-        self.registry = registry
-        self._wakeup = trio.Event()  # not on a hot path: a fresh Event per wait is fine
-        self._stopping = False
-        # A new incarnation first merges what is not merged yet (after a crash: all of it).
-        self._due = registry._merged < registry._reported
+    def __init__(self, merged: _Merged, address: CastAddress) -> None:
+        self.merged = merged
+        self.address = address
+        self._waited = False  # the current burst has had its scheduling round
 
-    def wake(self) -> None:
-        self._due = True
-        self._wakeup.set()
+    async def handle(self, message: object) -> None:
+        self.merged.take(message)  # type: ignore[arg-type]  # only reports are cast here
+        if not self._waited:
+            self._waited = True
+            # Let every task already runnable (the rest of the burst) report first.
+            await trio.lowlevel.cancel_shielded_checkpoint()
 
-    def request_stop(self) -> None:
-        self._stopping = True
-        self.wake()
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        registry = self.registry
-        if registry._actor is not None:
-            raise RuntimeError("the registry's actor is already running")
-        registry._actor = self
+    async def idle(self) -> None:
+        merged = self.merged
+        if not merged.due:
+            return
+        self._waited = False
         try:
-            task_status.started()
-            while True:
-                if self._due:
-                    # Let every task already runnable (the rest of the burst) report first.
-                    await trio.lowlevel.cancel_shielded_checkpoint()
-                    self._due = False
-                    try:
-                        registry._refresh()
-                    except Exception as exc:
-                        registry._failed(exc)
-                        log.error(
-                            "merging the catalog failed; the registry restarts",
-                            error=registry._last_error,
-                        )
-                        raise
-                    continue
-                if self._stopping:
-                    return
-                await self._wakeup.wait()
-                self._wakeup = trio.Event()
-        finally:
-            if registry._actor is self:
-                registry._actor = None
+            merged.refresh()
+        except Exception as exc:
+            merged.failed(exc)
+            log.error("merging the catalog failed; the registry restarts", error=merged.last_error)
+            raise
+
+    async def drain(self) -> None:
+        """A graceful stop merges what was reported before it."""
+        address = self.address
+        while address.waiting:
+            self.merged.take(address.take())  # type: ignore[arg-type]
+        await self.idle()
