@@ -13,7 +13,7 @@ The kinds, their classes and their fields (besides ``kind`` and ``ts``)::
     mcp.connecting               Connecting         server, attempt, max_attempts
     mcp.connected                Connected          server, tool_count, connect_time
     mcp.disconnected             Disconnected       server, reason, was_clean
-    mcp.error                    ServerError        server, error, retry_in, attempt
+    mcp.error                    ServerErrored      server, error, retry_in, attempt
     mcp.health.stale             HealthStale        server, last_ok
     mcp.health.recovered         HealthRecovered    server, downtime
     mcp.local.spawned            LocalSpawned       server, pid
@@ -69,7 +69,7 @@ __all__ = [
     "LocalCrashed",
     "LocalShutdown",
     "LocalSpawned",
-    "ServerError",
+    "ServerErrored",
     "ServerEvent",
     "ToolsConflict",
     "ToolsDeregistered",
@@ -131,7 +131,7 @@ class Disconnected(ServerEvent, tag="mcp.disconnected", kw_only=True):
     was_clean: bool
 
 
-class ServerError(ServerEvent, tag="mcp.error", kw_only=True):
+class ServerErrored(ServerEvent, tag="mcp.error", kw_only=True):
     """A connection attempt or session of ``server`` failed.
 
     ``retry_in`` is the backoff in seconds before the next attempt, or ``None`` when no
@@ -318,7 +318,7 @@ AnyEvent: TypeAlias = (
     Connecting
     | Connected
     | Disconnected
-    | ServerError
+    | ServerErrored
     | HealthStale
     | HealthRecovered
     | LocalSpawned

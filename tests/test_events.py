@@ -13,7 +13,7 @@ from supervisor.events import (
     Connected,
     Event,
     LocalCrashed,
-    ServerError,
+    ServerErrored,
     ServerEvent,
     decode,
     encode,
@@ -181,7 +181,7 @@ def test_events_are_keyword_only() -> None:
 def test_optional_fields_accept_none() -> None:
     """Unknown values (retry_in, last_ok, exit_code) round-trip as None."""
     for event in [
-        ServerError(server="gh", error="x", retry_in=None, attempt=10),
+        ServerErrored(server="gh", error="x", retry_in=None, attempt=10),
         make_event("mcp.health.stale", server="gh", last_ok=None),
         LocalCrashed(server="fs", exit_code=None),
     ]:

@@ -57,6 +57,7 @@ from pydantic import AnyUrl
 
 from .. import events
 from ..actors import Actor, actor_spec
+from ..errors import AuthProblem as AuthProblem
 from ..log import get_logger, redact
 from ..transports import delivery
 from ._idjag import discover_issuer, fetch_id_jag, read_secret
@@ -88,18 +89,8 @@ STEP_UP_LIMIT = 2
 WATCH_INTERVAL = 2.0
 
 
-class NoOAuth(Exception):
+class _NoOAuth(Exception):
     """The server refused without offering OAuth: its 401 stands as it is."""
-
-
-class AuthProblem(Exception):
-    """Why no token can be had now: a login is needed (``needs_login``) or the
-    authorization server refused (``oauth_error`` holds its error code when it gave one)."""
-
-    def __init__(self, message: str, *, needs_login: bool, oauth_error: str | None = None) -> None:
-        super().__init__(message)
-        self.needs_login = needs_login
-        self.oauth_error = oauth_error
 
 
 @attrs.frozen
@@ -374,7 +365,7 @@ class TokenBroker:
                 self.error or self._login_hint(), needs_login=self.state == "needs_auth"
             )
         if self._token is None and not await self._speaks_oauth(challenge):
-            raise NoOAuth
+            raise _NoOAuth
         try:
             if step_up:
                 self._step_ups += 1
@@ -885,7 +876,7 @@ class BrokerAuth(httpx2.Auth):
         await response.aread()
         try:
             token = await self.broker.rejected(token, response)
-        except NoOAuth:
+        except _NoOAuth:
             return  # the server's refusal is the answer
         except AuthProblem as exc:
             receipt = delivery.get()

@@ -28,7 +28,7 @@ from ..events import (
     HealthRecovered,
     LocalCrashed,
     LocalSpawned,
-    ServerError,
+    ServerErrored,
 )
 from ..monitor import status_table, summary_text
 from ..runtime import SupervisorHandle, open_supervisor
@@ -54,7 +54,7 @@ def describe(event: Event, since: float) -> str:
             text = "clean" if event.was_clean else "unexpected"  # the reason: see mcp.error
         case LocalCrashed():
             text = f"exit code {event.exit_code}"
-        case ServerError():
+        case ServerErrored():
             when = "no retry" if event.retry_in is None else f"retry in {event.retry_in:.2f} s"
             text = f"#{event.attempt}, {when}: {_short(event.error)}"
         case HealthRecovered():

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..actors._errors import SupervisorError
+
 __all__ = [
     "GatewayClient",
     "GatewayError",
@@ -53,7 +55,7 @@ TCP_CONNECT_TIMEOUT = 10.0
 _CLIENT_INFO = {"name": "mcp-supervisor-cli", "version": "1"}
 
 
-class GatewayError(Exception):
+class GatewayError(SupervisorError):
     """The gateway could not be asked (gone, refused, or its answer made no sense)."""
 
 

@@ -348,7 +348,7 @@ class ManagedServer:
     def _announce(self, attempt: int, retry_in: float | None) -> None:
         error = self.health.last_error or "unknown error"
         self.emit(
-            events.ServerError(server=self.name, error=error, retry_in=retry_in, attempt=attempt)
+            events.ServerErrored(server=self.name, error=error, retry_in=retry_in, attempt=attempt)
         )
         # The supervision tree logs its decisions (with the same reason): not logged here.
 
