@@ -16,6 +16,7 @@ import attrs
 import trio
 
 from .._plural import plural
+from .._status import ServerStatus
 from ..bus import Bus, Subscription
 from ..errors import ApprovalDenied, ToolError
 from ..events import (
@@ -210,7 +211,11 @@ async def _script(
     say("\n1. Connect every server")
     with trio.fail_after(PATIENCE):
         await sup.connect_all()
-    down = [f"{n} ({r.last_error})" for n, r in sup.status().items() if r.status != "connected"]
+    down = [
+        f"{n} ({r.last_error})"
+        for n, r in sup.status().items()
+        if r.status != ServerStatus.CONNECTED
+    ]
     if down:
         raise DemoError(f"example servers did not connect: {'; '.join(down)}")
     say(status_table(sup.status(), color=color))

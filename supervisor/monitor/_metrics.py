@@ -10,23 +10,13 @@ from collections.abc import Callable, Iterable, Mapping
 import msgspec
 
 from .._plural import plural
+from .._status import ServerStatus
 from ..actors import SupervisorStatistics
 from ..server import HealthRecord, ServerMetrics
 
-#: Every ``status`` value a server can have, for the ``mcp_supervisor_server_status``
-#: state set.
-STATUSES = (
-    "idle",
-    "connecting",
-    "connected",
-    "degraded",
-    "disconnected",
-    "failed",
-    "stopped",
-    "needs_auth",
-    "refreshing",
-    "auth_failed",
-)
+#: Every ``status`` value a server can have metrics in (a disabled server has none), for
+#: the ``mcp_supervisor_server_status`` state set.
+STATUSES = tuple(s for s in ServerStatus if s is not ServerStatus.DISABLED)
 
 
 def status_document(
@@ -108,7 +98,7 @@ def prometheus_text(metrics: Mapping[str, ServerMetrics] | Iterable[ServerMetric
         f"{p}_up",
         "gauge",
         "1 if the MCP server is connected (degraded included), else 0.",
-        each(lambda m: int(m.status in ("connected", "degraded"))),
+        each(lambda m: int(m.status in (ServerStatus.CONNECTED, ServerStatus.DEGRADED))),
     )
     family(
         f"{p}_status",
@@ -215,7 +205,7 @@ def summarize(metrics: Mapping[str, ServerMetrics], duration_s: float) -> Sessio
     return SessionSummary(
         duration_s=duration_s,
         servers=dict(metrics),
-        connected=sum(m.status == "connected" for m in values),
+        connected=sum(m.status == ServerStatus.CONNECTED for m in values),
         calls_ok=sum(m.calls_ok for m in values),
         calls_failed=sum(m.calls_failed for m in values),
         calls_tool_error=sum(m.calls_tool_error for m in values),
