@@ -77,6 +77,7 @@ __all__ = [
     "ToolsUpdated",
     "decode",
     "encode",
+    "kind_of",
     "make_event",
     "to_builtins",
 ]
@@ -94,7 +95,13 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
     @property
     def kind(self) -> str:
         """The event's dotted kind, e.g. ``"mcp.connected"`` (the struct tag)."""
-        return type(self).__struct_config__.tag  # type: ignore[return-value]
+        return kind_of(type(self))
+
+
+def kind_of(cls: type[Event]) -> str:
+    """The kind of ``cls``'s events (its struct tag): ``kind_of(Connected)`` is
+    ``"mcp.connected"``. Code reading events as plain mappings compares with it."""
+    return cls.__struct_config__.tag  # type: ignore[return-value]
 
 
 class ServerEvent(Event, frozen=True, kw_only=True):
@@ -340,7 +347,7 @@ AnyEvent: TypeAlias = (
 """Union of every concrete event type; a msgspec decoder picks the class by ``kind``."""
 
 EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
-    {cls.__struct_config__.tag: cls for cls in get_args(AnyEvent)}
+    {kind_of(cls): cls for cls in get_args(AnyEvent)}
 )
 """Every event class by its kind, in catalog order (read-only)."""
 
