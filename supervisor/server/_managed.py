@@ -460,7 +460,7 @@ class ManagedServer:
                 on_stderr=self._stderr_line,
                 on_spawn=self._spawned,
                 max_message_bytes=self.limits.max_message_bytes,
-                max_items=self.limits.max_tools,
+                max_items=self.limits.max_tools_per_server,
                 max_catalog_bytes=self.limits.max_catalog_bytes,
                 grace=self._grace,
                 kill_after=self._kill_after,
@@ -479,7 +479,7 @@ class ManagedServer:
                 c.url,
                 headers=c.headers,
                 max_message_size=self.limits.max_message_bytes,
-                max_items=self.limits.max_tools,
+                max_items=self.limits.max_tools_per_server,
                 max_catalog_bytes=self.limits.max_catalog_bytes,
             )
             if faults is None:
