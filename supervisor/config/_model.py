@@ -199,7 +199,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     ``remote_fallback`` (``type: remote``, or a ``url`` without a ``type``) means: Streamable
     HTTP, falling back to legacy SSE when the first POST is answered with a 4xx.
     ``max_attempts`` is how many restarts (local) or reconnections (remote) are tried, with
-    ``backoff`` between them, before the server is marked failed; 0 means never.
+    ``backoff`` between them, before the server is marked failed; 0 means never. It is
+    the one field for what the config says with ``restartOnCrash`` and ``maxRestarts``
+    (local) or ``reconnect`` (remote); ``restart_on_crash`` is ``max_attempts > 0``.
     ``approve`` and ``auto_approve`` are ``True`` (every tool), a tuple of tool names or
     globs, or ``None`` when not set. ``faults`` is a :class:`~supervisor.faults.Plan` to
     inject into the server's connection (docs/faults.md), or ``None``. A ``memory`` server

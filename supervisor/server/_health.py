@@ -42,7 +42,8 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
     latency_p50_ms: float | None
     latency_p99_ms: float | None
     pid: int | None
-    #: restarts tried in a row before the server is failed (its ``maxRestarts``)
+    #: restarts (local) or reconnections (remote) tried in a row before the server is
+    #: failed: its config's ``max_attempts`` (0 under ``open_supervisor(retries=False)``)
     max_attempts: int = 0
     #: after a failure, whether trying again could help: false when the executable is
     #: missing or not executable, or the endpoint answered 401, 403 or 404 (the server
