@@ -92,14 +92,11 @@ def test_a_status_is_its_word_on_the_wire(status: ServerStatus) -> None:
     record = msgspec.convert(
         {**_record_fields(), "status": status.value}, HealthRecord, from_attributes=False
     )
-    assert record.status is status
-    assert (
-        msgspec.json.encode(record)
-        == json.dumps(msgspec.to_builtins(record)).replace(", ", ",").replace(": ", ":").encode()
-    )
+    assert record.status is status and record.status == status.value
     assert f'"status":"{status.value}"'.encode() in msgspec.json.encode(record)
-    assert msgspec.to_builtins(record)["status"] == status.value
-    assert type(msgspec.to_builtins(record)["status"]) is str
+    document = msgspec.to_builtins(record)
+    assert type(document["status"]) is str and document["status"] == status.value
+    assert json.dumps({"status": status}) == json.dumps({"status": status.value})
 
 
 def test_health_metrics_carry_the_member() -> None:
