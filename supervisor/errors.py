@@ -66,8 +66,8 @@ One class per failure mode, under bases that catch whole families::
 The actor runtime's errors (down to :class:`SupervisorNotRunning`) are defined in
 :mod:`supervisor.actors`, which knows nothing of MCP, and re-exported here unchanged. Two
 families are drawn here but imported from their own package: ``GatewayError`` and below
-from ``supervisor.gateway`` (the gateway's client loads nothing but the standard library,
-so that a command served by a running gateway starts fast), and ``PlanError``, a
+from ``supervisor.gateway`` (the gateway's client loads neither this module nor the
+runtime, so that a command served by a running gateway starts fast), and ``PlanError``, a
 :class:`ConfigError` about a fault plan, from ``supervisor.faults``. Every other class is
 defined here. The modules that raise them re-export their own
 (``supervisor.transports.TransportError``, ``supervisor.ws.WebSocketError``,
