@@ -1,9 +1,11 @@
-"""The bounds on what servers may send, and their defaults: each default defined once here.
+"""The bounds on what a config and its servers may hold, and their defaults: each defined
+once here.
 
-The config's ``supervisor.limits`` section (:class:`supervisor.config.Limits`) takes its
-defaults from these constants; the running supervisor gets them as one :class:`Limits`
-value, which the server actors (listings), the registry (tool definitions) and result
-normalisation read. Imports nothing of the package but :mod:`supervisor._previews` (the
+:class:`Limits` is the config's ``supervisor.limits`` section (it is
+:class:`supervisor.config.Limits`, and ``supervisor.server.Limits``) and what the running
+supervisor reads: the config loader (file size, server count), the server actors
+(listings), the registry (tool definitions) and result normalisation get the one value
+the config holds. Imports nothing of the package but :mod:`supervisor._previews` (the
 standard library only), so every layer may import it.
 """
 
@@ -15,6 +17,8 @@ from ._previews import DEFAULT_MAX_SPILL_BYTES as DEFAULT_MAX_SPILL_BYTES
 from ._previews import DEFAULT_MAX_SPILL_FILES as DEFAULT_MAX_SPILL_FILES
 from ._previews import size_text as size_text
 
+#: The size limit a config file is checked against before it is parsed (256 KiB).
+DEFAULT_MAX_CONFIG_BYTES = 262_144
 #: Most servers one config may hold.
 DEFAULT_MAX_SERVERS = 32
 #: Seconds a gateway's HTTP session may go without a request before it is closed
@@ -47,27 +51,36 @@ DEFAULT_MAX_PREVIEW_BYTES = 24 * 1024
 DEFAULT_MAX_PREVIEW_LINES = 1000
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class Limits:
-    """Bounds on what one server may send, and on the previews of its results."""
+    """Size limits that protect the supervisor from oversized input (bytes or counts): on
+    the config itself, on what one server may send, and on the previews of its results."""
 
-    #: tools one server may list
-    max_tools: int = DEFAULT_MAX_TOOLS_PER_SERVER
-    #: one server's catalog, as JSON
+    #: largest config file read; see :func:`~supervisor.config.load_config` for when a
+    #: change takes effect
+    max_config_bytes: int = DEFAULT_MAX_CONFIG_BYTES
+    #: most servers one config may hold
+    max_servers: int = DEFAULT_MAX_SERVERS
+    #: most tools one server may list
+    max_tools_per_server: int = DEFAULT_MAX_TOOLS_PER_SERVER
+    #: largest tool catalog (tools, resources, prompts as JSON) one server may list
     max_catalog_bytes: int = DEFAULT_MAX_CATALOG_BYTES
-    #: one JSON-RPC message
+    #: largest single JSON-RPC message accepted from a server
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    #: requests one listing may take
+    #: most requests (pages) one listing may take
     max_list_pages: int = DEFAULT_MAX_LIST_PAGES
-    #: a tool description kept whole
+    #: longest tool description kept whole (a longer one is cut, saying so)
     max_description_bytes: int = DEFAULT_MAX_DESCRIPTION_BYTES
-    #: a tool's input or output schema
+    #: largest input or output schema of a tool (a larger one: the tool is unsupported)
     max_schema_bytes: int = DEFAULT_MAX_SCHEMA_BYTES
-    #: images of one result kept inline, and the largest kept
+    #: images of one result kept inline, and the largest one kept
     max_inline_images: int = DEFAULT_MAX_INLINE_IMAGES
     max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES
-    #: the preview of a result's structured content
+    #: largest preview of a result's structured content
     max_structured_preview_bytes: int = DEFAULT_MAX_STRUCTURED_PREVIEW_BYTES
-    #: a result's text preview: bytes and lines
+    #: a result's text preview: at most this many bytes and lines
     max_preview_bytes: int = DEFAULT_MAX_PREVIEW_BYTES
     max_preview_lines: int = DEFAULT_MAX_PREVIEW_LINES
+    #: the files a session's spill directory keeps (the newest), and their bytes together
+    max_spill_files: int = DEFAULT_MAX_SPILL_FILES
+    max_spill_bytes: int = DEFAULT_MAX_SPILL_BYTES

@@ -14,6 +14,7 @@ One class per failure mode, under bases that catch whole families::
     ├── NoSuchChild                   no child of that id in this supervisor
     ├── SupervisorNotRunning          a request to a supervisor that is not running
     ├── ConfigError                   a config file or mapping is unusable; .errors lists why
+    │   └── PlanError                 a fault plan could not be loaded (supervisor.faults)
     ├── UnknownTool                   no server offers a tool of that (merged) name
     ├── UnknownResource               no server lists that resource URI nor a matching template
     ├── UnknownPrompt                 no server offers a prompt of that (merged) name
@@ -52,11 +53,23 @@ One class per failure mode, under bases that catch whole families::
     ├── ApprovalDenied                the approval callback refused the call
     │   └── ApprovalRequired          approval is needed and nobody can give it (headless)
     ├── AuditLogError                 the audit log cannot be written; calls are refused
-    └── ToolNameConflict              two tools want one name and the clash policy is error
+    ├── ToolNameConflict              two tools want one name and the clash policy is error
+    ├── AuthProblem                   no OAuth token can be had now (.needs_login, .oauth_error)
+    ├── LoginCancelled                the browser came back with an error instead of a code
+    ├── GatewayError                  a running gateway could not be asked (supervisor.gateway)
+    │   ├── GatewayUnreachable        it could not be reached: the request was not sent
+    │   ├── GatewayRefused            it refused the request before acting on it (an HTTP 4xx)
+    │   ├── GatewayNoAnswer           the request was sent and no whole answer came
+    │   └── GatewayRequestError       it answered with a JSON-RPC error (.code)
+    └── ProxyEnded                    the chaos proxy's COMMAND could not be started (.exit_code)
 
 The actor runtime's errors (down to :class:`SupervisorNotRunning`) are defined in
-:mod:`supervisor.actors`, which knows nothing of MCP, and re-exported here unchanged; every
-other class is defined here. The modules that raise them re-export their own
+:mod:`supervisor.actors`, which knows nothing of MCP, and re-exported here unchanged. Two
+families are drawn here but imported from their own package: ``GatewayError`` and below
+from ``supervisor.gateway`` (the gateway's client loads neither this module nor the
+runtime, so that a command served by a running gateway starts fast), and ``PlanError``, a
+:class:`ConfigError` about a fault plan, from ``supervisor.faults``. Every other class is
+defined here. The modules that raise them re-export their own
 (``supervisor.transports.TransportError``, ``supervisor.ws.WebSocketError``,
 ``supervisor.server.ServerError``, …): they are the same classes.
 
@@ -67,10 +80,11 @@ caller's own code, or by an MCP server's tool (:class:`ToolError` carries the la
 are not wrapped.
 
 Outside this tree, on purpose: the developer tooling's own exceptions
-(``supervisor.testing``'s ``BrowserError`` and ``FixtureStartError``, the demo's
-``DemoError``, the bench's ``BenchError``), which never reach a library caller; the
-dashboard's ``RequestError``, which its HTTP server answers with a status; and private
-control-flow exceptions that never leave their module.
+(``supervisor.testing``'s ``BrowserError``, ``FixtureStartError`` and ``EventTimeout``, the
+demo's ``DemoError``, the bench's ``BenchError``), which never reach a library caller; the
+dashboard's ``RequestError`` and ``Disconnected``, which its HTTP server answers with a
+status or by closing the connection; and private control-flow exceptions that never leave
+their module.
 """
 
 from __future__ import annotations
@@ -99,6 +113,7 @@ __all__ = [
     "ApprovalDenied",
     "ApprovalRequired",
     "AuditLogError",
+    "AuthProblem",
     "AuthRequired",
     "AuthorizationFailed",
     "CallMayHaveTakenEffect",
@@ -112,11 +127,13 @@ __all__ = [
     "HTTPConnectionLost",
     "HTTPError",
     "HTTPStatusError",
+    "LoginCancelled",
     "MailboxFull",
     "NoSuchChild",
     "PaginationError",
     "PromptArgumentsInvalid",
     "ProtocolViolation",
+    "ProxyEnded",
     "RequestAborted",
     "RequestTimeout",
     "ResultTooLarge",
@@ -674,3 +691,32 @@ class ToolNameConflict(SupervisorError, ValueError):
         super().__init__(message)
         self.name = name
         self.servers = servers
+
+
+class AuthProblem(SupervisorError):
+    """Why no token can be had now: a login is needed (``needs_login``) or the
+    authorization server refused (``oauth_error`` holds its error code when it gave one)."""
+
+    def __init__(self, message: str, *, needs_login: bool, oauth_error: str | None = None) -> None:
+        super().__init__(message)
+        self.needs_login = needs_login
+        self.oauth_error = oauth_error
+
+
+class LoginCancelled(SupervisorError):
+    """The browser came back with an error (``access_denied`` …) instead of a code."""
+
+    def __init__(self, error: str, description: str | None) -> None:
+        text = error if not description else f"{error}: {description}"
+        super().__init__(f"the authorization server answered {text}")
+        self.error = error
+        self.description = description
+
+
+class ProxyEnded(SupervisorError):
+    """The chaos proxy's COMMAND could not be started (``exit_code`` 127: not found, 126:
+    not runnable)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -13,7 +13,7 @@ The kinds, their classes and their fields (besides ``kind`` and ``ts``)::
     mcp.connecting               Connecting         server, attempt, max_attempts
     mcp.connected                Connected          server, tool_count, connect_time
     mcp.disconnected             Disconnected       server, reason, was_clean
-    mcp.error                    ServerError        server, error, retry_in, attempt
+    mcp.error                    ServerErrored      server, error, retry_in, attempt
     mcp.health.stale             HealthStale        server, last_ok
     mcp.health.recovered         HealthRecovered    server, downtime
     mcp.local.spawned            LocalSpawned       server, pid
@@ -69,7 +69,7 @@ __all__ = [
     "LocalCrashed",
     "LocalShutdown",
     "LocalSpawned",
-    "ServerError",
+    "ServerErrored",
     "ServerEvent",
     "ToolsConflict",
     "ToolsDeregistered",
@@ -77,6 +77,7 @@ __all__ = [
     "ToolsUpdated",
     "decode",
     "encode",
+    "kind_of",
     "make_event",
     "to_builtins",
 ]
@@ -94,7 +95,13 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
     @property
     def kind(self) -> str:
         """The event's dotted kind, e.g. ``"mcp.connected"`` (the struct tag)."""
-        return type(self).__struct_config__.tag  # type: ignore[return-value]
+        return kind_of(type(self))
+
+
+def kind_of(cls: type[Event]) -> str:
+    """The kind of ``cls``'s events (its struct tag): ``kind_of(Connected)`` is
+    ``"mcp.connected"``. Code reading events as plain mappings compares with it."""
+    return cls.__struct_config__.tag  # type: ignore[return-value]
 
 
 class ServerEvent(Event, frozen=True, kw_only=True):
@@ -131,7 +138,7 @@ class Disconnected(ServerEvent, tag="mcp.disconnected", kw_only=True):
     was_clean: bool
 
 
-class ServerError(ServerEvent, tag="mcp.error", kw_only=True):
+class ServerErrored(ServerEvent, tag="mcp.error", kw_only=True):
     """A connection attempt or session of ``server`` failed.
 
     ``retry_in`` is the backoff in seconds before the next attempt, or ``None`` when no
@@ -318,7 +325,7 @@ AnyEvent: TypeAlias = (
     Connecting
     | Connected
     | Disconnected
-    | ServerError
+    | ServerErrored
     | HealthStale
     | HealthRecovered
     | LocalSpawned
@@ -340,7 +347,7 @@ AnyEvent: TypeAlias = (
 """Union of every concrete event type; a msgspec decoder picks the class by ``kind``."""
 
 EVENT_TYPES: Mapping[str, type[Event]] = MappingProxyType(
-    {cls.__struct_config__.tag: cls for cls in get_args(AnyEvent)}
+    {kind_of(cls): cls for cls in get_args(AnyEvent)}
 )
 """Every event class by its kind, in catalog order (read-only)."""
 

@@ -87,7 +87,6 @@ from .registry import (
 from .resources import MergedPrompt, MergedResource, MergedResourceTemplate, Resources
 from .server import (
     HealthRecord,
-    Limits,
     ManagedServer,
     Progress,
     ServerMetrics,
@@ -484,23 +483,6 @@ def _spill_directory(
     )
 
 
-def _limits(config: Config) -> Limits:
-    limits = config.settings.limits
-    return Limits(
-        max_tools=limits.max_tools_per_server,
-        max_catalog_bytes=limits.max_catalog_bytes,
-        max_message_bytes=limits.max_message_bytes,
-        max_list_pages=limits.max_list_pages,
-        max_description_bytes=limits.max_description_bytes,
-        max_schema_bytes=limits.max_schema_bytes,
-        max_inline_images=limits.max_inline_images,
-        max_image_bytes=limits.max_image_bytes,
-        max_structured_preview_bytes=limits.max_structured_preview_bytes,
-        max_preview_bytes=limits.max_preview_bytes,
-        max_preview_lines=limits.max_preview_lines,
-    )
-
-
 @asynccontextmanager
 async def open_supervisor(
     config: Config | Mapping[str, object] | str | os.PathLike[str],
@@ -626,7 +608,7 @@ async def open_supervisor(
     if history is not None:
         history.start()
         publish = history.tap(publish)  # the history keeps every event, on its clock
-    limits = _limits(cfg)
+    limits = cfg.settings.limits
     settings = cfg.settings
     enabled = [name for name, c in cfg.servers.items() if not c.disabled]
     registry = Registry(

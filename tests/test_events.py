@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import ast
 import json
 import time
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -13,7 +15,7 @@ from supervisor.events import (
     Connected,
     Event,
     LocalCrashed,
-    ServerError,
+    ServerErrored,
     ServerEvent,
     decode,
     encode,
@@ -181,7 +183,7 @@ def test_events_are_keyword_only() -> None:
 def test_optional_fields_accept_none() -> None:
     """Unknown values (retry_in, last_ok, exit_code) round-trip as None."""
     for event in [
-        ServerError(server="gh", error="x", retry_in=None, attempt=10),
+        ServerErrored(server="gh", error="x", retry_in=None, attempt=10),
         make_event("mcp.health.stale", server="gh", last_ok=None),
         LocalCrashed(server="fs", exit_code=None),
     ]:
@@ -223,3 +225,22 @@ def test_decode_validates_field_types() -> None:
     """decode rejects a field of the wrong type."""
     with pytest.raises(msgspec.ValidationError):
         decode(b'{"kind": "mcp.local.spawned", "ts": 1.0, "server": "fs", "pid": "x"}')
+
+
+def test_kind_of_names_a_class_kind() -> None:
+    """kind_of gives the kind every event of that class carries."""
+    for kind, cls in EVENT_TYPES.items():
+        assert events.kind_of(cls) == kind
+    assert events.kind_of(events.Connected) == "mcp.connected"
+
+
+@pytest.mark.parametrize("module", ["faults/_checker.py", "faults/_report.py"])
+def test_event_readers_take_their_kinds_from_the_catalog(module: str) -> None:
+    """The fault report and checker, which read events as mappings, write no kind out."""
+    source = (Path(events.__file__).parent / module).read_text(encoding="utf-8")
+    written = [
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and node.value in EVENT_TYPES
+    ]
+    assert written == []

@@ -16,7 +16,6 @@ from supervisor import _limits, open_supervisor
 from supervisor.config import ConfigError, Limits, load_config
 from supervisor.errors import ServerUnavailable
 from supervisor.registry import Listing, merge
-from supervisor.runtime import _limits as runtime_limits
 from supervisor.server import Limits as ServerLimits
 from supervisor.tools import normalize_result
 
@@ -66,9 +65,9 @@ def test_the_defaults_are_the_documented_ones_and_the_runtime_gets_each() -> Non
     assert loaded.settings.limits == Limits()
     changed = {k: v + 1 for k, v in CONFIG_KEYS.items() if k != "maxConfigBytes"}
     config = load_config({"mcpServers": {}, "supervisor": {"limits": changed}})
-    running = runtime_limits(config)
-    assert running == ServerLimits(
-        max_tools=1001,
+    assert ServerLimits is Limits  # one class: what the config holds, the servers read
+    assert config.settings.limits == Limits(
+        max_tools_per_server=1001,
         max_catalog_bytes=2097153,
         max_message_bytes=16777217,
         max_list_pages=101,
@@ -79,8 +78,8 @@ def test_the_defaults_are_the_documented_ones_and_the_runtime_gets_each() -> Non
         max_structured_preview_bytes=16385,
         max_preview_bytes=24577,
         max_preview_lines=1001,
+        max_servers=33,
     )
-    assert runtime_limits(load_config({"mcpServers": {}})) == ServerLimits()
 
 
 def test_at_most_32_servers_unless_raised() -> None:

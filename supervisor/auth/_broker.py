@@ -34,13 +34,14 @@ sent for real, and the token is read off the probe when the provider hands it ba
 from __future__ import annotations
 
 import contextlib
+import enum
 import logging
 import math
 import time
 import warnings
 from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import attrs
@@ -57,6 +58,7 @@ from pydantic import AnyUrl
 
 from .. import events
 from ..actors import Actor, actor_spec
+from ..errors import AuthProblem as AuthProblem
 from ..log import get_logger, redact
 from ..transports import delivery
 from ._idjag import discover_issuer, fetch_id_jag, read_secret
@@ -77,10 +79,18 @@ def _not_flow_errors(record: logging.LogRecord) -> bool:
 
 logging.getLogger("mcp.client.auth.oauth2").addFilter(_not_flow_errors)
 
+
 #: What a broker is doing: ``unknown`` before the first token is needed, ``ok`` holding
 #: one, ``refreshing`` / ``authorizing`` while it gets one, ``needs_auth`` waiting for a
 #: login, ``auth_failed`` after the authorization server refused.
-BrokerState = Literal["unknown", "ok", "refreshing", "authorizing", "needs_auth", "auth_failed"]
+class BrokerState(enum.StrEnum):
+    UNKNOWN = "unknown"
+    OK = "ok"
+    REFRESHING = "refreshing"
+    AUTHORIZING = "authorizing"
+    NEEDS_AUTH = "needs_auth"
+    AUTH_FAILED = "auth_failed"
+
 
 #: How many step-ups (403 insufficient_scope) in a row before giving up on more scope.
 STEP_UP_LIMIT = 2
@@ -88,18 +98,8 @@ STEP_UP_LIMIT = 2
 WATCH_INTERVAL = 2.0
 
 
-class NoOAuth(Exception):
+class _NoOAuth(Exception):
     """The server refused without offering OAuth: its 401 stands as it is."""
-
-
-class AuthProblem(Exception):
-    """Why no token can be had now: a login is needed (``needs_login``) or the
-    authorization server refused (``oauth_error`` holds its error code when it gave one)."""
-
-    def __init__(self, message: str, *, needs_login: bool, oauth_error: str | None = None) -> None:
-        super().__init__(message)
-        self.needs_login = needs_login
-        self.oauth_error = oauth_error
 
 
 @attrs.frozen
@@ -241,7 +241,7 @@ class TokenBroker:
             store, self.resource, self.account, server=self.servers[0], on_tokens=self._seen
         )
         self.clock = clock
-        self.state: BrokerState = "unknown"
+        self.state = BrokerState.UNKNOWN
         self.error: str | None = None
         #: access tokens renewed with the refresh token, successfully
         self.refreshes = 0
@@ -298,7 +298,9 @@ class TokenBroker:
         ``None`` when there is none yet (the request goes without; the server's 401 says
         how to get one)."""
         token = self.current()
-        if token is not None or (self._token is None and self.state in ("unknown", "ok")):
+        if token is not None or (
+            self._token is None and self.state in (BrokerState.UNKNOWN, BrokerState.OK)
+        ):
             return token
         return await self.spec.address.call(_Renew(self._token, None), math.inf)
 
@@ -319,7 +321,7 @@ class TokenBroker:
         had = self.credentials.forget()
         self._token = self._expires_at = None
         self._clear_provider()
-        self.state = "needs_auth" if self.interactive else "unknown"
+        self.state = BrokerState.NEEDS_AUTH if self.interactive else BrokerState.UNKNOWN
         return had
 
     async def wait_changed(self, since: str | None) -> None:
@@ -338,7 +340,7 @@ class TokenBroker:
                 self._load()
                 self._clear_provider()
                 if self._token is not None and self._token != since:
-                    self._set_state("ok")
+                    self._set_state(BrokerState.OK)
                     return
 
     def info(self) -> BrokerInfo:
@@ -348,7 +350,9 @@ class TokenBroker:
             resource=self.resource,
             account=self.account,
             grant=self.grant,
-            state=self.state if stored is not None or self.state != "unknown" else "no tokens",
+            state=self.state
+            if stored is not None or self.state != BrokerState.UNKNOWN
+            else "no tokens",
             issuer=stored.issuer if stored is not None else None,
             scopes=tuple((token.scope or "").split()) if token is not None else (),
             expires_at=stored.expires_at if stored is not None else None,
@@ -369,12 +373,14 @@ class TokenBroker:
         step_up = challenge is not None and challenge.step_up
         if challenge is not None:
             self._challenge = challenge
-        elif self.state in ("needs_auth", "auth_failed") and self._token is None:
+        elif (
+            self.state in (BrokerState.NEEDS_AUTH, BrokerState.AUTH_FAILED) and self._token is None
+        ):
             raise AuthProblem(
-                self.error or self._login_hint(), needs_login=self.state == "needs_auth"
+                self.error or self._login_hint(), needs_login=self.state is BrokerState.NEEDS_AUTH
             )
         if self._token is None and not await self._speaks_oauth(challenge):
-            raise NoOAuth
+            raise _NoOAuth
         try:
             if step_up:
                 self._step_ups += 1
@@ -387,7 +393,7 @@ class TokenBroker:
                         oauth_error="insufficient_scope",
                     )
             refreshing = self._token is not None and not step_up
-            self._set_state("refreshing" if refreshing else "authorizing")
+            self._set_state(BrokerState.REFRESHING if refreshing else BrokerState.AUTHORIZING)
             # A step-up needs a new grant, not a refresh of the old one.
             return await self._drive(rejected=message.rejected, challenge=challenge, fresh=step_up)
         except AuthProblem as exc:
@@ -403,7 +409,7 @@ class TokenBroker:
             )
             self._problem(problem)
             raise problem
-        self._set_state("authorizing")
+        self._set_state(BrokerState.AUTHORIZING)
         self._interactive = True
         self._step_ups = 0
         redirect = message.redirect or self.redirect
@@ -468,7 +474,7 @@ class TokenBroker:
                 await self.logins.release()
         self._adopt(token)
         self.error = None
-        self._set_state("ok")
+        self._set_state(BrokerState.OK)
         if self.refreshes > started and not fresh:  # renewed by its refresh token
             self._emit(lambda s: events.AuthRefreshed(server=s, expires_at=self._expires_at))
         else:
@@ -761,7 +767,7 @@ class TokenBroker:
         stored = self.credentials.stored()
         if stored is None:
             self._token = self._expires_at = self._lifetime = None
-            if self.interactive and self.state == "unknown":
+            if self.interactive and self.state is BrokerState.UNKNOWN:
                 pass
             return
         self._remember_token(stored.token)
@@ -771,8 +777,8 @@ class TokenBroker:
             None if stored.expires_at is None else max(stored.expires_at - stored.saved_at, 0.0)
         )
         self.credentials.issuer = stored.issuer
-        if self.state == "unknown":
-            self.state = "ok"
+        if self.state is BrokerState.UNKNOWN:
+            self.state = BrokerState.OK
 
     def _adopt(self, token: str) -> None:
         self._load()
@@ -812,9 +818,9 @@ class TokenBroker:
     def _problem(self, exc: AuthProblem) -> None:
         self.error = str(exc)
         if exc.needs_login:
-            self._set_state("needs_auth")
+            self._set_state(BrokerState.NEEDS_AUTH)
             return
-        self._set_state("auth_failed")
+        self._set_state(BrokerState.AUTH_FAILED)
         self._emit(lambda s: events.AuthFailed(server=s, error=str(exc)))
         log.warning("OAuth authorization failed", servers=list(self.servers), error=str(exc))
 
@@ -885,7 +891,7 @@ class BrokerAuth(httpx2.Auth):
         await response.aread()
         try:
             token = await self.broker.rejected(token, response)
-        except NoOAuth:
+        except _NoOAuth:
             return  # the server's refusal is the answer
         except AuthProblem as exc:
             receipt = delivery.get()

@@ -34,6 +34,7 @@ import trio
 from mcp.shared.auth import AuthorizationCodeResult
 
 from .._printable import printable
+from ..errors import LoginCancelled as LoginCancelled
 from ..log import get_logger
 
 __all__ = [
@@ -61,16 +62,6 @@ LOGIN_TIMEOUT = 300.0
 RedirectHandler = Callable[[str], Awaitable[None]]
 #: Waits for the authorization server's answer (replaces the loopback listener).
 CallbackHandler = Callable[[], Awaitable[AuthorizationCodeResult]]
-
-
-class LoginCancelled(Exception):
-    """The browser came back with an error (``access_denied`` …) instead of a code."""
-
-    def __init__(self, error: str, description: str | None) -> None:
-        text = error if not description else f"{error}: {description}"
-        super().__init__(f"the authorization server answered {text}")
-        self.error = error
-        self.description = description
 
 
 @attrs.define

@@ -13,6 +13,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from .._limits import DEFAULT_MAX_SERVERS
+from .._status import ServerStatus
 from ..runtime import SupervisorHandle
 from ..testing.servers import stdio_params, stdio_server_parameters
 from ..testing.servers.tiny import tiny_server
@@ -64,7 +65,7 @@ async def _connect_all(sup: SupervisorHandle) -> None:
 
 
 def _check_connected(sup: SupervisorHandle) -> None:
-    down = {n: r.last_error for n, r in sup.status().items() if r.status != "connected"}
+    down = {n: r.last_error for n, r in sup.status().items() if r.status != ServerStatus.CONNECTED}
     if down:
         raise BenchError(f"fixture servers did not connect: {down}")
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._printable import printable
+from .._status import ServerStatus
 from ._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -224,7 +225,7 @@ async def _login(config: Config, names: Sequence[str], args: argparse.Namespace)
             print("\n".join(_describe(name, outcome, now)))
             await sup.connect_all()
             record = await _settled(sup, name)
-            if record.status != "connected":
+            if record.status != ServerStatus.CONNECTED:
                 failed += 1
                 reason = printable(record.last_error or record.status, keep_lines=True)
                 print(f"mcp-supervisor auth: {name}: logged in, but: {reason}", file=sys.stderr)
@@ -242,10 +243,16 @@ async def _settled(sup: SupervisorHandle, name: str) -> Any:
 
     server = sup.server(name)
     limit = server.config.init_timeout + 5.0  # type: ignore[attr-defined]
-    settled = ("connected", "failed", "needs_auth", "auth_failed", "disconnected")
+    # still waiting for the login to be used: needs_auth; refused, or not reachable: settled
+    settled = (
+        ServerStatus.CONNECTED,
+        ServerStatus.FAILED,
+        ServerStatus.AUTH_FAILED,
+        ServerStatus.DISCONNECTED,
+    )
     with trio.move_on_after(limit):
         async with sup.subscribe("*") as events:
-            while server.status() not in settled or server.status() == "needs_auth":
+            while server.status() not in settled:
                 await events.__anext__()
     return server.record()
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from .._files import FILE_MODE, private_dir, write_atomic
 from .._plural import plural
 from .._printable import printable
+from .._status import ServerStatus
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, Parser, say
 from ._trust import DEFAULT_CONFIG, Trusted, TrustStore, add_config_options, digest, trusted_now
 
@@ -301,7 +302,7 @@ async def _list_tools(config: Config, name: str, fix: str) -> int:
     async with open_supervisor(config, retries=False) as sup:
         catalog = await sup.tools()
         record = sup.status()[name]
-    if record.status != "connected":
+    if record.status != ServerStatus.CONNECTED:
         why = record.last_error or record.status
         say(f"mcp-supervisor add: {name} did not start: {why}")
         say(f"mcp-supervisor add: {fix}")

@@ -38,6 +38,7 @@ from .._previews import (
     text_preview,
 )
 from .._printable import printable
+from .._status import ServerStatus
 
 __all__ = [
     "CallOutput",
@@ -270,8 +271,8 @@ def print_status(
         table = status_table(records, color=tty and "NO_COLOR" not in os.environ, width=width)
         # Home and clear-to-end: the table is redrawn in place, without flicker.
         print(("\x1b[H\x1b[J" if redraw else "") + table, flush=True)
-    enabled = [r for r in records.values() if r.status != "disabled"]
-    return 0 if all(r.status == "connected" for r in enabled) else 1
+    enabled = [r for r in records.values() if r.status != ServerStatus.DISABLED]
+    return 0 if all(r.status == ServerStatus.CONNECTED for r in enabled) else 1
 
 
 # -- tools -------------------------------------------------------------------------------
@@ -301,11 +302,11 @@ def print_tools(document: Mapping[str, Any], as_json: bool, *, note: str | None 
     a footer; each server that is not connected, or skipped tools, said on stderr (with
     ``note`` after them, if given). Returns the exit code: 1 when no server is connected."""
     servers = document.get("servers") or []
-    down = [s for s in servers if s.get("status") != "connected"]
+    down = [s for s in servers if s.get("status") != ServerStatus.CONNECTED]
     for server in servers:
         for why in server.get("skipped") or ():
             _warn(f"server {server['name']!r} skipped {why}")
-        if server.get("status") != "connected":
+        if server.get("status") != ServerStatus.CONNECTED:
             why = server.get("error") or "not connected"
             _warn(f"server {server['name']!r} is {server.get('status')}: {why}")
     if note is not None and down:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .._plural import plural
 from .._printable import printable
+from .._status import ServerStatus
 from ._common import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -245,7 +246,7 @@ def _report_down(sup: SupervisorHandle, command: str) -> int:
     """Name on stderr the servers that could not be connected; how many."""
     down = 0
     for name, record in sup.status().items():
-        if record.status != "connected":
+        if record.status != ServerStatus.CONNECTED:
             down += 1
             why = printable(record.last_error or "not connected", keep_lines=True)
             print(

@@ -7,6 +7,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
+from .._status import ServerStatus
 from . import _remote as remote
 from ._common import (
     EXIT_OK,
@@ -52,7 +53,7 @@ def _show(sup: SupervisorHandle, as_json: bool, *, redraw: bool = False, once: b
     if as_json:
         document = status_document(records, sup.metrics(), actors=sup.statistics())
     code = print_status(records, document, redraw=redraw)
-    if once and any(r.status == "failed" and r.retryable for r in records.values()):
+    if once and any(r.status == ServerStatus.FAILED and r.retryable for r in records.values()):
         print(f"mcp-supervisor status: {ONE_ATTEMPT_NOTE}", file=sys.stderr)
     return code
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from .._previews import PREVIEW_LIMITS
 from .._printable import printable
+from .._status import ServerStatus
 from . import _remote as remote
 from ._common import (
     EXIT_FAILURE,
@@ -60,7 +61,7 @@ async def _tools(config: object, as_json: bool, query: str | None, limit: int) -
     async with open_supervisor(config, retries=False) as sup:  # type: ignore[arg-type]
         catalog = await sup.tools()
         # Disabled servers are never started: they offer nothing and are not missed.
-        records = {n: r for n, r in sup.status().items() if r.status != "disabled"}
+        records = {n: r for n, r in sup.status().items() if r.status != ServerStatus.DISABLED}
         if query is None:
             entries = list(catalog.values())
         else:
@@ -68,7 +69,7 @@ async def _tools(config: object, as_json: bool, query: str | None, limit: int) -
         # The gate's own decision, so this cannot differ from what `call` would do.
         approvals = {e.name: sup.approval_reason(e.name) for e in entries}
     document = tools_document(entries, catalog, records, approvals, query=query)
-    retried = any(r.status != "connected" and r.retryable for r in records.values())
+    retried = any(r.status != ServerStatus.CONNECTED and r.retryable for r in records.values())
     return print_tools(document, as_json, note=ONE_ATTEMPT_NOTE if retried else None)
 
 

@@ -15,16 +15,14 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import msgspec
 
-from .. import _limits
+from .._limits import DEFAULT_MAX_CONFIG_BYTES as DEFAULT_MAX_CONFIG_BYTES
+from .._limits import Limits as Limits
 from ..actors import Backoff, GiveUp, Intensity, Restart, Strategy
 from ..errors import FieldError
 from ._secrets import _masked_repr, _query, _secret_args, _secretish
 
 if TYPE_CHECKING:
     from ..injection import Plan
-
-#: The size limit a config file is checked against before it is parsed (256 KiB).
-DEFAULT_MAX_CONFIG_BYTES = 262_144
 
 #: ``True`` (every tool), ``False`` (none) or tool names and globs.
 ToolPolicy: TypeAlias = bool | tuple[str, ...]
@@ -44,38 +42,6 @@ class ServerType(enum.StrEnum):
     #: an in-process server (``open_supervisor(apps=...)``) over the SDK's in-memory
     #: transport; never written in a config file
     MEMORY = "memory"
-
-
-class Limits(msgspec.Struct, frozen=True, kw_only=True):
-    """Size limits that protect the supervisor from oversized input (bytes or counts)."""
-
-    #: largest config file read; see :func:`load_config` for when a change takes effect
-    max_config_bytes: int = DEFAULT_MAX_CONFIG_BYTES
-    #: most servers one config may hold
-    max_servers: int = _limits.DEFAULT_MAX_SERVERS
-    #: most tools one server may list
-    max_tools_per_server: int = _limits.DEFAULT_MAX_TOOLS_PER_SERVER
-    #: largest tool catalog (tools, resources, prompts as JSON) one server may list
-    max_catalog_bytes: int = _limits.DEFAULT_MAX_CATALOG_BYTES
-    #: largest single JSON-RPC message accepted from a server
-    max_message_bytes: int = _limits.DEFAULT_MAX_MESSAGE_BYTES
-    #: most requests (pages) one listing may take
-    max_list_pages: int = _limits.DEFAULT_MAX_LIST_PAGES
-    #: longest tool description kept whole (a longer one is cut, saying so)
-    max_description_bytes: int = _limits.DEFAULT_MAX_DESCRIPTION_BYTES
-    #: largest input or output schema of a tool (a larger one: the tool is unsupported)
-    max_schema_bytes: int = _limits.DEFAULT_MAX_SCHEMA_BYTES
-    #: images of one result kept inline, and the largest one kept
-    max_inline_images: int = _limits.DEFAULT_MAX_INLINE_IMAGES
-    max_image_bytes: int = _limits.DEFAULT_MAX_IMAGE_BYTES
-    #: largest preview of a result's structured content
-    max_structured_preview_bytes: int = _limits.DEFAULT_MAX_STRUCTURED_PREVIEW_BYTES
-    #: a result's text preview: at most this many bytes and lines
-    max_preview_bytes: int = _limits.DEFAULT_MAX_PREVIEW_BYTES
-    max_preview_lines: int = _limits.DEFAULT_MAX_PREVIEW_LINES
-    #: the files a session's spill directory keeps (the newest), and their bytes together
-    max_spill_files: int = _limits.DEFAULT_MAX_SPILL_FILES
-    max_spill_bytes: int = _limits.DEFAULT_MAX_SPILL_BYTES
 
 
 #: The default ``jitter`` of restart delays: each is drawn from ``[0.8 d, d]``, so servers
@@ -233,7 +199,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     ``remote_fallback`` (``type: remote``, or a ``url`` without a ``type``) means: Streamable
     HTTP, falling back to legacy SSE when the first POST is answered with a 4xx.
     ``max_attempts`` is how many restarts (local) or reconnections (remote) are tried, with
-    ``backoff`` between them, before the server is marked failed; 0 means never.
+    ``backoff`` between them, before the server is marked failed; 0 means never. It is
+    the one field for what the config says with ``restartOnCrash`` and ``maxRestarts``
+    (local) or ``reconnect`` (remote); ``restart_on_crash`` is ``max_attempts > 0``.
     ``approve`` and ``auto_approve`` are ``True`` (every tool), a tuple of tool names or
     globs, or ``None`` when not set. ``faults`` is a :class:`~supervisor.faults.Plan` to
     inject into the server's connection (docs/faults.md), or ``None``. A ``memory`` server

@@ -168,7 +168,7 @@ class _Draft:
             except _Bad as exc:
                 errors.add(p, str(exc))
         draft._check(errors)
-        draft._restarts(errors, settings)
+        draft._attempts(errors, settings)
         return draft
 
     def _set(self, key: str, attribute: str, value: object, path: str, errors: _Errors) -> None:
@@ -349,8 +349,12 @@ class _Draft:
         if plan is not None:
             errors.items.extend(check_plan(plan, self.type, self.key_path("faults")))  # type: ignore[arg-type]
 
-    def _restarts(self, errors: _Errors, settings: Settings) -> None:
-        """The backoff and attempts: the type's defaults, then this server's fields."""
+    def _attempts(self, errors: _Errors, settings: Settings) -> None:
+        """The backoff and attempts: the type's defaults, then this server's fields.
+
+        The config's words for how often a server is tried again — ``restartOnCrash``
+        and ``maxRestarts`` (local), ``reconnect`` and its ``maxAttempts`` (remote) — are
+        read here and nowhere else: from here on there is one, ``max_attempts``."""
         v = self.values
         if self.type is ServerType.STDIO:
             self.backoff, self.max_attempts = settings.local_backoff, settings.local_max_attempts

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from .._serving import lifespan as _lifespan
+from .._status import ServerStatus
 from ..actors import SupervisorError
 from ..log import get_logger
 from ..monitor import readiness
@@ -221,10 +222,10 @@ class DashboardApp:
 
     async def _healthz(self, request: Request) -> Response:
         statuses = {name: r.status for name, r in self.sup.status().items()}
-        values = set(statuses.values()) - {"disabled"}  # never started: not a problem
-        if values <= {"connected", "idle"}:
+        values = set(statuses.values()) - {ServerStatus.DISABLED}  # never started: not a problem
+        if values <= {ServerStatus.CONNECTED, ServerStatus.IDLE}:
             state, code = "ok", 200
-        elif "connected" in values:
+        elif ServerStatus.CONNECTED in values:
             state, code = "degraded", 200
         else:
             state, code = "unavailable", 503

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from .._status import ServerStatus
 from ..events import ChildRestarted, Event
 from ..monitor import CallWindow
 from ..monitor._table import ago
@@ -63,18 +64,18 @@ MAX_RESTARTS = 200
 LAYOUT = Layout(plot_height=52.0)
 
 #: The state (a key of :data:`supervisor.timeline.STATES`) each status is drawn as.
-STATUS_STATES: dict[str, str] = {
-    "idle": "idle",
-    "connecting": "connecting",
-    "refreshing": "connecting",
-    "connected": "connected",
-    "degraded": "degraded",
-    "disconnected": "down",
-    "needs_auth": "needs_auth",
-    "failed": "failed",
-    "auth_failed": "failed",
-    "stopped": "stopped",
-    "disabled": "idle",
+STATUS_STATES: dict[ServerStatus, str] = {
+    ServerStatus.IDLE: "idle",
+    ServerStatus.CONNECTING: "connecting",
+    ServerStatus.REFRESHING: "connecting",
+    ServerStatus.CONNECTED: "connected",
+    ServerStatus.DEGRADED: "degraded",
+    ServerStatus.DISCONNECTED: "down",
+    ServerStatus.NEEDS_AUTH: "needs_auth",
+    ServerStatus.FAILED: "failed",
+    ServerStatus.AUTH_FAILED: "failed",
+    ServerStatus.STOPPED: "stopped",
+    ServerStatus.DISABLED: "idle",
 }
 
 #: What the legend shows: every state a strip can have, and the calls' outcome classes
@@ -126,7 +127,7 @@ class Strips:
         views = self._sup.servers
         for name in self._sup.config.servers:
             view = views.get(name)
-            self._note(name, "disabled" if view is None else view.status(), now)
+            self._note(name, ServerStatus.DISABLED if view is None else view.status(), now)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Sample every :data:`SAMPLE_INTERVAL` seconds, until cancelled."""

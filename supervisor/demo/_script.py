@@ -16,6 +16,7 @@ import attrs
 import trio
 
 from .._plural import plural
+from .._status import ServerStatus
 from ..bus import Bus, Subscription
 from ..errors import ApprovalDenied, ToolError
 from ..events import (
@@ -28,7 +29,7 @@ from ..events import (
     HealthRecovered,
     LocalCrashed,
     LocalSpawned,
-    ServerError,
+    ServerErrored,
 )
 from ..monitor import status_table, summary_text
 from ..runtime import SupervisorHandle, open_supervisor
@@ -54,7 +55,7 @@ def describe(event: Event, since: float) -> str:
             text = "clean" if event.was_clean else "unexpected"  # the reason: see mcp.error
         case LocalCrashed():
             text = f"exit code {event.exit_code}"
-        case ServerError():
+        case ServerErrored():
             when = "no retry" if event.retry_in is None else f"retry in {event.retry_in:.2f} s"
             text = f"#{event.attempt}, {when}: {_short(event.error)}"
         case HealthRecovered():
@@ -210,7 +211,11 @@ async def _script(
     say("\n1. Connect every server")
     with trio.fail_after(PATIENCE):
         await sup.connect_all()
-    down = [f"{n} ({r.last_error})" for n, r in sup.status().items() if r.status != "connected"]
+    down = [
+        f"{n} ({r.last_error})"
+        for n, r in sup.status().items()
+        if r.status != ServerStatus.CONNECTED
+    ]
     if down:
         raise DemoError(f"example servers did not connect: {'; '.join(down)}")
     say(status_table(sup.status(), color=color))

@@ -43,6 +43,7 @@ import trio
 
 from .._plural import plural
 from ..calls._outcome import FAIL, INFO, OK
+from ..events import ChildGaveUp, ChildRestarted, Escalated, LocalSpawned, kind_of
 from ._history import CallHistory, CallRecord
 
 __all__ = [
@@ -230,7 +231,7 @@ def spawned_pids(events: Iterable[object]) -> list[int]:
     :func:`timed_events` takes), in order."""
     pids = []
     for _, fields in timed_events(events):
-        if fields.get("kind") == "mcp.local.spawned" and isinstance(fields.get("pid"), int):
+        if fields.get("kind") == kind_of(LocalSpawned) and isinstance(fields.get("pid"), int):
             pids.append(int(fields["pid"]))  # type: ignore[arg-type]
     return pids
 
@@ -634,10 +635,10 @@ def _restarts(
     restarts: dict[str, list[float]] = {}
     for t, fields in timed:
         kind = fields.get("kind")
-        if kind == "supervisor.child.restarted":
+        if kind == kind_of(ChildRestarted):
             restarts.setdefault(str(fields.get("child")), []).append(t)
-        elif kind in ("supervisor.child.gave_up", "supervisor.escalated"):
-            what = "gave up on" if kind == "supervisor.child.gave_up" else "escalated over"
+        elif kind in (kind_of(ChildGaveUp), kind_of(Escalated)):
+            what = "gave up on" if kind == kind_of(ChildGaveUp) else "escalated over"
             found.notes.append(
                 f"supervisor {fields.get('supervisor')!r} {what} {fields.get('child')!r} "
                 f"after {fields.get('restarts')} restarts: {fields.get('reason')}"

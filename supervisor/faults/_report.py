@@ -38,6 +38,20 @@ from pathlib import Path
 import msgspec
 
 from .._plural import plural
+from ..events import (
+    ChildGaveUp,
+    ChildRestarted,
+    Connected,
+    Connecting,
+    Disconnected,
+    Escalated,
+    HealthRecovered,
+    HealthStale,
+    LocalCrashed,
+    LocalShutdown,
+    ServerErrored,
+    kind_of,
+)
 from ..timeline import (
     OUTCOMES,
     TIMELINE_CSS,
@@ -108,28 +122,28 @@ def server_states(
 
     for t, fields in timed:
         kind = fields.get("kind")
-        if kind in ("supervisor.child.gave_up", "supervisor.escalated"):
+        if kind in (kind_of(ChildGaveUp), kind_of(Escalated)):
             if fields.get("child") == server:
                 move(t, "failed")
             continue
         if fields.get("server") != server:
             continue
-        if kind == "mcp.connecting":
+        if kind == kind_of(Connecting):
             move(t, "connecting")
-        elif kind == "mcp.connected":
+        elif kind == kind_of(Connected):
             move(t, "connected")
-        elif kind == "mcp.health.stale":
+        elif kind == kind_of(HealthStale):
             move(t, "degraded")
-        elif kind == "mcp.health.recovered":
+        elif kind == kind_of(HealthRecovered):
             if state == "degraded":
                 move(t, "connected")
-        elif kind == "mcp.disconnected":
+        elif kind == kind_of(Disconnected):
             move(t, "stopped" if fields.get("was_clean") else "down")
-        elif kind == "mcp.local.crashed":
+        elif kind == kind_of(LocalCrashed):
             move(t, "down")
-        elif kind == "mcp.local.shutdown":
+        elif kind == kind_of(LocalShutdown):
             move(t, "stopped")
-        elif kind == "mcp.error":
+        elif kind == kind_of(ServerErrored):
             move(t, "down" if fields.get("retry_in") is not None else "failed")
     if end > since:
         bands.append((since, end, state))
@@ -213,7 +227,7 @@ def _timeline(
             f"({fields.get('strategy')}): {fields.get('reason')}",
         )
         for t, fields in timed
-        if fields.get("kind") == "supervisor.child.restarted" and fields.get("child") == server
+        if fields.get("kind") == kind_of(ChildRestarted) and fields.get("child") == server
     ]
     markers = [
         Marker(t, str(fault["action"]), _fault_title(fault, t - origin)) for t, fault in faults

@@ -23,6 +23,7 @@ from typing import Any
 import trio
 
 from .._children import open_process
+from ..errors import ProxyEnded as ProxyEnded
 from ..injection._engine import FaultEngine, Injected
 from ..injection._link import CallRecorder, Link
 from ..injection._plan import TO_CLIENT, TO_SERVER, Plan
@@ -33,14 +34,6 @@ __all__ = ["ProxyEnded", "run_stdio_proxy", "server_name"]
 GRACE_S = 2.0
 #: Lines longer than this are passed on whole without being looked at.
 MAX_LINE_BYTES = 64 * 2**20
-
-
-class ProxyEnded(Exception):
-    """COMMAND could not be started (``exit_code`` 127: not found, 126: not runnable)."""
-
-    def __init__(self, message: str, exit_code: int) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
 
 
 def server_name(command: Sequence[str]) -> str:

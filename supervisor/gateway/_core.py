@@ -51,6 +51,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._previews import PREVIEW_LIMITS
+from .._status import ServerStatus
 from .._version import __version__
 from ..calls._outcome import FAIL, classify, describe_error
 from ..errors import (
@@ -247,7 +248,7 @@ class Gateway:
         records = {
             name: record
             for name, record in self.sup.status().items()
-            if record.status != "disabled" and self.serves(name)
+            if record.status != ServerStatus.DISABLED and self.serves(name)
         }
         approvals = {e.name: self.sup.approval_reason(e.name) for e in entries}
         return tools_document(entries, catalog, records, approvals, query=query)

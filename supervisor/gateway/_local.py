@@ -9,12 +9,14 @@ only its user can connect, which is the socket's authentication). ``status``, ``
 gateway answers there, ask it; ``--connect URL`` names a gateway over HTTP instead (with
 its token from ``$MCP_SUPERVISOR_GATEWAY_TOKEN``).
 
-This module is the standard library only, so that a command using a running gateway
-loads neither the MCP SDK nor trio: the client speaks the stateless 2026-07-28 protocol
-(one POST per request, HTTP/1.1 written by hand over the Unix socket or TCP; ``ssl`` for
-``https``, ``http.client`` only for the event stream) and the gateway's own routes. It
-tells a request that could not be sent (:class:`GatewayUnreachable`) from one sent without
-an answer (:class:`GatewayNoAnswer`), and never sends one twice.
+This module is the standard library only (and the error tree's root, from
+``supervisor.actors``' errors module, the standard library only too), so that a command
+using a running gateway loads neither the MCP SDK nor trio: the client speaks the
+stateless 2026-07-28 protocol (one POST per request, HTTP/1.1 written by hand over the
+Unix socket or TCP; ``ssl`` for ``https``, ``http.client`` only for the event stream) and
+the gateway's own routes. It tells a request that could not be sent
+(:class:`GatewayUnreachable`) from one sent without an answer (:class:`GatewayNoAnswer`),
+and never sends one twice.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from ..actors._errors import SupervisorError
 
 __all__ = [
     "GatewayClient",
@@ -53,7 +57,7 @@ TCP_CONNECT_TIMEOUT = 10.0
 _CLIENT_INFO = {"name": "mcp-supervisor-cli", "version": "1"}
 
 
-class GatewayError(Exception):
+class GatewayError(SupervisorError):
     """The gateway could not be asked (gone, refused, or its answer made no sense)."""
 
 

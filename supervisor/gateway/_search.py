@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import mcp_types as types
 import msgspec
 
+from .._status import ServerStatus
 from ..errors import UnknownServer
 from ..tools import validate_arguments
 
@@ -158,7 +159,7 @@ class ToolSearch:
             described = config[name].description if name in config else None
             if described:
                 row["description"] = described
-            if record.last_error and record.status != "connected":
+            if record.last_error and record.status != ServerStatus.CONNECTED:
                 row["lastError"] = record.last_error
             servers.append(row)
         if server is None:

@@ -10,23 +10,13 @@ from collections.abc import Callable, Iterable, Mapping
 import msgspec
 
 from .._plural import plural
+from .._status import ServerStatus
 from ..actors import SupervisorStatistics
 from ..server import HealthRecord, ServerMetrics
 
-#: Every ``status`` value a server can have, for the ``mcp_supervisor_server_status``
-#: state set.
-STATUSES = (
-    "idle",
-    "connecting",
-    "connected",
-    "degraded",
-    "disconnected",
-    "failed",
-    "stopped",
-    "needs_auth",
-    "refreshing",
-    "auth_failed",
-)
+#: Every ``status`` value a server can have metrics in (a disabled server has none), for
+#: the ``mcp_supervisor_server_status`` state set.
+STATUSES = tuple(s for s in ServerStatus if s is not ServerStatus.DISABLED)
 
 
 def status_document(
@@ -80,6 +70,98 @@ def _labels(pairs: Iterable[tuple[str, str]]) -> str:
     return "{" + ",".join(f'{k}="{_label(v)}"' for k, v in pairs) + "}"
 
 
+#: One sample: the name's suffix (``_bucket`` …), its labels as written, its value.
+_Sample = tuple[str, str, float]
+
+_PREFIX = "mcp_supervisor_server"
+
+#: The families with one sample per server, in the order written: name (after
+#: :data:`_PREFIX`), type, help, and the value of one server's sample.
+_PER_SERVER: tuple[tuple[str, str, str, Callable[[ServerMetrics], float]], ...] = (
+    (
+        "tools",
+        "gauge",
+        "Tools the MCP server listed last.",
+        lambda m: m.tool_count or 0,
+    ),
+    (
+        "uptime_seconds_total",
+        "counter",
+        "Seconds the MCP server has been connected.",
+        lambda m: m.uptime_s,
+    ),
+    (
+        "downtime_seconds_total",
+        "counter",
+        "Seconds the MCP server has been down after a failure, until connected again.",
+        lambda m: m.downtime_s,
+    ),
+    (
+        "restarts_total",
+        "counter",
+        "Times the MCP server was restarted (after failures, or on request).",
+        lambda m: m.restarts,
+    ),
+    (
+        "reconnects_total",
+        "counter",
+        "Times the MCP server was connected again after a failure.",
+        lambda m: m.reconnects,
+    ),
+    (
+        "reconnect_seconds_total",
+        "counter",
+        "Seconds from each failure to the reconnection that ended it, summed.",
+        lambda m: (m.reconnect_avg_s or 0.0) * m.reconnects,
+    ),
+)
+
+
+def _family(name: str, kind: str, help: str, samples: Iterable[_Sample]) -> list[str]:
+    """One metric family in the exposition format: its HELP and TYPE lines, its samples."""
+    lines = [f"# HELP {name} {help}", f"# TYPE {name} {kind}"]
+    lines.extend(f"{name}{suffix}{labels} {_number(v)}" for suffix, labels, v in samples)
+    return lines
+
+
+def _server(m: ServerMetrics, *more: tuple[str, str]) -> str:
+    """The labels of one server's sample: ``server`` first, then ``more``."""
+    return _labels([("server", m.server), *more])
+
+
+def _up_samples(servers: list[ServerMetrics]) -> list[_Sample]:
+    up = (ServerStatus.CONNECTED, ServerStatus.DEGRADED)
+    return [("", _server(m), int(m.status in up)) for m in servers]
+
+
+def _status_samples(servers: list[ServerMetrics]) -> list[_Sample]:
+    """A state set: one sample per server and status, 1 for its current one."""
+    return [("", _server(m, ("status", s)), int(m.status == s)) for m in servers for s in STATUSES]
+
+
+def _call_samples(servers: list[ServerMetrics]) -> list[_Sample]:
+    return [
+        ("", _server(m, ("result", result)), n)
+        for m in servers
+        for result, n in (
+            ("ok", m.calls_ok),
+            ("tool_error", m.calls_tool_error),
+            ("failed", m.calls_failed),
+        )
+    ]
+
+
+def _histogram_samples(servers: list[ServerMetrics]) -> list[_Sample]:
+    """Each server's cumulative buckets (``+Inf`` last), then its sum and count."""
+    samples: list[_Sample] = []
+    for m in servers:
+        samples += [("_bucket", _server(m, ("le", repr(b))), n) for b, n in m.latency_buckets]
+        samples.append(("_bucket", _server(m, ("le", "+Inf")), m.latency_count))
+        samples.append(("_sum", _server(m), m.latency_sum_s))
+        samples.append(("_count", _server(m), m.latency_count))
+    return samples
+
+
 def prometheus_text(metrics: Mapping[str, ServerMetrics] | Iterable[ServerMetrics]) -> str:
     """The servers' metrics in the Prometheus text exposition format 0.0.4 — what a
     ``/metrics`` endpoint serves (content type ``text/plain; version=0.0.4``).
@@ -93,98 +175,33 @@ def prometheus_text(metrics: Mapping[str, ServerMetrics] | Iterable[ServerMetric
     ``_server_call_duration_seconds``. Ends with a newline.
     """
     servers = list(metrics.values() if isinstance(metrics, Mapping) else metrics)
-    out: list[str] = []
-
-    def family(name: str, kind: str, help: str, samples: Iterable[tuple[str, str, float]]) -> None:
-        out.append(f"# HELP {name} {help}")
-        out.append(f"# TYPE {name} {kind}")
-        out.extend(f"{name}{suffix}{labels} {_number(v)}" for suffix, labels, v in samples)
-
-    def each(value: Callable[[ServerMetrics], float]) -> list[tuple[str, str, float]]:
-        return [("", _labels([("server", m.server)]), value(m)) for m in servers]
-
-    p = "mcp_supervisor_server"
-    family(
+    p = _PREFIX
+    out = _family(
         f"{p}_up",
         "gauge",
         "1 if the MCP server is connected (degraded included), else 0.",
-        each(lambda m: int(m.status in ("connected", "degraded"))),
+        _up_samples(servers),
     )
-    family(
+    out += _family(
         f"{p}_status",
         "gauge",
         "The MCP server's status: 1 for the current one, 0 for the others.",
-        [
-            ("", _labels([("server", m.server), ("status", s)]), int(m.status == s))
-            for m in servers
-            for s in STATUSES
-        ],
+        _status_samples(servers),
     )
-    family(
-        f"{p}_tools",
-        "gauge",
-        "Tools the MCP server listed last.",
-        each(lambda m: m.tool_count or 0),
-    )
-    family(
-        f"{p}_uptime_seconds_total",
-        "counter",
-        "Seconds the MCP server has been connected.",
-        each(lambda m: m.uptime_s),
-    )
-    family(
-        f"{p}_downtime_seconds_total",
-        "counter",
-        "Seconds the MCP server has been down after a failure, until connected again.",
-        each(lambda m: m.downtime_s),
-    )
-    family(
-        f"{p}_restarts_total",
-        "counter",
-        "Times the MCP server was restarted (after failures, or on request).",
-        each(lambda m: m.restarts),
-    )
-    family(
-        f"{p}_reconnects_total",
-        "counter",
-        "Times the MCP server was connected again after a failure.",
-        each(lambda m: m.reconnects),
-    )
-    family(
-        f"{p}_reconnect_seconds_total",
-        "counter",
-        "Seconds from each failure to the reconnection that ended it, summed.",
-        each(lambda m: (m.reconnect_avg_s or 0.0) * m.reconnects),
-    )
-    family(
+    for name, kind, help, value in _PER_SERVER:
+        out += _family(f"{p}_{name}", kind, help, [("", _server(m), value(m)) for m in servers])
+    out += _family(
         f"{p}_calls_total",
         "counter",
         "Tool calls handed to the MCP server's connection, by result (tool_error: the "
         "tool answered with an error of its own).",
-        [
-            ("", _labels([("server", m.server), ("result", result)]), n)
-            for m in servers
-            for result, n in (
-                ("ok", m.calls_ok),
-                ("tool_error", m.calls_tool_error),
-                ("failed", m.calls_failed),
-            )
-        ],
+        _call_samples(servers),
     )
-    histogram: list[tuple[str, str, float]] = []
-    for m in servers:
-        for bound, n in m.latency_buckets:
-            histogram.append(("_bucket", _labels([("server", m.server), ("le", repr(bound))]), n))
-        histogram.append(
-            ("_bucket", _labels([("server", m.server), ("le", "+Inf")]), m.latency_count)
-        )
-        histogram.append(("_sum", _labels([("server", m.server)]), m.latency_sum_s))
-        histogram.append(("_count", _labels([("server", m.server)]), m.latency_count))
-    family(
+    out += _family(
         f"{p}_call_duration_seconds",
         "histogram",
         "Latency of answered tool calls, from the moment the call had a connection.",
-        histogram,
+        _histogram_samples(servers),
     )
     return "\n".join(out) + "\n"
 
@@ -215,7 +232,7 @@ def summarize(metrics: Mapping[str, ServerMetrics], duration_s: float) -> Sessio
     return SessionSummary(
         duration_s=duration_s,
         servers=dict(metrics),
-        connected=sum(m.status == "connected" for m in values),
+        connected=sum(m.status == ServerStatus.CONNECTED for m in values),
         calls_ok=sum(m.calls_ok for m in values),
         calls_failed=sum(m.calls_failed for m in values),
         calls_tool_error=sum(m.calls_tool_error for m in values),

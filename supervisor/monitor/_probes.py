@@ -6,13 +6,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from .._status import ServerStatus
 from ..server import HealthRecord
 
 __all__ = ["DOWN", "readiness"]
 
 #: The statuses of a server that serves nothing: failed, stopped, waiting for a login that
 #: nobody gives, or disabled. A gateway withdraws such a server's tools.
-DOWN = frozenset({"failed", "auth_failed", "needs_auth", "stopped", "disabled"})
+DOWN = frozenset(
+    {
+        ServerStatus.FAILED,
+        ServerStatus.AUTH_FAILED,
+        ServerStatus.NEEDS_AUTH,
+        ServerStatus.STOPPED,
+        ServerStatus.DISABLED,
+    }
+)
 
 
 class Supervised(Protocol):

@@ -18,21 +18,22 @@ from collections.abc import Mapping
 
 from .._plural import plural
 from .._printable import printable
+from .._status import ServerStatus
 from ..server import HealthRecord
 
 #: The icon of each status: connected, on the way, down, not running (or disabled).
-ICONS: Mapping[str, str] = {
-    "connected": "🟢",
-    "connecting": "🟡",
-    "degraded": "🟡",
-    "disconnected": "🔴",
-    "failed": "🔴",
-    "needs_auth": "🔑",
-    "refreshing": "🟡",
-    "auth_failed": "🔴",
-    "idle": "⚪",
-    "stopped": "⚪",
-    "disabled": "⚪",
+ICONS: Mapping[ServerStatus, str] = {
+    ServerStatus.CONNECTED: "🟢",
+    ServerStatus.CONNECTING: "🟡",
+    ServerStatus.DEGRADED: "🟡",
+    ServerStatus.DISCONNECTED: "🔴",
+    ServerStatus.FAILED: "🔴",
+    ServerStatus.NEEDS_AUTH: "🔑",
+    ServerStatus.REFRESHING: "🟡",
+    ServerStatus.AUTH_FAILED: "🔴",
+    ServerStatus.IDLE: "⚪",
+    ServerStatus.STOPPED: "⚪",
+    ServerStatus.DISABLED: "⚪",
 }
 
 _RESET = "\x1b[0m"
@@ -41,17 +42,17 @@ _DIM = "\x1b[2m"
 _RED = "\x1b[31m"
 _GREEN = "\x1b[32m"
 _YELLOW = "\x1b[33m"
-_DETAIL_COLORS = {
-    "connecting": _YELLOW,
-    "degraded": _YELLOW,
-    "disconnected": _RED,
-    "failed": _RED,
-    "needs_auth": _YELLOW,
-    "refreshing": _YELLOW,
-    "auth_failed": _RED,
-    "idle": _DIM,
-    "stopped": _DIM,
-    "disabled": _DIM,
+_DETAIL_COLORS: Mapping[ServerStatus, str] = {
+    ServerStatus.CONNECTING: _YELLOW,
+    ServerStatus.DEGRADED: _YELLOW,
+    ServerStatus.DISCONNECTED: _RED,
+    ServerStatus.FAILED: _RED,
+    ServerStatus.NEEDS_AUTH: _YELLOW,
+    ServerStatus.REFRESHING: _YELLOW,
+    ServerStatus.AUTH_FAILED: _RED,
+    ServerStatus.IDLE: _DIM,
+    ServerStatus.STOPPED: _DIM,
+    ServerStatus.DISABLED: _DIM,
 }
 
 _NAME_MIN = 11  # display columns before the gap: "custom-api" and a little more
@@ -125,17 +126,17 @@ def details(record: HealthRecord, now: float) -> str:
     """The Details cell: what the server is doing or what went wrong, with retry info."""
     status = record.status
     error = short_error(record.last_error)
-    if status == "connecting":
+    if status == ServerStatus.CONNECTING:
         return f"connecting (attempt {record.retry_attempt + 1})"
-    if status == "degraded":
+    if status == ServerStatus.DEGRADED:
         return f"degraded: {error or 'calls time out'}"
-    if status == "disconnected":
-        text = error or "disconnected"
+    if status == ServerStatus.DISCONNECTED:
+        text = str(error or status)
         if record.next_retry_at is not None:
             wait = max(0, math.ceil(record.next_retry_at - now))
             text += f" (retry {record.retry_attempt}/{record.max_attempts} in {wait}s)"
         return text
-    if status == "failed":
+    if status == ServerStatus.FAILED:
         if record.retryable is False:
             return f"not retried: {error or 'no error recorded'}"  # retrying cannot help
         if record.max_attempts == 0 and record.consecutive_failures == 1:
@@ -143,19 +144,17 @@ def details(record: HealthRecord, now: float) -> str:
         tries = record.consecutive_failures
         if tries:
             return f"gave up after {plural(tries, 'attempt')}: {error or 'no error recorded'}"
-        return error or "failed"
-    if status == "needs_auth":
+        return str(error or status)
+    if status == ServerStatus.NEEDS_AUTH:
         return f"🔑 needs login: mcp-supervisor auth login {printable(record.server)}"
-    if status == "refreshing":
+    if status == ServerStatus.REFRESHING:
         return "refreshing its OAuth token"
-    if status == "auth_failed":
+    if status == ServerStatus.AUTH_FAILED:
         return f"login refused: {error or 'authorization failed'}"
-    if status == "idle":
+    if status == ServerStatus.IDLE:
         return "not started"
-    if status == "stopped":
-        return "stopped"
-    if status == "disabled":
-        return "disabled"
+    if status in (ServerStatus.STOPPED, ServerStatus.DISABLED):
+        return str(status)
     return ""
 
 
@@ -252,8 +251,8 @@ def status_table(
             lines.append((head + detail).rstrip())
         lines.append(paint(_fit(_INDENT + about(record), width), _DIM))
         lines += [paint(line, _DIM) for line in _full_reason(record, width, cut)]
-    connected = [r for r in records.values() if r.status == "connected"]
-    disabled = sum(r.status == "disabled" for r in records.values())
+    connected = [r for r in records.values() if r.status == ServerStatus.CONNECTED]
+    disabled = sum(r.status == ServerStatus.DISABLED for r in records.values())
     tools_total = sum(r.tool_count or 0 for r in connected)
     everyone = len(connected) == len(records) - disabled
     up = paint(f"{len(connected)} connected", _GREEN if everyone else _YELLOW)
@@ -274,7 +273,13 @@ def _full_reason(record: HealthRecord, width: int, cut: bool) -> list[str]:
     shows only part of it: its gist (the first clause: "exited with code 1", say,
     without the line of stderr that says why), or the cell was ``cut`` to fit."""
     if (
-        record.status not in ("disconnected", "failed", "degraded", "auth_failed")
+        record.status
+        not in (
+            ServerStatus.DISCONNECTED,
+            ServerStatus.FAILED,
+            ServerStatus.DEGRADED,
+            ServerStatus.AUTH_FAILED,
+        )
         or not record.last_error
     ):
         return []
@@ -292,11 +297,22 @@ def _full_reason(record: HealthRecord, width: int, cut: bool) -> list[str]:
     return [indent + lines[0], *("        " + line for line in lines[1:])]
 
 
+#: The statuses a server stays in until something happens (or nothing will): what
+#: ``status`` waits for.
+_SETTLED = frozenset(
+    {
+        ServerStatus.CONNECTED,
+        ServerStatus.FAILED,
+        ServerStatus.STOPPED,
+        ServerStatus.NEEDS_AUTH,
+        ServerStatus.AUTH_FAILED,
+    }
+)
+
+
 def progress_line(records: Mapping[str, HealthRecord]) -> str:
     """``connecting 3/8…``: how many servers have settled (connected, failed, stopped,
     or waiting for a login) of all enabled ones, while ``status`` waits for them."""
-    enabled = [r for r in records.values() if r.status != "disabled"]
-    settled = sum(
-        r.status in ("connected", "failed", "stopped", "needs_auth", "auth_failed") for r in enabled
-    )
+    enabled = [r for r in records.values() if r.status != ServerStatus.DISABLED]
+    settled = sum(r.status in _SETTLED for r in enabled)
     return f"connecting {settled}/{len(enabled)}…"

@@ -10,6 +10,7 @@ from typing import Protocol
 import attrs
 import msgspec
 
+from .._status import ServerStatus
 from ..tools import parameters
 from ._catalog import Catalog, Entry
 
@@ -68,7 +69,7 @@ def tools_document(
             "tool_count": len(catalog.by_server.get(name, ())),
             "unsupported": catalog.unsupported.get(name, 0),
             "skipped": list(catalog.invalid.get(name, ())),
-            "error": None if record.status == "connected" else record.last_error,
+            "error": None if record.status == ServerStatus.CONNECTED else record.last_error,
         }
         for name, record in records.items()
     ]

@@ -9,30 +9,12 @@ people.
 from __future__ import annotations
 
 import bisect
-import enum
 import math
 
 import attrs
 import msgspec
 
-
-class ServerStatus(enum.Enum):
-    IDLE = "idle"
-    CONNECTING = "connecting"
-    CONNECTED = "connected"
-    #: connected, but calls in a row time out: probed, restarted if the probe fails
-    DEGRADED = "degraded"
-    DISCONNECTED = "disconnected"
-    FAILED = "failed"
-    STOPPED = "stopped"
-    #: a remote server waiting for an OAuth login (calls fail fast saying how)
-    NEEDS_AUTH = "needs_auth"
-    #: connecting while its OAuth token is being renewed
-    REFRESHING = "refreshing"
-    #: the authorization server refused; waits for a new login
-    AUTH_FAILED = "auth_failed"
-    #: configured with ``disabled: true`` (or ``enabled: false``): never started
-    DISABLED = "disabled"
+from .._status import ServerStatus as ServerStatus
 
 
 class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -40,7 +22,7 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
 
     server: str
     type: str
-    status: str
+    status: ServerStatus
     connected_since: float | None
     last_ok: float | None
     last_error: str | None
@@ -60,7 +42,8 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
     latency_p50_ms: float | None
     latency_p99_ms: float | None
     pid: int | None
-    #: restarts tried in a row before the server is failed (its ``maxRestarts``)
+    #: restarts (local) or reconnections (remote) tried in a row before the server is
+    #: failed: its config's ``max_attempts`` (0 under ``open_supervisor(retries=False)``)
     max_attempts: int = 0
     #: after a failure, whether trying again could help: false when the executable is
     #: missing or not executable, or the endpoint answered 401, 403 or 404 (the server
@@ -184,7 +167,7 @@ class ServerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     server: str
-    status: str
+    status: ServerStatus
     uptime_s: float
     downtime_s: float
     reconnects: int
@@ -377,7 +360,7 @@ class Health:
         """Seconds down after failures so far, the current outage included."""
         return self.downtime_total + (0.0 if self.down_since is None else now - self.down_since)
 
-    def metrics(self, server: str, status: str, now: float) -> ServerMetrics:
+    def metrics(self, server: str, status: ServerStatus, now: float) -> ServerMetrics:
         """The figures as of ``now`` (trio time)."""
         worked = self.calls_ok + self.calls_tool_error
         calls = worked + self.calls_failed

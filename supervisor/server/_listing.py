@@ -140,7 +140,7 @@ class Listings:
             pages += 1
             items.extend(page)
             size += sum(len(item.model_dump_json()) for item in page)  # type: ignore[attr-defined]
-            if len(items) > limits.max_tools or size > limits.max_catalog_bytes:
+            if len(items) > limits.max_tools_per_server or size > limits.max_catalog_bytes:
                 raise self._too_large(what, len(items), size)
             if not cursor:
                 return items
@@ -173,8 +173,8 @@ class Listings:
         name = self.server.name
         return CatalogTooLarge(
             f"MCP server {name!r} lists {count} {what} ({size} bytes), more than the "
-            f"limits ({limits.max_tools} {what}, {limits.max_catalog_bytes} bytes); raise "
-            "supervisor.limits (maxToolsPerServer, maxCatalogBytes) if that is expected",
+            f"limits ({limits.max_tools_per_server} {what}, {limits.max_catalog_bytes} bytes); "
+            "raise supervisor.limits (maxToolsPerServer, maxCatalogBytes) if that is expected",
             server=name,
         )
 

@@ -35,6 +35,7 @@ from ..actors import (
 )
 from ..audit import audit_outcome
 from ..auth import AuthProblem, BrokerAuth, TokenBroker
+from ..auth._broker import BrokerState
 from ..config import command_line
 from ..config._apps import app_name
 from ..errors import (
@@ -102,7 +103,7 @@ def disabled_record(config: ServerSettings) -> HealthRecord:
     return HealthRecord(
         server=config.name,
         type=str(config.type),
-        status=ServerStatus.DISABLED.value,
+        status=ServerStatus.DISABLED,
         connected_since=None,
         last_ok=None,
         last_error=None,
@@ -275,7 +276,7 @@ class ManagedServer:
         if (
             status is ServerStatus.CONNECTING
             and self.broker is not None
-            and self.broker.state == "refreshing"
+            and self.broker.state is BrokerState.REFRESHING
         ):
             return ServerStatus.REFRESHING
         return status
@@ -348,7 +349,7 @@ class ManagedServer:
     def _announce(self, attempt: int, retry_in: float | None) -> None:
         error = self.health.last_error or "unknown error"
         self.emit(
-            events.ServerError(server=self.name, error=error, retry_in=retry_in, attempt=attempt)
+            events.ServerErrored(server=self.name, error=error, retry_in=retry_in, attempt=attempt)
         )
         # The supervision tree logs its decisions (with the same reason): not logged here.
 
@@ -361,7 +362,7 @@ class ManagedServer:
             server=self.name,
             # the transport in use: a `type: remote` server may have fallen back to SSE
             type="sse" if self.use_sse else str(self.config.type),
-            status=status.value,
+            status=status,
             connected_since=h.connected_since,
             last_ok=h.last_ok,
             last_error=h.last_error,
@@ -391,7 +392,7 @@ class ManagedServer:
 
     def metrics(self) -> ServerMetrics:
         """Uptime, downtime, reconnects, calls and latency (docs/monitoring.md) as of now."""
-        return self.health.metrics(self.name, self.status().value, trio.current_time())
+        return self.health.metrics(self.name, self.status(), trio.current_time())
 
     # -- fault injection ---------------------------------------------------------------
 
@@ -459,7 +460,7 @@ class ManagedServer:
                 on_stderr=self._stderr_line,
                 on_spawn=self._spawned,
                 max_message_bytes=self.limits.max_message_bytes,
-                max_items=self.limits.max_tools,
+                max_items=self.limits.max_tools_per_server,
                 max_catalog_bytes=self.limits.max_catalog_bytes,
                 grace=self._grace,
                 kill_after=self._kill_after,
@@ -478,7 +479,7 @@ class ManagedServer:
                 c.url,
                 headers=c.headers,
                 max_message_size=self.limits.max_message_bytes,
-                max_items=self.limits.max_tools,
+                max_items=self.limits.max_tools_per_server,
                 max_catalog_bytes=self.limits.max_catalog_bytes,
             )
             if faults is None:

@@ -10,6 +10,7 @@ limits (the others are spilled to files too), keeps audio and resources, preview
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
@@ -142,73 +143,114 @@ def normalize_result(
     if output_schema is None and not isinstance(tool, str):
         output_schema = tool.output_schema
     limits = limits or _DEFAULT_LIMITS
-
-    texts: list[str] = []
-    images: list[MediaContent] = []
-    audio: list[MediaContent] = []
-    resources: list[ResourceContent] = []
-    notes: list[str] = []
-    seen_images = 0
-    for block in result.content:
-        if isinstance(block, types.TextContent):
-            texts.append(block.text)
-        elif isinstance(block, types.ImageContent):
-            seen_images += 1
-            image = MediaContent(block.data, block.mime_type, b64_size(block.data))
-            why = None
-            if spill:
-                kept = len(images)
-                why = image_kept(image.size, kept, limits.max_inline_images, limits.max_image_bytes)
-            if why is None:
-                images.append(image)
-                continue
-            path = _spill(decoded(image.data), name, spill_dir, suffix_for(image.mime_type))
-            notes.append(image_note(seen_images, image.mime_type, image.size, why, path))
-        elif isinstance(block, types.AudioContent):
-            audio.append(MediaContent(block.data, block.mime_type, b64_size(block.data)))
-        elif isinstance(block, types.EmbeddedResource):
-            resources.append(_embedded(block.resource))
-        elif isinstance(block, types.ResourceLink):
-            resources.append(
-                ResourceContent(
-                    "link", str(block.uri), block.mime_type, size=block.size, name=block.name
-                )
-            )
-
+    where = _Spill(name, spill_dir) if spill else None
+    blocks = _Blocks.of(result.content, limits, where)
     structured = result.structured_content
     if output_schema is not None and not result.is_error:
-        if structured is None:
-            raise ToolOutputInvalid(
-                name, [("(root)", "no structuredContent, but the tool declares an outputSchema")]
-            )
-        (validator or _validate._default_validator).validate_output(name, output_schema, structured)
+        _check_output(name, output_schema, structured, validator)
     preview = None
     if structured is not None:
         encoded = msgspec.json.encode(structured, enc_hook=str)  # compact UTF-8, as sent
-        if spill:
-            limit = limits.max_structured_preview_bytes
-            preview = structured_preview(encoded, name, spill_dir, limit)
-        else:
+        if where is None:
             preview = encoded.decode()
-
-    text, spilled_to = "\n".join(texts), None
-    if spill:
+        else:
+            preview = structured_preview(
+                encoded, name, spill_dir, limits.max_structured_preview_bytes
+            )
+    text, spilled_to = "\n".join(blocks.texts), None
+    if where is not None:
         max_bytes = limits.max_preview_bytes if preview_bytes is None else preview_bytes
         text, spilled_to = text_preview(text, name, spill_dir, max_bytes, limits.max_preview_lines)
-    if notes:
-        text = "\n".join([text, *notes]) if text else "\n".join(notes)
+    if blocks.notes:
+        text = "\n".join([text, *blocks.notes]) if text else "\n".join(blocks.notes)
     return ToolResult(
         tool=name,
         text=text,
-        images=tuple(images),
-        audio=tuple(audio),
-        resources=tuple(resources),
+        images=tuple(blocks.images),
+        audio=tuple(blocks.audio),
+        resources=tuple(blocks.resources),
         structured=structured,
         is_error=bool(result.is_error),
         spilled_to=spilled_to,
         structured_preview=preview,
         raw=result,
     )
+
+
+@attrs.frozen
+class _Spill:
+    """Where a result's overflow goes: files named after ``tool``, in ``directory``."""
+
+    tool: str
+    directory: str | os.PathLike[str] | None
+
+
+@attrs.define
+class _Blocks:
+    """A result's content blocks sorted by kind; ``notes`` say where images were saved."""
+
+    texts: list[str] = attrs.Factory(list)
+    images: list[MediaContent] = attrs.Factory(list)
+    audio: list[MediaContent] = attrs.Factory(list)
+    resources: list[ResourceContent] = attrs.Factory(list)
+    notes: list[str] = attrs.Factory(list)
+
+    @classmethod
+    def of(
+        cls, content: Iterable[types.ContentBlock], limits: Limits, spill: _Spill | None
+    ) -> _Blocks:
+        """The blocks of ``content``; with ``spill``, the images past the limits are saved
+        there (decoded), in order, each with a note."""
+        blocks = cls()
+        seen_images = 0
+        for block in content:
+            if isinstance(block, types.TextContent):
+                blocks.texts.append(block.text)
+            elif isinstance(block, types.ImageContent):
+                seen_images += 1
+                blocks._image(block, seen_images, limits, spill)
+            elif isinstance(block, types.AudioContent):
+                blocks.audio.append(MediaContent(block.data, block.mime_type, b64_size(block.data)))
+            elif isinstance(block, types.EmbeddedResource):
+                blocks.resources.append(_embedded(block.resource))
+            elif isinstance(block, types.ResourceLink):
+                blocks.resources.append(
+                    ResourceContent(
+                        "link", str(block.uri), block.mime_type, size=block.size, name=block.name
+                    )
+                )
+        return blocks
+
+    def _image(
+        self, block: types.ImageContent, seen: int, limits: Limits, spill: _Spill | None
+    ) -> None:
+        """Keep the ``seen``-th image inline, or save it and say so in a note."""
+        image = MediaContent(block.data, block.mime_type, b64_size(block.data))
+        why = None
+        if spill is not None:
+            kept = len(self.images)
+            why = image_kept(image.size, kept, limits.max_inline_images, limits.max_image_bytes)
+        if why is None:
+            self.images.append(image)
+            return
+        assert spill is not None
+        path = _spill(decoded(image.data), spill.tool, spill.directory, suffix_for(image.mime_type))
+        self.notes.append(image_note(seen, image.mime_type, image.size, why, path))
+
+
+def _check_output(
+    name: str,
+    output_schema: JSONSchema,
+    structured: object,
+    validator: ArgumentValidator | None,
+) -> None:
+    """A result that is not an error must have ``structuredContent`` matching the tool's
+    ``outputSchema``: :class:`~supervisor.errors.ToolOutputInvalid` otherwise."""
+    if structured is None:
+        raise ToolOutputInvalid(
+            name, [("(root)", "no structuredContent, but the tool declares an outputSchema")]
+        )
+    (validator or _validate._default_validator).validate_output(name, output_schema, structured)
 
 
 def _embedded(
