@@ -9,7 +9,6 @@ What is loaded is checked, not how long it takes: the time is the bench's
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import io
 import json
@@ -26,6 +25,7 @@ import supervisor.actors
 import supervisor.faults
 import supervisor.gateway
 import supervisor.testing
+from supervisor._lazy import table
 from supervisor._programs import exec_path
 from supervisor.cli import _command_of, build_parser
 from supervisor.transports import child_environment
@@ -110,20 +110,6 @@ def test_help_and_check_load_no_heavy_package(tmp_path: Path) -> None:
     assert code == 0 and "ignored the client's own top-level keys" in err
 
 
-def _lazy_sources(module: ModuleType) -> dict[str, str]:
-    """The names a lazy façade imports under ``if TYPE_CHECKING:``, each with its module."""
-    tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
-    found: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for statement in node.body:
-                assert isinstance(statement, ast.ImportFrom)
-                for alias in statement.names:
-                    assert alias.asname == alias.name  # re-exported: `import y as y`
-                    found[alias.name] = "." * statement.level + (statement.module or "")
-    return found
-
-
 FACADES = [
     supervisor,
     supervisor.actors,
@@ -135,12 +121,11 @@ FACADES = [
 
 @pytest.mark.parametrize("module", FACADES, ids=lambda m: m.__name__)
 def test_a_lazy_facade_gives_every_public_name(module: ModuleType) -> None:
-    """A lazy façade's ``__all__``, its ``TYPE_CHECKING`` imports and the sources it loads
-    from name the same things; each name resolves to its module's object and is listed by
-    ``dir()``; an unknown name is an AttributeError naming the package."""
-    sources = _lazy_sources(module)
-    assert sources == module._SOURCES
-    assert set(module.__all__) == set(sources)
+    """A lazy façade's ``__all__`` is its table's names, sorted; each name resolves to
+    its module's object and is listed by ``dir()``; an unknown name is an AttributeError
+    naming the package."""
+    sources = table(module.__name__)
+    assert module.__all__ == sorted(sources)
     listed = dir(module)
     for name, source in sources.items():
         assert name in listed

@@ -41,43 +41,5 @@ if TYPE_CHECKING:
     from ._stdio import serve_stdio as serve_stdio
     from ._stdio import stdio_streams as stdio_streams
 
-__all__ = [
-    "ERROR_META",
-    "META_TOOLS",
-    "WITHDRAWN",
-    "Gateway",
-    "GatewayClient",
-    "GatewayError",
-    "GatewayRequestError",
-    "HttpGatewayInfo",
-    "Relay",
-    "ToolSearch",
-    "local_socket",
-    "new_token",
-    "serve_http",
-    "serve_local",
-    "serve_stdio",
-    "stdio_streams",
-]
 
-#: where each public name is defined; imported from there on first use
-_SOURCES = {
-    "ERROR_META": "._core",
-    "WITHDRAWN": "._core",
-    "Gateway": "._core",
-    "HttpGatewayInfo": "._http",
-    "new_token": "._http",
-    "serve_http": "._http",
-    "serve_local": "._http",
-    "GatewayClient": "._local",
-    "GatewayError": "._local",
-    "GatewayRequestError": "._local",
-    "local_socket": "._local",
-    "Relay": "._relay",
-    "META_TOOLS": "._search",
-    "ToolSearch": "._search",
-    "serve_stdio": "._stdio",
-    "stdio_streams": "._stdio",
-}
-
-__getattr__, __dir__ = attach(__name__, _SOURCES, __all__)
+__getattr__, __dir__ = attach(__name__)

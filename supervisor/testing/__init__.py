@@ -43,42 +43,5 @@ if TYPE_CHECKING:
     from ._soak import run_soak as run_soak
     from ._supervised import SupervisorMachine as SupervisorMachine
 
-__all__ = [
-    "AsyncStateMachine",
-    "CapturedEvents",
-    "EventTimeout",
-    "SoakOptions",
-    "SoakResult",
-    "Step",
-    "SupervisorMachine",
-    "capture_events",
-    "invariant",
-    "precondition",
-    "random_plan",
-    "replay_log",
-    "rule",
-    "run_deterministic",
-    "run_soak",
-]
 
-#: where each public name is defined; imported from there on first use (``SupervisorMachine``
-#: needs hypothesis, a test-time dependency)
-_SOURCES = {
-    "replay_log": "._deterministic",
-    "run_deterministic": "._deterministic",
-    "CapturedEvents": "._events",
-    "EventTimeout": "._events",
-    "capture_events": "._events",
-    "AsyncStateMachine": "._machine",
-    "Step": "._machine",
-    "invariant": "._machine",
-    "precondition": "._machine",
-    "rule": "._machine",
-    "SoakOptions": "._soak",
-    "SoakResult": "._soak",
-    "random_plan": "._soak",
-    "run_soak": "._soak",
-    "SupervisorMachine": "._supervised",
-}
-
-__getattr__, __dir__ = attach(__name__, _SOURCES, __all__)
+__getattr__, __dir__ = attach(__name__)
