@@ -9,36 +9,27 @@ account, private storage, browser logins through one loopback listener (docs/aut
 - :class:`AuthService` — the brokers of one supervisor, made from its config.
 """
 
-from ._broker import AuthProblem as AuthProblem
-from ._broker import BrokerAuth as BrokerAuth
-from ._broker import BrokerInfo as BrokerInfo
-from ._broker import TokenBroker as TokenBroker
-from ._login import DEFAULT_CALLBACK_PORT as DEFAULT_CALLBACK_PORT
-from ._login import CallbackHandler as CallbackHandler
-from ._login import Logins as Logins
-from ._login import RedirectHandler as RedirectHandler
-from ._login import default_redirect_handler as default_redirect_handler
-from ._service import AuthService as AuthService
-from ._service import uses_oauth as uses_oauth
-from ._store import ENV_AUTH_DIR as ENV_AUTH_DIR
-from ._store import AuthStore as AuthStore
-from ._store import Credentials as Credentials
-from ._store import default_auth_dir as default_auth_dir
+from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_CALLBACK_PORT",
-    "ENV_AUTH_DIR",
-    "AuthProblem",
-    "AuthService",
-    "AuthStore",
-    "BrokerAuth",
-    "BrokerInfo",
-    "CallbackHandler",
-    "Credentials",
-    "Logins",
-    "RedirectHandler",
-    "TokenBroker",
-    "default_auth_dir",
-    "default_redirect_handler",
-    "uses_oauth",
-]
+from typing import TYPE_CHECKING
+
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ._broker import AuthProblem as AuthProblem
+    from ._broker import BrokerAuth as BrokerAuth
+    from ._broker import BrokerInfo as BrokerInfo
+    from ._broker import TokenBroker as TokenBroker
+    from ._login import DEFAULT_CALLBACK_PORT as DEFAULT_CALLBACK_PORT
+    from ._login import CallbackHandler as CallbackHandler
+    from ._login import Logins as Logins
+    from ._login import RedirectHandler as RedirectHandler
+    from ._login import default_redirect_handler as default_redirect_handler
+    from ._service import AuthService as AuthService
+    from ._service import uses_oauth as uses_oauth
+    from ._store import ENV_AUTH_DIR as ENV_AUTH_DIR
+    from ._store import AuthStore as AuthStore
+    from ._store import Credentials as Credentials
+    from ._store import default_auth_dir as default_auth_dir
+
+__getattr__, __dir__ = attach(__name__)

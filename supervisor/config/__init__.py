@@ -52,31 +52,24 @@ This package is a façade over focused private modules:
 
 from __future__ import annotations
 
-from ..errors import ConfigError as ConfigError
-from ..errors import FieldError as FieldError
-from ._load import load_config as load_config
-from ._model import DEFAULT_MAX_CONFIG_BYTES as DEFAULT_MAX_CONFIG_BYTES
-from ._model import AuditSettings as AuditSettings
-from ._model import AuthConfig as AuthConfig
-from ._model import Config as Config
-from ._model import Limits as Limits
-from ._model import ServerConfig as ServerConfig
-from ._model import ServerType as ServerType
-from ._model import Settings as Settings
-from ._model import ToolPolicy as ToolPolicy
-from ._secrets import command_line as command_line
-from ._secrets import masked_url as masked_url
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "DEFAULT_MAX_CONFIG_BYTES",
-    "AuditSettings",
-    "AuthConfig",
-    "Config",
-    "ConfigError",
-    "FieldError",
-    "Limits",
-    "ServerConfig",
-    "ServerType",
-    "Settings",
-    "load_config",
-]
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ..errors import ConfigError as ConfigError
+    from ..errors import FieldError as FieldError
+    from ._load import load_config as load_config
+    from ._model import DEFAULT_MAX_CONFIG_BYTES as DEFAULT_MAX_CONFIG_BYTES
+    from ._model import AuditSettings as AuditSettings
+    from ._model import AuthConfig as AuthConfig
+    from ._model import Config as Config
+    from ._model import Limits as Limits
+    from ._model import ServerConfig as ServerConfig
+    from ._model import ServerType as ServerType
+    from ._model import Settings as Settings
+    from ._model import ToolPolicy as ToolPolicy
+    from ._secrets import command_line as command_line
+    from ._secrets import masked_url as masked_url
+
+__getattr__, __dir__ = attach(__name__)

@@ -11,8 +11,13 @@ faults: every figure is read from the running supervisor. No process is left beh
 
 from __future__ import annotations
 
-from ._script import run_demo as run_demo
-from ._servers import DemoError as DemoError
-from ._servers import find_servers as find_servers
+from typing import TYPE_CHECKING
 
-__all__ = ["DemoError", "find_servers", "run_demo"]
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ._script import run_demo as run_demo
+    from ._servers import DemoError as DemoError
+    from ._servers import find_servers as find_servers
+
+__getattr__, __dir__ = attach(__name__)

@@ -61,60 +61,37 @@ listed anew are hashed.
 
 from __future__ import annotations
 
-from ._catalog import BUILTIN as BUILTIN
-from ._catalog import Catalog as Catalog
-from ._catalog import CatalogDiff as CatalogDiff
-from ._catalog import Conflict as Conflict
-from ._catalog import Entry as Entry
-from ._catalog import Provenance as Provenance
-from ._catalog import Summary as Summary
-from ._catalog import default_description as default_description
-from ._document import tools_document as tools_document
-from ._live import Offer as Offer
-from ._live import Registry as Registry
-from ._live import RegistryStatistics as RegistryStatistics
-from ._live import Snapshot as Snapshot
-from ._merge import Listing as Listing
-from ._merge import ServerTools as ServerTools
-from ._merge import diff as diff
-from ._merge import merge as merge
-from ._naming import NamingPolicy as NamingPolicy
-from ._resources import MergedPrompt as MergedPrompt
-from ._resources import MergedResource as MergedResource
-from ._resources import MergedResourceTemplate as MergedResourceTemplate
-from ._resources import check_prompt_arguments as check_prompt_arguments
-from ._resources import merge_prompts as merge_prompts
-from ._resources import merge_resource_templates as merge_resource_templates
-from ._resources import merge_resources as merge_resources
-from ._resources import route_resource as route_resource
-from ._resources import template_matches as template_matches
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "BUILTIN",
-    "Catalog",
-    "CatalogDiff",
-    "Conflict",
-    "Entry",
-    "Listing",
-    "MergedPrompt",
-    "MergedResource",
-    "MergedResourceTemplate",
-    "NamingPolicy",
-    "Offer",
-    "Provenance",
-    "Registry",
-    "RegistryStatistics",
-    "ServerTools",
-    "Snapshot",
-    "Summary",
-    "check_prompt_arguments",
-    "default_description",
-    "diff",
-    "merge",
-    "merge_prompts",
-    "merge_resource_templates",
-    "merge_resources",
-    "route_resource",
-    "template_matches",
-    "tools_document",
-]
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ._catalog import BUILTIN as BUILTIN
+    from ._catalog import Catalog as Catalog
+    from ._catalog import CatalogDiff as CatalogDiff
+    from ._catalog import Conflict as Conflict
+    from ._catalog import Entry as Entry
+    from ._catalog import Provenance as Provenance
+    from ._catalog import Summary as Summary
+    from ._catalog import default_description as default_description
+    from ._document import tools_document as tools_document
+    from ._live import Offer as Offer
+    from ._live import Registry as Registry
+    from ._live import RegistryStatistics as RegistryStatistics
+    from ._live import Snapshot as Snapshot
+    from ._merge import Listing as Listing
+    from ._merge import ServerTools as ServerTools
+    from ._merge import diff as diff
+    from ._merge import merge as merge
+    from ._naming import NamingPolicy as NamingPolicy
+    from ._resources import MergedPrompt as MergedPrompt
+    from ._resources import MergedResource as MergedResource
+    from ._resources import MergedResourceTemplate as MergedResourceTemplate
+    from ._resources import check_prompt_arguments as check_prompt_arguments
+    from ._resources import merge_prompts as merge_prompts
+    from ._resources import merge_resource_templates as merge_resource_templates
+    from ._resources import merge_resources as merge_resources
+    from ._resources import route_resource as route_resource
+    from ._resources import template_matches as template_matches
+
+__getattr__, __dir__ = attach(__name__)

@@ -23,40 +23,27 @@ caller's to know: this package only draws, and imports nothing of the supervisor
 
 from __future__ import annotations
 
-from ._draw import FAULT_COLOUR as FAULT_COLOUR
-from ._draw import OUTCOMES as OUTCOMES
-from ._draw import STATES as STATES
-from ._draw import TIMELINE_CSS as TIMELINE_CSS
-from ._draw import Band as Band
-from ._draw import Layout as Layout
-from ._draw import Marker as Marker
-from ._draw import Point as Point
-from ._draw import Scale as Scale
-from ._draw import Tick as Tick
-from ._draw import decade as decade
-from ._draw import draw_timeline as draw_timeline
-from ._draw import legend as legend
-from ._draw import seconds as seconds
-from ._draw import shape as shape
-from ._element import Element as Element
-from ._element import markup as markup
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "FAULT_COLOUR",
-    "OUTCOMES",
-    "STATES",
-    "TIMELINE_CSS",
-    "Band",
-    "Element",
-    "Layout",
-    "Marker",
-    "Point",
-    "Scale",
-    "Tick",
-    "decade",
-    "draw_timeline",
-    "legend",
-    "markup",
-    "seconds",
-    "shape",
-]
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ._draw import FAULT_COLOUR as FAULT_COLOUR
+    from ._draw import OUTCOMES as OUTCOMES
+    from ._draw import STATES as STATES
+    from ._draw import TIMELINE_CSS as TIMELINE_CSS
+    from ._draw import Band as Band
+    from ._draw import Layout as Layout
+    from ._draw import Marker as Marker
+    from ._draw import Point as Point
+    from ._draw import Scale as Scale
+    from ._draw import Tick as Tick
+    from ._draw import decade as decade
+    from ._draw import draw_timeline as draw_timeline
+    from ._draw import legend as legend
+    from ._draw import seconds as seconds
+    from ._draw import shape as shape
+    from ._element import Element as Element
+    from ._element import markup as markup
+
+__getattr__, __dir__ = attach(__name__)

@@ -25,65 +25,40 @@ A façade over one module per job:
 
 from __future__ import annotations
 
-from ._approval import DESTRUCTIVE_WORDS as DESTRUCTIVE_WORDS
-from ._approval import ApprovalCallback as ApprovalCallback
-from ._approval import ApprovalDecision as ApprovalDecision
-from ._approval import ApprovalReason as ApprovalReason
-from ._approval import ApprovalRequest as ApprovalRequest
-from ._approval import Approver as Approver
-from ._approval import Decider as Decider
-from ._approval import ToolPolicySource as ToolPolicySource
-from ._approval import approval_reason as approval_reason
-from ._approval import check_approval as check_approval
-from ._approval import decide_approval as decide_approval
-from ._approval import is_destructive_name as is_destructive_name
-from ._approval import needs_approval as needs_approval
-from ._approval import policy_verdict as policy_verdict
-from ._params import Parameter as Parameter
-from ._params import parameters as parameters
-from ._params import signature as signature
-from ._results import DEFAULT_PREVIEW_BYTES as DEFAULT_PREVIEW_BYTES
-from ._results import MediaContent as MediaContent
-from ._results import ResourceContent as ResourceContent
-from ._results import SpillDirectory as SpillDirectory
-from ._results import ToolResult as ToolResult
-from ._results import normalize_result as normalize_result
-from ._validate import DEFAULT_CACHE_SIZE as DEFAULT_CACHE_SIZE
-from ._validate import ArgumentValidator as ArgumentValidator
-from ._validate import JSONSchema as JSONSchema
-from ._validate import ValidatorStatistics as ValidatorStatistics
-from ._validate import fingerprint as fingerprint
-from ._validate import invalid_output as invalid_output
-from ._validate import validate_arguments as validate_arguments
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "DEFAULT_CACHE_SIZE",
-    "DEFAULT_PREVIEW_BYTES",
-    "DESTRUCTIVE_WORDS",
-    "ApprovalCallback",
-    "ApprovalDecision",
-    "ApprovalReason",
-    "ApprovalRequest",
-    "Approver",
-    "ArgumentValidator",
-    "Decider",
-    "MediaContent",
-    "Parameter",
-    "ResourceContent",
-    "SpillDirectory",
-    "ToolPolicySource",
-    "ToolResult",
-    "ValidatorStatistics",
-    "approval_reason",
-    "check_approval",
-    "decide_approval",
-    "fingerprint",
-    "invalid_output",
-    "is_destructive_name",
-    "needs_approval",
-    "normalize_result",
-    "policy_verdict",
-    "parameters",
-    "signature",
-    "validate_arguments",
-]
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ._approval import DESTRUCTIVE_WORDS as DESTRUCTIVE_WORDS
+    from ._approval import ApprovalCallback as ApprovalCallback
+    from ._approval import ApprovalDecision as ApprovalDecision
+    from ._approval import ApprovalReason as ApprovalReason
+    from ._approval import ApprovalRequest as ApprovalRequest
+    from ._approval import Approver as Approver
+    from ._approval import Decider as Decider
+    from ._approval import ToolPolicySource as ToolPolicySource
+    from ._approval import approval_reason as approval_reason
+    from ._approval import check_approval as check_approval
+    from ._approval import decide_approval as decide_approval
+    from ._approval import is_destructive_name as is_destructive_name
+    from ._approval import needs_approval as needs_approval
+    from ._approval import policy_verdict as policy_verdict
+    from ._params import Parameter as Parameter
+    from ._params import parameters as parameters
+    from ._params import signature as signature
+    from ._results import DEFAULT_PREVIEW_BYTES as DEFAULT_PREVIEW_BYTES
+    from ._results import MediaContent as MediaContent
+    from ._results import ResourceContent as ResourceContent
+    from ._results import SpillDirectory as SpillDirectory
+    from ._results import ToolResult as ToolResult
+    from ._results import normalize_result as normalize_result
+    from ._validate import DEFAULT_CACHE_SIZE as DEFAULT_CACHE_SIZE
+    from ._validate import ArgumentValidator as ArgumentValidator
+    from ._validate import JSONSchema as JSONSchema
+    from ._validate import ValidatorStatistics as ValidatorStatistics
+    from ._validate import fingerprint as fingerprint
+    from ._validate import invalid_output as invalid_output
+    from ._validate import validate_arguments as validate_arguments
+
+__getattr__, __dir__ = attach(__name__)
