@@ -27,6 +27,10 @@ than in an ``__init__.pyi`` beside it (a stub would hide the rest of ``__init__.
 type checkers), and with imports from a parent package (``from ..errors import …``),
 which ``lazy_loader`` refuses.
 
+A façade's table is its package's public surface: what docs/ documents. The package's
+other names are private: its own modules, the CLI and the tests import them from the
+private module that defines them (``from .registry._live import Registry``).
+
 Importing a façade runs nothing else: no registry is filled and no module is loaded as
 a side effect, so loading a name later behaves exactly as the eager import did.
 """

@@ -51,8 +51,7 @@ import attrs
 import msgspec
 import trio
 
-from .config import AuditSettings
-from .config._model import DEFAULT_AUDIT_BACKUPS, DEFAULT_AUDIT_MAX_BYTES
+from .config._model import DEFAULT_AUDIT_BACKUPS, DEFAULT_AUDIT_MAX_BYTES, AuditSettings
 from .config._secrets import _secretish
 from .errors import (
     ApprovalDenied,
@@ -64,7 +63,8 @@ from .errors import (
 )
 from .faults._history import classify
 from .log import REDACTED, get_logger, redactor
-from .tools import ApprovalDecision, ToolResult
+from .tools import ToolResult
+from .tools._approval import ApprovalDecision
 
 __all__ = [
     "DEFAULT_AUDIT_BACKUPS",

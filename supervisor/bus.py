@@ -49,7 +49,7 @@ from trio.lowlevel import (
     wait_task_rescheduled,
 )
 
-from .actors import Decision
+from .actors._decisions import Decision
 from .events import BusDropped, Event, make_event, tree_event
 
 __all__ = ["Bus", "BusStatistics", "Subscription", "SubscriptionStatistics", "open_bus"]

@@ -12,7 +12,8 @@ from mcp import Client
 
 import supervisor.errors as errors
 from supervisor import server, transports, ws
-from supervisor.actors import SupervisorError, collapse, leaves
+from supervisor.actors import SupervisorError
+from supervisor.actors._errors import collapse, leaves
 from supervisor.errors import (
     CallMayHaveTakenEffect,
     HTTPConnectError,

@@ -22,12 +22,8 @@ import trio
 from mcp.shared.auth import JWT_BEARER_GRANT_TYPE
 
 from supervisor.testing import oauth_browser
-from supervisor.testing.servers import (
-    OAuthFixture,
-    generate_key_pair,
-    open_oauth_server,
-    start_http,
-)
+from supervisor.testing.servers import open_oauth_server, start_http
+from supervisor.testing.servers._oauth import OAuthFixture, generate_key_pair
 
 SCOPES = ["read", "write", "admin", "offline_access"]
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"

@@ -74,7 +74,6 @@ from typing import TYPE_CHECKING
 from .._lazy import attach
 
 if TYPE_CHECKING:
-    from ._address import parse_address as parse_address
     from ._server import DashboardInfo as DashboardInfo
     from ._server import serve_dashboard as serve_dashboard
 

@@ -30,11 +30,10 @@ import trio
 from ..events import ChildRestarted, Event
 from ..monitor import CallWindow
 from ..monitor._table import ago
-from ..timeline import (
+from ..timeline._draw import (
     OUTCOMES,
     STATES,
     Band,
-    Element,
     Layout,
     Point,
     Scale,
@@ -43,6 +42,7 @@ from ..timeline import (
     legend,
     seconds,
 )
+from ..timeline._element import Element
 
 if TYPE_CHECKING:
     from ..runtime import SupervisorHandle

@@ -10,14 +10,3 @@ faults: every figure is read from the running supervisor. No process is left beh
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-from .._lazy import attach
-
-if TYPE_CHECKING:
-    from ._script import run_demo as run_demo
-    from ._servers import DemoError as DemoError
-    from ._servers import find_servers as find_servers
-
-__getattr__, __dir__ = attach(__name__)

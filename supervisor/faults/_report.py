@@ -38,7 +38,7 @@ from pathlib import Path
 import msgspec
 
 from .._plural import plural
-from ..timeline import (
+from ..timeline._draw import (
     OUTCOMES,
     TIMELINE_CSS,
     Band,
@@ -50,9 +50,9 @@ from ..timeline import (
     decade,
     draw_timeline,
     legend,
-    markup,
     seconds,
 )
+from ..timeline._element import markup
 from ._checker import Verdict, check, fault_fields, timed_events
 from ._history import FAIL, OK, CallHistory, CallRecord
 

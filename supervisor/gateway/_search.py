@@ -34,7 +34,7 @@ import mcp_types as types
 import msgspec
 
 from ..errors import UnknownServer
-from ..tools import validate_arguments
+from ..tools._validate import validate_arguments
 
 if TYPE_CHECKING:
     from ..registry import Catalog, Entry

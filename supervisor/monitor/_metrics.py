@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 import msgspec
 
 from .._plural import plural
-from ..actors import SupervisorStatistics
+from ..actors._stats import SupervisorStatistics
 from ..server import HealthRecord, ServerMetrics
 
 #: Every ``status`` value a server can have, for the ``mcp_supervisor_server_status``
