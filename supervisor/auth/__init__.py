@@ -7,6 +7,8 @@ account, private storage, browser logins through one loopback listener (docs/aut
   waits, refreshed before expiry, a failed refresh leading to a new authorization;
 - ``Logins`` — the loopback callback listener, routing answers by ``state``;
 - ``AuthService`` — the brokers of one supervisor, made from its config.
-"""
 
-from __future__ import annotations
+Its Python names are private: docs/auth.md documents the ``auth`` config and the
+``mcp-supervisor auth`` commands. The supervisor imports each from its module (``_store``,
+``_broker``, ``_login``, ``_service``).
+"""

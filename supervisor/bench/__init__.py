@@ -20,6 +20,7 @@ Add a measurement by writing ``async def my_key(n: int) -> float`` and appending
 ``Measurement`` to ``MEASUREMENTS`` (or a ``Suite`` and its members, made
 with ``Suite.measurement``). Benchmarks are not tests: they report figures and never
 fail on a missed target.
-"""
 
-from __future__ import annotations
+Its Python names are private: the interface is ``mcp-supervisor bench`` and its keys
+(README.md). The CLI and the tests import each from its module.
+"""

@@ -7,6 +7,6 @@ them, kills the calculator (``kill -9``) and then the flaky HTTP server, printin
 events of each recovery as they arrive and a call made during each outage being served
 after it, then the table again and the session's summary. Nothing is scripted but the
 faults: every figure is read from the running supervisor. No process is left behind.
-"""
 
-from __future__ import annotations
+Its Python names are private: the interface is ``mcp-supervisor demo``.
+"""

@@ -19,6 +19,7 @@ same SVG elements from it without parsing any markup. ``legend`` draws the key t
 the colours. Both pages style the drawing with ``TIMELINE_CSS``. What the marks say
 — which state a band is, which outcome a call had, the words of a title — is the
 caller's to know: this package only draws, and imports nothing of the supervisor.
-"""
 
-from __future__ import annotations
+Its Python names are private, imported by the fault report and the dashboard from
+``_draw`` and ``_element``.
+"""
