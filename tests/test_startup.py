@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import os
 import subprocess
 import sys
+from importlib.util import resolve_name
 from pathlib import Path
 from types import ModuleType
 
@@ -29,6 +31,8 @@ from supervisor._lazy import table
 from supervisor._programs import exec_path
 from supervisor.cli import _command_of, build_parser
 from supervisor.transports import child_environment
+
+PACKAGE = Path(supervisor.__file__).parent
 
 #: Top-level packages a command that starts no server must not load.
 HEAVY = sorted(
@@ -110,12 +114,11 @@ def test_help_and_check_load_no_heavy_package(tmp_path: Path) -> None:
     assert code == 0 and "ignored the client's own top-level keys" in err
 
 
+#: Every package whose ``__init__.py`` is a lazy façade (has a table).
 FACADES = [
-    supervisor,
-    supervisor.actors,
-    supervisor.faults,
-    supervisor.gateway,
-    supervisor.testing,
+    importlib.import_module(".".join(path.parent.relative_to(PACKAGE.parent).parts))
+    for path in sorted(PACKAGE.rglob("__init__.py"))
+    if "\nif TYPE_CHECKING:\n" in path.read_text(encoding="utf-8")
 ]
 
 
@@ -130,7 +133,7 @@ def test_a_lazy_facade_gives_every_public_name(module: ModuleType) -> None:
     for name, source in sources.items():
         assert name in listed
         value = getattr(module, name)
-        assert value is getattr(sys.modules[module.__name__ + source], name), name
+        assert value is getattr(sys.modules[resolve_name(source, module.__name__)], name), name
     with pytest.raises(AttributeError, match=f"module '{module.__name__}' has no attribute"):
         module.NoSuchName  # noqa: B018 - the lookup is what is tested
 
