@@ -23,7 +23,6 @@ from ._lazy import attach
 
 if TYPE_CHECKING:
     from ._version import __version__ as __version__
-    from .actors import ActorError as ActorError
     from .actors import ActorStopped as ActorStopped
     from .actors import ActorUnavailable as ActorUnavailable
     from .actors import CallTimeout as CallTimeout
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
     from .actors import SupervisorError as SupervisorError
     from .actors import SupervisorGaveUp as SupervisorGaveUp
     from .bus import Bus as Bus
-    from .bus import Subscription as Subscription
     from .config import Config as Config
     from .config import ServerConfig as ServerConfig
     from .config import load_config as load_config
@@ -40,7 +38,6 @@ if TYPE_CHECKING:
     from .errors import CallMayHaveTakenEffect as CallMayHaveTakenEffect
     from .errors import ConfigError as ConfigError
     from .errors import PromptArgumentsInvalid as PromptArgumentsInvalid
-    from .errors import RequestTimeout as RequestTimeout
     from .errors import ServerError as ServerError
     from .errors import ServerRequestError as ServerRequestError
     from .errors import ServerUnavailable as ServerUnavailable
@@ -52,10 +49,7 @@ if TYPE_CHECKING:
     from .errors import UnknownResource as UnknownResource
     from .errors import UnknownServer as UnknownServer
     from .errors import UnknownTool as UnknownTool
-    from .events import Event as Event
     from .log import configure_logging as configure_logging
-    from .log import get_logger as get_logger
-    from .log import register_secret as register_secret
     from .monitor import SessionSummary as SessionSummary
     from .registry import Catalog as Catalog
     from .registry import Entry as Entry
@@ -66,97 +60,5 @@ if TYPE_CHECKING:
     from .tools import ApprovalRequest as ApprovalRequest
     from .tools import ToolResult as ToolResult
 
-__all__ = [
-    "ActorError",
-    "ActorStopped",
-    "ActorUnavailable",
-    "ApprovalDenied",
-    "ApprovalRequest",
-    "ApprovalRequired",
-    "Bus",
-    "CallMayHaveTakenEffect",
-    "CallTimeout",
-    "Catalog",
-    "Config",
-    "ConfigError",
-    "Entry",
-    "Event",
-    "HealthRecord",
-    "PromptArgumentsInvalid",
-    "RequestAborted",
-    "RequestTimeout",
-    "ServerConfig",
-    "ServerError",
-    "ServerMetrics",
-    "ServerRequestError",
-    "ServerUnavailable",
-    "SessionSummary",
-    "Subscription",
-    "SupervisorError",
-    "SupervisorGaveUp",
-    "SupervisorHandle",
-    "ToolArgumentsInvalid",
-    "ToolCallTimeout",
-    "ToolError",
-    "ToolOutputInvalid",
-    "ToolResult",
-    "UnknownPrompt",
-    "UnknownResource",
-    "UnknownServer",
-    "UnknownTool",
-    "configure_logging",
-    "get_logger",
-    "load_config",
-    "open_supervisor",
-    "register_secret",
-    "__version__",
-]
 
-#: where each public name is defined; imported from there on first use
-_SOURCES = {
-    "__version__": "._version",
-    "ActorError": ".actors",
-    "ActorStopped": ".actors",
-    "ActorUnavailable": ".actors",
-    "ApprovalDenied": ".errors",
-    "ApprovalRequest": ".tools",
-    "ApprovalRequired": ".errors",
-    "Bus": ".bus",
-    "CallMayHaveTakenEffect": ".errors",
-    "CallTimeout": ".actors",
-    "Catalog": ".registry",
-    "Config": ".config",
-    "ConfigError": ".errors",
-    "Entry": ".registry",
-    "Event": ".events",
-    "HealthRecord": ".server",
-    "PromptArgumentsInvalid": ".errors",
-    "RequestAborted": ".actors",
-    "RequestTimeout": ".errors",
-    "ServerConfig": ".config",
-    "ServerError": ".errors",
-    "ServerMetrics": ".server",
-    "ServerRequestError": ".errors",
-    "ServerUnavailable": ".errors",
-    "SessionSummary": ".monitor",
-    "Subscription": ".bus",
-    "SupervisorError": ".actors",
-    "SupervisorGaveUp": ".actors",
-    "SupervisorHandle": ".runtime",
-    "ToolArgumentsInvalid": ".errors",
-    "ToolCallTimeout": ".errors",
-    "ToolError": ".errors",
-    "ToolOutputInvalid": ".errors",
-    "ToolResult": ".tools",
-    "UnknownPrompt": ".errors",
-    "UnknownResource": ".errors",
-    "UnknownServer": ".errors",
-    "UnknownTool": ".errors",
-    "configure_logging": ".log",
-    "get_logger": ".log",
-    "load_config": ".config",
-    "open_supervisor": ".runtime",
-    "register_secret": ".log",
-}
-
-__getattr__, __dir__ = attach(__name__, _SOURCES, __all__)
+__getattr__, __dir__ = attach(__name__)

@@ -53,8 +53,7 @@ import trio
 
 from .calls._observer import Call, CallWatch
 from .calls._outcome import classify
-from .config import AuditSettings
-from .config._model import DEFAULT_AUDIT_BACKUPS, DEFAULT_AUDIT_MAX_BYTES
+from .config._model import DEFAULT_AUDIT_BACKUPS, DEFAULT_AUDIT_MAX_BYTES, AuditSettings
 from .config._secrets import _secretish
 from .errors import (
     ApprovalDenied,
@@ -65,7 +64,8 @@ from .errors import (
     UnknownTool,
 )
 from .log import REDACTED, get_logger, redactor
-from .tools import ApprovalDecision, ToolResult
+from .tools import ToolResult
+from .tools._approval import ApprovalDecision
 
 __all__ = [
     "DEFAULT_AUDIT_BACKUPS",

@@ -50,7 +50,9 @@ from trio.lowlevel import (
     wait_task_rescheduled,
 )
 
-from .actors import Actor, CastAddress, Child, ChildSpec, Decision, actor_spec
+from .actors import Actor, Child, ChildSpec, actor_spec
+from .actors._decisions import Decision
+from .actors._mailbox import CastAddress
 from .events import BusDropped, Event, make_event, tree_event
 
 __all__ = ["Bus", "BusStatistics", "Subscription", "SubscriptionStatistics", "open_bus"]

@@ -94,7 +94,6 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
-from .actors import ActorError as ActorError
 from .actors import ActorStopped as ActorStopped
 from .actors import ActorUnavailable as ActorUnavailable
 from .actors import CallTimeout as CallTimeout
@@ -105,6 +104,7 @@ from .actors import StartFailed as StartFailed
 from .actors import SupervisorError as SupervisorError
 from .actors import SupervisorGaveUp as SupervisorGaveUp
 from .actors import SupervisorNotRunning as SupervisorNotRunning
+from .actors._errors import ActorError as ActorError
 
 __all__ = [
     "ActorError",

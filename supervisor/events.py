@@ -47,7 +47,8 @@ from typing import TypeAlias, get_args
 
 import msgspec
 
-from .actors import Decision, GaveUp, Restarted
+from .actors import GaveUp, Restarted
+from .actors._decisions import Decision
 
 __all__ = [
     "EVENT_TYPES",
@@ -80,6 +81,7 @@ __all__ = [
     "kind_of",
     "make_event",
     "to_builtins",
+    "tree_event",
 ]
 
 

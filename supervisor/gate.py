@@ -44,26 +44,19 @@ import mcp_types as types
 import trio
 
 from . import tracing
-from .actors import AddressState, SupervisorError
+from .actors import SupervisorError
+from .actors._mailbox import AddressState
 from .audit import audit_outcome
 from .calls import Call, CallObserver, CallWatch
 from .errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid, UnknownTool
 from .injection import Injected
 from .log import get_logger
-from .registry import Registry
+from .registry._live import Registry
 from .server import HealthRecord, ManagedServer, Progress, ServerMetrics
-from .tools import (
-    ApprovalCallback,
-    ApprovalDecision,
-    ApprovalReason,
-    ApprovalRequest,
-    Decider,
-    ToolResult,
-    decide_approval,
-    normalize_result,
-    policy_verdict,
-    validate_arguments,
-)
+from .tools import ApprovalCallback, ApprovalRequest, Decider, ToolResult
+from .tools._approval import ApprovalDecision, ApprovalReason, decide_approval, policy_verdict
+from .tools._results import normalize_result
+from .tools._validate import validate_arguments
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span

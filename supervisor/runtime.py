@@ -42,26 +42,21 @@ import trio
 
 from ._children import subreaper
 from .actors import (
-    AddressState,
     GiveUp,
     Intensity,
     Supervisor,
     SupervisorError,
     SupervisorGaveUp,
-    SupervisorStatistics,
     open_tree,
     supervisor_spec,
 )
+from .actors._mailbox import AddressState
+from .actors._stats import SupervisorStatistics
 from .audit import AuditLog
-from .auth import (
-    AuthProblem,
-    AuthService,
-    AuthStore,
-    BrokerInfo,
-    CallbackHandler,
-    RedirectHandler,
-    TokenBroker,
-)
+from .auth._broker import AuthProblem, BrokerInfo, TokenBroker
+from .auth._login import CallbackHandler, RedirectHandler
+from .auth._service import AuthService
+from .auth._store import AuthStore
 from .bus import Bus, Subscription
 from .config import Config, load_config
 from .config._apps import with_apps
@@ -75,15 +70,10 @@ from .errors import (
 from .gate import Gate, ServerView, connect
 from .injection import Injected, Plan
 from .log import RedactionScope, configure_default_logging, get_logger, redacting, redactor
-from .monitor import CallWindow, SessionSummary, summarize
-from .registry import (
-    Catalog,
-    NamingPolicy,
-    Registry,
-    RegistryStatistics,
-    Snapshot,
-    Summary,
-)
+from .monitor import CallWindow, SessionSummary
+from .monitor._metrics import summarize
+from .registry import Catalog, NamingPolicy, Summary
+from .registry._live import Registry, RegistryStatistics, Snapshot
 from .resources import MergedPrompt, MergedResource, MergedResourceTemplate, Resources
 from .server import (
     HealthRecord,
@@ -95,12 +85,9 @@ from .server import (
     disabled_record,
     tree_hook,
 )
-from .tools import (
-    ApprovalCallback,
-    ApprovalReason,
-    SpillDirectory,
-    ToolResult,
-)
+from .tools import ApprovalCallback, ToolResult
+from .tools._approval import ApprovalReason
+from .tools._results import SpillDirectory
 
 if TYPE_CHECKING:
     from .calls import History as CallHistory

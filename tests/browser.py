@@ -45,7 +45,7 @@ from pathlib import Path
 import trio
 import trio_websocket
 
-from supervisor.actors import collapsing
+from supervisor.actors._errors import collapsing
 
 __all__ = [
     "CHROMIUM_FLAGS",

@@ -13,7 +13,6 @@ from supervisor.actors import (
     ActorStopped,
     ActorUnavailable,
     Address,
-    AddressState,
     Backoff,
     CallTimeout,
     CastAddress,
@@ -26,6 +25,7 @@ from supervisor.actors import (
     before_effect,
     open_tree,
 )
+from supervisor.actors._mailbox import AddressState
 
 from .probes import Boom, Journal, Probe, until
 

@@ -34,7 +34,8 @@ from supervisor.errors import (
 from supervisor.faults import CallHistory
 from supervisor.log import redacting
 from supervisor.testing.servers import count_executions, make_server, stdio_params
-from supervisor.tools import Decider, approval_reason, policy_verdict
+from supervisor.tools import Decider
+from supervisor.tools._approval import approval_reason, policy_verdict
 
 #: Text passed as arguments; it must never reach the file unless arguments are included.
 MARK = "argument-text-b7e1"

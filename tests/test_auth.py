@@ -24,7 +24,8 @@ from supervisor.dashboard._feed import feed_message
 from supervisor.errors import AuthorizationFailed, AuthRequired, SupervisorError
 from supervisor.monitor import status_table
 from supervisor.testing import capture_events
-from supervisor.testing.servers import generate_key_pair, open_oauth_server
+from supervisor.testing.servers import open_oauth_server
+from supervisor.testing.servers._oauth import generate_key_pair
 
 SCOPES = ["read", "write", "admin", "offline_access"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from supervisor.auth import AuthStore, Credentials, default_auth_dir
+from supervisor.auth._store import AuthStore, Credentials, default_auth_dir
 
 RESOURCE = "https://mcp.example.com/mcp"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from supervisor import bench
+from supervisor.bench import _alternate, _inprocess, _memory, _registry, _run, _servers, _suite
 
 
 def _children() -> set[int]:
@@ -65,7 +65,9 @@ TINY = {
 }
 PROCESS_SUITES = list(
     dict.fromkeys(
-        m.suite for m in bench.MEASUREMENTS if m.suite not in (None, bench.MAILBOX, bench.BUS)
+        m.suite
+        for m in _registry.MEASUREMENTS
+        if m.suite not in (None, _inprocess.MAILBOX, _inprocess.BUS)
     )
 )
 
@@ -73,22 +75,22 @@ PROCESS_SUITES = list(
 def test_every_key_is_measured_on_a_tiny_round_by_some_test() -> None:
     """Each key is in a suite run below on ``TINY`` sizes, in an in-process suite, or a
     plain in-process function (test_cli runs those): none goes unmeasured by the tests."""
-    for m in bench.MEASUREMENTS:
+    for m in _registry.MEASUREMENTS:
         if m.suite in PROCESS_SUITES:
             assert m.key in TINY, m.key
         else:
-            assert m.suite in (None, bench.MAILBOX, bench.BUS), m.key
+            assert m.suite in (None, _inprocess.MAILBOX, _inprocess.BUS), m.key
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 @pytest.mark.parametrize("suite", PROCESS_SUITES, ids=lambda suite: suite.name)
 async def test_a_process_suite_measures_each_key_on_a_tiny_round_and_leaves_no_process(
-    suite: bench.Suite,
+    suite: _suite.Suite,
 ) -> None:
     """Each suite that starts processes, opened once, measures one tiny round of all its
     keys: a positive finite figure each (a count whose target is 0, such as restarts, may
     be 0), and every process it started has exited once it is closed."""
-    members = [m for m in bench.MEASUREMENTS if m.suite is suite]
+    members = [m for m in _registry.MEASUREMENTS if m.suite is suite]
     before = _children()
     with trio.fail_after(180):  # a hang guard: connecting may retry on a loaded machine
         async with suite.open() as round_:
@@ -106,25 +108,25 @@ async def test_recovery_includes_the_initial_backoff() -> None:
     the total. The new server is a child of ours (so the process check above sees them)."""
     before = _children()
     with trio.fail_after(120):  # a hang guard: connecting may retry on a loaded machine
-        async with bench.RECOVERIES.open() as round_:
-            figures = await round_({bench.RECOVERY: 1})
+        async with _servers.RECOVERIES.open() as round_:
+            figures = await round_({_servers.RECOVERY: 1})
             assert len(_children() - before) == 1
-    assert bench.recovery_backoff_initial() == 1.0
-    assert figures[bench.RECOVERY] >= 1.0
-    assert 0 < figures[bench.RECOVERY_CONNECT] < figures[bench.RECOVERY]
+    assert _servers.recovery_backoff_initial() == 1.0
+    assert figures[_servers.RECOVERY] >= 1.0
+    assert 0 < figures[_servers.RECOVERY_CONNECT] < figures[_servers.RECOVERY]
 
 
 def test_recovery_target_is_backoff_initial_plus_one_and_a_half_connects() -> None:
     """The documented target: recovery_s ≤ backoff_initial + 1.5 × connect, from the medians."""
-    assert bench._recovery_target({bench.RECOVERY_CONNECT: 0.5}) == "<= 1.750"
-    assert bench._recovery_target({}) is None
+    assert _servers._recovery_target({_servers.RECOVERY_CONNECT: 0.5}) == "<= 1.750"
+    assert _servers._recovery_target({}) is None
 
 
 def test_rounds_are_spread_evenly() -> None:
     """A suite with r of R rounds runs in r of them, spread out; R of R runs in each."""
-    assert [i for i in range(15) if bench._due(i, 5, 15)] == [2, 5, 8, 11, 14]
-    assert all(bench._due(i, 15, 15) for i in range(15))
-    assert [i for i in range(5) if bench._due(i, 1, 5)] == [4]
+    assert [i for i in range(15) if _run._due(i, 5, 15)] == [2, 5, 8, 11, 14]
+    assert all(_run._due(i, 15, 15) for i in range(15))
+    assert [i for i in range(5) if _run._due(i, 1, 5)] == [4]
 
 
 async def test_run_bench_opens_a_suite_once_and_reports_each_member() -> None:
@@ -134,7 +136,7 @@ async def test_run_bench_opens_a_suite_once_and_reports_each_member() -> None:
     log: list[str] = []
 
     @asynccontextmanager
-    async def open_fake() -> AsyncIterator[bench.RoundFn]:
+    async def open_fake() -> AsyncIterator[_suite.RoundFn]:
         log.append("open")
         figures = iter(range(1, 100))
 
@@ -150,9 +152,9 @@ async def test_run_bench_opens_a_suite_once_and_reports_each_member() -> None:
         log.append(f"plain {n}")
         return 7.0
 
-    suite = bench.Suite("fake", open_fake, rounds=9, quick_rounds=2)
+    suite = _suite.Suite("fake", open_fake, rounds=9, quick_rounds=2)
     measurements = [
-        bench.Measurement("plain", plain, "<= 8", "x", 30, 30),
+        _suite.Measurement("plain", plain, "<= 8", "x", 30, 30),
         suite.measurement("fake_a", target=None, unit="x", size=3, quick_size=2),
         suite.measurement(
             "fake_b",
@@ -163,21 +165,21 @@ async def test_run_bench_opens_a_suite_once_and_reports_each_member() -> None:
             note="b is ten times a",
         ),
     ]
-    report = await bench.run_bench(quick=True, measurements=measurements)
+    report = await _run.run_bench(quick=True, measurements=measurements)
 
     assert set(report) == {"plain", "fake_a", "fake_b", "meta", "targets"}
     assert log[0] == "plain 3"  # the plain measurement's warm-up
     assert log[1] == "open" and log[-1] == "close"
     rounds = [entry for entry in log if entry.startswith("round")]
     assert rounds == ["round {'fake_a': 2, 'fake_b': 2}"] * 2
-    assert log.count("plain 30") == bench.QUICK_ROUNDS
+    assert log.count("plain 30") == _suite.QUICK_ROUNDS
     assert (report["fake_a"], report["fake_b"]) == (1.5, 15.0)
     assert report["targets"] == {"plain": "<= 8", "fake_a": None, "fake_b": "<= 150"}
     meta = report["meta"]
     assert isinstance(meta, dict)
-    assert meta["rounds_by_key"] == {"plain": bench.QUICK_ROUNDS, "fake_a": 2, "fake_b": 2}
+    assert meta["rounds_by_key"] == {"plain": _suite.QUICK_ROUNDS, "fake_a": 2, "fake_b": 2}
     assert meta["notes"] == {"fake_b": "b is ten times a"}
-    table = bench.format_table(report, measurements)
+    table = _run.format_table(report, measurements)
     assert "<= 150" in table and "fake_b" in table
 
 
@@ -187,7 +189,7 @@ async def test_a_suite_member_runs_alone_as_a_measurement() -> None:
     log: list[object] = []
 
     @asynccontextmanager
-    async def open_fake() -> AsyncIterator[bench.RoundFn]:
+    async def open_fake() -> AsyncIterator[_suite.RoundFn]:
         log.append("open")
 
         async def round_(sizes: Mapping[str, int]) -> dict[str, float]:
@@ -197,7 +199,7 @@ async def test_a_suite_member_runs_alone_as_a_measurement() -> None:
         yield round_
         log.append("close")
 
-    suite = bench.Suite("fake", open_fake, rounds=1, quick_rounds=1)
+    suite = _suite.Suite("fake", open_fake, rounds=1, quick_rounds=1)
     b = suite.measurement("b", target=None, unit="x", size=5, quick_size=5)
     assert await b.run(4) == 2.0
     assert log == ["open", {"b": 4}, "close"]
@@ -206,7 +208,7 @@ async def test_a_suite_member_runs_alone_as_a_measurement() -> None:
 def test_every_registered_key_has_a_design_target_or_is_marked_informative() -> None:
     """The documented bench keys this suite measures carry their targets; the absolute in-process
     figures are informative, their ratios against raw trio carry the targets."""
-    targets = {m.key: m.target for m in bench.MEASUREMENTS}
+    targets = {m.key: m.target for m in _registry.MEASUREMENTS}
     assert targets["mailbox_call_ratio"] == "<= 1.2"
     assert targets["bus_ratio"] == "<= 1.5"
     assert targets["mailbox_call_us"] is None
@@ -232,11 +234,11 @@ def test_every_registered_key_has_a_design_target_or_is_marked_informative() -> 
 
 def test_rss_probe_usage() -> None:
     """The fresh-process RSS probe's entry point refuses anything but ``rss N``."""
-    assert bench._main(["rss", "0"]) == 2
-    assert bench._main([]) == 2
+    assert _memory._main(["rss", "0"]) == 2
+    assert _memory._main([]) == 2
 
 
-def _stub_timer(per_op: float, log: list[tuple[str, int]], name: str) -> bench.Timer:
+def _stub_timer(per_op: float, log: list[tuple[str, int]], name: str) -> _alternate.Timer:
     async def timer(n: int) -> float:
         log.append((name, n))
         return per_op * n
@@ -248,25 +250,27 @@ def _stub_timer(per_op: float, log: list[tuple[str, int]], name: str) -> bench.T
     ("figures", "expected"),
     [
         pytest.param(
-            bench.mailbox_figures,
+            _inprocess.mailbox_figures,
             {"mailbox_call_us": 3.0, "mailbox_call_ratio": 1.5},
             id="mailbox",
         ),
         pytest.param(
-            bench.bus_figures,
+            _inprocess.bus_figures,
             {"bus_events_per_s": 1 / 3e-6, "bus_ratio": 1.5},
             id="bus",
         ),
     ],
 )
 async def test_an_in_process_round_times_ours_and_raw_alternately_and_divides(
-    figures: bench.Figures, expected: dict[str, float]
+    figures: _inprocess.Figures, expected: dict[str, float]
 ) -> None:
     """A round times both contenders on the same pieces of n, alternating ABBA (the other
     one first in the next round), and reports ours ÷ raw: ours at 3 µs per operation
     against raw at 2 µs gives 1.5 (for the bus, raw events/s ÷ ours), plus ours alone."""
     log: list[tuple[str, int]] = []
-    round_ = bench._contest(_stub_timer(3e-6, log, "ours"), _stub_timer(2e-6, log, "raw"), figures)
+    round_ = _inprocess._contest(
+        _stub_timer(3e-6, log, "ours"), _stub_timer(2e-6, log, "raw"), figures
+    )
     got = await round_({key: 1000 for key in expected})
     assert got.keys() == expected.keys()
     for key, value in expected.items():
@@ -283,7 +287,7 @@ async def test_the_raw_request_reply_echoes_through_a_server_task() -> None:
     """The raw mailbox baseline really makes the round trip: each call's reply is its own
     message, as the echo actor's is."""
     with trio.fail_after(10):
-        async with bench._open_raw_echo() as call:
+        async with _inprocess._open_raw_echo() as call:
             assert [await call(i) for i in range(5)] == list(range(5))
 
 
@@ -291,23 +295,23 @@ async def test_the_raw_fan_out_delivers_every_event_to_every_reader() -> None:
     """The raw bus baseline returns only once all 10 readers got all n events, and fails
     if a reader's channel ends short."""
     with trio.fail_after(10):
-        assert await bench._raw_fanout_s(100) > 0
+        assert await _inprocess._raw_fanout_s(100) > 0
     with pytest.raises(RuntimeError, match="got 3 of 5"):
         send, receive = trio.open_memory_channel[object](5)
         for i in range(3):
             send.send_nowait(i)
         send.close()
-        await bench._consume(receive, 5)
+        await _inprocess._consume(receive, 5)
 
 
 @pytest.mark.parametrize(
     "suite",
-    [pytest.param(bench.MAILBOX, id="mailbox"), pytest.param(bench.BUS, id="bus")],
+    [pytest.param(_inprocess.MAILBOX, id="mailbox"), pytest.param(_inprocess.BUS, id="bus")],
 )
-async def test_an_in_process_suite_reports_ours_and_the_ratio(suite: bench.Suite) -> None:
+async def test_an_in_process_suite_reports_ours_and_the_ratio(suite: _suite.Suite) -> None:
     """Each in-process suite, opened once, gives both its keys on tiny rounds: positive,
     finite figures (no speed asserted)."""
-    keys = [m.key for m in bench.MEASUREMENTS if m.suite is suite]
+    keys = [m.key for m in _registry.MEASUREMENTS if m.suite is suite]
     assert len(keys) == 2
     with trio.fail_after(30):
         async with suite.open() as round_:
@@ -327,7 +331,7 @@ def test_the_readme_lists_every_key_with_its_target() -> None:
         if line.startswith("| `")
         for cells in [line.strip("|").split(" | ")]
     }
-    for m in bench.MEASUREMENTS:
+    for m in _registry.MEASUREMENTS:
         assert m.key in rows, m.key
         if m.target is None:
             assert rows[m.key] == "—", m.key

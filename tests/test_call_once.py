@@ -24,7 +24,7 @@ import attrs
 import pytest
 import trio
 
-from supervisor.gateway import local_socket
+from supervisor.gateway._local import local_socket
 from supervisor.testing.servers import count_executions, stdio_params
 from tests.test_gateway_cli import (
     cli,

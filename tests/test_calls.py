@@ -21,7 +21,7 @@ from supervisor import (
     open_supervisor,
 )
 from supervisor.testing.servers import count_executions, stdio_params
-from supervisor.tools import DEFAULT_PREVIEW_BYTES
+from supervisor.tools._results import DEFAULT_PREVIEW_BYTES
 
 
 def rich(count_file: Path, **fields: object) -> dict[str, object]:

@@ -24,7 +24,8 @@ from supervisor.events import (
     ToolsRegistered,
     ToolsUpdated,
 )
-from supervisor.registry import NamingPolicy, Registry
+from supervisor.registry import NamingPolicy
+from supervisor.registry._live import Registry
 from supervisor.runtime import open_supervisor
 from supervisor.server import ManagedServer, ServerStatus
 from supervisor.testing.servers import count_executions, stdio_params

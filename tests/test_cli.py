@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from supervisor import bench
+from supervisor.bench import _inprocess, _registry, _run, _suite
 from supervisor.cli import main
 
 TIMEOUT = 60
@@ -223,8 +223,8 @@ def test_bench_only_measures_the_chosen_keys_as_one_json_document() -> None:
     assert report["meta"]["quick"] is True
     assert report["meta"]["cpu_count"] >= 1
     assert set(report["meta"]["round_sizes"]) == chosen
-    table = bench.format_table(report)
-    for m in bench.MEASUREMENTS:
+    table = _run.format_table(report)
+    for m in _registry.MEASUREMENTS:
         assert (m.key in table.split()) is (m.key in chosen), m.key
 
 
@@ -237,17 +237,17 @@ def test_bench_only_with_an_unknown_key_is_a_usage_error_listing_the_keys() -> N
     assert result.stderr.startswith(
         "mcp-supervisor bench: --only 'nosuch_key' matches no bench key"
     )
-    for m in bench.MEASUREMENTS:
+    for m in _registry.MEASUREMENTS:
         assert m.key in result.stderr
 
 
 def test_select_brings_a_suites_other_keys_along_in_registry_order() -> None:
     """Choosing one key of a suite measures the whole suite; patterns are shell-style."""
-    keys = [m.key for m in bench.select(["shutdown_8_ratio", "recovery_s"])]
+    keys = [m.key for m in _run.select(["shutdown_8_ratio", "recovery_s"])]
     assert keys == ["startup_8_ratio", "shutdown_8_ratio", "recovery_s", "recovery_connect_s"]
-    gateway = [m.key for m in bench.select(["gateway_*"])]
+    gateway = [m.key for m in _run.select(["gateway_*"])]
     assert "cli_call_warm_ms" in gateway and "gateway_call_ratio" in gateway
-    assert [m.key for m in bench.select(["*"])] == [m.key for m in bench.MEASUREMENTS]
+    assert [m.key for m in _run.select(["*"])] == [m.key for m in _registry.MEASUREMENTS]
 
 
 @pytest.mark.parametrize(
@@ -333,12 +333,12 @@ def test_every_command_help_ends_with_the_exit_codes(
     assert "exits 130, 143 or 129" in epilog and "quietly with 141" in epilog
 
 
-IN_PROCESS = [m for m in bench.MEASUREMENTS if m.suite is None]
+IN_PROCESS = [m for m in _registry.MEASUREMENTS if m.suite is None]
 
 
 @pytest.mark.parametrize("measurement", IN_PROCESS, ids=lambda m: m.key)
 async def test_bench_function_returns_a_positive_figure(
-    measurement: bench.Measurement,
+    measurement: _suite.Measurement,
 ) -> None:
     """Each plain bench function (all in process) measures one tiny round: a positive
     finite figure (the suites' keys are covered, with tiny sizes, in test_bench.py)."""
@@ -348,8 +348,10 @@ async def test_bench_function_returns_a_positive_figure(
 
 async def test_run_bench_reports_only_measured_keys() -> None:
     """run_bench reports the medians of the given measurements plus meta and targets."""
-    tiny = [bench.Measurement("mailbox_call_us", bench.mailbox_call_us, None, "µs/call", 10, 10)]
-    report = await bench.run_bench(quick=True, measurements=tiny)
+    tiny = [
+        _suite.Measurement("mailbox_call_us", _inprocess.mailbox_call_us, None, "µs/call", 10, 10)
+    ]
+    report = await _run.run_bench(quick=True, measurements=tiny)
     assert set(report) == {"mailbox_call_us", "meta", "targets"}
     assert report["targets"] == {"mailbox_call_us": None}
 
@@ -360,4 +362,4 @@ async def test_run_bench_reports_only_measured_keys() -> None:
 )
 def test_meets_target(value: float, target: str | None, met: bool | None) -> None:
     """meets_target compares a figure with a '<= x' or '>= x' target, None without one."""
-    assert bench.meets_target(value, target) is met
+    assert _run.meets_target(value, target) is met

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from supervisor.gateway import local_socket
+from supervisor.gateway._local import local_socket
 from supervisor.testing.servers import stdio_params
 
 STEP = 90

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.gateway import local_socket
+from supervisor.gateway._local import local_socket
 
 from .probes import rest_of_terminal
 
@@ -359,7 +359,8 @@ async def test_auth_status_shows_what_the_authorization_server_said_escaped(
     the login stored them, are shown escaped."""
     from mcp.shared.auth import OAuthToken
 
-    from supervisor.auth import AuthService, AuthStore
+    from supervisor.auth._service import AuthService
+    from supervisor.auth._store import AuthStore
     from supervisor.config import load_config
 
     path = tmp_path / "mcp.json"

@@ -485,7 +485,8 @@ def test_the_renderers_signature_is_the_librarys(schema: dict[str, object]) -> N
     import attrs
 
     from supervisor.cli._render import signature as rendered
-    from supervisor.tools import parameters, signature
+    from supervisor.tools import parameters
+    from supervisor.tools._params import signature
 
     params = parameters(schema)
     assert rendered([attrs.asdict(p) for p in params]) == signature(params)

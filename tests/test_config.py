@@ -16,16 +16,9 @@ from structlog.testing import capture_logs
 
 from supervisor import log
 from supervisor.actors import Backoff, Intensity, Strategy, SupervisorError
-from supervisor.config import (
-    DEFAULT_MAX_CONFIG_BYTES,
-    AuthConfig,
-    Config,
-    ConfigError,
-    FieldError,
-    ServerType,
-    load_config,
-)
+from supervisor.config import Config, ConfigError, FieldError, ServerType, load_config
 from supervisor.config._load import inspect_config
+from supervisor.config._model import DEFAULT_MAX_CONFIG_BYTES, AuthConfig
 
 SECRET = "ghp_s3cr3t-t0ken-value"
 

@@ -21,7 +21,8 @@ import pytest
 import trio
 import trio_websocket
 
-from supervisor.dashboard import DashboardInfo, parse_address, serve_dashboard
+from supervisor.dashboard import DashboardInfo, serve_dashboard
+from supervisor.dashboard._address import parse_address
 from supervisor.errors import ToolArgumentsInvalid, ToolCallTimeout, ToolError
 from supervisor.events import make_event
 from supervisor.runtime import SupervisorHandle, open_supervisor

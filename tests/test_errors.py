@@ -18,7 +18,8 @@ import supervisor
 import supervisor.actors._errors as actor_errors
 import supervisor.errors as errors
 from supervisor import auth, faults, gateway, server, transports, ws
-from supervisor.actors import SupervisorError, collapse, leaves
+from supervisor.actors import SupervisorError
+from supervisor.actors._errors import collapse, leaves
 from supervisor.errors import (
     CallMayHaveTakenEffect,
     HTTPConnectError,

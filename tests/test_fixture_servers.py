@@ -23,21 +23,22 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
 from supervisor.testing.servers import (
-    COUNT_FILE_ENV,
-    LISTENING_PREFIX,
-    FixtureStartError,
     count_executions,
     executions_by_call,
-    garbage_app,
-    hang_app,
     make_server,
-    open_http_fixture,
     serve_http,
-    spawn_http,
     start_http,
     stdio_params,
+)
+from supervisor.testing.servers._counting import COUNT_FILE_ENV
+from supervisor.testing.servers._procs import (
+    LISTENING_PREFIX,
+    FixtureStartError,
+    open_http_fixture,
+    spawn_http,
     stdio_server_parameters,
 )
+from supervisor.testing.servers._raw import garbage_app, hang_app
 
 MODERN = "2026-07-28"
 

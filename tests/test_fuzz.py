@@ -31,7 +31,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from supervisor import cli
-from supervisor.config import Config, ConfigError, command_line, load_config, masked_url
+from supervisor.config import Config, ConfigError, load_config
+from supervisor.config._secrets import command_line, masked_url
 from supervisor.errors import SupervisorError
 from supervisor.runtime import SupervisorHandle, open_supervisor
 from supervisor.testing.servers import stdio_params

@@ -22,9 +22,10 @@ from supervisor.bus import Subscription
 from supervisor.calls import Call, CallWatch
 from supervisor.events import Event, ToolsRegistered
 from supervisor.gate import Gate
-from supervisor.monitor import status_document
-from supervisor.registry import NamingPolicy, Registry
+from supervisor.monitor._metrics import status_document
+from supervisor.registry import NamingPolicy
 from supervisor.registry import _live as registry_live
+from supervisor.registry._live import Registry
 from supervisor.server import ManagedServer
 from supervisor.testing.servers import count_executions, executions_by_call, stdio_params
 from supervisor.tools import ApprovalRequest, parameters

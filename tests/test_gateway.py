@@ -24,7 +24,9 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from supervisor import open_supervisor
-from supervisor.gateway import ERROR_META, Gateway, HttpGatewayInfo, serve_http
+from supervisor.gateway import Gateway, serve_http
+from supervisor.gateway._core import ERROR_META
+from supervisor.gateway._http import HttpGatewayInfo
 from supervisor.testing.servers import make_server, stdio_params
 
 TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}

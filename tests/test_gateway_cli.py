@@ -19,8 +19,9 @@ import pytest
 import trio
 
 from supervisor import open_supervisor
-from supervisor.gateway import Gateway, local_socket, serve_http, serve_local
-from supervisor.gateway._local import GatewayClient, bind_local
+from supervisor.gateway import Gateway, serve_http
+from supervisor.gateway._http import serve_local
+from supervisor.gateway._local import GatewayClient, bind_local, local_socket
 from supervisor.testing.servers import make_server, stdio_params
 from tests.test_startup import HEAVY
 

@@ -15,7 +15,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from supervisor import open_supervisor
-from supervisor.gateway import Gateway, HttpGatewayInfo, Relay, serve_http
+from supervisor.gateway import Gateway, serve_http
+from supervisor.gateway._http import HttpGatewayInfo
+from supervisor.gateway._relay import Relay
 from tests.test_gateway import TOKEN, http_client, text
 
 # The fixture server asks for sampling and roots, which 2026-07-28 deprecates (SEP-2577).

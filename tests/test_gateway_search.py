@@ -18,7 +18,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.server.subscriptions import ServerEvent
 
-from supervisor.gateway import ERROR_META
+from supervisor.gateway._core import ERROR_META
 from supervisor.gateway._search import meta_tools
 from supervisor.testing.servers import make_server
 from supervisor.testing.servers._big import make_big

@@ -21,7 +21,8 @@ import trio
 
 from supervisor import open_supervisor
 from supervisor.dashboard import serve_dashboard
-from supervisor.gateway import Gateway, HttpGatewayInfo, serve_http
+from supervisor.gateway import Gateway, serve_http
+from supervisor.gateway._http import HttpGatewayInfo
 from supervisor.testing.servers import make_server
 from tests.test_replicas import INITIALIZE, LIST_TOOLS, start
 

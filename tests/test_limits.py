@@ -13,11 +13,13 @@ import pytest
 from mcp.server.lowlevel import Server
 
 from supervisor import _limits, open_supervisor
-from supervisor.config import ConfigError, Limits, load_config
+from supervisor.config import ConfigError, load_config
+from supervisor.config._model import Limits
 from supervisor.errors import ServerUnavailable
-from supervisor.registry import Listing, merge
+from supervisor.registry import merge
+from supervisor.registry._merge import Listing
 from supervisor.server import Limits as ServerLimits
-from supervisor.tools import normalize_result
+from supervisor.tools._results import normalize_result
 
 OBJECT: dict[str, Any] = {"type": "object"}
 

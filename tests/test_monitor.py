@@ -25,21 +25,18 @@ from supervisor import log
 from supervisor.audit import AuditOutcome
 from supervisor.errors import ToolArgumentsInvalid, ToolCallTimeout, ToolError, UnknownTool
 from supervisor.monitor import (
-    STATUSES,
     CallWindow,
-    LatencyHistogram,
     ServerMetrics,
-    display_width,
     progress_line,
     prometheus_text,
-    status_document,
     status_table,
     summary_text,
 )
 from supervisor.monitor._calls import KINDS
-from supervisor.monitor._table import about
+from supervisor.monitor._metrics import STATUSES, status_document
+from supervisor.monitor._table import about, display_width
 from supervisor.runtime import open_supervisor
-from supervisor.server import Health, HealthRecord, ServerStatus
+from supervisor.server import Health, HealthRecord, LatencyHistogram, ServerStatus
 from supervisor.server._health import LATENCY_BOUNDS, REPORTED_BOUNDS
 from supervisor.testing.servers import stdio_params
 

@@ -10,7 +10,7 @@ from mcp_types import Tool
 from supervisor import ApprovalRequest, ApprovalRequired
 from supervisor.registry import NamingPolicy, merge
 from supervisor.registry._naming import MAX_NAME, _short_hash
-from supervisor.tools import check_approval
+from supervisor.tools._approval import check_approval
 
 
 def tools(*names: str) -> list[Tool]:

@@ -21,12 +21,8 @@ import pytest
 import trio
 from mcp.shared.auth import JWT_BEARER_GRANT_TYPE
 
-from supervisor.testing.servers import (
-    OAuthFixture,
-    generate_key_pair,
-    open_oauth_server,
-    start_http,
-)
+from supervisor.testing.servers import open_oauth_server, start_http
+from supervisor.testing.servers._oauth import OAuthFixture, generate_key_pair
 
 from . import oauth_browser
 

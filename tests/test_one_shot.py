@@ -16,7 +16,6 @@ import trio.testing
 
 from supervisor.actors import (
     Actor,
-    AddressState,
     Backoff,
     GaveUp,
     GiveUp,
@@ -25,6 +24,7 @@ from supervisor.actors import (
     actor_spec,
     open_tree,
 )
+from supervisor.actors._mailbox import AddressState
 from supervisor.errors import (
     HTTPStatusError,
     ServerExited,

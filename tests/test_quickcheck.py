@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from supervisor._quickcheck import quick_check
 from supervisor.errors import ToolArgumentsInvalid
-from supervisor.tools import ArgumentValidator
+from supervisor.tools._validate import ArgumentValidator
 
 TYPES = ["string", "integer", "number", "boolean", "null", "object", "array"]
 NAMES = st.sampled_from(["a", "b", "c", "title", "n"])

@@ -12,21 +12,14 @@ from mcp_types import Tool
 
 from supervisor.errors import ToolNameConflict, UnknownServer, UnknownTool
 from supervisor.events import ToolsConflict, ToolsDeregistered, ToolsRegistered, ToolsUpdated
-from supervisor.registry import (
-    Catalog,
-    Conflict,
-    Listing,
-    NamingPolicy,
-    Provenance,
-    diff,
-    merge,
-)
+from supervisor.registry import Catalog, Conflict, NamingPolicy, Provenance, merge
 from supervisor.registry._bench import (
     _sample_tools,
     listing_ms_32k,
     registry_merge_ms_32k,
     search_ms_32k,
 )
+from supervisor.registry._merge import Listing, diff
 
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}}

@@ -30,7 +30,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from supervisor import open_supervisor
-from supervisor.gateway import Gateway, HttpGatewayInfo, serve_http
+from supervisor.gateway import Gateway, serve_http
+from supervisor.gateway._http import HttpGatewayInfo
 from supervisor.testing.servers import count_executions, make_server, stdio_params
 
 TOKEN = "test-replica-token-0123456789"

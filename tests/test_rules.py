@@ -12,13 +12,11 @@ from supervisor.actors import (
     Intensity,
     Normal,
     Restart,
-    RestartWindow,
     Shutdown,
     Strategy,
-    backoff_delay,
-    children_to_restart,
     should_restart,
 )
+from supervisor.actors._rules import RestartWindow, backoff_delay, children_to_restart
 
 # OTP's table, written out by hand: restart type x exit reason -> restarted?
 RESTART_TABLE = [

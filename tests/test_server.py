@@ -348,7 +348,7 @@ async def test_pings_keep_a_healthy_connection() -> None:
 async def test_a_changed_tool_list_is_fetched_again(mode: str) -> None:
     """A server announcing a new tool (listen stream on 2026-07-28, the notification on
     handshake-era connections) gets its list re-fetched; the live catalog registers it."""
-    from supervisor.registry import Registry
+    from supervisor.registry._live import Registry
 
     rec = Recorder()
     registry = Registry(["changing"], publish=rec)

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from supervisor.config import Settings, load_config
+from supervisor.config import load_config
+from supervisor.config._model import Settings
 from supervisor.errors import ConfigError
 from supervisor.events import Event
 from supervisor.runtime import open_supervisor

@@ -9,8 +9,8 @@ What is loaded is checked, not how long it takes: the time is the bench's
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -29,9 +29,12 @@ import supervisor.faults
 import supervisor.gateway
 import supervisor.injection
 import supervisor.testing
+from supervisor._lazy import table
 from supervisor._programs import exec_path
 from supervisor.cli import _command_of, build_parser
 from supervisor.transports import child_environment
+
+PACKAGE = Path(supervisor.__file__).parent
 
 #: Top-level packages a command that starts no server must not load.
 HEAVY = sorted(
@@ -113,39 +116,21 @@ def test_help_and_check_load_no_heavy_package(tmp_path: Path) -> None:
     assert code == 0 and "ignored the client's own top-level keys" in err
 
 
-def _lazy_sources(module: ModuleType) -> dict[str, str]:
-    """The names a lazy façade imports under ``if TYPE_CHECKING:``, each with its module."""
-    tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
-    found: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
-            for statement in node.body:
-                assert isinstance(statement, ast.ImportFrom)
-                for alias in statement.names:
-                    assert alias.asname == alias.name  # re-exported: `import y as y`
-                    found[alias.name] = "." * statement.level + (statement.module or "")
-    return found
-
-
+#: Every package whose ``__init__.py`` is a lazy façade (has a table).
 FACADES = [
-    supervisor,
-    supervisor.actors,
-    supervisor.calls,
-    supervisor.faults,
-    supervisor.gateway,
-    supervisor.injection,
-    supervisor.testing,
+    importlib.import_module(".".join(path.parent.relative_to(PACKAGE.parent).parts))
+    for path in sorted(PACKAGE.rglob("__init__.py"))
+    if "\nif TYPE_CHECKING:\n" in path.read_text(encoding="utf-8")
 ]
 
 
 @pytest.mark.parametrize("module", FACADES, ids=lambda m: m.__name__)
 def test_a_lazy_facade_gives_every_public_name(module: ModuleType) -> None:
-    """A lazy façade's ``__all__``, its ``TYPE_CHECKING`` imports and the sources it loads
-    from name the same things; each name resolves to its module's object and is listed by
-    ``dir()``; an unknown name is an AttributeError naming the package."""
-    sources = _lazy_sources(module)
-    assert sources == module._SOURCES
-    assert set(module.__all__) == set(sources)
+    """A lazy façade's ``__all__`` is its table's names, sorted; each name resolves to
+    its module's object and is listed by ``dir()``; an unknown name is an AttributeError
+    naming the package."""
+    sources = table(module.__name__)
+    assert module.__all__ == sorted(sources)
     listed = dir(module)
     for name, source in sources.items():
         assert name in listed

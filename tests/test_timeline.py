@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import msgspec
 
-from supervisor.timeline import (
+from supervisor.timeline._draw import (
     OUTCOMES,
     STATES,
     Band,
-    Element,
     Layout,
     Marker,
     Point,
@@ -17,8 +16,8 @@ from supervisor.timeline import (
     Tick,
     draw_timeline,
     legend,
-    markup,
 )
+from supervisor.timeline._element import Element, markup
 
 HOSTILE = "<script>alert('x')</script> & \"quoted\""
 

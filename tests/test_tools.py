@@ -22,19 +22,15 @@ from supervisor.errors import (
     ToolOutputInvalid,
     ToolSchemaInvalid,
 )
-from supervisor.tools import (
-    ApprovalRequest,
-    ArgumentValidator,
-    SpillDirectory,
-    _validate,
+from supervisor.tools import ApprovalRequest, _approval, _params, _validate
+from supervisor.tools._approval import (
     approval_reason,
     check_approval,
-    fingerprint,
     is_destructive_name,
     needs_approval,
-    normalize_result,
-    validate_arguments,
 )
+from supervisor.tools._results import SpillDirectory, normalize_result
+from supervisor.tools._validate import ArgumentValidator, fingerprint, validate_arguments
 
 ISSUE_SCHEMA = {
     "type": "object",
@@ -531,7 +527,7 @@ class TestApprovalPolicy:
 
 
 def request(
-    reason: tools.ApprovalReason = "not auto-approved", name: str = "search"
+    reason: _approval.ApprovalReason = "not auto-approved", name: str = "search"
 ) -> ApprovalRequest:
     return ApprovalRequest(
         server="github",
@@ -668,10 +664,10 @@ class TestParameters:
             }
         )
         assert params == [
-            tools.Parameter("title", "string", True, "T"),
-            tools.Parameter("n", "any", False, None),
+            _params.Parameter("title", "string", True, "T"),
+            _params.Parameter("n", "any", False, None),
         ]
-        assert tools.signature(params) == "title*: string, n: any"
+        assert _params.signature(params) == "title*: string, n: any"
         assert tools.parameters({"type": "object"}) == []
-        assert tools.signature([]) == "(no parameters)"
+        assert _params.signature([]) == "(no parameters)"
         assert tools.parameters({"properties": {"a": {}}, "required": "a"})[0].required is False

@@ -17,7 +17,6 @@ from supervisor.actors import (
     Backoff,
     ChildSpec,
     ChildState,
-    Decision,
     GaveUp,
     GiveUp,
     Intensity,
@@ -37,6 +36,7 @@ from supervisor.actors import (
     open_tree,
     supervisor_spec,
 )
+from supervisor.actors._decisions import Decision
 from supervisor.bus import Bus
 from supervisor.events import tree_event
 

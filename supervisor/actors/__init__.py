@@ -5,7 +5,7 @@
 - an :class:`Actor` serves its address, one request at a time or concurrently;
 - a :class:`Supervisor` starts children in order, restarts them by OTP's rules with
   backoff, and stops them; :func:`open_tree` runs a root one. It alone decides
-  restarts, and reports each decision (:data:`Decision`) through its ``notify`` hook.
+  restarts, and reports each decision (``Decision``) through its ``notify`` hook.
 """
 
 from __future__ import annotations
@@ -18,13 +18,10 @@ if TYPE_CHECKING:
     from ._actor import Actor as Actor
     from ._actor import actor_spec as actor_spec
     from ._actor import before_effect as before_effect
-    from ._decisions import Decision as Decision
     from ._decisions import GaveUp as GaveUp
-    from ._decisions import Notify as Notify
     from ._decisions import NotRestarted as NotRestarted
     from ._decisions import Restarted as Restarted
     from ._decisions import RestartScheduled as RestartScheduled
-    from ._errors import ActorError as ActorError
     from ._errors import ActorStopped as ActorStopped
     from ._errors import ActorUnavailable as ActorUnavailable
     from ._errors import CallTimeout as CallTimeout
@@ -35,24 +32,17 @@ if TYPE_CHECKING:
     from ._errors import SupervisorError as SupervisorError
     from ._errors import SupervisorGaveUp as SupervisorGaveUp
     from ._errors import SupervisorNotRunning as SupervisorNotRunning
-    from ._errors import collapse as collapse
-    from ._errors import collapsing as collapsing
-    from ._errors import leaves as leaves
     from ._mailbox import Address as Address
     from ._mailbox import AddressState as AddressState
     from ._mailbox import AddressStatistics as AddressStatistics
     from ._mailbox import CastAddress as CastAddress
     from ._root import open_tree as open_tree
     from ._root import supervisor_spec as supervisor_spec
-    from ._rules import RestartWindow as RestartWindow
-    from ._rules import backoff_delay as backoff_delay
-    from ._rules import children_to_restart as children_to_restart
     from ._rules import should_restart as should_restart
     from ._spec import Backoff as Backoff
     from ._spec import Child as Child
     from ._spec import ChildSpec as ChildSpec
     from ._spec import Crashed as Crashed
-    from ._spec import ExitReason as ExitReason
     from ._spec import GiveUp as GiveUp
     from ._spec import Intensity as Intensity
     from ._spec import Normal as Normal
@@ -61,110 +51,7 @@ if TYPE_CHECKING:
     from ._spec import Strategy as Strategy
     from ._stats import ChildState as ChildState
     from ._stats import ChildStatistics as ChildStatistics
-    from ._stats import SupervisorStatistics as SupervisorStatistics
     from ._tree import Supervisor as Supervisor
 
-__all__ = [
-    "Actor",
-    "ActorError",
-    "ActorStopped",
-    "ActorUnavailable",
-    "Address",
-    "AddressState",
-    "AddressStatistics",
-    "Backoff",
-    "CallTimeout",
-    "CastAddress",
-    "Decision",
-    "Child",
-    "ChildSpec",
-    "ChildState",
-    "ChildStatistics",
-    "Crashed",
-    "ExitReason",
-    "GaveUp",
-    "GiveUp",
-    "Intensity",
-    "MailboxFull",
-    "NoSuchChild",
-    "Normal",
-    "NotRestarted",
-    "Notify",
-    "RequestAborted",
-    "Restart",
-    "RestartScheduled",
-    "RestartWindow",
-    "Restarted",
-    "Shutdown",
-    "StartFailed",
-    "Strategy",
-    "Supervisor",
-    "SupervisorError",
-    "SupervisorGaveUp",
-    "SupervisorNotRunning",
-    "SupervisorStatistics",
-    "actor_spec",
-    "backoff_delay",
-    "before_effect",
-    "children_to_restart",
-    "collapse",
-    "collapsing",
-    "leaves",
-    "open_tree",
-    "should_restart",
-    "supervisor_spec",
-]
 
-#: where each public name is defined; imported from there on first use
-_SOURCES = {
-    "Actor": "._actor",
-    "ActorError": "._errors",
-    "ActorStopped": "._errors",
-    "ActorUnavailable": "._errors",
-    "Address": "._mailbox",
-    "AddressState": "._mailbox",
-    "AddressStatistics": "._mailbox",
-    "Backoff": "._spec",
-    "CallTimeout": "._errors",
-    "CastAddress": "._mailbox",
-    "Child": "._spec",
-    "ChildSpec": "._spec",
-    "ChildState": "._stats",
-    "ChildStatistics": "._stats",
-    "Crashed": "._spec",
-    "Decision": "._decisions",
-    "ExitReason": "._spec",
-    "GaveUp": "._decisions",
-    "GiveUp": "._spec",
-    "Intensity": "._spec",
-    "MailboxFull": "._errors",
-    "NoSuchChild": "._errors",
-    "Normal": "._spec",
-    "NotRestarted": "._decisions",
-    "Notify": "._decisions",
-    "RequestAborted": "._errors",
-    "Restart": "._spec",
-    "RestartScheduled": "._decisions",
-    "RestartWindow": "._rules",
-    "Restarted": "._decisions",
-    "Shutdown": "._spec",
-    "StartFailed": "._errors",
-    "Strategy": "._spec",
-    "Supervisor": "._tree",
-    "SupervisorError": "._errors",
-    "SupervisorGaveUp": "._errors",
-    "SupervisorNotRunning": "._errors",
-    "SupervisorStatistics": "._stats",
-    "actor_spec": "._actor",
-    "backoff_delay": "._rules",
-    "before_effect": "._actor",
-    "children_to_restart": "._rules",
-    "collapse": "._errors",
-    "collapsing": "._errors",
-    "leaves": "._errors",
-    "open_tree": "._root",
-    "should_restart": "._rules",
-    "supervisor_spec": "._root",
-}
-
-__getattr__, __dir__ = attach(__name__, _SOURCES, __all__)
+__getattr__, __dir__ = attach(__name__)

@@ -133,6 +133,6 @@ class _Holder(Actor):
 
 
 def _default_auth() -> Any:
-    from ..config import AuthConfig
+    from ..config._model import AuthConfig
 
     return AuthConfig()

@@ -15,7 +15,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from .._limits import DEFAULT_MAX_SERVERS
 from .._status import ServerStatus
 from ..runtime import SupervisorHandle
-from ..testing.servers import stdio_params, stdio_server_parameters
+from ..testing.servers import stdio_params
+from ..testing.servers._procs import stdio_server_parameters
 from ..testing.servers.tiny import tiny_server
 from ..tools import ToolResult
 

@@ -34,7 +34,7 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from ..runtime import open_supervisor
-from ..testing.servers import open_http_fixture
+from ..testing.servers._procs import open_http_fixture
 from ._alternate import alternate, blocks
 from ._cli import _environment, _start_ms
 from ._fixtures import (

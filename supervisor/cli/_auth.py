@@ -30,14 +30,16 @@ from ._common import (
 from ._trust import add_config_options
 
 if TYPE_CHECKING:
-    from ..auth import AuthService, BrokerInfo
+    from ..auth._broker import BrokerInfo
+    from ..auth._service import AuthService
     from ..config import Config
     from ..runtime import SupervisorHandle
 
 
 def _service(config: Config, args: argparse.Namespace) -> AuthService:
     """The brokers of ``config``'s servers, outside a supervisor (status, logout)."""
-    from ..auth import AuthService, AuthStore
+    from ..auth._service import AuthService
+    from ..auth._store import AuthStore
     from ..runtime import _auth_dir
 
     return AuthService(

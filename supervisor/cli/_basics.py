@@ -17,12 +17,13 @@ from ._trust import add_config_options
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from ..bench import Measurement
+    from ..bench._suite import Measurement
     from ..config import FieldError, ServerConfig
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ..demo import DemoError, run_demo
+    from ..demo._script import run_demo
+    from ..demo._servers import DemoError
     from ..log import configure_logging
 
     if not resolve_dashboard(args):
@@ -45,8 +46,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from .._fields import _within
-    from ..config import ConfigError, command_line, masked_url
+    from ..config import ConfigError
     from ..config._load import inspect_config
+    from ..config._secrets import command_line, masked_url
     from ..log import redact
     from ._trust import config_path
 
@@ -141,7 +143,8 @@ def _field_error(error: FieldError) -> dict[str, str]:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from ..bench import MEASUREMENTS, select
+    from ..bench._registry import MEASUREMENTS
+    from ..bench._run import select
 
     measurements = MEASUREMENTS
     if args.only:
@@ -154,7 +157,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 async def _bench(quick: bool, as_json: bool, measurements: Sequence[Measurement]) -> int:
-    from ..bench import format_table, run_bench
+    from ..bench._run import format_table, run_bench
 
     report = await run_bench(quick, measurements)
     if as_json:

@@ -92,7 +92,7 @@ def _cmd_soak(args: argparse.Namespace, argv: list[str]) -> int:
     import sys
 
     from ..log import configure_logging
-    from ..testing import SoakOptions, SoakResult, run_soak
+    from ..testing._soak import SoakOptions, SoakResult, run_soak
 
     try:
         soak = _soak_parser().parse_args(argv)

@@ -263,7 +263,8 @@ def _connect_once(args: argparse.Namespace, label: str, alone: dict[str, object]
     chmod nothing of its own choosing."""
     import msgspec
 
-    from ..config import ConfigError, Settings, load_config
+    from ..config import ConfigError, load_config
+    from ..config._model import Settings
     from ._common import one_shot, run
 
     fix = (
@@ -372,7 +373,8 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from ..config import ConfigError, command_line, load_config, masked_url
+    from ..config import ConfigError, load_config
+    from ..config._secrets import command_line, masked_url
     from ..log import redact
 
     path = _path(args)

@@ -51,7 +51,7 @@ def _count(text: str) -> int:
 
 def dashboard_address(text: str) -> tuple[str, int]:
     """argparse ``type=`` for ``HOST:PORT``: a clear usage error (exit 2) when malformed."""
-    from ..dashboard import parse_address
+    from ..dashboard._address import parse_address
 
     try:
         return parse_address(text)
@@ -203,7 +203,9 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
     :func:`~._common.run` cancels it on a signal."""
     import trio
 
-    from ..gateway import Gateway, Relay, new_token, serve_http, serve_local, serve_stdio
+    from ..gateway import Gateway, new_token, serve_http, serve_stdio
+    from ..gateway._http import serve_local
+    from ..gateway._relay import Relay
     from ..runtime import open_supervisor
     from ..tools import Approver, Decider
     from ._tools import approve_all

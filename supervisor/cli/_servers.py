@@ -46,7 +46,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 def _show(sup: SupervisorHandle, as_json: bool, *, redraw: bool = False, once: bool = False) -> int:
     """Print the table (or the JSON document) once; exit 0 when every enabled server is
     connected (a disabled one is shown, never started, and counts for nothing)."""
-    from ..monitor import status_document
+    from ..monitor._metrics import status_document
 
     records = sup.status()
     document = None

@@ -55,7 +55,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
 
 
 async def _tools(config: object, as_json: bool, query: str | None, limit: int) -> int:
-    from ..registry import tools_document
+    from ..registry._document import tools_document
     from ..runtime import open_supervisor
 
     async with open_supervisor(config, retries=False) as sup:  # type: ignore[arg-type]

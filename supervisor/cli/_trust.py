@@ -285,7 +285,7 @@ def launches(config: Config) -> list[str]:
     """One line per server: its name, transport and command line or URL (secret-looking
     values masked), made printable (an escape sequence in the file cannot hide what it
     starts); a disabled server is said to start nothing."""
-    from ..config import command_line, masked_url
+    from ..config._secrets import command_line, masked_url
 
     servers = list(config.servers.values())
     width = max((len(s.name) for s in servers), default=0)
@@ -300,7 +300,7 @@ def launches(config: Config) -> list[str]:
 
 def _summary(config: Config) -> str:
     """The enabled servers' commands and URLs, on one line."""
-    from ..config import command_line, masked_url
+    from ..config._secrets import command_line, masked_url
 
     shown = [
         f"{s.name}: {masked_url(s.url) if s.url else command_line(s)}"

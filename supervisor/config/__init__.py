@@ -36,8 +36,8 @@ docs/config.md describes every field.
 
 This package is a façade over focused private modules:
 
-- ``_model`` — the frozen values: :class:`Config`, :class:`ServerConfig`, :class:`Settings`,
-  :class:`Limits`, :class:`AuthConfig`, :class:`ServerType`;
+- ``_model`` — the frozen values: :class:`Config`, :class:`ServerConfig`, ``Settings``,
+  ``Limits``, ``AuthConfig``, :class:`ServerType`;
 - ``_load`` — :func:`load_config`: reading the file (size limit, JSONC), the two phases;
 - ``_formats`` — the top level: which client format, where the servers are;
 - ``_server`` — one server entry, field by field, before expansion;
@@ -46,37 +46,22 @@ This package is a façade over focused private modules:
 - ``_settings`` — the ``supervisor`` section and backoff fields;
 - ``_validate`` — single-field checks, error collection, field paths;
 - ``_expand`` — ``${VAR}`` expansion, ``envFile`` files, the final :class:`ServerConfig`;
-- ``_secrets`` — what counts as secret, and masked display (:func:`masked_url`,
-  :func:`command_line`).
+- ``_secrets`` — what counts as secret, and masked display (``masked_url``,
+  ``command_line``).
 """
 
 from __future__ import annotations
 
-from ..errors import ConfigError as ConfigError
-from ..errors import FieldError as FieldError
-from ._load import load_config as load_config
-from ._model import DEFAULT_MAX_CONFIG_BYTES as DEFAULT_MAX_CONFIG_BYTES
-from ._model import AuditSettings as AuditSettings
-from ._model import AuthConfig as AuthConfig
-from ._model import Config as Config
-from ._model import Limits as Limits
-from ._model import ServerConfig as ServerConfig
-from ._model import ServerType as ServerType
-from ._model import Settings as Settings
-from ._model import ToolPolicy as ToolPolicy
-from ._secrets import command_line as command_line
-from ._secrets import masked_url as masked_url
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "DEFAULT_MAX_CONFIG_BYTES",
-    "AuditSettings",
-    "AuthConfig",
-    "Config",
-    "ConfigError",
-    "FieldError",
-    "Limits",
-    "ServerConfig",
-    "ServerType",
-    "Settings",
-    "load_config",
-]
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ..errors import ConfigError as ConfigError
+    from ..errors import FieldError as FieldError
+    from ._load import load_config as load_config
+    from ._model import Config as Config
+    from ._model import ServerConfig as ServerConfig
+    from ._model import ServerType as ServerType
+
+__getattr__, __dir__ = attach(__name__)

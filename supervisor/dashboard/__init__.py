@@ -69,8 +69,12 @@ Security model — who can read, who can act:
 
 from __future__ import annotations
 
-from ._address import parse_address as parse_address
-from ._server import DashboardInfo as DashboardInfo
-from ._server import serve_dashboard as serve_dashboard
+from typing import TYPE_CHECKING
 
-__all__ = ["DashboardInfo", "parse_address", "serve_dashboard"]
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ._server import DashboardInfo as DashboardInfo
+    from ._server import serve_dashboard as serve_dashboard
+
+__getattr__, __dir__ = attach(__name__)

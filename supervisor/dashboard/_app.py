@@ -36,8 +36,8 @@ from .._serving import lifespan as _lifespan
 from .._status import ServerStatus
 from ..actors import SupervisorError
 from ..log import get_logger
-from ..monitor import readiness
-from ..timeline import TIMELINE_CSS
+from ..monitor._probes import readiness
+from ..timeline._draw import TIMELINE_CSS
 from ._feed import Hub
 from ._http import (
     Disconnected,

@@ -19,7 +19,7 @@ import trio
 
 from ..events import Event
 from ..server import HealthRecord
-from ..timeline import Element
+from ..timeline._element import Element
 
 __all__ = ["Hub", "Outbox", "feed_message"]
 

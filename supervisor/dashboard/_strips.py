@@ -31,11 +31,10 @@ from .._status import ServerStatus
 from ..events import ChildRestarted, Event
 from ..monitor import CallWindow
 from ..monitor._table import ago
-from ..timeline import (
+from ..timeline._draw import (
     OUTCOMES,
     STATES,
     Band,
-    Element,
     Layout,
     Point,
     Scale,
@@ -44,6 +43,7 @@ from ..timeline import (
     legend,
     seconds,
 )
+from ..timeline._element import Element
 
 if TYPE_CHECKING:
     from ..runtime import SupervisorHandle

@@ -7,12 +7,6 @@ them, kills the calculator (``kill -9``) and then the flaky HTTP server, printin
 events of each recovery as they arrive and a call made during each outage being served
 after it, then the table again and the session's summary. Nothing is scripted but the
 faults: every figure is read from the running supervisor. No process is left behind.
+
+Its Python names are private: the interface is ``mcp-supervisor demo``.
 """
-
-from __future__ import annotations
-
-from ._script import run_demo as run_demo
-from ._servers import DemoError as DemoError
-from ._servers import find_servers as find_servers
-
-__all__ = ["DemoError", "find_servers", "run_demo"]

@@ -52,7 +52,7 @@ from ..events import (
     ServerErrored,
     kind_of,
 )
-from ..timeline import (
+from ..timeline._draw import (
     OUTCOMES,
     TIMELINE_CSS,
     Band,
@@ -64,9 +64,9 @@ from ..timeline import (
     decade,
     draw_timeline,
     legend,
-    markup,
     seconds,
 )
+from ..timeline._element import markup
 from ._checker import Verdict, check, fault_fields, timed_events
 from ._history import FAIL, OK, CallHistory, CallRecord
 

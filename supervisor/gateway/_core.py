@@ -66,7 +66,7 @@ from ..errors import (
 )
 from ..log import get_logger
 from ..monitor._probes import DOWN
-from ..registry import tools_document
+from ..registry._document import tools_document
 from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider
 from ._relay import Relay
 from ._search import INSTRUCTIONS, ToolSearch, listed

@@ -39,7 +39,8 @@ import trio
 from .._serving import listen, respond, serve_sockets
 from ..dashboard._security import bearer, names_listener
 from ..log import get_logger, redacting
-from ..monitor import prometheus_text, readiness
+from ..monitor import prometheus_text
+from ..monitor._probes import readiness
 from ._core import LOCAL_SCOPE, Gateway
 from ._sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, Sessions
 
@@ -209,7 +210,7 @@ _READ_ONLY = frozenset({"/healthz", "/readyz", "/metrics", "/status", "/tools", 
 
 
 def _status(sup: SupervisorHandle) -> dict[str, object]:
-    from ..monitor import status_document
+    from ..monitor._metrics import status_document
 
     return status_document(sup.status(), sup.metrics(), actors=sup.statistics())
 

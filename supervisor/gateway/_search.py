@@ -35,7 +35,7 @@ import msgspec
 
 from .._status import ServerStatus
 from ..errors import UnknownServer
-from ..tools import validate_arguments
+from ..tools._validate import validate_arguments
 
 if TYPE_CHECKING:
     from ..registry import Catalog, Entry

@@ -2,12 +2,12 @@
 
 * :func:`status_table` — health records as the ``mcp-supervisor status`` table (a pure
   function of the records and a clock); :func:`progress_line` while servers connect;
-* :func:`status_document` — the ``status --json`` document, records and metrics;
+* ``status_document`` — the ``status --json`` document, records and metrics;
 * :class:`~supervisor.server.ServerMetrics` — one server's uptime, downtime, reconnects,
   calls and latency (``SupervisorHandle.metrics()``), estimated by a
   :class:`~supervisor.server.LatencyHistogram`;
 * :func:`prometheus_text` — those metrics in the Prometheus text format (``/metrics``);
-* :func:`readiness` — ``/readyz``: 503 while a ``required`` server is down;
+* ``readiness`` — ``/readyz``: 503 while a ``required`` server is down;
 * :class:`SessionSummary` — what a session did (``SupervisorHandle.summary()``), and
   :func:`summary_text` to print it;
 * :class:`CallWindow` — each server's recent calls, with their latency and outcome
@@ -19,38 +19,17 @@ See docs/monitoring.md for the table's columns and every metric.
 
 from __future__ import annotations
 
-from ..server import LatencyHistogram as LatencyHistogram
-from ..server import ServerMetrics as ServerMetrics
-from ._calls import CallWindow as CallWindow
-from ._calls import RecentCall as RecentCall
-from ._metrics import STATUSES as STATUSES
-from ._metrics import SessionSummary as SessionSummary
-from ._metrics import prometheus_text as prometheus_text
-from ._metrics import status_document as status_document
-from ._metrics import summarize as summarize
-from ._metrics import summary_text as summary_text
-from ._probes import DOWN as DOWN
-from ._probes import readiness as readiness
-from ._table import ICONS as ICONS
-from ._table import display_width as display_width
-from ._table import progress_line as progress_line
-from ._table import status_table as status_table
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "DOWN",
-    "CallWindow",
-    "ICONS",
-    "STATUSES",
-    "LatencyHistogram",
-    "RecentCall",
-    "ServerMetrics",
-    "SessionSummary",
-    "display_width",
-    "progress_line",
-    "prometheus_text",
-    "readiness",
-    "status_document",
-    "status_table",
-    "summarize",
-    "summary_text",
-]
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ..server import ServerMetrics as ServerMetrics
+    from ._calls import CallWindow as CallWindow
+    from ._metrics import SessionSummary as SessionSummary
+    from ._metrics import prometheus_text as prometheus_text
+    from ._metrics import summary_text as summary_text
+    from ._table import progress_line as progress_line
+    from ._table import status_table as status_table
+
+__getattr__, __dir__ = attach(__name__)

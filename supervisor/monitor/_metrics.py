@@ -11,7 +11,7 @@ import msgspec
 
 from .._plural import plural
 from .._status import ServerStatus
-from ..actors import SupervisorStatistics
+from ..actors._stats import SupervisorStatistics
 from ..server import HealthRecord, ServerMetrics
 
 #: Every ``status`` value a server can have metrics in (a disabled server has none), for

@@ -2,7 +2,7 @@
 
 :func:`merge` turns each server's ``tools/list`` result, in config order, into one
 :class:`Catalog` whose names are unique and accepted by model APIs
-(``^[A-Za-z0-9_-]{1,64}$``). :func:`diff` compares two catalogs for the
+(``^[A-Za-z0-9_-]{1,64}$``). ``diff`` compares two catalogs for the
 ``tools.registered|deregistered|updated`` events; :attr:`Catalog.conflicts` feeds
 ``tools.conflict``. :meth:`Catalog.list`, :meth:`Catalog.search` and :meth:`Catalog.load`
 expose a large catalog a little at a time.
@@ -35,10 +35,10 @@ a description that is not a string, an input schema that is not an object with `
 draft-07 or with a ``$ref`` outside itself, or an original name the server already
 listed — are skipped, counted in :attr:`Catalog.unsupported` and explained in
 :attr:`Catalog.invalid`; the server's other tools are unaffected. A description longer
-than the limit is cut to it with a marker saying so (:attr:`Listing.notes`). A tool
+than the limit is cut to it with a marker saying so (``Listing.notes``). A tool
 listed without a description (missing, null, empty or only whitespace) is valid: its
 entry's description is ``Tool '{name}' from MCP server '{server}'``
-(:func:`default_description`), which search leaves out. Every entry says where it comes
+(``default_description``), which search leaves out. Every entry says where it comes
 from (:attr:`Entry.provenance`: merged name, ``source`` ``"mcp"``, server and original
 name).
 
@@ -51,70 +51,30 @@ gets the full metaschema check of its draft before it is rejected. Subtler fault
 invalid ``pattern`` regex, say) pass here and are reported as
 :class:`~supervisor.errors.ToolSchemaInvalid` when the tool is called.
 
-Costs: every tool is checked once per list a server sends — a :class:`Listing` is one
+Costs: every tool is checked once per list a server sends — a ``Listing`` is one
 checked list, and :func:`merge` checks any other sequence it is given — so merging again
 when some server changed only names. A merge hashes nothing: :attr:`Entry.fingerprint` is
-computed when read, and :func:`diff` compares the listed ``Tool`` objects first (a server
+computed when read, and ``diff`` compares the listed ``Tool`` objects first (a server
 whose list was not fetched again keeps the very same objects), so only tools that were
 listed anew are hashed.
 """
 
 from __future__ import annotations
 
-from ._catalog import BUILTIN as BUILTIN
-from ._catalog import Catalog as Catalog
-from ._catalog import CatalogDiff as CatalogDiff
-from ._catalog import Conflict as Conflict
-from ._catalog import Entry as Entry
-from ._catalog import Provenance as Provenance
-from ._catalog import Summary as Summary
-from ._catalog import default_description as default_description
-from ._document import tools_document as tools_document
-from ._live import Offer as Offer
-from ._live import Registry as Registry
-from ._live import RegistryStatistics as RegistryStatistics
-from ._live import Snapshot as Snapshot
-from ._merge import Listing as Listing
-from ._merge import ServerTools as ServerTools
-from ._merge import diff as diff
-from ._merge import merge as merge
-from ._naming import NamingPolicy as NamingPolicy
-from ._resources import MergedPrompt as MergedPrompt
-from ._resources import MergedResource as MergedResource
-from ._resources import MergedResourceTemplate as MergedResourceTemplate
-from ._resources import check_prompt_arguments as check_prompt_arguments
-from ._resources import merge_prompts as merge_prompts
-from ._resources import merge_resource_templates as merge_resource_templates
-from ._resources import merge_resources as merge_resources
-from ._resources import route_resource as route_resource
-from ._resources import template_matches as template_matches
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "BUILTIN",
-    "Catalog",
-    "CatalogDiff",
-    "Conflict",
-    "Entry",
-    "Listing",
-    "MergedPrompt",
-    "MergedResource",
-    "MergedResourceTemplate",
-    "NamingPolicy",
-    "Offer",
-    "Provenance",
-    "Registry",
-    "RegistryStatistics",
-    "ServerTools",
-    "Snapshot",
-    "Summary",
-    "check_prompt_arguments",
-    "default_description",
-    "diff",
-    "merge",
-    "merge_prompts",
-    "merge_resource_templates",
-    "merge_resources",
-    "route_resource",
-    "template_matches",
-    "tools_document",
-]
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ._catalog import Catalog as Catalog
+    from ._catalog import Conflict as Conflict
+    from ._catalog import Entry as Entry
+    from ._catalog import Provenance as Provenance
+    from ._catalog import Summary as Summary
+    from ._merge import merge as merge
+    from ._naming import NamingPolicy as NamingPolicy
+    from ._resources import MergedPrompt as MergedPrompt
+    from ._resources import MergedResource as MergedResource
+    from ._resources import MergedResourceTemplate as MergedResourceTemplate
+
+__getattr__, __dir__ = attach(__name__)

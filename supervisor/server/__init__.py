@@ -23,76 +23,47 @@ an accepted answer gets the requested schema's defaults and is checked against i
 (:func:`complete_elicitation`); one that does not fit is refused, not sent.
 """
 
-from ..errors import CallMayHaveTakenEffect as CallMayHaveTakenEffect
-from ..errors import CatalogTooLarge as CatalogTooLarge
-from ..errors import ConnectTimeout as ConnectTimeout
-from ..errors import PaginationError as PaginationError
-from ..errors import ServerError as ServerError
-from ..errors import ServerRequestError as ServerRequestError
-from ..errors import ServerUnavailable as ServerUnavailable
-from ..errors import StaleConnection as StaleConnection
-from ..errors import ToolCallTimeout as ToolCallTimeout
-from ..transports import ProtocolViolation as ProtocolViolation
-from ..transports import ServerExited as ServerExited
-from ._actor import MAX_IN_FLIGHT as MAX_IN_FLIGHT
-from ._actor import PING_TIMEOUT as PING_TIMEOUT
-from ._actor import ServerActor as ServerActor
-from ._elicitation import checked_elicitation as checked_elicitation
-from ._elicitation import complete_elicitation as complete_elicitation
-from ._health import Health as Health
-from ._health import HealthRecord as HealthRecord
-from ._health import LatencyHistogram as LatencyHistogram
-from ._health import ServerMetrics as ServerMetrics
-from ._health import ServerStatus as ServerStatus
-from ._host import Limits as Limits
-from ._host import ServerHost as ServerHost
-from ._host import ServerSettings as ServerSettings
-from ._managed import MAILBOX as MAILBOX
-from ._managed import ManagedServer as ManagedServer
-from ._managed import disabled_record as disabled_record
-from ._managed import open_servers as open_servers
-from ._managed import tree_hook as tree_hook
-from ._messages import CALL_ID_META as CALL_ID_META
-from ._messages import CallTool as CallTool
-from ._messages import ListTools as ListTools
-from ._messages import Progress as Progress
-from ._startup import StartSlots as StartSlots
-from ._startup import Turn as Turn
+from __future__ import annotations
 
-__all__ = [
-    "CALL_ID_META",
-    "MAILBOX",
-    "MAX_IN_FLIGHT",
-    "PING_TIMEOUT",
-    "CallMayHaveTakenEffect",
-    "CallTool",
-    "CatalogTooLarge",
-    "ConnectTimeout",
-    "Health",
-    "HealthRecord",
-    "LatencyHistogram",
-    "Limits",
-    "ListTools",
-    "Progress",
-    "ManagedServer",
-    "PaginationError",
-    "ProtocolViolation",
-    "ServerActor",
-    "ServerError",
-    "ServerExited",
-    "ServerHost",
-    "ServerMetrics",
-    "ServerRequestError",
-    "ServerSettings",
-    "ServerStatus",
-    "ServerUnavailable",
-    "StaleConnection",
-    "StartSlots",
-    "ToolCallTimeout",
-    "Turn",
-    "checked_elicitation",
-    "complete_elicitation",
-    "disabled_record",
-    "open_servers",
-    "tree_hook",
-]
+from typing import TYPE_CHECKING
+
+from .._lazy import attach
+
+if TYPE_CHECKING:
+    from ..errors import CallMayHaveTakenEffect as CallMayHaveTakenEffect
+    from ..errors import CatalogTooLarge as CatalogTooLarge
+    from ..errors import ConnectTimeout as ConnectTimeout
+    from ..errors import PaginationError as PaginationError
+    from ..errors import ServerError as ServerError
+    from ..errors import ServerRequestError as ServerRequestError
+    from ..errors import ServerUnavailable as ServerUnavailable
+    from ..errors import StaleConnection as StaleConnection
+    from ..errors import ToolCallTimeout as ToolCallTimeout
+    from ..transports import ProtocolViolation as ProtocolViolation
+    from ..transports import ServerExited as ServerExited
+    from ._actor import MAX_IN_FLIGHT as MAX_IN_FLIGHT
+    from ._actor import PING_TIMEOUT as PING_TIMEOUT
+    from ._actor import ServerActor as ServerActor
+    from ._elicitation import checked_elicitation as checked_elicitation
+    from ._elicitation import complete_elicitation as complete_elicitation
+    from ._health import Health as Health
+    from ._health import HealthRecord as HealthRecord
+    from ._health import LatencyHistogram as LatencyHistogram
+    from ._health import ServerMetrics as ServerMetrics
+    from ._health import ServerStatus as ServerStatus
+    from ._host import Limits as Limits
+    from ._host import ServerHost as ServerHost
+    from ._host import ServerSettings as ServerSettings
+    from ._managed import MAILBOX as MAILBOX
+    from ._managed import ManagedServer as ManagedServer
+    from ._managed import disabled_record as disabled_record
+    from ._managed import open_servers as open_servers
+    from ._managed import tree_hook as tree_hook
+    from ._messages import CALL_ID_META as CALL_ID_META
+    from ._messages import CallTool as CallTool
+    from ._messages import ListTools as ListTools
+    from ._messages import Progress as Progress
+    from ._startup import StartSlots as StartSlots
+    from ._startup import Turn as Turn
+
+__getattr__, __dir__ = attach(__name__)

@@ -16,8 +16,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import events, tracing
-from ..actors import Actor, Normal, before_effect, collapse
-from ..auth import AuthProblem
+from ..actors import Actor, Normal, before_effect
+from ..actors._errors import collapse
+from ..auth._broker import AuthProblem
 from ..errors import (
     AuthorizationFailed,
     AuthRequired,
@@ -30,7 +31,7 @@ from ..errors import (
     status_phrase,
 )
 from ..log import get_logger, redact
-from ..tools import invalid_output
+from ..tools._validate import invalid_output
 from ..transports import (
     RESULT_TOO_LARGE,
     Receipt,

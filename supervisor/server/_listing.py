@@ -19,7 +19,7 @@ from mcp.client.subscriptions import (
 from mcp.shared.exceptions import MCPError
 
 from .._pages import CATALOG_TOO_LARGE
-from ..actors import collapse, leaves
+from ..actors._errors import collapse, leaves
 from ..errors import CatalogTooLarge, PaginationError
 from ..log import get_logger
 from ..transports import Receipt, connection_closed, delivery

@@ -17,13 +17,10 @@ from .._plural import plural
 from ..actors import (
     ActorStopped,
     ActorUnavailable,
-    AddressState,
     CallTimeout,
     ChildSpec,
-    Decision,
     GaveUp,
     Intensity,
-    Notify,
     NotRestarted,
     RequestAborted,
     Restart,
@@ -33,11 +30,12 @@ from ..actors import (
     actor_spec,
     open_tree,
 )
+from ..actors._decisions import Decision, Notify
+from ..actors._mailbox import AddressState
 from ..audit import audit_outcome
-from ..auth import AuthProblem, BrokerAuth, TokenBroker
-from ..auth._broker import BrokerState
-from ..config import command_line
+from ..auth._broker import AuthProblem, BrokerAuth, BrokerState, TokenBroker
 from ..config._apps import app_name
+from ..config._secrets import command_line
 from ..errors import (
     AuthorizationFailed,
     AuthRequired,
@@ -49,7 +47,8 @@ from ..errors import (
 )
 from ..injection import FaultEngine, FaultyTransport, Injected
 from ..log import get_logger, redact
-from ..registry import Listing, Offer
+from ..registry._live import Offer
+from ..registry._merge import Listing
 from ..transports import (
     GRACE_SECONDS,
     KILL_AFTER_SECONDS,

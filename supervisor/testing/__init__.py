@@ -10,7 +10,7 @@
   under trio; a failure shrinks to its fewest steps. :class:`SupervisorMachine` is one
   ready-made over fixture servers, with the rules ``call``, ``kill``, ``hang``,
   ``resume``, ``list_changed`` and ``restart`` (it needs hypothesis, loaded on first use).
-- :func:`run_soak` (``mcp-supervisor chaos soak``): many fixture servers of mixed
+- ``run_soak`` (``mcp-supervisor chaos soak``): many fixture servers of mixed
   transports under random seeded fault plans with continuous calls, judged by the checker.
 - :func:`run_deterministic` and :func:`replay_log` — ``trio.run`` on the mock clock with
   trio's scheduler seeded, and a run's calls, events and injected faults as canonical
@@ -29,7 +29,6 @@ from .._lazy import attach
 if TYPE_CHECKING:
     from ._deterministic import replay_log as replay_log
     from ._deterministic import run_deterministic as run_deterministic
-    from ._events import CapturedEvents as CapturedEvents
     from ._events import EventTimeout as EventTimeout
     from ._events import capture_events as capture_events
     from ._machine import AsyncStateMachine as AsyncStateMachine
@@ -37,48 +36,7 @@ if TYPE_CHECKING:
     from ._machine import invariant as invariant
     from ._machine import precondition as precondition
     from ._machine import rule as rule
-    from ._soak import SoakOptions as SoakOptions
-    from ._soak import SoakResult as SoakResult
-    from ._soak import random_plan as random_plan
-    from ._soak import run_soak as run_soak
     from ._supervised import SupervisorMachine as SupervisorMachine
 
-__all__ = [
-    "AsyncStateMachine",
-    "CapturedEvents",
-    "EventTimeout",
-    "SoakOptions",
-    "SoakResult",
-    "Step",
-    "SupervisorMachine",
-    "capture_events",
-    "invariant",
-    "precondition",
-    "random_plan",
-    "replay_log",
-    "rule",
-    "run_deterministic",
-    "run_soak",
-]
 
-#: where each public name is defined; imported from there on first use (``SupervisorMachine``
-#: needs hypothesis, a test-time dependency)
-_SOURCES = {
-    "replay_log": "._deterministic",
-    "run_deterministic": "._deterministic",
-    "CapturedEvents": "._events",
-    "EventTimeout": "._events",
-    "capture_events": "._events",
-    "AsyncStateMachine": "._machine",
-    "Step": "._machine",
-    "invariant": "._machine",
-    "precondition": "._machine",
-    "rule": "._machine",
-    "SoakOptions": "._soak",
-    "SoakResult": "._soak",
-    "random_plan": "._soak",
-    "run_soak": "._soak",
-    "SupervisorMachine": "._supervised",
-}
-
-__getattr__, __dir__ = attach(__name__, _SOURCES, __all__)
+__getattr__, __dir__ = attach(__name__)

@@ -149,7 +149,8 @@ async def _soak(
     )
     from ..runtime import open_supervisor
     from ..ws import serve_websocket
-    from .servers import executions_by_call, make_server, open_http_fixture
+    from .servers import executions_by_call, make_server
+    from .servers._procs import open_http_fixture
 
     rng = random.Random(f"soak:{options.seed}")
     history = CallHistory()

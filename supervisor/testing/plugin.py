@@ -105,7 +105,7 @@ class FixtureServers:
         """Start the fixture server ``kind`` over Streamable HTTP (or ``transport="sse"``)
         in a process of its own on 127.0.0.1, stopped at the end of the test, and add it as
         ``name``."""
-        from .servers import open_http_fixture
+        from .servers._procs import open_http_fixture
 
         self._check_name(name)
         fixture = await self._stack.enter_async_context(

@@ -19,7 +19,7 @@ from typing import Literal, Protocol, TypeAlias
 import attrs
 import mcp_types as types
 
-from ..config import ToolPolicy
+from ..config._model import ToolPolicy
 from ..errors import ApprovalDenied, ApprovalRequired
 
 #: Why a call needs approval, most serious first.

@@ -101,102 +101,17 @@ Importing this package does not import the ``mcp`` SDK; ``make_server``, ``serve
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
-from ._counting import COUNT_FILE_ENV as COUNT_FILE_ENV
-from ._counting import count_executions as count_executions
-from ._counting import executions_by_call as executions_by_call
-from ._names import GARBAGE_MODES as GARBAGE_MODES
-from ._names import KINDS as KINDS
-from ._names import MCP_SERVER_KINDS as MCP_SERVER_KINDS
-from ._names import GarbageMode as GarbageMode
-from ._names import HttpTransport as HttpTransport
-from ._names import MCPServerKind as MCPServerKind
-from ._names import ServerKind as ServerKind
-from ._procs import LISTENING_PREFIX as LISTENING_PREFIX
-from ._procs import FixtureStartError as FixtureStartError
-from ._procs import HttpFixture as HttpFixture
-from ._procs import open_http_fixture as open_http_fixture
-from ._procs import spawn_http as spawn_http
-from ._procs import stdio_params as stdio_params
-from ._procs import stdio_server_parameters as stdio_server_parameters
-from ._raw import ASGIApp as ASGIApp
-from ._raw import garbage_app as garbage_app
-from ._raw import hang_app as hang_app
-from .tiny import max_overlap as max_overlap
-from .tiny import tiny_server as tiny_server
+from ..._lazy import attach
 
 if TYPE_CHECKING:
-    from ._http import HttpServer as HttpServer
+    from ._counting import count_executions as count_executions
+    from ._counting import executions_by_call as executions_by_call
     from ._http import serve_http as serve_http
     from ._http import start_http as start_http
     from ._kinds import make_server as make_server
-    from ._oauth import OAuthConfig as OAuthConfig
-    from ._oauth import OAuthFixture as OAuthFixture
-    from ._oauth import TestAuthProvider as TestAuthProvider
-    from ._oauth import TestIdP as TestIdP
-    from ._oauth import generate_key_pair as generate_key_pair
-    from ._oauth import make_oauth_server as make_oauth_server
     from ._oauth import open_oauth_server as open_oauth_server
+    from ._procs import stdio_params as stdio_params
 
-_LAZY = {
-    "HttpServer": "._http",
-    "OAuthConfig": "._oauth",
-    "OAuthFixture": "._oauth",
-    "TestAuthProvider": "._oauth",
-    "TestIdP": "._oauth",
-    "generate_key_pair": "._oauth",
-    "make_oauth_server": "._oauth",
-    "make_server": "._kinds",
-    "open_oauth_server": "._oauth",
-    "serve_http": "._http",
-    "start_http": "._http",
-}
-"""Attributes whose modules import the ``mcp`` SDK (≈0.5 s; ``._oauth`` also PyJWT and
-cryptography): loaded on first access."""
-
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = [
-    "ASGIApp",
-    "COUNT_FILE_ENV",
-    "GARBAGE_MODES",
-    "KINDS",
-    "LISTENING_PREFIX",
-    "MCP_SERVER_KINDS",
-    "FixtureStartError",
-    "GarbageMode",
-    "HttpFixture",
-    "HttpServer",
-    "HttpTransport",
-    "MCPServerKind",
-    "OAuthConfig",
-    "OAuthFixture",
-    "ServerKind",
-    "TestAuthProvider",
-    "TestIdP",
-    "count_executions",
-    "executions_by_call",
-    "garbage_app",
-    "generate_key_pair",
-    "hang_app",
-    "make_oauth_server",
-    "make_server",
-    "max_overlap",
-    "open_http_fixture",
-    "open_oauth_server",
-    "serve_http",
-    "spawn_http",
-    "start_http",
-    "stdio_params",
-    "stdio_server_parameters",
-    "tiny_server",
-]
+__getattr__, __dir__ = attach(__name__)
