@@ -24,33 +24,5 @@ if TYPE_CHECKING:
     from ._outcome import classify as classify
     from ._outcome import describe_error as describe_error
 
-__all__ = [
-    "CALL_ID_META",
-    "FAIL",
-    "INFO",
-    "OK",
-    "Call",
-    "CallObserver",
-    "CallWatch",
-    "History",
-    "Outcome",
-    "classify",
-    "describe_error",
-]
 
-#: where each public name is defined; imported from there on first use
-_SOURCES = {
-    "Call": "._observer",
-    "CallObserver": "._observer",
-    "CallWatch": "._observer",
-    "History": "._observer",
-    "CALL_ID_META": "._outcome",
-    "FAIL": "._outcome",
-    "INFO": "._outcome",
-    "OK": "._outcome",
-    "Outcome": "._outcome",
-    "classify": "._outcome",
-    "describe_error": "._outcome",
-}
-
-__getattr__, __dir__ = attach(__name__, _SOURCES, __all__)
+__getattr__, __dir__ = attach(__name__)

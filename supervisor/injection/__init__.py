@@ -40,49 +40,5 @@ if TYPE_CHECKING:
     from ._plan import load_plan as load_plan
     from ._session import FaultyTransport as FaultyTransport
 
-__all__ = [
-    "ACTIONS",
-    "TO_CLIENT",
-    "TO_SERVER",
-    "Action",
-    "CallRecorder",
-    "FaultEngine",
-    "FaultyHTTPTransport",
-    "FaultyTransport",
-    "Injected",
-    "Link",
-    "Message",
-    "Plan",
-    "PlanError",
-    "Rule",
-    "Target",
-    "When",
-    "faults_json",
-    "load_plan",
-    "read_faults",
-]
 
-#: where each public name is defined; imported from there on first use
-_SOURCES = {
-    "FaultEngine": "._engine",
-    "Injected": "._engine",
-    "Message": "._engine",
-    "faults_json": "._engine",
-    "read_faults": "._engine",
-    "FaultyHTTPTransport": "._http",
-    "CallRecorder": "._link",
-    "Link": "._link",
-    "Target": "._link",
-    "ACTIONS": "._plan",
-    "Action": "._plan",
-    "Plan": "._plan",
-    "PlanError": "._plan",
-    "Rule": "._plan",
-    "TO_CLIENT": "._plan",
-    "TO_SERVER": "._plan",
-    "When": "._plan",
-    "load_plan": "._plan",
-    "FaultyTransport": "._session",
-}
-
-__getattr__, __dir__ = attach(__name__, _SOURCES, __all__)
+__getattr__, __dir__ = attach(__name__)
