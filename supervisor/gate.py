@@ -47,9 +47,9 @@ from . import tracing
 from .actors import SupervisorError
 from .actors._mailbox import AddressState
 from .audit import audit_outcome
-from .calls import Call, CallObserver, CallWatch
+from .calls._observer import Call, CallObserver, CallWatch
 from .errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid, UnknownTool
-from .injection import Injected
+from .injection._engine import Injected
 from .log import get_logger
 from .registry._live import Registry
 from .server import HealthRecord, ManagedServer, Progress, ServerMetrics

@@ -68,7 +68,8 @@ from .errors import (
     UnknownTool,
 )
 from .gate import Gate, ServerView, connect
-from .injection import Injected, Plan
+from .injection._engine import Injected
+from .injection._plan import Plan
 from .log import RedactionScope, configure_default_logging, get_logger, redacting, redactor
 from .monitor import CallWindow, SessionSummary
 from .monitor._metrics import summarize
@@ -90,7 +91,7 @@ from .tools._approval import ApprovalReason
 from .tools._results import SpillDirectory
 
 if TYPE_CHECKING:
-    from .calls import History as CallHistory
+    from .calls._observer import History as CallHistory
 
 log = get_logger("supervisor.runtime")
 

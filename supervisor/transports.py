@@ -73,7 +73,8 @@ from .errors import (
 from .log import get_logger, redact
 
 if TYPE_CHECKING:
-    from .injection import FaultEngine, Link
+    from .injection._engine import FaultEngine
+    from .injection._link import Link
 
 log = get_logger("supervisor.transports")
 
@@ -429,7 +430,7 @@ class StdioTransport:
             async with trio.open_nursery() as nursery:
                 link = None
                 if self.faults is not None:
-                    from .injection import Link
+                    from .injection._link import Link
 
                     point = self._fault_point = _FaultPoint(self, process, to_session)
                     link = Link(self.faults, point, nursery, to_client=point.to_client)

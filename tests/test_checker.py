@@ -36,6 +36,7 @@ from supervisor import (
     open_supervisor,
 )
 from supervisor.actors import Intensity
+from supervisor.calls._outcome import CALL_ID_META, classify
 from supervisor.errors import (
     ApprovalDenied,
     ServerRequestError,
@@ -43,22 +44,15 @@ from supervisor.errors import (
     ToolOutputInvalid,
 )
 from supervisor.events import ChildRestarted, Connected, Connecting, Disconnected, LocalCrashed
-from supervisor.faults import (
-    CALL_ID_META,
-    CallHistory,
+from supervisor.faults import CallHistory, ResourceSampler, check, write_html, write_json
+from supervisor.faults._checker import (
     ResourceSample,
-    ResourceSampler,
     Verdict,
-    check,
-    classify,
     leftover_processes,
-    render_html,
-    server_states,
     spawned_pids,
     timed_events,
-    write_html,
-    write_json,
 )
+from supervisor.faults._report import render_html, server_states
 from supervisor.testing.servers import (
     count_executions,
     executions_by_call,

@@ -34,15 +34,11 @@ from pydantic import BaseModel
 
 from supervisor.cli import main
 from supervisor.errors import HTTPConnectionLost
-from supervisor.faults import (
-    CallHistory,
-    CallRecord,
-    FaultEngine,
-    Injected,
-    load_plan,
-    run_http_proxy,
-)
+from supervisor.faults import CallHistory, load_plan
+from supervisor.faults._history import CallRecord
+from supervisor.faults._http_proxy import run_http_proxy
 from supervisor.injection import _http as faults_http
+from supervisor.injection._engine import FaultEngine, Injected
 from supervisor.injection._http import FaultyHTTPTransport
 from supervisor.runtime import open_supervisor
 from supervisor.testing.servers import count_executions, make_server, start_http

@@ -28,7 +28,9 @@ from supervisor.errors import (
     UnknownServer,
 )
 from supervisor.events import Event, to_builtins
-from supervisor.faults import Injected, Plan, faults_json, load_plan
+from supervisor.faults import faults_json, load_plan
+from supervisor.injection._engine import Injected
+from supervisor.injection._plan import Plan
 from supervisor.server import ManagedServer, ServerStatus, open_servers
 from supervisor.testing.servers import count_executions, make_server, stdio_params
 from supervisor.ws import serve_websocket

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.faults import ACTIONS, Plan, PlanError, load_plan
+from supervisor.faults import load_plan
+from supervisor.injection._plan import ACTIONS, Plan, PlanError
 
 KILL = {"when": {"method": "tools/call"}, "do": "kill"}
 

@@ -19,7 +19,7 @@ from supervisor import (
     open_supervisor,
 )
 from supervisor.bus import Subscription
-from supervisor.calls import Call, CallWatch
+from supervisor.calls._observer import Call, CallWatch
 from supervisor.events import Event, ToolsRegistered
 from supervisor.gate import Gate
 from supervisor.monitor._metrics import status_document

@@ -137,7 +137,9 @@ def _cmd_soak(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _cmd_chaos(args: argparse.Namespace) -> int:
-    from ..faults import FaultEngine, PlanError, load_plan
+    from ..faults import load_plan
+    from ..injection._engine import FaultEngine
+    from ..injection._plan import PlanError
 
     rest = list(args.rest)
     if rest[:1] == ["soak"]:
@@ -249,8 +251,7 @@ async def _http(
 ) -> int:
     import trio
 
-    from ..faults import run_http_proxy
-    from ..faults._http_proxy import safe_url
+    from ..faults._http_proxy import run_http_proxy, safe_url
 
     async with trio.open_nursery() as nursery:
         try:
@@ -273,7 +274,7 @@ async def _http(
 
 
 async def _stdio(plan: object, command: list[str], engine: object, history: object) -> int:
-    from ..faults import ProxyEnded, run_stdio_proxy
+    from ..faults._stdio import ProxyEnded, run_stdio_proxy
 
     try:
         return await run_stdio_proxy(plan, command, engine=engine, history=history)  # type: ignore[arg-type]

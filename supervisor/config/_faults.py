@@ -24,7 +24,7 @@ from ..errors import FieldError
 from ._model import IncludedFile, ServerType
 
 if TYPE_CHECKING:
-    from ..injection import Plan, PlanError
+    from ..injection._plan import Plan, PlanError
 
 #: How each transport is named in a plan's "cannot be injected here" errors.
 _WHERE = {
@@ -79,7 +79,7 @@ def read_faults(
     """:func:`load_faults`, and the plan file read (the SHA-256 of exactly the bytes the
     plan was made from), or ``None`` for a plan given in place. The file is read once:
     what is hashed is what is used."""
-    from ..injection import Plan, PlanError, load_plan
+    from ..injection._plan import Plan, PlanError, load_plan
 
     if isinstance(value, str | os.PathLike):
         file = os.fspath(value)
@@ -129,7 +129,7 @@ def read_faults(
 def check_plan(plan: Plan, type_: ServerType, path: str) -> list[FieldError]:
     """The rules of ``plan`` that a server of type ``type_`` cannot carry out, as problems
     at ``path`` (HTTP-only actions on a stdio or WebSocket server)."""
-    from ..injection import PlanError
+    from ..injection._plan import PlanError
 
     try:
         plan.check_supported(_WHERE[type_], http=type_ in (ServerType.HTTP, ServerType.SSE))

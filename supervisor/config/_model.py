@@ -22,7 +22,7 @@ from ..errors import FieldError
 from ._secrets import _masked_repr, _query, _secret_args, _secretish
 
 if TYPE_CHECKING:
-    from ..injection import Plan
+    from ..injection._plan import Plan
 
 #: ``True`` (every tool), ``False`` (none) or tool names and globs.
 ToolPolicy: TypeAlias = bool | tuple[str, ...]

@@ -39,49 +39,13 @@ from typing import TYPE_CHECKING
 from .._lazy import attach
 
 if TYPE_CHECKING:
-    from ..calls._outcome import CALL_ID_META as CALL_ID_META
-    from ..calls._outcome import Outcome as Outcome
-    from ..calls._outcome import classify as classify
-    from ..injection._engine import FaultEngine as FaultEngine
-    from ..injection._engine import Injected as Injected
-    from ..injection._engine import Message as Message
     from ..injection._engine import faults_json as faults_json
-    from ..injection._engine import read_faults as read_faults
-    from ..injection._http import FaultyHTTPTransport as FaultyHTTPTransport
-    from ..injection._link import CallRecorder as CallRecorder
-    from ..injection._link import Link as Link
-    from ..injection._link import Target as Target
-    from ..injection._plan import ACTIONS as ACTIONS
-    from ..injection._plan import TO_CLIENT as TO_CLIENT
-    from ..injection._plan import TO_SERVER as TO_SERVER
-    from ..injection._plan import Action as Action
-    from ..injection._plan import Plan as Plan
-    from ..injection._plan import PlanError as PlanError
-    from ..injection._plan import Rule as Rule
-    from ..injection._plan import When as When
     from ..injection._plan import load_plan as load_plan
-    from ..injection._session import FaultyTransport as FaultyTransport
-    from ._checker import DEFAULT_DEADLINE_SLACK as DEFAULT_DEADLINE_SLACK
-    from ._checker import ResourceSample as ResourceSample
     from ._checker import ResourceSampler as ResourceSampler
-    from ._checker import ServerVerdict as ServerVerdict
-    from ._checker import Verdict as Verdict
     from ._checker import check as check
-    from ._checker import fault_fields as fault_fields
-    from ._checker import leftover_processes as leftover_processes
-    from ._checker import open_fds as open_fds
-    from ._checker import rss_kb as rss_kb
-    from ._checker import spawned_pids as spawned_pids
-    from ._checker import timed_events as timed_events
     from ._history import CallHistory as CallHistory
-    from ._history import CallRecord as CallRecord
-    from ._http_proxy import run_http_proxy as run_http_proxy
-    from ._report import render_html as render_html
-    from ._report import server_states as server_states
     from ._report import write_html as write_html
     from ._report import write_json as write_json
-    from ._stdio import ProxyEnded as ProxyEnded
-    from ._stdio import run_stdio_proxy as run_stdio_proxy
 
 
 __getattr__, __dir__ = attach(__name__)

@@ -45,7 +45,8 @@ from ..errors import (
     ServerUnavailable,
     ToolCallTimeout,
 )
-from ..injection import FaultEngine, FaultyTransport, Injected
+from ..injection._engine import FaultEngine, Injected
+from ..injection._session import FaultyTransport
 from ..log import get_logger, redact
 from ..registry._live import Offer
 from ..registry._merge import Listing

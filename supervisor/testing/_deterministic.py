@@ -33,7 +33,8 @@ from ..actors._rules import jitter_rng
 from ..events import to_builtins
 
 if TYPE_CHECKING:
-    from ..faults import CallHistory, Injected
+    from ..faults import CallHistory
+    from ..injection._engine import Injected
 
 __all__ = ["replay_log", "run_deterministic"]
 

@@ -138,15 +138,8 @@ async def run_soak(
 async def _soak(
     options: SoakOptions, counts: Path, directory: Path | None, say: Callable[[str], None]
 ) -> SoakResult:
-    from ..faults import (
-        CallHistory,
-        ResourceSampler,
-        check,
-        leftover_processes,
-        spawned_pids,
-        write_html,
-        write_json,
-    )
+    from ..faults import CallHistory, ResourceSampler, check, write_html, write_json
+    from ..faults._checker import leftover_processes, spawned_pids
     from ..runtime import open_supervisor
     from ..ws import serve_websocket
     from .servers import executions_by_call, make_server

@@ -81,7 +81,8 @@ class SupervisorMachine(AsyncStateMachine):
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        from ..faults import CallHistory, leftover_processes, spawned_pids
+        from ..faults import CallHistory
+        from ..faults._checker import leftover_processes, spawned_pids
         from ..runtime import open_supervisor
 
         with tempfile.TemporaryDirectory(prefix="mcp-machine-") as directory:

@@ -180,7 +180,8 @@ class CallChecker:
 
     def verdict(self) -> Any:  # noqa: ANN401 - a supervisor.faults.Verdict
         """The verdict over every run so far (ended runs: every call must have ended)."""
-        from ..faults import CallHistory, check, spawned_pids
+        from ..faults import CallHistory, check
+        from ..faults._checker import spawned_pids
 
         runs = self.servers.runs
         history = CallHistory()
