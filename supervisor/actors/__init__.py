@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from ._errors import SupervisorGaveUp as SupervisorGaveUp
     from ._errors import SupervisorNotRunning as SupervisorNotRunning
     from ._mailbox import Address as Address
-    from ._mailbox import AddressState as AddressState
-    from ._mailbox import AddressStatistics as AddressStatistics
     from ._mailbox import CastAddress as CastAddress
     from ._root import open_tree as open_tree
     from ._root import supervisor_spec as supervisor_spec
