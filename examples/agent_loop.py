@@ -68,8 +68,7 @@ from supervisor import (
     load_config,
     open_supervisor,
 )
-from supervisor.bus import Subscription
-from supervisor.events import Event
+from supervisor.events import Event, Subscription
 from supervisor.testing.servers import stdio_params
 
 #: The built-in ``flaky`` server dies on every CRASH_EVERY-th tool call it receives.

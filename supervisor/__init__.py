@@ -9,7 +9,7 @@ imported from it when first used (so ``import supervisor`` itself loads almost n
 - :mod:`supervisor.registry`, :mod:`supervisor.tools` — the merged catalog, results and
   the approval policy;
 - :mod:`supervisor.actors` — the generic actor runtime and OTP supervision tree;
-- :mod:`supervisor.events` — the event catalog; :mod:`supervisor.bus` — the event bus;
+- :mod:`supervisor.events` — the event catalog and the event bus;
 - :mod:`supervisor.monitor` — the status table, metrics (:class:`ServerMetrics`), the
   Prometheus text and the session summary (:class:`SessionSummary`);
 - :mod:`supervisor.log` — structlog configuration and secret redaction.
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from .actors import RequestAborted as RequestAborted
     from .actors import SupervisorError as SupervisorError
     from .actors import SupervisorGaveUp as SupervisorGaveUp
-    from .bus import Bus as Bus
     from .config import Config as Config
     from .config import ServerConfig as ServerConfig
     from .config import load_config as load_config
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
     from .errors import UnknownResource as UnknownResource
     from .errors import UnknownServer as UnknownServer
     from .errors import UnknownTool as UnknownTool
+    from .events._bus import Bus as Bus
     from .log import configure_logging as configure_logging
     from .monitor import SessionSummary as SessionSummary
     from .registry import Catalog as Catalog

@@ -551,7 +551,7 @@ class _PrintableConsole:
         self._render = structlog.dev.ConsoleRenderer(colors=colors)
 
     def __call__(self, logger: WrappedLogger, method_name: str, event_dict: EventDict) -> str:
-        from ._printable import printable
+        from ._util._printable import printable
 
         for key, value in list(event_dict.items()):
             if not isinstance(value, str):

@@ -40,7 +40,6 @@ import mcp_types as types
 import msgspec
 import trio
 
-from ._children import subreaper
 from .actors import (
     GiveUp,
     Intensity,
@@ -52,12 +51,13 @@ from .actors import (
 )
 from .actors._mailbox import AddressState
 from .actors._stats import SupervisorStatistics
-from .audit import AuditLog
 from .auth._broker import AuthProblem, BrokerInfo, TokenBroker
 from .auth._login import CallbackHandler, RedirectHandler
 from .auth._service import AuthService
 from .auth._store import AuthStore
-from .bus import Bus, Subscription
+from .calls._audit import AuditLog
+from .calls._gate import Gate, ServerView, connect
+from .calls._resources import MergedPrompt, MergedResource, MergedResourceTemplate, Resources
 from .config import Config, load_config
 from .config._apps import with_apps
 from .config._faults import check_plan, load_faults
@@ -67,7 +67,7 @@ from .errors import (
     UnknownServer,
     UnknownTool,
 )
-from .gate import Gate, ServerView, connect
+from .events._bus import Bus, Subscription
 from .injection._engine import Injected
 from .injection._plan import Plan
 from .log import RedactionScope, configure_default_logging, get_logger, redacting, redactor
@@ -75,7 +75,6 @@ from .monitor import CallWindow, SessionSummary
 from .monitor._metrics import summarize
 from .registry import Catalog, NamingPolicy, Summary
 from .registry._live import Registry, RegistryStatistics, Snapshot
-from .resources import MergedPrompt, MergedResource, MergedResourceTemplate, Resources
 from .server import (
     HealthRecord,
     ManagedServer,
@@ -89,6 +88,7 @@ from .server import (
 from .tools import ApprovalCallback, ToolResult
 from .tools._approval import ApprovalReason
 from .tools._results import SpillDirectory
+from .transports._children import subreaper
 
 if TYPE_CHECKING:
     from .calls._observer import History as CallHistory

@@ -41,7 +41,7 @@ PRELOAD = (
     "supervisor",
     "supervisor.runtime",
     "supervisor.actors",
-    "supervisor.bus",
+    "supervisor.events",
     "supervisor.config",
     "supervisor.registry",
     "supervisor.gateway",

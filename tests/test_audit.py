@@ -19,7 +19,7 @@ import trio
 import trio.testing
 
 from supervisor import ApprovalRequest, open_supervisor
-from supervisor.audit import AuditLog
+from supervisor.calls._audit import AuditLog
 from supervisor.config import ConfigError, load_config
 from supervisor.errors import (
     ApprovalDenied,

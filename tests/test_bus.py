@@ -8,8 +8,14 @@ import trio
 import trio.testing
 
 from supervisor.actors import Actor, Backoff, actor_spec, open_tree
-from supervisor.bus import Bus, BusStatistics, Subscription, SubscriptionStatistics, open_bus
-from supervisor.events import (
+from supervisor.events._bus import (
+    Bus,
+    BusStatistics,
+    Subscription,
+    SubscriptionStatistics,
+    open_bus,
+)
+from supervisor.events._catalog import (
     BusDropped,
     Connecting,
     Event,

@@ -14,10 +14,10 @@ import trio.testing
 from mcp_types import Tool
 
 from supervisor import log
-from supervisor.bus import Bus, Subscription
 from supervisor.config import load_config
 from supervisor.errors import SupervisorError
-from supervisor.events import (
+from supervisor.events._bus import Bus, Subscription
+from supervisor.events._catalog import (
     Event,
     ToolsConflict,
     ToolsDeregistered,

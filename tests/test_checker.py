@@ -43,7 +43,13 @@ from supervisor.errors import (
     ToolCallTimeout,
     ToolOutputInvalid,
 )
-from supervisor.events import ChildRestarted, Connected, Connecting, Disconnected, LocalCrashed
+from supervisor.events._catalog import (
+    ChildRestarted,
+    Connected,
+    Connecting,
+    Disconnected,
+    LocalCrashed,
+)
 from supervisor.faults import CallHistory, ResourceSampler, check, write_html, write_json
 from supervisor.faults._checker import (
     ResourceSample,

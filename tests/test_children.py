@@ -18,8 +18,8 @@ import pytest
 import trio
 
 from supervisor import open_supervisor
-from supervisor._children import family, open_process, spawn_mark, subreaper
 from supervisor.testing.servers import tiny
+from supervisor.transports._children import family, open_process, spawn_mark, subreaper
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 

@@ -24,7 +24,7 @@ import trio_websocket
 from supervisor.dashboard import DashboardInfo, serve_dashboard
 from supervisor.dashboard._address import parse_address
 from supervisor.errors import ToolArgumentsInvalid, ToolCallTimeout, ToolError
-from supervisor.events import make_event
+from supervisor.events._catalog import make_event
 from supervisor.runtime import SupervisorHandle, open_supervisor
 from supervisor.testing.servers import open_oauth_server, stdio_params
 

@@ -17,7 +17,7 @@ from mcp import Client
 import supervisor
 import supervisor.actors._errors as actor_errors
 import supervisor.errors as errors
-from supervisor import auth, faults, gateway, server, transports, ws
+from supervisor import auth, faults, gateway, server
 from supervisor.actors import SupervisorError
 from supervisor.actors._errors import collapse, leaves
 from supervisor.errors import (
@@ -28,7 +28,9 @@ from supervisor.errors import (
     HTTPStatusError,
     TransportError,
 )
-from supervisor.transports import http_errors, http_transport
+from supervisor.transports import _transports as transports
+from supervisor.transports import _ws as ws
+from supervisor.transports._transports import http_errors, http_transport
 
 _NODE = re.compile(r"[A-Z]\w+")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from supervisor import events
-from supervisor.events import (
+from supervisor.events import _catalog as events
+from supervisor.events._catalog import (
     EVENT_TYPES,
     BusDropped,
     Connected,

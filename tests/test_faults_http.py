@@ -42,7 +42,7 @@ from supervisor.injection._engine import FaultEngine, Injected
 from supervisor.injection._http import FaultyHTTPTransport
 from supervisor.runtime import open_supervisor
 from supervisor.testing.servers import count_executions, make_server, start_http
-from supervisor.transports import http_transport
+from supervisor.transports._transports import http_transport
 from tests.test_chaos import server_row
 
 VIAS = ["transport", "proxy"]
@@ -1135,7 +1135,7 @@ ANSWERS: dict[str, tuple[int, str, str, str]] = {
 
 async def answering_app(scope: dict[str, object], receive: object, send: object) -> None:
     """An ASGI upstream answering each tools/call as :data:`ANSWERS` says for its tool."""
-    from supervisor._serving import lifespan, respond
+    from supervisor._util._serving import lifespan, respond
 
     if scope["type"] == "lifespan":
         await lifespan(receive, send)

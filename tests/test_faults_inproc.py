@@ -27,13 +27,13 @@ from supervisor.errors import (
     ToolCallTimeout,
     UnknownServer,
 )
-from supervisor.events import Event, to_builtins
+from supervisor.events._catalog import Event, to_builtins
 from supervisor.faults import faults_json, load_plan
 from supervisor.injection._engine import Injected
 from supervisor.injection._plan import Plan
 from supervisor.server import ManagedServer, ServerStatus, open_servers
 from supervisor.testing.servers import count_executions, make_server, stdio_params
-from supervisor.ws import serve_websocket
+from supervisor.transports._ws import serve_websocket
 
 from .probes import until
 

@@ -18,10 +18,10 @@ from supervisor import (
     UnknownTool,
     open_supervisor,
 )
-from supervisor.bus import Subscription
+from supervisor.calls._gate import Gate
 from supervisor.calls._observer import Call, CallWatch
-from supervisor.events import Event, ToolsRegistered
-from supervisor.gate import Gate
+from supervisor.events._bus import Subscription
+from supervisor.events._catalog import Event, ToolsRegistered
 from supervisor.monitor._metrics import status_document
 from supervisor.registry import NamingPolicy
 from supervisor.registry import _live as registry_live

@@ -19,7 +19,6 @@ import trio
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 
-from supervisor._pages import CATALOG_TOO_LARGE, LISTINGS, PageGuard
 from supervisor.faults import load_plan
 from supervisor.server import (
     CallMayHaveTakenEffect,
@@ -29,6 +28,7 @@ from supervisor.server import (
     open_servers,
 )
 from supervisor.testing.servers import start_http
+from supervisor.transports._pages import CATALOG_TOO_LARGE, LISTINGS, PageGuard
 
 from .hostile_server import MESSAGE
 from .probes import until

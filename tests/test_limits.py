@@ -12,8 +12,8 @@ import mcp_types as types
 import pytest
 from mcp.server.lowlevel import Server
 
-from supervisor import _limits, open_supervisor
-from supervisor.config import ConfigError, load_config
+from supervisor import open_supervisor
+from supervisor.config import ConfigError, _limits, load_config
 from supervisor.config._model import Limits
 from supervisor.errors import ServerUnavailable
 from supervisor.registry import merge

@@ -653,7 +653,7 @@ from supervisor import log
 assert not structlog.is_configured(), "structlog was configured at import"
 assert len(log.redactor) == 0, "secrets were registered at import"
 assert not any(getattr(h, "_supervisor_bridge", False) for h in logging.getLogger().handlers)
-assert supervisor._previews._process_spill is None
+assert supervisor._util._previews._process_spill is None
 after = set(glob.glob(os.path.join(tempfile.gettempdir(), "*")))
 assert after == before, f"import created {sorted(after - before)}"
 print("ok")

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from supervisor import log
-from supervisor.audit import AuditOutcome
+from supervisor.calls._audit import AuditOutcome
 from supervisor.errors import ToolArgumentsInvalid, ToolCallTimeout, ToolError, UnknownTool
 from supervisor.monitor import (
     CallWindow,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from supervisor._printable import UNPRINTABLE, printable, printable_json
+from supervisor._util._printable import UNPRINTABLE, printable, printable_json
 
 TABLE = [
     # (text, one line, with keep_lines)

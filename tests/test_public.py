@@ -24,6 +24,8 @@ from supervisor._lazy import table
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(supervisor.__file__).parent
 DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+#: The runnable examples: what they import from the package is public too.
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
 #: Dotted words of the docs that start like a module's name but are config key paths of
 #: the ``supervisor`` section (docs/config.md), not Python names.
@@ -170,7 +172,31 @@ def _code_words() -> set[str]:
         spans += re.findall(r"`([^`\n]+)`", prose)
         for span in spans:
             words.update(re.findall(r"[A-Za-z_]\w*", span))
+    for module, name in _example_imports():
+        words.add(name)
     return words
+
+
+def _example_imports() -> list[tuple[str, str]]:
+    """Each (module, name) an example imports from the package."""
+    found = []
+    for path in EXAMPLES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("supervisor"):
+                found += [(node.module, alias.name) for alias in node.names]
+    return found
+
+
+def test_an_example_imports_only_public_names() -> None:
+    """An example is what a user copies: it imports public names only, from where the
+    façades export them (no private module, no private name)."""
+    private = [
+        f"{module}.{name}"
+        for module, name in _example_imports()
+        if any(part.startswith("_") for part in f"{module}.{name}".split("."))
+        or name not in getattr(importlib.import_module(module), "__all__", ())
+    ]
+    assert _example_imports() and private == []
 
 
 FACADES = [

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from supervisor._quickcheck import quick_check
 from supervisor.errors import ToolArgumentsInvalid
+from supervisor.tools._quickcheck import quick_check
 from supervisor.tools._validate import ArgumentValidator
 
 TYPES = ["string", "integer", "number", "boolean", "null", "object", "array"]

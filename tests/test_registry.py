@@ -11,7 +11,12 @@ from hypothesis import strategies as st
 from mcp_types import Tool
 
 from supervisor.errors import ToolNameConflict, UnknownServer, UnknownTool
-from supervisor.events import ToolsConflict, ToolsDeregistered, ToolsRegistered, ToolsUpdated
+from supervisor.events._catalog import (
+    ToolsConflict,
+    ToolsDeregistered,
+    ToolsRegistered,
+    ToolsUpdated,
+)
 from supervisor.registry import Catalog, Conflict, NamingPolicy, Provenance, merge
 from supervisor.registry._bench import (
     _sample_tools,

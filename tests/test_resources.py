@@ -15,6 +15,14 @@ from mcp.shared.exceptions import MCPError
 from structlog.testing import capture_logs
 
 from supervisor.actors import Backoff, GiveUp, Restart
+from supervisor.calls._resources import (
+    MergedPrompt,
+    check_prompt_arguments,
+    merge_prompts,
+    merge_resources,
+    route_resource,
+    template_matches,
+)
 from supervisor.errors import (
     PromptArgumentsInvalid,
     ServerRequestError,
@@ -25,14 +33,6 @@ from supervisor.errors import (
     UnknownServer,
 )
 from supervisor.registry import NamingPolicy
-from supervisor.resources import (
-    MergedPrompt,
-    check_prompt_arguments,
-    merge_prompts,
-    merge_resources,
-    route_resource,
-    template_matches,
-)
 from supervisor.runtime import open_supervisor
 from supervisor.server import ManagedServer, open_servers
 from supervisor.testing.servers import count_executions, stdio_params
@@ -113,7 +113,7 @@ def test_names_follow_the_tools_rules() -> None:
 
 def test_exact_uri_wins_over_templates_in_config_order() -> None:
     """A listed URI goes to the first server listing it, before any template matches."""
-    from supervisor.resources import merge_resource_templates
+    from supervisor.calls._resources import merge_resource_templates
 
     templates = merge_resource_templates(
         [("t", "t", [types.ResourceTemplate(name="any", uri_template="notes://{x}")])]

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from supervisor.actors import Backoff, GiveUp, Restart, SupervisorGaveUp
 from supervisor.errors import ServerUnavailable
-from supervisor.events import Event
+from supervisor.events._catalog import Event
 from supervisor.runtime import open_supervisor
 from supervisor.server import ManagedServer, ServerStatus, open_servers
 from supervisor.server._remote import _Remote
-from supervisor.transports import TransportError
+from supervisor.transports._transports import TransportError
 
 from .probes import until
 

@@ -11,11 +11,11 @@ import pytest
 import trio
 
 from supervisor import log
-from supervisor.events import encode
+from supervisor.events._catalog import encode
 from supervisor.runtime import UnknownTool, open_supervisor
 from supervisor.server import ServerUnavailable, ToolCallTimeout
 from supervisor.testing.servers import make_server, start_http, stdio_params
-from supervisor.ws import serve_websocket
+from supervisor.transports._ws import serve_websocket
 
 from .probes import until
 

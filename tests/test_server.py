@@ -13,7 +13,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel
 
 from supervisor.actors import Backoff, GiveUp, Restart
-from supervisor.events import Event
+from supervisor.events._catalog import Event
 from supervisor.server import (
     CallMayHaveTakenEffect,
     ManagedServer,

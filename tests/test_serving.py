@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from supervisor import log
-from supervisor._serving import bind_first, listen, make_config, serve_sockets
+from supervisor._util._serving import bind_first, listen, make_config, serve_sockets
 
 
 @contextmanager

@@ -10,7 +10,7 @@ import trio
 from supervisor.config import load_config
 from supervisor.config._model import Settings
 from supervisor.errors import ConfigError
-from supervisor.events import Event
+from supervisor.events._catalog import Event
 from supervisor.runtime import open_supervisor
 from supervisor.server import StartSlots
 from supervisor.testing.servers import make_server

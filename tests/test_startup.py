@@ -30,9 +30,9 @@ import supervisor.gateway
 import supervisor.injection
 import supervisor.testing
 from supervisor._lazy import table
-from supervisor._programs import exec_path
 from supervisor.cli import _command_of, build_parser
-from supervisor.transports import child_environment
+from supervisor.transports._programs import exec_path
+from supervisor.transports._transports import child_environment
 
 PACKAGE = Path(supervisor.__file__).parent
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from supervisor import open_supervisor
-from supervisor._stderr import StderrTail
+from supervisor.transports._stderr import StderrTail
 
 from .probes import until
 

@@ -12,7 +12,8 @@ import attrs
 import mcp_types as types
 import pytest
 
-from supervisor import _previews, tools
+from supervisor import tools
+from supervisor._util import _previews
 from supervisor.errors import (
     ApprovalDenied,
     ApprovalRequired,

@@ -37,8 +37,8 @@ from supervisor.actors import (
     supervisor_spec,
 )
 from supervisor.actors._decisions import Decision
-from supervisor.bus import Bus
-from supervisor.events import tree_event
+from supervisor.events._bus import Bus
+from supervisor.events._catalog import tree_event
 
 from .probes import Journal, Probe, deaf, until
 

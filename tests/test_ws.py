@@ -18,7 +18,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
 from supervisor.actors import SupervisorError
-from supervisor.ws import (
+from supervisor.transports._ws import (
     WebSocketClosed,
     WebSocketConnectError,
     WebSocketFrameError,

@@ -56,11 +56,11 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from pydantic import AnyUrl
 
-from .. import events
 from ..actors import Actor, actor_spec
 from ..errors import AuthProblem as AuthProblem
+from ..events import _catalog as events
 from ..log import get_logger, redact
-from ..transports import delivery
+from ..transports._transports import delivery
 from ._idjag import discover_issuer, fetch_id_jag, read_secret
 from ._login import CALLBACK_PATH, DEFAULT_CALLBACK_PORT, EXTRA_PORTS, LoginCancelled, Logins
 from ._store import AuthStore, Credentials

@@ -33,7 +33,7 @@ import attrs
 import trio
 from mcp.shared.auth import AuthorizationCodeResult
 
-from .._printable import printable
+from .._util._printable import printable
 from ..errors import LoginCancelled as LoginCancelled
 from ..log import get_logger
 
@@ -132,7 +132,7 @@ class Logins:
         starts); return its port. Pair with :meth:`release`. A login whose ports do not
         include the one the listener is on waits for the logins using it to finish.
         Raises :class:`OSError` when every one of ``ports`` is busy."""
-        from .._serving import bind_first  # hypercorn: loaded for the first login only
+        from .._util._serving import bind_first  # hypercorn: loaded for the first login only
 
         nursery = self.nursery
         if nursery is None:
@@ -170,7 +170,7 @@ class Logins:
             self._idle = trio.Event()
 
     async def _serve(self, sock: object, scope: trio.CancelScope, stopped: trio.Event) -> None:
-        from .._serving import serve_sockets
+        from .._util._serving import serve_sockets
 
         try:
             with scope:
@@ -188,7 +188,7 @@ class Logins:
 
     async def _app(self, scope: dict, receive: Callable, send: Callable) -> None:  # noqa: C901
         if scope["type"] == "lifespan":
-            from .._serving import lifespan
+            from .._util._serving import lifespan
 
             await lifespan(receive, send)
             return
@@ -198,7 +198,7 @@ class Logins:
         if scope["method"] == "GET" and scope["path"] != "/favicon.ico":
             query = scope.get("query_string", b"").decode("latin-1")
             status, body = self._route(query)
-        from .._serving import respond
+        from .._util._serving import respond
 
         no_cache = [(b"cache-control", b"no-store"), (b"referrer-policy", b"no-referrer")]
         await respond(send, status, body, b"text/html; charset=utf-8", no_cache)

@@ -17,8 +17,8 @@ from typing import Any
 
 from mcp.shared.auth_utils import resource_url_from_server_url
 
-from .. import events
 from ..actors import Actor, ChildSpec, actor_spec
+from ..events import _catalog as events
 from ._broker import TokenBroker
 from ._login import CallbackHandler, Logins, RedirectHandler, default_redirect_handler
 from ._store import AuthStore

@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 import attrs
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from .._files import FILE_MODE, fsync_dir, private_dir, write_atomic
+from .._util._files import FILE_MODE, fsync_dir, private_dir, write_atomic
 
 __all__ = ["ENV_AUTH_DIR", "AuthStore", "Credentials", "StoredTokens", "default_auth_dir"]
 

@@ -12,9 +12,9 @@ import trio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from .._limits import DEFAULT_MAX_SERVERS
-from .._status import ServerStatus
+from ..config._limits import DEFAULT_MAX_SERVERS
 from ..runtime import SupervisorHandle
+from ..server._status import ServerStatus
 from ..testing.servers import stdio_params
 from ..testing.servers._procs import stdio_server_parameters
 from ..testing.servers.tiny import tiny_server

@@ -27,8 +27,8 @@ from functools import partial
 import trio
 
 from ..actors import Actor, actor_spec, open_tree
-from ..bus import Bus, open_bus
-from ..events import BusDropped, Connecting, Event
+from ..events._bus import Bus, open_bus
+from ..events._catalog import BusDropped, Connecting, Event
 from ._alternate import Timer, alternate, blocks
 from ._suite import QUICK_ROUNDS, ROUNDS, RoundFn, Suite
 

@@ -14,8 +14,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._printable import printable
-from .._status import ServerStatus
+from .._util._printable import printable
+from ..server._status import ServerStatus
 from ._common import (
     EXIT_FAILURE,
     EXIT_OK,

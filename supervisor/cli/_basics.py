@@ -8,8 +8,8 @@ import sys
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .._plural import plural
-from .._printable import printable
+from .._util._plural import plural
+from .._util._printable import printable
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, run, say
 from ._serve import add_dashboard_option, resolve_dashboard
 from ._trust import add_config_options
@@ -45,7 +45,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .._fields import _within
+    from .._util._fields import _within
     from ..config import ConfigError
     from ..config._load import inspect_config
     from ..config._secrets import command_line, masked_url
@@ -128,9 +128,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _problems(server: ServerConfig) -> list[FieldError]:
     """A server's errors, and for a local one that has none, whether its program is found
     where the process will look for it (its own env PATH, its cwd)."""
-    from .._programs import command_problem
     from ..config import FieldError, ServerType
     from ..log import redact
+    from ..transports._programs import command_problem
 
     if server.errors or server.type is not ServerType.STDIO or server.command is None:
         return list(server.errors)

@@ -25,7 +25,7 @@ import argparse
 from functools import partial
 from pathlib import Path
 
-from .._plural import plural
+from .._util._plural import plural
 from ._common import EXIT_FAILURE, EXIT_USAGE, Commands, Parents, run, say
 from ._serve import dashboard_address
 
@@ -124,7 +124,7 @@ def _cmd_soak(args: argparse.Namespace, argv: list[str]) -> int:
 
         print_json(verdict.to_builtins())
     else:
-        from .._printable import printable
+        from .._util._printable import printable
 
         print(verdict.summary())
         for problem in verdict.problems:  # they quote what the servers answered

@@ -214,7 +214,7 @@ def say(line: str) -> None:
     """One line on stderr, now, made printable (:func:`~supervisor._printable.printable`,
     line breaks kept): what it quotes of a server or a config is shown, never obeyed. A
     stderr that is gone (a closed terminal) is no error."""
-    from .._printable import printable
+    from .._util._printable import printable
 
     with suppress(OSError):
         print(printable(line, keep_lines=True), file=sys.stderr, flush=True)

@@ -30,10 +30,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._files import FILE_MODE, private_dir, write_atomic
-from .._plural import plural
-from .._printable import printable
-from .._status import ServerStatus
+from .._util._files import FILE_MODE, private_dir, write_atomic
+from .._util._plural import plural
+from .._util._printable import printable
+from ..server._status import ServerStatus
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, Parser, say
 from ._trust import DEFAULT_CONFIG, Trusted, TrustStore, add_config_options, digest, trusted_now
 

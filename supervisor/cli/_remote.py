@@ -77,7 +77,7 @@ def find_gateway(args: argparse.Namespace) -> Any:
 
 
 def _fail(command: str, message: str) -> int:
-    from .._printable import printable
+    from .._util._printable import printable
 
     shown = printable(message, keep_lines=True)  # it may quote the gateway's answer
     print(f"mcp-supervisor {command}: {shown}", file=sys.stderr)
@@ -270,7 +270,7 @@ def events(client: Any, pattern: str, duration: float | None) -> int | None:
     ``None`` when a local gateway could not be asked."""
     from urllib.parse import quote
 
-    from .._printable import printable_json
+    from .._util._printable import printable_json
     from ..gateway._local import GatewayError
 
     out = sys.stdout.buffer

@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._plural import plural
-from .._previews import (
+from .._util._plural import plural
+from .._util._previews import (
     SpillDirectory,
     b64_size,
     decoded,
@@ -37,8 +37,8 @@ from .._previews import (
     suffix_for,
     text_preview,
 )
-from .._printable import printable
-from .._status import ServerStatus
+from .._util._printable import printable
+from ..server._status import ServerStatus
 
 __all__ = [
     "CallOutput",

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from .._plural import plural
-from .._printable import printable
-from .._status import ServerStatus
+from .._util._plural import plural
+from .._util._printable import printable
+from ..server._status import ServerStatus
 from ._common import (
     EXIT_FAILURE,
     EXIT_OK,

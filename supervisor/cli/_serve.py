@@ -18,7 +18,7 @@ import sys
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .._limits import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
+from ..config._limits import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
 from ._common import EXIT_OK, EXIT_USAGE, Commands, Parents, load, run
 from ._trust import add_config_options
 

@@ -7,7 +7,7 @@ import math
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
-from .._status import ServerStatus
+from ..server._status import ServerStatus
 from . import _remote as remote
 from ._common import (
     EXIT_OK,
@@ -139,8 +139,8 @@ def _cmd_events(args: argparse.Namespace) -> int:
 async def _events(config: object, pattern: str, duration: float | None) -> int:
     import trio
 
-    from .._printable import printable_json
-    from ..events import encode
+    from .._util._printable import printable_json
+    from ..events._catalog import encode
     from ..runtime import open_supervisor
 
     out = sys.stdout.buffer

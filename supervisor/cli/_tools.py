@@ -15,9 +15,9 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from .._previews import PREVIEW_LIMITS
-from .._printable import printable
-from .._status import ServerStatus
+from .._util._previews import PREVIEW_LIMITS
+from .._util._printable import printable
+from ..server._status import ServerStatus
 from . import _remote as remote
 from ._common import (
     EXIT_FAILURE,

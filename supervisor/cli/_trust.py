@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, TextIO
 
 import attrs
 
-from .._files import FILE_MODE, locked, private_dir, write_atomic
-from .._printable import printable
+from .._util._files import FILE_MODE, locked, private_dir, write_atomic
+from .._util._printable import printable
 
 if TYPE_CHECKING:
     from ..config import Config

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .._fields import _kind
+from .._util._fields import _kind
 from ..errors import FieldError
 from ._model import IncludedFile, ServerType
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import msgspec
 
-from .._limits import DEFAULT_MAX_CONFIG_BYTES as DEFAULT_MAX_CONFIG_BYTES
-from .._limits import Limits as Limits
 from ..actors import Backoff, GiveUp, Intensity, Restart, Strategy
 from ..errors import FieldError
+from ._limits import DEFAULT_MAX_CONFIG_BYTES as DEFAULT_MAX_CONFIG_BYTES
+from ._limits import Limits as Limits
 from ._secrets import _masked_repr, _query, _secret_args, _secretish
 
 if TYPE_CHECKING:

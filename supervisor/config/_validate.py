@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import SplitResult, urlsplit
 
-from .._fields import (
+from .._util._fields import (
     _Bad,
     _bool,
     _choice,

@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._serving import lifespan as _lifespan
-from .._status import ServerStatus
+from .._util._serving import lifespan as _lifespan
 from ..actors import SupervisorError
 from ..log import get_logger
 from ..monitor._probes import readiness
+from ..server._status import ServerStatus
 from ..timeline._draw import TIMELINE_CSS
 from ._feed import Hub
 from ._http import (

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 import msgspec
 import trio
 
-from ..events import Event
+from ..events._catalog import Event
 from ..server import HealthRecord
 from ..timeline._element import Element
 

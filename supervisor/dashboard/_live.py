@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..events import Event
+from ..events._catalog import Event
 from ._feed import Hub, feed_message
 from ._http import Receive, Send
 from ._security import SECURITY_HEADERS

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from .._serving import listen, serve_sockets
+from .._util._serving import listen, serve_sockets
 from ..log import get_logger, redacting
 from ._address import format_host, is_loopback
 from ._app import DashboardApp

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._status import ServerStatus
-from ..events import ChildRestarted, Event
+from ..events._catalog import ChildRestarted, Event
 from ..monitor import CallWindow
 from ..monitor._table import ago
+from ..server._status import ServerStatus
 from ..timeline._draw import (
     OUTCOMES,
     STATES,

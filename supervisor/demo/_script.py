@@ -15,11 +15,10 @@ from typing import TextIO
 import attrs
 import trio
 
-from .._plural import plural
-from .._status import ServerStatus
-from ..bus import Bus, Subscription
+from .._util._plural import plural
 from ..errors import ApprovalDenied, ToolError
-from ..events import (
+from ..events._bus import Bus, Subscription
+from ..events._catalog import (
     BusDropped,
     ChildRestarted,
     Connected,
@@ -33,6 +32,7 @@ from ..events import (
 )
 from ..monitor import status_table, summary_text
 from ..runtime import SupervisorHandle, open_supervisor
+from ..server._status import ServerStatus
 from ..tools import ApprovalRequest
 from ._servers import DemoError, FlakyProcess, find_servers, run_flaky, write_config
 

@@ -41,9 +41,9 @@ from pathlib import Path
 import msgspec
 import trio
 
-from .._plural import plural
+from .._util._plural import plural
 from ..calls._outcome import FAIL, INFO, OK
-from ..events import ChildGaveUp, ChildRestarted, Escalated, LocalSpawned, kind_of
+from ..events._catalog import ChildGaveUp, ChildRestarted, Escalated, LocalSpawned, kind_of
 from ._history import CallHistory, CallRecord
 
 __all__ = [

@@ -46,7 +46,7 @@ from ..calls._outcome import (
     classify,
     describe_error,
 )
-from ..events import Event
+from ..events._catalog import Event
 
 __all__ = [
     "CALL_ID_META",
@@ -290,7 +290,7 @@ class CallHistory:
     def from_builtins(cls, data: dict[str, object]) -> CallHistory:
         """A history read back from :meth:`to_builtins` data (events as plain dicts are
         decoded into events; unknown kinds are skipped)."""
-        from ..events import EVENT_TYPES
+        from ..events._catalog import EVENT_TYPES
 
         history = cls(prefix=str(data.get("prefix") or "") or None)
         history.origin = data.get("origin")  # type: ignore[assignment]

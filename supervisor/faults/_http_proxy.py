@@ -28,8 +28,8 @@ from typing import Any
 import httpx2
 import trio
 
-from .._serving import lifespan as _lifespan
-from .._serving import listen, respond, serve_sockets
+from .._util._serving import lifespan as _lifespan
+from .._util._serving import listen, respond, serve_sockets
 from ..injection._engine import FaultEngine, Injected
 from ..injection._http import BYPASS, FaultyHTTPTransport
 from ..injection._link import CallRecorder

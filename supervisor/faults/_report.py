@@ -37,8 +37,8 @@ from pathlib import Path
 
 import msgspec
 
-from .._plural import plural
-from ..events import (
+from .._util._plural import plural
+from ..events._catalog import (
     ChildGaveUp,
     ChildRestarted,
     Connected,

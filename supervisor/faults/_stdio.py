@@ -22,11 +22,11 @@ from typing import Any
 
 import trio
 
-from .._children import open_process
 from ..errors import ProxyEnded as ProxyEnded
 from ..injection._engine import FaultEngine, Injected
 from ..injection._link import CallRecorder, Link
 from ..injection._plan import TO_CLIENT, TO_SERVER, Plan
+from ..transports._children import open_process
 
 __all__ = ["ProxyEnded", "run_stdio_proxy", "server_name"]
 

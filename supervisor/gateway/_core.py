@@ -50,8 +50,7 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._previews import PREVIEW_LIMITS
-from .._status import ServerStatus
+from .._util._previews import PREVIEW_LIMITS
 from .._version import __version__
 from ..calls._outcome import FAIL, classify, describe_error
 from ..errors import (
@@ -67,6 +66,7 @@ from ..errors import (
 from ..log import get_logger
 from ..monitor._probes import DOWN
 from ..registry._document import tools_document
+from ..server._status import ServerStatus
 from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider
 from ._relay import Relay
 from ._search import INSTRUCTIONS, ToolSearch, listed

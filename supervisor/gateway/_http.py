@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 import attrs
 import trio
 
-from .._serving import listen, respond, serve_sockets
+from .._util._serving import listen, respond, serve_sockets
 from ..dashboard._security import bearer, names_listener
 from ..log import get_logger, redacting
 from ..monitor import prometheus_text
@@ -172,7 +172,7 @@ class _Front:
         client goes or the gateway stops."""
         from urllib.parse import parse_qs
 
-        from ..events import encode
+        from ..events._catalog import encode
 
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         pattern = query.get("filter", ["*"])[0] or "*"

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import mcp_types as types
 import msgspec
 
-from .._status import ServerStatus
 from ..errors import UnknownServer
+from ..server._status import ServerStatus
 from ..tools._validate import validate_arguments
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .._limits import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
+from ..config._limits import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
 from ..log import get_logger
 
 __all__ = ["DEFAULT_MAX_SESSIONS", "DEFAULT_SESSION_IDLE", "Sessions"]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import attrs
 
-from .._fields import (
+from .._util._fields import (
     _Bad,
     _choice,
     _Errors,

@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
-from .._plural import plural
-from .._status import ServerStatus
+from .._util._plural import plural
 from ..actors._stats import SupervisorStatistics
 from ..server import HealthRecord, ServerMetrics
+from ..server._status import ServerStatus
 
 #: Every ``status`` value a server can have metrics in (a disabled server has none), for
 #: the ``mcp_supervisor_server_status`` state set.

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from .._status import ServerStatus
 from ..server import HealthRecord
+from ..server._status import ServerStatus
 
 __all__ = ["DOWN", "readiness"]
 

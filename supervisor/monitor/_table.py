@@ -16,10 +16,10 @@ import time
 import unicodedata
 from collections.abc import Mapping
 
-from .._plural import plural
-from .._printable import printable
-from .._status import ServerStatus
+from .._util._plural import plural
+from .._util._printable import printable
 from ..server import HealthRecord
+from ..server._status import ServerStatus
 
 #: The icon of each status: connected, on the way, down, not running (or disabled).
 ICONS: Mapping[ServerStatus, str] = {

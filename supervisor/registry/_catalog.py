@@ -19,7 +19,7 @@ import msgspec
 from mcp_types import Tool
 
 from ..errors import UnknownServer, UnknownTool
-from ..events import ToolsConflict, ToolsDeregistered, ToolsRegistered, ToolsUpdated
+from ..events._catalog import ToolsConflict, ToolsDeregistered, ToolsRegistered, ToolsUpdated
 
 # camelCase / PascalCase / ACRONYMWord / digits, after splitting on non-alphanumerics
 _TOKEN = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")

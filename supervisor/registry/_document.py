@@ -10,7 +10,7 @@ from typing import Protocol
 import attrs
 import msgspec
 
-from .._status import ServerStatus
+from ..server._status import ServerStatus
 from ..tools import parameters
 from ._catalog import Catalog, Entry
 

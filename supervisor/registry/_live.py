@@ -40,8 +40,8 @@ import attrs
 import mcp_types as types
 import trio
 
-from .. import events
 from ..actors import Actor, CastAddress, Child, ChildSpec, actor_spec
+from ..events import _catalog as events
 from ..log import get_logger
 from ._catalog import Catalog
 from ._merge import Listing, diff, merge

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Union, overload
 import msgspec
 from mcp_types import Tool
 
-from .._limits import Limits, size_text
+from ..config._limits import Limits, size_text
 from ..errors import ToolNameConflict
 from ._catalog import BUILTIN, Catalog, CatalogDiff, Conflict, Entry, default_description
 from ._naming import _VALID, MAX_NAME, NamingPolicy, _fit, _part, _short_hash, _with_suffix

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     from ..errors import ServerUnavailable as ServerUnavailable
     from ..errors import StaleConnection as StaleConnection
     from ..errors import ToolCallTimeout as ToolCallTimeout
-    from ..transports import ProtocolViolation as ProtocolViolation
-    from ..transports import ServerExited as ServerExited
+    from ..transports._transports import ProtocolViolation as ProtocolViolation
+    from ..transports._transports import ServerExited as ServerExited
     from ._actor import MAX_IN_FLIGHT as MAX_IN_FLIGHT
     from ._actor import PING_TIMEOUT as PING_TIMEOUT
     from ._actor import ServerActor as ServerActor

@@ -15,10 +15,10 @@ from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .. import events, tracing
 from ..actors import Actor, Normal, before_effect
 from ..actors._errors import collapse
 from ..auth._broker import AuthProblem
+from ..calls import _tracing as tracing
 from ..errors import (
     AuthorizationFailed,
     AuthRequired,
@@ -30,9 +30,10 @@ from ..errors import (
     StaleConnection,
     status_phrase,
 )
+from ..events import _catalog as events
 from ..log import get_logger, redact
 from ..tools._validate import invalid_output
-from ..transports import (
+from ..transports._transports import (
     RESULT_TOO_LARGE,
     Receipt,
     ServerExited,
@@ -41,7 +42,7 @@ from ..transports import (
     connection_closed,
     delivery,
 )
-from ..transports import _safe_url as safe_url
+from ..transports._transports import _safe_url as safe_url
 from ._elicitation import checked_elicitation
 from ._health import ServerStatus
 from ._host import ServerHost

@@ -14,7 +14,7 @@ import math
 import attrs
 import msgspec
 
-from .._status import ServerStatus as ServerStatus
+from ._status import ServerStatus as ServerStatus
 
 
 class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):

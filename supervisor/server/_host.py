@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 import mcp_types as types
 
-from .. import events
-from .._limits import Limits as Limits
 from ..actors import Address, Backoff, GiveUp, Restart
+from ..config._limits import Limits as Limits
+from ..events import _catalog as events
 from ._health import Health
 from ._remote import TransportLike
 from ._startup import StartSlots

@@ -18,11 +18,11 @@ from mcp.client.subscriptions import (
 )
 from mcp.shared.exceptions import MCPError
 
-from .._pages import CATALOG_TOO_LARGE
 from ..actors._errors import collapse, leaves
 from ..errors import CatalogTooLarge, PaginationError
 from ..log import get_logger
-from ..transports import Receipt, connection_closed, delivery
+from ..transports._pages import CATALOG_TOO_LARGE
+from ..transports._transports import Receipt, connection_closed, delivery
 from ._host import ServerHost
 
 log = get_logger("supervisor.server")

@@ -12,8 +12,7 @@ import mcp_types as types
 import trio
 from mcp.client._memory import InMemoryTransport
 
-from .. import events, tracing
-from .._plural import plural
+from .._util._plural import plural
 from ..actors import (
     ActorStopped,
     ActorUnavailable,
@@ -32,8 +31,9 @@ from ..actors import (
 )
 from ..actors._decisions import Decision, Notify
 from ..actors._mailbox import AddressState
-from ..audit import audit_outcome
 from ..auth._broker import AuthProblem, BrokerAuth, BrokerState, TokenBroker
+from ..calls import _tracing as tracing
+from ..calls._audit import audit_outcome
 from ..config._apps import app_name
 from ..config._secrets import command_line
 from ..errors import (
@@ -45,12 +45,13 @@ from ..errors import (
     ServerUnavailable,
     ToolCallTimeout,
 )
+from ..events import _catalog as events
 from ..injection._engine import FaultEngine, Injected
 from ..injection._session import FaultyTransport
 from ..log import get_logger, redact
 from ..registry._live import Offer
 from ..registry._merge import Listing
-from ..transports import (
+from ..transports._transports import (
     GRACE_SECONDS,
     KILL_AFTER_SECONDS,
     StdioTransport,
@@ -58,7 +59,7 @@ from ..transports import (
     sse_transport,
     streamable_http_abandoned,
 )
-from ..transports import _safe_url as safe_url
+from ..transports._transports import _safe_url as safe_url
 from ._actor import PING_TIMEOUT, ServerActor
 from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
 from ._host import Limits, ServerSettings
@@ -473,7 +474,7 @@ class ManagedServer:
         if c.type == "sse":
             return self._sse(c)
         if c.type == "ws":
-            from ..ws import _parse_frame, websocket_client
+            from ..transports._ws import _parse_frame, websocket_client
 
             socket = websocket_client(
                 c.url,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 import trio
 
-from ..transports import Answers, TransportError
+from ..transports._transports import Answers, TransportError
 
 if TYPE_CHECKING:
     import mcp_types as types

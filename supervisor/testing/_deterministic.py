@@ -30,7 +30,7 @@ import trio
 import trio.testing
 
 from ..actors._rules import jitter_rng
-from ..events import to_builtins
+from ..events._catalog import to_builtins
 
 if TYPE_CHECKING:
     from ..faults import CallHistory

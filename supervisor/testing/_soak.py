@@ -141,7 +141,7 @@ async def _soak(
     from ..faults import CallHistory, ResourceSampler, check, write_html, write_json
     from ..faults._checker import leftover_processes, spawned_pids
     from ..runtime import open_supervisor
-    from ..ws import serve_websocket
+    from ..transports._ws import serve_websocket
     from .servers import executions_by_call, make_server
     from .servers._procs import open_http_fixture
 

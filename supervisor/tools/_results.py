@@ -18,9 +18,8 @@ import attrs
 import mcp_types as types
 import msgspec
 
-from .._limits import DEFAULT_MAX_PREVIEW_BYTES, Limits
-from .._previews import SpillDirectory as SpillDirectory
-from .._previews import (
+from .._util._previews import SpillDirectory as SpillDirectory
+from .._util._previews import (
     b64_size,
     decoded,
     image_kept,
@@ -29,7 +28,8 @@ from .._previews import (
     suffix_for,
     text_preview,
 )
-from .._previews import spill as _spill
+from .._util._previews import spill as _spill
+from ..config._limits import DEFAULT_MAX_PREVIEW_BYTES, Limits
 from ..errors import ToolError, ToolOutputInvalid
 from . import _validate
 from ._validate import ArgumentValidator, JSONSchema

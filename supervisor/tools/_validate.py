@@ -22,8 +22,8 @@ import mcp_types as types
 import msgspec
 import referencing.exceptions
 
-from .._quickcheck import quick_check
 from ..errors import ToolArgumentsInvalid, ToolOutputInvalid, ToolSchemaInvalid
+from ._quickcheck import quick_check
 
 #: How many compiled validators an :class:`ArgumentValidator` keeps by default.
 DEFAULT_CACHE_SIZE = 4096

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 import attrs
 import trio
 
-from ..._children import open_process
+from ...transports._children import open_process
 from ._names import GarbageMode, HttpTransport, ServerKind
 
 if TYPE_CHECKING:

@@ -50,10 +50,10 @@ from trio.lowlevel import (
     wait_task_rescheduled,
 )
 
-from .actors import Actor, Child, ChildSpec, actor_spec
-from .actors._decisions import Decision
-from .actors._mailbox import CastAddress
-from .events import BusDropped, Event, make_event, tree_event
+from ..actors import Actor, Child, ChildSpec, actor_spec
+from ..actors._decisions import Decision
+from ..actors._mailbox import CastAddress
+from ._catalog import BusDropped, Event, make_event, tree_event
 
 __all__ = ["Bus", "BusStatistics", "Subscription", "SubscriptionStatistics", "open_bus"]
 

@@ -51,11 +51,9 @@ import attrs
 import msgspec
 import trio
 
-from .calls._observer import Call, CallWatch
-from .calls._outcome import classify
-from .config._model import DEFAULT_AUDIT_BACKUPS, DEFAULT_AUDIT_MAX_BYTES, AuditSettings
-from .config._secrets import _secretish
-from .errors import (
+from ..config._model import DEFAULT_AUDIT_BACKUPS, DEFAULT_AUDIT_MAX_BYTES, AuditSettings
+from ..config._secrets import _secretish
+from ..errors import (
     ApprovalDenied,
     AuditLogError,
     ToolArgumentsInvalid,
@@ -63,9 +61,11 @@ from .errors import (
     ToolOutputInvalid,
     UnknownTool,
 )
-from .log import REDACTED, get_logger, redactor
-from .tools import ToolResult
-from .tools._approval import ApprovalDecision
+from ..log import REDACTED, get_logger, redactor
+from ..tools import ToolResult
+from ..tools._approval import ApprovalDecision
+from ._observer import Call, CallWatch
+from ._outcome import classify
 
 __all__ = [
     "DEFAULT_AUDIT_BACKUPS",

@@ -47,8 +47,8 @@ from typing import TypeAlias, get_args
 
 import msgspec
 
-from .actors import GaveUp, Restarted
-from .actors._decisions import Decision
+from ..actors import GaveUp, Restarted
+from ..actors._decisions import Decision
 
 __all__ = [
     "EVENT_TYPES",

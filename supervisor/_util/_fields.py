@@ -15,7 +15,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
-from .errors import FieldError
+from ..errors import FieldError
 
 #: Timeouts in seconds above this look like milliseconds copied from another tool.
 _MAX_TIMEOUT_SECONDS = 3600.0

@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 
-from ._version import __version__
-from .calls._observer import Call, CallWatch
+from .._version import __version__
+from ._observer import Call, CallWatch
 
 if TYPE_CHECKING:
-    from .tools import ToolResult
+    from ..tools import ToolResult
 
 __all__ = ["SpanWatch", "attached", "backing_span", "call_span", "current", "ended"]
 

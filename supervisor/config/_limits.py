@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import attrs
 
-from ._previews import DEFAULT_MAX_SPILL_BYTES as DEFAULT_MAX_SPILL_BYTES
-from ._previews import DEFAULT_MAX_SPILL_FILES as DEFAULT_MAX_SPILL_FILES
-from ._previews import size_text as size_text
+from .._util._previews import DEFAULT_MAX_SPILL_BYTES as DEFAULT_MAX_SPILL_BYTES
+from .._util._previews import DEFAULT_MAX_SPILL_FILES as DEFAULT_MAX_SPILL_FILES
+from .._util._previews import size_text as size_text
 
 #: The size limit a config file is checked against before it is parsed (256 KiB).
 DEFAULT_MAX_CONFIG_BYTES = 262_144

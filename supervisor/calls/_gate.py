@@ -43,25 +43,25 @@ from typing import TYPE_CHECKING
 import mcp_types as types
 import trio
 
-from . import tracing
-from .actors import SupervisorError
-from .actors._mailbox import AddressState
-from .audit import audit_outcome
-from .calls._observer import Call, CallObserver, CallWatch
-from .errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid, UnknownTool
-from .injection._engine import Injected
-from .log import get_logger
-from .registry._live import Registry
-from .server import HealthRecord, ManagedServer, Progress, ServerMetrics
-from .tools import ApprovalCallback, ApprovalRequest, Decider, ToolResult
-from .tools._approval import ApprovalDecision, ApprovalReason, decide_approval, policy_verdict
-from .tools._results import normalize_result
-from .tools._validate import validate_arguments
+from ..actors import SupervisorError
+from ..actors._mailbox import AddressState
+from ..errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid, UnknownTool
+from ..injection._engine import Injected
+from ..log import get_logger
+from ..registry._live import Registry
+from ..server import HealthRecord, ManagedServer, Progress, ServerMetrics
+from ..tools import ApprovalCallback, ApprovalRequest, Decider, ToolResult
+from ..tools._approval import ApprovalDecision, ApprovalReason, decide_approval, policy_verdict
+from ..tools._results import normalize_result
+from ..tools._validate import validate_arguments
+from . import _tracing as tracing
+from ._audit import audit_outcome
+from ._observer import Call, CallObserver, CallWatch
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from .monitor import CallWindow
+    from ..monitor import CallWindow
 
 log = get_logger("supervisor.gate")
 

@@ -38,11 +38,11 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import mcp_types as types
 
-from .actors._mailbox import AddressState
-from .errors import UnknownPrompt, UnknownResource, UnknownServer
-from .registry import MergedPrompt, MergedResource, MergedResourceTemplate
-from .registry._live import Registry
-from .registry._resources import (
+from ..actors._mailbox import AddressState
+from ..errors import UnknownPrompt, UnknownResource, UnknownServer
+from ..registry import MergedPrompt, MergedResource, MergedResourceTemplate
+from ..registry._live import Registry
+from ..registry._resources import (
     check_prompt_arguments,
     merge_prompts,
     merge_resource_templates,
@@ -50,7 +50,7 @@ from .registry._resources import (
     route_resource,
     template_matches,
 )
-from .server import ManagedServer
+from ..server import ManagedServer
 
 __all__ = [
     "MergedPrompt",

@@ -25,7 +25,7 @@ import mcp_types as types
 import msgspec
 from mcp.shared.message import SessionMessage
 
-from .log import get_logger
+from ..log import get_logger
 
 log = get_logger(__name__)
 

@@ -51,13 +51,12 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
-from ._limits import (
+from ..config._limits import (
     DEFAULT_MAX_CATALOG_BYTES,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_TOOLS_PER_SERVER,
 )
-from ._pages import PageGuard, refusal
-from .errors import (
+from ..errors import (
     WebSocketClosed,
     WebSocketConnectError,
     WebSocketError,
@@ -66,7 +65,8 @@ from .errors import (
     os_reason,
     status_phrase,
 )
-from .log import get_logger
+from ..log import get_logger
+from ._pages import PageGuard, refusal
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_SIZE",

@@ -50,16 +50,12 @@ from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
-from . import _children
-from ._limits import (
+from ..config._limits import (
     DEFAULT_MAX_CATALOG_BYTES,
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_TOOLS_PER_SERVER,
 )
-from ._pages import PageGuard, refusal
-from ._programs import command_problem as command_problem
-from ._stderr import PROBE_METHOD, StderrTail, pending
-from .errors import (
+from ..errors import (
     HTTPConnectError,
     HTTPConnectionLost,
     HTTPError,
@@ -70,11 +66,15 @@ from .errors import (
     os_reason,
     status_phrase,
 )
-from .log import get_logger, redact
+from ..log import get_logger, redact
+from . import _children
+from ._pages import PageGuard, refusal
+from ._programs import command_problem as command_problem
+from ._stderr import PROBE_METHOD, StderrTail, pending
 
 if TYPE_CHECKING:
-    from .injection._engine import FaultEngine
-    from .injection._link import Link
+    from ..injection._engine import FaultEngine
+    from ..injection._link import Link
 
 log = get_logger("supervisor.transports")
 
@@ -430,7 +430,7 @@ class StdioTransport:
             async with trio.open_nursery() as nursery:
                 link = None
                 if self.faults is not None:
-                    from .injection._link import Link
+                    from ..injection._link import Link
 
                     point = self._fault_point = _FaultPoint(self, process, to_session)
                     link = Link(self.faults, point, nursery, to_client=point.to_client)
@@ -888,7 +888,7 @@ def http_client(
         hooks["response"] = [record]
     wire: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport()
     if faults is not None:
-        from .injection._http import FaultyHTTPTransport
+        from ..injection._http import FaultyHTTPTransport
 
         # inside the receipt: a request a fault keeps back never reaches the wire
         wire = FaultyHTTPTransport(wire, faults)
