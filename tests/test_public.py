@@ -172,8 +172,7 @@ def _code_words() -> set[str]:
         spans += re.findall(r"`([^`\n]+)`", prose)
         for span in spans:
             words.update(re.findall(r"[A-Za-z_]\w*", span))
-    for module, name in _example_imports():
-        words.add(name)
+    words.update(name for _, name in _example_imports())
     return words
 
 
