@@ -135,3 +135,58 @@ def test_supervisor_imports_point_down_the_layers() -> None:
     assert len(_modules(ROOT)) > 50  # the walk found the package
     violations = layer_violations(ROOT)
     assert not violations, "imports up a layer in supervisor/:\n" + "\n".join(violations)
+
+
+# -- the drawing in docs/supervision.md ------------------------------------------------------
+
+DRAWING_PAGE = ROOT.parent / "docs" / "supervision.md"
+
+
+def drawn_layout(text: str) -> dict[str, set[str]]:
+    """The package's entries by layer, as the page's "How the package is laid out" block
+    draws them: folders (``name/``) and modules (``name.py``) at the start of its
+    entries, under the heading line of their layer (``supervisor/`` is the core)."""
+    section = text.split("## How the package is laid out", 1)[1]
+    block = section.split("```text\n", 1)[1].split("```", 1)[0]
+    found: dict[str, set[str]] = {}
+    current = ""
+    for line in block.splitlines():
+        if not line.startswith(" "):
+            current = {"supervisor/": "core"}.get(line.split()[0], line.split()[0])
+            found.setdefault(current, set())
+            continue
+        head = line.strip().split("  ")[0]
+        for entry in head.split(", "):
+            if entry.endswith(("/", ".py")):
+                found[current].add(entry.rstrip("/"))
+    return found
+
+
+def actual_layout(root: Path) -> dict[str, set[str]]:
+    """The package's top-level folders and modules by layer."""
+    found: dict[str, set[str]] = {"core": set(), "toolkit": set(), "top": set()}
+    for path in root.iterdir():
+        if path.is_dir() and (path / "__init__.py").exists():
+            found[layer(f"{root.name}.{path.name}")].add(path.name)
+        elif path.suffix == ".py":
+            found[layer(f"{root.name}.{path.stem}")].add(path.name)
+    return found
+
+
+def test_the_drawing_reads_folders_modules_and_layers() -> None:
+    text = (
+        "## How the package is laid out\n\n```text\nsupervisor/   core\n"
+        "  a.py    one\n  b/      two (with c/ in the words)\n  _x.py, _y.py   both\n"
+        "toolkit   above\n  t/   tools\ntop    on top\n  __main__.py   main\n```\n"
+    )
+    assert drawn_layout(text) == {
+        "core": {"a.py", "b", "_x.py", "_y.py"},
+        "toolkit": {"t"},
+        "top": {"__main__.py"},
+    }
+
+
+def test_the_documented_layout_is_the_package_s() -> None:
+    """docs/supervision.md draws every top-level folder and module of the package, each
+    in its layer, and nothing that is not there."""
+    assert drawn_layout(DRAWING_PAGE.read_text(encoding="utf-8")) == actual_layout(ROOT)
