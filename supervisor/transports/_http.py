@@ -137,9 +137,10 @@ async def http_transport(
     """The SDK's Streamable HTTP client transport, with our headers and timeouts.
 
     An ``httpx2`` error that ends the connection leaves as an
-    :class:`~supervisor.errors.HTTPError` (see :func:`http_errors`). With ``faults``, the
-    connection goes through that engine's fault plan (see :func:`http_client`); one engine
-    serves every connection to the server, each new transport being a start of it (for
+    :class:`~supervisor.errors.HTTPError` (see
+    :func:`~supervisor.transports._errors.http_errors`). With ``faults``, the connection
+    goes through that engine's fault plan (see :func:`http_client`); one engine serves
+    every connection to the server, each new transport being a start of it (for
     ``slow_start``).
     """
     client = http_client(

@@ -26,7 +26,7 @@ async def sse_transport(
     """The SDK's legacy SSE client transport, with our headers and timeouts.
 
     An ``httpx2`` error that ends the connection leaves as an
-    :class:`~supervisor.errors.HTTPError` (see :func:`http_errors`).
+    :class:`~supervisor.errors.HTTPError` (see :func:`~supervisor.transports._errors.http_errors`).
     """
     with http_errors(url):
         async with sse_client(

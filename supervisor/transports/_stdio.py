@@ -125,12 +125,12 @@ class StdioTransport:
     chooses) plus ``env`` — not the whole parent environment, unless ``inherit_env`` —
     and runs in its own process group, so shutdown reaches anything it spawned. On Linux it
     dies with this process (``PR_SET_PDEATHSIG``), and shutdown also reaches its processes
-    outside the group (:mod:`supervisor._children`).
+    outside the group (:mod:`supervisor.transports._children`).
 
     While entered: ``pid`` is the server's pid (``on_spawn`` hears it), each stderr line
     (decoded, redacted) goes to ``on_stderr`` and into ``stderr_tail`` (which leaves out what
     the server wrote about the client's ``server/discover`` probe, as an mcp 1.x server's
-    pydantic errors: see :mod:`supervisor._stderr`); a line on stdout
+    pydantic errors: see :mod:`supervisor.transports._stderr`); a line on stdout
     that is not JSON-RPC (a last one without its newline included) is a
     :class:`ProtocolViolation` that closes the connection. A line longer than
     ``max_message_bytes`` is skipped (read and dropped up to its end, never held in
@@ -193,7 +193,7 @@ class StdioTransport:
         self.pid: int | None = None
         self.returncode: int | None = None
         #: its last stderr lines, less what it wrote about our protocol probe (see
-        #: :mod:`supervisor._stderr`)
+        #: :mod:`supervisor.transports._stderr`)
         self.stderr_tail = StderrTail(stderr_lines)
         self._probe_id: types.RequestId | None = None  # the first server/discover's id
         self._probed = False  # only the first is the handshake's (later ones are pings)
@@ -207,7 +207,7 @@ class StdioTransport:
         self._process: trio.Process | None = None
         self._stack: AsyncExitStack | None = None
         self._stopping = False  # our own shutdown: the exit it causes is no failure
-        self._mark = _children.spawn_mark()  # what its descendants inherit (supervisor._children)
+        self._mark = _children.spawn_mark()  # what its descendants inherit (see _children)
         self.faults = faults
         self._fault_point: _FaultPoint | None = None
 
@@ -531,9 +531,9 @@ class StdioTransport:
         """Close stdin and wait; then the SDK's escalation for the whole process group
         (SIGTERM, wait for every member, SIGKILL) — which also reaches members that
         outlive the leader; every wait bounded. On Linux the escalation also reaches the
-        server's family outside its group (:func:`supervisor._children.family`), looked for
-        both before stdin closes (while the server's descendants are still below it) and
-        after (what it left to this process)."""
+        server's family outside its group (:func:`~supervisor.transports._children.family`),
+        looked for both before stdin closes (while the server's descendants are still below
+        it) and after (what it left to this process)."""
         point = self._fault_point
         if point is not None and point.stopped:
             point.resume()  # an injected hang: a stopped process cannot exit
