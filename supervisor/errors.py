@@ -70,8 +70,8 @@ from ``supervisor.gateway`` (the gateway's client loads neither this module nor 
 runtime, so that a command served by a running gateway starts fast), and ``PlanError``, a
 :class:`ConfigError` about a fault plan, from ``supervisor.faults``. Every other class is
 defined here. The modules that raise them re-export their own
-(``supervisor.transports.TransportError``, ``supervisor.ws.WebSocketError``,
-``supervisor.server.ServerError``, …): they are the same classes.
+(``supervisor.server.ServerError``, the WebSocket transport's ``WebSocketError``, …): they
+are the same classes.
 
 No third-party exception escapes as such where we can name the failure: an ``httpx2``
 error leaving a remote transport becomes an :class:`HTTPError` (its ``__cause__`` the

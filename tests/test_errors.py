@@ -28,9 +28,8 @@ from supervisor.errors import (
     HTTPStatusError,
     TransportError,
 )
-from supervisor.transports import _transports as transports
-from supervisor.transports import _ws as ws
-from supervisor.transports._transports import http_errors, http_transport
+from supervisor.transports._errors import http_errors
+from supervisor.transports._http import http_transport
 
 _NODE = re.compile(r"[A-Z]\w+")
 
@@ -119,11 +118,24 @@ def test_every_exception_of_the_package_is_under_the_root() -> None:
         assert said, f"{name} is outside the tree and supervisor.errors does not say so"
 
 
+def _transport_modules() -> list[ModuleType]:
+    """Every module of ``supervisor.transports``."""
+    package = importlib.import_module("supervisor.transports")
+    return [
+        importlib.import_module(info.name)
+        for info in pkgutil.walk_packages(package.__path__, "supervisor.transports.")
+    ]
+
+
 def test_every_error_class_of_the_package_is_one_of_the_tree() -> None:
     """The modules that raise errors re-export the tree's classes, and every class of the
     tree can be imported from ``supervisor.errors`` but the two families it says are not."""
-    for module in (transports, ws, server, gateway, auth, faults):
-        for name in getattr(module, "__all__", ()):  # a façade with no names has none
+    transports = _transport_modules()
+    assert {m.__name__.rpartition(".")[2] for m in transports} >= {"_stdio", "_http", "_ws"}
+    for module in (*transports, server, gateway, auth, faults):
+        # a façade with no names has none; a transports module: every name it binds
+        names = vars(module) if module in transports else getattr(module, "__all__", ())
+        for name in list(names):
             value = getattr(module, name)
             if isinstance(value, type) and issubclass(value, SupervisorError):
                 assert value is getattr(errors, name, value), f"{module.__name__}.{name}"

@@ -42,7 +42,7 @@ from supervisor.injection._engine import FaultEngine, Injected
 from supervisor.injection._http import FaultyHTTPTransport
 from supervisor.runtime import open_supervisor
 from supervisor.testing.servers import count_executions, make_server, start_http
-from supervisor.transports._transports import http_transport
+from supervisor.transports._http import http_transport
 from tests.test_chaos import server_row
 
 VIAS = ["transport", "proxy"]

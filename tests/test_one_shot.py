@@ -357,7 +357,7 @@ async def test_a_slow_tool_degrades_and_the_next_answer_recovers() -> None:
 
 def test_the_id_of_a_skipped_line_is_read_from_either_end() -> None:
     """The request a too-big line answered is found at its start or its end."""
-    from supervisor.transports._transports import _Skipped
+    from supervisor.transports._stdio import _Skipped
 
     body = b'"' + b"x" * 20000 + b'"'
     at_start = _Skipped(b'{"jsonrpc":"2.0","id":7,"result":{"text":' + body[:5000])

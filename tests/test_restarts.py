@@ -13,12 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from supervisor.actors import Backoff, GiveUp, Restart, SupervisorGaveUp
-from supervisor.errors import ServerUnavailable
+from supervisor.errors import ServerUnavailable, TransportError
 from supervisor.events._catalog import Event
 from supervisor.runtime import open_supervisor
 from supervisor.server import ManagedServer, ServerStatus, open_servers
-from supervisor.server._remote import _Remote
-from supervisor.transports._transports import TransportError
+from supervisor.transports._remote import Remote
 
 from .probes import until
 
@@ -59,8 +58,8 @@ class _Refused:
 
 
 class RefusedServer(ManagedServer):
-    def transport(self) -> _Remote:
-        return _Remote(_Refused())
+    def transport(self) -> Remote:
+        return Remote(_Refused())
 
 
 class Timed:

@@ -32,7 +32,7 @@ import supervisor.testing
 from supervisor._lazy import table
 from supervisor.cli import _command_of, build_parser
 from supervisor.transports._programs import exec_path
-from supervisor.transports._transports import child_environment
+from supervisor.transports._stdio import child_environment
 
 PACKAGE = Path(supervisor.__file__).parent
 

@@ -60,7 +60,7 @@ from ..actors import Actor, actor_spec
 from ..errors import AuthProblem as AuthProblem
 from ..events import _catalog as events
 from ..log import get_logger, redact
-from ..transports._transports import delivery
+from ..transports._receipts import delivery
 from ._idjag import discover_issuer, fetch_id_jag, read_secret
 from ._login import CALLBACK_PATH, DEFAULT_CALLBACK_PORT, EXTRA_PORTS, LoginCancelled, Logins
 from ._store import AuthStore, Credentials

@@ -14,7 +14,7 @@ both are re-exported here under the names below.
 - :class:`Link` carries a message stream through an engine (stdio proxy, supervised
   stdio and in-memory servers); :func:`run_stdio_proxy` is ``mcp-supervisor chaos``.
 - A supervised server's ``faults`` plan (docs/config.md) is injected by its transport:
-  :class:`~supervisor.transports.StdioTransport` carries its lines through a link, and
+  :class:`~supervisor.transports._stdio.StdioTransport` carries its lines through a link, and
   :class:`FaultyTransport` wraps the message-level ones (in-memory, WebSocket).
 - :class:`CallHistory` records every tool call through the supervisor, as one of the
   gate's call observers (``open_supervisor(..., history=CallHistory())``): ``invoke``

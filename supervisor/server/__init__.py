@@ -34,13 +34,13 @@ if TYPE_CHECKING:
     from ..errors import CatalogTooLarge as CatalogTooLarge
     from ..errors import ConnectTimeout as ConnectTimeout
     from ..errors import PaginationError as PaginationError
+    from ..errors import ProtocolViolation as ProtocolViolation
     from ..errors import ServerError as ServerError
+    from ..errors import ServerExited as ServerExited
     from ..errors import ServerRequestError as ServerRequestError
     from ..errors import ServerUnavailable as ServerUnavailable
     from ..errors import StaleConnection as StaleConnection
     from ..errors import ToolCallTimeout as ToolCallTimeout
-    from ..transports._transports import ProtocolViolation as ProtocolViolation
-    from ..transports._transports import ServerExited as ServerExited
     from ._actor import MAX_IN_FLIGHT as MAX_IN_FLIGHT
     from ._actor import PING_TIMEOUT as PING_TIMEOUT
     from ._actor import ServerActor as ServerActor

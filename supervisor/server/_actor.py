@@ -26,29 +26,24 @@ from ..errors import (
     ConnectTimeout,
     HTTPStatusError,
     ResultTooLarge,
+    ServerExited,
     ServerRequestError,
     StaleConnection,
+    TransportError,
     status_phrase,
 )
 from ..events import _catalog as events
 from ..log import get_logger, redact
 from ..tools._validate import invalid_output
-from ..transports._transports import (
-    RESULT_TOO_LARGE,
-    Receipt,
-    ServerExited,
-    StdioTransport,
-    TransportError,
-    connection_closed,
-    delivery,
-)
-from ..transports._transports import _safe_url as safe_url
+from ..transports._errors import safe_url
+from ..transports._receipts import Receipt, connection_closed, delivery
+from ..transports._remote import TransportLike
+from ..transports._stdio import RESULT_TOO_LARGE, StdioTransport
 from ._elicitation import checked_elicitation
 from ._health import ServerStatus
 from ._host import ServerHost
 from ._listing import Listings, describe
 from ._messages import CALL_ID_META, CallTool, GetPrompt, ListTools, ReadResource, _NotSent
-from ._remote import TransportLike
 from ._startup import Turn
 
 log = get_logger("supervisor.server")

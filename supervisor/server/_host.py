@@ -17,8 +17,8 @@ import mcp_types as types
 from ..actors import Address, Backoff, GiveUp, Restart
 from ..config._limits import Limits as Limits
 from ..events import _catalog as events
+from ..transports._remote import TransportLike
 from ._health import Health
-from ._remote import TransportLike
 from ._startup import StartSlots
 
 

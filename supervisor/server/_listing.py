@@ -22,7 +22,7 @@ from ..actors._errors import collapse, leaves
 from ..errors import CatalogTooLarge, PaginationError
 from ..log import get_logger
 from ..transports._pages import CATALOG_TOO_LARGE
-from ..transports._transports import Receipt, connection_closed, delivery
+from ..transports._receipts import Receipt, connection_closed, delivery
 from ._host import ServerHost
 
 log = get_logger("supervisor.server")

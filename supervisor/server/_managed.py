@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 import trio
-from mcp.client._memory import InMemoryTransport
 
 from .._util._plural import plural
 from ..actors import (
@@ -31,7 +30,7 @@ from ..actors import (
 )
 from ..actors._decisions import Decision, Notify
 from ..actors._mailbox import AddressState
-from ..auth._broker import AuthProblem, BrokerAuth, BrokerState, TokenBroker
+from ..auth._broker import AuthProblem, BrokerState, TokenBroker
 from ..calls import _tracing as tracing
 from ..calls._audit import audit_outcome
 from ..config._apps import app_name
@@ -47,24 +46,17 @@ from ..errors import (
 )
 from ..events import _catalog as events
 from ..injection._engine import FaultEngine, Injected
-from ..injection._session import FaultyTransport
 from ..log import get_logger, redact
 from ..registry._live import Offer
 from ..registry._merge import Listing
-from ..transports._transports import (
-    GRACE_SECONDS,
-    KILL_AFTER_SECONDS,
-    StdioTransport,
-    http_transport,
-    sse_transport,
-    streamable_http_abandoned,
-)
-from ..transports._transports import _safe_url as safe_url
+from ..transports._errors import safe_url
+from ..transports._open import open_transport
+from ..transports._remote import TransportLike
+from ..transports._stdio import GRACE_SECONDS, KILL_AFTER_SECONDS
 from ._actor import PING_TIMEOUT, ServerActor
 from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
 from ._host import Limits, ServerSettings
 from ._messages import CallTool, GetPrompt, ListTools, Progress, ReadResource, _NotSent
-from ._remote import TransportLike, _Remote
 from ._startup import StartSlots
 
 if TYPE_CHECKING:
@@ -311,17 +303,6 @@ class ManagedServer:
         error.problem = problem  # type: ignore[attr-defined]
         return error
 
-    def _oauth(self, remote: _Remote) -> BrokerAuth | None:
-        """The connection's ``httpx2.Auth``: tokens from the broker; a problem getting
-        one ends the connection with its error (the actor then waits for a login)."""
-        if self.broker is None:
-            return None
-
-        def problem(found: AuthProblem) -> None:
-            remote.lose(self.auth_exception(found))  # type: ignore[arg-type]
-
-        return BrokerAuth(self.broker, problem)
-
     # -- what the supervision tree decided -----------------------------------------------
 
     def decided(self, decision: Decision) -> None:
@@ -435,82 +416,20 @@ class ManagedServer:
             detail=fault.detail,
         )
 
-    def _faulty(self, inner: Any, **options: Any) -> _Remote:
-        """A message-level transport (in-memory, WebSocket) with the fault plan between it
-        and the session; a fault that loses the connection closes the transport."""
-        remote = _Remote(None)
-        assert self.fault_engine is not None
-        remote._inner = FaultyTransport(
-            inner, self.fault_engine, name=self.name, lost=remote.lose, **options
-        )
-        return remote
-
     def transport(self) -> TransportLike:
         """A fresh transport for one connection attempt (with the fault plan, if any)."""
-        c = self.config
-        faults = self.fault_engine
-        if c.type == "stdio":
-            assert c.command is not None
-            return StdioTransport(
-                c.command,
-                list(c.args),
-                env=c.env,
-                cwd=c.cwd,
-                inherit_env=c.inherit_env,
-                name=self.name,
-                on_stderr=self._stderr_line,
-                on_spawn=self._spawned,
-                max_message_bytes=self.limits.max_message_bytes,
-                max_items=self.limits.max_tools_per_server,
-                max_catalog_bytes=self.limits.max_catalog_bytes,
-                grace=self._grace,
-                kill_after=self._kill_after,
-                faults=faults,
-            )
-        if c.type == "memory":  # a fresh session with the same in-process server object
-            memory = InMemoryTransport(c.app)  # type: ignore[attr-defined]
-            return _Remote(memory) if faults is None else self._faulty(memory)
-        assert c.url is not None
-        if c.type == "sse":
-            return self._sse(c)
-        if c.type == "ws":
-            from ..transports._ws import _parse_frame, websocket_client
-
-            socket = websocket_client(
-                c.url,
-                headers=c.headers,
-                max_message_size=self.limits.max_message_bytes,
-                max_items=self.limits.max_tools_per_server,
-                max_catalog_bytes=self.limits.max_catalog_bytes,
-            )
-            if faults is None:
-                return _Remote(socket)
-            url = safe_url(c.url)
-
-            def frame(line: bytes) -> object:  # an unparseable line is a bad frame's error
-                return _parse_frame(line.decode(errors="replace"), url)
-
-            return self._faulty(socket, parse=frame)
-        if self.use_sse:
-            return self._sse(c)
-        remote = _Remote(None, tracks_delivery=True, made_by_client=streamable_http_abandoned)
-        remote._inner = http_transport(
-            c.url,
-            headers=c.headers,
-            timeout=c.timeout,
-            auth=self._oauth(remote),
-            on_status=remote.saw_status,
-            faults=faults,
+        return open_transport(
+            self.config,
+            self.limits,
+            self.broker,
+            self.fault_engine,
+            sse=self.use_sse,
+            grace=self._grace,
+            kill_after=self._kill_after,
+            on_spawn=self._spawned,
+            on_stderr=self._stderr_line,
+            auth_error=self.auth_exception,
         )
-        return remote
-
-    def _sse(self, c: ServerSettings) -> _Remote:
-        assert c.url is not None
-        remote = _Remote(None)
-        remote._inner = sse_transport(
-            c.url, headers=c.headers, timeout=c.timeout, auth=self._oauth(remote)
-        )
-        return remote
 
     def _spawned(self, pid: int) -> None:
         self.health.pid = pid

@@ -4,7 +4,7 @@ starts fast.
 
 The child's ``PATH`` is its own ``env`` PATH when it sets one, else this process's: both
 the SDK's minimal environment and an inherited one pass ``PATH`` through
-(:func:`supervisor.transports.child_environment`, which tests hold to the same answer).
+(:func:`supervisor.transports._stdio.child_environment`, which tests hold to the same answer).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def command_problem(
     env: Mapping[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
 ) -> str | None:
-    """Why a :class:`~supervisor.transports.StdioTransport` with these settings could not
+    """Why a :class:`~supervisor.transports._stdio.StdioTransport` with these settings could not
     start ``command``, or ``None`` when it finds a program to run.
 
     The program is looked up as the process will be: a bare name on the ``PATH`` its

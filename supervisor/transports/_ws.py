@@ -62,10 +62,9 @@ from ..errors import (
     WebSocketError,
     WebSocketFrameError,
     WebSocketSubprotocolError,
-    os_reason,
-    status_phrase,
 )
 from ..log import get_logger
+from ._errors import translate
 from ._pages import PageGuard, refusal
 
 __all__ = [
@@ -207,7 +206,7 @@ async def _connect(
             log.debug("websocket connected", url=safe_url)
             return ws, holder
     except (trio_websocket.HandshakeError, OSError, trio.BrokenResourceError) as exc:
-        raise _connect_error(safe_url, exc) from exc
+        raise translate(exc, url=safe_url) from exc
     raise WebSocketConnectError(
         f"cannot open WebSocket {safe_url}: timed out after {connect_timeout:g} s "
         "(TCP connect and WebSocket upgrade)",
@@ -618,16 +617,3 @@ def _encode_headers(headers: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
             raise ValueError(f"header {name!r} has characters HTTP cannot carry")
         encoded.append((raw_name, raw_value))
     return encoded
-
-
-def _connect_error(safe_url: str, exc: BaseException) -> WebSocketConnectError:
-    """One clear error for every way opening a connection fails."""
-    prefix = f"cannot open WebSocket {safe_url}"
-    if isinstance(exc, trio_websocket.ConnectionRejected):
-        phrase = status_phrase(exc.status_code)
-        return WebSocketConnectError(
-            f"{prefix}: the server rejected the upgrade with HTTP {exc.status_code}{phrase}",
-            url=safe_url,
-            status_code=exc.status_code,
-        )
-    return WebSocketConnectError(f"{prefix}: {os_reason(exc)}", url=safe_url)

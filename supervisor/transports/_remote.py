@@ -1,4 +1,9 @@
-"""Remote transports as the server actor uses them: their end made visible."""
+"""Transports as the server actor uses them: each one's end made visible.
+
+:class:`TransportLike` is what the actor needs of a transport; a
+:class:`~supervisor.transports._stdio.StdioTransport` is one, and :class:`Remote` makes one
+of an SDK-style transport (Streamable HTTP, legacy SSE, WebSocket, in-memory).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,8 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 import trio
 
-from ..transports._transports import Answers, TransportError
+from ..errors import TransportError
+from ._receipts import Answers
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -17,7 +23,8 @@ if TYPE_CHECKING:
 
 
 class TransportLike(Protocol):
-    """A transport as the server actor uses it (see :mod:`supervisor.transports`)."""
+    """A transport as the server actor uses it (see :mod:`supervisor.transports`): what
+    :func:`~supervisor.transports._open.open_transport` makes."""
 
     closed: trio.Event
     failure: TransportError | None
@@ -27,10 +34,10 @@ class TransportLike(Protocol):
     async def __aexit__(self, *exc: object) -> bool | None: ...
 
 
-class _Remote:
+class Remote:
     """Adapts an SDK-style remote transport: its end is seen when its read stream ends,
     and each request's answer as it comes in (``answers``; ``made_by_client`` as for
-    :class:`~supervisor.transports.Answers`)."""
+    :class:`~supervisor.transports._receipts.Answers`)."""
 
     def __init__(
         self,
@@ -70,9 +77,9 @@ class _Remote:
 
 
 class _Watched:
-    """A transport's read stream that tells its :class:`_Remote` when it ends."""
+    """A transport's read stream that tells its :class:`Remote` when it ends."""
 
-    def __init__(self, inner, remote: _Remote) -> None:  # noqa: ANN001 - an SDK ReadStream
+    def __init__(self, inner, remote: Remote) -> None:  # noqa: ANN001 - an SDK ReadStream
         self._inner = inner
         self._remote = remote
 

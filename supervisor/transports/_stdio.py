@@ -1,53 +1,35 @@
-"""Transports: how the server actor talks to one MCP server.
+"""A local MCP server over stdio: spawned, watched and shut down by the transport.
 
-Each transport is an SDK ``Transport`` — an async context manager yielding the
+:class:`StdioTransport` is an SDK ``Transport`` — an async context manager yielding the
 ``(read_stream, write_stream)`` pair of ``SessionMessage`` that ``mcp.Client`` drives —
-with one addition the SDK's own transports lack: it *reports how the connection ended*.
-``closed`` is set when the connection is gone for good (the process exited, the stream
-ended, the peer broke the protocol) and ``failure`` says why, so the server actor learns
-of a death from the transport itself rather than from a request that later fails.
-
-- :class:`StdioTransport` spawns a local server (its own process group), exposes its
-  ``pid``, its exit code and a ring buffer of its stderr lines, and shuts it down in the
-  MCP spec's order: close stdin, wait, SIGTERM to the group, wait, SIGKILL.
-  With a fault engine (``faults=``) each message in either direction passes through a
-  :class:`~supervisor.faults.Link` first (docs/faults.md).
-- :func:`http_transport` and :func:`sse_transport` wrap the SDK's Streamable HTTP and
-  legacy SSE clients with headers and timeouts; they are where HTTP enters, so they
-  translate ``httpx2``'s errors into ours (:func:`http_errors`).
-
-The errors (:class:`TransportError` and below) are defined in :mod:`supervisor.errors` and
-re-exported here.
+with what the SDK's own lacks: it *reports how the connection ended* (``closed`` is set
+when the process exited, stdout ended or the server broke the protocol, and ``failure``
+says why), so the server actor learns of a death from the transport itself rather than
+from a request that later fails. It spawns the server in its own process group, exposes
+its ``pid``, its exit code and a ring buffer of its stderr lines, and shuts it down in the
+MCP spec's order: close stdin, wait, SIGTERM to the group, wait, SIGKILL. With a fault
+engine (``faults=``) each message in either direction passes through a
+:class:`~supervisor.faults.Link` first, at the transport's fault point (docs/faults.md).
 """
 
 from __future__ import annotations
 
-import contextvars
-import errno
 import json
-import math
 import os
 import re
 import signal
 import subprocess
-import urllib.parse
-import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from types import TracebackType
 from typing import TYPE_CHECKING
 
 import anyio
-import httpx2
 import mcp_types as types
 import trio
 from mcp.client._transport import TransportStreams
-from mcp.client.sse import sse_client
 from mcp.client.stdio import get_default_environment
-from mcp.client.streamable_http import streamable_http_client
 from mcp.os.posix.utilities import terminate_posix_process_tree
-from mcp.shared.dispatcher import coerce_request_id
-from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from ..config._limits import (
@@ -55,21 +37,12 @@ from ..config._limits import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_TOOLS_PER_SERVER,
 )
-from ..errors import (
-    HTTPConnectError,
-    HTTPConnectionLost,
-    HTTPError,
-    HTTPStatusError,
-    ProtocolViolation,
-    ServerExited,
-    TransportError,
-    os_reason,
-    status_phrase,
-)
+from ..errors import ProtocolViolation, ServerExited, TransportError
 from ..log import get_logger, redact
 from . import _children
+from ._errors import translate
 from ._pages import PageGuard, refusal
-from ._programs import command_problem as command_problem
+from ._receipts import Answers, Receipt, ReceiptStream
 from ._stderr import PROBE_METHOD, StderrTail, pending
 
 if TYPE_CHECKING:
@@ -90,8 +63,6 @@ _PREVIEW = 120
 _ToSession = anyio.abc.ObjectSendStream[SessionMessage | Exception]
 
 
-#: Why a process could not be started, when starting it again soon cannot help: the
-#: executable is missing or not executable, or the working directory does not exist.
 #: The JSON-RPC error code a request gets when its answer was over ``maxMessageBytes``
 #: and was dropped (in the range JSON-RPC leaves to implementations).
 RESULT_TOO_LARGE = -32099
@@ -136,124 +107,6 @@ class _Skipped:
 #: How long an exit's report waits for the rest of the process's stderr.
 _STDERR_DRAIN_S = 1.0
 
-_PERMANENT_SPAWN_ERRORS = frozenset(
-    {errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOEXEC, errno.ENOTDIR, errno.EISDIR}
-)
-
-
-class Receipt:
-    """Whether a request reached the server, and whether its answer came back, as far as
-    the transport can tell.
-
-    Set :data:`delivery` to a receipt around sending one request (or the requests of one
-    listing). ``delivered`` stays ``None`` on a transport that cannot tell; a transport
-    that can sets it to ``False`` when the request is queued and ``True`` once it has been
-    handed to the server (for stdio: written into its stdin pipe). A request still
-    ``False`` when the connection dies never reached the server, so sending it again is
-    safe.
-
-    ``answered`` becomes ``True`` when the server's answer to the request comes in on the
-    connection (see :class:`Answers`): an error the request then raises is the server's
-    own, whatever its code — never the SDK's "Connection closed".
-    """
-
-    __slots__ = ("__weakref__", "answered", "delivered")
-
-    def __init__(self) -> None:
-        self.delivered: bool | None = None
-        self.answered = False
-
-
-#: The receipt of the request being sent from the current task, if any.
-delivery: contextvars.ContextVar[Receipt | None] = contextvars.ContextVar(
-    "supervisor_transport_delivery", default=None
-)
-
-
-def connection_closed(error: MCPError, receipt: Receipt) -> bool:
-    """Whether ``error``, raised by the request ``receipt`` was set around, is the SDK
-    saying that the connection closed before the answer came — not the server answering
-    with an error of the same code.
-
-    The SDK uses ``CONNECTION_CLOSED`` (-32000) for its own "Connection closed", and a
-    server may send -32000 too: it is the first of JSON-RPC's implementation-defined
-    server error codes, and many servers use it for any failure. The code cannot tell
-    them apart; where the error came from can. The SDK makes its own when the read stream
-    ends, when the write stream is gone, or when a request is sent after either — none of
-    which passes through the transport's read side, where :class:`Answers` marks the
-    receipt of every request the server answered. So: that code, and no answer came.
-    """
-    return error.code == types.CONNECTION_CLOSED and not receipt.answered
-
-
-class Answers:
-    """Tells each request's :class:`Receipt` when the server's answer to it comes in.
-
-    ``sent`` is called with each outgoing message in the sender's task (where
-    :data:`delivery` holds its receipt), ``received`` with each incoming one before the
-    SDK sees it. Receipts are held weakly: a request whose answer never comes costs
-    nothing once its sender is gone. ``made_by_client`` picks out the errors the
-    transport's own client code puts on the read stream in place of an answer that can
-    never come (the SDK's Streamable HTTP client does, for a response stream that ended
-    without one): those answer nothing.
-    """
-
-    def __init__(self, made_by_client: Callable[[types.ErrorData], bool] | None = None) -> None:
-        self._waiting: weakref.WeakValueDictionary[types.RequestId, Receipt] = (
-            weakref.WeakValueDictionary()
-        )
-        self._made_by_client = made_by_client
-
-    def sent(self, item: SessionMessage) -> None:
-        message = item.message
-        receipt = delivery.get()
-        if receipt is not None and isinstance(message, types.JSONRPCRequest):
-            self._waiting[coerce_request_id(message.id)] = receipt
-
-    def received(self, item: object) -> None:
-        message = item.message if isinstance(item, SessionMessage) else None
-        if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            return
-        if message.id is None:
-            return
-        if (
-            isinstance(message, types.JSONRPCError)
-            and self._made_by_client is not None
-            and self._made_by_client(message.error)
-        ):
-            return
-        receipt = self._waiting.pop(coerce_request_id(message.id), None)
-        if receipt is not None:
-            receipt.answered = True
-
-
-class _ReceiptStream:
-    """A write stream that remembers, with each message, the sender's receipt."""
-
-    def __init__(
-        self,
-        inner: anyio.abc.ObjectSendStream[tuple[Receipt | None, SessionMessage]],
-        answers: Answers,
-    ):
-        self._inner = inner
-        self._answers = answers
-
-    async def send(self, item: SessionMessage) -> None:
-        receipt = delivery.get()
-        if receipt is not None:
-            receipt.delivered = False
-        self._answers.sent(item)
-        await self._inner.send((receipt, item))
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _ReceiptStream:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
 
 def child_environment(
     env: Mapping[str, str] | None = None, *, inherit_env: bool = False
@@ -272,12 +125,12 @@ class StdioTransport:
     chooses) plus ``env`` — not the whole parent environment, unless ``inherit_env`` —
     and runs in its own process group, so shutdown reaches anything it spawned. On Linux it
     dies with this process (``PR_SET_PDEATHSIG``), and shutdown also reaches its processes
-    outside the group (:mod:`supervisor._children`).
+    outside the group (:mod:`supervisor.transports._children`).
 
     While entered: ``pid`` is the server's pid (``on_spawn`` hears it), each stderr line
     (decoded, redacted) goes to ``on_stderr`` and into ``stderr_tail`` (which leaves out what
     the server wrote about the client's ``server/discover`` probe, as an mcp 1.x server's
-    pydantic errors: see :mod:`supervisor._stderr`); a line on stdout
+    pydantic errors: see :mod:`supervisor.transports._stderr`); a line on stdout
     that is not JSON-RPC (a last one without its newline included) is a
     :class:`ProtocolViolation` that closes the connection. A line longer than
     ``max_message_bytes`` is skipped (read and dropped up to its end, never held in
@@ -340,7 +193,7 @@ class StdioTransport:
         self.pid: int | None = None
         self.returncode: int | None = None
         #: its last stderr lines, less what it wrote about our protocol probe (see
-        #: :mod:`supervisor._stderr`)
+        #: :mod:`supervisor.transports._stderr`)
         self.stderr_tail = StderrTail(stderr_lines)
         self._probe_id: types.RequestId | None = None  # the first server/discover's id
         self._probed = False  # only the first is the handshake's (later ones are pings)
@@ -354,7 +207,7 @@ class StdioTransport:
         self._process: trio.Process | None = None
         self._stack: AsyncExitStack | None = None
         self._stopping = False  # our own shutdown: the exit it causes is no failure
-        self._mark = _children.spawn_mark()  # what its descendants inherit (supervisor._children)
+        self._mark = _children.spawn_mark()  # what its descendants inherit (see _children)
         self.faults = faults
         self._fault_point: _FaultPoint | None = None
 
@@ -401,21 +254,8 @@ class StdioTransport:
                 mark=self._mark,
                 cwd=self.cwd,
             )
-        except OSError as exc:
-            raise ServerExited(
-                f"MCP server {self.name!r} could not be started: {exc.strerror or exc} "
-                f"(command {self.command!r}); check the command and its PATH",
-                exit_code=None,
-                # Missing, not executable, or a bad cwd: no retry will find it meanwhile.
-                retryable=exc.errno not in _PERMANENT_SPAWN_ERRORS,
-            ) from exc
-        except ValueError as exc:  # a NUL character, or text the OS encoding cannot hold
-            raise ServerExited(
-                f"MCP server {self.name!r} could not be started: its command, arguments, "
-                f"env or cwd cannot be given to a process ({exc})",
-                exit_code=None,
-                retryable=False,
-            ) from exc
+        except (OSError, ValueError) as exc:  # ValueError: a NUL, or text the OS cannot hold
+            raise translate(exc, server=self.name, starting=self.command) from exc
         self._process = process
         self.pid = process.pid
         if self.on_spawn is not None:
@@ -425,7 +265,7 @@ class StdioTransport:
         raw_write, from_session = anyio.create_memory_object_stream[
             tuple[Receipt | None, SessionMessage]
         ](0)
-        write_stream = _ReceiptStream(raw_write, self.answers)
+        write_stream = ReceiptStream(raw_write, self.answers)
         try:
             async with trio.open_nursery() as nursery:
                 link = None
@@ -508,7 +348,9 @@ class StdioTransport:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, trio.ClosedResourceError):
             pass  # the session went away, or we are shutting down
         except OSError as exc:
-            self._fail(TransportError(f"reading from MCP server {self.name!r} failed: {exc}"))
+            failure = translate(exc, server=self.name)
+            assert isinstance(failure, TransportError)
+            self._fail(failure)
         else:
             # End of stdout: the process is exiting — or it closed its stdout and lives
             # on, unable to answer anything: the connection is gone either way.
@@ -689,9 +531,9 @@ class StdioTransport:
         """Close stdin and wait; then the SDK's escalation for the whole process group
         (SIGTERM, wait for every member, SIGKILL) — which also reaches members that
         outlive the leader; every wait bounded. On Linux the escalation also reaches the
-        server's family outside its group (:func:`supervisor._children.family`), looked for
-        both before stdin closes (while the server's descendants are still below it) and
-        after (what it left to this process)."""
+        server's family outside its group (:func:`~supervisor.transports._children.family`),
+        looked for both before stdin closes (while the server's descendants are still below
+        it) and after (what it left to this process)."""
         point = self._fault_point
         if point is not None and point.stopped:
             point.resume()  # an injected hang: a stopped process cannot exit
@@ -816,265 +658,3 @@ class _FaultPoint:
             )
         )
         await self._end_read_side()
-
-
-class _ReceiptTransport(httpx2.AsyncBaseTransport):
-    """Marks the sender's :class:`Receipt` when a request starts going out on the wire.
-
-    The SDK sends each request from a task that carries the sender's context, so the
-    receipt set around ``call_tool`` is visible here. httpcore's trace events tell when
-    the request's headers start being written: before that (a refused connection, a
-    cancellation while connecting) the server cannot have seen it. Entering and leaving
-    it enter and leave ``inner``.
-    """
-
-    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
-        self._inner = inner
-
-    async def __aenter__(self) -> _ReceiptTransport:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None = None,
-        exc_value: BaseException | None = None,
-        traceback: TracebackType | None = None,
-    ) -> None:
-        await self._inner.__aexit__(exc_type, exc_value, traceback)
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        receipt = delivery.get()
-        if receipt is not None:
-            outer = request.extensions.get("trace")
-
-            async def trace(event: str, info: dict[str, object]) -> None:
-                if event.endswith("send_request_headers.started"):
-                    receipt.delivered = True
-                if outer is not None:
-                    await outer(event, info)
-
-            request.extensions["trace"] = trace
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def http_client(
-    headers: Mapping[str, str] | None = None,
-    *,
-    timeout: float = 30.0,
-    read_timeout: float = 300.0,
-    auth: httpx2.Auth | None = None,
-    on_status: Callable[[int], None] | None = None,
-    faults: FaultEngine | None = None,
-) -> httpx2.AsyncClient:
-    """The HTTP client a remote transport uses: headers, timeouts and auth in one place.
-
-    It tracks delivery (see :class:`Receipt`): a request that could not even connect is
-    known not to have reached the server. ``on_status`` sees every response's status.
-    With ``faults``, every exchange goes through that engine's fault plan
-    (:class:`~supervisor.faults.FaultyHTTPTransport`, docs/faults.md): a request a fault
-    keeps from the server counts as not delivered, and ``on_status`` sees injected
-    statuses.
-    """
-    hooks: dict[str, list[Callable[[httpx2.Response], Awaitable[None]]]] = {}
-    if on_status is not None:
-
-        async def record(response: httpx2.Response) -> None:
-            on_status(response.status_code)
-
-        hooks["response"] = [record]
-    wire: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport()
-    if faults is not None:
-        from ..injection._http import FaultyHTTPTransport
-
-        # inside the receipt: a request a fault keeps back never reaches the wire
-        wire = FaultyHTTPTransport(wire, faults)
-    return httpx2.AsyncClient(
-        headers=dict(headers or {}),
-        timeout=httpx2.Timeout(timeout, read=read_timeout),
-        auth=auth,
-        transport=_ReceiptTransport(wire),
-        event_hooks=hooks,
-    )
-
-
-def _safe_url(url: str) -> str:
-    """``url`` without user-info and query string, either of which may hold a secret."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:  # one urlsplit refuses (an unclosed IPv6 "[", say): cut it by hand
-        head = re.split(r"[?#]", url, maxsplit=1)[0]
-        scheme, sep, rest = head.partition("://")
-        netloc, slash, path = rest.partition("/")
-        return f"{scheme}://{netloc.rpartition('@')[2]}{slash}{path}" if sep else head
-    netloc = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def _http_error(error: httpx2.HTTPError, url: str) -> HTTPError:
-    """The :class:`~supervisor.errors.HTTPError` that ``error`` means, for the endpoint
-    ``url`` (already made safe), with ``error`` as its cause and its traceback."""
-    translated: HTTPError
-    detail = redact(str(error)) or type(error).__name__
-    if isinstance(error, httpx2.HTTPStatusError):
-        status = error.response.status_code
-        phrase = status_phrase(status)
-        translated = HTTPStatusError(
-            f"MCP endpoint {url} answered HTTP {status}{phrase}", url=url, status_code=status
-        )
-    elif isinstance(error, httpx2.ConnectTimeout):
-        translated = HTTPConnectError(f"cannot connect to {url}: timed out", url=url)
-    elif isinstance(error, httpx2.ConnectError | httpx2.ProxyError):
-        reason = os_reason(error)
-        if reason == type(error).__name__:  # no operating-system error to be found
-            reason = detail
-        translated = HTTPConnectError(f"cannot connect to {url}: {reason}", url=url)
-    elif isinstance(error, httpx2.ReadTimeout | httpx2.WriteTimeout):
-        translated = HTTPConnectionLost(
-            f"the connection to {url} went silent during a request: "
-            f"{'no answer' if isinstance(error, httpx2.ReadTimeout) else 'could not send'} "
-            "within the timeout",
-            url=url,
-        )
-    elif isinstance(error, httpx2.NetworkError | httpx2.RemoteProtocolError):
-        translated = HTTPConnectionLost(
-            f"the connection to {url} broke during a request: {detail}", url=url
-        )
-    else:
-        translated = HTTPError(f"HTTP request to {url} failed: {detail}", url=url)
-    translated.__cause__ = error
-    return translated.with_traceback(error.__traceback__)
-
-
-def _translated(exc: BaseException, url: str) -> BaseException:
-    """``exc`` with every ``httpx2`` error in it, bare or in (nested) groups, translated."""
-    if isinstance(exc, httpx2.HTTPError):
-        return _http_error(exc, url)
-    if not isinstance(exc, BaseExceptionGroup):
-        return exc
-    parts = [_translated(e, url) for e in exc.exceptions]
-    if all(new is old for new, old in zip(parts, exc.exceptions, strict=True)):
-        return exc
-    group = exc.derive(parts)
-    group.__cause__, group.__context__ = exc.__cause__, exc.__context__
-    if hasattr(exc, "__notes__"):
-        group.__notes__ = list(exc.__notes__)
-    return group.with_traceback(exc.__traceback__)
-
-
-@contextmanager
-def http_errors(url: str) -> Iterator[None]:
-    """Where HTTP enters: every ``httpx2`` error leaving the block becomes the
-    :class:`~supervisor.errors.HTTPError` it means, naming ``url`` without its user-info
-    and query string, its ``__cause__`` the original.
-
-    Inside an exception group the error is replaced in place, so the group keeps its shape
-    (and :func:`~supervisor.actors.collapse` still finds it); any other exception,
-    cancellation included, leaves unchanged.
-    """
-    try:
-        yield
-    except BaseException as exc:
-        translated = _translated(exc, _safe_url(url))
-        if translated is exc:
-            raise
-        raise translated from translated.__cause__  # a translated leaf's is the original
-
-
-def streamable_http_abandoned(error: types.ErrorData) -> bool:
-    """Whether ``error`` is one the SDK's Streamable HTTP client made itself, for a request
-    whose answer can never come (its response stream ended or failed without one, or the
-    server answered a request with 202): the connection, not the server, ended it.
-
-    The client puts these on the read stream as if they were answers, so only their words
-    tell them apart; a server that sends the same words as its own error is taken at them
-    — it loses its own connection, as it could by ending the stream.
-    """
-    return error.code == types.CONNECTION_CLOSED and (
-        error.message.startswith("SSE stream ")
-        or error.message == "server answered a request with 202 Accepted"
-    )
-
-
-@asynccontextmanager
-async def http_transport(
-    url: str,
-    *,
-    headers: Mapping[str, str] | None = None,
-    timeout: float = 30.0,
-    read_timeout: float = 300.0,
-    auth: httpx2.Auth | None = None,
-    on_status: Callable[[int], None] | None = None,
-    faults: FaultEngine | None = None,
-) -> AsyncIterator[TransportStreams]:
-    """The SDK's Streamable HTTP client transport, with our headers and timeouts.
-
-    An ``httpx2`` error that ends the connection leaves as an
-    :class:`~supervisor.errors.HTTPError` (see :func:`http_errors`). With ``faults``, the
-    connection goes through that engine's fault plan (see :func:`http_client`); one engine
-    serves every connection to the server, each new transport being a start of it (for
-    ``slow_start``).
-    """
-    client = http_client(
-        headers,
-        timeout=timeout,
-        read_timeout=read_timeout,
-        auth=auth,
-        on_status=on_status,
-        faults=faults,
-    )
-    with http_errors(url):
-        async with client, streamable_http_client(url, http_client=client) as streams:
-            yield streams
-
-
-@asynccontextmanager
-async def sse_transport(
-    url: str,
-    *,
-    headers: Mapping[str, str] | None = None,
-    timeout: float = 30.0,
-    read_timeout: float = 300.0,
-    auth: httpx2.Auth | None = None,
-) -> AsyncIterator[TransportStreams]:
-    """The SDK's legacy SSE client transport, with our headers and timeouts.
-
-    An ``httpx2`` error that ends the connection leaves as an
-    :class:`~supervisor.errors.HTTPError` (see :func:`http_errors`).
-    """
-    with http_errors(url):
-        async with sse_client(
-            url,
-            headers=dict(headers or {}),
-            timeout=timeout,
-            sse_read_timeout=read_timeout if read_timeout != math.inf else 86400.0,
-            auth=auth,
-        ) as streams:
-            yield streams
-
-
-__all__ = [
-    "MAX_MESSAGE_BYTES",
-    "Answers",
-    "HTTPConnectError",
-    "HTTPConnectionLost",
-    "HTTPError",
-    "HTTPStatusError",
-    "Receipt",
-    "delivery",
-    "ProtocolViolation",
-    "ServerExited",
-    "StdioTransport",
-    "TransportError",
-    "child_environment",
-    "command_problem",
-    "connection_closed",
-    "http_client",
-    "http_errors",
-    "http_transport",
-    "sse_transport",
-    "streamable_http_abandoned",
-]

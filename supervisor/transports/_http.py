@@ -1,0 +1,156 @@
+"""Streamable HTTP: the SDK's client transport with our headers, timeouts and receipts.
+
+:func:`http_transport` wraps the SDK's Streamable HTTP client; it is where HTTP enters,
+so ``httpx2``'s errors leave it as ours (:func:`~supervisor.transports._errors.http_errors`).
+Its client (:func:`http_client`) tracks delivery: the receipt transport marks a request's
+:class:`~supervisor.transports._receipts.Receipt` once it starts going out on the wire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import httpx2
+import mcp_types as types
+from mcp.client._transport import TransportStreams
+from mcp.client.streamable_http import streamable_http_client
+
+from ._errors import http_errors
+from ._receipts import delivery
+
+if TYPE_CHECKING:
+    from ..injection._engine import FaultEngine
+
+
+class _ReceiptTransport(httpx2.AsyncBaseTransport):
+    """Marks the sender's :class:`Receipt` when a request starts going out on the wire.
+
+    The SDK sends each request from a task that carries the sender's context, so the
+    receipt set around ``call_tool`` is visible here. httpcore's trace events tell when
+    the request's headers start being written: before that (a refused connection, a
+    cancellation while connecting) the server cannot have seen it. Entering and leaving
+    it enter and leave ``inner``.
+    """
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def __aenter__(self) -> _ReceiptTransport:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        await self._inner.__aexit__(exc_type, exc_value, traceback)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        receipt = delivery.get()
+        if receipt is not None:
+            outer = request.extensions.get("trace")
+
+            async def trace(event: str, info: dict[str, object]) -> None:
+                if event.endswith("send_request_headers.started"):
+                    receipt.delivered = True
+                if outer is not None:
+                    await outer(event, info)
+
+            request.extensions["trace"] = trace
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def http_client(
+    headers: Mapping[str, str] | None = None,
+    *,
+    timeout: float = 30.0,
+    read_timeout: float = 300.0,
+    auth: httpx2.Auth | None = None,
+    on_status: Callable[[int], None] | None = None,
+    faults: FaultEngine | None = None,
+) -> httpx2.AsyncClient:
+    """The HTTP client a remote transport uses: headers, timeouts and auth in one place.
+
+    It tracks delivery (see :class:`Receipt`): a request that could not even connect is
+    known not to have reached the server. ``on_status`` sees every response's status.
+    With ``faults``, every exchange goes through that engine's fault plan
+    (:class:`~supervisor.faults.FaultyHTTPTransport`, docs/faults.md): a request a fault
+    keeps from the server counts as not delivered, and ``on_status`` sees injected
+    statuses.
+    """
+    hooks: dict[str, list[Callable[[httpx2.Response], Awaitable[None]]]] = {}
+    if on_status is not None:
+
+        async def record(response: httpx2.Response) -> None:
+            on_status(response.status_code)
+
+        hooks["response"] = [record]
+    wire: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport()
+    if faults is not None:
+        from ..injection._http import FaultyHTTPTransport
+
+        # inside the receipt: a request a fault keeps back never reaches the wire
+        wire = FaultyHTTPTransport(wire, faults)
+    return httpx2.AsyncClient(
+        headers=dict(headers or {}),
+        timeout=httpx2.Timeout(timeout, read=read_timeout),
+        auth=auth,
+        transport=_ReceiptTransport(wire),
+        event_hooks=hooks,
+    )
+
+
+def streamable_http_abandoned(error: types.ErrorData) -> bool:
+    """Whether ``error`` is one the SDK's Streamable HTTP client made itself, for a request
+    whose answer can never come (its response stream ended or failed without one, or the
+    server answered a request with 202): the connection, not the server, ended it.
+
+    The client puts these on the read stream as if they were answers, so only their words
+    tell them apart; a server that sends the same words as its own error is taken at them
+    — it loses its own connection, as it could by ending the stream.
+    """
+    return error.code == types.CONNECTION_CLOSED and (
+        error.message.startswith("SSE stream ")
+        or error.message == "server answered a request with 202 Accepted"
+    )
+
+
+@asynccontextmanager
+async def http_transport(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+    read_timeout: float = 300.0,
+    auth: httpx2.Auth | None = None,
+    on_status: Callable[[int], None] | None = None,
+    faults: FaultEngine | None = None,
+) -> AsyncIterator[TransportStreams]:
+    """The SDK's Streamable HTTP client transport, with our headers and timeouts.
+
+    An ``httpx2`` error that ends the connection leaves as an
+    :class:`~supervisor.errors.HTTPError` (see
+    :func:`~supervisor.transports._errors.http_errors`). With ``faults``, the connection
+    goes through that engine's fault plan (see :func:`http_client`); one engine serves
+    every connection to the server, each new transport being a start of it (for
+    ``slow_start``).
+    """
+    client = http_client(
+        headers,
+        timeout=timeout,
+        read_timeout=read_timeout,
+        auth=auth,
+        on_status=on_status,
+        faults=faults,
+    )
+    with http_errors(url):
+        async with client, streamable_http_client(url, http_client=client) as streams:
+            yield streams

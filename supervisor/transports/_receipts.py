@@ -1,0 +1,133 @@
+"""Receipts: whether a request reached the server, and whether its answer came back.
+
+A transport that can tell marks each request's :class:`Receipt` (set in :data:`delivery`
+around sending it) as it goes out and as its answer comes in (:class:`Answers`), so the
+server actor knows whether a request that met a dead connection may be sent again, and
+whether an error it raised is the server's own (:func:`connection_closed`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import weakref
+from collections.abc import Callable
+
+import anyio
+import mcp_types as types
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+
+
+class Receipt:
+    """Whether a request reached the server, and whether its answer came back, as far as
+    the transport can tell.
+
+    Set :data:`delivery` to a receipt around sending one request (or the requests of one
+    listing). ``delivered`` stays ``None`` on a transport that cannot tell; a transport
+    that can sets it to ``False`` when the request is queued and ``True`` once it has been
+    handed to the server (for stdio: written into its stdin pipe). A request still
+    ``False`` when the connection dies never reached the server, so sending it again is
+    safe.
+
+    ``answered`` becomes ``True`` when the server's answer to the request comes in on the
+    connection (see :class:`Answers`): an error the request then raises is the server's
+    own, whatever its code — never the SDK's "Connection closed".
+    """
+
+    __slots__ = ("__weakref__", "answered", "delivered")
+
+    def __init__(self) -> None:
+        self.delivered: bool | None = None
+        self.answered = False
+
+
+#: The receipt of the request being sent from the current task, if any.
+delivery: contextvars.ContextVar[Receipt | None] = contextvars.ContextVar(
+    "supervisor_transport_delivery", default=None
+)
+
+
+def connection_closed(error: MCPError, receipt: Receipt) -> bool:
+    """Whether ``error``, raised by the request ``receipt`` was set around, is the SDK
+    saying that the connection closed before the answer came — not the server answering
+    with an error of the same code.
+
+    The SDK uses ``CONNECTION_CLOSED`` (-32000) for its own "Connection closed", and a
+    server may send -32000 too: it is the first of JSON-RPC's implementation-defined
+    server error codes, and many servers use it for any failure. The code cannot tell
+    them apart; where the error came from can. The SDK makes its own when the read stream
+    ends, when the write stream is gone, or when a request is sent after either — none of
+    which passes through the transport's read side, where :class:`Answers` marks the
+    receipt of every request the server answered. So: that code, and no answer came.
+    """
+    return error.code == types.CONNECTION_CLOSED and not receipt.answered
+
+
+class Answers:
+    """Tells each request's :class:`Receipt` when the server's answer to it comes in.
+
+    ``sent`` is called with each outgoing message in the sender's task (where
+    :data:`delivery` holds its receipt), ``received`` with each incoming one before the
+    SDK sees it. Receipts are held weakly: a request whose answer never comes costs
+    nothing once its sender is gone. ``made_by_client`` picks out the errors the
+    transport's own client code puts on the read stream in place of an answer that can
+    never come (the SDK's Streamable HTTP client does, for a response stream that ended
+    without one): those answer nothing.
+    """
+
+    def __init__(self, made_by_client: Callable[[types.ErrorData], bool] | None = None) -> None:
+        self._waiting: weakref.WeakValueDictionary[types.RequestId, Receipt] = (
+            weakref.WeakValueDictionary()
+        )
+        self._made_by_client = made_by_client
+
+    def sent(self, item: SessionMessage) -> None:
+        message = item.message
+        receipt = delivery.get()
+        if receipt is not None and isinstance(message, types.JSONRPCRequest):
+            self._waiting[coerce_request_id(message.id)] = receipt
+
+    def received(self, item: object) -> None:
+        message = item.message if isinstance(item, SessionMessage) else None
+        if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            return
+        if message.id is None:
+            return
+        if (
+            isinstance(message, types.JSONRPCError)
+            and self._made_by_client is not None
+            and self._made_by_client(message.error)
+        ):
+            return
+        receipt = self._waiting.pop(coerce_request_id(message.id), None)
+        if receipt is not None:
+            receipt.answered = True
+
+
+class ReceiptStream:
+    """A write stream that remembers, with each message, the sender's receipt."""
+
+    def __init__(
+        self,
+        inner: anyio.abc.ObjectSendStream[tuple[Receipt | None, SessionMessage]],
+        answers: Answers,
+    ):
+        self._inner = inner
+        self._answers = answers
+
+    async def send(self, item: SessionMessage) -> None:
+        receipt = delivery.get()
+        if receipt is not None:
+            receipt.delivered = False
+        self._answers.sent(item)
+        await self._inner.send((receipt, item))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> ReceiptStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
