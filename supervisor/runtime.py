@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from types import MappingProxyType
@@ -41,6 +41,7 @@ import msgspec
 import trio
 
 from .actors import (
+    ChildSpec,
     GiveUp,
     Intensity,
     Supervisor,
@@ -68,19 +69,19 @@ from .errors import (
     UnknownTool,
 )
 from .events._bus import Bus, Subscription
+from .events._catalog import Event
 from .injection._engine import Injected
 from .injection._plan import Plan
 from .log import RedactionScope, configure_default_logging, get_logger, redacting, redactor
 from .monitor import CallWindow, SessionSummary
 from .monitor._metrics import summarize
 from .registry import Catalog, NamingPolicy, Summary
-from .registry._live import Registry, RegistryStatistics, Snapshot
+from .registry._live import Offer, Registry, RegistryStatistics, Snapshot
 from .server import (
     HealthRecord,
     ManagedServer,
     Progress,
     ServerMetrics,
-    ServerStatus,
     StartSlots,
     disabled_record,
     tree_hook,
@@ -316,18 +317,15 @@ class SupervisorHandle:
             raise SupervisorError(f"MCP server {name!r} cannot start: {server.error}")
         if server.address.state is AddressState.OPEN:
             await self._tree.terminate_child(name)
-        server.attempt = 0  # the tree starts its count over too
-        server.health.consecutive_failures = 0
-        if server.health.status is ServerStatus.FAILED:
-            server.health.status = ServerStatus.IDLE
+        # The tree starts its counts over and says so (StartedOver): the server's state
+        # takes its attempt and restarts from that decision.
         await self._tree.restart_child(name)
 
     async def stop(self, name: str) -> None:
         """Stop a server (gracefully, then by force); its calls fail fast until restarted."""
         self.server(name)  # UnknownServer
-        server = self._servers[name]
+        # The tree's Terminated decision marks it stopped (also when it was down).
         await self._tree.terminate_child(name)
-        server.health.mark_stopped(trio.current_time())  # also when it was down: not downtime
 
     # -- tools -------------------------------------------------------------------------
 
@@ -490,113 +488,45 @@ async def open_supervisor(
     **client_options: object,
 ) -> AsyncIterator[SupervisorHandle]:
     """Supervise every enabled server of ``config`` (and the in-process ``apps``) for the
-    duration of the block.
+    duration of the block; yields the :class:`SupervisorHandle`.
 
-    ``config`` is a :class:`~supervisor.config.Config`, a path, or a parsed mapping.
-    ``approve`` is the approval callback (:data:`supervisor.tools.ApprovalCallback`):
-    it decides every call that the server's ``approve``/``autoApprove`` policy says needs
-    approval; without it such calls fail closed. ``builtins`` are the names of the
-    embedder's own tools: an MCP tool never takes one (it keeps a prefixed name, and a
-    ``tools.conflict`` warning is published). Text results larger than the preview go to
-    files in ``spill_dir`` (kept), by default in a private temporary directory made on the
-    first spill and removed, files and all, when the block ends; either way the session
-    keeps only its newest ``supervisor.limits.maxSpillFiles`` files, holding at most
-    ``maxSpillBytes`` (a :class:`~supervisor.tools.SpillDirectory` given as ``spill_dir``
-    keeps its own bounds, and is not closed here).
-    ``client_options`` go to each server's SDK ``mcp.Client``: ``sampling_callback``,
-    ``elicitation_callback``, ``list_roots_callback``, ``logging_callback``,
-    ``message_handler``, ``client_info``; without a handler a server's request gets the
-    proper MCP error. An ``elicitation_callback``'s accepted answers get the requested
-    schema's defaults filled in and are checked against it; one that does not fit is not
-    sent (docs/servers.md). Servers connect lazily unless ``lazy: false``; at most
-    ``supervisor.startupConcurrency`` (4) connect at once, restarts included, the others
-    waiting their turn in start order, each ``initTimeout`` running from its turn.
+    ``config`` is a :class:`~supervisor.config.Config`, a path, or a parsed mapping. Each
+    server's behaviour — connecting lazily or not, start slots, restarts and attempts,
+    what is retried, shutdown, the child subreaper — is in docs/servers.md; the
+    parameters, by where they are described:
 
-    With ``retries=False`` each server gets one attempt and is never restarted: a server
-    that fails is ``failed`` at once, with its reason, and calls to it fail fast — what a
-    one-shot command wants (an answer now, not after the restart budget). Either way, a
-    server whose error says retrying cannot help (its executable is missing, its endpoint
-    answered 401, 403 or 404) is failed at once; :meth:`SupervisorHandle.restart` tries
-    again.
+    - ``approve`` (the approval callback; without it, calls that need approval fail
+      closed), ``builtins`` (the embedder's own tool names) and ``spill_dir`` (where
+      large text results go): docs/tools.md;
+    - ``retries=False`` (one attempt per server, never restarted: what a one-shot command
+      wants), ``retry_idempotent`` (a read-only or idempotent tool's call in flight when
+      its connection dies is sent again), ``bus`` (the event bus to publish on; closed
+      with the block) and ``client_options`` (to each server's SDK ``mcp.Client``:
+      ``sampling_callback``, ``elicitation_callback``, ``list_roots_callback``,
+      ``logging_callback``, ``message_handler``, ``client_info``): docs/servers.md;
+    - ``apps`` (in-process MCP servers, supervised after the configured ones under those
+      names), ``faults`` (fault plans by server, replacing the config's) and ``history``
+      (a :class:`supervisor.faults.CallHistory` recording every call and event):
+      docs/faults.md;
+    - ``oauth_redirect_handler``, ``oauth_callback_handler`` and ``auth_dir`` (OAuth
+      logins of remote servers, and where their tokens are kept): docs/auth.md.
 
-    A call in flight when its connection dies is never re-sent — it may have taken effect
-    — unless ``retry_idempotent`` is set and the server annotates the tool read-only or
-    idempotent: then the call is sent again once the server is back.
-
-    ``bus`` is the event bus to publish on (default: a new one); its actor runs in the
-    supervisor's tree, and it is closed when the block ends, so every subscription's
-    iteration ends too. If the servers' tree gives up — more restarts than
-    ``supervisor.intensity``, or a server with ``giveUp: escalate`` out of attempts —
-    every server is stopped and :class:`~supervisor.actors.SupervisorGaveUp` (naming the
-    server) is raised out of the block.
-
-    ``apps`` maps names to in-process MCP servers — an
-    :class:`mcp.server.mcpserver.MCPServer` or a low-level :class:`mcp.server.Server`,
-    such as ``supervisor.testing.servers.make_server("echo")`` — supervised like the
-    configured ones, after them, under those names (tools ``<name>_<tool>``), through the
-    SDK's in-memory transport: each connection, restarts included, is a fresh in-memory
-    session with the same object. Each gets a local server's defaults from the config's
-    ``supervisor`` section (request and init timeouts, pings, ``backoff.local``,
-    ``maxRestarts``); its record's ``type`` is ``memory`` and its ``target`` the server's
-    own name. Their tools are auto-approved (they are the embedder's code; a tool that
-    looks destructive still asks). A name the config has already, or that is not a valid
-    server name, raises :class:`~supervisor.errors.ConfigError` naming ``apps.<name>``.
-    With in-process servers only, seeded ``faults`` and
-    :func:`supervisor.testing.run_deterministic` (trio's mock clock, its scheduler
-    seeded) a run is deterministic: the same seeds give the same run, byte for byte in
-    :func:`supervisor.testing.replay_log` (docs/faults.md, "Deterministic runs").
-
-    ``faults`` maps server names to fault plans to inject (docs/faults.md), as the
-    config's ``faults`` field does (a plan, a path to a JSON plan relative to the current
-    directory, or the plan as a mapping or list of rules), replacing the config's; a wrong
-    plan raises :class:`~supervisor.errors.ConfigError` naming the field
-    (``faults.calc.rules[0].do``), an unknown server
-    :class:`~supervisor.errors.UnknownServer`. :meth:`SupervisorHandle.faults` lists what
-    was injected.
-
-    On Linux the process is a child subreaper while the block runs (orphans below its
-    servers are re-parented to it, so a server's stop still finds them), and a local
-    server dies with the process even if it is killed with ``SIGKILL``
-    (:mod:`supervisor._children`, docs/servers.md); the program's own children are never
-    signalled or reaped.
-
-    When the block ends, the session's metrics are frozen — ``handle.summary()`` returns
-    them from then on — and logged as one ``session summary`` info line, before the
-    servers are shut down.
-
-    Remote servers log in with OAuth (docs/auth.md) when they ask for it, with tokens kept
-    in ``auth_dir`` (default: the config's ``supervisor.authDir``,
-    ``$MCP_SUPERVISOR_AUTH_DIR``, or ``~/.mcp-supervisor/auth``). A server that needs a
-    browser login waits in ``needs_auth`` — its calls fail fast with
-    :class:`~supervisor.errors.AuthRequired` — until :meth:`SupervisorHandle.login`; with
-    ``oauth_redirect_handler`` (an ``async (url) -> None`` that shows the authorization
-    URL to a person, or ``"browser"`` to print it and open the browser) the login starts
-    at once. The authorization server's answer comes back to a loopback listener on
-    127.0.0.1 (``callbackPort``, 9876 by default); ``oauth_callback_handler`` (``async
-    () -> mcp.shared.auth.AuthorizationCodeResult``) replaces it.
-
-    With the config's ``supervisor.audit`` section, every tool call is written to that
-    audit log (:mod:`supervisor.audit`; ``handle.audit``), opened before the servers
-    start and closed when the block ends: a log that cannot be opened raises
-    :class:`~supervisor.errors.AuditLogError` before anything starts.
-
-    ``history`` (a :class:`supervisor.faults.CallHistory`) records every tool call — its
-    invocation and its outcome, ``ok``, ``fail`` or ``info`` — and every event published
-    meanwhile; each call's id goes to its server in the request's ``_meta``. Check it
-    with :func:`supervisor.faults.check`.
+    The config's ``supervisor.audit`` log (docs/tools.md) is opened before the servers
+    start: one that cannot be opened raises :class:`~supervisor.errors.AuditLogError`.
+    A wrong config, ``apps`` name or fault plan raises
+    :class:`~supervisor.errors.ConfigError` naming the field. If the servers' tree gives
+    up, every server is stopped and :class:`~supervisor.actors.SupervisorGaveUp` (naming
+    the server) is raised out of the block. When the block ends, the session's metrics
+    are frozen (``handle.summary()``) and logged as one ``session summary`` line, then
+    the servers, the registry and the bus are stopped.
     """
     configure_default_logging()  # only if the application has not configured structlog
-    cfg = config if isinstance(config, Config) else load_config(config)
-    if apps:
-        cfg = with_apps(cfg, apps)
-    if faults:
-        cfg = _with_faults(cfg, faults)
+    cfg = _session_config(config, apps, faults)
     bus = bus if bus is not None else Bus()
     publish = bus.publish
     if history is not None:
         history.start()
         publish = history.tap(publish)  # the history keeps every event, on its clock
-    limits = cfg.settings.limits
     settings = cfg.settings
     enabled = [name for name, c in cfg.servers.items() if not c.disabled]
     registry = Registry(
@@ -616,38 +546,16 @@ async def open_supervisor(
         callback=oauth_callback_handler,
         base_dir=cfg.path.parent if cfg.path is not None else None,
     )
-    # One queue for all: at most startupConcurrency servers connect at once.
-    start_slots = StartSlots(settings.startup_concurrency)
-    servers = {
-        name: ManagedServer(
-            cfg.servers[name],
-            publish=publish,
-            client_options=client_options,
-            limits=limits,
-            error=cfg.servers[name].error,
-            ping_timeout=settings.ping_timeout,
-            retry_idempotent=retry_idempotent,
-            report=registry.report,
-            retries=retries,
-            broker=auth.broker(name),
-            start_slots=start_slots,
-        )
-        for name in enabled
-    }
-    children = [
-        bus.spec,
-        registry.spec,
-        *auth.children(),
-        supervisor_spec(
-            "servers",
-            [s.spec for s in servers.values() if s.error is None],
-            strategy=settings.strategy,
-            intensity=settings.intensity,
-            # Its giving up is the whole supervisor's: never restarted by the root.
-            give_up=GiveUp.ESCALATE,
-            child_intensity=Intensity(max_restarts=0, within_seconds=math.inf),
-        ),
-    ]
+    servers = _server_handles(
+        cfg,
+        enabled,
+        publish=publish,
+        report=registry.report,
+        auth=auth,
+        client_options=client_options,
+        retry_idempotent=retry_idempotent,
+        retries=retries,
+    )
     try:
         # The config's secrets and the default spill directory belong to this session.
         with (
@@ -659,7 +567,7 @@ async def open_supervisor(
             subreaper(),
         ):
             async with open_tree(
-                children,
+                _tree(cfg, bus, registry, auth, servers),
                 name="root",
                 intensity=_ROOT_INTENSITY,
                 notify=tree_hook(servers, publish, supervisor="servers"),
@@ -688,6 +596,80 @@ async def open_supervisor(
         raise
     finally:
         bus.close()
+
+
+def _session_config(
+    config: Config | Mapping[str, object] | str | os.PathLike[str],
+    apps: Mapping[str, object] | None,
+    faults: Mapping[str, PlanSource] | None,
+) -> Config:
+    """The session's config: ``config`` loaded, with the in-process ``apps`` and the
+    ``faults`` plans given to ``open_supervisor``."""
+    cfg = config if isinstance(config, Config) else load_config(config)
+    if apps:
+        cfg = with_apps(cfg, apps)
+    if faults:
+        cfg = _with_faults(cfg, faults)
+    return cfg
+
+
+def _server_handles(
+    cfg: Config,
+    enabled: list[str],
+    *,
+    publish: Callable[[Event], None],
+    report: Callable[[Offer], None],
+    auth: AuthService,
+    client_options: Mapping[str, object],
+    retry_idempotent: bool,
+    retries: bool,
+) -> dict[str, ManagedServer]:
+    """One server handle per enabled server, by name, in config order; they share one
+    queue of start slots (at most ``startupConcurrency`` connect at once)."""
+    settings = cfg.settings
+    start_slots = StartSlots(settings.startup_concurrency)
+    return {
+        name: ManagedServer(
+            cfg.servers[name],
+            publish=publish,
+            client_options=client_options,
+            limits=settings.limits,
+            error=cfg.servers[name].error,
+            ping_timeout=settings.ping_timeout,
+            retry_idempotent=retry_idempotent,
+            report=report,
+            retries=retries,
+            broker=auth.broker(name),
+            start_slots=start_slots,
+        )
+        for name in enabled
+    }
+
+
+def _tree(
+    cfg: Config,
+    bus: Bus,
+    registry: Registry,
+    auth: AuthService,
+    servers: Mapping[str, ManagedServer],
+) -> list[ChildSpec]:
+    """The root's children: the bus, the registry, the auth service's actors, and the
+    ``servers`` supervisor over every server that could be configured."""
+    settings = cfg.settings
+    return [
+        bus.spec,
+        registry.spec,
+        *auth.children(),
+        supervisor_spec(
+            "servers",
+            [s.spec for s in servers.values() if s.error is None],
+            strategy=settings.strategy,
+            intensity=settings.intensity,
+            # Its giving up is the whole supervisor's: never restarted by the root.
+            give_up=GiveUp.ESCALATE,
+            child_intensity=Intensity(max_restarts=0, within_seconds=math.inf),
+        ),
+    ]
 
 
 def _with_faults(config: Config, faults: Mapping[str, object]) -> Config:

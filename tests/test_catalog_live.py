@@ -52,7 +52,7 @@ def tool(name: str, description: str = "", schema: dict[str, object] | None = No
 
 def listed(server: ManagedServer, *tools: Tool | str) -> None:
     """``server`` connected (again) and listed ``tools``: what its actor does, then tells."""
-    server.tools = [t if isinstance(t, Tool) else tool(t) for t in tools]
+    server.state.tools_listed([t if isinstance(t, Tool) else tool(t) for t in tools])
     server.health.tool_count = len(server.tools)
     server.health.status = ServerStatus.CONNECTED
     server.changed()

@@ -346,7 +346,7 @@ async def test_a_call_right_after_a_listing_waits_for_the_registrys_merge() -> N
     gate = Gate({"s": server}, registry)
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.incarnation().run)
-        server.tools = [types.Tool(name="echo", input_schema={"type": "object"})]
+        server.state.tools_listed([types.Tool(name="echo", input_schema={"type": "object"})])
         server.health.status = ServerStatus.CONNECTED
         server.changed()
         assert registry.pending and "s_echo" not in registry.snapshot.named

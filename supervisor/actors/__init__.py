@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from ._decisions import NotRestarted as NotRestarted
     from ._decisions import Restarted as Restarted
     from ._decisions import RestartScheduled as RestartScheduled
+    from ._decisions import StartedOver as StartedOver
+    from ._decisions import Terminated as Terminated
     from ._errors import ActorStopped as ActorStopped
     from ._errors import ActorUnavailable as ActorUnavailable
     from ._errors import CallTimeout as CallTimeout

@@ -9,7 +9,9 @@ computed again.
 For one exit the hook receives, in order: a :class:`RestartScheduled` for every child the
 strategy restarts (the failed one first, then its siblings in start order), or a
 :class:`GaveUp`, or a :class:`NotRestarted`; later, a :class:`Restarted` as each one
-starts again.
+starts again. Asked to, the supervisor stops a child for good (``terminate_child``: a
+:class:`Terminated`) or starts it again with its counts started over (``restart_child``:
+a :class:`StartedOver`, reported before the new incarnation starts).
 """
 
 from __future__ import annotations
@@ -92,7 +94,27 @@ class NotRestarted:
     reason: str
 
 
-Decision = RestartScheduled | Restarted | GaveUp | NotRestarted
+@attrs.frozen
+class Terminated:
+    """``child`` was stopped for good on request (``terminate_child``): it stays down
+    until it is restarted on request."""
+
+    supervisor: str
+    child: str
+
+
+@attrs.frozen
+class StartedOver:
+    """``child`` starts again on request (``restart_child``) with a fresh count: its
+    ``attempt`` and ``restarts`` are started over (0). Reported before it starts."""
+
+    supervisor: str
+    child: str
+    attempt: int
+    restarts: int
+
+
+Decision = RestartScheduled | Restarted | GaveUp | NotRestarted | Terminated | StartedOver
 
 #: ``notify(decision)``: how a supervisor reports what it decided. It must not block;
 #: an exception it raises is logged and ignored.

@@ -9,7 +9,16 @@ from collections.abc import Sequence
 import trio
 
 from ..log import get_logger
-from ._decisions import Decision, GaveUp, Notify, NotRestarted, Restarted, RestartScheduled
+from ._decisions import (
+    Decision,
+    GaveUp,
+    Notify,
+    NotRestarted,
+    Restarted,
+    RestartScheduled,
+    StartedOver,
+    Terminated,
+)
 from ._errors import (
     NoSuchChild,
     StartFailed,
@@ -431,11 +440,17 @@ class Supervisor:
         if slot.state in (ChildState.STARTING, ChildState.RUNNING):
             await self._stop(slot)
         self._retire(slot)
+        self._emit(Terminated(supervisor=self.name, child=id))
 
     async def _op_restart_child(self, id: str) -> None:
         slot = self._idle_slot(id, "only a stopped or unavailable child can be restarted")
         slot.restarts = 0
         slot.start_over()
+        self._emit(
+            StartedOver(
+                supervisor=self.name, child=id, attempt=slot.attempt, restarts=slot.restarts
+            )
+        )
         try:
             await self._start(slot)
         except StartFailed:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from .._lazy import attach
 
 if TYPE_CHECKING:
+    from ..config._limits import Limits as Limits
     from ..errors import CallMayHaveTakenEffect as CallMayHaveTakenEffect
     from ..errors import CatalogTooLarge as CatalogTooLarge
     from ..errors import ConnectTimeout as ConnectTimeout
@@ -51,19 +52,17 @@ if TYPE_CHECKING:
     from ._health import LatencyHistogram as LatencyHistogram
     from ._health import ServerMetrics as ServerMetrics
     from ._health import ServerStatus as ServerStatus
-    from ._host import Limits as Limits
-    from ._host import ServerHost as ServerHost
-    from ._host import ServerSettings as ServerSettings
+    from ._hook import open_servers as open_servers
+    from ._hook import tree_hook as tree_hook
     from ._managed import MAILBOX as MAILBOX
     from ._managed import ManagedServer as ManagedServer
     from ._managed import disabled_record as disabled_record
-    from ._managed import open_servers as open_servers
-    from ._managed import tree_hook as tree_hook
     from ._messages import CALL_ID_META as CALL_ID_META
     from ._messages import CallTool as CallTool
     from ._messages import ListTools as ListTools
     from ._messages import Progress as Progress
     from ._startup import StartSlots as StartSlots
     from ._startup import Turn as Turn
+    from ._state import ServerState as ServerState
 
 __getattr__, __dir__ = attach(__name__)

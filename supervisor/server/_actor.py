@@ -29,6 +29,7 @@ from ..errors import (
     ServerExited,
     ServerRequestError,
     StaleConnection,
+    ToolCallTimeout,
     TransportError,
     status_phrase,
 )
@@ -40,8 +41,6 @@ from ..transports._receipts import Receipt, connection_closed, delivery
 from ..transports._remote import TransportLike
 from ..transports._stdio import RESULT_TOO_LARGE, StdioTransport
 from ._elicitation import checked_elicitation
-from ._health import ServerStatus
-from ._host import ServerHost
 from ._listing import Listings, describe
 from ._messages import CALL_ID_META, CallTool, GetPrompt, ListTools, ReadResource, _NotSent
 from ._startup import Turn
@@ -120,10 +119,12 @@ class ServerActor(Actor):
 
     max_concurrency = MAX_IN_FLIGHT
 
-    def __init__(self, server: ServerHost) -> None:
+    def __init__(self, server: Any) -> None:
+        # ``server`` is its ManagedServer, which makes the actors: not imported here.
         self.server = server
-        server.incarnations += 1
-        self.number = server.incarnations
+        #: the server's state: this actor writes it (see :class:`ServerState`)
+        self.state = server.state
+        self.number = self.state.began(self)
         self.client: Client | None = None
         self._wanted = trio.Event()
         self._ready = trio.Event()
@@ -141,7 +142,7 @@ class ServerActor(Actor):
 
     async def init(self) -> None:
         server = self.server
-        server.current = self
+        self.state.live(self)
         self.listings = Listings(server, self.nursery, lambda: self.client)
         eager = not server.config.lazy or self.number > 1 or server.address.statistics().queued > 0
         if eager:
@@ -238,7 +239,7 @@ class ServerActor(Actor):
             ) from exc
         finally:
             delivery.reset(token)
-        server.health.last_ok = time.time()
+        self.state.health.alive(time.time())
         return result
 
     async def _send(self, client: Client, message: CallTool) -> types.CallToolResult:
@@ -264,7 +265,7 @@ class ServerActor(Actor):
         """Send one tool call on ``client``; raises :class:`_NotSent` when it is known not
         to have reached the server (or may be sent again, by the embedder's opt-in)."""
         server = self.server
-        health = server.health
+        health = self.state.health
         start = trio.current_time()
         transport = self.transport
         if self._lost.is_set() or (transport is not None and transport.closed.is_set()):
@@ -288,11 +289,11 @@ class ServerActor(Actor):
                 self._lost.set()  # the connection is dead: this incarnation ends
                 if safe or receipt.delivered is False:
                     raise _NotSent from None  # it never reached the server, or may run twice
-            health.calls_failed += 1
+            health.call_failed()
             if lost:
                 raise CallMayHaveTakenEffect.during(server.name, message.tool) from exc
             if exc.code == RESULT_TOO_LARGE:
-                health.last_ok = time.time()  # it answered; the answer was too big
+                health.alive(time.time())  # it answered; the answer was too big
                 raise _too_large(server.name, message.tool, exc) from exc
             raise ServerRequestError(
                 f"MCP server {server.name!r} refused tool {message.tool!r}: {exc.message} "
@@ -301,25 +302,46 @@ class ServerActor(Actor):
                 code=exc.code,
             ) from exc
         except RuntimeError as exc:
-            health.calls_failed += 1
+            health.call_failed()
             invalid = invalid_output(message.tool, exc)
             if invalid is None:
                 raise
-            health.last_ok = time.time()  # the server answered; the answer was wrong
+            health.alive(time.time())  # the server answered; the answer was wrong
             raise invalid from exc
         except BaseException:
-            health.calls_failed += 1
+            health.call_failed()
             raise
         finally:
             delivery.reset(token)
-        now = trio.current_time()
-        health.latency.observe(now - start)
-        health.last_ok = time.time()
-        if result.is_error:
-            health.calls_tool_error += 1  # the tool's own failure: the server answered
-        else:
-            health.calls_ok += 1
+        # An error result is the tool's own failure: the server answered.
+        health.call_answered(trio.current_time() - start, time.time(), tool_error=result.is_error)
         return result
+
+    def call_timed_out(self, exc: ToolCallTimeout) -> None:
+        """A call to the server timed out: ``degradedAfter`` in a row on a live
+        connection make it ``degraded``, and it is probed at once (see :meth:`probe`)."""
+        server = self.server
+        health = self.state.health
+        limit = server.config.degraded_after
+        reason = (
+            f"{limit} calls in a row timed out (the last: tool {exc.tool!r} after "
+            f"{exc.timeout:g} s) although connected; probing it"
+        )
+        if not health.timed_out(reason, limit, trio.current_time()):
+            return
+        log.warning("server degraded", server=server.name, reason=reason)
+        server.emit(events.HealthStale(server=server.name, last_ok=health.last_ok))
+        self.probe()
+        server.changed()
+
+    def call_answered(self) -> None:
+        """A call to the server was answered: the timeouts in a row end, and so does
+        being ``degraded``."""
+        server = self.server
+        degraded_for = self.state.health.answered(trio.current_time())
+        if degraded_for is not None:
+            server.emit(events.HealthRecovered(server=server.name, downtime=degraded_for))
+            server.changed()
 
     # -- direct calls ------------------------------------------------------------------
 
@@ -428,29 +450,24 @@ class ServerActor(Actor):
                 await broker.wait_changed(rejected)
         else:
             await broker.wait_changed(rejected)
-        server.auth_problem = None
+        self.state.logged_in()
         self._auth_blocked = trio.Event()
         self._lost = trio.Event()  # that connection is gone; the next one is fresh
         self._renew = trio.Event()
-        server.health.status = ServerStatus.CONNECTING
         server.changed()
 
     def _auth_failed(self, problem: AuthProblem) -> None:
-        server = self.server
-        server.auth_problem = problem
-        server.health.status = ServerStatus.AUTH_FAILED
-        server.health.last_error = str(problem)
-        server.changed()
+        self.state.auth_failed(problem)
+        self.server.changed()
 
     def _on_auth_blocked(self, error: AuthError, connected: bool) -> None:
         """The connection needs a login, or the authorization server refused: a state of
         its own, not a crash (nothing is counted, no restart is spent)."""
         server = self.server
         self.client = None
-        server.auth_problem = error.problem  # type: ignore[attr-defined]
-        needs = server.auth_problem.needs_login
-        server.health.status = ServerStatus.NEEDS_AUTH if needs else ServerStatus.AUTH_FAILED
-        server.health.last_error = str(error)
+        problem: AuthProblem = error.problem  # type: ignore[attr-defined]
+        needs = problem.needs_login
+        self.state.auth_blocked(problem, str(error))
         self._auth_blocked.set()
         self._ready.set()  # wakes whoever waits to connect: they fail fast now
         self._ready = trio.Event()  # set again by the next connection
@@ -492,8 +509,7 @@ class ServerActor(Actor):
                 self._turn.close()  # ended before it connected: the next server's turn
             self.client = None
             self._end_direct_calls()
-            if self.server.current is self:
-                self.server.current = None
+            self.state.ended(self)
 
     async def _session(self) -> str | None:
         """Connect and serve one session; why it must be started over, else it raises.
@@ -511,9 +527,8 @@ class ServerActor(Actor):
 
     async def _connect_and_serve(self, turn: Turn | None) -> str | None:
         server = self.server
-        health = server.health
         config = server.config
-        health.status = ServerStatus.CONNECTING
+        self.state.connecting()
         if turn is not None and not turn.holding:
             try:
                 await turn.wait()
@@ -523,7 +538,7 @@ class ServerActor(Actor):
         # attempt 0 is the first connection; 1..max_attempts are the retries after it.
         server.emit(
             events.Connecting(
-                server=server.name, attempt=server.attempt, max_attempts=config.max_attempts
+                server=server.name, attempt=self.state.attempt, max_attempts=config.max_attempts
             )
         )
         transport = self.transport = server.transport()
@@ -591,11 +606,11 @@ class ServerActor(Actor):
         spec's backwards compatibility, try it as a legacy SSE server (and keep to it)."""
         status = getattr(transport, "first_status", None)
         config = self.server.config
-        if connected or self.server.use_sse or not getattr(config, "remote_fallback", False):
+        if connected or self.state.use_sse or not getattr(config, "remote_fallback", False):
             return False
         if status is None or not 400 <= status < 500:
             return False
-        self.server.use_sse = True
+        self.state.fell_back_to_sse()
         return True
 
     def _refused(self, transport: TransportLike) -> HTTPStatusError | None:
@@ -678,20 +693,27 @@ class ServerActor(Actor):
                 delivery.reset(token)
             if not answered:
                 self._lost.set()  # from now on no call is sent on this connection
-                server.emit(events.HealthStale(server=server.name, last_ok=server.health.last_ok))
+                server.emit(
+                    events.HealthStale(server=server.name, last_ok=self.state.health.last_ok)
+                )
                 raise StaleConnection(
                     f"MCP server {server.name!r} did not answer a ping within "
                     f"{server.ping_timeout} s",
                     server=server.name,
                 )
-            server.health.last_ok = time.time()
+            self.state.health.alive(time.time())
+
+    def spawned(self, pid: int) -> None:
+        """This incarnation's connection started the local server as process ``pid``."""
+        self.state.spawned(pid)
+        self.server.emit(events.LocalSpawned(server=self.server.name, pid=pid))
 
     def _on_connected(self, client: Client, tools: list[types.Tool], took: float) -> None:
         server = self.server
         self.client = client
-        server.tools = tools
+        self.state.tools_listed(tools)
         info = client.server_info
-        downtime = server.health.connected(
+        downtime = self.state.health.connected(
             len(tools),
             took,
             time.time(),
@@ -712,7 +734,7 @@ class ServerActor(Actor):
         error = transport.failure or collapse(exc)
         text = redact(describe(error))
         retryable = getattr(error, "retryable", True) is not False
-        server.health.failed(text, time.time(), trio.current_time(), retryable=retryable)
+        self.state.health.failed(text, time.time(), trio.current_time(), retryable=retryable)
         self.client = None
         if isinstance(transport, StdioTransport) and transport.pid is not None:
             server.emit(
@@ -731,7 +753,7 @@ class ServerActor(Actor):
     def _on_stopped(self, transport: TransportLike | None, connected: bool) -> None:
         server = self.server
         self.client = None
-        server.health.stopped(connected, trio.current_time())
+        self.state.health.stopped(connected, trio.current_time())
         if connected:
             server.emit(events.Disconnected(server=server.name, reason="stopped", was_clean=True))
         if isinstance(transport, StdioTransport) and transport.pid is not None:

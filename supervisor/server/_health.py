@@ -314,6 +314,24 @@ class Health:
         since, self.degraded_since = self.degraded_since, None
         return now - since
 
+    def alive(self, wall: float) -> None:
+        """The server answered something (at ``wall``, unix seconds)."""
+        self.last_ok = wall
+
+    def call_failed(self) -> None:
+        """A call failed: no answer, a refusal, or an answer that was wrong."""
+        self.calls_failed += 1
+
+    def call_answered(self, latency: float, wall: float, *, tool_error: bool) -> None:
+        """A call was answered after ``latency`` seconds (at ``wall``); ``tool_error``: with
+        the tool's own error result (``isError``), which is the server working."""
+        self.latency.observe(latency)
+        self.last_ok = wall
+        if tool_error:
+            self.calls_tool_error += 1
+        else:
+            self.calls_ok += 1
+
     def stopped(self, was_connected: bool, now: float) -> None:
         """Stopped on purpose; a ``failed`` status (the tree gave up) stays."""
         self.mark_stopped(now)

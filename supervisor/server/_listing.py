@@ -4,7 +4,7 @@ pages within the server's limits, and again — coalesced — when it says they 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import mcp_types as types
 import trio
@@ -23,7 +23,6 @@ from ..errors import CatalogTooLarge, PaginationError
 from ..log import get_logger
 from ..transports._pages import CATALOG_TOO_LARGE
 from ..transports._receipts import Receipt, connection_closed, delivery
-from ._host import ServerHost
 
 log = get_logger("supervisor.server")
 
@@ -53,7 +52,7 @@ class Listings:
     """
 
     def __init__(
-        self, server: ServerHost, nursery: trio.Nursery, client: Callable[[], Client | None]
+        self, server: Any, nursery: trio.Nursery, client: Callable[[], Client | None]
     ) -> None:
         self.server = server
         self._nursery = nursery
@@ -101,8 +100,7 @@ class Listings:
                     delivery.reset(token)
                 server = self.server
                 before = {t.name: t for t in server.tools}
-                server.tools = tools
-                server.health.tool_count = len(tools)
+                server.state.tools_relisted(tools)
                 if {t.name: t for t in tools} != before:
                     server.changed()  # the live catalog publishes what changed
                 if not self._relist_again:
@@ -246,13 +244,11 @@ class Listings:
             if "prompts" in which:
                 nursery.start_soon(guarded, "prompts", prompts)
         # No checkpoint from here to the caller's report.
-        if "resources" in got:
-            server.resources = got["resources"]  # type: ignore[assignment]
-        if "templates" in got:
-            server.resource_templates = got["templates"]  # type: ignore[assignment]
-        if "prompts" in got:
-            server.prompts = got["prompts"]  # type: ignore[assignment]
-        server.listed = True
+        server.state.extras_listed(
+            got.get("resources"),  # type: ignore[arg-type]
+            got.get("templates"),  # type: ignore[arg-type]
+            got.get("prompts"),  # type: ignore[arg-type]
+        )
         return (server.resources, server.resource_templates, server.prompts) != before
 
     async def refetch(self, what: Listing) -> None:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import mcp_types as types
 import trio
@@ -17,23 +16,17 @@ from ..actors import (
     ActorUnavailable,
     CallTimeout,
     ChildSpec,
-    GaveUp,
     Intensity,
-    NotRestarted,
     RequestAborted,
     Restart,
-    Restarted,
-    RestartScheduled,
-    Supervisor,
     actor_spec,
-    open_tree,
 )
-from ..actors._decisions import Decision, Notify
 from ..actors._mailbox import AddressState
 from ..auth._broker import AuthProblem, BrokerState, TokenBroker
 from ..calls import _tracing as tracing
 from ..calls._audit import audit_outcome
 from ..config._apps import app_name
+from ..config._limits import Limits
 from ..config._secrets import command_line
 from ..errors import (
     AuthorizationFailed,
@@ -55,23 +48,23 @@ from ..transports._remote import TransportLike
 from ..transports._stdio import GRACE_SECONDS, KILL_AFTER_SECONDS
 from ._actor import PING_TIMEOUT, ServerActor
 from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
-from ._host import Limits, ServerSettings
 from ._messages import CallTool, GetPrompt, ListTools, Progress, ReadResource, _NotSent
 from ._startup import StartSlots
+from ._state import ServerState
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-log = get_logger("supervisor.server")
+    from ..config._model import ServerConfig
+    from ..registry._merge import Listing
 
-#: Reasons logged per server when its list has invalid tools (the count is in its health).
-_LOGGED_PROBLEMS = 5
+log = get_logger("supervisor.server")
 
 #: Calls that may wait in one server's mailbox.
 MAILBOX = 4096
 
 
-def target(config: ServerSettings) -> str | None:
+def target(config: ServerConfig) -> str | None:
     """What a server runs or reaches, for people: a local server's command line, secret-
     looking arguments masked (``--token=***``), or a remote server's URL without user-info
     and query string (either may hold a secret). A record shows it with the secrets known
@@ -90,7 +83,7 @@ def _shown(target: str | None) -> str | None:
     return None if target is None else redact(target)
 
 
-def disabled_record(config: ServerSettings) -> HealthRecord:
+def disabled_record(config: ServerConfig) -> HealthRecord:
     """The health record of a server configured but disabled: never started, so nothing
     is known of it but its transport and :func:`target`."""
     return HealthRecord(
@@ -134,7 +127,7 @@ class ManagedServer:
 
     def __init__(
         self,
-        config: ServerSettings,
+        config: ServerConfig,
         *,
         publish: Callable[[events.Event], None],
         client_options: Mapping[str, object] | None = None,
@@ -155,8 +148,6 @@ class ManagedServer:
         self.start_slots = start_slots
         #: the OAuth token broker of a remote server that uses OAuth (docs/auth.md)
         self.broker = broker
-        #: why the server waits for an OAuth login (or was refused), while it does
-        self.auth_problem: AuthProblem | None = None
         #: false: one attempt, never restarted (what a one-shot command wants)
         self.retries = retries
         self.ping_timeout = ping_timeout
@@ -170,27 +161,10 @@ class ManagedServer:
         self.error = error
         #: what it runs or reaches, for people (see :func:`target`)
         self.target = target(config)
-        self.health = Health()
-        self._tools: list[types.Tool] = []
-        self._by_name: dict[str, types.Tool] = {}
-        # Resources, templates and prompts as last listed (kept while it restarts); empty
-        # when the server does not advertise them. `listed`: some connection listed them.
-        self.resources: list[types.Resource] = []
-        self.resource_templates: list[types.ResourceTemplate] = []
-        self.prompts: list[types.Prompt] = []
-        self.listed = False
+        #: what the server is now: written by its actor and the tree's decisions only
+        self.state = ServerState(config.name, self.limits, error=error)
         # Where what it offers is reported (the registry's mailbox), if anywhere.
         self._report = report
-        #: its tools as last listed, checked once when they arrived
-        self.listing = Listing(())
-        self.incarnations = 0
-        #: the live incarnation, whose connection calls may use directly
-        self.current: ServerActor | None = None
-        #: the consecutive restart the supervision tree last decided on (0: none yet);
-        #: reported, never computed here
-        self.attempt = 0
-        # A `type: remote` server that turned out to speak only legacy SSE.
-        self.use_sse = False
         # The attempt budget: max_attempts restarts in a row (the count starts over once
         # the server stayed up backoff.stable_after), then give_up.
         self.spec: ChildSpec = actor_spec(
@@ -203,9 +177,6 @@ class ManagedServer:
             backoff=config.backoff,
             shutdown_timeout=config.shutdown_timeout,
         )
-        if error is not None:
-            self.health.status = ServerStatus.FAILED
-            self.health.last_error = error
         #: the server's fault engine, if its config has a ``faults`` plan
         self.fault_engine: FaultEngine | None = None
         plan = getattr(config, "faults", None)
@@ -225,37 +196,71 @@ class ManagedServer:
     def address(self):  # noqa: ANN201 - the spec's Address
         return self.spec.address
 
+    # -- its state, read-only (see :class:`ServerState`) -----------------------------
+
+    @property
+    def health(self) -> Health:
+        """Its running health (its actor and the tree's decisions keep it)."""
+        return self.state.health
+
     @property
     def tools(self) -> list[types.Tool]:
         """The tools the server listed last (kept while it restarts)."""
-        return self._tools
+        return self.state.tools
 
-    @tools.setter
-    def tools(self, tools: list[types.Tool]) -> None:
-        self._tools = tools
-        # A name listed twice is the first tool's (as in the catalog: the rest are invalid).
-        self._by_name = {t.name: t for t in reversed(tools)}
-        # Checked here, once per list: names, descriptions, input schemas.
-        self.listing = listing = Listing(tools, self.limits)
-        self.health.unsupported_tools = len(listing.problems)
-        if listing.problems:
-            log.warning(
-                "invalid tools skipped",
-                server=self.name,
-                count=len(listing.problems),
-                problems=list(listing.problems[:_LOGGED_PROBLEMS]),
-            )
-        if listing.notes:
-            log.warning(
-                "tool descriptions cut to the limit",
-                server=self.name,
-                count=len(listing.notes),
-                notes=list(listing.notes[:_LOGGED_PROBLEMS]),
-            )
+    @property
+    def listing(self) -> Listing:
+        """Its tools as last listed, checked once when they arrived."""
+        return self.state.listing
+
+    @property
+    def resources(self) -> list[types.Resource]:
+        """The resources it listed last (kept while it restarts)."""
+        return self.state.resources
+
+    @property
+    def resource_templates(self) -> list[types.ResourceTemplate]:
+        """The resource templates it listed last (kept while it restarts)."""
+        return self.state.resource_templates
+
+    @property
+    def prompts(self) -> list[types.Prompt]:
+        """The prompts it listed last (kept while it restarts)."""
+        return self.state.prompts
+
+    @property
+    def listed(self) -> bool:
+        """Whether some connection listed its resources and prompts."""
+        return self.state.listed
+
+    @property
+    def auth_problem(self) -> AuthProblem | None:
+        """Why the server waits for an OAuth login (or was refused), while it does."""
+        return self.state.auth_problem
+
+    @property
+    def use_sse(self) -> bool:
+        """Whether a ``type: remote`` server turned out to speak only legacy SSE."""
+        return self.state.use_sse
+
+    @property
+    def current(self) -> ServerActor | None:
+        """The live incarnation, whose connection calls may use directly."""
+        return self.state.current
+
+    @property
+    def incarnations(self) -> int:
+        """Incarnations started so far."""
+        return self.state.incarnations
+
+    @property
+    def attempt(self) -> int:
+        """The consecutive restart the supervision tree last decided on (its copy)."""
+        return self.state.attempt
 
     def tool(self, name: str) -> types.Tool | None:
         """The listed tool of that (original) name, if any."""
-        return self._by_name.get(name)
+        return self.state.tool(name)
 
     def status(self) -> ServerStatus:
         state = self.address.state
@@ -305,30 +310,9 @@ class ManagedServer:
 
     # -- what the supervision tree decided -----------------------------------------------
 
-    def decided(self, decision: Decision) -> None:
-        """Take in the tree's decision about this server: its health record and the
-        ``mcp.error`` event follow from it (attempt, delay, giving up), nothing else."""
-        h = self.health
-        if isinstance(decision, RestartScheduled):
-            self.attempt = decision.attempt
-            h.next_retry_at = time.time() + decision.delay
-            if not decision.own:
-                return  # a sibling's exit: this server's own events said it stopped
-            self._announce(decision.attempt, decision.delay)
-        elif isinstance(decision, Restarted):
-            h.restarts += 1
-            h.next_retry_at = None
-        elif isinstance(decision, GaveUp):
-            self.attempt = decision.attempt
-            h.next_retry_at = None
-            self._announce(decision.attempt, None)
-        elif isinstance(decision, NotRestarted):
-            h.next_retry_at = None
-            if decision.crashed:
-                h.status = ServerStatus.FAILED
-                self._announce(self.attempt + 1, None)
-
-    def _announce(self, attempt: int, retry_in: float | None) -> None:
+    def announce(self, attempt: int, retry_in: float | None) -> None:
+        """Publish the ``mcp.error`` a decision of the tree calls for (see
+        :func:`~supervisor.server._hook.tree_hook`): its last error, and what comes next."""
         error = self.health.last_error or "unknown error"
         self.emit(
             events.ServerErrored(server=self.name, error=error, retry_in=retry_in, attempt=attempt)
@@ -432,8 +416,8 @@ class ManagedServer:
         )
 
     def _spawned(self, pid: int) -> None:
-        self.health.pid = pid
-        self.emit(events.LocalSpawned(server=self.name, pid=pid))
+        if (actor := self.current) is not None:  # the incarnation whose connection spawned it
+            actor.spawned(pid)
 
     def _stderr_line(self, line: str) -> None:
         log.debug("server stderr", server=self.name, line=line)
@@ -483,30 +467,12 @@ class ManagedServer:
         try:
             result = await self._call_tool(tool, arguments, timeout, progress, call_id)
         except ToolCallTimeout as exc:
-            self._timed_out(exc)
+            if (actor := self.current) is not None:  # its connection's count of them
+                actor.call_timed_out(exc)
             raise
-        self._answered()
+        if (actor := self.current) is not None:
+            actor.call_answered()
         return result
-
-    def _timed_out(self, exc: ToolCallTimeout) -> None:
-        limit = self.config.degraded_after
-        reason = (
-            f"{limit} calls in a row timed out (the last: tool {exc.tool!r} after "
-            f"{exc.timeout:g} s) although connected; probing it"
-        )
-        if not self.health.timed_out(reason, limit, trio.current_time()):
-            return
-        log.warning("server degraded", server=self.name, reason=reason)
-        self.emit(events.HealthStale(server=self.name, last_ok=self.health.last_ok))
-        if self.current is not None:
-            self.current.probe()
-        self.changed()
-
-    def _answered(self) -> None:
-        degraded_for = self.health.answered(trio.current_time())
-        if degraded_for is not None:
-            self.emit(events.HealthRecovered(server=self.name, downtime=degraded_for))
-            self.changed()
 
     async def _call_tool(
         self,
@@ -707,44 +673,3 @@ class ManagedServer:
         except BaseException as exc:
             self._raise_translated(exc, what, limit, request=True)
             raise
-
-
-def tree_hook(
-    servers: Mapping[str, ManagedServer],
-    publish: Callable[[events.Event], None],
-    *,
-    supervisor: str | None = None,
-) -> Notify:
-    """The notify hook of a tree of servers: each decision reaches the server it is about
-    (:meth:`ManagedServer.decided`) — a decision of the supervisor named ``supervisor``,
-    when given — then publishes its ``supervisor.*`` event."""
-
-    def decided(decision: Decision) -> None:
-        if supervisor is not None and decision.supervisor != supervisor:
-            server = None  # another part of the tree: the bus, the registry
-        else:
-            server = servers.get(decision.child)
-        if server is not None:
-            server.decided(decision)  # its mcp.error first: the cause, then the outcome
-        event = events.tree_event(decision)
-        if event is not None:
-            publish(event)
-
-    return decided
-
-
-@contextlib.asynccontextmanager
-async def open_servers(
-    servers: Sequence[ManagedServer], **tree_options: Any
-) -> AsyncIterator[Supervisor]:
-    """Supervise ``servers`` (in order) for the duration of the block, in a root tree whose
-    decisions reach them; ``tree_options`` go to :func:`~supervisor.actors.open_tree`.
-    As in ``open_supervisor``, the tree's intensity is unlimited unless given: each
-    server's own attempt budget decides when it is given up."""
-    tree_options.setdefault("intensity", Intensity.unlimited())
-    by_name = {s.name: s for s in servers}
-    publish = servers[0].publish if servers else (lambda event: None)
-    async with open_tree(
-        [s.spec for s in servers], notify=tree_hook(by_name, publish), **tree_options
-    ) as tree:
-        yield tree

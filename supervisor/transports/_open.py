@@ -3,9 +3,8 @@ its config names, with its limits, its OAuth tokens and its fault plan."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..auth._broker import AuthProblem, BrokerAuth, TokenBroker
 from ..injection._session import FaultyTransport
@@ -18,27 +17,12 @@ from ._stdio import GRACE_SECONDS, KILL_AFTER_SECONDS, StdioTransport
 
 if TYPE_CHECKING:
     from ..config._limits import Limits
+    from ..config._model import ServerConfig
     from ..injection._engine import FaultEngine
 
 
-class TransportSettings(Protocol):
-    """What opening a transport reads of a server's configuration
-    (``supervisor.config.ServerConfig``)."""
-
-    name: str
-    type: str
-    command: str | None
-    args: Sequence[str]
-    env: Mapping[str, str]
-    cwd: str | os.PathLike[str] | None
-    inherit_env: bool
-    url: str | None
-    headers: Mapping[str, str]
-    timeout: float
-
-
 def open_transport(
-    config: TransportSettings,
+    config: ServerConfig,
     limits: Limits,
     broker: TokenBroker | None = None,
     faults: FaultEngine | None = None,
