@@ -16,7 +16,7 @@ The tree it runs::
         ├── <server>   one supervised actor per enabled server, in config order
         └── …
 
-Each enabled server becomes a :class:`~supervisor.server.ManagedServer` child of
+Each enabled server becomes a :class:`~supervisor.server.ServerHandle` child of
 ``servers``. A server whose config could not be completed (a missing ``${VAR}``) is kept
 out of the tree and reported as failed with that error; the others run. If ``servers``
 gives up (its intensity, or a server with ``giveUp: escalate``), the whole supervisor does:
@@ -79,8 +79,8 @@ from .registry import Catalog, NamingPolicy, Summary
 from .registry._live import Offer, Registry, RegistryStatistics, Snapshot
 from .server import (
     HealthRecord,
-    ManagedServer,
     Progress,
+    ServerHandle,
     ServerMetrics,
     StartSlots,
     disabled_record,
@@ -113,7 +113,7 @@ class SupervisorHandle:
         config: Config,
         bus: Bus,
         root: Supervisor,
-        servers: Mapping[str, ManagedServer],
+        servers: Mapping[str, ServerHandle],
         registry: Registry,
         *,
         approve: ApprovalCallback | None = None,
@@ -623,13 +623,13 @@ def _server_handles(
     client_options: Mapping[str, object],
     retry_idempotent: bool,
     retries: bool,
-) -> dict[str, ManagedServer]:
+) -> dict[str, ServerHandle]:
     """One server handle per enabled server, by name, in config order; they share one
     queue of start slots (at most ``startupConcurrency`` connect at once)."""
     settings = cfg.settings
     start_slots = StartSlots(settings.startup_concurrency)
     return {
-        name: ManagedServer(
+        name: ServerHandle(
             cfg.servers[name],
             publish=publish,
             client_options=client_options,
@@ -651,7 +651,7 @@ def _tree(
     bus: Bus,
     registry: Registry,
     auth: AuthService,
-    servers: Mapping[str, ManagedServer],
+    servers: Mapping[str, ServerHandle],
 ) -> list[ChildSpec]:
     """The root's children: the bus, the registry, the auth service's actors, and the
     ``servers`` supervisor over every server that could be configured."""

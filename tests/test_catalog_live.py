@@ -27,19 +27,19 @@ from supervisor.events._catalog import (
 from supervisor.registry import NamingPolicy
 from supervisor.registry._live import Registry
 from supervisor.runtime import open_supervisor
-from supervisor.server import ManagedServer, ServerStatus
+from supervisor.server import ServerHandle, ServerStatus
 from supervisor.testing.servers import count_executions, stdio_params
 
-# -- in process: real ManagedServer objects, no processes ---------------------------------
+# -- in process: real ServerHandle objects, no processes ---------------------------------
 
 
-def managed(name: str, prefix: str | None = None) -> ManagedServer:
+def managed(name: str, prefix: str | None = None) -> ServerHandle:
     """A configured server that is never started: its tools and status are set by hand."""
     entry: dict[str, object] = {"command": "unused"}
     if prefix is not None:
         entry["prefix"] = prefix
     config = load_config({"mcpServers": {name: entry}})
-    return ManagedServer(config.servers[name], publish=lambda event: None)
+    return ServerHandle(config.servers[name], publish=lambda event: None)
 
 
 def tool(name: str, description: str = "", schema: dict[str, object] | None = None) -> Tool:
@@ -50,7 +50,7 @@ def tool(name: str, description: str = "", schema: dict[str, object] | None = No
     )
 
 
-def listed(server: ManagedServer, *tools: Tool | str) -> None:
+def listed(server: ServerHandle, *tools: Tool | str) -> None:
     """``server`` connected (again) and listed ``tools``: what its actor does, then tells."""
     server.state.tools_listed([t if isinstance(t, Tool) else tool(t) for t in tools])
     server.health.tool_count = len(server.tools)
@@ -58,7 +58,7 @@ def listed(server: ManagedServer, *tools: Tool | str) -> None:
     server.changed()
 
 
-def down(server: ManagedServer) -> None:
+def down(server: ServerHandle) -> None:
     server.health.status = ServerStatus.DISCONNECTED
     server.changed()
 
@@ -80,7 +80,7 @@ class Live:
         await self.registry.incarnation().run(task_status=task_status)
 
 
-def live(servers: Sequence[ManagedServer], **options: object) -> tuple[Live, list[Event]]:
+def live(servers: Sequence[ServerHandle], **options: object) -> tuple[Live, list[Event]]:
     published: list[Event] = []
     registry = Registry(
         [s.name for s in servers],

@@ -31,7 +31,7 @@ from supervisor.events._catalog import Event, to_builtins
 from supervisor.faults import faults_json, load_plan
 from supervisor.injection._engine import Injected
 from supervisor.injection._plan import Plan
-from supervisor.server import ManagedServer, ServerStatus, open_servers
+from supervisor.server import ServerHandle, ServerStatus, open_servers
 from supervisor.testing.servers import count_executions, make_server, stdio_params
 from supervisor.transports._ws import serve_websocket
 
@@ -317,10 +317,10 @@ async def memory(
     *,
     count_file: Path | None = None,
     publish=lambda event: None,  # noqa: ANN001
-) -> AsyncIterator[ManagedServer]:
+) -> AsyncIterator[ServerHandle]:
     """An in-process echo server behind ``plan``, supervised."""
     app = make_server("echo", count_file=count_file)
-    server = ManagedServer(Memory("mem", app, load_plan(plan)), publish=publish)
+    server = ServerHandle(Memory("mem", app, load_plan(plan)), publish=publish)
     async with open_servers([server]):
         yield server
 

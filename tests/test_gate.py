@@ -26,7 +26,7 @@ from supervisor.monitor._metrics import status_document
 from supervisor.registry import NamingPolicy
 from supervisor.registry import _live as registry_live
 from supervisor.registry._live import Registry
-from supervisor.server import ManagedServer
+from supervisor.server import ServerHandle
 from supervisor.testing.servers import count_executions, executions_by_call, stdio_params
 from supervisor.tools import ApprovalRequest, parameters
 
@@ -222,7 +222,7 @@ def test_a_relisted_destructive_tool_is_decided_again() -> None:
     from supervisor.config import load_config
 
     config = load_config({"mcpServers": {"s": config_entry}}).servers["s"]
-    server = ManagedServer(config, publish=lambda event: None)
+    server = ServerHandle(config, publish=lambda event: None)
     gate = Gate({"s": server}, Registry(["s"], publish=lambda event: None))
     harmless = _tool(destructive=False)
     assert gate.approval_reason(server, "tidy", harmless, "s_tidy") is None
@@ -333,7 +333,7 @@ async def test_a_call_right_after_a_listing_waits_for_the_registrys_merge() -> N
 
     config = load_config({"mcpServers": {"s": {"command": "unused", "approve": False}}})
     registry = Registry(["s"], publish=lambda event: None)
-    server = ManagedServer(config.servers["s"], publish=lambda e: None, report=registry.report)
+    server = ServerHandle(config.servers["s"], publish=lambda e: None, report=registry.report)
     sent: list[str] = []
 
     async def call_tool(

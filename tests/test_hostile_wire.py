@@ -144,7 +144,7 @@ async def test_listings_and_pings_answered_with_32000_keep_the_connection() -> N
 #: server is ``hostile_server.py`` over stdio, or the WebSocket server at a ``ws://`` URL.
 MEASURE = """
 import json, sys, tracemalloc, trio
-from supervisor.server import ManagedServer, open_servers
+from supervisor.server import ServerHandle, open_servers
 from tests.test_server import Settings
 
 def vm(key):
@@ -158,7 +158,7 @@ async def refused(hostile, count, seen):
     else:
         config = Settings(name="big", command=sys.executable, args=[hostile, "catalog", count],
                           lazy=False, max_attempts=0, init_timeout=600)
-    server = ManagedServer(config, publish=seen.append)
+    server = ServerHandle(config, publish=seen.append)
     async with open_servers([server]):
         while server.health.last_error is None:
             await trio.sleep(0.01)

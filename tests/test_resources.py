@@ -34,7 +34,7 @@ from supervisor.errors import (
 )
 from supervisor.registry import NamingPolicy
 from supervisor.runtime import open_supervisor
-from supervisor.server import ManagedServer, open_servers
+from supervisor.server import ServerHandle, open_servers
 from supervisor.testing.servers import count_executions, stdio_params
 
 from .probes import until
@@ -344,7 +344,7 @@ async def test_missing_or_broken_listings_leave_tools_alone(mode: str) -> None:
     )
     options = {"mode": mode}
     servers = [
-        ManagedServer(Settings(name=s.name, app=s), publish=lambda e: None, client_options=options)
+        ServerHandle(Settings(name=s.name, app=s), publish=lambda e: None, client_options=options)
         for s in (bare, broken)
     ]
     async with open_servers(servers):

@@ -16,7 +16,7 @@ from supervisor.actors import Backoff, GiveUp, Restart, SupervisorGaveUp
 from supervisor.errors import ServerUnavailable, TransportError
 from supervisor.events._catalog import Event
 from supervisor.runtime import open_supervisor
-from supervisor.server import ManagedServer, ServerStatus, open_servers
+from supervisor.server import ServerHandle, ServerStatus, open_servers
 from supervisor.transports._remote import Remote
 
 from .probes import until
@@ -57,7 +57,7 @@ class _Refused:
         return None
 
 
-class RefusedServer(ManagedServer):
+class RefusedServer(ServerHandle):
     def transport(self) -> Remote:
         return Remote(_Refused())
 
@@ -210,8 +210,8 @@ def test_the_stdio_stop_delays_are_injectable() -> None:
     from supervisor.config import load_config
 
     config = load_config({"mcpServers": {"s": {"command": "true"}}}).servers["s"]
-    server = ManagedServer(config, publish=lambda event: None, grace=0.1, kill_after=0.2)
+    server = ServerHandle(config, publish=lambda event: None, grace=0.1, kill_after=0.2)
     transport = server.transport()
     assert (transport.grace, transport.kill_after) == (0.1, 0.2)  # type: ignore[attr-defined]
-    default = ManagedServer(config, publish=lambda event: None).transport()
+    default = ServerHandle(config, publish=lambda event: None).transport()
     assert (default.grace, default.kill_after) == (2.0, 2.0)  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ from supervisor.actors import Backoff, GiveUp, Restart
 from supervisor.events._catalog import Event
 from supervisor.server import (
     CallMayHaveTakenEffect,
-    ManagedServer,
+    ServerHandle,
     ServerStatus,
     ServerUnavailable,
     open_servers,
@@ -77,8 +77,8 @@ class Recorder:
         ]
 
 
-def managed(config: Settings, recorder: Recorder) -> ManagedServer:
-    return ManagedServer(config, publish=recorder)
+def managed(config: Settings, recorder: Recorder) -> ServerHandle:
+    return ServerHandle(config, publish=recorder)
 
 
 def alive(pid: int) -> bool:
@@ -284,10 +284,10 @@ async def test_server_requests_go_to_the_embedders_handlers() -> None:
 
     rec = Recorder()
     config = Settings(name="asks", command="", args=[], type="memory", app=elicitation_app())
-    answered = ManagedServer(
+    answered = ServerHandle(
         config, publish=rec, client_options={"mode": "legacy", "elicitation_callback": elicit}
     )
-    bare = ManagedServer(
+    bare = ServerHandle(
         attrs.evolve(config, name="bare"), publish=rec, client_options={"mode": "legacy"}
     )
     async with open_servers([answered, bare]):
@@ -303,7 +303,7 @@ async def test_idempotent_tools_are_resent_only_with_the_opt_in(tmp_path) -> Non
     count = tmp_path / "count"
     rec = Recorder()
     config = settings("c", "crash", crash_after=2, count_file=count)
-    opted = ManagedServer(config, publish=rec, retry_idempotent=True)
+    opted = ServerHandle(config, publish=rec, retry_idempotent=True)
     async with open_servers([opted]):
         await opted.call_tool("add", {"a": 1, "b": 1}, None)
         # echo is annotated read-only and idempotent: the crash is absorbed, it runs again.
@@ -317,7 +317,7 @@ async def test_a_server_that_stops_answering_pings_is_restarted() -> None:
     rec = Recorder()
     config = settings("frozen", "echo", lazy=False, ping_interval=0.2)
     # Long enough that a loaded machine answers every ping before the SIGSTOP.
-    frozen = ManagedServer(config, publish=rec, ping_timeout=2.0)
+    frozen = ServerHandle(config, publish=rec, ping_timeout=2.0)
     async with open_servers([frozen]):
         await wait_for(lambda: frozen.status() is ServerStatus.CONNECTED)
         pid = frozen.health.pid
@@ -336,7 +336,7 @@ async def test_pings_keep_a_healthy_connection() -> None:
     """Pings that are answered (ping, or discover on 2026-07-28) keep the connection."""
     rec = Recorder()
     config = settings("healthy", "echo", lazy=False, ping_interval=0.1)
-    healthy = ManagedServer(config, publish=rec, ping_timeout=5)
+    healthy = ServerHandle(config, publish=rec, ping_timeout=5)
     async with open_servers([healthy]):
         await wait_for(lambda: healthy.status() is ServerStatus.CONNECTED)
         first_ok = healthy.health.last_ok
@@ -352,7 +352,7 @@ async def test_a_changed_tool_list_is_fetched_again(mode: str) -> None:
 
     rec = Recorder()
     registry = Registry(["changing"], publish=rec)
-    changing = ManagedServer(
+    changing = ServerHandle(
         settings("changing", "changing"),
         publish=rec,
         client_options={"mode": mode},

@@ -49,7 +49,7 @@ from ..errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid,
 from ..injection._engine import Injected
 from ..log import get_logger
 from ..registry._live import Registry
-from ..server import HealthRecord, ManagedServer, Progress, ServerMetrics
+from ..server import HealthRecord, Progress, ServerHandle, ServerMetrics
 from ..tools import ApprovalCallback, ApprovalRequest, Decider, ToolResult
 from ..tools._approval import ApprovalDecision, ApprovalReason, decide_approval, policy_verdict
 from ..tools._results import normalize_result
@@ -73,7 +73,7 @@ class Gate:
 
     def __init__(
         self,
-        servers: Mapping[str, ManagedServer],
+        servers: Mapping[str, ServerHandle],
         registry: Registry,
         *,
         approve: ApprovalCallback | None = None,
@@ -97,7 +97,7 @@ class Gate:
         # one question to the approval callback at a time (trio's lock is fair: FIFO)
         self._asking = trio.Lock()
 
-    def resolve(self, name: str) -> tuple[ManagedServer, str]:
+    def resolve(self, name: str) -> tuple[ServerHandle, str]:
         """The server and its own tool name for a merged tool name (step 1 above)."""
         named = self._registry.snapshot.named
         entry = named.get(name)
@@ -109,7 +109,7 @@ class Gate:
             return self._servers[found[0]], found[1]
         raise named.unknown([name])
 
-    def merged_name(self, server: ManagedServer, original: str) -> str:
+    def merged_name(self, server: ServerHandle, original: str) -> str:
         """The name ``server``'s tool ``original`` has in the catalog (or will have)."""
         for entry in self._registry.snapshot.named.values():
             if entry.server == server.name and entry.original_name == original:
@@ -203,7 +203,7 @@ class Gate:
 
     async def _resolve(
         self, call: Call, watches: list[CallWatch], timeout: float | None
-    ) -> tuple[ManagedServer, str, types.Tool]:
+    ) -> tuple[ServerHandle, str, types.Tool]:
         """The server, its own tool name and the tool ``call`` is for (steps 1 and 2 of
         the module docstring), told to ``watches`` as soon as each is known."""
         name = call.tool
@@ -239,8 +239,8 @@ class Gate:
             return await decide_approval(approve, request)
 
     async def _learn(
-        self, name: str, server: ManagedServer, timeout: float | None
-    ) -> tuple[ManagedServer, str, types.Tool]:
+        self, name: str, server: ServerHandle, timeout: float | None
+    ) -> tuple[ServerHandle, str, types.Tool]:
         """Connect ``server`` (never connected yet) and look ``name`` up in what it lists."""
         limit = timeout
         if limit is None:
@@ -274,7 +274,7 @@ class Gate:
         return self.approval_reason(server, original, listed, name)
 
     def approval_reason(
-        self, server: ManagedServer, original: str, tool: types.Tool, merged: str
+        self, server: ServerHandle, original: str, tool: types.Tool, merged: str
     ) -> ApprovalReason | None:
         """Why calling ``tool`` (``merged`` in the catalog) needs approval (``None``: it
         does not); see :meth:`verdict`."""
@@ -282,7 +282,7 @@ class Gate:
         return None if isinstance(verdict, Decider) else verdict
 
     def verdict(
-        self, server: ManagedServer, original: str, tool: types.Tool, merged: str
+        self, server: ServerHandle, original: str, tool: types.Tool, merged: str
     ) -> ApprovalReason | Decider:
         """What ``server``'s policy says of calling ``tool`` (``merged`` in the catalog):
         why it needs approval, or the rule that lets it go ahead
@@ -297,7 +297,7 @@ class Gate:
         return verdict
 
 
-async def connect(server: ManagedServer, timeout: float | None) -> None:
+async def connect(server: ServerHandle, timeout: float | None) -> None:
     """Connect ``server`` if it can be; return once connected, failed, or at ``timeout``
     (default: its handshake plus request timeout). Errors are in its health record."""
     if server.error is not None or server.address.state is not AddressState.OPEN:
@@ -317,7 +317,7 @@ class ServerView:
 
     __slots__ = ("_gate", "_server")
 
-    def __init__(self, server: ManagedServer, gate: Gate) -> None:
+    def __init__(self, server: ServerHandle, gate: Gate) -> None:
         self._server = server
         self._gate = gate
 
@@ -376,8 +376,8 @@ class ServerView:
         """Inject a fault into its current connection now, outside its plan: ``kill``
         (a crash), ``hang`` (it stops answering until ``resume``), ``resume``, or
         ``list_changed`` (a spurious tools notification). Needs a ``faults`` plan in its
-        config, an empty one will do; see :meth:`ManagedServer.inject
-        <supervisor.server.ManagedServer.inject>`."""
+        config, an empty one will do; see :meth:`ServerHandle.inject
+        <supervisor.server.ServerHandle.inject>`."""
         return await self._server.inject(action)
 
     async def call_tool(

@@ -1,7 +1,7 @@
 """Resources and prompts: merged across servers, namespaced like tools.
 
 Each server's ``resources/list``, ``resources/templates/list`` and ``prompts/list`` (kept on
-its :class:`~supervisor.server.ManagedServer`, refetched on ``list_changed``) are merged in
+its :class:`~supervisor.server.ServerHandle`, refetched on ``list_changed``) are merged in
 config order into :class:`MergedResource`, :class:`MergedResourceTemplate` and
 :class:`MergedPrompt` values. Names follow the tools' rules (:mod:`supervisor.registry`:
 the naming template and prefix, normalisation, the 64-character limit and the clash
@@ -50,7 +50,7 @@ from ..registry._resources import (
     route_resource,
     template_matches,
 )
-from ..server import ManagedServer
+from ..server import ServerHandle
 
 __all__ = [
     "MergedPrompt",
@@ -76,7 +76,7 @@ class Resources:
 
     def __init__(
         self,
-        servers: Mapping[str, ManagedServer],
+        servers: Mapping[str, ServerHandle],
         registry: Registry,
         connect_all: Callable[[], Awaitable[None]],
     ) -> None:
@@ -136,8 +136,8 @@ class Resources:
         the server's request timeout), and is sent once more if the connection dies with
         it in flight. Raises :class:`~supervisor.errors.UnknownResource` without sending
         when no server offers ``uri``; :class:`~supervisor.errors.UnknownServer` for an
-        unknown ``server``; and what :meth:`ManagedServer.read_resource
-        <supervisor.server.ManagedServer.read_resource>` raises: ``ServerUnavailable``,
+        unknown ``server``; and what :meth:`ServerHandle.read_resource
+        <supervisor.server.ServerHandle.read_resource>` raises: ``ServerUnavailable``,
         ``RequestTimeout``, ``ServerRequestError`` (the server's own error answer).
         """
         if server is not None:
@@ -184,7 +184,7 @@ class Resources:
         Raises, without sending, :class:`~supervisor.errors.UnknownPrompt` (naming close
         matches) and :class:`~supervisor.errors.PromptArgumentsInvalid` when a required
         argument is missing or a value is not a string; then what
-        :meth:`ManagedServer.get_prompt <supervisor.server.ManagedServer.get_prompt>`
+        :meth:`ServerHandle.get_prompt <supervisor.server.ServerHandle.get_prompt>`
         raises. Waits and retries as :meth:`read_resource` does.
         """
         await self._current()

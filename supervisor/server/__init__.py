@@ -1,10 +1,12 @@
 """The server actor: one MCP server's connection lifecycle and health.
 
-Each configured server is a :class:`ManagedServer` — its config, its mailbox
-(:class:`~supervisor.actors.Address`) and its :class:`Health` — which outlives the
-:class:`ServerActor` incarnations that hold one SDK ``Client`` each. The supervision tree
-restarts incarnations with the server's backoff and gives up on it (``failed``) after its
-attempts; it never affects another server.
+Each configured server is a :class:`ServerHandle` — its config, its mailbox
+(:class:`~supervisor.actors.Address`) and its :class:`ServerState` (health, listings, auth
+problem, transport choice) — which outlives the :class:`ServerActor` incarnations that
+hold one SDK ``Client`` each. Callers use the handle (calls, reads, prompts, records) and
+only read the state; its writers are the actor and the tree's decisions. The supervision
+tree restarts incarnations with the server's backoff and gives up on it (``failed``)
+after its attempts; it never affects another server.
 
 States::
 
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
     from ._hook import open_servers as open_servers
     from ._hook import tree_hook as tree_hook
     from ._managed import MAILBOX as MAILBOX
-    from ._managed import ManagedServer as ManagedServer
+    from ._managed import ServerHandle as ServerHandle
     from ._managed import disabled_record as disabled_record
     from ._messages import CALL_ID_META as CALL_ID_META
     from ._messages import CallTool as CallTool

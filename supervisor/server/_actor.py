@@ -120,7 +120,7 @@ class ServerActor(Actor):
     max_concurrency = MAX_IN_FLIGHT
 
     def __init__(self, server: Any) -> None:
-        # ``server`` is its ManagedServer, which makes the actors: not imported here.
+        # ``server`` is its ServerHandle, which makes the actors: not imported here.
         self.server = server
         #: the server's state: this actor writes it (see :class:`ServerState`)
         self.state = server.state

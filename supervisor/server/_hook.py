@@ -15,11 +15,11 @@ from typing import Any
 from ..actors import Intensity, Supervisor, open_tree
 from ..actors._decisions import Decision, Notify
 from ..events import _catalog as events
-from ._managed import ManagedServer
+from ._managed import ServerHandle
 
 
 def tree_hook(
-    servers: Mapping[str, ManagedServer],
+    servers: Mapping[str, ServerHandle],
     publish: Callable[[events.Event], None],
     *,
     supervisor: str | None = None,
@@ -47,7 +47,7 @@ def tree_hook(
 
 @contextlib.asynccontextmanager
 async def open_servers(
-    servers: Sequence[ManagedServer], **tree_options: Any
+    servers: Sequence[ServerHandle], **tree_options: Any
 ) -> AsyncIterator[Supervisor]:
     """Supervise ``servers`` (in order) for the duration of the block, in a root tree whose
     decisions reach them; ``tree_options`` go to :func:`~supervisor.actors.open_tree`.

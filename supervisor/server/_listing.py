@@ -178,7 +178,7 @@ class Listings:
 
     async def extras(self, client: Client, which: Sequence[Listing]) -> bool:
         """List the server's resources (with templates) and/or prompts, as its capabilities
-        advertise them, onto the :class:`ManagedServer`; what it does not advertise is
+        advertise them, onto the :class:`ServerHandle`; what it does not advertise is
         empty. A listing that fails or takes longer than the server's ``timeout`` is
         logged and keeps the previous list: the tools are served regardless. The new lists
         are set together, once all are in (so a caller that reports them right after

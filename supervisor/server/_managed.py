@@ -1,4 +1,5 @@
-"""One configured server: config, mailbox, health and the translation of its errors."""
+"""One configured server's handle: config, mailbox, calls, reads of its state, and the
+translation of its errors."""
 
 from __future__ import annotations
 
@@ -113,8 +114,11 @@ def disabled_record(config: ServerConfig) -> HealthRecord:
 # -- the server (outlives incarnations) ----------------------------------------------------
 
 
-class ManagedServer:
-    """One configured MCP server: config, mailbox, health and event reporting.
+class ServerHandle:
+    """One configured MCP server as its callers see it: config, mailbox, calls (directly
+    on the live connection, or through the mailbox), reads of its :class:`ServerState`
+    (:meth:`record`, :meth:`metrics`), and event reporting. It never writes that state:
+    its actor and the tree's decisions do.
 
     ``error`` is set for a server whose configuration could not be completed (a missing
     environment variable): it never starts and its calls fail fast with that error.
