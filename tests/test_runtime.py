@@ -465,3 +465,27 @@ async def test_the_live_catalog_names_routes_and_guards_calls(tmp_path) -> None:
     assert conflict.servers == ["one", "two"]
     assert count_executions(first) == {"echo": 1}
     assert count_executions(second) == {"echo": 1}  # the invalid add never ran
+
+
+async def test_restarts_count_the_tree_s_restarts_over_the_server_s_life() -> None:
+    """``restarts`` (a Prometheus counter) is the tree's count of restarts after failures;
+    a ``restart()`` by hand is not one and does not take the count back to 0, though the
+    tree starts its own count over."""
+    from supervisor.server import CallMayHaveTakenEffect
+
+    config = {
+        "supervisor": {"backoff": {"local": {"initial": 0.05, "max": 0.1}}},
+        "mcpServers": {"c": stdio("crash")},
+    }
+    async with open_supervisor(config) as sup:
+        for restarts in (1, 2):
+            with pytest.raises(CallMayHaveTakenEffect):
+                await sup.call("c_echo", {"text": "boom"})
+            await until(lambda: sup.status()["c"].restarts == restarts, 20)
+            await wait_status(sup, "c", "connected")
+        await sup.restart("c")
+        await wait_status(sup, "c", "connected")
+        assert sup.status()["c"].restarts == 2 and sup.metrics()["c"].restarts == 2
+        with pytest.raises(CallMayHaveTakenEffect):
+            await sup.call("c_echo", {"text": "boom"})
+        await until(lambda: sup.status()["c"].restarts == 3, 20)

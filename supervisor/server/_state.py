@@ -65,6 +65,10 @@ class ServerState:
         #: a copy of the consecutive restart the supervision tree last decided on (0: none
         #: yet, or the tree started the count over); the tree counts it, never this
         self.attempt = 0
+        #: the tree's restart counts of the server's earlier lives: ``restart_child``
+        #: starts the tree's count over, while ``health.restarts`` (a Prometheus counter)
+        #: is the tree's restarts over the server's whole life
+        self.earlier_restarts = 0
 
     # -- reading -----------------------------------------------------------------------
 
@@ -181,7 +185,7 @@ class ServerState:
             # A sibling's exit: this server's own events said it stopped.
             return (decision.attempt, decision.delay) if decision.own else None
         if isinstance(decision, Restarted):
-            h.restarts = decision.restarts
+            h.restarts = self.earlier_restarts + decision.restarts
             h.next_retry_at = None
         elif isinstance(decision, GaveUp):
             self.attempt = decision.attempt
@@ -197,7 +201,7 @@ class ServerState:
             h.mark_stopped(trio.current_time())
         elif isinstance(decision, StartedOver):
             self.attempt = decision.attempt
-            h.restarts = decision.restarts
+            self.earlier_restarts = h.restarts
             h.consecutive_failures = 0
             if h.status is ServerStatus.FAILED:
                 h.status = ServerStatus.IDLE
