@@ -77,15 +77,11 @@ from .monitor import CallWindow, SessionSummary
 from .monitor._metrics import summarize
 from .registry import Catalog, NamingPolicy, Summary
 from .registry._live import Offer, Registry, RegistryStatistics, Snapshot
-from .server import (
-    HealthRecord,
-    Progress,
-    ServerHandle,
-    ServerMetrics,
-    StartSlots,
-    disabled_record,
-    tree_hook,
-)
+from .server import HealthRecord, ServerMetrics
+from .server._hook import tree_hook
+from .server._managed import ServerHandle, disabled_record
+from .server._messages import Progress
+from .server._startup import StartSlots
 from .tools import ApprovalCallback, ToolResult
 from .tools._approval import ApprovalReason
 from .tools._results import SpillDirectory

@@ -27,7 +27,8 @@ from supervisor.events._catalog import (
 from supervisor.registry import NamingPolicy
 from supervisor.registry._live import Registry
 from supervisor.runtime import open_supervisor
-from supervisor.server import ServerHandle, ServerStatus
+from supervisor.server import ServerStatus
+from supervisor.server._managed import ServerHandle
 from supervisor.testing.servers import count_executions, stdio_params
 
 # -- in process: real ServerHandle objects, no processes ---------------------------------

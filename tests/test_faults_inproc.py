@@ -31,7 +31,9 @@ from supervisor.events._catalog import Event, to_builtins
 from supervisor.faults import faults_json, load_plan
 from supervisor.injection._engine import Injected
 from supervisor.injection._plan import Plan
-from supervisor.server import ServerHandle, ServerStatus, open_servers
+from supervisor.server import ServerStatus
+from supervisor.server._hook import open_servers
+from supervisor.server._managed import ServerHandle
 from supervisor.testing.servers import count_executions, make_server, stdio_params
 from supervisor.transports._ws import serve_websocket
 

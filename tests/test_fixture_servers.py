@@ -106,7 +106,7 @@ async def test_executions_are_counted_per_call_id_from_the_request_meta(tmp_path
     ``tool<TAB>id`` — by MCPServer kinds (a tool's ``Context``) and by ``big`` (the
     low-level request context) alike; ``count_executions`` still counts by tool, and
     ``executions_by_call`` counts per id. The SDK passes unknown ``_meta`` keys through."""
-    from supervisor.server import CALL_ID_META
+    from supervisor.server._messages import CALL_ID_META
     from supervisor.testing.servers._big import make_big
 
     count_file = tmp_path / "count"

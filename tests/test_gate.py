@@ -26,7 +26,7 @@ from supervisor.monitor._metrics import status_document
 from supervisor.registry import NamingPolicy
 from supervisor.registry import _live as registry_live
 from supervisor.registry._live import Registry
-from supervisor.server import ServerHandle
+from supervisor.server._managed import ServerHandle
 from supervisor.testing.servers import count_executions, executions_by_call, stdio_params
 from supervisor.tools import ApprovalRequest, parameters
 

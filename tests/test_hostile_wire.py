@@ -25,8 +25,8 @@ from supervisor.server import (
     ServerRequestError,
     ServerStatus,
     ServerUnavailable,
-    open_servers,
 )
+from supervisor.server._hook import open_servers
 from supervisor.testing.servers import start_http
 from supervisor.transports._pages import CATALOG_TOO_LARGE, LISTINGS, PageGuard
 

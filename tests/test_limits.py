@@ -14,11 +14,11 @@ from mcp.server.lowlevel import Server
 
 from supervisor import open_supervisor
 from supervisor.config import ConfigError, _limits, load_config
+from supervisor.config._limits import Limits as ServerLimits
 from supervisor.config._model import Limits
 from supervisor.errors import ServerUnavailable
 from supervisor.registry import merge
 from supervisor.registry._merge import Listing
-from supervisor.server import Limits as ServerLimits
 from supervisor.tools._results import normalize_result
 
 OBJECT: dict[str, Any] = {"type": "object"}

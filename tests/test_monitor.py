@@ -36,8 +36,8 @@ from supervisor.monitor._calls import KINDS
 from supervisor.monitor._metrics import STATUSES, status_document
 from supervisor.monitor._table import about, display_width
 from supervisor.runtime import open_supervisor
-from supervisor.server import Health, HealthRecord, LatencyHistogram, ServerStatus
-from supervisor.server._health import LATENCY_BOUNDS, REPORTED_BOUNDS
+from supervisor.server import HealthRecord, ServerStatus
+from supervisor.server._health import LATENCY_BOUNDS, REPORTED_BOUNDS, Health, LatencyHistogram
 from supervisor.testing.servers import stdio_params
 
 from .probes import until

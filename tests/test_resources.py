@@ -34,7 +34,8 @@ from supervisor.errors import (
 )
 from supervisor.registry import NamingPolicy
 from supervisor.runtime import open_supervisor
-from supervisor.server import ServerHandle, open_servers
+from supervisor.server._hook import open_servers
+from supervisor.server._managed import ServerHandle
 from supervisor.testing.servers import count_executions, stdio_params
 
 from .probes import until

@@ -16,7 +16,9 @@ from supervisor.actors import Backoff, GiveUp, Restart, SupervisorGaveUp
 from supervisor.errors import ServerUnavailable, TransportError
 from supervisor.events._catalog import Event
 from supervisor.runtime import open_supervisor
-from supervisor.server import ServerHandle, ServerStatus, open_servers
+from supervisor.server import ServerStatus
+from supervisor.server._hook import open_servers
+from supervisor.server._managed import ServerHandle
 from supervisor.transports._remote import Remote
 
 from .probes import until

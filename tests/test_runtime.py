@@ -481,7 +481,7 @@ async def test_restarts_count_the_tree_s_restarts_over_the_server_s_life() -> No
         for restarts in (1, 2):
             with pytest.raises(CallMayHaveTakenEffect):
                 await sup.call("c_echo", {"text": "boom"})
-            await until(lambda: sup.status()["c"].restarts == restarts, 20)
+            await until(lambda n=restarts: sup.status()["c"].restarts == n, 20)
             await wait_status(sup, "c", "connected")
         await sup.restart("c")
         await wait_status(sup, "c", "connected")

@@ -14,13 +14,9 @@ from pydantic import BaseModel
 
 from supervisor.actors import Backoff, GiveUp, Restart
 from supervisor.events._catalog import Event
-from supervisor.server import (
-    CallMayHaveTakenEffect,
-    ServerHandle,
-    ServerStatus,
-    ServerUnavailable,
-    open_servers,
-)
+from supervisor.server import CallMayHaveTakenEffect, ServerStatus, ServerUnavailable
+from supervisor.server._hook import open_servers
+from supervisor.server._managed import ServerHandle
 from supervisor.testing.servers import count_executions, stdio_params
 
 from .probes import until

@@ -12,7 +12,7 @@ from supervisor.config._model import Settings
 from supervisor.errors import ConfigError
 from supervisor.events._catalog import Event
 from supervisor.runtime import open_supervisor
-from supervisor.server import StartSlots
+from supervisor.server._startup import StartSlots
 from supervisor.testing.servers import make_server
 from supervisor.testing.servers.tiny import max_overlap, tiny_server
 

@@ -49,7 +49,9 @@ from ..errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid,
 from ..injection._engine import Injected
 from ..log import get_logger
 from ..registry._live import Registry
-from ..server import HealthRecord, Progress, ServerHandle, ServerMetrics
+from ..server import HealthRecord, ServerMetrics
+from ..server._managed import ServerHandle
+from ..server._messages import Progress
 from ..tools import ApprovalCallback, ApprovalRequest, Decider, ToolResult
 from ..tools._approval import ApprovalDecision, ApprovalReason, decide_approval, policy_verdict
 from ..tools._results import normalize_result

@@ -50,7 +50,7 @@ from ..registry._resources import (
     route_resource,
     template_matches,
 )
-from ..server import ServerHandle
+from ..server._managed import ServerHandle
 
 __all__ = [
     "MergedPrompt",

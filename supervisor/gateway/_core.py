@@ -77,7 +77,7 @@ if TYPE_CHECKING:
 
     from ..registry import Catalog, Entry
     from ..runtime import SupervisorHandle
-    from ..server import Progress
+    from ..server._messages import Progress
 
 __all__ = [
     "APPROVE_META",

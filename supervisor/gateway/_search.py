@@ -40,7 +40,7 @@ from ..tools._validate import validate_arguments
 if TYPE_CHECKING:
     from ..registry import Catalog, Entry
     from ..runtime import SupervisorHandle
-    from ..server import Progress
+    from ..server._messages import Progress
 
 __all__ = ["META_TOOLS", "SearchHost", "ToolSearch", "listed", "meta_tools"]
 

@@ -32,39 +32,19 @@ from typing import TYPE_CHECKING
 from .._lazy import attach
 
 if TYPE_CHECKING:
-    from ..config._limits import Limits as Limits
     from ..errors import CallMayHaveTakenEffect as CallMayHaveTakenEffect
     from ..errors import CatalogTooLarge as CatalogTooLarge
     from ..errors import ConnectTimeout as ConnectTimeout
     from ..errors import PaginationError as PaginationError
     from ..errors import ProtocolViolation as ProtocolViolation
     from ..errors import ServerError as ServerError
-    from ..errors import ServerExited as ServerExited
     from ..errors import ServerRequestError as ServerRequestError
     from ..errors import ServerUnavailable as ServerUnavailable
     from ..errors import StaleConnection as StaleConnection
     from ..errors import ToolCallTimeout as ToolCallTimeout
-    from ._actor import MAX_IN_FLIGHT as MAX_IN_FLIGHT
-    from ._actor import PING_TIMEOUT as PING_TIMEOUT
-    from ._actor import ServerActor as ServerActor
-    from ._elicitation import checked_elicitation as checked_elicitation
     from ._elicitation import complete_elicitation as complete_elicitation
-    from ._health import Health as Health
     from ._health import HealthRecord as HealthRecord
-    from ._health import LatencyHistogram as LatencyHistogram
     from ._health import ServerMetrics as ServerMetrics
     from ._health import ServerStatus as ServerStatus
-    from ._hook import open_servers as open_servers
-    from ._hook import tree_hook as tree_hook
-    from ._managed import MAILBOX as MAILBOX
-    from ._managed import ServerHandle as ServerHandle
-    from ._managed import disabled_record as disabled_record
-    from ._messages import CALL_ID_META as CALL_ID_META
-    from ._messages import CallTool as CallTool
-    from ._messages import ListTools as ListTools
-    from ._messages import Progress as Progress
-    from ._startup import StartSlots as StartSlots
-    from ._startup import Turn as Turn
-    from ._state import ServerState as ServerState
 
 __getattr__, __dir__ = attach(__name__)
