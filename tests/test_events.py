@@ -237,7 +237,7 @@ def test_kind_of_names_a_class_kind() -> None:
 @pytest.mark.parametrize("module", ["faults/_checker.py", "faults/_report.py"])
 def test_event_readers_take_their_kinds_from_the_catalog(module: str) -> None:
     """The fault report and checker, which read events as mappings, write no kind out."""
-    source = (Path(events.__file__).parent / module).read_text(encoding="utf-8")
+    source = (Path(events.__file__).parents[1] / module).read_text(encoding="utf-8")
     written = [
         node.value
         for node in ast.walk(ast.parse(source))

@@ -144,7 +144,8 @@ async def test_listings_and_pings_answered_with_32000_keep_the_connection() -> N
 #: server is ``hostile_server.py`` over stdio, or the WebSocket server at a ``ws://`` URL.
 MEASURE = """
 import json, sys, tracemalloc, trio
-from supervisor.server import ServerHandle, open_servers
+from supervisor.server._hook import open_servers
+from supervisor.server._managed import ServerHandle
 from tests.test_server import Settings
 
 def vm(key):
