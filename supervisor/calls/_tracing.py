@@ -25,7 +25,7 @@ context is carried and passed on all the same.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
@@ -50,18 +50,24 @@ PATH = "mcp_supervisor.path"
 TOOL = "gen_ai.tool.name"
 
 
+#: The span of a call while no tracer provider is installed (reusable: it does nothing).
+_NO_SPAN: AbstractContextManager[trace.Span] = nullcontext(trace.INVALID_SPAN)
+#: Set once a provider is found installed: the API lets it be set only once.
+_seen_provider = False
+
+
 def _installed() -> bool:
     """Whether the application has installed a tracer provider (an SDK's): until then
     the API's global one is a proxy, and every span a no-op."""
-    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    global _seen_provider
+    if not _seen_provider:
+        _seen_provider = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return _seen_provider
 
 
 @contextmanager
-def _span(name: str, attributes: dict[str, str]) -> Iterator[trace.Span]:
-    """An internal span made current for the block; none until a provider is installed."""
-    if not _installed():
-        yield trace.INVALID_SPAN
-        return
+def _recorded_span(name: str, attributes: dict[str, str]) -> Iterator[trace.Span]:
+    """An internal span made current for the block."""
     with _tracer.start_as_current_span(
         name,
         kind=trace.SpanKind.INTERNAL,
@@ -74,7 +80,9 @@ def _span(name: str, attributes: dict[str, str]) -> Iterator[trace.Span]:
 
 def call_span(name: str) -> AbstractContextManager[trace.Span]:
     """The span of one call through the gate (``name``: the merged tool name)."""
-    return _span(
+    if not _installed():
+        return _NO_SPAN
+    return _recorded_span(
         f"mcp-supervisor.call {name}", {"gen_ai.operation.name": "execute_tool", TOOL: name}
     )
 
@@ -82,7 +90,9 @@ def call_span(name: str) -> AbstractContextManager[trace.Span]:
 def backing_span(server: str, tool: str) -> AbstractContextManager[trace.Span]:
     """The span of one request to the backing server ``server`` (``tool``: its own
     name for the tool)."""
-    return _span(f"mcp-supervisor.backing {tool}", {SERVER: server, TOOL: tool})
+    if not _installed():
+        return _NO_SPAN
+    return _recorded_span(f"mcp-supervisor.backing {tool}", {SERVER: server, TOOL: tool})
 
 
 def ended(
@@ -134,12 +144,19 @@ def current() -> Any:
     return otel_context.get_current()
 
 
+_AS_IT_IS: AbstractContextManager[None] = nullcontext()
+
+
+def attached(context: Any) -> AbstractContextManager[None]:
+    """Run the block in ``context`` (from :func:`current`; ``None``, or the context
+    already current: as it is)."""
+    if context is None or context is otel_context.get_current():
+        return _AS_IT_IS
+    return _attached(context)
+
+
 @contextmanager
-def attached(context: Any) -> Iterator[None]:
-    """Run the block in ``context`` (from :func:`current`; ``None``: as it is)."""
-    if context is None:
-        yield
-        return
+def _attached(context: Any) -> Iterator[None]:
     token = otel_context.attach(context)
     try:
         yield

@@ -497,10 +497,13 @@ class ServerHandle:
                     CallTool(tool, arguments, progress, call_id, tracing.current()), limit, span
                 )
             except BaseException as exc:
-                tracing.ended(span, audit_outcome(exc, sent=True), exc, self.health.restarts + 1)
+                if span.is_recording():
+                    attempt = self.health.restarts + 1
+                    tracing.ended(span, audit_outcome(exc, sent=True), exc, attempt)
                 raise
-            outcome = "tool_error" if result.is_error else "ok"
-            tracing.ended(span, outcome, attempt=self.health.restarts + 1)
+            if span.is_recording():
+                outcome = "tool_error" if result.is_error else "ok"
+                tracing.ended(span, outcome, attempt=self.health.restarts + 1)
             return result
 
     async def _send_call(self, message: CallTool, limit: float, span: Span) -> types.CallToolResult:
