@@ -366,6 +366,7 @@ class SupervisorHandle:
         progress: Progress | None = None,
         approve: ApprovalCallback | None = None,
         spill: bool = True,
+        log_level: types.LoggingLevel | None = None,
     ) -> ToolResult:
         """Call a tool by its merged name and return its normalised result.
 
@@ -399,10 +400,18 @@ class SupervisorHandle:
         callback (a front end that knows who is calling: the gateway, for the command
         line's ``call --yes``). ``spill=False`` keeps the whole result in memory and
         writes no file (text whole, every image inline): for a caller that passes the
-        result on (``result.raw``) or renders it itself.
+        result on (``result.raw``) or renders it itself. ``log_level`` opts this call in
+        to the log messages of a 2026-07-28 server from that level up (in the request's
+        ``_meta``, as that protocol asks; see :meth:`set_log_level`).
         """
         return await self._gate.call(
-            name, arguments, timeout=timeout, progress=progress, approve=approve, spill=spill
+            name,
+            arguments,
+            timeout=timeout,
+            progress=progress,
+            approve=approve,
+            spill=spill,
+            log_level=log_level,
         )
 
     async def tools(self) -> Catalog:
@@ -442,6 +451,29 @@ class SupervisorHandle:
         """Get a prompt by its merged name; see
         :meth:`supervisor.resources.Resources.get_prompt`."""
         return await self._resources.get_prompt(name, arguments, timeout=timeout)
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: Mapping[str, str],
+        context: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> types.CompleteResult:
+        """Completions for an argument of a prompt (by its merged name) or a resource
+        template (by its URI template), from the server offering it; see
+        :meth:`supervisor.resources.Resources.complete`."""
+        return await self._resources.complete(ref, argument, context, timeout=timeout)
+
+    async def set_log_level(self, level: types.LoggingLevel) -> None:
+        """Have every server send its log messages from ``level`` up, now and on each
+        reconnection (see :meth:`ServerHandle.set_log_level
+        <supervisor.server.ServerHandle.set_log_level>`); they reach the
+        ``logging_callback`` this supervisor was opened with. Servers are asked
+        concurrently; one that refuses or does not answer is logged, not raised."""
+        async with trio.open_nursery() as nursery:
+            for server in self._servers.values():
+                nursery.start_soon(server.set_log_level, level)
 
     # -- events ------------------------------------------------------------------------
 

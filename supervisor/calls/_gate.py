@@ -128,13 +128,17 @@ class Gate:
         progress: Progress | None = None,
         approve: ApprovalCallback | None = None,
         spill: bool = True,
+        log_level: str | None = None,
     ) -> ToolResult:
         """Call the tool of merged name ``name``: every step of the module docstring, in
         a trace span (:mod:`supervisor.tracing`). ``approve``, if given, decides this
         call's approval in place of the gate's callback; ``spill=False`` keeps the whole
-        result in memory (:func:`~supervisor.tools.normalize_result`)."""
+        result in memory (:func:`~supervisor.tools.normalize_result`); ``log_level``
+        is this call's, for a 2026-07-28 server."""
         with tracing.call_span(name) as span:
-            return await self._call(span, name, arguments, timeout, progress, approve, spill)
+            return await self._call(
+                span, name, arguments, timeout, progress, approve, spill, log_level
+            )
 
     async def _call(
         self,
@@ -145,6 +149,7 @@ class Gate:
         progress: Progress | None,
         approve: ApprovalCallback | None,
         spill: bool,
+        log_level: str | None = None,
     ) -> ToolResult:
         arguments = {} if arguments is None else arguments
         call = Call(name, arguments, trio.current_time())
@@ -178,11 +183,16 @@ class Gate:
             limit = server.config.timeout if timeout is None else timeout
             for watch in watches:
                 watch.sending(call, limit)
-            if call.call_id is None:
+            if call.call_id is None and log_level is None:
                 sending = server.call_tool(original, arguments, timeout, progress)
             else:  # named by an observer: the id goes to the server in ``_meta``
                 sending = server.call_tool(
-                    original, arguments, timeout, progress, call_id=call.call_id
+                    original,
+                    arguments,
+                    timeout,
+                    progress,
+                    call_id=call.call_id,
+                    log_level=log_level,
                 )
             try:
                 raw = await sending
@@ -344,6 +354,12 @@ class ServerView:
     def tools(self) -> list[types.Tool]:
         """The tools it listed last (kept while it restarts)."""
         return list(self._server.tools)
+
+    @property
+    def capabilities(self) -> types.ServerCapabilities | None:
+        """What the server declared it can do when it last connected (``None``: it has
+        not connected yet)."""
+        return self._server.capabilities
 
     @property
     def resources(self) -> list[types.Resource]:

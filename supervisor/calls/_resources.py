@@ -200,3 +200,50 @@ class Resources:
         checked = check_prompt_arguments(prompt, arguments)
         server = self._servers[prompt.server]
         return await server.get_prompt(prompt.original_name, checked, timeout)
+
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: Mapping[str, str],
+        context: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> types.CompleteResult:
+        """Completions for ``argument`` (``{"name": …, "value": …}``) of a prompt (``ref``
+        a ``PromptReference`` by its merged name) or a resource template (a
+        ``ResourceTemplateReference`` by its URI template), asked of the server that
+        offers it under its own names; ``context`` holds the arguments given so far.
+        Returns the SDK's ``CompleteResult`` as the server sent it.
+
+        Raises, without sending, :class:`~supervisor.errors.UnknownPrompt` or
+        :class:`~supervisor.errors.UnknownResource` when no server offers ``ref``; then
+        what :meth:`ServerHandle.complete <supervisor.server.ServerHandle.complete>`
+        raises. Waits and retries as :meth:`read_resource` does.
+        """
+        await self._current()
+        found = self._completion_owner(ref)
+        if found is None and self._unlisted():
+            await self._connect_all()
+            found = self._completion_owner(ref)
+        if found is None:
+            if isinstance(ref, types.PromptReference):
+                raise UnknownPrompt(f"no prompt named {ref.name!r} to complete", name=ref.name)
+            raise UnknownResource(
+                f"no server has the resource template {ref.uri!r} to complete", uri=ref.uri
+            )
+        server, own = found
+        return await self._servers[server].complete(own, argument, context, timeout)
+
+    def _completion_owner(
+        self, ref: types.PromptReference | types.ResourceTemplateReference
+    ) -> tuple[str, types.PromptReference | types.ResourceTemplateReference] | None:
+        """The server offering ``ref`` and ``ref`` in that server's own names."""
+        if isinstance(ref, types.PromptReference):
+            for prompt in self._known_prompts():
+                if prompt.name == ref.name:
+                    return prompt.server, ref.model_copy(update={"name": prompt.original_name})
+            return None
+        for template in self._known_templates():
+            if template.uri_template == ref.uri:
+                return template.server, ref
+        return None

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import fnmatch
 import weakref
-from collections.abc import Collection, Mapping, Sequence
-from contextlib import nullcontext, suppress
+from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -56,6 +56,7 @@ from ..calls._outcome import FAIL, classify, describe_error
 from ..errors import (
     ApprovalRequired,
     PromptArgumentsInvalid,
+    ServerRequestError,
     SupervisorError,
     ToolArgumentsInvalid,
     ToolError,
@@ -68,7 +69,7 @@ from ..monitor._probes import DOWN
 from ..registry._document import tools_document
 from ..server._status import ServerStatus
 from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider
-from ._relay import Relay
+from ._relay import LEVELS, Relay, connection_of
 from ._search import INSTRUCTIONS, ToolSearch, listed
 
 if TYPE_CHECKING:
@@ -133,6 +134,33 @@ class _Server(Server[Any]):
     asks for the initialization options without arguments."""
 
     changes = _ALL_CHANGES
+    #: which of the optional capabilities to declare (``logging``, ``completions``): those
+    #: some backing server declares (see :meth:`Gateway.offered`)
+    offered: Callable[[], Collection[str]] | None = None
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(
+            notification_options,
+            experimental_capabilities,
+            extensions,
+            protocol_version=protocol_version,
+        )
+        if self.offered is None:
+            return capabilities
+        offered = self.offered()
+        return capabilities.model_copy(
+            update={
+                "logging": capabilities.logging if "logging" in offered else None,
+                "completions": capabilities.completions if "completions" in offered else None,
+            }
+        )
 
     def create_initialization_options(
         self,
@@ -192,7 +220,10 @@ class Gateway:
             on_list_prompts=self._list_prompts,
             on_get_prompt=self._get_prompt,
             on_subscriptions_listen=ListenHandler(self.subscriptions),
+            on_completion=self._complete,
+            on_set_logging_level=self._set_logging_level,
         )
+        self.server.offered = self.offered
         if tool_search:
             self.server.changes = _SEARCH_CHANGES
         self.server.middleware.append(self._remember_connection)
@@ -206,6 +237,23 @@ class Gateway:
         if name is None or not self._globs:
             return True
         return any(fnmatch.fnmatchcase(name, glob) for glob in self._globs)
+
+    def offered(self) -> set[str]:
+        """The optional capabilities this gateway declares: ``logging`` (with a relay to
+        pass log messages on) and ``completions``, each when a served backing server
+        declared it on its last connection — or has not connected yet, so nobody knows."""
+        offered: set[str] = set()
+        for name, server in self.sup.servers.items():
+            if not self.serves(name):
+                continue
+            capabilities = server.capabilities
+            if capabilities is None:
+                return {"logging", "completions"} if self.relay is not None else {"completions"}
+            if capabilities.logging is not None and self.relay is not None:
+                offered.add("logging")
+            if capabilities.completions is not None:
+                offered.add("completions")
+        return offered
 
     def _up(self) -> set[str]:
         return {
@@ -324,7 +372,7 @@ class Gateway:
         stream over HTTP), to send it change notifications. The SDK makes a new
         ``ServerSession`` per request, around the one connection it keeps per client."""
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            connection = getattr(ctx.session, "_connection", None)
+            connection = connection_of(ctx)
             if connection is not None:
                 self._connections.add(connection)
         return await call_next(ctx)
@@ -342,7 +390,10 @@ class Gateway:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        with nullcontext() if self.relay is None else self.relay.waiting(ctx):
+        if self.relay is None:
+            return await self._answer_call(ctx, params)
+        entry = self.sup.snapshot.named.get(params.name)
+        with self.relay.waiting(ctx, None if entry is None else entry.server):
             return await self._answer_call(ctx, params)
 
     async def _answer_call(
@@ -362,7 +413,13 @@ class Gateway:
         approve = _CLI_YES if meta.get(APPROVE_META) is True and local else None
         try:
             result = await self.call(
-                name, arguments, progress, timeout=timeout, approve=approve, for_cli=local
+                name,
+                arguments,
+                progress,
+                timeout=timeout,
+                approve=approve,
+                for_cli=local,
+                log_level=_log_level(meta.get(types.LOG_LEVEL_META_KEY)),
             )
         except UnknownTool as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
@@ -379,6 +436,7 @@ class Gateway:
         timeout: float | None = None,
         approve: ApprovalCallback | None = None,
         for_cli: bool = False,
+        log_level: types.LoggingLevel | None = None,
     ) -> types.CallToolResult:
         """Call the tool ``name`` through the supervisor's gate, for a client: its result
         as the backing server sent it, and every failure a tool error (``isError``, the
@@ -391,13 +449,21 @@ class Gateway:
         place of the server's own timeout; ``approve`` decides its approval in place of
         the supervisor's callback. Nothing is written to disk: the result is passed on
         whole, however large. ``for_cli``: the caller is the command line on the local
-        socket, whose ``--yes`` approves — a refusal says so, in its terms."""
+        socket, whose ``--yes`` approves — a refusal says so, in its terms.
+        ``log_level``: the client's opt-in to this call's log messages (2026-07-28),
+        passed on to the backing server."""
         entry = self.sup.snapshot.named.get(name)
         if entry is not None and not self.serves(entry.server, name):
             raise UnknownTool(f"tool {name!r} is not served by this gateway")
         try:
             result = await self.sup.call(
-                name, arguments, progress=progress, timeout=timeout, approve=approve, spill=False
+                name,
+                arguments,
+                progress=progress,
+                timeout=timeout,
+                approve=approve,
+                spill=False,
+                log_level=log_level,
             )
         except UnknownTool:
             raise
@@ -484,6 +550,36 @@ class Gateway:
         except (SupervisorError, TimeoutError) as exc:
             raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
 
+    async def _complete(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        context = None if params.context is None else params.context.arguments
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        try:
+            return await self.sup.complete(params.ref, argument, context)
+        except (UnknownPrompt, UnknownResource) as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        except ServerRequestError as exc:
+            if exc.code == types.METHOD_NOT_FOUND:  # that server completes nothing
+                return types.CompleteResult(completion=types.Completion(values=[]))
+            raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
+        except (SupervisorError, TimeoutError) as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
+
+    # -- logging ------------------------------------------------------------------------
+
+    async def _set_logging_level(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        """A client's ``logging/setLevel``: it hears log messages from that level up, and
+        the backing servers are asked for the most verbose level any client wants."""
+        connection = connection_of(ctx)
+        level = (
+            params.level if self.relay is None else self.relay.set_level(connection, params.level)
+        )
+        await self.sup.set_log_level(level)
+        return types.EmptyResult()
+
 
 _KINDS = ("tools", "resources", "prompts")
 _SENDERS: Mapping[str, str] = {
@@ -503,6 +599,11 @@ def _timeout(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if 0 < value < float("inf") else None
+
+
+def _log_level(value: object) -> types.LoggingLevel | None:
+    """A request's log-level opt-in (``_meta``), if it names a level."""
+    return value if value in LEVELS else None  # type: ignore[return-value]
 
 
 def _is_local(ctx: ServerRequestContext[Any, Any]) -> bool:

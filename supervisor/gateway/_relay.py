@@ -17,8 +17,10 @@ callbacks: open the supervisor with them (``open_supervisor(config,
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import warnings
+import weakref
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -27,11 +29,12 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..log import get_logger
+from ..server._options import per_server
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
-__all__ = ["Relay"]
+__all__ = ["LEVELS", "Relay", "connection_of"]
 
 log = get_logger("supervisor.gateway")
 
@@ -39,34 +42,106 @@ _SAMPLING = types.ClientCapabilities(sampling=types.SamplingCapability())
 _ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 _ROOTS = types.ClientCapabilities(roots=types.RootsCapability())
 
+#: The MCP log levels, least severe first (RFC 5424's, as the specification has them).
+LEVELS: tuple[types.LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+_RANK = {level: rank for rank, level in enumerate(LEVELS)}
+
+
+def connection_of(ctx: ServerRequestContext[Any, Any]) -> Any:
+    """The client's connection a request came on: the SDK makes a ``ServerSession`` per
+    request around the one connection it keeps per client (not public: ``None`` if the
+    SDK stops keeping it there)."""
+    return getattr(ctx.session, "_connection", None)
+
 
 class Relay:
     """Which gateway clients are waiting on calls, and the callbacks that ask them."""
 
     def __init__(self) -> None:
-        self._waiting: list[tuple[Any, types.RequestId | None]] = []
+        self._waiting: list[tuple[Any, types.RequestId | None, str | None, Any]] = []
+        #: the log level each session-based client asked for (``logging/setLevel``), by
+        #: its connection: the standalone channel its unsolicited log messages go on
+        self._levels: weakref.WeakKeyDictionary[Any, types.LoggingLevel] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def client_options(self) -> dict[str, object]:
         """The callbacks to open the supervisor with: ``sampling_callback``,
-        ``elicitation_callback`` and ``list_roots_callback``."""
+        ``elicitation_callback``, ``list_roots_callback`` and ``logging_callback`` (one
+        per server, to say which server logged)."""
         return {
             "sampling_callback": self.sampling,
             "elicitation_callback": self.elicitation,
             "list_roots_callback": self.roots,
+            "logging_callback": per_server(self._logging_of),
         }
 
     @contextmanager
-    def waiting(self, ctx: ServerRequestContext[Any, Any]) -> Iterator[None]:
-        """While the block runs, the client of ``ctx`` (a tool call) may be asked."""
-        entry = (ctx.session, ctx.request_id)
+    def waiting(
+        self, ctx: ServerRequestContext[Any, Any], server: str | None = None
+    ) -> Iterator[None]:
+        """While the block runs, the client of ``ctx`` (a tool call, running on the
+        backing server ``server`` if known) may be asked, and hears that server's log."""
+        entry = (ctx.session, ctx.request_id, server, connection_of(ctx))
         self._waiting.append(entry)
         try:
             yield
         finally:
             self._waiting.remove(entry)
 
+    # -- logging -----------------------------------------------------------------------
+
+    def set_level(self, connection: Any, level: types.LoggingLevel) -> types.LoggingLevel:
+        """The client of ``connection`` asked for log messages from ``level`` up; returns
+        the level to ask of the backing servers: the most verbose any client wants."""
+        self._levels[connection] = level
+        return min(self._levels.values(), key=_RANK.__getitem__)
+
+    def _logging_of(
+        self, server: str
+    ) -> Callable[[types.LoggingMessageNotificationParams], Coroutine[Any, Any, None]]:
+        async def logged(params: types.LoggingMessageNotificationParams) -> None:
+            await self.log(server, params)
+
+        return logged
+
+    async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
+        """A backing server's log message, passed on with its logger named after it
+        (``server`` or ``server/logger``): to the client whose call runs on that server
+        (the most recent, when several do), else to every session-based client that
+        asked for that level or a lower one. A client that asked for a higher level
+        does not get it; one that cannot take it is skipped."""
+        logger = server if not params.logger else f"{server}/{params.logger}"
+        level, rank = params.level, _RANK.get(params.level, 0)
+        for session, request_id, on, connection in reversed(self._waiting):
+            if on != server:
+                continue
+            asked = self._levels.get(connection)
+            if asked is not None and rank < _RANK[asked]:
+                return
+            with suppress(Exception):  # best effort: a client gone is not our failure
+                await session.send_log_message(
+                    level, params.data, logger, related_request_id=request_id
+                )
+            return
+        for connection, asked in list(self._levels.items()):
+            if rank < _RANK[asked]:
+                continue
+            with suppress(Exception), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the capability's deprecation (2026-07-28)
+                await connection.log(level, params.data, logger)
+
     def _client(self, capability: types.ClientCapabilities) -> tuple[Any, Any] | None:
-        for session, request_id in reversed(self._waiting):
+        for session, request_id, _, _ in reversed(self._waiting):
             if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 continue  # a 2026-07-28 client takes no requests from its server
             if session.check_client_capability(capability):

@@ -101,6 +101,9 @@ def _parse(line: bytes) -> SessionMessage | Exception:
 
 async def serve_stdio(gateway: Gateway, stdin: int = 0, stdout: int = 1) -> None:
     """Serve ``gateway`` to the one client on ``stdin``/``stdout`` until it closes its end
-    (or this is cancelled)."""
+    (or this is cancelled), once the servers have made their first connections (at most
+    15 s: :meth:`Gateway.first_listing`), so the capabilities declared are theirs."""
+    # What the gateway declares is what its servers declare: learnt as they connect.
+    await gateway.first_listing()
     async with stdio_streams(stdin, stdout) as (read, write):
         await gateway.server.run(read, write, gateway.server.create_initialization_options())

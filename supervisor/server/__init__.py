@@ -46,5 +46,6 @@ if TYPE_CHECKING:
     from ._health import HealthRecord as HealthRecord
     from ._health import ServerMetrics as ServerMetrics
     from ._health import ServerStatus as ServerStatus
+    from ._options import per_server as per_server
 
 __getattr__, __dir__ = attach(__name__)

@@ -42,7 +42,16 @@ from ..transports._remote import TransportLike
 from ..transports._stdio import RESULT_TOO_LARGE, StdioTransport
 from ._elicitation import checked_elicitation
 from ._listing import Listings, describe
-from ._messages import CALL_ID_META, CallTool, GetPrompt, ListTools, ReadResource, _NotSent
+from ._messages import (
+    CALL_ID_META,
+    CallTool,
+    Complete,
+    GetPrompt,
+    ListTools,
+    ReadResource,
+    _NotSent,
+)
+from ._options import resolved
 from ._startup import Turn
 
 log = get_logger("supervisor.server")
@@ -52,6 +61,9 @@ AuthError = AuthRequired | AuthorizationFailed
 
 #: How long a ping may take before the connection counts as stale.
 PING_TIMEOUT = 10.0
+#: Seconds an answered call waits for the log messages that came before its answer to
+#: be handled by the logging callback.
+LOGS_WAIT = 1.0
 #: Requests one connection serves at once; more wait in the mailbox.
 MAX_IN_FLIGHT = 256
 
@@ -64,15 +76,17 @@ async def _call(client: Client, message: CallTool) -> types.CallToolResult:
     carries its id in ``_meta``."""
     arguments = dict(message.arguments or {})
     with tracing.attached(message.context):
-        if message.call_id is None:
+        if message.call_id is None and message.log_level is None:
             return await client.call_tool(
                 message.tool, arguments, progress_callback=message.progress
             )
+        meta: dict[str, object] = {}
+        if message.call_id is not None:
+            meta[CALL_ID_META] = message.call_id
+        if message.log_level is not None:  # 2026-07-28 servers log only when asked to
+            meta[types.LOG_LEVEL_META_KEY] = message.log_level
         return await client.call_tool(
-            message.tool,
-            arguments,
-            progress_callback=message.progress,
-            meta={CALL_ID_META: message.call_id},
+            message.tool, arguments, progress_callback=message.progress, meta=meta
         )
 
 
@@ -192,12 +206,23 @@ class ServerActor(Actor):
                 f"prompt {name!r}",
                 lambda c: c.get_prompt(name, None if arguments is None else dict(arguments)),
             )
+        if isinstance(message, Complete):
+            return await self._fetch(
+                client,
+                message,
+                "completion",
+                lambda c: c.complete(
+                    message.ref,  # type: ignore[arg-type]
+                    dict(message.argument),
+                    None if message.context is None else dict(message.context),
+                ),
+            )
         raise TypeError(f"server actor cannot handle {message!r}")
 
     async def _fetch(
         self,
         client: Client,
-        message: ReadResource | GetPrompt,
+        message: ReadResource | GetPrompt | Complete,
         what: str,
         send: Callable[[Client], Awaitable[_T]],
     ) -> _T:
@@ -313,6 +338,10 @@ class ServerActor(Actor):
             raise
         finally:
             delivery.reset(token)
+        answers = getattr(transport, "answers", None)
+        if answers is not None and answers.logs_done < receipt.logs_before:
+            # What it logged during the call reaches the logging callback first.
+            await answers.logs_handled(receipt, LOGS_WAIT)
         # An error result is the tool's own failure: the server answered.
         health.call_answered(trio.current_time() - start, time.time(), tool_error=result.is_error)
         return result
@@ -560,6 +589,8 @@ class ServerActor(Actor):
                             if turn is not None:
                                 turn.close()  # listed: the next server may start
                             await self.listings.extras(client, ("resources", "prompts"))
+                            if server.log_level is not None:  # before any call is sent
+                                await self._ask_log_level(client, server.log_level)
                             self._on_connected(client, tools, trio.current_time() - began)
                             watchers.start_soon(self._ping, client)
                             await _first(transport.closed.wait, self._lost.wait, self._renew.wait)
@@ -642,8 +673,19 @@ class ServerActor(Actor):
 
     @asynccontextmanager
     async def _client(self, transport: TransportLike) -> AsyncIterator[Client]:
-        options = dict(self.server.client_options)
+        options = resolved(self.server.client_options, self.server.name)
         user_handler = options.pop("message_handler", None)
+        logging_callback: Any = options.get("logging_callback")
+        answers = getattr(transport, "answers", None)
+        if logging_callback is not None and answers is not None:
+
+            async def counted(params: types.LoggingMessageNotificationParams) -> None:
+                try:
+                    await logging_callback(params)
+                finally:
+                    answers.log_handled()  # a call answered after it may return now
+
+            options["logging_callback"] = counted
         elicit: Any = options.get("elicitation_callback")
         if elicit is not None:  # defaults filled in, answers checked (see _elicitation)
             options["elicitation_callback"] = checked_elicitation(elicit, self.server.name)
@@ -660,6 +702,30 @@ class ServerActor(Actor):
 
         async with Client(transport, message_handler=message_handler, **options) as client:  # type: ignore[arg-type]
             yield client
+
+    async def set_log_level(self, level: types.LoggingLevel) -> None:
+        """Ask the connected server to send its log messages from ``level`` up
+        (``logging/setLevel``), if it declared logging and speaks the session-based
+        protocol; a 2026-07-28 server is asked per call instead (in its ``_meta``).
+        A refusal, or no answer within the request timeout, is logged."""
+        if self.client is not None:
+            await self._ask_log_level(self.client, level)
+
+    async def _ask_log_level(self, client: Client, level: types.LoggingLevel) -> None:
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return
+        if client.server_capabilities.logging is None:
+            return
+        server = self.server
+        with trio.move_on_after(server.config.timeout) as scope:
+            try:
+                await client.set_logging_level(level)
+                return
+            except MCPError as exc:
+                log.warning("log level refused", server=server.name, level=level, error=exc.message)
+                return
+        if scope.cancelled_caught:
+            log.warning("log level not answered", server=server.name, level=level)
 
     def probe(self) -> None:
         """Probe the connection now (calls in a row timed out): no answer restarts it."""
@@ -711,6 +777,7 @@ class ServerActor(Actor):
     def _on_connected(self, client: Client, tools: list[types.Tool], took: float) -> None:
         server = self.server
         self.client = client
+        self.state.capabilities_declared(client.server_capabilities)
         self.state.tools_listed(tools)
         info = client.server_info
         downtime = self.state.health.connected(

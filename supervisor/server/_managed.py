@@ -49,7 +49,7 @@ from ..transports._remote import TransportLike
 from ..transports._stdio import GRACE_SECONDS, KILL_AFTER_SECONDS
 from ._actor import PING_TIMEOUT, ServerActor
 from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
-from ._messages import CallTool, GetPrompt, ListTools, Progress, ReadResource, _NotSent
+from ._messages import CallTool, Complete, GetPrompt, ListTools, Progress, ReadResource, _NotSent
 from ._startup import StartSlots
 from ._state import ServerState
 
@@ -161,6 +161,9 @@ class ServerHandle:
         self.name = config.name
         self.publish = publish
         self.client_options = dict(client_options or {})
+        #: the level the server is asked to log from (:meth:`set_log_level`; ``None``:
+        #: never asked, it logs as it likes on the session-based protocol)
+        self.log_level: types.LoggingLevel | None = None
         self.limits = limits or Limits()
         self.error = error
         #: what it runs or reaches, for people (see :func:`target`)
@@ -206,6 +209,23 @@ class ServerHandle:
     def health(self) -> Health:
         """Its running health (its actor and the tree's decisions keep it)."""
         return self.state.health
+
+    @property
+    def capabilities(self) -> types.ServerCapabilities | None:
+        """What the server declared it can do when it last connected (``None``: it never
+        has yet)."""
+        return self.state.capabilities
+
+    async def set_log_level(self, level: types.LoggingLevel) -> None:
+        """Have the server send its log messages from ``level`` up: asked now
+        (``logging/setLevel``) if it is connected, declared logging and speaks the
+        session-based protocol, and again on each new connection; a 2026-07-28 server's
+        tool calls carry the level in their ``_meta``, as that protocol asks. What the
+        server sends goes to the ``logging_callback`` the supervisor was opened with."""
+        self.log_level = level
+        actor = self.current
+        if actor is not None:
+            await actor.set_log_level(level)
 
     @property
     def tools(self) -> list[types.Tool]:
@@ -460,16 +480,19 @@ class ServerHandle:
         progress: Progress | None = None,
         *,
         call_id: str | None = None,
+        log_level: str | None = None,
     ) -> types.CallToolResult:
         """Call ``tool`` through the mailbox, translating actor errors into server errors;
-        ``call_id`` (a recorded call's) goes to the server in the request's ``_meta``.
+        ``call_id`` (a recorded call's) goes to the server in the request's ``_meta``, and
+        so does ``log_level`` (this call's, for a 2026-07-28 server; default: the level
+        of :meth:`set_log_level`).
 
         Calls in a row that time out on a live connection (``degradedAfter``, default 3)
         make the server ``degraded``: it is probed at once, and restarted if the probe
         goes unanswered; the next answered call makes it ``connected`` again.
         """
         try:
-            result = await self._call_tool(tool, arguments, timeout, progress, call_id)
+            result = await self._call_tool(tool, arguments, timeout, progress, call_id, log_level)
         except ToolCallTimeout as exc:
             if (actor := self.current) is not None:  # its connection's count of them
                 actor.call_timed_out(exc)
@@ -485,6 +508,7 @@ class ServerHandle:
         timeout: float | None,
         progress: Progress | None,
         call_id: str | None,
+        log_level: str | None = None,
     ) -> types.CallToolResult:
         if self.error is not None:
             self.check_available()
@@ -493,9 +517,15 @@ class ServerHandle:
         limit = self.config.timeout if timeout is None else timeout
         with tracing.backing_span(self.name, tool) as span:
             try:
-                result = await self._send_call(
-                    CallTool(tool, arguments, progress, call_id, tracing.current()), limit, span
+                message = CallTool(
+                    tool,
+                    arguments,
+                    progress,
+                    call_id,
+                    tracing.current(),
+                    log_level or self.log_level,
                 )
+                result = await self._send_call(message, limit, span)
             except BaseException as exc:
                 if span.is_recording():
                     attempt = self.health.restarts + 1
@@ -666,8 +696,21 @@ class ServerHandle:
         message = GetPrompt(name, None if arguments is None else dict(arguments))
         return await self._request(message, f"prompt {name!r}", timeout)  # type: ignore[return-value]
 
+    async def complete(
+        self,
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: Mapping[str, str],
+        context: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> types.CompleteResult:
+        """Completions for ``argument`` (``{"name": …, "value": …}``) of the prompt or
+        resource template ``ref`` (by the server's own names), ``context`` holding the
+        arguments given so far; waits, retries and raises as :meth:`read_resource` does."""
+        message = Complete(ref, dict(argument), None if context is None else dict(context))
+        return await self._request(message, "completion", timeout)  # type: ignore[return-value]
+
     async def _request(
-        self, message: ReadResource | GetPrompt, what: str, timeout: float | None
+        self, message: ReadResource | GetPrompt | Complete, what: str, timeout: float | None
     ) -> object:
         """Send ``message`` through the mailbox, saying actor errors in terms of ``what``."""
         if self.error is not None:

@@ -28,6 +28,8 @@ class CallTool:
     call_id: str | None = None
     #: the caller's trace context (:func:`supervisor.tracing.current`), for the request
     context: object | None = None
+    #: the log level asked of the servers, for a 2026-07-28 server's per-request opt-in
+    log_level: str | None = None
 
 
 @attrs.frozen
@@ -50,6 +52,18 @@ class GetPrompt:
 
     name: str
     arguments: Mapping[str, str] | None
+    sends: int = 0
+
+
+@attrs.define(eq=False)
+class Complete:
+    """Ask for completions of ``argument`` (``{"name", "value"}``) of the prompt or resource
+    template ``ref`` (the server's own names), ``context`` holding the arguments already
+    given; re-sent once, like :class:`ReadResource`."""
+
+    ref: object
+    argument: Mapping[str, str]
+    context: Mapping[str, str] | None = None
     sends: int = 0
 
 

@@ -69,6 +69,8 @@ class ServerState:
         #: starts the tree's count over, while ``health.restarts`` (a Prometheus counter)
         #: is the tree's restarts over the server's whole life
         self.earlier_restarts = 0
+        #: what the server said it can do when it last connected (kept while it restarts)
+        self.capabilities: types.ServerCapabilities | None = None
 
     # -- reading -----------------------------------------------------------------------
 
@@ -96,6 +98,10 @@ class ServerState:
         """``actor``'s connection task ended: it is no longer the live incarnation."""
         if self.current is actor:
             self.current = None
+
+    def capabilities_declared(self, capabilities: types.ServerCapabilities | None) -> None:
+        """A connection was made to a server that declared ``capabilities``."""
+        self.capabilities = capabilities
 
     def tools_listed(self, tools: list[types.Tool]) -> None:
         """The server listed ``tools``: each checked here, once per list (names,

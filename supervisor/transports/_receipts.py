@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import anyio
 import mcp_types as types
+import trio
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
@@ -35,11 +36,13 @@ class Receipt:
     own, whatever its code — never the SDK's "Connection closed".
     """
 
-    __slots__ = ("__weakref__", "answered", "delivered")
+    __slots__ = ("__weakref__", "answered", "delivered", "logs_before")
 
     def __init__(self) -> None:
         self.delivered: bool | None = None
         self.answered = False
+        #: log messages the connection had brought in when the answer came
+        self.logs_before = 0
 
 
 #: The receipt of the request being sent from the current task, if any.
@@ -81,6 +84,24 @@ class Answers:
             weakref.WeakValueDictionary()
         )
         self._made_by_client = made_by_client
+        #: log messages (``notifications/message``) received, and handed to the
+        #: client's logging callback so far (see :meth:`logs_handled`)
+        self.logs = 0
+        self.logs_done = 0
+        self._log_handled = trio.lowlevel.ParkingLot()
+
+    def log_handled(self) -> None:
+        """The client's logging callback is done with one log message."""
+        self.logs_done += 1
+        self._log_handled.unpark_all()
+
+    async def logs_handled(self, receipt: Receipt, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until the log messages that came in before
+        ``receipt``'s answer are handled: the SDK hands each to the logging callback in
+        a task of its own, which a caller's answer may overtake."""
+        with trio.move_on_after(timeout):
+            while self.logs_done < receipt.logs_before:
+                await self._log_handled.park()
 
     def sent(self, item: SessionMessage) -> None:
         message = item.message
@@ -91,6 +112,10 @@ class Answers:
     def received(self, item: object) -> None:
         message = item.message if isinstance(item, SessionMessage) else None
         if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            if isinstance(message, types.JSONRPCNotification) and (
+                message.method == "notifications/message"
+            ):
+                self.logs += 1
             return
         if message.id is None:
             return
@@ -103,6 +128,7 @@ class Answers:
         receipt = self._waiting.pop(coerce_request_id(message.id), None)
         if receipt is not None:
             receipt.answered = True
+            receipt.logs_before = self.logs
 
 
 class ReceiptStream:

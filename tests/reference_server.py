@@ -1,0 +1,171 @@
+"""A reference MCP server with the server-side features the gateway passes on, to compare
+what a client sees of it directly and through the gateway.
+
+Built on the SDK's low-level ``Server`` (the high-level one declares no logging):
+
+* logging — ``logging/setLevel`` is honoured on session-based connections (a
+  2026-07-28 request opts in by its ``_meta``, which the SDK applies); the tool
+  ``chatter`` logs ``debug``, ``info`` and ``warning`` messages while it runs, under the
+  logger ``chat``; ``announce_later`` answers at once and a moment later logs one
+  ``notice`` unsolicited, on the connection's standalone channel;
+* completions — of the prompt ``greet``'s argument ``name`` and of the resource
+  template ``note:///{topic}``'s ``topic``, each by prefix, the context's ``style``
+  echoed into the answer (``"formal:Ada"``) when given.
+
+Run as a script it serves over stdio (``python tests/reference_server.py``); tests
+wanting HTTP serve :func:`build` with :func:`supervisor.testing.servers.start_http`.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+# Logging is deprecated by 2026-07-28 (SEP-2577): still served here, to be passed on.
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
+
+NAMES = ("Ada", "Alan", "Grace", "Greta")
+TOPICS = ("garden", "gateway", "grammar", "music")
+#: the levels ``chatter`` logs at, in order
+CHATTER_LEVELS: tuple[types.LoggingLevel, ...] = ("debug", "info", "warning")
+_RANK = {level: rank for rank, level in enumerate(("debug", "info", "notice", "warning"))}
+
+_READ_ONLY = types.ToolAnnotations(read_only_hint=True)
+_TOOLS = [
+    types.Tool(
+        name="chatter",
+        description="Log a debug, an info and a warning message, then answer.",
+        input_schema={"type": "object", "properties": {}},
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
+        name="announce_later",
+        description="Answer at once; log one notice unsolicited a moment later.",
+        input_schema={"type": "object", "properties": {}},
+        annotations=_READ_ONLY,
+    ),
+]
+
+
+def build() -> Server[Any]:
+    """A fresh reference server (one per test: it remembers the level set)."""
+    state: dict[str, types.LoggingLevel | None] = {"level": None}
+
+    @asynccontextmanager
+    async def lifespan(_: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        async with anyio.create_task_group() as background:
+            yield {"background": background}
+            background.cancel_scope.cancel()
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=_TOOLS)
+
+    def wanted(level: types.LoggingLevel) -> bool:
+        asked = state["level"]
+        return asked is None or _RANK[level] >= _RANK[asked]
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name == "chatter":
+            for n, level in enumerate(CHATTER_LEVELS, 1):
+                if wanted(level):
+                    await ctx.session.send_log_message(
+                        level, f"message {n} at {level}", "chat", related_request_id=ctx.request_id
+                    )
+            return types.CallToolResult(content=[types.TextContent(type="text", text="chattered")])
+        if params.name == "announce_later":
+            session = ctx.session
+
+            async def announce() -> None:
+                await anyio.sleep(0.2)
+                await session.send_log_message("notice", "announced", "news")
+
+            ctx.lifespan_context["background"].start_soon(announce)
+            return types.CallToolResult(content=[types.TextContent(type="text", text="soon")])
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=f"no tool {params.name}")], is_error=True
+        )
+
+    async def set_level(
+        ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        state["level"] = params.level
+        return types.EmptyResult()
+
+    async def list_prompts(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        argument = types.PromptArgument(name="name", required=True)
+        return types.ListPromptsResult(prompts=[types.Prompt(name="greet", arguments=[argument])])
+
+    async def get_prompt(
+        ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        name = (params.arguments or {}).get("name", "you")
+        content = types.TextContent(type="text", text=f"Hello, {name}!")
+        return types.GetPromptResult(messages=[types.PromptMessage(role="user", content=content)])
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        template = types.ResourceTemplate(name="note", uri_template="note:///{topic}")
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[])
+
+    async def complete(
+        ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        if isinstance(params.ref, types.PromptReference) and params.ref.name == "greet":
+            pool = NAMES
+        elif isinstance(params.ref, types.ResourceTemplateReference):
+            pool = TOPICS if params.ref.uri == "note:///{topic}" else ()
+        else:
+            pool = ()
+        found = [v for v in pool if v.lower().startswith(params.argument.value.lower())]
+        style = (params.context.arguments or {}).get("style") if params.context else None
+        if style:
+            found = [f"{style}:{v}" for v in found]
+        return types.CompleteResult(completion=types.Completion(values=found, total=len(found)))
+
+    return Server(
+        "reference",
+        version="1.0",
+        lifespan=lifespan,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_set_logging_level=set_level,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_completion=complete,
+    )
+
+
+async def _main() -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = build()
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+if __name__ == "__main__":
+    sys.path.remove(sys.path[0])  # this folder: its test modules are not the SDK's
+    anyio.run(_main)

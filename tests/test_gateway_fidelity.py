@@ -1,0 +1,334 @@
+"""What a client sees of a backing server through the gateway is what it sees of the
+server directly: its log messages, its completions, its capabilities — over stdio and
+Streamable HTTP backing connections, with either protocol era on each side.
+
+The backing server is tests/reference_server.py (every feature compared here); each
+test asks it the same things directly and through ``serve_http``'s gateway, and
+compares the answers (the gateway's log messages name the server in their logger).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types as types
+import pytest
+import trio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from supervisor import open_supervisor
+from supervisor.gateway import Gateway, serve_http
+from supervisor.gateway._relay import Relay
+from supervisor.server import per_server
+from supervisor.testing.servers import start_http
+from tests.reference_server import build
+from tests.test_gateway import TOKEN, fixture, http_client, text
+
+# Logging is deprecated by 2026-07-28 (SEP-2577); it is still a feature to pass on.
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+REFERENCE = Path(__file__).with_name("reference_server.py")
+WAIT = 10.0
+AUTO_APPROVED = ["chatter", "announce_later", "echo"]
+
+Logged = list[tuple[str, str | None, Any]]
+
+
+@asynccontextmanager
+async def backing(transport: str) -> AsyncIterator[dict[str, object]]:
+    """The reference server's config entry: a subprocess over stdio, or served over
+    Streamable HTTP in this process (for as long as the block runs)."""
+    if transport == "stdio":
+        yield {"command": sys.executable, "args": [str(REFERENCE)]}
+        return
+    async with trio.open_nursery() as nursery:
+        served = await start_http(nursery, build().streamable_http_app())
+        yield {"type": "http", "url": served.url}
+        nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def direct_client(
+    entry: dict[str, object], mode: str, **options: Any
+) -> AsyncIterator[Client]:
+    """An SDK client straight to the reference server of ``entry``."""
+    if "url" in entry:
+        async with (
+            httpx2.AsyncClient() as http,
+            Client(
+                streamable_http_client(str(entry["url"]), http_client=http), mode=mode, **options
+            ) as client,
+        ):
+            yield client
+        return
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(command=str(entry["command"]), args=list(entry["args"]))  # type: ignore[call-overload]
+    async with Client(params, mode=mode, **options) as client:
+        yield client
+
+
+@asynccontextmanager
+async def gateway_client(
+    entry: dict[str, object], backing_mode: str, mode: str, **options: Any
+) -> AsyncIterator[Client]:
+    """An SDK client to a gateway over HTTP whose one backing server is ``entry``
+    (named ``ref``), the supervisor speaking ``backing_mode`` to it."""
+    relay = Relay()
+    config = {"mcpServers": {"ref": {**entry, "autoApprove": AUTO_APPROVED}}}
+    async with (
+        open_supervisor(config, mode=backing_mode, **relay.client_options()) as sup,  # type: ignore[arg-type]
+        trio.open_nursery() as nursery,
+    ):
+        gateway = Gateway(sup, relay=relay)
+        await nursery.start(gateway.run)
+        await sup.tools()
+        info = await nursery.start(partial(serve_http, gateway, "127.0.0.1", 0, token=TOKEN))
+        async with http_client(info.url, mode=mode, **options) as client:
+            yield client
+        nursery.cancel_scope.cancel()
+
+
+def collector(into: Logged, arrived: trio.Event | None = None) -> Any:
+    async def logged(params: types.LoggingMessageNotificationParams) -> None:
+        into.append((params.level, params.logger, params.data))
+        if arrived is not None:
+            arrived.set()
+
+    return logged
+
+
+async def chatter(client: Client, mode: str, level: str | None) -> None:
+    """Call ``chatter`` as a client of that era asks for ``level``: ``logging/setLevel``
+    first on the session-based protocol, the request's own opt-in on 2026-07-28."""
+    if level is not None and mode == "legacy":
+        await client.set_logging_level(level)  # type: ignore[arg-type]
+    assert text(await client.call_tool(f"{client.tool_prefix}chatter", {})) == "chattered"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("backing_mode", ["legacy", "auto"])
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_call_s_log_messages_reach_its_client_as_they_do_directly(
+    transport: str, backing_mode: str, mode: str
+) -> None:
+    """``chatter`` logs at debug, info and warning; asking for ``info`` (setLevel on
+    the session-based protocol, the request's ``_meta`` on 2026-07-28) the client gets
+    the info and warning messages, directly and through the gateway alike — whichever
+    era the gateway speaks to the server — the gateway's logger naming the server."""
+    direct: Logged = []
+    through: Logged = []
+    level_option = {} if mode == "legacy" else {"log_level": "info"}
+    async with backing(transport) as entry:
+        async with direct_client(
+            entry, mode, logging_callback=collector(direct), **level_option
+        ) as c:
+            c.tool_prefix = ""  # type: ignore[attr-defined]
+            await chatter(c, mode, "info")
+        async with gateway_client(
+            entry, backing_mode, mode, logging_callback=collector(through), **level_option
+        ) as c:
+            c.tool_prefix = "ref_"  # type: ignore[attr-defined]
+            await chatter(c, mode, "info")
+    assert direct == [
+        ("info", "chat", "message 2 at info"),
+        ("warning", "chat", "message 3 at warning"),
+    ]
+    assert through == [(level, f"ref/{logger}", data) for level, logger, data in direct]
+
+
+async def test_without_a_level_asked_a_session_client_gets_what_the_server_sends() -> None:
+    """A session-based client that never sent ``logging/setLevel`` gets every message
+    the server sends during its call, as it would directly."""
+    through: Logged = []
+    async with (
+        backing("stdio") as entry,
+        gateway_client(entry, "legacy", "legacy", logging_callback=collector(through)) as c,
+    ):
+        assert text(await c.call_tool("ref_chatter", {})) == "chattered"
+    assert [level for level, _, _ in through] == ["debug", "info", "warning"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_an_unsolicited_log_message_reaches_the_clients_that_asked_for_its_level(
+    transport: str,
+) -> None:
+    """``announce_later`` logs a notice after its call has returned: no call is waiting
+    for it, so it goes to each session-based client whose level lets it through —
+    directly and through the gateway alike."""
+    for_direct: Logged = []
+    through: Logged = []
+    async with backing(transport) as entry:
+        arrived = trio.Event()
+        async with direct_client(
+            entry, "legacy", logging_callback=collector(for_direct, arrived)
+        ) as c:
+            await c.set_logging_level("notice")
+            assert text(await c.call_tool("announce_later", {})) == "soon"
+            with trio.fail_after(WAIT):
+                await arrived.wait()
+        arrived = trio.Event()
+        async with gateway_client(
+            entry, "legacy", "legacy", logging_callback=collector(through, arrived)
+        ) as c:
+            await c.set_logging_level("notice")
+            assert text(await c.call_tool("ref_announce_later", {})) == "soon"
+            with trio.fail_after(WAIT):
+                await arrived.wait()
+    assert for_direct == [("notice", "news", "announced")]
+    assert through == [("notice", "ref/news", "announced")]
+
+
+async def test_a_client_that_asked_for_a_higher_level_does_not_get_the_notice() -> None:
+    """The gateway filters for each client by the level it asked: the backing server is
+    asked for the most verbose level any client wants, here ``notice`` — a client that
+    asked for ``error`` does not get the notice another one asked for."""
+    quiet: Logged = []
+    loud: Logged = []
+    arrived = trio.Event()
+    relay = Relay()
+    async with backing("stdio") as entry:
+        config = {"mcpServers": {"ref": {**entry, "autoApprove": AUTO_APPROVED}}}
+        async with (
+            open_supervisor(config, mode="legacy", **relay.client_options()) as sup,  # type: ignore[arg-type]
+            trio.open_nursery() as nursery,
+        ):
+            gateway = Gateway(sup, relay=relay)
+            await nursery.start(gateway.run)
+            await sup.tools()
+            info = await nursery.start(partial(serve_http, gateway, "127.0.0.1", 0, token=TOKEN))
+            async with (
+                http_client(info.url, mode="legacy", logging_callback=collector(quiet)) as a,
+                http_client(
+                    info.url, mode="legacy", logging_callback=collector(loud, arrived)
+                ) as b,
+            ):
+                await a.set_logging_level("error")
+                await b.set_logging_level("notice")
+                assert text(await a.call_tool("ref_announce_later", {})) == "soon"
+                with trio.fail_after(WAIT):
+                    await arrived.wait()
+                assert text(await a.call_tool("ref_chatter", {})) == "chattered"
+            nursery.cancel_scope.cancel()
+    assert loud == [("notice", "ref/news", "announced")]
+    assert quiet == []  # nor chatter's debug, info and warning, asked for at notice
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_completions_are_the_server_s_own_through_the_gateway(
+    transport: str, mode: str
+) -> None:
+    """Completing the prompt ``greet``'s ``name`` (by its merged name through the
+    gateway) and the template ``note:///{topic}``'s ``topic`` (with a context argument)
+    gives what the server gives directly."""
+    prompt_direct = types.PromptReference(type="ref/prompt", name="greet")
+    template = types.ResourceTemplateReference(type="ref/resource", uri="note:///{topic}")
+    answers: dict[str, list[list[str]]] = {"direct": [], "through": []}
+    async with backing(transport) as entry:
+        async with direct_client(entry, mode) as c:
+            assert c.server_capabilities.completions is not None
+            for ref, value, context in (
+                (prompt_direct, "G", None),
+                (template, "g", {"style": "formal"}),
+            ):
+                got = await c.complete(ref, {"name": "x", "value": value}, context)
+                answers["direct"].append(got.completion.values)
+        async with gateway_client(entry, mode, mode) as c:
+            assert c.server_capabilities.completions is not None
+            prompts = [p.name for p in (await c.list_prompts()).prompts]
+            assert prompts == ["ref_greet"]
+            prompt = types.PromptReference(type="ref/prompt", name="ref_greet")
+            for ref, value, context in ((prompt, "G", None), (template, "g", {"style": "formal"})):
+                got = await c.complete(ref, {"name": "x", "value": value}, context)
+                answers["through"].append(got.completion.values)
+    assert answers["direct"] == [
+        ["Grace", "Greta"],
+        ["formal:garden", "formal:gateway", "formal:grammar"],
+    ]
+    assert answers["through"] == answers["direct"]
+
+
+async def test_completing_a_prompt_nobody_offers_is_an_invalid_params_error() -> None:
+    async with backing("stdio") as entry, gateway_client(entry, "legacy", "legacy") as c:
+        ref = types.PromptReference(type="ref/prompt", name="nobody_s")
+        with pytest.raises(Exception) as caught:
+            await c.complete(ref, {"name": "x", "value": ""})
+    assert getattr(caught.value, "code", None) == types.INVALID_PARAMS
+    assert "nobody_s" in str(caught.value)
+
+
+async def test_the_gateway_declares_logging_and_completions_only_when_a_server_does() -> None:
+    """The reference server declares logging and completions, so does a gateway in front
+    of it; one in front of the echo fixture (which declares neither) declares neither."""
+    async with backing("stdio") as entry, gateway_client(entry, "legacy", "legacy") as c:
+        assert c.server_capabilities.logging is not None
+        assert c.server_capabilities.completions is not None
+    async with gateway_client(fixture("echo"), "legacy", "legacy") as c:
+        assert c.server_capabilities.logging is None
+        assert c.server_capabilities.completions is None
+
+
+async def test_a_level_set_is_asked_again_of_a_restarted_server_and_logs_name_it() -> None:
+    """``sup.set_log_level`` reaches the server now and each incarnation after: a server
+    killed and restarted still sends only warnings; ``per_server`` tells the logging
+    callback which server each message is from."""
+    logged: list[tuple[str, str, Any]] = []
+
+    def logs_of(server: str) -> Any:
+        async def log(params: types.LoggingMessageNotificationParams) -> None:
+            logged.append((server, params.level, params.data))
+
+        return log
+
+    config = {"mcpServers": {"ref": {"command": sys.executable, "args": [str(REFERENCE)]}}}
+    async with open_supervisor(config, mode="legacy", logging_callback=per_server(logs_of)) as sup:
+        await sup.tools()
+        await sup.set_log_level("warning")
+        await sup.call("ref_chatter", approve=_yes)
+        pid = sup.status()["ref"].pid
+        assert pid is not None
+        async with sup.subscribe("mcp.connected") as events:
+            os.kill(pid, signal.SIGKILL)
+            with trio.fail_after(WAIT):
+                async for _ in events:
+                    if sup.status()["ref"].pid not in (None, pid):
+                        break
+        await sup.call("ref_chatter", approve=_yes)
+    assert logged == [("ref", "warning", "message 3 at warning")] * 2
+
+
+async def _yes(request: object) -> bool:
+    return True
+
+
+async def test_a_server_that_completes_nothing_answers_an_empty_list() -> None:
+    """The rich fixture has prompts but declares no completions: completing its prompt
+    through a gateway that also serves the reference server gives no values, not an
+    error."""
+    relay = Relay()
+    ref = {"command": sys.executable, "args": [str(REFERENCE)]}
+    config = {"mcpServers": {"ref": ref, "notes": fixture("rich")}}
+    async with (
+        open_supervisor(config, mode="legacy", **relay.client_options()) as sup,  # type: ignore[arg-type]
+        trio.open_nursery() as nursery,
+    ):
+        gateway = Gateway(sup, relay=relay)
+        await nursery.start(gateway.run)
+        await sup.tools()
+        info = await nursery.start(partial(serve_http, gateway, "127.0.0.1", 0, token=TOKEN))
+        async with http_client(info.url, mode="legacy") as c:
+            assert c.server_capabilities.completions is not None
+            ref_prompt = types.PromptReference(type="ref/prompt", name="notes_summarize")
+            got = await c.complete(ref_prompt, {"name": "title", "value": "A"})
+            assert got.completion.values == []
+        nursery.cancel_scope.cancel()
