@@ -78,13 +78,11 @@ async def direct_client(
 
 
 @asynccontextmanager
-async def gateway_client(
-    entry: dict[str, object], backing_mode: str, mode: str, **options: Any
-) -> AsyncIterator[Client]:
-    """An SDK client to a gateway over HTTP whose one backing server is ``entry``
-    (named ``ref``), the supervisor speaking ``backing_mode`` to it."""
+async def gateway_url(servers: dict[str, object], backing_mode: str) -> AsyncIterator[str]:
+    """The URL of a gateway over HTTP in front of ``servers`` (config entries by name),
+    the supervisor speaking ``backing_mode`` to them and relaying to the clients."""
     relay = Relay()
-    config = {"mcpServers": {"ref": {**entry, "autoApprove": AUTO_APPROVED}}}
+    config = {"mcpServers": servers}
     async with (
         open_supervisor(config, mode=backing_mode, **relay.client_options()) as sup,  # type: ignore[arg-type]
         trio.open_nursery() as nursery,
@@ -93,9 +91,22 @@ async def gateway_client(
         await nursery.start(gateway.run)
         await sup.tools()
         info = await nursery.start(partial(serve_http, gateway, "127.0.0.1", 0, token=TOKEN))
-        async with http_client(info.url, mode=mode, **options) as client:
-            yield client
+        yield info.url
         nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def gateway_client(
+    entry: dict[str, object], backing_mode: str, mode: str, **options: Any
+) -> AsyncIterator[Client]:
+    """An SDK client to a gateway over HTTP whose one backing server is ``entry``
+    (named ``ref``), the supervisor speaking ``backing_mode`` to it."""
+    servers = {"ref": {**entry, "autoApprove": AUTO_APPROVED}}
+    async with (
+        gateway_url(servers, backing_mode) as url,
+        http_client(url, mode=mode, **options) as client,
+    ):
+        yield client
 
 
 def collector(into: Logged, arrived: trio.Event | None = None) -> Any:
@@ -195,30 +206,19 @@ async def test_a_client_that_asked_for_a_higher_level_does_not_get_the_notice() 
     quiet: Logged = []
     loud: Logged = []
     arrived = trio.Event()
-    relay = Relay()
     async with backing("stdio") as entry:
-        config = {"mcpServers": {"ref": {**entry, "autoApprove": AUTO_APPROVED}}}
+        servers = {"ref": {**entry, "autoApprove": AUTO_APPROVED}}
         async with (
-            open_supervisor(config, mode="legacy", **relay.client_options()) as sup,  # type: ignore[arg-type]
-            trio.open_nursery() as nursery,
+            gateway_url(servers, "legacy") as url,
+            http_client(url, mode="legacy", logging_callback=collector(quiet)) as a,
+            http_client(url, mode="legacy", logging_callback=collector(loud, arrived)) as b,
         ):
-            gateway = Gateway(sup, relay=relay)
-            await nursery.start(gateway.run)
-            await sup.tools()
-            info = await nursery.start(partial(serve_http, gateway, "127.0.0.1", 0, token=TOKEN))
-            async with (
-                http_client(info.url, mode="legacy", logging_callback=collector(quiet)) as a,
-                http_client(
-                    info.url, mode="legacy", logging_callback=collector(loud, arrived)
-                ) as b,
-            ):
-                await a.set_logging_level("error")
-                await b.set_logging_level("notice")
-                assert text(await a.call_tool("ref_announce_later", {})) == "soon"
-                with trio.fail_after(WAIT):
-                    await arrived.wait()
-                assert text(await a.call_tool("ref_chatter", {})) == "chattered"
-            nursery.cancel_scope.cancel()
+            await a.set_logging_level("error")
+            await b.set_logging_level("notice")
+            assert text(await a.call_tool("ref_announce_later", {})) == "soon"
+            with trio.fail_after(WAIT):
+                await arrived.wait()
+            assert text(await a.call_tool("ref_chatter", {})) == "chattered"
     assert loud == [("notice", "ref/news", "announced")]
     assert quiet == []  # nor chatter's debug, info and warning, asked for at notice
 
@@ -315,20 +315,10 @@ async def test_a_server_that_completes_nothing_answers_an_empty_list() -> None:
     """The rich fixture has prompts but declares no completions: completing its prompt
     through a gateway that also serves the reference server gives no values, not an
     error."""
-    relay = Relay()
     ref = {"command": sys.executable, "args": [str(REFERENCE)]}
-    config = {"mcpServers": {"ref": ref, "notes": fixture("rich")}}
-    async with (
-        open_supervisor(config, mode="legacy", **relay.client_options()) as sup,  # type: ignore[arg-type]
-        trio.open_nursery() as nursery,
-    ):
-        gateway = Gateway(sup, relay=relay)
-        await nursery.start(gateway.run)
-        await sup.tools()
-        info = await nursery.start(partial(serve_http, gateway, "127.0.0.1", 0, token=TOKEN))
-        async with http_client(info.url, mode="legacy") as c:
-            assert c.server_capabilities.completions is not None
-            ref_prompt = types.PromptReference(type="ref/prompt", name="notes_summarize")
-            got = await c.complete(ref_prompt, {"name": "title", "value": "A"})
-            assert got.completion.values == []
-        nursery.cancel_scope.cancel()
+    servers = {"ref": ref, "notes": fixture("rich")}
+    async with gateway_url(servers, "legacy") as url, http_client(url, mode="legacy") as c:
+        assert c.server_capabilities.completions is not None
+        ref_prompt = types.PromptReference(type="ref/prompt", name="notes_summarize")
+        got = await c.complete(ref_prompt, {"name": "title", "value": "A"})
+        assert got.completion.values == []
