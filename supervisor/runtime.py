@@ -128,6 +128,8 @@ class SupervisorHandle:
         self.history = history
         #: the audit log every tool call is written to, if the config asks for one
         self.audit = audit
+        #: the approval callback it was opened with (``approve``), if any
+        self.approver = approve
         self._gate = Gate(
             self._servers,
             registry,

@@ -8,6 +8,10 @@ Built on the SDK's low-level ``Server`` (the high-level one declares no logging)
   ``chatter`` logs ``debug``, ``info`` and ``warning`` messages while it runs, under the
   logger ``chat``; ``announce_later`` answers at once and a moment later logs one
   ``notice`` unsolicited, on the connection's standalone channel;
+* cancellation — ``wait`` reports progress once (so a client knows it runs), then
+  waits until it is cancelled (``notifications/cancelled``, or on 2026-07-28 over HTTP
+  its response stream closed); ``cancelled`` answers ``"cancelled"`` once a ``wait``
+  has been (within ten seconds, else ``"not cancelled"``);
 * completions — of the prompt ``greet``'s argument ``name`` and of the resource
   template ``note:///{topic}``'s ``topic``, each by prefix, the context's ``style``
   echoed into the answer (``"formal:Ada"``) when given.
@@ -48,6 +52,18 @@ _TOOLS = [
         annotations=_READ_ONLY,
     ),
     types.Tool(
+        name="wait",
+        description="Report progress once, then wait until cancelled.",
+        input_schema={"type": "object", "properties": {}},
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
+        name="cancelled",
+        description="Whether a wait was cancelled (waits up to ten seconds for one).",
+        input_schema={"type": "object", "properties": {}},
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
         name="announce_later",
         description="Answer at once; log one notice unsolicited a moment later.",
         input_schema={"type": "object", "properties": {}},
@@ -59,6 +75,7 @@ _TOOLS = [
 def build() -> Server[Any]:
     """A fresh reference server (one per test: it remembers the level set)."""
     state: dict[str, types.LoggingLevel | None] = {"level": None}
+    cancelled = anyio.Event()
 
     @asynccontextmanager
     async def lifespan(_: Server[Any]) -> AsyncIterator[dict[str, Any]]:
@@ -85,6 +102,21 @@ def build() -> Server[Any]:
                         level, f"message {n} at {level}", "chat", related_request_id=ctx.request_id
                     )
             return types.CallToolResult(content=[types.TextContent(type="text", text="chattered")])
+        if params.name == "wait":
+            token = (params.meta or {}).get("progress_token")
+            if token is not None:
+                await ctx.session.send_progress_notification(
+                    token, 1, None, "waiting", related_request_id=ctx.request_id
+                )
+            try:
+                await anyio.sleep_forever()
+            finally:  # cancelled: the only way out
+                cancelled.set()
+        if params.name == "cancelled":
+            with anyio.move_on_after(10):
+                await cancelled.wait()
+            answer = "cancelled" if cancelled.is_set() else "not cancelled"
+            return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])
         if params.name == "announce_later":
             session = ctx.session
 

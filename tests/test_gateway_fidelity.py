@@ -26,6 +26,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from supervisor import open_supervisor
+from supervisor.faults import CallHistory
 from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._relay import Relay
 from supervisor.server import per_server
@@ -38,7 +39,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 
 REFERENCE = Path(__file__).with_name("reference_server.py")
 WAIT = 10.0
-AUTO_APPROVED = ["chatter", "announce_later", "echo"]
+AUTO_APPROVED = ["chatter", "announce_later", "echo", "wait", "cancelled"]
 
 Logged = list[tuple[str, str | None, Any]]
 
@@ -78,13 +79,17 @@ async def direct_client(
 
 
 @asynccontextmanager
-async def gateway_url(servers: dict[str, object], backing_mode: str) -> AsyncIterator[str]:
+async def gateway_url(
+    servers: dict[str, object], backing_mode: str, history: CallHistory | None = None
+) -> AsyncIterator[str]:
     """The URL of a gateway over HTTP in front of ``servers`` (config entries by name),
-    the supervisor speaking ``backing_mode`` to them and relaying to the clients."""
+    the supervisor speaking ``backing_mode`` to them and relaying to the clients, its
+    calls recorded in ``history`` if given."""
     relay = Relay()
     config = {"mcpServers": servers}
+    options = relay.client_options()
     async with (
-        open_supervisor(config, mode=backing_mode, **relay.client_options()) as sup,  # type: ignore[arg-type]
+        open_supervisor(config, mode=backing_mode, history=history, **options) as sup,  # type: ignore[arg-type]
         trio.open_nursery() as nursery,
     ):
         gateway = Gateway(sup, relay=relay)
@@ -97,13 +102,17 @@ async def gateway_url(servers: dict[str, object], backing_mode: str) -> AsyncIte
 
 @asynccontextmanager
 async def gateway_client(
-    entry: dict[str, object], backing_mode: str, mode: str, **options: Any
+    entry: dict[str, object],
+    backing_mode: str,
+    mode: str,
+    history: CallHistory | None = None,
+    **options: Any,
 ) -> AsyncIterator[Client]:
     """An SDK client to a gateway over HTTP whose one backing server is ``entry``
     (named ``ref``), the supervisor speaking ``backing_mode`` to it."""
     servers = {"ref": {**entry, "autoApprove": AUTO_APPROVED}}
     async with (
-        gateway_url(servers, backing_mode) as url,
+        gateway_url(servers, backing_mode, history) as url,
         http_client(url, mode=mode, **options) as client,
     ):
         yield client
@@ -322,3 +331,43 @@ async def test_a_server_that_completes_nothing_answers_an_empty_list() -> None:
         ref_prompt = types.PromptReference(type="ref/prompt", name="notes_summarize")
         got = await c.complete(ref_prompt, {"name": "title", "value": "A"})
         assert got.completion.values == []
+
+
+async def cancel_a_wait(client: Client, tool: str) -> None:
+    """Call ``tool`` (the reference server's ``wait``) and give up on it once it has
+    reported that it runs: the SDK client's abandoning of a request is its cancelling
+    (``notifications/cancelled``; on 2026-07-28 over HTTP, the response stream closed)."""
+    running = trio.Event()
+
+    async def progressed(progress: float, total: float | None, message: str | None) -> None:
+        running.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(client.call_tool, tool, {}, progress_callback=progressed))
+        with trio.fail_after(WAIT):
+            await running.wait()
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("backing_mode", ["legacy", "auto"])
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_call_its_client_gives_up_on_is_cancelled_at_the_server(
+    transport: str, backing_mode: str, mode: str
+) -> None:
+    """A client that cancels a running call has it cancelled at the backing server —
+    directly and through the gateway alike, whichever era on either side — and the
+    gateway's history records it as indefinite (it may have taken effect), never as
+    not executed."""
+    history = CallHistory()
+    async with backing(transport) as entry, direct_client(entry, mode) as c:
+        await cancel_a_wait(c, "wait")
+        assert text(await c.call_tool("cancelled", {})) == "cancelled"
+    async with (  # a server of its own: the first one knows of a cancelled wait
+        backing(transport) as entry,
+        gateway_client(entry, backing_mode, mode, history=history) as c,
+    ):
+        await cancel_a_wait(c, "ref_wait")
+        assert text(await c.call_tool("ref_cancelled", {})) == "cancelled"
+    waits = [record for record in history.calls if record.tool == "ref_wait"]
+    assert [record.outcome for record in waits] == ["info"]

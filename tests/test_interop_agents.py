@@ -45,9 +45,10 @@ READY_TIMEOUT = 120
 EXIT_TIMEOUT = 60
 #: What the gateway says of a call of ``notes_add``: it is not in ``autoApprove``.
 REFUSED = (
-    "tool 'notes_add' (server 'notes') needs approval (not auto-approved) and a gateway has "
-    "nobody to ask; the call was not made. To allow it: add 'add' to the server's "
-    "autoApprove in the config, or start the gateway with --yes"
+    "tool 'notes_add' (server 'notes') needs approval (not auto-approved) and the gateway's "
+    "client cannot be asked (it declared no elicitation on the session-based protocol); "
+    "the call was not made. To allow it: add 'add' to the server's autoApprove in the "
+    "config, or start the gateway with --yes"
 )
 LANGCHAIN_PYTHON = "MCP_SUPERVISOR_LANGCHAIN_PYTHON"
 #: ``notes_add``'s arguments: valid, so what refuses the call is the approval policy.

@@ -334,8 +334,9 @@ def register(commands: Commands, parents: Parents) -> None:
         "-y",
         "--yes",
         action="store_true",
-        help="approve every call that needs approval (a gateway has nobody to ask; "
-        "without this such calls are refused, saying how to allow them)",
+        help="approve every call that needs approval (without this, a client that "
+        "declared elicitation is asked, and other clients' such calls are refused, saying "
+        "how to allow them)",
     )
     add_dashboard_option(serve)
     serve.set_defaults(handler=_cmd_serve)

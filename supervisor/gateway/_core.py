@@ -31,6 +31,7 @@ or ``"may have taken effect"`` (the connection died mid-call, or it timed out).
 from __future__ import annotations
 
 import fnmatch
+import warnings
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import suppress
@@ -47,7 +48,7 @@ from mcp.server.subscriptions import (
     ResourcesListChanged,
     ToolsListChanged,
 )
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._util._previews import PREVIEW_LIMITS
@@ -69,6 +70,7 @@ from ..monitor._probes import DOWN
 from ..registry._document import tools_document
 from ..server._status import ServerStatus
 from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider
+from ._approval import client_approver
 from ._relay import LEVELS, Relay, connection_of
 from ._search import INSTRUCTIONS, ToolSearch, listed
 
@@ -208,21 +210,23 @@ class Gateway:
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._announced: tuple[object, object, object] | None = None
         self._connected = trio.Event()
-        self.server = _Server(
-            name,
-            version=__version__,
-            instructions=INSTRUCTIONS if tool_search else _INSTRUCTIONS,
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            on_list_resources=self._list_resources,
-            on_list_resource_templates=self._list_templates,
-            on_read_resource=self._read_resource,
-            on_list_prompts=self._list_prompts,
-            on_get_prompt=self._get_prompt,
-            on_subscriptions_listen=ListenHandler(self.subscriptions),
-            on_completion=self._complete,
-            on_set_logging_level=self._set_logging_level,
-        )
+        with warnings.catch_warnings():  # logging, deprecated by 2026-07-28, is passed on
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            self.server = _Server(
+                name,
+                version=__version__,
+                instructions=INSTRUCTIONS if tool_search else _INSTRUCTIONS,
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_list_resources=self._list_resources,
+                on_list_resource_templates=self._list_templates,
+                on_read_resource=self._read_resource,
+                on_list_prompts=self._list_prompts,
+                on_get_prompt=self._get_prompt,
+                on_subscriptions_listen=ListenHandler(self.subscriptions),
+                on_completion=self._complete,
+                on_set_logging_level=self._set_logging_level,
+            )
         self.server.offered = self.offered
         if tool_search:
             self.server.changes = _SEARCH_CHANGES
@@ -400,17 +404,19 @@ class Gateway:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         name, arguments, progress = params.name, params.arguments or {}, _progress(ctx, params)
-        if self.search is not None and name in self.search:
-            try:
-                return await self.search.call(name, arguments, progress)
-            except SupervisorError as exc:  # nothing was run: a meta-tool's own refusal
-                return _error_result(exc, str(exc), sent=False)
         meta: Mapping[str, Any] = params.meta or {}
-        timeout = _timeout(meta.get(TIMEOUT_META))
         # --yes of the command line, honoured only over the local socket: its file mode
         # lets only this user in, who could run the call with --no-gateway --yes anyway.
         local = _is_local(ctx)
         approve = _CLI_YES if meta.get(APPROVE_META) is True and local else None
+        if approve is None and self.sup.approver is None:
+            approve = client_approver(ctx)  # asked through elicitation, if it can be
+        if self.search is not None and name in self.search:
+            try:
+                return await self.search.call(name, arguments, progress, approve=approve)
+            except SupervisorError as exc:  # nothing was run: a meta-tool's own refusal
+                return _error_result(exc, str(exc), sent=False)
+        timeout = _timeout(meta.get(TIMEOUT_META))
         try:
             result = await self.call(
                 name,
@@ -645,14 +651,20 @@ _PROTOCOL_META = "io.modelcontextprotocol/"
 
 
 def _approval_text(exc: ApprovalRequired) -> str:
-    """The refusal of a call that needs approval, in the gateway's terms: nobody to ask,
-    and how to allow it (the server's ``autoApprove``, or ``serve --yes``)."""
+    """The refusal of a call that needs approval, in the gateway's terms: its client
+    cannot be asked, and how to allow it (the server's ``autoApprove``, or ``serve
+    --yes``)."""
     how = exc.cli_message.partition("To allow it: ")[2] or "start the gateway with --yes"
     how = how.replace("run with --yes", "start the gateway with --yes")
     return (
-        f"tool {exc.tool!r} (server {exc.server!r}) needs approval ({exc.reason}) and a "
-        f"gateway has nobody to ask; the call was not made. To allow it: {how}"
+        f"tool {exc.tool!r} (server {exc.server!r}) needs approval ({exc.reason}) and the "
+        f"gateway's client cannot be asked ({_NOT_ASKED}); the call was not made. To allow "
+        f"it: {how}"
     )
+
+
+#: Why a gateway's client was not asked about a call that needs approval.
+_NOT_ASKED = "it declared no elicitation on the session-based protocol"
 
 
 def _error_data(exc: BaseException, *, sent: bool = True) -> dict[str, object]:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ..registry import Catalog, Entry
     from ..runtime import SupervisorHandle
     from ..server._messages import Progress
+    from ..tools import ApprovalCallback
 
 __all__ = ["META_TOOLS", "SearchHost", "ToolSearch", "listed", "meta_tools"]
 
@@ -84,9 +85,15 @@ class SearchHost(Protocol):
         ...
 
     async def call(
-        self, name: str, arguments: Mapping[str, object], progress: Progress | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, object],
+        progress: Progress | None = None,
+        *,
+        approve: ApprovalCallback | None = None,
     ) -> types.CallToolResult:
-        """Call the tool ``name`` through the gate, its failures as tool errors."""
+        """Call the tool ``name`` through the gate (``approve`` deciding its approval, if
+        given), its failures as tool errors."""
         ...
 
 
@@ -110,9 +117,15 @@ class ToolSearch:
         return name in self._by_name
 
     async def call(
-        self, name: str, arguments: Mapping[str, object], progress: Progress | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, object],
+        progress: Progress | None = None,
+        *,
+        approve: ApprovalCallback | None = None,
     ) -> types.CallToolResult:
-        """Answer a call of the meta-tool ``name``.
+        """Answer a call of the meta-tool ``name`` (``approve`` deciding the approval of
+        the tool ``call`` calls, if given).
 
         Arguments that do not fit its input schema raise
         :class:`~supervisor.errors.ToolArgumentsInvalid`; ``list`` of a server not served
@@ -123,7 +136,9 @@ class ToolSearch:
         validate_arguments(self._by_name[name], arguments)
         args: Mapping[str, Any] = arguments
         if name == "call":
-            return await self._host.call(args["name"], args.get("arguments") or {}, progress)
+            return await self._host.call(
+                args["name"], args.get("arguments") or {}, progress, approve=approve
+            )
         await self._host.first_listing()
         if name == "list":
             answer = self.list_servers(

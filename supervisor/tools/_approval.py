@@ -43,6 +43,8 @@ class Decider(enum.StrEnum):
     CLI_YES = "cli --yes"
     #: the person at the command line's prompt
     CLI_PROMPT = "cli prompt"
+    #: the gateway's client, asked through elicitation
+    CLIENT = "client"
 
 
 class ToolPolicySource(Protocol):

@@ -1,0 +1,100 @@
+"""Approval asked of the gateway's own client, through elicitation.
+
+A call that needs approval (the server's ``approve`` / ``autoApprove`` policy, a
+destructive annotation or name) is asked of the client that made it, when the gateway
+itself was given no way to decide (no ``serve --yes``) and the client can be asked: it
+declared elicitation and speaks the session-based protocol (the 2026-07-28 one has no
+server-to-client requests). The question is a form-mode ``elicitation/create`` with no
+fields: its message names the tool, its server, why it asks and the arguments; accept
+runs that one call, decline or cancel refuses it
+(:class:`~supervisor.errors.ApprovalDenied`). The request's ``_meta`` carries the same
+as data under :data:`APPROVAL_META`, so a client can tell an approval from a backing
+server's own elicitation that the gateway relays.
+
+A client that cannot be asked gets what it got before: the call refused, saying how to
+allow it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .._util._printable import printable
+from ..log import get_logger
+from ..tools import ApprovalRequest, Approver, Decider
+
+if TYPE_CHECKING:
+    from mcp.server.context import ServerRequestContext
+
+__all__ = ["APPROVAL_META", "client_approver", "question"]
+
+log = get_logger("supervisor.gateway")
+
+#: The ``_meta`` key of an approval's ``elicitation/create``: ``{"server", "tool",
+#: "reason"}``, what the message says, as data.
+APPROVAL_META = "mcp-supervisor/approval"
+#: Characters of the arguments' JSON shown in the question; longer is cut, marked ``…``.
+ARGUMENTS_SHOWN = 400
+
+_ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+#: A form with no fields: the answer is the action alone.
+_NO_FIELDS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def question(request: ApprovalRequest) -> str:
+    """The approval's message: the tool, its server, why it asks and the arguments, each
+    name escaped (a server chose it: it is shown, never obeyed)."""
+    shown = json.dumps(dict(request.arguments), ensure_ascii=False, default=str)
+    if len(shown) > ARGUMENTS_SHOWN:
+        shown = shown[: ARGUMENTS_SHOWN - 1] + "…"
+    return (
+        f"Allow the tool {printable(request.original_name)!r} of the server "
+        f"{printable(request.server)!r} to run? It needs approval ({request.reason}). "
+        f"Arguments: {printable(shown)}"
+    )
+
+
+def client_approver(ctx: ServerRequestContext[Any, Any]) -> Approver | None:
+    """An approval callback asking the client of ``ctx`` (a ``tools/call`` request), or
+    ``None`` if that client cannot be asked."""
+    session = ctx.session
+    if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return None
+    if not session.check_client_capability(_ELICITATION):
+        return None
+    request_id = ctx.request_id
+
+    async def ask(request: ApprovalRequest) -> bool:
+        params = types.ElicitRequestFormParams(
+            message=question(request),
+            requested_schema=_NO_FIELDS,  # type: ignore[arg-type]
+            _meta={  # type: ignore[typeddict-unknown-key]
+                APPROVAL_META: {
+                    "server": request.server,
+                    "tool": request.tool,
+                    "reason": request.reason,
+                }
+            },
+        )
+        try:
+            answer = await session.send_request(
+                types.ElicitRequest(params=params),
+                types.ElicitResult,
+                metadata=ServerMessageMetadata(related_request_id=request_id),
+            )
+        except Exception as exc:  # an error answer, or the client went away: not approved
+            log.info(
+                "the client did not answer an approval",
+                server=request.server,
+                tool=request.tool,
+                error=str(exc),
+            )
+            return False
+        return answer.action == "accept"
+
+    return Approver(ask, Decider.CLIENT)
