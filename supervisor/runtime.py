@@ -454,6 +454,17 @@ class SupervisorHandle:
         :meth:`supervisor.resources.Resources.get_prompt`."""
         return await self._resources.get_prompt(name, arguments, timeout=timeout)
 
+    async def subscribe_resource(self, uri: str, *, server: str | None = None) -> str:
+        """Subscribe to changes of the resource ``uri``, at the server that offers it (or
+        ``server``): each change is published as ``mcp.resource.updated`` (subscribe to
+        it with :meth:`subscribe`), also after the server restarts; returns the server's
+        name. See :meth:`supervisor.resources.Resources.subscribe_resource`."""
+        return await self._resources.subscribe_resource(uri, server=server)
+
+    async def unsubscribe_resource(self, uri: str, *, server: str | None = None) -> str:
+        """Stop the subscription to ``uri``; returns the server's name."""
+        return await self._resources.unsubscribe_resource(uri, server=server)
+
     async def complete(
         self,
         ref: types.PromptReference | types.ResourceTemplateReference,

@@ -12,6 +12,10 @@ Built on the SDK's low-level ``Server`` (the high-level one declares no logging)
   waits until it is cancelled (``notifications/cancelled``, or on 2026-07-28 over HTTP
   its response stream closed); ``cancelled`` answers ``"cancelled"`` once a ``wait``
   has been (within ten seconds, else ``"not cancelled"``);
+* resource subscriptions — ``note:///news`` is listed, and any ``note:///…`` may be
+  subscribed to: ``resources/subscribe`` on the session-based protocol (the update goes
+  to each connection that subscribed), a ``subscriptions/listen`` stream naming it on
+  2026-07-28; the tool ``touch`` announces that its ``uri`` changed;
 * completions — of the prompt ``greet``'s argument ``name`` and of the resource
   template ``note:///{topic}``'s ``topic``, each by prefix, the context's ``style``
   echoed into the answer (``"formal:Ada"``) when given.
@@ -32,6 +36,7 @@ import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 # Logging is deprecated by 2026-07-28 (SEP-2577): still served here, to be passed on.
@@ -64,6 +69,12 @@ _TOOLS = [
         annotations=_READ_ONLY,
     ),
     types.Tool(
+        name="touch",
+        description="Announce that the resource uri changed.",
+        input_schema={"type": "object", "properties": {"uri": {"type": "string"}}},
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
         name="announce_later",
         description="Answer at once; log one notice unsolicited a moment later.",
         input_schema={"type": "object", "properties": {}},
@@ -76,6 +87,9 @@ def build() -> Server[Any]:
     """A fresh reference server (one per test: it remembers the level set)."""
     state: dict[str, types.LoggingLevel | None] = {"level": None}
     cancelled = anyio.Event()
+    bus = InMemorySubscriptionBus()
+    #: the connections subscribed to each URI (session-based protocol)
+    subscribers: dict[str, list[Any]] = {}
 
     @asynccontextmanager
     async def lifespan(_: Server[Any]) -> AsyncIterator[dict[str, Any]]:
@@ -117,6 +131,12 @@ def build() -> Server[Any]:
                 await cancelled.wait()
             answer = "cancelled" if cancelled.is_set() else "not cancelled"
             return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])
+        if params.name == "touch":
+            uri = str((params.arguments or {}).get("uri"))
+            for connection in subscribers.get(uri, ()):
+                await connection.send_resource_updated(uri)
+            await bus.publish(ResourceUpdated(uri=uri))
+            return types.CallToolResult(content=[types.TextContent(type="text", text="touched")])
         if params.name == "announce_later":
             session = ctx.session
 
@@ -158,7 +178,24 @@ def build() -> Server[Any]:
     async def list_resources(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[])
+        news = types.Resource(name="news", uri="note:///news")
+        return types.ListResourcesResult(resources=[news])
+
+    async def subscribe(
+        ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        connection = ctx.session._connection  # the client's standalone channel
+        subscribers.setdefault(str(params.uri), []).append(connection)
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        connection = ctx.session._connection
+        subscribed = subscribers.get(str(params.uri), [])
+        if connection in subscribed:
+            subscribed.remove(connection)
+        return types.EmptyResult()
 
     async def complete(
         ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
@@ -187,6 +224,9 @@ def build() -> Server[Any]:
         on_list_resources=list_resources,
         on_list_resource_templates=list_templates,
         on_completion=complete,
+        on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=unsubscribe,
+        on_subscriptions_listen=ListenHandler(bus),
     )
 
 

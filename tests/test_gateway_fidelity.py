@@ -24,6 +24,7 @@ import pytest
 import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.subscriptions import ResourceUpdated
 
 from supervisor import open_supervisor
 from supervisor.faults import CallHistory
@@ -39,7 +40,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 
 REFERENCE = Path(__file__).with_name("reference_server.py")
 WAIT = 10.0
-AUTO_APPROVED = ["chatter", "announce_later", "echo", "wait", "cancelled"]
+AUTO_APPROVED = ["chatter", "announce_later", "echo", "wait", "cancelled", "touch"]
+NEWS, GARDEN = "note:///news", "note:///garden"
 
 Logged = list[tuple[str, str | None, Any]]
 
@@ -371,3 +373,123 @@ async def test_a_call_its_client_gives_up_on_is_cancelled_at_the_server(
         assert text(await c.call_tool("ref_cancelled", {})) == "cancelled"
     waits = [record for record in history.calls if record.tool == "ref_wait"]
     assert [record.outcome for record in waits] == ["info"]
+
+
+class Updates:
+    """A session-based client's ``notifications/resources/updated``, as its message
+    handler gets them."""
+
+    def __init__(self) -> None:
+        self.uris: list[str] = []
+        self.arrived = trio.Event()
+
+    async def handler(self, message: object) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.uris.append(str(message.params.uri))
+            self.arrived.set()
+
+
+async def subscribed_updates(client: Client, mode: str, touch: str, updates: Updates) -> list[str]:
+    """Subscribe to news, have news and then garden touched; then to garden alone, have
+    news and then garden touched: the updates the client hears, in order — with
+    ``resources/subscribe`` on the session-based protocol, a listen stream on 2026-07-28.
+    Subscribed to one URI at a time, it hears only that one."""
+    heard: list[str] = []
+    for uri, other in ((NEWS, GARDEN), (GARDEN, NEWS)):
+        if mode == "legacy":
+            updates.arrived = trio.Event()
+            await client.subscribe_resource(uri)
+            await client.call_tool(touch, {"uri": other})
+            await client.call_tool(touch, {"uri": uri})
+            with trio.fail_after(WAIT):
+                await updates.arrived.wait()
+            await client.unsubscribe_resource(uri)
+            continue
+        async with client.listen(resource_subscriptions=[uri]) as subscription:
+            await client.call_tool(touch, {"uri": other})
+            await client.call_tool(touch, {"uri": uri})
+            with trio.fail_after(WAIT):
+                async for event in subscription:
+                    assert isinstance(event, ResourceUpdated)
+                    heard.append(event.uri)
+                    break
+    return updates.uris if mode == "legacy" else heard
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("backing_mode", ["legacy", "auto"])
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_subscribed_resource_s_updates_reach_its_subscriber_only(
+    transport: str, backing_mode: str, mode: str
+) -> None:
+    """Subscribing to a resource (``resources/subscribe``, or a listen stream on
+    2026-07-28) brings its updates and not another's — directly and through the gateway
+    alike, whichever era on either side; unsubscribing stops them. The gateway declares
+    subscriptions as its server does."""
+    direct, through = Updates(), Updates()
+    async with backing(transport) as entry:
+        async with direct_client(entry, mode, message_handler=direct.handler) as c:
+            assert c.server_capabilities.resources.subscribe  # type: ignore[union-attr]
+            heard_directly = await subscribed_updates(c, mode, "touch", direct)
+        async with gateway_client(entry, backing_mode, mode, message_handler=through.handler) as c:
+            assert c.server_capabilities.resources.subscribe  # type: ignore[union-attr]
+            heard_through = await subscribed_updates(c, mode, "ref_touch", through)
+    assert heard_directly == [NEWS, GARDEN]
+    assert heard_through == heard_directly
+
+
+async def test_an_update_goes_to_the_subscribed_client_alone() -> None:
+    """Of two clients of one gateway, the one subscribed hears the update; the other,
+    subscribed to nothing, does not (checked after the first heard it and the second
+    made a round trip of its own)."""
+    subscribed, other = Updates(), Updates()
+    async with backing("stdio") as entry:
+        servers = {"ref": {**entry, "autoApprove": AUTO_APPROVED}}
+        async with (
+            gateway_url(servers, "legacy") as url,
+            http_client(url, mode="legacy", message_handler=subscribed.handler) as a,
+            http_client(url, mode="legacy", message_handler=other.handler) as b,
+        ):
+            await a.subscribe_resource(NEWS)
+            await b.call_tool("ref_touch", {"uri": NEWS})
+            with trio.fail_after(WAIT):
+                await subscribed.arrived.wait()
+            await b.call_tool("ref_touch", {"uri": GARDEN})
+    assert subscribed.uris == [NEWS]
+    assert other.uris == []
+
+
+async def test_an_unknown_resource_cannot_be_subscribed_to() -> None:
+    """A URI no backing server lists nor has a template for is the protocol's
+    resource-not-found error (-32002), as for a read."""
+    from mcp.shared.exceptions import MCPError
+
+    async with backing("stdio") as entry, gateway_client(entry, "legacy", "legacy") as c:
+        with pytest.raises(MCPError) as caught:
+            await c.subscribe_resource("elsewhere:///x")
+    assert caught.value.error.code == -32002
+
+
+@pytest.mark.parametrize("backing_mode", ["legacy", "auto"])
+async def test_a_subscription_outlives_a_restart_of_its_server(backing_mode: str) -> None:
+    """``sup.subscribe_resource`` is asked again of each new connection before it counts
+    as connected: after a kill -9 and the restart, an update of the subscribed resource
+    is still published as ``mcp.resource.updated``, naming the server."""
+    config = {"mcpServers": {"ref": {"command": sys.executable, "args": [str(REFERENCE)]}}}
+    async with open_supervisor(config, mode=backing_mode) as sup:
+        await sup.tools()
+        assert await sup.subscribe_resource(NEWS) == "ref"
+        pid = sup.status()["ref"].pid
+        assert pid is not None
+        async with sup.subscribe("mcp.connected", "mcp.resource.updated") as events:
+            os.kill(pid, signal.SIGKILL)
+            with trio.fail_after(WAIT):
+                async for _ in events:
+                    if sup.status()["ref"].pid not in (None, pid):
+                        break
+            await sup.call("ref_touch", {"uri": NEWS}, approve=_yes)
+            with trio.fail_after(WAIT):
+                async for event in events:
+                    if event.kind == "mcp.resource.updated":
+                        break
+    assert (event.server, event.uri) == ("ref", NEWS)  # type: ignore[attr-defined]

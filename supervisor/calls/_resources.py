@@ -140,12 +140,37 @@ class Resources:
         <supervisor.server.ServerHandle.read_resource>` raises: ``ServerUnavailable``,
         ``RequestTimeout``, ``ServerRequestError`` (the server's own error answer).
         """
+        owner = await self._owner(uri, server)
+        return await self._servers[owner].read_resource(uri, timeout)
+
+    async def subscribe_resource(self, uri: str, *, server: str | None = None) -> str:
+        """Subscribe to changes of ``uri`` at the server that offers it (routed as
+        :meth:`read_resource` routes), or at ``server``; returns that server's name. Each
+        change the server announces is published as ``mcp.resource.updated`` (``server``,
+        ``uri``); the subscription is asked of each new connection, so it outlives
+        restarts. A server that does not offer subscriptions (``resources.subscribe``) is
+        not asked, and publishes nothing. Raises :class:`~supervisor.errors.UnknownResource`
+        when no server offers ``uri``, :class:`~supervisor.errors.UnknownServer` for an
+        unknown ``server``."""
+        owner = await self._owner(uri, server)
+        await self._servers[owner].subscribe_resource(uri)
+        return owner
+
+    async def unsubscribe_resource(self, uri: str, *, server: str | None = None) -> str:
+        """Stop the subscription to ``uri`` (routed like :meth:`subscribe_resource`);
+        returns the server's name."""
+        owner = await self._owner(uri, server)
+        self._servers[owner].unsubscribe_resource(uri)
+        return owner
+
+    async def _owner(self, uri: str, server: str | None) -> str:
+        """The server a request about ``uri`` goes to: ``server``, or the one that offers
+        it (see the module docstring)."""
         if server is not None:
-            managed = self._servers.get(server)
-            if managed is None:
+            if server not in self._servers:
                 known = ", ".join(self._servers) or "none"
                 raise UnknownServer(f"no MCP server named {server!r} (configured: {known})")
-            return await managed.read_resource(uri, timeout)
+            return server
         await self._current()
         owner = route_resource(uri, self._known_resources(), self._known_templates())
         if owner is None and self._unlisted():
@@ -153,7 +178,7 @@ class Resources:
             owner = route_resource(uri, self._known_resources(), self._known_templates())
         if owner is None:
             raise self._unknown_resource(uri)
-        return await self._servers[owner].read_resource(uri, timeout)
+        return owner
 
     def _unknown_resource(self, uri: str) -> UnknownResource:
         listed = list(dict.fromkeys(r.uri for r in self._known_resources()))

@@ -23,6 +23,7 @@ The kinds, their classes and their fields (besides ``kind`` and ``ts``)::
     mcp.auth.completed           AuthCompleted      server, issuer, scopes, expires_at
     mcp.auth.failed              AuthFailed         server, error
     mcp.auth.refreshed           AuthRefreshed      server, expires_at
+    mcp.resource.updated         ResourceUpdated    server, uri
     tools.registered             ToolsRegistered    server, names
     tools.deregistered           ToolsDeregistered  server, names
     tools.updated                ToolsUpdated       server, names
@@ -70,6 +71,7 @@ __all__ = [
     "LocalCrashed",
     "LocalShutdown",
     "LocalSpawned",
+    "ResourceUpdated",
     "ServerErrored",
     "ServerEvent",
     "ToolsConflict",
@@ -230,6 +232,12 @@ class AuthFailed(ServerEvent, tag="mcp.auth.failed", kw_only=True):
     error: str
 
 
+class ResourceUpdated(ServerEvent, tag="mcp.resource.updated", kw_only=True):
+    """The resource ``uri`` of ``server``, subscribed to, changed: read it again."""
+
+    uri: str
+
+
 # --- tool catalog ---------------------------------------------------------------------
 
 
@@ -337,6 +345,7 @@ AnyEvent: TypeAlias = (
     | AuthCompleted
     | AuthFailed
     | AuthRefreshed
+    | ResourceUpdated
     | ToolsRegistered
     | ToolsDeregistered
     | ToolsUpdated

@@ -43,7 +43,6 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
-    ListenHandler,
     PromptsListChanged,
     ResourcesListChanged,
     ToolsListChanged,
@@ -73,6 +72,7 @@ from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider
 from ._approval import client_approver
 from ._relay import LEVELS, Relay, connection_of
 from ._search import INSTRUCTIONS, ToolSearch, listed
+from ._subscriptions import ResourceSubscriptions
 
 if TYPE_CHECKING:
     from mcp.server.connection import Connection
@@ -136,8 +136,8 @@ class _Server(Server[Any]):
     asks for the initialization options without arguments."""
 
     changes = _ALL_CHANGES
-    #: which of the optional capabilities to declare (``logging``, ``completions``): those
-    #: some backing server declares (see :meth:`Gateway.offered`)
+    #: which of the optional capabilities to declare (``logging``, ``completions``,
+    #: ``subscribe``): those some backing server declares (see :meth:`Gateway.offered`)
     offered: Callable[[], Collection[str]] | None = None
 
     def get_capabilities(
@@ -157,10 +157,14 @@ class _Server(Server[Any]):
         if self.offered is None:
             return capabilities
         offered = self.offered()
+        resources = capabilities.resources
+        if resources is not None:
+            resources = resources.model_copy(update={"subscribe": "subscribe" in offered})
         return capabilities.model_copy(
             update={
                 "logging": capabilities.logging if "logging" in offered else None,
                 "completions": capabilities.completions if "completions" in offered else None,
+                "resources": resources,
             }
         )
 
@@ -207,6 +211,8 @@ class Gateway:
         self.search = ToolSearch(self) if tool_search else None
         #: where 2026-07-28 clients' ``subscriptions/listen`` streams get their events
         self.subscriptions = InMemorySubscriptionBus()
+        #: who is subscribed to which resource (both eras), and the backing servers asked
+        self.resource_subscriptions = ResourceSubscriptions(sup, self.subscriptions)
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._announced: tuple[object, object, object] | None = None
         self._connected = trio.Event()
@@ -223,7 +229,9 @@ class Gateway:
                 on_read_resource=self._read_resource,
                 on_list_prompts=self._list_prompts,
                 on_get_prompt=self._get_prompt,
-                on_subscriptions_listen=ListenHandler(self.subscriptions),
+                on_subscriptions_listen=self.resource_subscriptions.listen,
+                on_subscribe_resource=self._subscribe,
+                on_unsubscribe_resource=self._unsubscribe,
                 on_completion=self._complete,
                 on_set_logging_level=self._set_logging_level,
             )
@@ -244,19 +252,23 @@ class Gateway:
 
     def offered(self) -> set[str]:
         """The optional capabilities this gateway declares: ``logging`` (with a relay to
-        pass log messages on) and ``completions``, each when a served backing server
-        declared it on its last connection — or has not connected yet, so nobody knows."""
+        pass log messages on), ``completions`` and resource ``subscribe``, each when a
+        served backing server declared it on its last connection — or has not connected
+        yet, so nobody knows."""
         offered: set[str] = set()
         for name, server in self.sup.servers.items():
             if not self.serves(name):
                 continue
             capabilities = server.capabilities
             if capabilities is None:
-                return {"logging", "completions"} if self.relay is not None else {"completions"}
+                unknown = {"completions", "subscribe"}
+                return unknown | {"logging"} if self.relay is not None else unknown
             if capabilities.logging is not None and self.relay is not None:
                 offered.add("logging")
             if capabilities.completions is not None:
                 offered.add("completions")
+            if capabilities.resources is not None and capabilities.resources.subscribe:
+                offered.add("subscribe")
         return offered
 
     def _up(self) -> set[str]:
@@ -330,6 +342,7 @@ class Gateway:
         ):
             self._announced = self._state()
             nursery.start_soon(self._connect_all)
+            await nursery.start(self.resource_subscriptions.run)
             task_status.started()
             async for _ in events:
                 events.drain()
@@ -532,6 +545,22 @@ class Gateway:
             raise MCPError(RESOURCE_NOT_FOUND, str(exc), {"uri": uri}) from None
         except (SupervisorError, TimeoutError) as exc:
             raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        uri = str(params.uri)
+        try:
+            await self.resource_subscriptions.subscribe(connection_of(ctx), uri)
+        except UnknownResource as exc:
+            raise MCPError(RESOURCE_NOT_FOUND, str(exc), {"uri": uri}) from None
+        return types.EmptyResult()
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any, Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        await self.resource_subscriptions.unsubscribe(connection_of(ctx), str(params.uri))
+        return types.EmptyResult()
 
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

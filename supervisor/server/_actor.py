@@ -53,6 +53,7 @@ from ._messages import (
 )
 from ._options import resolved
 from ._startup import Turn
+from ._subscriptions import keep_subscriptions
 
 log = get_logger("supervisor.server")
 
@@ -591,6 +592,13 @@ class ServerActor(Actor):
                             await self.listings.extras(client, ("resources", "prompts"))
                             if server.log_level is not None:  # before any call is sent
                                 await self._ask_log_level(client, server.log_level)
+                            await watchers.start(  # before any call is sent, too
+                                keep_subscriptions,
+                                client,
+                                server.subscribed,
+                                server.name,
+                                config.timeout,
+                            )
                             self._on_connected(client, tools, trio.current_time() - began)
                             watchers.start_soon(self._ping, client)
                             await _first(transport.closed.wait, self._lost.wait, self._renew.wait)
@@ -697,11 +705,19 @@ class ServerActor(Actor):
                 self.nursery.start_soon(self.listings.refetch, "resources")
             elif isinstance(message, types.PromptListChangedNotification):
                 self.nursery.start_soon(self.listings.refetch, "prompts")
+            elif isinstance(message, types.ResourceUpdatedNotification):
+                self._resource_updated(str(message.params.uri))
             if user_handler is not None:
                 await user_handler(message)  # type: ignore[operator]
 
         async with Client(transport, message_handler=message_handler, **options) as client:  # type: ignore[arg-type]
             yield client
+
+    def _resource_updated(self, uri: str) -> None:
+        """The server announced a change of ``uri``: published if it was subscribed to
+        (a server may announce what nobody asked for; that is not passed on)."""
+        if uri in self.server.subscribed.uris:
+            self.server.emit(events.ResourceUpdated(server=self.server.name, uri=uri))
 
     async def set_log_level(self, level: types.LoggingLevel) -> None:
         """Ask the connected server to send its log messages from ``level`` up

@@ -52,6 +52,7 @@ from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
 from ._messages import CallTool, Complete, GetPrompt, ListTools, Progress, ReadResource, _NotSent
 from ._startup import StartSlots
 from ._state import ServerState
+from ._subscriptions import Subscribed
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -164,6 +165,9 @@ class ServerHandle:
         #: the level the server is asked to log from (:meth:`set_log_level`; ``None``:
         #: never asked, it logs as it likes on the session-based protocol)
         self.log_level: types.LoggingLevel | None = None
+        #: the resources subscribed to (:meth:`subscribe_resource`), asked of each
+        #: connection
+        self.subscribed = Subscribed()
         self.limits = limits or Limits()
         self.error = error
         #: what it runs or reaches, for people (see :func:`target`)
@@ -226,6 +230,20 @@ class ServerHandle:
         actor = self.current
         if actor is not None:
             await actor.set_log_level(level)
+
+    async def subscribe_resource(self, uri: str) -> None:
+        """Subscribe to changes of the resource ``uri`` (the server's own URI), now and on
+        each new connection, if the server declared ``resources.subscribe``: each change
+        it announces is published as ``mcp.resource.updated`` (see
+        :mod:`supervisor.server._subscriptions`). Returns once a live connection has
+        asked its server (at most the request timeout), or at once when none is live.
+        Subscribing twice is subscribing once."""
+        if self.subscribed.add(uri):
+            await self.subscribed.settled(self.config.timeout)
+
+    def unsubscribe_resource(self, uri: str) -> None:
+        """Stop the subscription to ``uri`` (nothing happens if there was none)."""
+        self.subscribed.discard(uri)
 
     @property
     def tools(self) -> list[types.Tool]:
