@@ -239,7 +239,7 @@ class ServerActor(Actor):
         receipt = self._receipt()
         token = delivery.set(receipt)
         try:
-            with before_effect(until=None if again else lambda: receipt.delivered is not False):
+            with before_effect(until=None if again else lambda: not receipt.withdraw()):
                 try:
                     result = await send(client)
                 except MCPError as exc:
@@ -250,7 +250,7 @@ class ServerActor(Actor):
         except MCPError as exc:
             if connection_closed(exc, receipt):
                 self._lost.set()  # the connection is dead: this incarnation ends
-                if again or receipt.delivered is False:
+                if receipt.withdraw() or again:
                     await self._requeue()
                 raise ServerRequestError(
                     f"the connection to MCP server {server.name!r} closed twice with {what} "
@@ -304,7 +304,7 @@ class ServerActor(Actor):
             if direct:  # the caller's task: its end is handled by call_directly
                 result = await _call(client, message)
             else:
-                with before_effect(until=None if safe else lambda: receipt.delivered is not False):
+                with before_effect(until=None if safe else lambda: not receipt.withdraw()):
                     result = await self._send(client, message)
         except MCPError as exc:
             if direct and _session_expired(exc):
@@ -313,7 +313,7 @@ class ServerActor(Actor):
             lost = connection_closed(exc, receipt)
             if lost:
                 self._lost.set()  # the connection is dead: this incarnation ends
-                if safe or receipt.delivered is False:
+                if receipt.withdraw() or safe:
                     raise _NotSent from None  # it never reached the server, or may run twice
             health.call_failed()
             if lost:
@@ -410,7 +410,7 @@ class ServerActor(Actor):
                 raise trio.TooSlowError
             # Cancelled by the end of this incarnation.
             safe = self.server.retry_idempotent and self._idempotent(message.tool)
-            if safe or receipt.delivered is False:
+            if receipt.withdraw() or safe:
                 raise _NotSent
             raise CallMayHaveTakenEffect.during(self.server.name, message.tool)
         finally:

@@ -56,8 +56,9 @@ class _ReceiptTransport(httpx2.AsyncBaseTransport):
             outer = request.extensions.get("trace")
 
             async def trace(event: str, info: dict[str, object]) -> None:
-                if event.endswith("send_request_headers.started"):
-                    receipt.delivered = True
+                if event.endswith("send_request_headers.started") and not receipt.deliver():
+                    # given up as never sent (and sent again elsewhere): not now
+                    raise httpx2.ConnectError("request withdrawn before it was sent")
                 if outer is not None:
                     await outer(event, info)
 

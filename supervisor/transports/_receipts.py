@@ -31,18 +31,43 @@ class Receipt:
     ``False`` when the connection dies never reached the server, so sending it again is
     safe.
 
+    Deciding that a request never reached the server, to send it again elsewhere, is
+    :meth:`withdraw`: it also keeps the transport from handing it over later (a writer
+    that had not got to it yet) — the writer asks :meth:`deliver` first. Both check and
+    set in one step (no checkpoint between), so exactly one of them wins.
+
     ``answered`` becomes ``True`` when the server's answer to the request comes in on the
-    connection (see :class:`Answers`): an error the request then raises is the server's
-    own, whatever its code — never the SDK's "Connection closed".
+    connection (see :class:`Answers`), and ``answer_code`` is that answer's error code
+    (``None`` for a result): an error of that code the request then raises is the
+    server's own — any other "Connection closed" is the SDK's.
     """
 
-    __slots__ = ("__weakref__", "answered", "delivered", "logs_before")
+    __slots__ = ("__weakref__", "answer_code", "answered", "delivered", "logs_before", "withdrawn")
 
     def __init__(self) -> None:
         self.delivered: bool | None = None
+        self.withdrawn = False
         self.answered = False
+        self.answer_code: int | None = None
         #: log messages the connection had brought in when the answer came
         self.logs_before = 0
+
+    def withdraw(self) -> bool:
+        """Whether the request certainly never reached the server — and now never will
+        on this connection: ``True`` only while it is still queued (``delivered`` is
+        ``False``)."""
+        if self.delivered is False:
+            self.withdrawn = True
+            return True
+        return False
+
+    def deliver(self) -> bool:
+        """The transport is about to hand the request to the server: ``False`` if it was
+        withdrawn (then it must not be sent), else it counts as delivered from now on."""
+        if self.withdrawn:
+            return False
+        self.delivered = True
+        return True
 
 
 #: The receipt of the request being sent from the current task, if any.
@@ -64,7 +89,11 @@ def connection_closed(error: MCPError, receipt: Receipt) -> bool:
     which passes through the transport's read side, where :class:`Answers` marks the
     receipt of every request the server answered. So: that code, and no answer came.
     """
-    return error.code == types.CONNECTION_CLOSED and not receipt.answered
+    if error.code != types.CONNECTION_CLOSED:
+        return False
+    # An answer came but it was a result, or another error, and still the request says
+    # "Connection closed": the answer never reached the SDK (the connection went first).
+    return not receipt.answered or receipt.answer_code != types.CONNECTION_CLOSED
 
 
 class Answers:
@@ -128,6 +157,8 @@ class Answers:
         receipt = self._waiting.pop(coerce_request_id(message.id), None)
         if receipt is not None:
             receipt.answered = True
+            if isinstance(message, types.JSONRPCError):
+                receipt.answer_code = message.error.code
             receipt.logs_before = self.logs
 
 

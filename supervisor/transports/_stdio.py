@@ -450,17 +450,20 @@ class StdioTransport:
         point = self._fault_point
         try:
             async for receipt, message in from_session:
+                if receipt is not None and not receipt.deliver():
+                    continue  # given up as never sent (and sent again elsewhere): not now
                 self._sending(message)
                 data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                 if link is not None:
-                    assert point is not None
-                    if receipt is not None:
-                        receipt.delivered = True  # the link is the server's side of the pipe
+                    assert point is not None  # the link is the server's side of the pipe
                     await link.carry(_TO_SERVER, data.encode(), point.to_server, point.to_client)
                     continue
-                await process.stdin.send_all(data.encode() + b"\n")
-                if receipt is not None:
-                    receipt.delivered = True
+                try:
+                    await process.stdin.send_all(data.encode() + b"\n")
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    if receipt is not None:  # the pipe refused it: no whole line went in
+                        receipt.delivered = False
+                    raise
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the process is gone: its exit is reported by _watch_exit
 
