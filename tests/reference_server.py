@@ -20,8 +20,13 @@ Built on the SDK's low-level ``Server`` (the high-level one declares no logging)
   template ``note:///{topic}``'s ``topic``, each by prefix, the context's ``style``
   echoed into the answer (``"formal:Ada"``) when given.
 
-Run as a script it serves over stdio (``python tests/reference_server.py``); tests
-wanting HTTP serve :func:`build` with :func:`supervisor.testing.servers.start_http`.
+MCP Apps (``io.modelcontextprotocol/ui``) are the high-level server's extension:
+:func:`build_apps` is a second reference server with one tool, ``clock``, bound to the
+UI resource ``ui://clock/app.html``, whose HTML names the server's ``title``.
+
+Run as a script it serves over stdio (``python tests/reference_server.py``, or
+``… apps TITLE`` for the Apps one); tests wanting HTTP serve :func:`build` (or
+:func:`build_apps`) with :func:`supervisor.testing.servers.start_http`.
 """
 
 from __future__ import annotations
@@ -34,8 +39,10 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp.server.apps import Apps
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
 
@@ -230,6 +237,23 @@ def build() -> Server[Any]:
     )
 
 
+#: The UI resource of :func:`build_apps`' tool.
+APP_URI = "ui://clock/app.html"
+
+
+def build_apps(title: str) -> MCPServer:
+    """A reference MCP Apps server: the tool ``clock`` bound to :data:`APP_URI`, an
+    HTML page naming ``title``."""
+    apps = Apps()
+
+    @apps.tool(resource_uri=APP_URI, description="What time it is, with a UI.", name="clock")
+    def clock() -> str:
+        return "noon"
+
+    apps.add_html_resource(APP_URI, f"<html><body>clock of {title}</body></html>")
+    return MCPServer(f"apps-{title}", extensions=[apps])
+
+
 async def _main() -> None:
     from mcp.server.stdio import stdio_server
 
@@ -240,4 +264,7 @@ async def _main() -> None:
 
 if __name__ == "__main__":
     sys.path.remove(sys.path[0])  # this folder: its test modules are not the SDK's
-    anyio.run(_main)
+    if sys.argv[1:2] == ["apps"]:
+        build_apps(sys.argv[2]).run()
+    else:
+        anyio.run(_main)

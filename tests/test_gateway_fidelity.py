@@ -493,3 +493,71 @@ async def test_a_subscription_outlives_a_restart_of_its_server(backing_mode: str
                     if event.kind == "mcp.resource.updated":
                         break
     assert (event.server, event.uri) == ("ref", NEWS)  # type: ignore[attr-defined]
+
+
+def recording_headers(app: Any, seen: list[tuple[str | None, str | None]]) -> Any:
+    """``app`` (ASGI), noting the ``Mcp-Method`` and ``Mcp-Name`` headers of each POST."""
+
+    async def recorded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+            seen.append((headers.get("mcp-method"), headers.get("mcp-name")))
+        await app(scope, receive, send)
+
+    return recorded
+
+
+async def test_a_2026_call_reaches_its_server_under_the_server_s_own_name_headers() -> None:
+    """On 2026-07-28 the request's ``Mcp-Method`` and ``Mcp-Name`` headers name what its
+    body does: the gateway's request to the backing server names the tool as that server
+    knows it (``chatter``), not by the gateway's merged name (``ref_chatter``)."""
+    seen: list[tuple[str | None, str | None]] = []
+    async with trio.open_nursery() as nursery:
+        served = await start_http(nursery, recording_headers(build().streamable_http_app(), seen))
+        entry = {"type": "http", "url": served.url}
+        async with gateway_client(entry, "auto", "auto") as c:
+            assert text(await c.call_tool("ref_chatter", {})) == "chattered"
+        nursery.cancel_scope.cancel()
+    assert ("tools/call", "chatter") in seen
+    assert not [name for _, name in seen if name is not None and name.startswith("ref_")]
+
+
+@pytest.mark.parametrize(
+    ("method", "name", "why"),
+    [("tools/list", "ref_chatter", "Mcp-Method"), ("tools/call", "ref_other", "Mcp-Name")],
+)
+async def test_headers_that_disagree_with_the_body_are_refused(
+    method: str, name: str, why: str
+) -> None:
+    """A 2026-07-28 request whose ``Mcp-Method`` or ``Mcp-Name`` header disagrees with
+    its body is refused before anything runs: ``400`` with the protocol's header-mismatch
+    error (``-32020``) naming the header."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "ref_chatter",
+            "arguments": {},
+            "_meta": {
+                types.PROTOCOL_VERSION_META_KEY: "2026-07-28",
+                types.CLIENT_CAPABILITIES_META_KEY: {},
+            },
+        },
+    }
+    headers = {
+        "Authorization": f"Bearer {TOKEN}",
+        "Accept": "application/json, text/event-stream",
+        "Mcp-Protocol-Version": "2026-07-28",
+        "Mcp-Method": method,
+        "Mcp-Name": name,
+    }
+    history = CallHistory()
+    async with backing("stdio") as entry:
+        servers = {"ref": {**entry, "autoApprove": AUTO_APPROVED}}
+        async with gateway_url(servers, "legacy", history) as url, httpx2.AsyncClient() as http:
+            answer = await http.post(url, json=body, headers=headers)
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["code"] == -32020 and why.lower() in error["message"].lower()
+    assert history.calls == []

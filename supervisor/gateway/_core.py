@@ -70,6 +70,9 @@ from ..registry._document import tools_document
 from ..server._status import ServerStatus
 from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider
 from ._approval import client_approver
+from ._apps import EXTENSION_ID as APPS
+from ._apps import backing as apps_backing
+from ._apps import contents_served, resource_served
 from ._relay import LEVELS, Relay, connection_of
 from ._search import INSTRUCTIONS, ToolSearch, listed
 from ._subscriptions import ResourceSubscriptions
@@ -137,7 +140,8 @@ class _Server(Server[Any]):
 
     changes = _ALL_CHANGES
     #: which of the optional capabilities to declare (``logging``, ``completions``,
-    #: ``subscribe``): those some backing server declares (see :meth:`Gateway.offered`)
+    #: ``subscribe``, ``apps``): those some backing server declares (see
+    #: :meth:`Gateway.offered`)
     offered: Callable[[], Collection[str]] | None = None
 
     def get_capabilities(
@@ -160,11 +164,15 @@ class _Server(Server[Any]):
         resources = capabilities.resources
         if resources is not None:
             resources = resources.model_copy(update={"subscribe": "subscribe" in offered})
+        extensions = capabilities.extensions
+        if "apps" in offered:
+            extensions = {**(extensions or {}), APPS: {}}
         return capabilities.model_copy(
             update={
                 "logging": capabilities.logging if "logging" in offered else None,
                 "completions": capabilities.completions if "completions" in offered else None,
                 "resources": resources,
+                "extensions": extensions,
             }
         )
 
@@ -252,16 +260,16 @@ class Gateway:
 
     def offered(self) -> set[str]:
         """The optional capabilities this gateway declares: ``logging`` (with a relay to
-        pass log messages on), ``completions`` and resource ``subscribe``, each when a
-        served backing server declared it on its last connection — or has not connected
-        yet, so nobody knows."""
+        pass log messages on), ``completions``, resource ``subscribe`` and MCP ``apps``
+        (the ``io.modelcontextprotocol/ui`` extension), each when a served backing server
+        declared it on its last connection — or has not connected yet, so nobody knows."""
         offered: set[str] = set()
         for name, server in self.sup.servers.items():
             if not self.serves(name):
                 continue
             capabilities = server.capabilities
             if capabilities is None:
-                unknown = {"completions", "subscribe"}
+                unknown = {"completions", "subscribe", "apps"}
                 return unknown | {"logging"} if self.relay is not None else unknown
             if capabilities.logging is not None and self.relay is not None:
                 offered.add("logging")
@@ -269,6 +277,8 @@ class Gateway:
                 offered.add("completions")
             if capabilities.resources is not None and capabilities.resources.subscribe:
                 offered.add("subscribe")
+            if APPS in (capabilities.extensions or {}):
+                offered.add("apps")
         return offered
 
     def _up(self) -> set[str]:
@@ -516,7 +526,9 @@ class Gateway:
         up = self._up()
         return types.ListResourcesResult(
             resources=[
-                r.resource.model_copy(update={"name": r.name})
+                r.resource.model_copy(
+                    update={"name": r.name, **resource_served(r.resource, r.server)}
+                )
                 for r in self.sup.snapshot.resources
                 if r.server in up
             ]
@@ -540,6 +552,10 @@ class Gateway:
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
         try:
+            found = apps_backing(uri, self.sup.servers)
+            if found is not None:  # a UI resource, under the URI naming its server
+                server, own = found
+                return contents_served(await self.sup.read_resource(own, server=server), server)
             return await self.sup.read_resource(uri)
         except UnknownResource as exc:
             raise MCPError(RESOURCE_NOT_FOUND, str(exc), {"uri": uri}) from None

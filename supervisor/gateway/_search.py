@@ -36,6 +36,7 @@ import msgspec
 from ..errors import UnknownServer
 from ..server._status import ServerStatus
 from ..tools._validate import validate_arguments
+from ._apps import tool_served
 
 if TYPE_CHECKING:
     from ..registry import Catalog, Entry
@@ -100,7 +101,8 @@ class SearchHost(Protocol):
 def listed(entry: Entry) -> types.Tool:
     """The tool as the backing server listed it, under its merged name (and with the
     default description where it had none): what ``tools/list`` and ``load`` give."""
-    return entry.tool.model_copy(update={"name": entry.name, "description": entry.description})
+    tool = entry.tool.model_copy(update={"name": entry.name, "description": entry.description})
+    return tool_served(tool, entry.server)  # its UI under the gateway's URI (MCP Apps)
 
 
 class ToolSearch:
