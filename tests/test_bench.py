@@ -57,6 +57,9 @@ TINY = {
     "gateway_call_ratio": 4,
     "gateway_http_call_ratio": 4,
     "gateway_bare_http_ratio": 4,
+    "gateway_http_throughput_ratio": 8,
+    "gateway_http_cpu_per_call_ms": 8,
+    "gateway_stateless_ratio": 4,
     "gateway_throughput_50x200": 2,
     "gateway_throughput_50x200_p99_ms": 2,
     "cli_call_warm_ms": 1,
@@ -227,6 +230,9 @@ def test_every_registered_key_has_a_design_target_or_is_marked_informative() -> 
     assert targets["gateway_call_ratio"] == "<= 1.3"
     assert targets["gateway_http_call_ratio"] is None
     assert targets["gateway_bare_http_ratio"] is None
+    assert targets["gateway_http_throughput_ratio"] == ">= 1.0"
+    assert targets["gateway_http_cpu_per_call_ms"] is None
+    assert targets["gateway_stateless_ratio"] == "<= 1.0"
     assert targets["gateway_throughput_50x200"] is None
     assert targets["gateway_throughput_50x200_p99_ms"] is None
     assert targets["cli_call_warm_ms"] == "<= 150"

@@ -27,11 +27,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from pathlib import Path
 
+import attrs
 import httpx2
 import trio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 
 from ..runtime import open_supervisor
 from ..testing.servers._procs import open_http_fixture
@@ -60,6 +62,13 @@ GATEWAY_P99 = "gateway_throughput_50x200_p99_ms"
 #: a call to a bare SDK server over Streamable HTTP ÷ the supervisor's own call: the floor
 #: any Streamable HTTP hop sets under gateway_http_call_ratio, measured in the same rounds
 GATEWAY_FLOOR = "gateway_bare_http_ratio"
+#: calls/s through ``serve --http`` with 32 in flight ÷ the same load on a bare SDK echo
+#: server over Streamable HTTP
+GATEWAY_HTTP_THROUGHPUT = "gateway_http_throughput_ratio"
+#: the gateway process's CPU per call in that load, ms
+GATEWAY_HTTP_CPU = "gateway_http_cpu_per_call_ms"
+#: per-call cost through ``serve --http --stateless`` ÷ through ``serve --http``
+GATEWAY_STATELESS = "gateway_stateless_ratio"
 #: ``mcp-supervisor call`` through the running gateway, process start included, ms
 CLI_CALL_WARM = "cli_call_warm_ms"
 
@@ -70,15 +79,26 @@ _BLOCK = 25
 #: concurrent clients, full run and quick run (the size is calls per client)
 _CLIENTS = 50
 _QUICK_CLIENTS = 10
+#: requests in flight in the HTTP load
+_IN_FLIGHT = 32
 _TOKEN_ENV = "MCP_SUPERVISOR_GATEWAY_TOKEN"
 
 
+@attrs.frozen
+class _Served:
+    """A running ``serve --http`` process: its URL and pid."""
+
+    url: str
+    pid: int
+
+
 @asynccontextmanager
-async def _serve(config: str, env: Mapping[str, str]) -> AsyncIterator[str]:
-    """``mcp-supervisor serve --config config --http 127.0.0.1:0`` as a process; its URL."""
+async def _serve(config: str, env: Mapping[str, str], *options: str) -> AsyncIterator[_Served]:
+    """``mcp-supervisor serve --config config --http 127.0.0.1:0`` (and ``options``) as a
+    process."""
     command = [sys.executable, "-m", "supervisor", "serve", "--config", config]
     process = await trio.lowlevel.open_process(
-        [*command, "--http", "127.0.0.1:0"],
+        [*command, "--http", "127.0.0.1:0", *options],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -103,7 +123,7 @@ async def _serve(config: str, env: Mapping[str, str]) -> AsyncIterator[str]:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(drain)
-            yield found[1].decode()
+            yield _Served(found[1].decode(), process.pid)
             nursery.cancel_scope.cancel()
     finally:
         process.terminate()
@@ -116,10 +136,13 @@ async def _serve(config: str, env: Mapping[str, str]) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def _client(url: str, token: str) -> AsyncIterator[Client]:
+async def _client(url: str, token: str, mode: str = "auto") -> AsyncIterator[Client]:
     timeout = httpx2.Timeout(30, read=300)  # as the SDK's own client: calls may be long
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
-    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+    async with (
+        http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
+    ):
         yield client
 
 
@@ -148,9 +171,17 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
             "XDG_RUNTIME_DIR": os.path.join(work, "run"),
             _TOKEN_ENV: token,
         }
+        stateless_config, _ = _write_config(Path(work) / "stateless")
         async with AsyncExitStack() as stack:
-            url = await stack.enter_async_context(_serve(config, env))
+            served = await stack.enter_async_context(_serve(config, env))
+            url = served.url
             client = await stack.enter_async_context(_client(url, token))
+            # the handshake-era client: what --stateless changes is its sessions
+            stateful = await stack.enter_async_context(_client(url, token, "legacy"))
+            unsessioned = await stack.enter_async_context(
+                _serve(stateless_config, env, "--stateless")
+            )
+            stateless = await stack.enter_async_context(_client(unsessioned.url, token, "legacy"))
             serve = ["-m", "supervisor", "serve", "--config", stdio_config]
             stdio = await stack.enter_async_context(
                 _bare_client(StdioServerParameters(command=sys.executable, args=serve, env=env))
@@ -172,15 +203,25 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
             async def bare_http() -> object:
                 return await bare.call_tool("echo", _ECHO_ARGS)
 
+            async def through_stateful() -> object:
+                return await stateful.call_tool("echo_echo", _ECHO_ARGS)
+
+            async def through_stateless() -> object:
+                return await stateless.call_tool("echo_echo", _ECHO_ARGS)
+
             _check_echo(await direct(), "through the supervisor")
             _check_echo(await through(), "through the gateway over stdio")
             _check_echo(await through_http(), "through the gateway over HTTP")
             _check_echo(await bare_http(), "to the bare HTTP server")
+            _check_echo(await through_stateless(), "through the stateless gateway")
+            contenders = (through, through_http, direct, bare_http)
             for _ in range(_WARM_CALLS):
-                await through()
-                await through_http()
-                await direct()
-                await bare_http()
+                for call in (*contenders, through_stateful, through_stateless):
+                    await call()
+            gateway_load = _Load(url, "echo_echo", token)
+            bare_load = _Load(bare_server.url, "echo")
+            await gateway_load.run(_IN_FLIGHT * 2)  # warm: connections open
+            await bare_load.run(_IN_FLIGHT * 2)
             cli = ["-m", "supervisor", "call", "--config", config, "echo_echo", '{"text": "x"}']
             await _start_ms(cli, env)  # fills the bytecode cache
             parity = itertools.count()
@@ -208,6 +249,29 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
                     rate, p99 = await _throughput(url, token, clients, n)
                     figures[GATEWAY_THROUGHPUT] = rate
                     figures[GATEWAY_P99] = p99
+                if n := sizes.get(GATEWAY_HTTP_THROUGHPUT, 0) or sizes.get(GATEWAY_HTTP_CPU, 0):
+                    used = 0.0
+
+                    async def gateway_run(calls: int) -> float:
+                        nonlocal used
+                        before = _cpu_seconds(served.pid)
+                        took = await gateway_load.run(calls)
+                        used += _cpu_seconds(served.pid) - before
+                        return took
+
+                    ours, theirs = await alternate(
+                        gateway_run, bare_load.run, blocks(n, -(-n // 4)), next(parity) % 2 == 1
+                    )
+                    figures[GATEWAY_HTTP_THROUGHPUT] = theirs / ours  # calls/s ÷ calls/s
+                    figures[GATEWAY_HTTP_CPU] = used / n * 1000
+                if n := sizes.get(GATEWAY_STATELESS, 0):
+                    stateless_s, stateful_s = await alternate(
+                        partial(_sequential, through_stateless),
+                        partial(_sequential, through_stateful),
+                        blocks(n, _BLOCK),
+                        next(parity) % 2 == 1,
+                    )
+                    figures[GATEWAY_STATELESS] = stateless_s / stateful_s
                 if n := sizes.get(CLI_CALL_WARM, 0):
                     times = [await _start_ms(cli, env) for _ in range(n)]
                     figures[CLI_CALL_WARM] = statistics.median(times)
@@ -256,6 +320,55 @@ async def _throughput(url: str, token: str, clients: int, calls: int) -> tuple[f
     latencies.sort()
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] * 1000
     return clients * calls / elapsed, p99
+
+
+class _Load:
+    """Tool calls posted to ``url`` with ``httpx2`` alone, 2026-07-28 requests (no
+    handshake, no session), their bodies encoded once: a load generator far cheaper per
+    call than the servers it loads, so that it is not what limits them."""
+
+    def __init__(self, url: str, tool: str, token: str | None = None) -> None:
+        self.url = url
+        meta = {PROTOCOL_VERSION_META_KEY: _MODERN, CLIENT_CAPABILITIES_META_KEY: {}}
+        params = {"name": tool, "arguments": _ECHO_ARGS, "_meta": meta}
+        request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        self.body = json.dumps(request).encode()
+        self.headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "Mcp-Protocol-Version": _MODERN,
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": tool,
+        }
+        if token is not None:
+            self.headers["Authorization"] = f"Bearer {token}"
+
+    async def run(self, calls: int) -> float:
+        """Seconds for ``calls`` calls, :data:`_IN_FLIGHT` at a time."""
+        limits = httpx2.Limits(max_connections=_IN_FLIGHT, max_keepalive_connections=_IN_FLIGHT)
+        left = iter(range(calls))
+        async with httpx2.AsyncClient(limits=limits, timeout=_SERVER_TIMEOUT) as http:
+
+            async def worker() -> None:
+                for _ in left:
+                    answer = await http.post(self.url, content=self.body, headers=self.headers)
+                    if answer.status_code != 200 or b'"isError":true' in answer.content:
+                        raise BenchError(f"a call to {self.url} failed: {answer.text[:300]}")
+
+            start = time.perf_counter()
+            async with trio.open_nursery() as nursery:
+                for _ in range(min(_IN_FLIGHT, calls)):
+                    nursery.start_soon(worker)
+            return time.perf_counter() - start
+
+
+_MODERN = "2026-07-28"
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds the process ``pid`` used so far (``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 GATEWAY = Suite("gateway", _open_gateway, rounds=3, quick_rounds=1)

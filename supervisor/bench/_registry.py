@@ -11,9 +11,12 @@ from ._gateway import (
     CLI_CALL_WARM,
     GATEWAY,
     GATEWAY_FLOOR,
+    GATEWAY_HTTP_CPU,
     GATEWAY_HTTP_RATIO,
+    GATEWAY_HTTP_THROUGHPUT,
     GATEWAY_P99,
     GATEWAY_RATIO,
+    GATEWAY_STATELESS,
     GATEWAY_THROUGHPUT,
 )
 from ._inprocess import (
@@ -243,6 +246,39 @@ MEASUREMENTS: Sequence[Measurement] = (
         note="sequential echo calls by an mcp.Client to a bare SDK echo server over "
         "Streamable HTTP (its own process) ÷ the supervisor's own calls, same rounds: what "
         "one Streamable HTTP hop costs by itself, the floor under gateway_http_call_ratio",
+    ),
+    GATEWAY.measurement(
+        GATEWAY_HTTP_THROUGHPUT,
+        target=">= 1.0",
+        unit="ratio",
+        size=2000,
+        quick_size=200,
+        digits=3,
+        note="calls/s through a running `serve --http` (one stdio echo fixture behind it) "
+        "÷ calls/s to a bare SDK echo server over Streamable HTTP (its own process), the "
+        "same load on each: n tools/call requests of 2026-07-28, 32 in flight, posted with "
+        "httpx2 alone (bodies encoded once, no SDK client: a generator that is not the "
+        "bottleneck); quarters alternating",
+    ),
+    GATEWAY.measurement(
+        GATEWAY_HTTP_CPU,
+        target=None,
+        unit="ms",
+        size=2000,
+        quick_size=200,
+        digits=2,
+        note="CPU (user + system) of the `serve --http` process per call in that load",
+    ),
+    GATEWAY.measurement(
+        GATEWAY_STATELESS,
+        target="<= 1.0",
+        unit="ratio",
+        size=200,
+        quick_size=50,
+        digits=3,
+        note="sequential echo calls by a handshake-era mcp.Client through `serve --http "
+        "--stateless` ÷ the same through `serve --http` (sessions), blocks of 25 "
+        "alternating: what going without sessions costs per call",
     ),
     GATEWAY.measurement(
         GATEWAY_THROUGHPUT,
