@@ -78,7 +78,11 @@ _TOOLS = [
     types.Tool(
         name="touch",
         description="Announce that the resource uri changed.",
-        input_schema={"type": "object", "properties": {"uri": {"type": "string"}}},
+        # its uri travels in the Mcp-Param-Uri header too (2026-07-28 HTTP)
+        input_schema={
+            "type": "object",
+            "properties": {"uri": {"type": "string", "x-mcp-header": "Uri"}},
+        },
         annotations=_READ_ONLY,
     ),
     types.Tool(

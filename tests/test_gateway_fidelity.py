@@ -561,3 +561,35 @@ async def test_headers_that_disagree_with_the_body_are_refused(
     error = answer.json()["error"]
     assert error["code"] == -32020 and why.lower() in error["message"].lower()
     assert history.calls == []
+
+
+async def test_a_param_header_that_disagrees_with_the_argument_is_refused() -> None:
+    """``touch``'s ``uri`` is declared to travel in the ``Mcp-Param-Uri`` header as well:
+    a 2026-07-28 call whose header says another URI than its body is refused (``400``,
+    ``-32020``) before it runs — the gateway gives the SDK each served tool's schema by
+    its merged name — while one that agrees runs."""
+    meta = {types.PROTOCOL_VERSION_META_KEY: "2026-07-28", types.CLIENT_CAPABILITIES_META_KEY: {}}
+
+    def request(uri_header: str) -> tuple[dict[str, object], dict[str, str]]:
+        params = {"name": "ref_touch", "arguments": {"uri": NEWS}, "_meta": meta}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        headers = {
+            "Authorization": f"Bearer {TOKEN}",
+            "Accept": "application/json, text/event-stream",
+            "Mcp-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": "ref_touch",
+            "Mcp-Param-Uri": uri_header,
+        }
+        return body, headers
+
+    async with backing("stdio") as entry:
+        servers = {"ref": {**entry, "autoApprove": AUTO_APPROVED}}
+        async with gateway_url(servers, "legacy") as url, httpx2.AsyncClient() as http:
+            body, headers = request(GARDEN)
+            refused = await http.post(url, json=body, headers=headers)
+            body, headers = request(NEWS)
+            agreed = await http.post(url, json=body, headers=headers)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == -32020
+    assert agreed.status_code == 200 and "touched" in agreed.text

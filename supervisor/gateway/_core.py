@@ -244,6 +244,7 @@ class Gateway:
                 on_set_logging_level=self._set_logging_level,
             )
         self.server.offered = self.offered
+        self.server.get_tool_input_schema = self._input_schema
         if tool_search:
             self.server.changes = _SEARCH_CHANGES
         self.server.middleware.append(self._remember_connection)
@@ -282,11 +283,22 @@ class Gateway:
         return offered
 
     def _up(self) -> set[str]:
+        """The served servers whose tools are listed now (a disabled one never started:
+        it is not among the supervisor's servers)."""
         return {
             name
-            for name, record in self.sup.status().items()
-            if record.status not in WITHDRAWN and self.serves(name)
+            for name, server in self.sup.servers.items()
+            if server.status() not in WITHDRAWN and self.serves(name)
         }
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        """The input schema of the served tool ``name``, for the SDK's check of a
+        2026-07-28 call's ``Mcp-Param-*`` headers (without it the SDK would list every
+        tool on every call to find it); ``None`` for a tool not served."""
+        entry = self.sup.snapshot.named.get(name)
+        if entry is None or not self.serves(entry.server, name):
+            return None
+        return entry.tool.input_schema
 
     def catalog(self) -> Catalog:
         """The tools served now: every known tool of a server that is not withdrawn
