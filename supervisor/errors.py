@@ -52,6 +52,7 @@ One class per failure mode, under bases that catch whole families::
     ├── ToolError                     the tool ran and reported an error (isError; .text)
     ├── ApprovalDenied                the approval callback refused the call
     │   └── ApprovalRequired          approval is needed and nobody can give it (headless)
+    ├── ApprovalAsked                 approval is asked in another round trip; not made yet
     ├── AuditLogError                 the audit log cannot be written; calls are refused
     ├── ToolNameConflict              two tools want one name and the clash policy is error
     ├── AuthProblem                   no OAuth token can be had now (.needs_login, .oauth_error)
@@ -110,6 +111,7 @@ __all__ = [
     "ActorError",
     "ActorStopped",
     "ActorUnavailable",
+    "ApprovalAsked",
     "ApprovalDenied",
     "ApprovalRequired",
     "AuditLogError",
@@ -662,6 +664,17 @@ class ApprovalRequired(ApprovalDenied):
     ) -> None:
         super().__init__(message, server=server, tool=tool, reason=reason)
         self.cli_message = message if cli_message is None else cli_message
+
+
+class ApprovalAsked(SupervisorError):
+    """The call needs approval and its approval is being asked of the caller in another
+    round trip (a gateway's 2026-07-28 client, through an ``input_required`` result):
+    it was not sent, and is made when the caller asks again with the answer.
+    ``request`` is the :class:`~supervisor.tools.ApprovalRequest` asked about."""
+
+    def __init__(self, message: str, *, request: object) -> None:
+        super().__init__(message)
+        self.request = request
 
 
 class AuditLogError(SupervisorError):

@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import mcp_types as types
 import pytest
 import trio
@@ -19,7 +20,7 @@ import trio
 from supervisor import open_supervisor
 from supervisor.faults import CallHistory
 from supervisor.gateway import Gateway, serve_http
-from supervisor.gateway._approval import APPROVAL_META
+from supervisor.gateway._approval import APPROVAL_KEY, APPROVAL_META
 from supervisor.gateway._core import ERROR_META
 from supervisor.tools import ApprovalCallback
 from tests.test_gateway import TOKEN, fixture, http_client, text
@@ -119,25 +120,82 @@ async def test_a_declined_approval_refuses_the_call_unsent(tmp_path: Path, actio
     assert decisions(audit) == [("refused", "client", "refused")] * 2
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_a_client_that_cannot_be_asked_is_refused_saying_how_to_allow(
-    tmp_path: Path,
+    tmp_path: Path, mode: str
 ) -> None:
-    """A client without elicitation, and a 2026-07-28 client (no server-to-client
-    requests), are not asked: the call is refused, saying why and how to allow it."""
+    """A client without elicitation, of either era, is not asked: the call is refused,
+    saying why and how to allow it."""
+    async with gateway(tmp_path) as (url, history, _), http_client(url, mode=mode) as c:
+        result = await c.call_tool("asks_echo", {"text": "x"})
+    assert result.is_error
+    assert "cannot be asked" in text(result) and "start the gateway with --yes" in text(result)
+    assert (result.meta or {})[ERROR_META]["type"] == "ApprovalRequired"
+    assert [call.sent_at for call in history.calls] == [None]
+
+
+@pytest.mark.parametrize(("action", "answer"), [("accept", "hello"), ("decline", None)])
+async def test_a_2026_client_is_asked_in_another_round_trip(
+    tmp_path: Path, action: str, answer: str | None
+) -> None:
+    """A 2026-07-28 client takes no requests from its server: the call is answered with an
+    ``input_required`` result holding the same form (its key says it is an approval: the
+    protocol keeps no ``_meta`` there), which the SDK client answers through its
+    elicitation callback and calls again with; accept runs the call once, decline refuses
+    it. The first round sent nothing."""
     asked: Asked = []
-    async with gateway(tmp_path) as (url, history, _):
-        async with http_client(url, mode="legacy") as c:
-            plain = await c.call_tool("asks_echo", {"text": "x"})
-        async with http_client(
-            url, mode="auto", elicitation_callback=answering("accept", asked)
-        ) as c:
-            modern = await c.call_tool("asks_echo", {"text": "x"})
-    assert asked == []
-    for result in (plain, modern):
+    async with (
+        gateway(tmp_path) as (url, history, audit),
+        http_client(url, mode="auto", elicitation_callback=answering(action, asked)) as c,
+    ):
+        result = await c.call_tool("asks_echo", {"text": "hello"})
+    [params] = asked
+    assert isinstance(params, types.ElicitRequestFormParams)
+    assert "'echo'" in params.message and "'asks'" in params.message
+    if answer is None:
         assert result.is_error
-        assert "cannot be asked" in text(result) and "start the gateway with --yes" in text(result)
-        assert (result.meta or {})[ERROR_META]["type"] == "ApprovalRequired"
-    assert [call.sent_at for call in history.calls] == [None, None]
+        assert (result.meta or {})[ERROR_META]["type"] == "ApprovalDenied"
+    else:
+        assert text(result) == answer
+    first, second = history.calls
+    assert (first.outcome, first.sent_at, first.error or "") == ("fail", None, first.error or "")
+    assert "ApprovalAsked" in (first.error or "")
+    assert second.outcome == ("ok" if answer else "fail")
+    assert (second.sent_at is not None) == (answer is not None)
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert lines[1]["approval"]["by"] == "client"
+
+
+async def test_an_approval_answer_is_bound_to_its_call(tmp_path: Path) -> None:
+    """The ``requestState`` of an approval asked about one call cannot approve another:
+    called again with other arguments, the gateway refuses the state (``-32602``) and
+    runs nothing."""
+    meta = {
+        types.PROTOCOL_VERSION_META_KEY: "2026-07-28",
+        types.CLIENT_CAPABILITIES_META_KEY: {"elicitation": {"form": {}}},
+    }
+    headers = {
+        "Authorization": f"Bearer {TOKEN}",
+        "Accept": "application/json, text/event-stream",
+        "Mcp-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "asks_echo",
+    }
+
+    def body(text: str, **retry: object) -> dict[str, object]:
+        params = {"name": "asks_echo", "arguments": {"text": text}, "_meta": meta, **retry}
+        return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+
+    async with gateway(tmp_path) as (url, history, _), httpx2.AsyncClient() as http:
+        first = (await http.post(url, json=body("harmless"), headers=headers)).json()["result"]
+        assert first["resultType"] == "input_required"
+        answer = {APPROVAL_KEY: {"action": "accept"}}
+        state = first["requestState"]
+        other = await http.post(
+            url, json=body("rm -rf", inputResponses=answer, requestState=state), headers=headers
+        )
+    assert other.json()["error"]["code"] == types.INVALID_PARAMS
+    assert [call.sent_at for call in history.calls] == [None]
 
 
 async def test_a_gateway_that_approves_itself_does_not_ask(tmp_path: Path) -> None:

@@ -9,10 +9,10 @@ A call is *invoked*, then ends once, with one outcome:
     the supervisor could not use (:class:`~supervisor.errors.ToolOutputInvalid`,
     :class:`~supervisor.errors.ResultTooLarge`): executed.
 ``fail``
-    definitely not executed: an unknown tool, invalid arguments, an approval refused or
-    required, a server failed or stopped (fail-fast, never sent), an MCP error answer
-    (:class:`~supervisor.errors.ServerRequestError`), or the caller cancelled before the
-    call was handed to its server.
+    definitely not executed: an unknown tool, invalid arguments, an approval refused,
+    required or still being asked, a server failed or stopped (fail-fast, never sent), an
+    MCP error answer (:class:`~supervisor.errors.ServerRequestError`), or the caller
+    cancelled before the call was handed to its server.
 ``info``
     indefinite — it may have executed: :class:`~supervisor.errors.CallMayHaveTakenEffect`,
     :class:`~supervisor.errors.ToolCallTimeout`, or the caller cancelled (or anything
@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Literal, TypeAlias
 
 from ..errors import (
+    ApprovalAsked,
     ApprovalDenied,
     CallMayHaveTakenEffect,
     ResultTooLarge,
@@ -56,6 +57,7 @@ _NOT_EXECUTED = (
     UnknownTool,
     ToolArgumentsInvalid,
     ApprovalDenied,  # ApprovalRequired too
+    ApprovalAsked,
     ServerUnavailable,
     ServerRequestError,
 )

@@ -11,6 +11,15 @@ runs that one call, decline or cancel refuses it
 as data under :data:`APPROVAL_META`, so a client can tell an approval from a backing
 server's own elicitation that the gateway relays.
 
+A 2026-07-28 client, which takes no requests from its server, is asked in the
+protocol's multi-round-trip way instead (``InputRequiredResult``): when it declared
+elicitation, the call is answered with an ``input_required`` result whose one input
+request (:data:`APPROVAL_KEY`, which says it is an approval: that protocol keeps no
+``_meta`` on an embedded request) is the same form, and a ``requestState`` the SDK seals
+and binds to that tool and those arguments; the client asks its user and calls again with
+the answer and the state, and the call is made (accept) or refused (decline, cancel). The
+first round sends nothing to the server (:class:`~supervisor.errors.ApprovalAsked`).
+
 A client that cannot be asked gets what it got before: the call refused, saying how to
 allow it.
 """
@@ -25,19 +34,31 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._util._printable import printable
+from ..errors import ApprovalAsked
 from ..log import get_logger
 from ..tools import ApprovalRequest, Approver, Decider
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
-__all__ = ["APPROVAL_META", "client_approver", "question"]
+__all__ = [
+    "APPROVAL_KEY",
+    "APPROVAL_META",
+    "client_approver",
+    "input_required",
+    "question",
+    "round_trip_approver",
+]
 
 log = get_logger("supervisor.gateway")
 
 #: The ``_meta`` key of an approval's ``elicitation/create``: ``{"server", "tool",
 #: "reason"}``, what the message says, as data.
 APPROVAL_META = "mcp-supervisor/approval"
+#: The key of the approval among an ``input_required`` result's input requests.
+APPROVAL_KEY = "mcp-supervisor/approval"
+#: The ``requestState`` of an approval asked in another round trip (sealed by the SDK).
+_ASKED = "mcp-supervisor/approval-asked"
 #: Characters of the arguments' JSON shown in the question; longer is cut, marked ``…``.
 ARGUMENTS_SHOWN = 400
 
@@ -59,6 +80,56 @@ def question(request: ApprovalRequest) -> str:
     )
 
 
+def _form(request: ApprovalRequest) -> types.ElicitRequestFormParams:
+    """The approval question as an elicitation form with no fields."""
+    return types.ElicitRequestFormParams(
+        message=question(request),
+        requested_schema=_NO_FIELDS,  # type: ignore[arg-type]
+        _meta={  # type: ignore[typeddict-unknown-key]
+            APPROVAL_META: {
+                "server": request.server,
+                "tool": request.tool,
+                "reason": request.reason,
+            }
+        },
+    )
+
+
+def round_trip_approver(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> Approver | None:
+    """The approval of a 2026-07-28 client's ``tools/call``: the answer it brings (a call
+    made again with it), or a callback asking for one in another round trip (raising
+    :class:`~supervisor.errors.ApprovalAsked`); ``None`` when it declared no
+    elicitation."""
+    capabilities = ctx.session.client_capabilities
+    if capabilities is None or capabilities.elicitation is None:
+        return None
+    if params.request_state == _ASKED:  # verified by the SDK: minted here, for this call
+        answer = (params.input_responses or {}).get(APPROVAL_KEY)
+        accepted = getattr(answer, "action", None) == "accept"
+
+        async def answered(request: ApprovalRequest) -> bool:
+            return accepted
+
+        return Approver(answered, Decider.CLIENT)
+
+    async def ask(request: ApprovalRequest) -> bool:
+        raise ApprovalAsked(
+            f"tool {request.tool!r} (server {request.server!r}) needs approval "
+            f"({request.reason}); asked of the client in another round trip",
+            request=request,
+        )
+
+    return Approver(ask, Decider.CLIENT)
+
+
+def input_required(request: ApprovalRequest) -> types.InputRequiredResult:
+    """The ``input_required`` result asking a 2026-07-28 client to approve ``request``."""
+    ask = types.ElicitRequest(params=_form(request))
+    return types.InputRequiredResult(input_requests={APPROVAL_KEY: ask}, request_state=_ASKED)
+
+
 def client_approver(ctx: ServerRequestContext[Any, Any]) -> Approver | None:
     """An approval callback asking the client of ``ctx`` (a ``tools/call`` request), or
     ``None`` if that client cannot be asked."""
@@ -70,20 +141,9 @@ def client_approver(ctx: ServerRequestContext[Any, Any]) -> Approver | None:
     request_id = ctx.request_id
 
     async def ask(request: ApprovalRequest) -> bool:
-        params = types.ElicitRequestFormParams(
-            message=question(request),
-            requested_schema=_NO_FIELDS,  # type: ignore[arg-type]
-            _meta={  # type: ignore[typeddict-unknown-key]
-                APPROVAL_META: {
-                    "server": request.server,
-                    "tool": request.tool,
-                    "reason": request.reason,
-                }
-            },
-        )
         try:
             answer = await session.send_request(
-                types.ElicitRequest(params=params),
+                types.ElicitRequest(params=_form(request)),
                 types.ElicitResult,
                 metadata=ServerMessageMetadata(related_request_id=request_id),
             )

@@ -41,6 +41,7 @@ import mcp_types as types
 import trio
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
     PromptsListChanged,
@@ -54,6 +55,7 @@ from .._util._previews import PREVIEW_LIMITS
 from .._version import __version__
 from ..calls._outcome import FAIL, classify, describe_error
 from ..errors import (
+    ApprovalAsked,
     ApprovalRequired,
     PromptArgumentsInvalid,
     ServerRequestError,
@@ -69,7 +71,7 @@ from ..monitor._probes import DOWN
 from ..registry._document import tools_document
 from ..server._status import ServerStatus
 from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider
-from ._approval import client_approver
+from ._approval import client_approver, input_required, round_trip_approver
 from ._apps import EXTENSION_ID as APPS
 from ._apps import backing as apps_backing
 from ._apps import contents_served, resource_served
@@ -248,6 +250,10 @@ class Gateway:
         if tool_search:
             self.server.changes = _SEARCH_CHANGES
         self.server.middleware.append(self._remember_connection)
+        # an approval asked in another round trip carries a requestState: sealed here,
+        # bound to its tool and arguments, under a key of this process's own
+        boundary = RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=name)
+        self.server.middleware.append(boundary)
 
     # -- what is served ------------------------------------------------------------------
 
@@ -428,7 +434,7 @@ class Gateway:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if self.relay is None:
             return await self._answer_call(ctx, params)
         entry = self.sup.snapshot.named.get(params.name)
@@ -437,18 +443,21 @@ class Gateway:
 
     async def _answer_call(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         name, arguments, progress = params.name, params.arguments or {}, _progress(ctx, params)
         meta: Mapping[str, Any] = params.meta or {}
         # --yes of the command line, honoured only over the local socket: its file mode
         # lets only this user in, who could run the call with --no-gateway --yes anyway.
         local = _is_local(ctx)
         approve = _CLI_YES if meta.get(APPROVE_META) is True and local else None
-        if approve is None and self.sup.approver is None:
-            approve = client_approver(ctx)  # asked through elicitation, if it can be
+        if approve is None and self.sup.approver is None:  # asked through elicitation
+            modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+            approve = round_trip_approver(ctx, params) if modern else client_approver(ctx)
         if self.search is not None and name in self.search:
             try:
                 return await self.search.call(name, arguments, progress, approve=approve)
+            except ApprovalAsked as exc:
+                return input_required(exc.request)  # type: ignore[arg-type]
             except SupervisorError as exc:  # nothing was run: a meta-tool's own refusal
                 return _error_result(exc, str(exc), sent=False)
         timeout = _timeout(meta.get(TIMEOUT_META))
@@ -464,6 +473,8 @@ class Gateway:
             )
         except UnknownTool as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        except ApprovalAsked as exc:  # nothing was sent: the client answers, then asks again
+            return input_required(exc.request)  # type: ignore[arg-type]
         if meta.get(LIMITS_META) is True:
             result = _with_limits(result, self._limits())
         return result
@@ -506,7 +517,7 @@ class Gateway:
                 spill=False,
                 log_level=log_level,
             )
-        except UnknownTool:
+        except (UnknownTool, ApprovalAsked):
             raise
         except ToolError as exc:
             if exc.result is not None and exc.result.raw is not None:
