@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from functools import partial
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from supervisor import open_supervisor
 from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._http import serve_local
 from supervisor.gateway._local import GatewayClient, bind_local, local_socket
-from supervisor.testing.servers import make_server, stdio_params
+from supervisor.testing.servers import count_executions, make_server, stdio_params
 from tests.test_startup import HEAVY
 
 TOKEN = "cli-gateway-token-0123456789"
@@ -261,3 +261,57 @@ async def test_the_gateway_passes_a_large_result_on_whole_and_spills_nothing(
         own = await sup.call("notes_big_text", {"kib": 221})
         assert own.spilled_to is not None and own.spilled_to.parent == spill
     assert [p.name for p in spill.iterdir()] == [own.spilled_to.name]
+
+
+async def _call_on_a_terminal(config: Path, answer: bytes) -> tuple[int, str, str]:
+    """``call`` with stdin and stderr on a terminal, answering ``answer`` to its question:
+    its exit code, stdout, and what the terminal showed."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    command = [sys.executable, "-m", "supervisor", "call", "--config", str(config)]
+    process = await trio.lowlevel.open_process(
+        [*command, "asks_echo", '{"text": "hi"}'],
+        stdin=terminal,
+        stderr=terminal,
+        stdout=subprocess.PIPE,
+    )
+    os.close(terminal)
+    shown, out = b"", b""
+    assert process.stdout is not None
+    with trio.fail_after(120):
+        async with trio.lowlevel.FdStream(controller) as screen:
+            while b"[y/N]" not in shown:
+                chunk = await screen.receive_some()
+                assert chunk, shown
+                shown += chunk
+            await screen.send_all(answer)
+            while chunk := await process.stdout.receive_some():
+                out += chunk
+            await process.wait()
+            with suppress(OSError, trio.BrokenResourceError):  # its other end is gone
+                while chunk := await screen.receive_some():
+                    shown += chunk
+    return process.returncode, out.decode(), shown.decode(errors="replace")
+
+
+@pytest.mark.parametrize(("answer", "code"), [(b"y\n", 0), (b"n\n", 1)])
+async def test_call_on_a_terminal_is_asked_through_the_gateway(
+    tmp_path: Path, answer: bytes, code: int
+) -> None:
+    """``call`` on a terminal, through a gateway, of a tool that needs approval: the
+    gateway asks it (an input_required round trip) and it asks the person, as it would
+    without a gateway — ``y`` runs the call once, anything else refuses it unsent."""
+    counts = tmp_path / "counts"
+    command, args = stdio_params("echo", count_file=counts)  # type: ignore[arg-type]
+    config = write_config(tmp_path, {"asks": {"command": command, "args": args}})
+    async with running_gateway(config):
+        returncode, out, shown = await _call_on_a_terminal(config, answer)
+    assert "Allow the tool 'echo' of the server 'asks' to run?" in shown
+    assert '{"text": "hi"}' in shown
+    assert returncode == code, shown
+    if code == 0:
+        assert out == "hi\n"
+        assert count_executions(counts) == {"echo": 1}
+    else:
+        assert "ApprovalDenied" in shown and not counts.exists()

@@ -125,11 +125,26 @@ def call(
         client.timeout = timeout + ANSWER_MARGIN
     if yes:
         meta["mcp-supervisor/approve"] = True
+    # On a terminal the person is asked, as without a gateway: it asks for the approval
+    # in a round trip of its own (an input_required answer), answered here.
+    ask = not yes and os.isatty(0) and os.isatty(2)
+    capabilities = {"elicitation": {"form": {}}} if ask else {}
+    params: dict[str, object] = {"name": name, "arguments": dict(arguments)}
     try:
         with _stopped_by_signals():
-            result = client.request(
-                "tools/call", {"name": name, "arguments": dict(arguments)}, meta=meta
-            )
+            result = client.request("tools/call", params, meta=meta, capabilities=capabilities)
+        if ask and result.get("resultType") == "input_required":
+            answer = _approval_answer(result)
+            if answer is None:
+                message = (
+                    "the gateway asked for input the command line cannot give; the call of "
+                    f"{name!r} was not made"
+                )
+                call_error(name, "GatewayRefused", message, as_json, effect="not executed")
+                return EXIT_FAILURE
+            retry = {**params, "inputResponses": answer, "requestState": result["requestState"]}
+            with _stopped_by_signals():
+                result = client.request("tools/call", retry, meta=meta, capabilities=capabilities)
     except GatewayRequestError as exc:
         unknown = exc.code == -32602
         kind = "UnknownTool" if unknown else "ServerRequestError"
@@ -178,6 +193,34 @@ def call(
         limits=limits if isinstance(limits, dict) else None,
         as_json=as_json,
     )
+
+
+def _approval_answer(result: Mapping[str, Any]) -> dict[str, object] | None:
+    """Ask on the terminal the approval a gateway's ``input_required`` answer holds: the
+    input responses to call again with, or ``None`` when it asks for anything else."""
+    from ..gateway._local import APPROVAL_KEY
+
+    requests = result.get("inputRequests")
+    if not isinstance(requests, dict) or set(requests) != {APPROVAL_KEY}:
+        return None
+    if not isinstance(result.get("requestState"), str):
+        return None
+    asked = requests[APPROVAL_KEY]
+    message = asked.get("params", {}).get("message") if isinstance(asked, dict) else None
+    if not isinstance(message, str):
+        return None
+    from .._util._printable import printable
+
+    sys.stderr.write(f"{printable(message)} [y/N] ")
+    sys.stderr.flush()
+    try:
+        line = sys.stdin.readline()
+    except KeyboardInterrupt:
+        line = ""
+    if not line.endswith("\n"):
+        sys.stderr.write("\n")
+    action = "accept" if line.strip().lower() in ("y", "yes") else "decline"
+    return {APPROVAL_KEY: {"action": action}}
 
 
 #: JSON-RPC error codes that refuse a request as such: parse error, invalid request,

@@ -37,6 +37,7 @@ from .._util._printable import printable
 from ..errors import ApprovalAsked
 from ..log import get_logger
 from ..tools import ApprovalRequest, Approver, Decider
+from ._local import APPROVAL_KEY
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -55,8 +56,6 @@ log = get_logger("supervisor.gateway")
 #: The ``_meta`` key of an approval's ``elicitation/create``: ``{"server", "tool",
 #: "reason"}``, what the message says, as data.
 APPROVAL_META = "mcp-supervisor/approval"
-#: The key of the approval among an ``input_required`` result's input requests.
-APPROVAL_KEY = "mcp-supervisor/approval"
 #: The ``requestState`` of an approval asked in another round trip (sealed by the SDK).
 _ASKED = "mcp-supervisor/approval-asked"
 #: Characters of the arguments' JSON shown in the question; longer is cut, marked ``…``.

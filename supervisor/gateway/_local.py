@@ -57,6 +57,10 @@ TCP_CONNECT_TIMEOUT = 10.0
 _CLIENT_INFO = {"name": "mcp-supervisor-cli", "version": "1"}
 
 
+#: The key of a call's approval among a gateway's ``input_required`` input requests.
+APPROVAL_KEY = "mcp-supervisor/approval"
+
+
 class GatewayError(SupervisorError):
     """The gateway could not be asked (gone, refused, or its answer made no sense)."""
 
@@ -311,18 +315,20 @@ class GatewayClient:
         params: Mapping[str, Any] | None = None,
         *,
         meta: Mapping[str, Any] | None = None,
+        capabilities: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Send one MCP request (with ``meta`` in its ``_meta``, beside the protocol's
-        own keys): its result, or :class:`GatewayRequestError` for an error answer;
-        :class:`GatewayUnreachable` when it could not be sent, :class:`GatewayNoAnswer`
-        when it was sent and no answer came."""
+        own keys, and ``capabilities`` as the client's): its result, or
+        :class:`GatewayRequestError` for an error answer; :class:`GatewayUnreachable`
+        when it could not be sent, :class:`GatewayNoAnswer` when it was sent and no
+        answer came."""
         request_id = next(self._ids)
         body = dict(params or {})
         body["_meta"] = {
             **(meta or {}),
             "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
             "io.modelcontextprotocol/clientInfo": _CLIENT_INFO,
-            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientCapabilities": dict(capabilities or {}),
         }
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body}
         headers = {
