@@ -16,6 +16,8 @@ Built on the SDK's low-level ``Server`` (the high-level one declares no logging)
   subscribed to: ``resources/subscribe`` on the session-based protocol (the update goes
   to each connection that subscribed), a ``subscriptions/listen`` stream naming it on
   2026-07-28; the tool ``touch`` announces that its ``uri`` changed;
+* caching — its tool list may be cached a minute by anyone, its prompts half a
+  minute privately (``ttlMs``, ``cacheScope`` on 2026-07-28);
 * completions — of the prompt ``greet``'s argument ``name`` and of the resource
   template ``note:///{topic}``'s ``topic``, each by prefix, the context's ``style``
   echoed into the answer (``"formal:Ada"``) when given.
@@ -40,6 +42,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.apps import Apps
+from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
@@ -50,6 +53,9 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 NAMES = ("Ada", "Alan", "Grace", "Greta")
+#: how long its lists may be cached (2026-07-28's ``ttlMs``): tools by anyone, prompts
+#: privately
+TOOLS_TTL_MS, PROMPTS_TTL_MS = 60_000, 30_000
 TOPICS = ("garden", "gateway", "grammar", "music")
 #: the levels ``chatter`` logs at, in order
 CHATTER_LEVELS: tuple[types.LoggingLevel, ...] = ("debug", "info", "warning")
@@ -238,6 +244,10 @@ def build() -> Server[Any]:
         on_subscribe_resource=subscribe,
         on_unsubscribe_resource=unsubscribe,
         on_subscriptions_listen=ListenHandler(bus),
+        cache_hints={
+            "tools/list": CacheHint(ttl_ms=TOOLS_TTL_MS, scope="public"),
+            "prompts/list": CacheHint(ttl_ms=PROMPTS_TTL_MS, scope="private"),
+        },
     )
 
 

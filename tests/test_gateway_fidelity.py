@@ -32,7 +32,7 @@ from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._relay import Relay
 from supervisor.server import per_server
 from supervisor.testing.servers import start_http
-from tests.reference_server import build
+from tests.reference_server import PROMPTS_TTL_MS, TOOLS_TTL_MS, build
 from tests.test_gateway import TOKEN, fixture, http_client, text
 
 # Logging is deprecated by 2026-07-28 (SEP-2577); it is still a feature to pass on.
@@ -593,3 +593,29 @@ async def test_a_param_header_that_disagrees_with_the_argument_is_refused() -> N
     assert refused.status_code == 400
     assert refused.json()["error"]["code"] == -32020
     assert agreed.status_code == 200 and "touched" in agreed.text
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_merged_lists_may_be_cached_as_long_as_their_shortest_part(transport: str) -> None:
+    """A 2026-07-28 client sees the reference server's ``ttlMs`` and ``cacheScope``
+    directly and through a gateway in front of it alone; in front of it and a server
+    that says nothing of caching, the merged lists are stale at once and private; a
+    session-based backing connection says nothing either."""
+    async with backing(transport) as entry:
+        async with direct_client(entry, "auto") as c:
+            tools, prompts = await c.list_tools(), await c.list_prompts()
+        direct = (tools.ttl_ms, tools.cache_scope, prompts.ttl_ms, prompts.cache_scope)
+        async with gateway_client(entry, "auto", "auto") as c:
+            tools, prompts = await c.list_tools(), await c.list_prompts()
+        alone = (tools.ttl_ms, tools.cache_scope, prompts.ttl_ms, prompts.cache_scope)
+        servers = {"ref": entry, "notes": fixture("rich")}
+        async with gateway_url(servers, "auto") as url, http_client(url, mode="auto") as c:
+            tools, prompts = await c.list_tools(), await c.list_prompts()
+        mixed = (tools.ttl_ms, tools.cache_scope, prompts.ttl_ms, prompts.cache_scope)
+        async with gateway_client(entry, "legacy", "auto") as c:
+            tools = await c.list_tools()
+        session_based = (tools.ttl_ms, tools.cache_scope)
+    assert direct == (TOOLS_TTL_MS, "public", PROMPTS_TTL_MS, "private")
+    assert alone == direct
+    assert mixed == (0, "private", 0, "private")
+    assert session_based == (0, "private")

@@ -361,6 +361,12 @@ class ServerView:
         not connected yet)."""
         return self._server.capabilities
 
+    def cache_hint(self, kind: str) -> tuple[int, str]:
+        """How long its last ``kind`` listing (``tools``, ``resources``, ``templates``,
+        ``prompts``) may be cached, in ms, and by whom: ``(ttlMs, cacheScope)`` as the
+        server said (2026-07-28), else ``(0, "private")``."""
+        return self._server.cache_hint(kind)
+
     @property
     def resources(self) -> list[types.Resource]:
         return list(self._server.resources)

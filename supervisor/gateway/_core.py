@@ -297,6 +297,20 @@ class Gateway:
             if server.status() not in WITHDRAWN and self.serves(name)
         }
 
+    def _cache_hint(self, kind: str, servers: Collection[str]) -> dict[str, Any]:
+        """``ttl_ms`` and ``cache_scope`` of a merged ``kind`` listing of ``servers``: the
+        shortest of their lists' TTLs, ``public`` only when every one is (a list none
+        contributes to: 0, private — it may fill at any moment)."""
+        views = self.sup.servers
+        hints = [views[name].cache_hint(kind) for name in servers if name in views]
+        if not hints:
+            return {"ttl_ms": 0, "cache_scope": "private"}
+        public = all(scope == "public" for _, scope in hints)
+        return {
+            "ttl_ms": min(ttl for ttl, _ in hints),
+            "cache_scope": "public" if public else "private",
+        }
+
     def _input_schema(self, name: str) -> dict[str, Any] | None:
         """The input schema of the served tool ``name``, for the SDK's check of a
         2026-07-28 call's ``Mcp-Param-*`` headers (without it the SDK would list every
@@ -430,7 +444,9 @@ class Gateway:
         if self.search is not None:
             return types.ListToolsResult(tools=list(self.search.tools))
         await self.first_listing()
-        return types.ListToolsResult(tools=[listed(entry) for entry in self.tools()])
+        entries = self.tools()
+        hint = self._cache_hint("tools", {entry.server for entry in entries})
+        return types.ListToolsResult(tools=[listed(entry) for entry in entries], **hint)
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -548,13 +564,14 @@ class Gateway:
         await self.first_listing()
         up = self._up()
         return types.ListResourcesResult(
+            **self._cache_hint("resources", up),
             resources=[
                 r.resource.model_copy(
                     update={"name": r.name, **resource_served(r.resource, r.server)}
                 )
                 for r in self.sup.snapshot.resources
                 if r.server in up
-            ]
+            ],
         )
 
     async def _list_templates(
@@ -563,11 +580,12 @@ class Gateway:
         await self.first_listing()
         up = self._up()
         return types.ListResourceTemplatesResult(
+            **self._cache_hint("templates", up),
             resource_templates=[
                 t.template.model_copy(update={"name": t.name})
                 for t in self.sup.snapshot.templates
                 if t.server in up
-            ]
+            ],
         )
 
     async def _read_resource(
@@ -607,11 +625,12 @@ class Gateway:
         await self.first_listing()
         up = self._up()
         return types.ListPromptsResult(
+            **self._cache_hint("prompts", up),
             prompts=[
                 p.prompt.model_copy(update={"name": p.name})
                 for p in self.sup.snapshot.prompts
                 if p.server in up
-            ]
+            ],
         )
 
     async def _get_prompt(

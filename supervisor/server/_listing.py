@@ -63,11 +63,16 @@ class Listings:
         self._refetch_again: set[Listing] = set()
 
     async def all_tools(self, client: Client) -> list[types.Tool]:
+        hint = _Hint()
+
         async def page(cursor: str | None) -> tuple[list[types.Tool], str | None]:
             got = await client.list_tools(cursor=cursor)
+            hint.page(got)
             return got.tools, got.next_cursor
 
-        return await self._list_pages("tools", page)
+        tools = await self._list_pages("tools", page)
+        self.server.state.cache_hinted("tools", *hint.value)
+        return tools
 
     async def relist(self) -> None:
         """Fetch the tool list again after a change notice. A burst of notices costs at
@@ -187,6 +192,7 @@ class Listings:
         capabilities = client.server_capabilities
         before = (server.resources, server.resource_templates, server.prompts)
         got: dict[str, list[object]] = {}
+        hints = {kind: _Hint() for kind in ("resources", "templates", "prompts")}
 
         async def resources() -> None:
             if capabilities.resources is None:
@@ -195,6 +201,7 @@ class Listings:
 
             async def page(cursor: str | None) -> tuple[list[types.Resource], str | None]:
                 listed = await client.list_resources(cursor=cursor, cache_mode="refresh")
+                hints["resources"].page(listed)
                 return listed.resources, listed.next_cursor
 
             got["resources"] = await self._list_pages("resources", page)
@@ -206,6 +213,7 @@ class Listings:
 
             async def page(cursor: str | None) -> tuple[list[types.ResourceTemplate], str | None]:
                 listed = await client.list_resource_templates(cursor=cursor, cache_mode="refresh")
+                hints["templates"].page(listed)
                 return listed.resource_templates, listed.next_cursor
 
             try:
@@ -222,6 +230,7 @@ class Listings:
 
             async def page(cursor: str | None) -> tuple[list[types.Prompt], str | None]:
                 listed = await client.list_prompts(cursor=cursor, cache_mode="refresh")
+                hints["prompts"].page(listed)
                 return listed.prompts, listed.next_cursor
 
             got["prompts"] = await self._list_pages("prompts", page)
@@ -244,6 +253,13 @@ class Listings:
             if "prompts" in which:
                 nursery.start_soon(guarded, "prompts", prompts)
         # No checkpoint from here to the caller's report.
+        for kind, key in (
+            ("resources", "resources"),
+            ("templates", "templates"),
+            ("prompts", "prompts"),
+        ):
+            if key in got:
+                server.state.cache_hinted(kind, *hints[kind].value)
         server.state.extras_listed(
             got.get("resources"),  # type: ignore[arg-type]
             got.get("templates"),  # type: ignore[arg-type]
@@ -300,3 +316,24 @@ class Listings:
                 task_status.started()
                 task_status = trio.TASK_STATUS_IGNORED
                 await trio.sleep(1.0)
+
+
+class _Hint:
+    """How long a listing may be cached, and by whom: the least of its pages' ``ttlMs``,
+    ``private`` if any page is (a session-based server's pages say nothing: 0, private)."""
+
+    __slots__ = ("scope", "ttl_ms")
+
+    def __init__(self) -> None:
+        self.ttl_ms: int | None = None
+        self.scope = "public"
+
+    def page(self, result: types.CacheableResult) -> None:
+        ttl = result.ttl_ms if "ttl_ms" in result.model_fields_set else 0
+        self.ttl_ms = ttl if self.ttl_ms is None else min(self.ttl_ms, ttl)
+        if result.cache_scope != "public" or "cache_scope" not in result.model_fields_set:
+            self.scope = "private"
+
+    @property
+    def value(self) -> tuple[int, str]:
+        return (self.ttl_ms or 0, self.scope if self.ttl_ms is not None else "private")

@@ -220,6 +220,12 @@ class ServerHandle:
         has yet)."""
         return self.state.capabilities
 
+    def cache_hint(self, kind: str) -> tuple[int, str]:
+        """How long its last ``kind`` listing (``tools``, ``resources``, ``templates``,
+        ``prompts``) may be cached, in ms, and by whom (``public``/``private``): what the
+        server said (2026-07-28), else ``(0, "private")``."""
+        return self.state.cache_hints.get(kind, (0, "private"))
+
     async def set_log_level(self, level: types.LoggingLevel) -> None:
         """Have the server send its log messages from ``level`` up: asked now
         (``logging/setLevel``) if it is connected, declared logging and speaks the

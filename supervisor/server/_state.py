@@ -71,6 +71,9 @@ class ServerState:
         self.earlier_restarts = 0
         #: what the server said it can do when it last connected (kept while it restarts)
         self.capabilities: types.ServerCapabilities | None = None
+        #: how long each of its listings may be cached, and by whom (2026-07-28's
+        #: ``ttlMs``, ``cacheScope``; the session-based protocol says nothing: 0, private)
+        self.cache_hints: dict[str, tuple[int, str]] = {}
 
     # -- reading -----------------------------------------------------------------------
 
@@ -98,6 +101,12 @@ class ServerState:
         """``actor``'s connection task ended: it is no longer the live incarnation."""
         if self.current is actor:
             self.current = None
+
+    def cache_hinted(self, kind: str, ttl_ms: int, scope: str) -> None:
+        """The server's last ``kind`` listing (``tools``, ``resources``, ``templates``,
+        ``prompts``) may be cached ``ttl_ms`` ms, in ``scope`` (``public``/``private``;
+        its least over the listing's pages)."""
+        self.cache_hints[kind] = (ttl_ms, scope)
 
     def capabilities_declared(self, capabilities: types.ServerCapabilities | None) -> None:
         """A connection was made to a server that declared ``capabilities``."""
