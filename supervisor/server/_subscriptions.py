@@ -20,6 +20,7 @@ goes on, and the next change or connection asks again.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -137,7 +138,7 @@ async def keep_subscriptions(
     subscribed.keeping(True)
     try:
         if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            await _listen(client, subscribed, server, asked)
+            await _listen(client, subscribed, server, timeout, asked)
         else:
             await _ask(client, subscribed, server, timeout, asked)
     finally:
@@ -190,6 +191,7 @@ async def _listen(
     client: Client,
     subscribed: Subscribed,
     server: str,
+    timeout: float,
     asked_for: Callable[[int], None],
 ) -> None:
     while True:
@@ -202,12 +204,19 @@ async def _listen(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_cancel_on, changed, nursery.cancel_scope)
             try:
-                async with client.listen(resource_subscriptions=uris) as subscription:
-                    asked_for(change)  # acknowledged
-                    async for _ in subscription:  # each reaches the message handler
-                        pass
-                await changed.wait()  # closed gracefully: open it again on a change
-            except (ListenNotSupportedError, MCPError) as exc:
+                # the acknowledgment within the request timeout; the stream then as long
+                # as it lasts
+                with trio.CancelScope(deadline=trio.current_time() + timeout) as ack:
+                    async with client.listen(resource_subscriptions=uris) as subscription:
+                        ack.deadline = math.inf
+                        asked_for(change)  # acknowledged
+                        async for _ in subscription:  # each reaches the message handler
+                            pass
+                if ack.cancelled_caught:
+                    log.warning("resource subscriptions not acknowledged", server=server)
+                    asked_for(change)
+                await changed.wait()  # closed (or not opened): open it again on a change
+            except (ListenNotSupportedError, MCPError, TimeoutError) as exc:
                 log.warning("resource subscriptions refused", server=server, error=str(exc))
                 asked_for(change)
                 await changed.wait()
