@@ -26,8 +26,9 @@ MCP Apps (``io.modelcontextprotocol/ui``) are the high-level server's extension:
 :func:`build_apps` is a second reference server with one tool, ``clock``, bound to the
 UI resource ``ui://clock/app.html``, whose HTML names the server's ``title``.
 
-Run as a script it serves over stdio (``python tests/reference_server.py``, or
-``… apps TITLE`` for the Apps one); tests wanting HTTP serve :func:`build` (or
+Run as a script it serves over stdio (``python tests/reference_server.py``; ``…
+mute-subscriptions`` for one that never acknowledges a resource subscription on
+2026-07-28; ``… apps TITLE`` for the Apps one); tests wanting HTTP serve :func:`build` (or
 :func:`build_apps`) with :func:`supervisor.testing.servers.start_http`.
 """
 
@@ -100,8 +101,19 @@ _TOOLS = [
 ]
 
 
-def build() -> Server[Any]:
-    """A fresh reference server (one per test: it remembers the level set)."""
+class _MuteOnResources(ListenHandler):
+    """A listen handler that never acknowledges a stream naming resources (one for list
+    changes only is served as usual): a server that takes subscriptions and hangs."""
+
+    async def __call__(self, ctx: Any, params: Any) -> Any:
+        if params.notifications.resource_subscriptions:
+            await anyio.sleep_forever()
+        return await super().__call__(ctx, params)
+
+
+def build(*, mute_subscriptions: bool = False) -> Server[Any]:
+    """A fresh reference server (one per test: it remembers the level set);
+    ``mute_subscriptions``: it never acknowledges a listen stream naming resources."""
     state: dict[str, types.LoggingLevel | None] = {"level": None}
     cancelled = anyio.Event()
     bus = InMemorySubscriptionBus()
@@ -243,7 +255,7 @@ def build() -> Server[Any]:
         on_completion=complete,
         on_subscribe_resource=subscribe,
         on_unsubscribe_resource=unsubscribe,
-        on_subscriptions_listen=ListenHandler(bus),
+        on_subscriptions_listen=(_MuteOnResources if mute_subscriptions else ListenHandler)(bus),
         cache_hints={
             "tools/list": CacheHint(ttl_ms=TOOLS_TTL_MS, scope="public"),
             "prompts/list": CacheHint(ttl_ms=PROMPTS_TTL_MS, scope="private"),
@@ -268,10 +280,10 @@ def build_apps(title: str) -> MCPServer:
     return MCPServer(f"apps-{title}", extensions=[apps])
 
 
-async def _main() -> None:
+async def _main(mute_subscriptions: bool = False) -> None:
     from mcp.server.stdio import stdio_server
 
-    server = build()
+    server = build(mute_subscriptions=mute_subscriptions)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
@@ -281,4 +293,4 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["apps"]:
         build_apps(sys.argv[2]).run()
     else:
-        anyio.run(_main)
+        anyio.run(_main, sys.argv[1:2] == ["mute-subscriptions"])

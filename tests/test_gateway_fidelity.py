@@ -619,3 +619,26 @@ async def test_merged_lists_may_be_cached_as_long_as_their_shortest_part(transpo
     assert alone == direct
     assert mixed == (0, "private", 0, "private")
     assert session_based == (0, "private")
+
+
+async def test_a_subscription_never_acknowledged_holds_nothing_up() -> None:
+    """A 2026-07-28 server that takes resource subscriptions but never acknowledges the
+    stream: subscribing returns after the request timeout (1 s here), calls are served
+    meanwhile, and after a kill -9 the new connection comes up all the same — it does
+    not wait for its subscriptions longer than that."""
+    entry = {"command": sys.executable, "args": [str(REFERENCE), "mute-subscriptions"]}
+    config = {"mcpServers": {"ref": {**entry, "timeout": 1, "autoApprove": AUTO_APPROVED}}}
+    async with open_supervisor(config, mode="auto") as sup:
+        await sup.tools()
+        with trio.fail_after(WAIT):
+            assert await sup.subscribe_resource(NEWS) == "ref"
+        assert (await sup.call("ref_chatter")).text == "chattered"
+        pid = sup.status()["ref"].pid
+        assert pid is not None
+        async with sup.subscribe("mcp.connected") as events:
+            os.kill(pid, signal.SIGKILL)
+            with trio.fail_after(WAIT):
+                async for _ in events:
+                    break
+        assert sup.status()["ref"].pid not in (None, pid)
+        assert (await sup.call("ref_chatter")).text == "chattered"
