@@ -8,6 +8,7 @@ own error answer."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -75,9 +76,10 @@ async def test_a_request_withdrawn_while_the_writer_was_busy_is_not_written(
     keeps the writer busy, the next request waits its turn and is withdrawn; once the
     child reads, the big request and a later one reach it, the withdrawn one never."""
     go, out = tmp_path / "go", tmp_path / "out"
+    os.mkfifo(go)  # the child's open blocks until the test opens the other end
     child = (
-        "import os, sys, time\n"
-        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+        "import sys\n"
+        f"open({str(go)!r}).close()\n"
         f"with open({str(out)!r}, 'w') as out:\n"
         "    for line in sys.stdin:\n"
         "        out.write(line[:60] + '\\n'); out.flush()\n"
@@ -98,7 +100,7 @@ async def test_a_request_withdrawn_while_the_writer_was_busy_is_not_written(
             await wait_all_tasks_blocked()
             assert withdrawn.delivered is False  # waiting for the writer
             assert withdrawn.withdraw()
-            go.touch()
+            os.close(os.open(go, os.O_WRONLY))  # go: the child is waiting on the other end
             await send(later, _request(3, "later"))  # taken once the big one is written
             await write.aclose()  # the child reads to the end, then exits
     written = out.read_text()
