@@ -12,6 +12,9 @@ Built on the SDK's low-level ``Server`` (the high-level one declares no logging)
   waits until it is cancelled (``notifications/cancelled``, or on 2026-07-28 over HTTP
   its response stream closed); ``cancelled`` answers ``"cancelled"`` once a ``wait``
   has been (within ten seconds, else ``"not cancelled"``);
+* cancellation of its own requests — ``ask_briefly`` asks its client a question
+  (elicitation, session-based protocol) and gives up on it after :data:`ASK_FOR`
+  seconds: the SDK then cancels the request at the client (``notifications/cancelled``);
 * resource subscriptions — ``note:///news`` is listed, and any ``note:///…`` may be
   subscribed to: ``resources/subscribe`` on the session-based protocol (the update goes
   to each connection that subscribed), a ``subscriptions/listen`` stream naming it on
@@ -54,6 +57,8 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 NAMES = ("Ada", "Alan", "Grace", "Greta")
+#: seconds ``ask_briefly`` waits for its question's answer
+ASK_FOR = 0.5
 #: how long its lists may be cached (2026-07-28's ``ttlMs``): tools by anyone, prompts
 #: privately
 TOOLS_TTL_MS, PROMPTS_TTL_MS = 60_000, 30_000
@@ -79,6 +84,12 @@ _TOOLS = [
     types.Tool(
         name="cancelled",
         description="Whether a wait was cancelled (waits up to ten seconds for one).",
+        input_schema={"type": "object", "properties": {}},
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
+        name="ask_briefly",
+        description="Ask the client something; give up on the question after a moment.",
         input_schema={"type": "object", "properties": {}},
         annotations=_READ_ONLY,
     ),
@@ -159,6 +170,14 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
             with anyio.move_on_after(10):
                 await cancelled.wait()
             answer = "cancelled" if cancelled.is_set() else "not cancelled"
+            return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])
+        if params.name == "ask_briefly":
+            answer = "gave up"
+            with anyio.move_on_after(ASK_FOR):  # then the request is cancelled at the client
+                await ctx.session.elicit_form(
+                    "Anything?", {"type": "object", "properties": {}}, ctx.request_id
+                )
+                answer = "answered"
             return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])
         if params.name == "touch":
             uri = str((params.arguments or {}).get("uri"))

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 
 REFERENCE = Path(__file__).with_name("reference_server.py")
 WAIT = 10.0
-AUTO_APPROVED = ["chatter", "announce_later", "echo", "wait", "cancelled", "touch"]
+AUTO_APPROVED = ["chatter", "announce_later", "echo", "wait", "cancelled", "touch", "ask_briefly"]
 NEWS, GARDEN = "note:///news", "note:///garden"
 
 Logged = list[tuple[str, str | None, Any]]
@@ -642,3 +642,41 @@ async def test_a_subscription_never_acknowledged_holds_nothing_up() -> None:
                     break
         assert sup.status()["ref"].pid not in (None, pid)
         assert (await sup.call("ref_chatter")).text == "chattered"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_question_its_server_gives_up_on_is_cancelled_at_the_client(
+    transport: str,
+) -> None:
+    """A backing server that asks its client something (elicitation) and gives up on the
+    question cancels it: the client's handler is cancelled — directly and through the
+    gateway alike (the gateway's relayed question is cancelled at its own client) — and
+    the tool answers that it gave up."""
+
+    def cancellable(asked: trio.Event, cancelled: trio.Event) -> Any:
+        async def elicit(context: object, params: types.ElicitRequestParams) -> Any:
+            asked.set()
+            try:
+                await trio.sleep_forever()
+            finally:
+                cancelled.set()
+
+        return elicit
+
+    results = []
+    async with backing(transport) as entry:
+        for through in (False, True):
+            asked, cancelled = trio.Event(), trio.Event()
+            handler = cancellable(asked, cancelled)
+            opened = (
+                gateway_client(entry, "legacy", "legacy", elicitation_callback=handler)
+                if through
+                else direct_client(entry, "legacy", elicitation_callback=handler)
+            )
+            async with opened as c:
+                name = "ref_ask_briefly" if through else "ask_briefly"
+                results.append(text(await c.call_tool(name, {})))
+                with trio.fail_after(WAIT):
+                    await cancelled.wait()
+            assert asked.is_set()
+    assert results == ["gave up", "gave up"]
