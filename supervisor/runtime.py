@@ -80,7 +80,7 @@ from .registry._live import Offer, Registry, RegistryStatistics, Snapshot
 from .server import HealthRecord, ServerMetrics
 from .server._hook import tree_hook
 from .server._managed import ServerHandle, disabled_record
-from .server._messages import Progress
+from .server._messages import InputRound, Progress
 from .server._startup import StartSlots
 from .tools import ApprovalCallback, ToolResult
 from .tools._approval import ApprovalReason
@@ -369,6 +369,7 @@ class SupervisorHandle:
         approve: ApprovalCallback | None = None,
         spill: bool = True,
         log_level: types.LoggingLevel | None = None,
+        rounds: InputRound | None = None,
     ) -> ToolResult:
         """Call a tool by its merged name and return its normalised result.
 
@@ -404,7 +405,11 @@ class SupervisorHandle:
         writes no file (text whole, every image inline): for a caller that passes the
         result on (``result.raw``) or renders it itself. ``log_level`` opts this call in
         to the log messages of a 2026-07-28 server from that level up (in the request's
-        ``_meta``, as that protocol asks; see :meth:`set_log_level`).
+        ``_meta``, as that protocol asks; see :meth:`set_log_level`). ``rounds`` is for a
+        front end that relays 2026-07-28's multi-round-trip calls to its own client (the
+        gateway): a server's ``input_required`` answer is then the result's ``raw``, as
+        it is, instead of being answered by this supervisor's callbacks, and the next
+        round carries the client's answers and the server's ``requestState`` untouched.
         """
         return await self._gate.call(
             name,
@@ -414,6 +419,7 @@ class SupervisorHandle:
             approve=approve,
             spill=spill,
             log_level=log_level,
+            rounds=rounds,
         )
 
     async def tools(self) -> Catalog:

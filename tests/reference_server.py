@@ -15,6 +15,10 @@ Built on the SDK's low-level ``Server`` (the high-level one declares no logging)
 * cancellation of its own requests — ``ask_briefly`` asks its client a question
   (elicitation, session-based protocol) and gives up on it after :data:`ASK_FOR`
   seconds: the SDK then cancels the request at the client (``notifications/cancelled``);
+* input asked for — ``confirm`` asks its client to confirm: an elicitation request on
+  the session-based protocol, an ``input_required`` round on 2026-07-28 (``requestState``
+  :data:`CONFIRM_STATE`), and answers the action (``accept``; on 2026-07-28 ``accept
+  after round-1``, the state as it came back);
 * resource subscriptions — ``note:///news`` is listed, and any ``note:///…`` may be
   subscribed to: ``resources/subscribe`` on the session-based protocol (the update goes
   to each connection that subscribed), a ``subscriptions/listen`` stream naming it on
@@ -52,11 +56,14 @@ from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 # Logging is deprecated by 2026-07-28 (SEP-2577): still served here, to be passed on.
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 
 NAMES = ("Ada", "Alan", "Grace", "Greta")
+#: the ``requestState`` of ``confirm``'s first round (2026-07-28), echoed in its answer
+CONFIRM_STATE = "round-1"
 #: seconds ``ask_briefly`` waits for its question's answer
 ASK_FOR = 0.5
 #: how long its lists may be cached (2026-07-28's ``ttlMs``): tools by anyone, prompts
@@ -90,6 +97,12 @@ _TOOLS = [
     types.Tool(
         name="ask_briefly",
         description="Ask the client something; give up on the question after a moment.",
+        input_schema={"type": "object", "properties": {}},
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
+        name="confirm",
+        description="Ask the client to confirm; answer what it said.",
         input_schema={"type": "object", "properties": {}},
         annotations=_READ_ONLY,
     ),
@@ -178,6 +191,22 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
                     "Anything?", {"type": "object", "properties": {}}, ctx.request_id
                 )
                 answer = "answered"
+            return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])
+        if params.name == "confirm":
+            form = {"type": "object", "properties": {}}
+            if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                said = await ctx.session.elicit_form("Confirm?", form, ctx.request_id)  # type: ignore[arg-type]
+                answer = said.action
+            elif params.input_responses is None:  # the first round: ask
+                ask = types.ElicitRequest(
+                    params=types.ElicitRequestFormParams(message="Confirm?", requested_schema=form)  # type: ignore[arg-type]
+                )
+                return types.InputRequiredResult(  # type: ignore[return-value]
+                    input_requests={"confirm": ask}, request_state=CONFIRM_STATE
+                )
+            else:  # asked again with the answer, and the state it was given
+                said = params.input_responses["confirm"]
+                answer = f"{getattr(said, 'action', None)} after {params.request_state}"
             return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])
         if params.name == "touch":
             uri = str((params.arguments or {}).get("uri"))

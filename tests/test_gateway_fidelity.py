@@ -32,7 +32,7 @@ from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._relay import Relay
 from supervisor.server import per_server
 from supervisor.testing.servers import start_http
-from tests.reference_server import PROMPTS_TTL_MS, TOOLS_TTL_MS, build
+from tests.reference_server import CONFIRM_STATE, PROMPTS_TTL_MS, TOOLS_TTL_MS, build
 from tests.test_gateway import TOKEN, fixture, http_client, text
 
 # Logging is deprecated by 2026-07-28 (SEP-2577); it is still a feature to pass on.
@@ -40,7 +40,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 
 REFERENCE = Path(__file__).with_name("reference_server.py")
 WAIT = 10.0
-AUTO_APPROVED = ["chatter", "announce_later", "echo", "wait", "cancelled", "touch", "ask_briefly"]
+AUTO_APPROVED = [
+    *("chatter", "announce_later", "echo", "wait", "cancelled", "touch", "ask_briefly"),
+    "confirm",
+]
 NEWS, GARDEN = "note:///news", "note:///garden"
 
 Logged = list[tuple[str, str | None, Any]]
@@ -680,3 +683,48 @@ async def test_a_question_its_server_gives_up_on_is_cancelled_at_the_client(
                     await cancelled.wait()
             assert asked.is_set()
     assert results == ["gave up", "gave up"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("backing_mode", ["legacy", "auto"])
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_input_a_server_asks_for_is_answered_by_the_client_as_directly(
+    transport: str, backing_mode: str, mode: str
+) -> None:
+    """``confirm`` asks its client to confirm — an elicitation request on the
+    session-based protocol, an ``input_required`` round on 2026-07-28 — and the client's
+    elicitation handler answers it, directly and through the gateway alike, whichever
+    era on either side: a 2026-07-28 client answers the round itself (the server's
+    ``requestState`` back to it untouched), a session-based one is asked by the
+    gateway. The one pair that cannot meet: a session-based server's request to a
+    2026-07-28 client, which takes no requests — a tool error says so."""
+    asked: list[str] = []
+
+    async def elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept")
+
+    answers = []
+    async with backing(transport) as entry:
+        async with direct_client(entry, backing_mode, elicitation_callback=elicit) as c:
+            direct = text(await c.call_tool("confirm", {}))
+        async with gateway_client(entry, backing_mode, mode, elicitation_callback=elicit) as c:
+            answers.append(text(await c.call_tool("ref_confirm", {})))
+    expected = "accept" if backing_mode == "legacy" else f"accept after {CONFIRM_STATE}"
+    assert direct == expected
+    if backing_mode == "legacy" and mode == "auto":
+        [said] = answers
+        assert "Elicitation not supported" in said and "session-based protocol" in said
+        assert asked == ["Confirm?"]
+        return
+    assert answers == [expected]
+    assert asked == ["Confirm?", "Confirm?"]
+
+
+async def test_input_a_client_did_not_declare_is_not_asked_of_it() -> None:
+    """A 2026-07-28 client without elicitation is not handed the server's elicitation
+    round: the call is a tool error naming what it lacks."""
+    async with backing("stdio") as entry, gateway_client(entry, "auto", "auto") as c:
+        result = await c.call_tool("ref_confirm", {})
+    assert result.is_error
+    assert "did not declare (elicitation)" in text(result)

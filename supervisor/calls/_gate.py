@@ -51,7 +51,7 @@ from ..log import get_logger
 from ..registry._live import Registry
 from ..server import HealthRecord, ServerMetrics
 from ..server._managed import ServerHandle
-from ..server._messages import Progress
+from ..server._messages import InputRound, Progress
 from ..tools import ApprovalCallback, ApprovalRequest, Decider, ToolResult
 from ..tools._approval import ApprovalDecision, ApprovalReason, decide_approval, policy_verdict
 from ..tools._results import normalize_result
@@ -129,15 +129,17 @@ class Gate:
         approve: ApprovalCallback | None = None,
         spill: bool = True,
         log_level: str | None = None,
+        rounds: InputRound | None = None,
     ) -> ToolResult:
         """Call the tool of merged name ``name``: every step of the module docstring, in
         a trace span (:mod:`supervisor.tracing`). ``approve``, if given, decides this
         call's approval in place of the gate's callback; ``spill=False`` keeps the whole
         result in memory (:func:`~supervisor.tools.normalize_result`); ``log_level``
-        is this call's, for a 2026-07-28 server."""
+        is this call's, for a 2026-07-28 server; ``rounds`` relays a multi-round-trip
+        call: a server's ``input_required`` answer is the result's ``raw``, as it is."""
         with tracing.call_span(name) as span:
             return await self._call(
-                span, name, arguments, timeout, progress, approve, spill, log_level
+                span, name, arguments, timeout, progress, approve, spill, log_level, rounds
             )
 
     async def _call(
@@ -150,6 +152,7 @@ class Gate:
         approve: ApprovalCallback | None,
         spill: bool,
         log_level: str | None = None,
+        rounds: InputRound | None = None,
     ) -> ToolResult:
         arguments = {} if arguments is None else arguments
         call = Call(name, arguments, trio.current_time())
@@ -183,7 +186,7 @@ class Gate:
             limit = server.config.timeout if timeout is None else timeout
             for watch in watches:
                 watch.sending(call, limit)
-            if call.call_id is None and log_level is None:
+            if call.call_id is None and log_level is None and rounds is None:
                 sending = server.call_tool(original, arguments, timeout, progress)
             else:  # named by an observer: the id goes to the server in ``_meta``
                 sending = server.call_tool(
@@ -193,16 +196,20 @@ class Gate:
                     progress,
                     call_id=call.call_id,
                     log_level=log_level,
+                    rounds=rounds,
                 )
             try:
                 raw = await sending
             except ToolOutputInvalid as exc:
                 raise ToolOutputInvalid(name, exc.errors) from exc.__cause__
-            # The SDK client has checked structuredContent against the outputSchema already.
-            result = normalize_result(
-                raw, tool=name, spill_dir=self._spill_dir, limits=server.limits, spill=spill
-            )
-            result.raise_for_error(server=server.name)
+            if isinstance(raw, types.InputRequiredResult):  # the server answered: a round
+                result = ToolResult(tool=name, text="", raw=raw)
+            else:
+                # The SDK client has checked structuredContent against the outputSchema.
+                result = normalize_result(
+                    raw, tool=name, spill_dir=self._spill_dir, limits=server.limits, spill=spill
+                )
+                result.raise_for_error(server=server.name)
         except BaseException as exc:
             call.outcome = audit_outcome(exc, sent=call.sent)
             for watch in watches:

@@ -44,10 +44,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPROVAL_KEY",
+    "ASKED",
     "APPROVAL_META",
     "client_approver",
     "input_required",
     "question",
+    "round_state",
     "round_trip_approver",
 ]
 
@@ -56,8 +58,10 @@ log = get_logger("supervisor.gateway")
 #: The ``_meta`` key of an approval's ``elicitation/create``: ``{"server", "tool",
 #: "reason"}``, what the message says, as data.
 APPROVAL_META = "mcp-supervisor/approval"
-#: The ``requestState`` of an approval asked in another round trip (sealed by the SDK).
-_ASKED = "mcp-supervisor/approval-asked"
+#: The gateway's own ``requestState`` (sealed by the SDK): ``{"asked": true}`` after it
+#: asked for an approval; ``{"approved": true, "backing": STATE}`` after it relayed a
+#: backing server's ``input_required`` round (``STATE``: that server's, untouched).
+ASKED = "asked"
 #: Characters of the arguments' JSON shown in the question; longer is cut, marked ``…``.
 ARGUMENTS_SHOWN = 400
 
@@ -94,19 +98,33 @@ def _form(request: ApprovalRequest) -> types.ElicitRequestFormParams:
     )
 
 
+def round_state(params: types.CallToolRequestParams) -> dict[str, Any]:
+    """The gateway's own state of a call made again (verified by the SDK's boundary:
+    minted here, for this very call), or ``{}``."""
+    if params.request_state is None:
+        return {}
+    try:
+        state = json.loads(params.request_state)
+    except ValueError:
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
 def round_trip_approver(
-    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ctx: ServerRequestContext[Any, Any],
+    params: types.CallToolRequestParams,
+    state: dict[str, Any],
 ) -> Approver | None:
     """The approval of a 2026-07-28 client's ``tools/call``: the answer it brings (a call
-    made again with it), or a callback asking for one in another round trip (raising
-    :class:`~supervisor.errors.ApprovalAsked`); ``None`` when it declared no
-    elicitation."""
+    made again with it, or approved in an earlier round), or a callback asking for one
+    in another round trip (raising :class:`~supervisor.errors.ApprovalAsked`); ``None``
+    when it declared no elicitation. ``state`` is :func:`round_state`'s."""
     capabilities = ctx.session.client_capabilities
     if capabilities is None or capabilities.elicitation is None:
         return None
-    if params.request_state == _ASKED:  # verified by the SDK: minted here, for this call
+    if state.get(ASKED) is True or state.get("approved") is True:
         answer = (params.input_responses or {}).get(APPROVAL_KEY)
-        accepted = getattr(answer, "action", None) == "accept"
+        accepted = state.get("approved") is True or getattr(answer, "action", None) == "accept"
 
         async def answered(request: ApprovalRequest) -> bool:
             return accepted
@@ -126,7 +144,8 @@ def round_trip_approver(
 def input_required(request: ApprovalRequest) -> types.InputRequiredResult:
     """The ``input_required`` result asking a 2026-07-28 client to approve ``request``."""
     ask = types.ElicitRequest(params=_form(request))
-    return types.InputRequiredResult(input_requests={APPROVAL_KEY: ask}, request_state=_ASKED)
+    state = json.dumps({ASKED: True})
+    return types.InputRequiredResult(input_requests={APPROVAL_KEY: ask}, request_state=state)
 
 
 def client_approver(ctx: ServerRequestContext[Any, Any]) -> Approver | None:

@@ -31,6 +31,7 @@ or ``"may have taken effect"`` (the connection died mid-call, or it timed out).
 from __future__ import annotations
 
 import fnmatch
+import json
 import warnings
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -69,9 +70,10 @@ from ..errors import (
 from ..log import get_logger
 from ..monitor._probes import DOWN
 from ..registry._document import tools_document
+from ..server._messages import InputRound
 from ..server._status import ServerStatus
 from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider
-from ._approval import client_approver, input_required, round_trip_approver
+from ._approval import client_approver, input_required, round_state, round_trip_approver
 from ._apps import EXTENSION_ID as APPS
 from ._apps import backing as apps_backing
 from ._apps import contents_served, resource_served
@@ -466,9 +468,16 @@ class Gateway:
         # lets only this user in, who could run the call with --no-gateway --yes anyway.
         local = _is_local(ctx)
         approve = _CLI_YES if meta.get(APPROVE_META) is True and local else None
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        state = round_state(params) if modern else {}
         if approve is None and self.sup.approver is None:  # asked through elicitation
-            modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-            approve = round_trip_approver(ctx, params) if modern else client_approver(ctx)
+            approve = round_trip_approver(ctx, params, state) if modern else client_approver(ctx)
+        # A 2026-07-28 client answers a server's input requests itself, round by round.
+        rounds = None
+        if modern:
+            relayed = "backing" in state
+            responses = params.input_responses if relayed else None
+            rounds = InputRound(responses, state.get("backing"))
         if self.search is not None and name in self.search:
             try:
                 return await self.search.call(name, arguments, progress, approve=approve)
@@ -486,11 +495,14 @@ class Gateway:
                 approve=approve,
                 for_cli=local,
                 log_level=_log_level(meta.get(types.LOG_LEVEL_META_KEY)),
+                rounds=rounds,
             )
         except UnknownTool as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         except ApprovalAsked as exc:  # nothing was sent: the client answers, then asks again
             return input_required(exc.request)  # type: ignore[arg-type]
+        if isinstance(result, types.InputRequiredResult):
+            return _relayed_round(ctx, result, self.sup.resolve(name)[0])
         if meta.get(LIMITS_META) is True:
             result = _with_limits(result, self._limits())
         return result
@@ -505,7 +517,8 @@ class Gateway:
         approve: ApprovalCallback | None = None,
         for_cli: bool = False,
         log_level: types.LoggingLevel | None = None,
-    ) -> types.CallToolResult:
+        rounds: InputRound | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Call the tool ``name`` through the supervisor's gate, for a client: its result
         as the backing server sent it, and every failure a tool error (``isError``, the
         text saying what happened, ``_meta["mcp-supervisor/error"]`` saying it as data;
@@ -519,7 +532,8 @@ class Gateway:
         whole, however large. ``for_cli``: the caller is the command line on the local
         socket, whose ``--yes`` approves — a refusal says so, in its terms.
         ``log_level``: the client's opt-in to this call's log messages (2026-07-28),
-        passed on to the backing server."""
+        passed on to the backing server. ``rounds`` relays a multi-round-trip call: the
+        server's ``input_required`` answer is returned as it is."""
         entry = self.sup.snapshot.named.get(name)
         if entry is not None and not self.serves(entry.server, name):
             raise UnknownTool(f"tool {name!r} is not served by this gateway")
@@ -532,6 +546,7 @@ class Gateway:
                 approve=approve,
                 spill=False,
                 log_level=log_level,
+                rounds=rounds,
             )
         except (UnknownTool, ApprovalAsked):
             raise
@@ -543,6 +558,8 @@ class Gateway:
             return _error_result(exc, exc.cli_message if for_cli else _approval_text(exc))
         except (SupervisorError, TimeoutError) as exc:
             return _error_result(exc, str(exc))
+        if isinstance(result.raw, types.InputRequiredResult):
+            return result.raw
         server = self.sup.resolve(name)[0]
         if result.raw is not None:
             return _passed_on(result.raw, server)
@@ -722,6 +739,41 @@ def _with_limits(result: types.CallToolResult, limits: Mapping[str, int]) -> typ
     """``result`` with the preview ``limits`` in its ``_meta`` (:data:`LIMITS_META`)."""
     meta = {**(result.meta or {}), LIMITS_META: dict(limits)}
     return result.model_copy(update={"meta": meta})
+
+
+#: The client capability each kind of input request needs.
+_NEEDS: Mapping[str, str] = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
+
+
+def _relayed_round(
+    ctx: ServerRequestContext[Any, Any], result: types.InputRequiredResult, server: str
+) -> types.CallToolResult | types.InputRequiredResult:
+    """A backing server's ``input_required`` round, for the 2026-07-28 client of ``ctx``:
+    its input requests as they are, its ``requestState`` untouched inside the gateway's
+    own (which the SDK seals, bound to this call) — or, if it asks for what the client
+    did not declare, a tool error saying so."""
+    capabilities = ctx.session.client_capabilities
+    requests = result.input_requests or {}
+    missing = sorted(
+        {
+            _NEEDS.get(request.method, request.method)
+            for request in requests.values()
+            if capabilities is None
+            or getattr(capabilities, _NEEDS.get(request.method, ""), None) is None
+        }
+    )
+    if missing:
+        exc = SupervisorError(
+            f"MCP server {server!r} needs input this client did not declare "
+            f"({', '.join(missing)}) to complete the call; it was not completed"
+        )
+        return _error_result(exc, str(exc))
+    state = json.dumps({"approved": True, "backing": result.request_state})
+    return types.InputRequiredResult(input_requests=requests or None, request_state=state)
 
 
 def _passed_on(result: types.CallToolResult, server: str | None) -> types.CallToolResult:

@@ -72,12 +72,15 @@ MAX_IN_FLIGHT = 256
 _T = TypeVar("_T")
 
 
-async def _call(client: Client, message: CallTool) -> types.CallToolResult:
+async def _call(
+    client: Client, message: CallTool
+) -> types.CallToolResult | types.InputRequiredResult:
     """The SDK call for ``message``, in the caller's trace context; a recorded call
-    carries its id in ``_meta``."""
+    carries its id in ``_meta``; a relayed multi-round-trip one (``rounds``) its last
+    round's answers and state, and its ``input_required`` answer comes back as it is."""
     arguments = dict(message.arguments or {})
     with tracing.attached(message.context):
-        if message.call_id is None and message.log_level is None:
+        if message.call_id is None and message.log_level is None and message.rounds is None:
             return await client.call_tool(
                 message.tool, arguments, progress_callback=message.progress
             )
@@ -86,6 +89,17 @@ async def _call(client: Client, message: CallTool) -> types.CallToolResult:
             meta[CALL_ID_META] = message.call_id
         if message.log_level is not None:  # 2026-07-28 servers log only when asked to
             meta[types.LOG_LEVEL_META_KEY] = message.log_level
+        rounds = message.rounds
+        if rounds is not None:
+            return await client.session.call_tool(
+                message.tool,
+                arguments,
+                progress_callback=message.progress,
+                input_responses=rounds.responses,  # type: ignore[arg-type]
+                request_state=rounds.state,
+                meta=meta or None,  # type: ignore[arg-type]
+                allow_input_required=True,
+            )
         return await client.call_tool(
             message.tool, arguments, progress_callback=message.progress, meta=meta
         )
@@ -344,7 +358,8 @@ class ServerActor(Actor):
             # What it logged during the call reaches the logging callback first.
             await answers.logs_handled(receipt, LOGS_WAIT)
         # An error result is the tool's own failure: the server answered.
-        health.call_answered(trio.current_time() - start, time.time(), tool_error=result.is_error)
+        tool_error = getattr(result, "is_error", False)  # an input_required answer: none
+        health.call_answered(trio.current_time() - start, time.time(), tool_error=tool_error)
         return result
 
     def call_timed_out(self, exc: ToolCallTimeout) -> None:

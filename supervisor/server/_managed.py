@@ -49,7 +49,16 @@ from ..transports._remote import TransportLike
 from ..transports._stdio import GRACE_SECONDS, KILL_AFTER_SECONDS
 from ._actor import PING_TIMEOUT, ServerActor
 from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
-from ._messages import CallTool, Complete, GetPrompt, ListTools, Progress, ReadResource, _NotSent
+from ._messages import (
+    CallTool,
+    Complete,
+    GetPrompt,
+    InputRound,
+    ListTools,
+    Progress,
+    ReadResource,
+    _NotSent,
+)
 from ._startup import StartSlots
 from ._state import ServerState
 from ._subscriptions import Subscribed
@@ -505,18 +514,22 @@ class ServerHandle:
         *,
         call_id: str | None = None,
         log_level: str | None = None,
-    ) -> types.CallToolResult:
+        rounds: InputRound | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Call ``tool`` through the mailbox, translating actor errors into server errors;
         ``call_id`` (a recorded call's) goes to the server in the request's ``_meta``, and
         so does ``log_level`` (this call's, for a 2026-07-28 server; default: the level
-        of :meth:`set_log_level`).
+        of :meth:`set_log_level`); ``rounds`` relays a multi-round-trip call
+        (:class:`~supervisor.server._messages.InputRound`).
 
         Calls in a row that time out on a live connection (``degradedAfter``, default 3)
         make the server ``degraded``: it is probed at once, and restarted if the probe
         goes unanswered; the next answered call makes it ``connected`` again.
         """
         try:
-            result = await self._call_tool(tool, arguments, timeout, progress, call_id, log_level)
+            result = await self._call_tool(
+                tool, arguments, timeout, progress, call_id, log_level, rounds
+            )
         except ToolCallTimeout as exc:
             if (actor := self.current) is not None:  # its connection's count of them
                 actor.call_timed_out(exc)
@@ -533,7 +546,8 @@ class ServerHandle:
         progress: Progress | None,
         call_id: str | None,
         log_level: str | None = None,
-    ) -> types.CallToolResult:
+        rounds: InputRound | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if self.error is not None:
             self.check_available()
         if self.auth_problem is not None:
@@ -548,6 +562,7 @@ class ServerHandle:
                     call_id,
                     tracing.current(),
                     log_level or self.log_level,
+                    rounds,
                 )
                 result = await self._send_call(message, limit, span)
             except BaseException as exc:
@@ -556,7 +571,7 @@ class ServerHandle:
                     tracing.ended(span, audit_outcome(exc, sent=True), exc, attempt)
                 raise
             if span.is_recording():
-                outcome = "tool_error" if result.is_error else "ok"
+                outcome = "tool_error" if getattr(result, "is_error", False) else "ok"
                 tracing.ended(span, outcome, attempt=self.health.restarts + 1)
             return result
 

@@ -15,6 +15,18 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 
 @attrs.frozen
+class InputRound:
+    """A call of 2026-07-28's multi-round-trip kind, as a front end that relays it to its
+    own client passes it on (the gateway): an ``input_required`` answer comes back as it
+    is, not answered by this supervisor's callbacks; ``responses`` and ``state`` — the
+    answers to the last round's input requests and its ``requestState``, untouched — go
+    with the call when it is made again."""
+
+    responses: Mapping[str, object] | None = None
+    state: str | None = None
+
+
+@attrs.frozen
 class CallTool:
     """Call the server's tool ``tool`` (its own name) with ``arguments``; ``progress``
     hears the server's progress notifications for this call, if given; ``call_id``, if
@@ -30,6 +42,8 @@ class CallTool:
     context: object | None = None
     #: the log level asked of the servers, for a 2026-07-28 server's per-request opt-in
     log_level: str | None = None
+    #: a relayed multi-round-trip call (``None``: input requests are answered here)
+    rounds: InputRound | None = None
 
 
 @attrs.frozen

@@ -87,8 +87,11 @@ class ToolResult:
     is_error: bool = False
     spilled_to: Path | None = None
     structured_preview: str | None = None
-    #: the result exactly as the server sent it
-    raw: types.CallToolResult | None = attrs.field(default=None, eq=False, repr=False)
+    #: the result exactly as the server sent it (for a relayed multi-round-trip call, the
+    #: ``InputRequiredResult`` of a round, with no text: see ``SupervisorHandle.call``)
+    raw: types.CallToolResult | types.InputRequiredResult | None = attrs.field(
+        default=None, eq=False, repr=False
+    )
 
     def raise_for_error(self, *, server: str | None = None) -> None:
         """Raise :class:`~supervisor.errors.ToolError` with the tool's text if ``is_error``;
