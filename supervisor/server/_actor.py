@@ -90,7 +90,8 @@ async def _call(
         if message.log_level is not None:  # 2026-07-28 servers log only when asked to
             meta[types.LOG_LEVEL_META_KEY] = message.log_level
         rounds = message.rounds
-        if rounds is not None:
+        if rounds is not None and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            # (only that protocol has rounds; the others keep the client's own call path)
             return await client.session.call_tool(
                 message.tool,
                 arguments,
