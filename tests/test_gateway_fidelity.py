@@ -85,11 +85,14 @@ async def direct_client(
 
 @asynccontextmanager
 async def gateway_url(
-    servers: dict[str, object], backing_mode: str, history: CallHistory | None = None
+    servers: dict[str, object],
+    backing_mode: str,
+    history: CallHistory | None = None,
+    **gateway_options: Any,
 ) -> AsyncIterator[str]:
     """The URL of a gateway over HTTP in front of ``servers`` (config entries by name),
     the supervisor speaking ``backing_mode`` to them and relaying to the clients, its
-    calls recorded in ``history`` if given."""
+    calls recorded in ``history`` if given; ``gateway_options`` go to the ``Gateway``."""
     relay = Relay()
     config = {"mcpServers": servers}
     options = relay.client_options()
@@ -97,7 +100,7 @@ async def gateway_url(
         open_supervisor(config, mode=backing_mode, history=history, **options) as sup,  # type: ignore[arg-type]
         trio.open_nursery() as nursery,
     ):
-        gateway = Gateway(sup, relay=relay)
+        gateway = Gateway(sup, relay=relay, **gateway_options)
         await nursery.start(gateway.run)
         await sup.tools()
         info = await nursery.start(partial(serve_http, gateway, "127.0.0.1", 0, token=TOKEN))
@@ -728,3 +731,21 @@ async def test_input_a_client_did_not_declare_is_not_asked_of_it() -> None:
         result = await c.call_tool("ref_confirm", {})
     assert result.is_error
     assert "did not declare (elicitation)" in text(result)
+
+
+async def test_input_rounds_pass_through_tool_search_s_call_too() -> None:
+    """With ``--tool-search`` a 2026-07-28 client calls ``ref_confirm`` through the
+    meta-tool ``call``: the server's round reaches it, and its answer the server, as
+    when the tool is called by name."""
+
+    async def accept(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept")
+
+    async with backing("stdio") as entry:
+        servers = {"ref": {**entry, "autoApprove": AUTO_APPROVED}}
+        async with (
+            gateway_url(servers, "auto", tool_search=True) as url,
+            http_client(url, mode="auto", elicitation_callback=accept) as c,
+        ):
+            result = await c.call_tool("call", {"name": "ref_confirm", "arguments": {}})
+    assert text(result) == f"accept after {CONFIRM_STATE}"

@@ -480,11 +480,16 @@ class Gateway:
             rounds = InputRound(responses, state.get("backing"))
         if self.search is not None and name in self.search:
             try:
-                return await self.search.call(name, arguments, progress, approve=approve)
+                answer = await self.search.call(
+                    name, arguments, progress, approve=approve, rounds=rounds
+                )
             except ApprovalAsked as exc:
                 return input_required(exc.request)  # type: ignore[arg-type]
             except SupervisorError as exc:  # nothing was run: a meta-tool's own refusal
                 return _error_result(exc, str(exc), sent=False)
+            if isinstance(answer, types.InputRequiredResult):  # the tool ``call`` called
+                return _relayed_round(ctx, answer, self.sup.resolve(arguments["name"])[0])
+            return answer
         timeout = _timeout(meta.get(TIMEOUT_META))
         try:
             result = await self.call(

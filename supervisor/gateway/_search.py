@@ -41,7 +41,7 @@ from ._apps import tool_served
 if TYPE_CHECKING:
     from ..registry import Catalog, Entry
     from ..runtime import SupervisorHandle
-    from ..server._messages import Progress
+    from ..server._messages import InputRound, Progress
     from ..tools import ApprovalCallback
 
 __all__ = ["META_TOOLS", "SearchHost", "ToolSearch", "listed", "meta_tools"]
@@ -92,9 +92,11 @@ class SearchHost(Protocol):
         progress: Progress | None = None,
         *,
         approve: ApprovalCallback | None = None,
-    ) -> types.CallToolResult:
+        rounds: InputRound | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Call the tool ``name`` through the gate (``approve`` deciding its approval, if
-        given), its failures as tool errors."""
+        given; ``rounds`` relaying a multi-round-trip call), its failures as tool
+        errors."""
         ...
 
 
@@ -125,9 +127,10 @@ class ToolSearch:
         progress: Progress | None = None,
         *,
         approve: ApprovalCallback | None = None,
-    ) -> types.CallToolResult:
+        rounds: InputRound | None = None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
         """Answer a call of the meta-tool ``name`` (``approve`` deciding the approval of
-        the tool ``call`` calls, if given).
+        the tool ``call`` calls, if given, and ``rounds`` relaying its rounds).
 
         Arguments that do not fit its input schema raise
         :class:`~supervisor.errors.ToolArgumentsInvalid`; ``list`` of a server not served
@@ -139,7 +142,7 @@ class ToolSearch:
         args: Mapping[str, Any] = arguments
         if name == "call":
             return await self._host.call(
-                args["name"], args.get("arguments") or {}, progress, approve=approve
+                args["name"], args.get("arguments") or {}, progress, approve=approve, rounds=rounds
             )
         await self._host.first_listing()
         if name == "list":
