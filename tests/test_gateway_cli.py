@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -264,8 +265,8 @@ async def test_the_gateway_passes_a_large_result_on_whole_and_spills_nothing(
 
 
 async def _call_on_a_terminal(config: Path, answer: bytes) -> tuple[int, str, str]:
-    """``call`` with stdin and stderr on a terminal, answering ``answer`` to its question:
-    its exit code, stdout, and what the terminal showed."""
+    """``call`` with stdin and stderr on a terminal, answering ``answer`` to its question
+    (nothing: Ctrl-C): its exit code, stdout, and what the terminal showed."""
     import pty
 
     controller, terminal = pty.openpty()
@@ -285,7 +286,10 @@ async def _call_on_a_terminal(config: Path, answer: bytes) -> tuple[int, str, st
                 chunk = await screen.receive_some()
                 assert chunk, shown
                 shown += chunk
-            await screen.send_all(answer)
+            if answer:
+                await screen.send_all(answer)
+            else:  # Ctrl-C (the child has no controlling terminal to turn ^C into it)
+                process.send_signal(signal.SIGINT)
             while chunk := await process.stdout.receive_some():
                 out += chunk
             await process.wait()
@@ -295,13 +299,14 @@ async def _call_on_a_terminal(config: Path, answer: bytes) -> tuple[int, str, st
     return process.returncode, out.decode(), shown.decode(errors="replace")
 
 
-@pytest.mark.parametrize(("answer", "code"), [(b"y\n", 0), (b"n\n", 1)])
+@pytest.mark.parametrize(("answer", "code"), [(b"y\n", 0), (b"n\n", 1), (b"", 130)])
 async def test_call_on_a_terminal_is_asked_through_the_gateway(
     tmp_path: Path, answer: bytes, code: int
 ) -> None:
     """``call`` on a terminal, through a gateway, of a tool that needs approval: the
     gateway asks it (an input_required round trip) and it asks the person, as it would
-    without a gateway — ``y`` runs the call once, anything else refuses it unsent."""
+    without a gateway — ``y`` runs the call once, anything else refuses it unsent, and
+    Ctrl-C there ends the command (130) with nothing more sent."""
     counts = tmp_path / "counts"
     command, args = stdio_params("echo", count_file=counts)  # type: ignore[arg-type]
     config = write_config(tmp_path, {"asks": {"command": command, "args": args}})
@@ -315,3 +320,5 @@ async def test_call_on_a_terminal_is_asked_through_the_gateway(
         assert count_executions(counts) == {"echo": 1}
     else:
         assert "ApprovalDenied" in shown and not counts.exists()
+        if code == 130:
+            assert "interrupted at the approval question" in shown

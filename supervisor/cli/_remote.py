@@ -134,7 +134,13 @@ def call(
         with _stopped_by_signals():
             result = client.request("tools/call", params, meta=meta, capabilities=capabilities)
         if ask and result.get("resultType") == "input_required":
-            answer = _approval_answer(result)
+            try:
+                answer = _approval_answer(result)
+            except KeyboardInterrupt:  # Ctrl-C at the question: nothing more is sent
+                sys.stderr.write("\n")
+                message = f"interrupted at the approval question; the call of {name!r} was not made"
+                call_error(name, "ApprovalDenied", message, as_json, effect="not executed")
+                return 128 + 2
             if answer is None:
                 message = (
                     "the gateway asked for input the command line cannot give; the call of "
@@ -213,10 +219,7 @@ def _approval_answer(result: Mapping[str, Any]) -> dict[str, object] | None:
 
     sys.stderr.write(f"{printable(message)} [y/N] ")
     sys.stderr.flush()
-    try:
-        line = sys.stdin.readline()
-    except KeyboardInterrupt:
-        line = ""
+    line = sys.stdin.readline()
     if not line.endswith("\n"):
         sys.stderr.write("\n")
     action = "accept" if line.strip().lower() in ("y", "yes") else "decline"
