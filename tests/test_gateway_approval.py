@@ -24,6 +24,7 @@ from supervisor.gateway._approval import APPROVAL_KEY, APPROVAL_META
 from supervisor.gateway._core import ERROR_META
 from supervisor.tools import ApprovalCallback
 from tests.test_gateway import TOKEN, fixture, http_client, text
+from tests.test_gateway_fidelity import raw_call
 
 # The gateway declares logging when a server does; its deprecation (2026-07-28) is not ours.
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -170,30 +171,18 @@ async def test_an_approval_answer_is_bound_to_its_call(tmp_path: Path) -> None:
     """The ``requestState`` of an approval asked about one call cannot approve another:
     called again with other arguments, the gateway refuses the state (``-32602``) and
     runs nothing."""
-    meta = {
-        types.PROTOCOL_VERSION_META_KEY: "2026-07-28",
-        types.CLIENT_CAPABILITIES_META_KEY: {"elicitation": {"form": {}}},
-    }
-    headers = {
-        "Authorization": f"Bearer {TOKEN}",
-        "Accept": "application/json, text/event-stream",
-        "Mcp-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "asks_echo",
-    }
+    elicitation = {"elicitation": {"form": {}}}
 
-    def body(text: str, **retry: object) -> dict[str, object]:
-        params = {"name": "asks_echo", "arguments": {"text": text}, "_meta": meta, **retry}
-        return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    def call(text: str, **retry: object) -> tuple[dict[str, object], dict[str, str]]:
+        return raw_call("asks_echo", {"text": text}, capabilities=elicitation, **retry)
 
     async with gateway(tmp_path) as (url, history, _), httpx2.AsyncClient() as http:
-        first = (await http.post(url, json=body("harmless"), headers=headers)).json()["result"]
+        body, headers = call("harmless")
+        first = (await http.post(url, json=body, headers=headers)).json()["result"]
         assert first["resultType"] == "input_required"
         answer = {APPROVAL_KEY: {"action": "accept"}}
-        state = first["requestState"]
-        other = await http.post(
-            url, json=body("rm -rf", inputResponses=answer, requestState=state), headers=headers
-        )
+        body, headers = call("rm -rf", inputResponses=answer, requestState=first["requestState"])
+        other = await http.post(url, json=body, headers=headers)
     assert other.json()["error"]["code"] == types.INVALID_PARAMS
     assert [call.sent_at for call in history.calls] == [None]
 

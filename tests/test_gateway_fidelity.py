@@ -126,6 +126,33 @@ async def gateway_client(
         yield client
 
 
+def raw_call(
+    name: str,
+    arguments: dict[str, object],
+    *,
+    capabilities: dict[str, object] | None = None,
+    headers: dict[str, str] | None = None,
+    **params: object,
+) -> tuple[dict[str, object], dict[str, str]]:
+    """A 2026-07-28 ``tools/call`` of ``name`` as a client posts it to the gateway: its
+    JSON body (``params`` added to its params) and its headers (``headers`` over the
+    usual ones, which name what the body does)."""
+    meta = {
+        types.PROTOCOL_VERSION_META_KEY: "2026-07-28",
+        types.CLIENT_CAPABILITIES_META_KEY: capabilities or {},
+    }
+    call = {"name": name, "arguments": arguments, "_meta": meta, **params}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+    usual = {
+        "Authorization": f"Bearer {TOKEN}",
+        "Accept": "application/json, text/event-stream",
+        "Mcp-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": name,
+    }
+    return body, {**usual, **(headers or {})}
+
+
 def collector(into: Logged, arrived: trio.Event | None = None) -> Any:
     async def logged(params: types.LoggingMessageNotificationParams) -> None:
         into.append((params.level, params.logger, params.data))
@@ -538,26 +565,7 @@ async def test_headers_that_disagree_with_the_body_are_refused(
     """A 2026-07-28 request whose ``Mcp-Method`` or ``Mcp-Name`` header disagrees with
     its body is refused before anything runs: ``400`` with the protocol's header-mismatch
     error (``-32020``) naming the header."""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {
-            "name": "ref_chatter",
-            "arguments": {},
-            "_meta": {
-                types.PROTOCOL_VERSION_META_KEY: "2026-07-28",
-                types.CLIENT_CAPABILITIES_META_KEY: {},
-            },
-        },
-    }
-    headers = {
-        "Authorization": f"Bearer {TOKEN}",
-        "Accept": "application/json, text/event-stream",
-        "Mcp-Protocol-Version": "2026-07-28",
-        "Mcp-Method": method,
-        "Mcp-Name": name,
-    }
+    body, headers = raw_call("ref_chatter", {}, headers={"Mcp-Method": method, "Mcp-Name": name})
     history = CallHistory()
     async with backing("stdio") as entry:
         servers = {"ref": {**entry, "autoApprove": AUTO_APPROVED}}
@@ -574,20 +582,9 @@ async def test_a_param_header_that_disagrees_with_the_argument_is_refused() -> N
     a 2026-07-28 call whose header says another URI than its body is refused (``400``,
     ``-32020``) before it runs — the gateway gives the SDK each served tool's schema by
     its merged name — while one that agrees runs."""
-    meta = {types.PROTOCOL_VERSION_META_KEY: "2026-07-28", types.CLIENT_CAPABILITIES_META_KEY: {}}
 
     def request(uri_header: str) -> tuple[dict[str, object], dict[str, str]]:
-        params = {"name": "ref_touch", "arguments": {"uri": NEWS}, "_meta": meta}
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-        headers = {
-            "Authorization": f"Bearer {TOKEN}",
-            "Accept": "application/json, text/event-stream",
-            "Mcp-Protocol-Version": "2026-07-28",
-            "Mcp-Method": "tools/call",
-            "Mcp-Name": "ref_touch",
-            "Mcp-Param-Uri": uri_header,
-        }
-        return body, headers
+        return raw_call("ref_touch", {"uri": NEWS}, headers={"Mcp-Param-Uri": uri_header})
 
     async with backing("stdio") as entry:
         servers = {"ref": {**entry, "autoApprove": AUTO_APPROVED}}
