@@ -29,6 +29,7 @@ One class per failure mode, under bases that catch whole families::
     │   ├── PaginationError           a listing repeated a cursor or took over maxListPages
     │   ├── ResultTooLarge            one answer was over maxMessageBytes; dropped, connection kept
     │   ├── CallMayHaveTakenEffect    the connection died during the call; not retried
+    │   │   └── TaskFailed            the server's task for the call failed, or was lost
     │   ├── ToolCallTimeout           the call took longer than its timeout
     │   ├── RequestTimeout            a resource read or prompt request took longer than that
     │   └── ServerRequestError        the server answered with an MCP error (.code)
@@ -148,6 +149,7 @@ __all__ = [
     "SupervisorError",
     "SupervisorGaveUp",
     "SupervisorNotRunning",
+    "TaskFailed",
     "ToolArgumentsInvalid",
     "ToolCallTimeout",
     "ToolError",
@@ -345,6 +347,21 @@ class CallMayHaveTakenEffect(ServerError):
             server=server,
             tool=tool,
         )
+
+
+class TaskFailed(CallMayHaveTakenEffect):
+    """The server made a task of the call (the tasks extension) and the task did not
+    complete: it failed (``code``: the MCP error it failed with), the server cancelled
+    it, or it could not be followed to its end (the connection died, the server no longer
+    knows it). Its work may have been done, in part; it was not made again. ``task_id``
+    is the task's id at the server."""
+
+    def __init__(
+        self, message: str, *, server: str, tool: str, task_id: str, code: int | None = None
+    ) -> None:
+        super().__init__(message, server=server, tool=tool)
+        self.task_id = task_id
+        self.code = code
 
 
 class ToolCallTimeout(ServerError, TimeoutError):

@@ -409,7 +409,11 @@ class SupervisorHandle:
         front end that relays 2026-07-28's multi-round-trip calls to its own client (the
         gateway): a server's ``input_required`` answer is then the result's ``raw``, as
         it is, instead of being answered by this supervisor's callbacks, and the next
-        round carries the client's answers and the server's ``requestState`` untouched.
+        round carries the client's answers and the server's ``requestState`` untouched;
+        with ``rounds.tasks`` a task the server makes of the call is the result's ``raw``
+        too (a ``CreatedTask``), for that client to follow through
+        ``sup.servers[name].task_request`` —
+        otherwise the supervisor follows it and returns its result (docs/servers.md).
         """
         return await self._gate.call(
             name,

@@ -27,7 +27,15 @@ Built on the SDK's low-level ``Server`` (the high-level one declares no logging)
   minute privately (``ttlMs``, ``cacheScope`` on 2026-07-28);
 * completions — of the prompt ``greet``'s argument ``name`` and of the resource
   template ``note:///{topic}``'s ``topic``, each by prefix, the context's ``style``
-  echoed into the answer (``"formal:Ada"``) when given.
+  echoed into the answer (``"formal:Ada"``) when given;
+* tasks (``io.modelcontextprotocol/tasks``, 2026-07-28) — ``job`` is made a task when
+  the request declares the extension (else it runs at once): ``working`` a moment, then,
+  with ``ask``, ``input_required`` (a form asking a name) until ``tasks/update`` answers
+  it, then ``completed`` (``"job N done for NAME"``; N counts the jobs run, so a job run
+  twice shows); ``fail`` ends it ``failed``; ``tasks/cancel`` ends it ``cancelled``.
+  ``tasks/get`` of an id it does not know is ``-32602``, as the extension says;
+  ``job_status`` answers the status of the task ``id`` (for a client that did not take
+  the task itself).
 
 MCP Apps (``io.modelcontextprotocol/ui``) are the high-level server's extension:
 :func:`build_apps` is a second reference server with one tool, ``clock``, bound to the
@@ -55,7 +63,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 # Logging is deprecated by 2026-07-28 (SEP-2577): still served here, to be passed on.
@@ -70,6 +78,10 @@ ASK_FOR = 0.5
 #: privately
 TOOLS_TTL_MS, PROMPTS_TTL_MS = 60_000, 30_000
 TOPICS = ("garden", "gateway", "grammar", "music")
+#: the tasks extension's identifier, and how often (ms) its tasks may be polled
+TASKS, POLL_MS = "io.modelcontextprotocol/tasks", 20
+#: seconds a ``job`` task works before it asks, or ends
+JOB_WORKS = 0.1
 #: the levels ``chatter`` logs at, in order
 CHATTER_LEVELS: tuple[types.LoggingLevel, ...] = ("debug", "info", "warning")
 _RANK = {level: rank for rank, level in enumerate(("debug", "info", "notice", "warning"))}
@@ -117,6 +129,20 @@ _TOOLS = [
         annotations=_READ_ONLY,
     ),
     types.Tool(
+        name="job",
+        description="A job, made a task for a client that takes one.",
+        input_schema={
+            "type": "object",
+            "properties": {"ask": {"type": "boolean"}, "fail": {"type": "boolean"}},
+        },
+    ),
+    types.Tool(
+        name="job_status",
+        description="The status of the task of that id (\"unknown\" for none).",
+        input_schema={"type": "object", "properties": {"id": {"type": "string"}}},
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
         name="announce_later",
         description="Answer at once; log one notice unsolicited a moment later.",
         input_schema={"type": "object", "properties": {}},
@@ -143,6 +169,10 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
     bus = InMemorySubscriptionBus()
     #: the connections subscribed to each URI (session-based protocol)
     subscribers: dict[str, list[Any]] = {}
+    #: the tasks made (by id), the events their answers set, and the jobs made and run
+    tasks: dict[str, dict[str, Any]] = {}
+    answers: dict[str, anyio.Event] = {}
+    jobs = {"made": 0, "run": 0}
 
     @asynccontextmanager
     async def lifespan(_: Server[Any]) -> AsyncIterator[dict[str, Any]]:
@@ -162,6 +192,12 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        if params.name == "job":
+            return await job(ctx, params)  # type: ignore[no-any-return]
+        if params.name == "job_status":
+            task = tasks.get(str((params.arguments or {}).get("id")))
+            status = "unknown" if task is None else task["status"]
+            return types.CallToolResult(content=[types.TextContent(type="text", text=status)])
         if params.name == "chatter":
             for n, level in enumerate(CHATTER_LEVELS, 1):
                 if wanted(level):
@@ -227,6 +263,94 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
             content=[types.TextContent(type="text", text=f"no tool {params.name}")], is_error=True
         )
 
+    async def job(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
+        arguments = params.arguments or {}
+        capabilities = ctx.session.client_capabilities
+        wants_task = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and TASKS in (
+            (capabilities.extensions or {}) if capabilities is not None else {}
+        )
+        if not wants_task:
+            jobs["run"] += 1
+            text = f"job {jobs['run']} done for nobody"
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+        jobs["made"] += 1
+        task_id = f"job-{jobs['made']}"
+        task: dict[str, Any] = {
+            "taskId": task_id,
+            "status": "working",
+            "createdAt": "2026-12-04T00:00:00Z",
+            "lastUpdatedAt": "2026-12-04T00:00:00Z",
+            "ttlMs": 60_000,
+            "pollIntervalMs": POLL_MS,
+        }
+        tasks[task_id] = task
+        answered = anyio.Event()
+        answers[task_id] = answered
+
+        async def work() -> None:
+            await anyio.sleep(JOB_WORKS)
+            name = "nobody"
+            if arguments.get("ask") and task["status"] == "working":
+                ask = types.ElicitRequest(
+                    params=types.ElicitRequestFormParams(  # type: ignore[arg-type]
+                        message="Your name?",
+                        requested_schema={
+                            "type": "object",
+                            "properties": {"name": {"type": "string"}},
+                        },
+                    )
+                )
+                task["status"] = "input_required"
+                task["inputRequests"] = {
+                    "name-1": ask.model_dump(by_alias=True, mode="json", exclude_none=True)
+                }
+                await answered.wait()
+                if task["status"] != "input_required":
+                    return  # cancelled meanwhile
+                task.pop("inputRequests")
+                task["status"] = "working"
+                said = task.pop("answer")
+                name = str((said.get("content") or {}).get("name", "nobody"))
+            if task["status"] != "working":
+                return
+            if arguments.get("fail"):
+                task["status"] = "failed"
+                task["error"] = {"code": types.INTERNAL_ERROR, "message": "the job broke"}
+                return
+            jobs["run"] += 1
+            text = f"job {jobs['run']} done for {name}"
+            task["status"] = "completed"
+            task["result"] = {"content": [{"type": "text", "text": text}], "isError": False}
+
+        ctx.lifespan_context["background"].start_soon(work)
+        return {"resultType": "task", **task}
+
+    def known(params: Any) -> dict[str, Any]:
+        task = tasks.get(params.task_id)
+        if task is None:
+            said = f"Failed to retrieve task: no task {params.task_id}"
+            raise MCPError(types.INVALID_PARAMS, said)
+        return task
+
+    async def get_task(ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+        return dict(known(params))
+
+    async def update_task(ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+        task = known(params)
+        said = (params.input_responses or {}).get("name-1")
+        if task["status"] == "input_required" and said is not None:
+            task["answer"] = said
+            answers[params.task_id].set()
+        return {}
+
+    async def cancel_task(ctx: ServerRequestContext[Any, Any], params: Any) -> dict[str, Any]:
+        task = known(params)
+        if task["status"] not in ("completed", "failed", "cancelled"):
+            task["status"] = "cancelled"
+            task.pop("inputRequests", None)
+            answers[params.task_id].set()
+        return {}
+
     async def set_level(
         ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
     ) -> types.EmptyResult:
@@ -289,7 +413,7 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
             found = [f"{style}:{v}" for v in found]
         return types.CompleteResult(completion=types.Completion(values=found, total=len(found)))
 
-    return Server(
+    server = Server(
         "reference",
         version="1.0",
         lifespan=lifespan,
@@ -309,6 +433,16 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
             "prompts/list": CacheHint(ttl_ms=PROMPTS_TTL_MS, scope="private"),
         },
     )
+    server.extensions[TASKS] = {}
+    server.add_request_handler("tasks/get", _TaskParams, get_task)
+    server.add_request_handler("tasks/update", _TaskParams, update_task)
+    server.add_request_handler("tasks/cancel", _TaskParams, cancel_task)
+    return server
+
+
+class _TaskParams(types.RequestParams):
+    task_id: str
+    input_responses: dict[str, Any] | None = None
 
 
 #: The UI resource of :func:`build_apps`' tool.

@@ -42,7 +42,7 @@ REFERENCE = Path(__file__).with_name("reference_server.py")
 WAIT = 10.0
 AUTO_APPROVED = [
     *("chatter", "announce_later", "echo", "wait", "cancelled", "touch", "ask_briefly"),
-    "confirm",
+    *("confirm", "job", "job_status"),
 ]
 NEWS, GARDEN = "note:///news", "note:///garden"
 

@@ -202,7 +202,7 @@ class Gate:
                 raw = await sending
             except ToolOutputInvalid as exc:
                 raise ToolOutputInvalid(name, exc.errors) from exc.__cause__
-            if isinstance(raw, types.InputRequiredResult):  # the server answered: a round
+            if not isinstance(raw, types.CallToolResult):  # a relayed round, or a task
                 result = ToolResult(tool=name, text="", raw=raw)
             else:
                 # The SDK client has checked structuredContent against the outputSchema.
@@ -410,6 +410,20 @@ class ServerView:
         config, an empty one will do; see :meth:`ServerHandle.inject
         <supervisor.server.ServerHandle.inject>`."""
         return await self._server.inject(action)
+
+    async def task_request(
+        self, method: str, params: Mapping[str, object], *, timeout: float | None = None
+    ) -> dict[str, object]:
+        """Send ``tasks/get``, ``tasks/update`` or ``tasks/cancel`` (``method``) about a
+        task the server made of a call whose caller follows it (``taskId`` in ``params``,
+        as the server named it); its result, as JSON. A server's refusal is a
+        :class:`~supervisor.errors.ServerRequestError` carrying its ``code``."""
+        return await self._server.task_request(method, params, timeout)
+
+    def task_outlived(self, task_id: str) -> bool:
+        """Whether the server was connected again (restarted) since it made the task
+        ``task_id`` — which a restarted local server has likely lost."""
+        return self._server.task_outlived(task_id)
 
     async def call_tool(
         self,

@@ -72,6 +72,8 @@ from ..monitor._probes import DOWN
 from ..registry._document import tools_document
 from ..server._messages import InputRound
 from ..server._status import ServerStatus
+from ..server._tasks import EXTENSION_ID as TASKS
+from ..server._tasks import CreatedTask, declared
 from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider
 from ._approval import client_approver, input_required, round_state, round_trip_approver
 from ._apps import EXTENSION_ID as APPS
@@ -80,6 +82,7 @@ from ._apps import contents_served, resource_served
 from ._relay import LEVELS, Relay, connection_of
 from ._search import INSTRUCTIONS, ToolSearch, listed
 from ._subscriptions import ResourceSubscriptions
+from ._tasks import GatewayTasks, served_task
 
 if TYPE_CHECKING:
     from mcp.server.connection import Connection
@@ -171,6 +174,8 @@ class _Server(Server[Any]):
         extensions = capabilities.extensions
         if "apps" in offered:
             extensions = {**(extensions or {}), APPS: {}}
+        if "tasks" in offered:
+            extensions = {**(extensions or {}), TASKS: {}}
         return capabilities.model_copy(
             update={
                 "logging": capabilities.logging if "logging" in offered else None,
@@ -251,6 +256,9 @@ class Gateway:
         self.server.get_tool_input_schema = self._input_schema
         if tool_search:
             self.server.changes = _SEARCH_CHANGES
+        #: ``tasks/get``, ``tasks/update`` and ``tasks/cancel``, to the server of the task
+        self.tasks = GatewayTasks(sup, self.serves)
+        self.tasks.install(self.server)
         self.server.middleware.append(self._remember_connection)
         # an approval asked in another round trip carries a requestState: sealed here,
         # bound to its tool and arguments, under a key of this process's own
@@ -269,16 +277,17 @@ class Gateway:
 
     def offered(self) -> set[str]:
         """The optional capabilities this gateway declares: ``logging`` (with a relay to
-        pass log messages on), ``completions``, resource ``subscribe`` and MCP ``apps``
-        (the ``io.modelcontextprotocol/ui`` extension), each when a served backing server
-        declared it on its last connection — or has not connected yet, so nobody knows."""
+        pass log messages on), ``completions``, resource ``subscribe``, MCP ``apps`` (the
+        ``io.modelcontextprotocol/ui`` extension) and ``tasks``
+        (``io.modelcontextprotocol/tasks``), each when a served backing server declared
+        it on its last connection — or has not connected yet, so nobody knows."""
         offered: set[str] = set()
         for name, server in self.sup.servers.items():
             if not self.serves(name):
                 continue
             capabilities = server.capabilities
             if capabilities is None:
-                unknown = {"completions", "subscribe", "apps"}
+                unknown = {"completions", "subscribe", "apps", "tasks"}
                 return unknown | {"logging"} if self.relay is not None else unknown
             if capabilities.logging is not None and self.relay is not None:
                 offered.add("logging")
@@ -288,6 +297,8 @@ class Gateway:
                 offered.add("subscribe")
             if APPS in (capabilities.extensions or {}):
                 offered.add("apps")
+            if TASKS in (capabilities.extensions or {}):
+                offered.add("tasks")
         return offered
 
     def _up(self) -> set[str]:
@@ -474,10 +485,11 @@ class Gateway:
             approve = round_trip_approver(ctx, params, state) if modern else client_approver(ctx)
         # A 2026-07-28 client answers a server's input requests itself, round by round.
         rounds = None
-        if modern:
+        if modern:  # and one that declared tasks follows a task the server makes itself
             relayed = "backing" in state
             responses = params.input_responses if relayed else None
-            rounds = InputRound(responses, state.get("backing"))
+            takes_tasks = declared(ctx.session.client_capabilities)
+            rounds = InputRound(responses, state.get("backing"), takes_tasks)
         if self.search is not None and name in self.search:
             try:
                 answer = await self.search.call(
@@ -538,7 +550,9 @@ class Gateway:
         socket, whose ``--yes`` approves — a refusal says so, in its terms.
         ``log_level``: the client's opt-in to this call's log messages (2026-07-28),
         passed on to the backing server. ``rounds`` relays a multi-round-trip call: the
-        server's ``input_required`` answer is returned as it is."""
+        server's ``input_required`` answer is returned as it is — and with
+        ``rounds.tasks`` a task the server makes of the call, its id under the server's
+        name (:mod:`._tasks`)."""
         entry = self.sup.snapshot.named.get(name)
         if entry is not None and not self.serves(entry.server, name):
             raise UnknownTool(f"tool {name!r} is not served by this gateway")
@@ -566,6 +580,8 @@ class Gateway:
         if isinstance(result.raw, types.InputRequiredResult):
             return result.raw
         server = self.sup.resolve(name)[0]
+        if isinstance(result.raw, CreatedTask):  # for the client to follow, through us
+            return served_task(result.raw, server)  # type: ignore[return-value]
         if result.raw is not None:
             return _passed_on(result.raw, server)
         return types.CallToolResult(

@@ -29,6 +29,7 @@ from ..errors import (
     ServerExited,
     ServerRequestError,
     StaleConnection,
+    TaskFailed,
     ToolCallTimeout,
     TransportError,
     status_phrase,
@@ -40,6 +41,7 @@ from ..transports._errors import safe_url
 from ..transports._receipts import Receipt, connection_closed, delivery
 from ..transports._remote import TransportLike
 from ..transports._stdio import RESULT_TOO_LARGE, StdioTransport
+from . import _tasks as tasks
 from ._elicitation import checked_elicitation
 from ._listing import Listings, describe
 from ._messages import (
@@ -49,6 +51,7 @@ from ._messages import (
     GetPrompt,
     ListTools,
     ReadResource,
+    TaskRequest,
     _NotSent,
 )
 from ._options import resolved
@@ -92,7 +95,7 @@ async def _call(
         rounds = message.rounds
         if rounds is not None and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
             # (only that protocol has rounds; the others keep the client's own call path)
-            return await client.session.call_tool(
+            result = await client.session.call_tool(
                 message.tool,
                 arguments,
                 progress_callback=message.progress,
@@ -100,7 +103,11 @@ async def _call(
                 request_state=rounds.state,
                 meta=meta or None,  # type: ignore[arg-type]
                 allow_input_required=True,
+                allow_claimed=True,
             )
+            if isinstance(result, tasks.CreatedTask):
+                raise tasks._TaskCreated(result)
+            return result  # type: ignore[return-value]
         return await client.call_tool(
             message.tool, arguments, progress_callback=message.progress, meta=meta
         )
@@ -233,12 +240,20 @@ class ServerActor(Actor):
                     None if message.context is None else dict(message.context),
                 ),
             )
+        if isinstance(message, TaskRequest):
+            method, params = message.method, message.params
+            return await self._fetch(
+                client,
+                message,
+                f"{method} of task {params.get('taskId')!r}",
+                lambda c: tasks.request(c, method, params),
+            )
         raise TypeError(f"server actor cannot handle {message!r}")
 
     async def _fetch(
         self,
         client: Client,
-        message: ReadResource | GetPrompt | Complete,
+        message: ReadResource | GetPrompt | Complete | TaskRequest,
         what: str,
         send: Callable[[Client], Awaitable[_T]],
     ) -> _T:
@@ -316,11 +331,18 @@ class ServerActor(Actor):
         safe = server.retry_idempotent and self._idempotent(message.tool)
         token = delivery.set(receipt)
         try:
-            if direct:  # the caller's task: its end is handled by call_directly
-                result = await _call(client, message)
-            else:
-                with before_effect(until=None if safe else lambda: not receipt.withdraw()):
-                    result = await self._send(client, message)
+            try:
+                if direct:  # the caller's task: its end is handled by call_directly
+                    result = await _call(client, message)
+                else:
+                    with before_effect(until=None if safe else lambda: not receipt.withdraw()):
+                        result = await self._send(client, message)
+            except tasks._TaskCreated as created:  # answered with a task
+                if message.rounds is not None and message.rounds.tasks:
+                    result = created.task  # its caller follows it
+                    server.task_made(created.task.task_id, self.number)
+                else:
+                    result = await self._follow(client, message, created.task)
         except MCPError as exc:
             if direct and _session_expired(exc):
                 raise _NotSent from None  # the mailbox path renews the session
@@ -362,6 +384,83 @@ class ServerActor(Actor):
         tool_error = getattr(result, "is_error", False)  # an input_required answer: none
         health.call_answered(trio.current_time() - start, time.time(), tool_error=tool_error)
         return result
+
+    async def _follow(
+        self, client: Client, message: CallTool, task: tasks.CreatedTask
+    ) -> types.CallToolResult:
+        """Follow the task the server made of ``message`` to its end, on ``client``: its
+        result, or :class:`~supervisor.errors.TaskFailed`. Its input requests are
+        answered by this connection's callbacks; given up on (the call's deadline, a
+        cancellation), the server is asked to cancel it. Nothing is sent again."""
+        server, tool, task_id = self.server, message.tool, task.task_id
+        log.info("following a task", server=server.name, tool=tool, task=redact(task_id))
+
+        def failed(why: str, code: int | None = None) -> TaskFailed:
+            return TaskFailed(
+                f"MCP server {server.name!r} made a task of tool {tool!r} ({task_id!r}) "
+                f"and {why}: it may have taken effect and was not retried",
+                server=server.name,
+                tool=tool,
+                task_id=task_id,
+                code=code,
+            )
+
+        state: tasks.CreatedTask | tasks.TaskState = task
+        answered: set[str] = set()
+        receipt = self._receipt()  # the polls' own: the call's was answered (the task)
+        token = delivery.set(receipt)
+        try:
+            while state.status not in tasks.TERMINAL:
+                asked = {
+                    key: request
+                    for key, request in (getattr(state, "input_requests", None) or {}).items()
+                    if key not in answered
+                }
+                if asked:
+                    try:
+                        answers = await tasks.answers(client, asked)
+                    except tasks._InputRefused as exc:
+                        await tasks.cancel(client, task_id)
+                        raise failed(
+                            f"asked for input that could not be given ({exc}); the task was "
+                            "cancelled"
+                        ) from None
+                    update = {"taskId": task_id, "inputResponses": answers}
+                    await tasks.request(client, "tasks/update", update)
+                    answered.update(asked)
+                else:
+                    await trio.sleep(tasks.interval(state))
+                state = await tasks.get(client, task_id)
+        except MCPError as exc:
+            if connection_closed(exc, receipt):
+                self._lost.set()  # the connection is dead: this incarnation ends
+                raise failed("the connection died while it ran") from exc
+            if exc.code == types.INVALID_PARAMS:  # the spec's answer for a task it does not know
+                raise failed(f"the server no longer knows the task: {exc.message}") from exc
+            raise failed(f"following it failed: {exc.message} (MCP error {exc.code})") from exc
+        except trio.Cancelled:
+            transport = self.transport
+            closed = transport is not None and transport.closed.is_set()
+            if not self._lost.is_set() and not closed:
+                try:
+                    await tasks.cancel(client, task_id)  # given up on: a courtesy, bounded
+                except Exception as exc:  # noqa: BLE001 — it is only asked
+                    log.info("task cancel refused", server=server.name, error=str(exc))
+            raise
+        finally:
+            delivery.reset(token)
+        if state.status == tasks.COMPLETED and state.result is not None:
+            result = types.CallToolResult.model_validate(state.result, by_name=False)
+            if not result.is_error:
+                await client.session.validate_tool_result(tool, result)
+            return result
+        if state.status == tasks.FAILED:
+            error = state.error or {}
+            code = error.get("code") if isinstance(error.get("code"), int) else None
+            said = error.get("message", state.status_message)
+            raise failed(f"the task failed: {said} (MCP error {code})", code)
+        said = f": {state.status_message}" if state.status_message else ""
+        raise failed(f"the task ended {state.status}{said}")
 
     def call_timed_out(self, exc: ToolCallTimeout) -> None:
         """A call to the server timed out: ``degradedAfter`` in a row on a live
@@ -726,7 +825,13 @@ class ServerActor(Actor):
             if user_handler is not None:
                 await user_handler(message)  # type: ignore[operator]
 
-        async with Client(transport, message_handler=message_handler, **options) as client:  # type: ignore[arg-type]
+        extensions = [tasks.CLIENT, *(options.pop("extensions", None) or ())]  # type: ignore[misc]
+        async with Client(
+            transport,  # type: ignore[arg-type]
+            message_handler=message_handler,
+            extensions=extensions,
+            **options,  # type: ignore[arg-type]
+        ) as client:
             yield client
 
     def _resource_updated(self, uri: str) -> None:

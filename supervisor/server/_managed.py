@@ -57,6 +57,7 @@ from ._messages import (
     ListTools,
     Progress,
     ReadResource,
+    TaskRequest,
     _NotSent,
 )
 from ._startup import StartSlots
@@ -73,6 +74,8 @@ log = get_logger("supervisor.server")
 
 #: Calls that may wait in one server's mailbox.
 MAILBOX = 4096
+#: Tasks passed on to their callers that a server remembers having made (the latest).
+TASKS_KEPT = 4096
 
 
 def target(config: ServerConfig) -> str | None:
@@ -177,6 +180,8 @@ class ServerHandle:
         #: the resources subscribed to (:meth:`subscribe_resource`), asked of each
         #: connection
         self.subscribed = Subscribed()
+        #: the tasks passed on to their callers, by id: the incarnation that made each
+        self._tasks_made: dict[str, int] = {}
         self.limits = limits or Limits()
         self.error = error
         #: what it runs or reaches, for people (see :func:`target`)
@@ -748,8 +753,40 @@ class ServerHandle:
         message = Complete(ref, dict(argument), None if context is None else dict(context))
         return await self._request(message, "completion", timeout)  # type: ignore[return-value]
 
+    # -- tasks -------------------------------------------------------------------------
+
+    def task_made(self, task_id: str, incarnation: int) -> None:
+        """Remember that the connection ``incarnation`` passed on the task ``task_id``
+        (for its caller to follow), to tell later whether the server restarted since —
+        the latest :data:`TASKS_KEPT` tasks are remembered."""
+        made = self._tasks_made
+        made.pop(task_id, None)
+        made[task_id] = incarnation
+        while len(made) > TASKS_KEPT:
+            del made[next(iter(made))]
+
+    def task_outlived(self, task_id: str) -> bool:
+        """Whether the server was connected again (restarted, reconnected) since it made
+        the task ``task_id`` (as far as this process remembers)."""
+        made = self._tasks_made.get(task_id)
+        actor = self.current
+        return made is not None and (actor is None or actor.number != made)
+
+    async def task_request(
+        self, method: str, params: Mapping[str, object], timeout: float | None = None
+    ) -> dict[str, object]:
+        """Send ``tasks/get``, ``tasks/update`` or ``tasks/cancel`` (``method``) with
+        ``params`` (``taskId`` as this server named it); its result, as JSON. Waits,
+        retries and raises as :meth:`read_resource` does."""
+        message = TaskRequest(method, dict(params))
+        what = f"{method} of task {params.get('taskId')!r}"
+        return await self._request(message, what, timeout)  # type: ignore[return-value]
+
     async def _request(
-        self, message: ReadResource | GetPrompt | Complete, what: str, timeout: float | None
+        self,
+        message: ReadResource | GetPrompt | Complete | TaskRequest,
+        what: str,
+        timeout: float | None,
     ) -> object:
         """Send ``message`` through the mailbox, saying actor errors in terms of ``what``."""
         if self.error is not None:

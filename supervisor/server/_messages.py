@@ -20,10 +20,13 @@ class InputRound:
     own client passes it on (the gateway): an ``input_required`` answer comes back as it
     is, not answered by this supervisor's callbacks; ``responses`` and ``state`` — the
     answers to the last round's input requests and its ``requestState``, untouched — go
-    with the call when it is made again."""
+    with the call when it is made again. With ``tasks`` (that client declared the tasks
+    extension) a task the server makes of the call comes back as it is too, for the
+    client to follow, instead of being followed here (see :mod:`._tasks`)."""
 
     responses: Mapping[str, object] | None = None
     state: str | None = None
+    tasks: bool = False
 
 
 @attrs.frozen
@@ -78,6 +81,19 @@ class Complete:
     ref: object
     argument: Mapping[str, str]
     context: Mapping[str, str] | None = None
+    sends: int = 0
+
+
+@attrs.define(eq=False)
+class TaskRequest:
+    """Send ``tasks/get``, ``tasks/update`` or ``tasks/cancel`` (``method``) with
+    ``params`` (the task's id as the server named it) — for a client following a task
+    the server made (see :mod:`._tasks`). Re-sent once if the connection dies with it in
+    flight, like :class:`ReadResource`: reading a task is read-only, and the extension
+    has a server ignore answers it already has and cancel a task once."""
+
+    method: str
+    params: Mapping[str, object]
     sends: int = 0
 
 

@@ -88,8 +88,9 @@ class ToolResult:
     spilled_to: Path | None = None
     structured_preview: str | None = None
     #: the result exactly as the server sent it (for a relayed multi-round-trip call, the
-    #: ``InputRequiredResult`` of a round, with no text: see ``SupervisorHandle.call``)
-    raw: types.CallToolResult | types.InputRequiredResult | None = attrs.field(
+    #: ``InputRequiredResult`` of a round, or the task handle a server made of it, with
+    #: no text: see ``SupervisorHandle.call``)
+    raw: types.CallToolResult | types.InputRequiredResult | types.Result | None = attrs.field(
         default=None, eq=False, repr=False
     )
 

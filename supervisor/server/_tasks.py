@@ -1,0 +1,208 @@
+"""Tasks (the ``io.modelcontextprotocol/tasks`` extension of 2026-07-28): a server may
+answer a ``tools/call`` with a task handle (``resultType: "task"``) instead of a result,
+and its client follows the task (``tasks/get``, ``tasks/update``, ``tasks/cancel``).
+
+Every connection declares the extension to a 2026-07-28 server (:data:`CLIENT`). A task
+a server makes of a call is then, for the one who called:
+
+* followed here to its end when the caller wants a result (the library, the command
+  line, a gateway client that did not declare tasks): ``tasks/get`` at the server's
+  ``pollIntervalMs``, its input requests answered by this connection's elicitation,
+  sampling and roots callbacks (``tasks/update``), the call's deadline bounding it all —
+  a call given up on (deadline, cancellation) asks the server to cancel the task;
+* handed back as it is to a caller that takes a task itself (a gateway's 2026-07-28
+  client that declared the extension), who follows it through the gateway.
+
+Nothing is sent twice: a task is followed, never made again. A task that cannot be
+followed to its end (the connection dies, the server no longer knows it) may have taken
+effect, and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import mcp_types as types
+import trio
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from pydantic import ConfigDict, TypeAdapter
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+__all__ = [
+    "CLIENT",
+    "COMPLETED",
+    "EXTENSION_ID",
+    "FAILED",
+    "POLL_DEFAULT",
+    "TERMINAL",
+    "CancelTask",
+    "CreatedTask",
+    "GetTask",
+    "TaskParams",
+    "TaskState",
+    "UpdateTask",
+    "declared",
+]
+
+#: The extension's identifier, in capabilities.
+EXTENSION_ID = "io.modelcontextprotocol/tasks"
+#: A task's statuses: the one with a result, the one with an error.
+COMPLETED, FAILED = "completed", "failed"
+#: The statuses a task ends in.
+TERMINAL = frozenset({COMPLETED, FAILED, "cancelled"})
+#: Seconds between polls of a task whose server suggests no interval.
+POLL_DEFAULT = 1.0
+#: The shortest and longest poll interval honoured, whatever the server suggests.
+POLL_MIN, POLL_MAX = 0.05, 30.0
+#: Seconds a ``tasks/cancel`` of a task given up on may take (it is a courtesy).
+CANCEL_WAIT = 2.0
+
+
+class CreatedTask(types.Result):
+    """A server's task handle, in place of a ``tools/call`` result (``resultType:
+    "task"``); its other fields (``createdAt``, ``ttlMs`` …) are kept as they came."""
+
+    model_config = ConfigDict(extra="allow")
+
+    result_type: Literal["task"] = "task"
+    task_id: str
+    status: str
+    status_message: str | None = None
+    poll_interval_ms: int | None = None
+
+
+class TaskState(types.Result):
+    """A task as ``tasks/get`` says it is: its status and, by status, its ``result``,
+    ``error`` or ``inputRequests`` (kept as JSON)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    task_id: str
+    status: str
+    status_message: str | None = None
+    poll_interval_ms: int | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = None
+
+
+class TaskParams(types.RequestParams):
+    """The params of ``tasks/get`` and ``tasks/cancel`` (and, with ``inputResponses``,
+    of ``tasks/update``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    task_id: str
+    input_responses: dict[str, Any] | None = None
+
+
+class GetTask(types.Request[TaskParams, Literal["tasks/get"]]):
+    method: Literal["tasks/get"] = "tasks/get"
+    name_param: ClassVar[str | None] = "taskId"  # Mcp-Name, for load balancers
+
+
+class UpdateTask(types.Request[TaskParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    name_param: ClassVar[str | None] = "taskId"
+
+
+class CancelTask(types.Request[TaskParams, Literal["tasks/cancel"]]):
+    method: Literal["tasks/cancel"] = "tasks/cancel"
+    name_param: ClassVar[str | None] = "taskId"
+
+
+#: The three methods, by name.
+REQUESTS: Mapping[str, type[GetTask | UpdateTask | CancelTask]] = {
+    "tasks/get": GetTask,
+    "tasks/update": UpdateTask,
+    "tasks/cancel": CancelTask,
+}
+
+
+class _TaskCreated(Exception):
+    """The server answered the call with a task (``task``): raised out of the SDK
+    client's call, so that whoever made the call decides — follow it, or hand it back."""
+
+    def __init__(self, task: CreatedTask) -> None:
+        super().__init__(f"task {task.task_id!r} created")
+        self.task = task
+
+
+async def _created(task: CreatedTask, ctx: ClaimContext) -> types.CallToolResult:
+    raise _TaskCreated(task)
+
+
+class _Tasks(ClientExtension):
+    identifier = EXTENSION_ID
+
+    def claims(self) -> tuple[ResultClaim[Any], ...]:
+        return (ResultClaim(result_type="task", model=CreatedTask, resolve=_created),)
+
+
+#: The client side of the extension, for every connection.
+CLIENT = _Tasks()
+
+
+def declared(capabilities: types.ClientCapabilities | None) -> bool:
+    """Whether a client's (per-request) capabilities declare the tasks extension."""
+    return capabilities is not None and EXTENSION_ID in (capabilities.extensions or {})
+
+
+def interval(task: CreatedTask | TaskState) -> float:
+    """Seconds until the next poll of ``task``: its server's suggestion, within bounds."""
+    if task.poll_interval_ms is None:
+        return POLL_DEFAULT
+    return min(max(task.poll_interval_ms / 1000, POLL_MIN), POLL_MAX)
+
+
+async def request(client: Client, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Send the tasks request ``method`` with ``params`` (its ``taskId`` as the server
+    named it) on ``client``; its result, as JSON."""
+    model = REQUESTS[method](params=TaskParams.model_validate(dict(params)))
+    return await client.session.send_request(model, _RAW)
+
+
+_RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+async def get(client: Client, task_id: str) -> TaskState:
+    return TaskState.model_validate(await request(client, "tasks/get", {"taskId": task_id}))
+
+
+async def cancel(client: Client, task_id: str) -> None:
+    """Ask the server to cancel a task given up on — a courtesy: shielded, bounded, and
+    whatever the server says (or does not) is only logged by the caller."""
+    with trio.CancelScope(shield=True), trio.move_on_after(CANCEL_WAIT):
+        await request(client, "tasks/cancel", {"taskId": task_id})
+
+
+_INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
+
+
+async def answers(client: Client, asked: Mapping[str, Any]) -> dict[str, Any]:
+    """Answers to a task's input requests (``asked``, by key), by ``client``'s
+    callbacks — as the SDK answers a round of input requests, or a server's request on
+    the session-based protocol."""
+    from mcp.client.session import ClientRequestContext
+
+    session = client.session
+    answered: dict[str, Any] = {}
+    for key, raw in asked.items():
+        asked_for = _INPUT_REQUEST.validate_python(raw, by_name=False)
+        params = asked_for.params
+        ctx = ClientRequestContext(
+            session=session, request_id=key, meta=params.meta if params is not None else None
+        )
+        answer = await session.dispatch_input_request(ctx, asked_for)
+        if isinstance(answer, types.ErrorData):
+            raise _InputRefused(answer.message)
+        answered[key] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return answered
+
+
+class _InputRefused(Exception):
+    """A task asked for input that the connection's callbacks would not give (none is
+    set, or it declined with an error): the message says why."""
