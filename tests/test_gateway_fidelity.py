@@ -132,14 +132,16 @@ def raw_call(
     *,
     capabilities: dict[str, object] | None = None,
     headers: dict[str, str] | None = None,
+    meta: dict[str, object] | None = None,
     **params: object,
 ) -> tuple[dict[str, object], dict[str, str]]:
     """A 2026-07-28 ``tools/call`` of ``name`` as a client posts it to the gateway: its
-    JSON body (``params`` added to its params) and its headers (``headers`` over the
-    usual ones, which name what the body does)."""
+    JSON body (``params`` added to its params, ``meta`` to its ``_meta``) and its headers
+    (``headers`` over the usual ones, which name what the body does)."""
     meta = {
         types.PROTOCOL_VERSION_META_KEY: "2026-07-28",
         types.CLIENT_CAPABILITIES_META_KEY: capabilities or {},
+        **(meta or {}),
     }
     call = {"name": name, "arguments": arguments, "_meta": meta, **params}
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}

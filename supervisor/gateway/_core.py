@@ -333,6 +333,13 @@ class Gateway:
             return None
         return entry.tool.input_schema
 
+    def served_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The input schema of the tool ``name`` as this gateway serves it (a meta-tool's
+        with tool search), or ``None`` for a tool it does not serve."""
+        if self.search is not None and name in self.search:
+            return self.search.schema(name)
+        return self._input_schema(name)
+
     def catalog(self) -> Catalog:
         """The tools served now: every known tool of a server that is not withdrawn
         (restarting ones included), as narrowed by ``tools`` and ``servers`` — a

@@ -42,6 +42,7 @@ from ..log import get_logger, redacting
 from ..monitor import prometheus_text
 from ..monitor._probes import readiness
 from ._core import LOCAL_SCOPE, Gateway
+from ._fast import FastLane
 from ._sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, Sessions
 
 if TYPE_CHECKING:
@@ -89,8 +90,11 @@ class _Front:
         *,
         listener: tuple[str, int | None] | None = None,
         sessions: Sessions | None = None,
+        fast: FastLane | None = None,
     ) -> None:
         self.app = app
+        #: 2026-07-28 tool calls that need no stream, served around the SDK's kernel
+        self.fast = fast
         self.gateway = gateway
         self.sup = gateway.sup
         self._expected = None if token is None else token.encode()
@@ -146,10 +150,13 @@ class _Front:
                 await self._tools(scope, send)
             elif path == "/events":
                 await self._events(scope, receive, send)
-            elif self._expected is None:  # the local socket: its requests say so
-                await self.app({**scope, LOCAL_SCOPE: True}, receive, send)
             else:
-                await self.app(scope, receive, send)
+                if self._expected is None:  # the local socket: its requests say so
+                    scope = {**scope, LOCAL_SCOPE: True}
+                if self.fast is not None and path == MCP_PATH and FastLane.wanted(scope, headers):
+                    await self.fast(scope, receive, send, headers, self.app)
+                else:
+                    await self.app(scope, receive, send)
 
     async def _tools(self, scope: Any, send: Any) -> None:
         """The ``tools --json`` document of what this gateway serves; ``?search=Q&limit=N``
@@ -263,6 +270,7 @@ async def serve_http(
     stateless: bool = False,
     session_idle: float = DEFAULT_SESSION_IDLE,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
+    fast: bool = True,
     task_status: trio.TaskStatus[HttpGatewayInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``gateway`` over Streamable HTTP on ``host``:``port`` until cancelled; start
@@ -272,7 +280,8 @@ async def serve_http(
     with no request in flight for ``session_idle`` seconds is closed (its id then answers
     ``404``), and at most ``max_sessions`` are open: a new one past that closes the one
     idle the longest, or is refused with ``503`` when every one is in use
-    (:class:`~._sessions.Sessions`)."""
+    (:class:`~._sessions.Sessions`). ``fast=False`` turns the fast lane off
+    (:mod:`._fast`): every request then goes through the SDK's own HTTP entry."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     from ..dashboard._address import format_host, is_loopback
@@ -292,9 +301,10 @@ async def serve_http(
         session_idle_timeout=session_idle,
         max_sessions=max_sessions,
     )
+    manager = gateway.server.session_manager
+    lane = FastLane(gateway.server, manager, security, gateway.served_schema) if fast else None
     sessions = None
     if not stateless:
-        manager = gateway.server.session_manager
         sessions = Sessions(manager, idle=session_idle, bound=max_sessions)
     sockets = await listen(host, port)
     try:
@@ -320,6 +330,7 @@ async def serve_http(
                             # any port: a balancer on this machine sends its own
                             listener=(host, None) if security is not None else None,
                             sessions=sessions,
+                            fast=lane,
                         ),
                         sockets,
                         logger_name="supervisor.gateway.http",
@@ -364,13 +375,16 @@ async def serve_local(
     app = gateway.server.streamable_http_app(
         streamable_http_path=MCP_PATH, stateless_http=True, transport_security=security
     )
+    fast = FastLane(
+        gateway.server, gateway.server.session_manager, security, gateway.served_schema
+    )
     stopping = trio.Event()
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(
                 partial(
                     serve_sockets,
-                    _Front(app, gateway, None, stopping),
+                    _Front(app, gateway, None, stopping, fast=fast),
                     [sock],
                     logger_name="supervisor.gateway.local",
                     max_head=MAX_HEAD,

@@ -120,6 +120,10 @@ class ToolSearch:
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
 
+    def schema(self, name: str) -> dict[str, Any]:
+        """The input schema of the meta-tool ``name``."""
+        return self._by_name[name].input_schema
+
     async def call(
         self,
         name: str,

@@ -1,0 +1,316 @@
+"""The fast lane of the HTTP gateway: a 2026-07-28 ``tools/call`` that needs no stream.
+
+A 2026-07-28 request is one POST and one answer. The SDK's entry for it wraps the
+exchange in layers a plain call does not need — a Starlette request and response, the
+envelope validated as pydantic models, a task group and a memory stream per request in
+case the handler streams notifications, SSE framing deferred on a timer. The SDK's
+kernel (:func:`mcp.server.runner.serve_one`: its middleware, the request-state boundary
+that seals ``requestState``, params validation, the gateway's handler, result sieving and
+stamping) is what makes the answer right, and it stays the one path: the fast lane only
+takes the exchange around it, for a ``tools/call`` that can emit nothing on the way
+(no ``progressToken``, no log-level opt-in) and whose headers need nothing beyond what
+the SDK's own public checks say (no ``Mcp-Param-*``, a tool without ``x-mcp-header``):
+
+1. the body, read whole within the SDK's size limit, must decode as one JSON-RPC
+   request of that shape; the SDK's transport-security check (``Content-Type``, and on
+   loopback ``Host`` and ``Origin``) must pass, and so must its envelope ladder
+   (:func:`~mcp.shared.inbound.classify_inbound_request`: protocol version in header and
+   ``_meta`` agreeing, capabilities present, ``Mcp-Method``/``Mcp-Name`` matching the
+   body) and its duplicated-header check;
+2. the request is served by ``serve_one`` in this task (a second one watches for the
+   client going away, which cancels the call, as on the SDK's path);
+3. the answer is written as ``application/json``, errors with the HTTP status the SDK's
+   table gives their code.
+
+Anything else — another method, another era, a session, a request that fails a check —
+goes to the SDK's app with its body, untouched, which answers it exactly as it would
+have (its error included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import trio
+from mcp.server.connection import Connection
+from mcp.server.runner import modern_error_data, serve_one
+from mcp.server.transport_security import TransportSecurityMiddleware
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundModernRoute,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+    x_mcp_header_map,
+)
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp_types import PROTOCOL_VERSION_META_KEY
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+__all__ = ["FastLane"]
+
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+_JSON = [(b"content-type", b"application/json")]
+#: The ``_meta`` keys a fast-lane request may carry: the envelope's, nothing that asks
+#: for a stream (``progressToken``, the log level) or for a gateway option.
+_ENVELOPE = frozenset(
+    {
+        PROTOCOL_VERSION_META_KEY,
+        "io.modelcontextprotocol/clientInfo",
+        "io.modelcontextprotocol/clientCapabilities",
+    }
+)
+_PARAMS = frozenset({"name", "arguments", "_meta"})
+_REQUEST = frozenset({"jsonrpc", "id", "method", "params"})
+_DECODER = msgspec.json.Decoder()
+_ENCODER = msgspec.json.Encoder()
+
+
+@dataclass
+class _Exchange:
+    """The dispatch context of one fast-lane request (the SDK's ``DispatchContext``
+    protocol): no back channel — a 2026-07-28 server sends its client no requests — and
+    no notifications, which the fast lane takes only requests that cannot cause."""
+
+    transport: TransportContext
+    request_id: str | int
+    message_metadata: ServerMessageMetadata
+    progress_token: None = None
+    cancel_requested: trio.Event = field(default_factory=trio.Event)
+    can_send_request: bool = field(default=False, init=False)
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: Any = None
+    ) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
+        return None
+
+    async def progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        return None
+
+
+class _Request:
+    """What the SDK's handlers may read of the HTTP request (``ctx.request``): its ASGI
+    ``scope`` and ``headers``."""
+
+    __slots__ = ("headers", "scope")
+
+    def __init__(self, scope: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+        self.scope = scope
+        self.headers = headers
+
+
+class FastLane:
+    """Serves eligible 2026-07-28 ``tools/call`` POSTs of ``server`` (the gateway's SDK
+    server, whose session ``manager`` holds its lifespan state and body limit) around
+    the SDK's kernel; see the module docstring. ``input_schema(name)`` is the served
+    tool's schema, or ``None``."""
+
+    def __init__(
+        self,
+        server: Any,
+        manager: Any,
+        security: Any,
+        input_schema: Callable[[str], Mapping[str, Any] | None],
+    ) -> None:
+        self._server = server
+        self._manager = manager
+        self._security = TransportSecurityMiddleware(security)
+        self._input_schema = input_schema
+        self._limit: int = manager.max_request_body_size
+        self._plain: dict[int, bool] = {}  # id(schema) -> no x-mcp-header in it
+        #: requests served here, and those handed to the SDK's app
+        self.served = 0
+        self.passed = 0
+
+    @staticmethod
+    def wanted(scope: Mapping[str, Any], headers: Mapping[str, str]) -> bool:
+        """Whether the request's head allows the fast lane at all (cheap: headers only)."""
+        if scope["method"] != "POST" or headers.get("mcp-method") != "tools/call":
+            return False
+        if headers.get("mcp-protocol-version") not in MODERN_PROTOCOL_VERSIONS:
+            return False
+        if "mcp-session-id" in headers or any(k.startswith("mcp-param-") for k in headers):
+            return False
+        given = headers.get("accept", "").split(",")
+        accept = {part.split(";")[0].strip().lower() for part in given}
+        return "*/*" in accept or (
+            bool(accept & {"application/json", "application/*"})
+            and bool(accept & {"text/event-stream", "text/*"})
+        )
+
+    async def __call__(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Receive,
+        send: Send,
+        headers: Mapping[str, str],
+        app: Callable[[Any, Any, Any], Awaitable[None]],
+    ) -> None:
+        """Serve the request (:meth:`wanted` said yes) here, or pass it to ``app``."""
+        body, complete = await _read(receive, self._limit)
+        if complete is None:
+            return  # the client went before its request was all there
+        route = self._route(scope, headers, body) if complete else None
+        if route is None or not await self._secure(scope):
+            self.passed += 1
+            await app(scope, _replay(body, complete, receive), send)
+            return
+        self.served += 1
+        request, verdict = route
+        await self._serve(scope, receive, send, headers, request, verdict)
+
+    def _route(
+        self, scope: Mapping[str, Any], headers: Mapping[str, str], body: bytes
+    ) -> tuple[dict[str, Any], InboundModernRoute] | None:
+        """The decoded request and the SDK's verdict on its envelope, if it is one the
+        fast lane takes; else ``None``."""
+        try:
+            request = _DECODER.decode(body)
+        except (msgspec.DecodeError, ValueError):
+            return None
+        if not isinstance(request, dict) or not request.keys() <= _REQUEST:
+            return None
+        params, request_id = request.get("params"), request.get("id")
+        if request.get("jsonrpc") != "2.0" or request.get("method") != "tools/call":
+            return None
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            return None
+        if not isinstance(params, dict) or not params.keys() <= _PARAMS:
+            return None
+        meta, name = params.get("_meta"), params.get("name")
+        if not isinstance(meta, dict) or not meta.keys() <= _ENVELOPE or not isinstance(name, str):
+            return None
+        if not isinstance(params.get("arguments", {}), dict):
+            return None
+        if find_duplicated_routing_header(_raw_headers(scope)) is not None:
+            return None
+        verdict = classify_inbound_request(request, headers=headers)
+        if not isinstance(verdict, InboundModernRoute) or not self._plain_schema(name):
+            return None
+        return request, verdict
+
+    def _plain_schema(self, name: str) -> bool:
+        """Whether the tool ``name`` is served and declares no ``x-mcp-header`` (whose
+        ``Mcp-Param-*`` headers the SDK's path checks)."""
+        schema = self._input_schema(name)
+        if schema is None:
+            return False
+        plain = self._plain.get(id(schema))
+        if plain is None:
+            plain = not x_mcp_header_map(schema)
+            if len(self._plain) > 4096:
+                self._plain.clear()
+            self._plain[id(schema)] = plain
+        return plain
+
+    async def _secure(self, scope: MutableMapping[str, Any]) -> bool:
+        """The SDK's transport-security check (``Content-Type``; ``Host`` and ``Origin``
+        on loopback) passes."""
+        from starlette.requests import Request
+
+        return await self._security.validate_request(Request(scope), is_post=True) is None
+
+    async def _serve(
+        self,
+        scope: MutableMapping[str, Any],
+        receive: Receive,
+        send: Send,
+        headers: Mapping[str, str],
+        request: dict[str, Any],
+        verdict: InboundModernRoute,
+    ) -> None:
+        request_id = request["id"]
+        transport = TransportContext(
+            kind="streamable-http",
+            can_send_request=False,
+            headers=headers,  # type: ignore[arg-type]
+        )
+        exchange = _Exchange(
+            transport=transport,
+            request_id=request_id,
+            message_metadata=ServerMessageMetadata(request_context=_Request(scope, headers)),
+        )
+        connection = Connection.from_envelope(
+            verdict.protocol_version, verdict.client_info, verdict.client_capabilities
+        )
+        answer: dict[str, Any] | None = None
+        async with trio.open_nursery() as nursery:
+
+            async def until_gone() -> None:
+                while (await receive()).get("type") != "http.disconnect":
+                    pass
+                nursery.cancel_scope.cancel()  # the client went: the call is cancelled
+
+            nursery.start_soon(until_gone)
+            try:
+                result = await serve_one(
+                    self._server,
+                    exchange,  # type: ignore[arg-type]
+                    "tools/call",
+                    request["params"],
+                    connection=connection,
+                    lifespan_state=self._manager._lifespan_state,
+                )
+                answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
+            except Exception as exc:  # noqa: BLE001 — the SDK's mapping of handler errors
+                error = modern_error_data(exc).model_dump(
+                    mode="json", by_alias=True, exclude_none=True
+                )
+                answer = {"jsonrpc": "2.0", "id": request_id, "error": error}
+            nursery.cancel_scope.cancel()
+        if answer is None:
+            return  # the client is gone
+        status = 200
+        if "error" in answer:
+            status = ERROR_CODE_HTTP_STATUS.get(answer["error"]["code"], 200)
+        body = _ENCODER.encode(answer)
+        await send({"type": "http.response.start", "status": status, "headers": _JSON})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _read(receive: Receive, limit: int) -> tuple[bytes, bool | None]:
+    """The request body, and whether it is all there: ``False`` when it is over
+    ``limit`` bytes (what was read is replayed to the SDK's app, which refuses it),
+    ``None`` when the client went first."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"", None
+        chunk = message.get("body", b"")
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return b"".join(chunks), False
+        if not message.get("more_body", False):
+            return b"".join(chunks), True
+
+
+def _replay(body: bytes, complete: bool, receive: Receive) -> Receive:
+    """``receive`` with the body already read given back first."""
+    given = False
+
+    async def replayed() -> MutableMapping[str, Any]:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": not complete}
+        return await receive()
+
+    return replayed
+
+
+def _raw_headers(scope: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
