@@ -23,6 +23,9 @@ Built on the SDK's low-level ``Server`` (the high-level one declares no logging)
   subscribed to: ``resources/subscribe`` on the session-based protocol (the update goes
   to each connection that subscribed), a ``subscriptions/listen`` stream naming it on
   2026-07-28; the tool ``touch`` announces that its ``uri`` changed;
+* headers — ``touch``'s ``uri`` travels in ``Mcp-Param-Uri`` (2026-07-28 over HTTP);
+  after ``rename_header``, in ``Mcp-Param-Where``, and the server says nothing of it
+  (a stale schema at its clients, which it refuses with ``-32020``);
 * caching — its tool list may be cached a minute by anyone, its prompts half a
   minute privately (``ttlMs``, ``cacheScope`` on 2026-07-28);
 * completions — of the prompt ``greet``'s argument ``name`` and of the resource
@@ -129,6 +132,12 @@ _TOOLS = [
         annotations=_READ_ONLY,
     ),
     types.Tool(
+        name="rename_header",
+        description="Have touch's uri travel in Mcp-Param-Where from now on (unannounced).",
+        input_schema={"type": "object", "properties": {}},
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
         name="job",
         description="A job, made a task for a client that takes one.",
         input_schema={
@@ -138,7 +147,7 @@ _TOOLS = [
     ),
     types.Tool(
         name="job_status",
-        description="The status of the task of that id (\"unknown\" for none).",
+        description='The status of the task of that id ("unknown" for none).',
         input_schema={"type": "object", "properties": {"id": {"type": "string"}}},
         annotations=_READ_ONLY,
     ),
@@ -164,7 +173,7 @@ class _MuteOnResources(ListenHandler):
 def build(*, mute_subscriptions: bool = False) -> Server[Any]:
     """A fresh reference server (one per test: it remembers the level set);
     ``mute_subscriptions``: it never acknowledges a listen stream naming resources."""
-    state: dict[str, types.LoggingLevel | None] = {"level": None}
+    state: dict[str, Any] = {"level": None, "touch_header": "Uri"}
     cancelled = anyio.Event()
     bus = InMemorySubscriptionBus()
     #: the connections subscribed to each URI (session-based protocol)
@@ -183,7 +192,16 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=_TOOLS)
+        if state["touch_header"] == "Uri":
+            return types.ListToolsResult(tools=_TOOLS)
+        touch = {"uri": {"type": "string", "x-mcp-header": state["touch_header"]}}
+        tools = [
+            t.model_copy(update={"input_schema": {"type": "object", "properties": touch}})
+            if t.name == "touch"
+            else t
+            for t in _TOOLS
+        ]
+        return types.ListToolsResult(tools=tools)
 
     def wanted(level: types.LoggingLevel) -> bool:
         asked = state["level"]
@@ -194,6 +212,9 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
     ) -> types.CallToolResult:
         if params.name == "job":
             return await job(ctx, params)  # type: ignore[no-any-return]
+        if params.name == "rename_header":
+            state["touch_header"] = "Where"
+            return types.CallToolResult(content=[types.TextContent(type="text", text="renamed")])
         if params.name == "job_status":
             task = tasks.get(str((params.arguments or {}).get("id")))
             status = "unknown" if task is None else task["status"]

@@ -42,7 +42,7 @@ REFERENCE = Path(__file__).with_name("reference_server.py")
 WAIT = 10.0
 AUTO_APPROVED = [
     *("chatter", "announce_later", "echo", "wait", "cancelled", "touch", "ask_briefly"),
-    *("confirm", "job", "job_status"),
+    *("confirm", "job", "job_status", "rename_header"),
 ]
 NEWS, GARDEN = "note:///news", "note:///garden"
 
@@ -598,6 +598,16 @@ async def test_a_param_header_that_disagrees_with_the_argument_is_refused() -> N
     assert refused.status_code == 400
     assert refused.json()["error"]["code"] == -32020
     assert agreed.status_code == 200 and "touched" in agreed.text
+
+
+async def test_a_call_refused_for_headers_of_a_stale_schema_is_sent_again_once() -> None:
+    """A 2026-07-28 backing server that changes which header carries an argument
+    without announcing it refuses the next call unseen (``-32020``): the gateway lists
+    its tools again and sends the call once more, with the header its schema now names
+    — what the SDK's own client does — and the call runs once."""
+    async with backing("http") as entry, gateway_client(entry, "auto", "auto") as c:
+        assert text(await c.call_tool("ref_rename_header", {})) == "renamed"
+        assert text(await c.call_tool("ref_touch", {"uri": NEWS})) == "touched"
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])

@@ -295,3 +295,17 @@ def test_a_task_is_polled_as_often_as_its_server_says_within_bounds() -> None:
 
 async def _yes(request: Any) -> bool:
     return True
+
+
+async def test_a_2026_connection_parses_call_answers_without_the_sdk_s_union() -> None:
+    """The session of a 2026-07-28 connection parses ``tools/call`` answers with the
+    supervisor's tag-first parser (the SDK's claim-aware union costs every call): were
+    the SDK's private attribute to move, this says so rather than a slower bench."""
+    config = {"mcpServers": {"ref": {"command": sys.executable, "args": [str(REFERENCE)]}}}
+    async with open_supervisor(config) as sup:
+        await sup.tools()
+        client = sup._servers["ref"].current.client  # type: ignore[attr-defined]
+        assert client.session._call_tool_adapter is tasks._TaskOrResult
+        with trio.fail_after(WAIT):
+            result = await sup.call("ref_job", {}, approve=_yes)
+    assert result.text == "job 1 done for nobody"  # a task, parsed and followed

@@ -72,6 +72,17 @@ GATEWAY_STATELESS = "gateway_stateless_ratio"
 #: ``mcp-supervisor call`` through the running gateway, process start included, ms
 CLI_CALL_WARM = "cli_call_warm_ms"
 
+#: how much more than a bare SDK HTTP hop a call through ``serve --http`` may cost
+HTTP_OVER_FLOOR = 1.3
+
+
+def http_call_target(medians: Mapping[str, float]) -> str | None:
+    """``gateway_http_call_ratio ≤ 1.3 × gateway_bare_http_ratio``, the floor measured in
+    the same rounds (``None`` when it was not)."""
+    floor = medians.get(GATEWAY_FLOOR)
+    return None if floor is None else f"<= {HTTP_OVER_FLOOR * floor:.3f}"
+
+
 #: untimed calls of each contender before the rounds
 _WARM_CALLS = 20
 #: calls per block when alternating gateway and direct calls

@@ -18,6 +18,7 @@ from ._gateway import (
     GATEWAY_RATIO,
     GATEWAY_STATELESS,
     GATEWAY_THROUGHPUT,
+    http_call_target,
 )
 from ._inprocess import (
     _PIECES,
@@ -228,13 +229,14 @@ MEASUREMENTS: Sequence[Measurement] = (
     ),
     GATEWAY.measurement(
         GATEWAY_HTTP_RATIO,
-        target=None,
+        target=http_call_target,
         unit="ratio",
         size=200,
         quick_size=50,
         digits=3,
         note="the same through a running `serve --http` process, the mcp.Client over "
-        "Streamable HTTP (2026-07-28); compare gateway_bare_http_ratio, its floor",
+        "Streamable HTTP (2026-07-28); target: 1.3 × gateway_bare_http_ratio, its floor, "
+        "of the same rounds",
     ),
     GATEWAY.measurement(
         GATEWAY_FLOOR,

@@ -95,22 +95,48 @@ async def _call(
         rounds = message.rounds
         if rounds is not None and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
             # (only that protocol has rounds; the others keep the client's own call path)
-            result = await client.session.call_tool(
-                message.tool,
-                arguments,
-                progress_callback=message.progress,
-                input_responses=rounds.responses,  # type: ignore[arg-type]
-                request_state=rounds.state,
-                meta=meta or None,  # type: ignore[arg-type]
-                allow_input_required=True,
-                allow_claimed=True,
-            )
+            async def send() -> object:
+                return await client.session.call_tool(
+                    message.tool,
+                    arguments,
+                    progress_callback=message.progress,
+                    input_responses=rounds.responses,  # type: ignore[arg-type]
+                    request_state=rounds.state,
+                    meta=meta or None,  # type: ignore[arg-type]
+                    allow_input_required=True,
+                    allow_claimed=True,
+                )
+
+            try:
+                result = await send()
+            except MCPError as exc:
+                if exc.code != types.HEADER_MISMATCH:
+                    raise
+                # Refused unseen: its Mcp-Param-* headers follow a schema the server no
+                # longer lists. The SDK client's own recovery: list again, send once more.
+                await _relist(client, message.tool)
+                result = await send()
             if isinstance(result, tasks.CreatedTask):
                 raise tasks._TaskCreated(result)
             return result  # type: ignore[return-value]
         return await client.call_tool(
             message.tool, arguments, progress_callback=message.progress, meta=meta
         )
+
+
+#: Pages of a tool listing fetched at most to find one tool's schema again.
+RELIST_PAGES = 100
+
+
+async def _relist(client: Client, tool: str) -> None:
+    """List the server's tools again, page by page until one lists ``tool``, so that the
+    client's next call of it carries the headers its schema now asks for."""
+    cursor: str | None = None
+    for _ in range(RELIST_PAGES):
+        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+        cursor = page.next_cursor
+        if cursor is None or any(listed.name == tool for listed in page.tools):
+            return
 
 
 async def _probe(client: Client) -> None:
@@ -832,6 +858,7 @@ class ServerActor(Actor):
             extensions=extensions,
             **options,  # type: ignore[arg-type]
         ) as client:
+            tasks.parse_cheaply(client)
             yield client
 
     def _resource_updated(self, uri: str) -> None:

@@ -146,6 +146,31 @@ class _Tasks(ClientExtension):
 CLIENT = _Tasks()
 
 
+class _TaskOrResult:
+    """Parses a ``tools/call`` answer as the SDK's claim-aware adapter does — a task
+    handle (``resultType: "task"``) as :class:`CreatedTask`, anything else as the core
+    result types — but without its discriminated union, which costs every call half as
+    much again as the plain one (about 20 µs on an echo result): the tag is looked at
+    first. The SDK's session takes any object with ``model_validate`` here."""
+
+    @staticmethod
+    def model_validate(raw: Any, *, by_name: bool | None = None) -> Any:
+        if isinstance(raw, dict) and raw.get("resultType") == "task":
+            return CreatedTask.model_validate(raw, by_name=by_name)
+        return _CORE.validate_python(raw, by_name=by_name)
+
+
+def parse_cheaply(client: Client) -> None:
+    """Have ``client``'s session parse ``tools/call`` answers with :class:`_TaskOrResult`
+    when the tasks claim is active (a 2026-07-28 connection) — the session's own adapter
+    is set at its handshake, and is the SDK's private attribute: left alone if absent."""
+    session = client.session
+    if "task" in getattr(session, "_active_claims", {}) and hasattr(
+        session, "_call_tool_adapter"
+    ):
+        session._call_tool_adapter = _TaskOrResult  # type: ignore[assignment]
+
+
 def declared(capabilities: types.ClientCapabilities | None) -> bool:
     """Whether a client's (per-request) capabilities declare the tasks extension."""
     return capabilities is not None and EXTENSION_ID in (capabilities.extensions or {})
@@ -166,6 +191,9 @@ async def request(client: Client, method: str, params: Mapping[str, Any]) -> dic
 
 
 _RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+_CORE: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapter(
+    types.CallToolResult | types.InputRequiredResult
+)
 
 
 async def get(client: Client, task_id: str) -> TaskState:
