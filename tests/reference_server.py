@@ -19,6 +19,11 @@ Built on the SDK's low-level ``Server`` (the high-level one declares no logging)
   the session-based protocol, an ``input_required`` round on 2026-07-28 (``requestState``
   :data:`CONFIRM_STATE`), and answers the action (``accept``; on 2026-07-28 ``accept
   after round-1``, the state as it came back);
+* sampling — ``sample`` asks its client's model for a haiku (``sampling/createMessage``
+  on the session-based protocol, an ``input_required`` round on 2026-07-28) and
+  answers what it wrote;
+* progress — ``count`` reports progress 1, 2 and 3 of 3 (``step N``) to a client that
+  sent a progress token, then answers ``counted``;
 * resource subscriptions — ``note:///news`` is listed, and any ``note:///…`` may be
   subscribed to: ``resources/subscribe`` on the session-based protocol (the update goes
   to each connection that subscribed), a ``subscriptions/listen`` stream naming it on
@@ -75,6 +80,8 @@ warnings.filterwarnings("ignore", category=MCPDeprecationWarning)
 NAMES = ("Ada", "Alan", "Grace", "Greta")
 #: the ``requestState`` of ``confirm``'s first round (2026-07-28), echoed in its answer
 CONFIRM_STATE = "round-1"
+#: that of ``sample``'s
+SAMPLE_STATE = "haiku-1"
 #: seconds ``ask_briefly`` waits for its question's answer
 ASK_FOR = 0.5
 #: how long its lists may be cached (2026-07-28's ``ttlMs``): tools by anyone, prompts
@@ -129,6 +136,18 @@ _TOOLS = [
             "type": "object",
             "properties": {"uri": {"type": "string", "x-mcp-header": "Uri"}},
         },
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
+        name="sample",
+        description="Ask the client's model for a haiku; answer what it wrote.",
+        input_schema={"type": "object", "properties": {}},
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
+        name="count",
+        description="Report progress 1, 2 and 3 of 3, then answer.",
+        input_schema={"type": "object", "properties": {}},
         annotations=_READ_ONLY,
     ),
     types.Tool(
@@ -212,6 +231,34 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
     ) -> types.CallToolResult:
         if params.name == "job":
             return await job(ctx, params)  # type: ignore[no-any-return]
+        if params.name == "sample":
+            message = types.SamplingMessage(
+                role="user", content=types.TextContent(type="text", text="A haiku, please.")
+            )
+            if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                said = await ctx.session.create_message(  # type: ignore[call-overload]
+                    [message], max_tokens=50, related_request_id=ctx.request_id
+                )
+                wrote = getattr(said.content, "text", "")
+            elif params.input_responses is None:  # the first round: ask
+                ask = types.CreateMessageRequest(
+                    params=types.CreateMessageRequestParams(messages=[message], max_tokens=50)
+                )
+                return types.InputRequiredResult(  # type: ignore[return-value]
+                    input_requests={"haiku": ask}, request_state=SAMPLE_STATE
+                )
+            else:
+                said = params.input_responses["haiku"]
+                wrote = getattr(getattr(said, "content", None), "text", "")
+            return types.CallToolResult(content=[types.TextContent(type="text", text=wrote)])
+        if params.name == "count":
+            token = (params.meta or {}).get("progress_token")
+            for n in (1, 2, 3):
+                if token is not None:
+                    await ctx.session.send_progress_notification(
+                        token, n, 3, f"step {n}", related_request_id=ctx.request_id
+                    )
+            return types.CallToolResult(content=[types.TextContent(type="text", text="counted")])
         if params.name == "rename_header":
             state["touch_header"] = "Where"
             return types.CallToolResult(content=[types.TextContent(type="text", text="renamed")])

@@ -42,7 +42,7 @@ REFERENCE = Path(__file__).with_name("reference_server.py")
 WAIT = 10.0
 AUTO_APPROVED = [
     *("chatter", "announce_later", "echo", "wait", "cancelled", "touch", "ask_briefly"),
-    *("confirm", "job", "job_status", "rename_header"),
+    *("confirm", "job", "job_status", "rename_header", "sample", "count"),
 ]
 NEWS, GARDEN = "note:///news", "note:///garden"
 
@@ -731,6 +731,69 @@ async def test_input_a_server_asks_for_is_answered_by_the_client_as_directly(
         return
     assert answers == [expected]
     assert asked == ["Confirm?", "Confirm?"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("backing_mode", ["legacy", "auto"])
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_server_s_sampling_is_answered_by_the_client_s_model_as_directly(
+    transport: str, backing_mode: str, mode: str
+) -> None:
+    """``sample`` asks its client's model for a haiku — ``sampling/createMessage`` on
+    the session-based protocol, an ``input_required`` round on 2026-07-28 — and answers
+    what it wrote: directly and through the gateway alike, but for the pair that cannot
+    meet (a session-based server's request to a 2026-07-28 client), which says so."""
+    asked: list[str] = []
+
+    async def sample(
+        context: object, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        asked.append(str(getattr(params.messages[0].content, "text", "")))
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text="old pond, a frog"),
+            model="scripted",
+        )
+
+    async with backing(transport) as entry:
+        async with direct_client(entry, backing_mode, sampling_callback=sample) as c:
+            direct = text(await c.call_tool("sample", {}))
+        async with gateway_client(entry, backing_mode, mode, sampling_callback=sample) as c:
+            through = text(await c.call_tool("ref_sample", {}))
+    assert direct == "old pond, a frog"
+    if backing_mode == "legacy" and mode == "auto":
+        assert "Sampling not supported" in through and "session-based protocol" in through
+        assert asked == ["A haiku, please."]
+        return
+    assert through == direct
+    assert asked == ["A haiku, please."] * 2
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("backing_mode", ["legacy", "auto"])
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_call_s_progress_reaches_its_client_as_it_does_directly(
+    transport: str, backing_mode: str, mode: str
+) -> None:
+    """``count`` reports progress 1, 2 and 3 of 3: a client that asked for progress gets
+    the same three notifications, in order, directly and through the gateway."""
+
+    async def counted(client: Client, tool: str) -> list[tuple[float, float | None, str | None]]:
+        seen: list[tuple[float, float | None, str | None]] = []
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            seen.append((done, total, message))
+
+        assert text(await client.call_tool(tool, {}, progress_callback=progress)) == "counted"
+        return seen
+
+    async with backing(transport) as entry:
+        async with direct_client(entry, backing_mode) as c:
+            direct = await counted(c, "count")
+        async with gateway_client(entry, backing_mode, mode) as c:
+            through = await counted(c, "ref_count")
+    assert direct == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+    assert through == direct
 
 
 async def test_input_a_client_did_not_declare_is_not_asked_of_it() -> None:

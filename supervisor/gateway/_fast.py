@@ -128,7 +128,8 @@ class FastLane:
         self._security = TransportSecurityMiddleware(security)
         self._input_schema = input_schema
         self._limit: int = manager.max_request_body_size
-        self._plain: dict[int, bool] = {}  # id(schema) -> no x-mcp-header in it
+        #: id(schema) -> (schema, whether it has no x-mcp-header)
+        self._plain: dict[int, tuple[Mapping[str, Any], bool]] = {}
         #: requests served here, and those handed to the SDK's app
         self.served = 0
         self.passed = 0
@@ -206,12 +207,13 @@ class FastLane:
         schema = self._input_schema(name)
         if schema is None:
             return False
-        plain = self._plain.get(id(schema))
-        if plain is None:
-            plain = not x_mcp_header_map(schema)
-            if len(self._plain) > 4096:
-                self._plain.clear()
-            self._plain[id(schema)] = plain
+        known = self._plain.get(id(schema))
+        if known is not None and known[0] is schema:  # (the schema kept: its id not reused)
+            return known[1]
+        plain = not x_mcp_header_map(schema)
+        if len(self._plain) > 4096:
+            self._plain.clear()
+        self._plain[id(schema)] = (schema, plain)
         return plain
 
     async def _secure(self, scope: MutableMapping[str, Any]) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
+import attrs
 import mcp_types as types
 import trio
 from mcp import Client
@@ -50,6 +51,7 @@ from ._messages import (
     Complete,
     GetPrompt,
     ListTools,
+    Progress,
     ReadResource,
     TaskRequest,
     _NotSent,
@@ -122,6 +124,18 @@ async def _call(
         return await client.call_tool(
             message.tool, arguments, progress_callback=message.progress, meta=meta
         )
+
+
+def _counted(progress: Progress, receipt: Receipt) -> Progress:
+    """``progress``, telling ``receipt`` when it is done with each notification."""
+
+    async def counted(done: float, total: float | None, message: str | None) -> None:
+        try:
+            await progress(done, total, message)
+        finally:
+            receipt.progress_handled()
+
+    return counted
 
 
 #: Pages of a tool listing fetched at most to find one tool's schema again.
@@ -355,6 +369,8 @@ class ServerActor(Actor):
         # Until the request is out, a dying connection gives it back to the mailbox; with
         # the embedder's opt-in, so does a read-only or idempotent tool's, even after.
         safe = server.retry_idempotent and self._idempotent(message.tool)
+        if message.progress is not None:  # each notification counted done, for the answer
+            message = attrs.evolve(message, progress=_counted(message.progress, receipt))
         token = delivery.set(receipt)
         try:
             try:
@@ -406,6 +422,8 @@ class ServerActor(Actor):
         if answers is not None and answers.logs_done < receipt.logs_before:
             # What it logged during the call reaches the logging callback first.
             await answers.logs_handled(receipt, LOGS_WAIT)
+        if receipt.progress_done < receipt.progress_seen:  # and its progress, the callback
+            await receipt.progress_settled(LOGS_WAIT)
         # An error result is the tool's own failure: the server answered.
         tool_error = getattr(result, "is_error", False)  # an input_required answer: none
         health.call_answered(trio.current_time() - start, time.time(), tool_error=tool_error)

@@ -42,7 +42,17 @@ class Receipt:
     server's own — any other "Connection closed" is the SDK's.
     """
 
-    __slots__ = ("__weakref__", "answer_code", "answered", "delivered", "logs_before", "withdrawn")
+    __slots__ = (
+        "__weakref__",
+        "_progress_lot",
+        "answer_code",
+        "answered",
+        "delivered",
+        "logs_before",
+        "progress_done",
+        "progress_seen",
+        "withdrawn",
+    )
 
     def __init__(self) -> None:
         self.delivered: bool | None = None
@@ -51,6 +61,28 @@ class Receipt:
         self.answer_code: int | None = None
         #: log messages the connection had brought in when the answer came
         self.logs_before = 0
+        #: progress notifications for the request that came in before its answer, and
+        #: those its progress callback is done with (see :meth:`progress_settled`)
+        self.progress_seen = 0
+        self.progress_done = 0
+        self._progress_lot: trio.lowlevel.ParkingLot | None = None
+
+    def progress_handled(self) -> None:
+        """The request's progress callback is done with one notification."""
+        self.progress_done += 1
+        if self._progress_lot is not None:
+            self._progress_lot.unpark_all()
+
+    async def progress_settled(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until the progress notifications that came
+        in before the answer are handled: the SDK hands each to the callback in a task of
+        its own, which the answer may overtake — and a relay that passes them on must
+        not be overtaken by the answer it passes on too."""
+        with trio.move_on_after(timeout):
+            while self.progress_done < self.progress_seen:
+                if self._progress_lot is None:
+                    self._progress_lot = trio.lowlevel.ParkingLot()
+                await self._progress_lot.park()
 
     def withdraw(self) -> bool:
         """Whether the request certainly never reached the server — and now never will
@@ -141,10 +173,11 @@ class Answers:
     def received(self, item: object) -> None:
         message = item.message if isinstance(item, SessionMessage) else None
         if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            if isinstance(message, types.JSONRPCNotification) and (
-                message.method == "notifications/message"
-            ):
-                self.logs += 1
+            if isinstance(message, types.JSONRPCNotification):
+                if message.method == "notifications/message":
+                    self.logs += 1
+                elif message.method == "notifications/progress":
+                    self._progress(message.params)
             return
         if message.id is None:
             return
@@ -160,6 +193,15 @@ class Answers:
             if isinstance(message, types.JSONRPCError):
                 receipt.answer_code = message.error.code
             receipt.logs_before = self.logs
+
+    def _progress(self, params: object) -> None:
+        """Count a progress notification with the request it is for (the SDK's client
+        makes each request's id its progress token), while its answer is awaited."""
+        token = params.get("progressToken") if isinstance(params, dict) else None
+        if isinstance(token, str | int) and not isinstance(token, bool):
+            receipt = self._waiting.get(coerce_request_id(token))
+            if receipt is not None:
+                receipt.progress_seen += 1
 
 
 class ReceiptStream:
