@@ -130,9 +130,6 @@ class FastLane:
         self._limit: int = manager.max_request_body_size
         #: id(schema) -> (schema, whether it has no x-mcp-header)
         self._plain: dict[int, tuple[Mapping[str, Any], bool]] = {}
-        #: requests served here, and those handed to the SDK's app
-        self.served = 0
-        self.passed = 0
 
     @staticmethod
     def wanted(scope: Mapping[str, Any], headers: Mapping[str, str]) -> bool:
@@ -164,10 +161,8 @@ class FastLane:
             return  # the client went before its request was all there
         route = self._route(scope, headers, body) if complete else None
         if route is None or not await self._secure(scope):
-            self.passed += 1
             await app(scope, _replay(body, complete, receive), send)
             return
-        self.served += 1
         request, verdict = route
         await self._serve(scope, receive, send, headers, request, verdict)
 

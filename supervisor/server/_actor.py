@@ -437,7 +437,7 @@ class ServerActor(Actor):
         answered by this connection's callbacks; given up on (the call's deadline, a
         cancellation), the server is asked to cancel it. Nothing is sent again."""
         server, tool, task_id = self.server, message.tool, task.task_id
-        log.info("following a task", server=server.name, tool=tool, task=redact(task_id))
+        log.info("following a task", server=server.name, tool=tool, task=task_id)
 
         def failed(why: str, code: int | None = None) -> TaskFailed:
             return TaskFailed(

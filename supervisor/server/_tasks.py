@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import mcp_types as types
 import trio
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.session import ClientRequestContext
 from pydantic import ConfigDict, TypeAdapter
 
 if TYPE_CHECKING:
@@ -214,8 +215,6 @@ async def answers(client: Client, asked: Mapping[str, Any]) -> dict[str, Any]:
     """Answers to a task's input requests (``asked``, by key), by ``client``'s
     callbacks — as the SDK answers a round of input requests, or a server's request on
     the session-based protocol."""
-    from mcp.client.session import ClientRequestContext
-
     session = client.session
     answered: dict[str, Any] = {}
     for key, raw in asked.items():
