@@ -1,0 +1,297 @@
+"""The supervisor in an asyncio program: the same runtime, run as a guest of the running
+asyncio loop (trio's guest mode), with an asyncio face.
+
+::
+
+    import asyncio
+    from supervisor.asyncio import open_supervisor
+
+    async def main() -> None:
+        async with open_supervisor("mcp.json") as sup:
+            result = await sup.call("notes_add", {"title": "t", "body": "b"})
+            print(result.text)
+
+    asyncio.run(main())
+
+The runtime stays trio: :func:`open_supervisor` starts ``trio.lowlevel.start_guest_run``
+on the asyncio loop of the task that enters it, in the same thread — trio's tasks run
+between the loop's callbacks (trio itself waits for I/O in a helper thread of its own,
+which is how guest mode works). Each call of the handle runs in a trio task of that run
+and hands its outcome back to the asyncio task awaiting it; nothing else is threaded.
+
+* Cancelling the asyncio task that awaits a call cancels the call (the server gets
+  ``notifications/cancelled``) before the cancellation goes on.
+* Events (:meth:`AsyncSupervisor.subscribe`) come as an async iterator, within an
+  ``async with`` as on trio.
+* The supervisor's end — its block left, or the runtime failing (every server stopped) —
+  surfaces at the ``async with``, with the runtime's error if it failed.
+* Works on any asyncio loop with ``call_soon_threadsafe`` (``uvloop`` too).
+
+Callbacks given to :func:`open_supervisor` (``approve``, and the SDK client's
+``elicitation_callback``, ``sampling_callback``, ``list_roots_callback``,
+``logging_callback``, ``message_handler``) are asyncio coroutine functions: each is run
+as an asyncio task, its trio caller waiting for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import outcome
+import trio
+
+from ..events import Event
+from ..runtime import SupervisorHandle
+from ..runtime import open_supervisor as _open_trio
+
+__all__ = ["AsyncSupervisor", "open_supervisor"]
+
+_T = TypeVar("_T")
+
+#: The ``open_supervisor`` options that are callbacks, run on asyncio.
+_CALLBACKS = frozenset(
+    {
+        "approve",
+        "elicitation_callback",
+        "sampling_callback",
+        "list_roots_callback",
+        "logging_callback",
+        "message_handler",
+        "oauth_redirect_handler",
+        "oauth_callback_handler",
+    }
+)
+
+
+class AsyncSupervisor:
+    """The supervisor's handle for asyncio code: each method does what the trio
+    :class:`~supervisor.runtime.SupervisorHandle`'s of the same name does, run in the
+    supervisor's trio run and awaited here."""
+
+    def __init__(self, bridge: _Bridge, sup: SupervisorHandle) -> None:
+        self._bridge = bridge
+        #: the trio handle — call its methods only from trio code (its callbacks)
+        self.trio_handle = sup
+
+    async def call(
+        self, name: str, arguments: Mapping[str, object] | None = None, **options: Any
+    ) -> Any:
+        """``SupervisorHandle.call``: the tool's :class:`~supervisor.tools.ToolResult`."""
+        return await self._bridge.run(self.trio_handle.call, name, arguments, **options)
+
+    async def tools(self) -> Any:
+        """``SupervisorHandle.tools``: the merged catalog, once the servers listed."""
+        return await self._bridge.run(self.trio_handle.tools)
+
+    async def resources(self) -> Any:
+        return await self._bridge.run(self.trio_handle.resources)
+
+    async def prompts(self) -> Any:
+        return await self._bridge.run(self.trio_handle.prompts)
+
+    async def read(self, uri: str, **options: Any) -> Any:
+        """``SupervisorHandle.read_resource``."""
+        return await self._bridge.run(self.trio_handle.read_resource, uri, **options)
+
+    async def prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None, **options: Any
+    ) -> Any:
+        """``SupervisorHandle.get_prompt``."""
+        return await self._bridge.run(self.trio_handle.get_prompt, name, arguments, **options)
+
+    async def connect_all(self, timeout: float | None = None) -> None:
+        await self._bridge.run(self.trio_handle.connect_all, timeout)
+
+    async def restart(self, name: str) -> None:
+        await self._bridge.run(self.trio_handle.restart, name)
+
+    async def login(self, name: str, **options: Any) -> Any:
+        return await self._bridge.run(self.trio_handle.login, name, **options)
+
+    async def search(self, query: str, limit: int = 10) -> Any:
+        return await self._bridge.run_sync(self.trio_handle.search, query, limit)
+
+    async def status(self) -> Any:
+        """``SupervisorHandle.status``: each server's health record."""
+        return await self._bridge.run_sync(self.trio_handle.status)
+
+    async def metrics(self) -> Any:
+        return await self._bridge.run_sync(self.trio_handle.metrics)
+
+    @contextlib.asynccontextmanager
+    async def subscribe(
+        self, *patterns: str, buffer: int = 1024
+    ) -> AsyncIterator[AsyncIterator[Event]]:
+        """The events whose kind matches one of ``patterns`` (globs such as ``"mcp.*"``):
+        an async context manager, subscribed once entered, yielding an async iterator
+        of them as they come (as ``SupervisorHandle.subscribe``); a reader that falls
+        ``buffer`` events behind loses the oldest and gets a
+        :class:`~supervisor.events.BusDropped` saying how many."""
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        async def forward(task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+            try:
+                with trio.CancelScope() as scope:
+                    async with self.trio_handle.subscribe(*patterns, buffer=buffer) as events:
+                        task_status.started(scope)
+                        async for event in events:
+                            loop.call_soon(queue.put_nowait, event)
+            finally:
+                loop.call_soon(queue.put_nowait, None)  # the end: the bus closed, or us
+
+        scope = await self._bridge.start(forward)
+
+        async def events() -> AsyncIterator[Event]:
+            while (event := await queue.get()) is not None:
+                yield event
+
+        try:
+            yield events()
+        finally:
+            self._bridge.soon(scope.cancel)
+
+
+class _Bridge:
+    """The trio run's side of the handle: runs trio callables in a nursery of the run,
+    for asyncio tasks, and asyncio coroutines for trio tasks."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.token: trio.lowlevel.TrioToken | None = None
+        self.nursery: trio.Nursery | None = None
+
+    def soon(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` in trio's context, soon (from asyncio code)."""
+        assert self.token is not None
+        with contextlib.suppress(trio.RunFinishedError):
+            self.token.run_sync_soon(fn)
+
+    async def run(self, fn: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any) -> _T:
+        """Await ``fn(*args, **kwargs)`` run as a trio task; cancelling the awaiting
+        asyncio task cancels it, and waits for it to end, before going on."""
+        done: asyncio.Future[outcome.Outcome[_T]] = self.loop.create_future()
+        scope = trio.CancelScope()
+
+        async def task() -> None:
+            with scope:
+                result = await outcome.acapture(fn, *args, **kwargs)
+                if isinstance(result, outcome.Error) and isinstance(result.error, trio.Cancelled):
+                    if not scope.cancel_called:  # the run is ending, not this call's caller
+                        ended = RuntimeError("the supervisor ended before the call did")
+                        self.loop.call_soon(_settle, done, outcome.Error(ended))
+                    raise result.error
+                self.loop.call_soon(_settle, done, result)
+                return
+            self.loop.call_soon(_settle, done, outcome.Error(asyncio.CancelledError()))
+
+        self.soon(lambda: self._start(task))
+        try:
+            result = await asyncio.shield(done)
+        except asyncio.CancelledError:
+            self.soon(scope.cancel)
+            with contextlib.suppress(BaseException):
+                await done  # the trio task has ended: the call was cancelled there
+            raise
+        return result.unwrap()
+
+    async def run_sync(self, fn: Callable[..., _T], *args: Any) -> _T:
+        async def call() -> _T:
+            return fn(*args)
+
+        return await self.run(call)
+
+    async def start(self, fn: Callable[..., Awaitable[object]]) -> Any:
+        """``nursery.start(fn)`` in the trio run: what ``fn`` reported started."""
+
+        async def starting() -> Any:
+            assert self.nursery is not None
+            return await self.nursery.start(fn)
+
+        return await self.run(starting)
+
+    def _start(self, task: Callable[[], Awaitable[None]]) -> None:
+        if self.nursery is None:
+            raise RuntimeError("the supervisor has ended")
+        self.nursery.start_soon(task)
+
+    def on_asyncio(self, callback: Callable[..., Awaitable[_T]]) -> Callable[..., Awaitable[_T]]:
+        """``callback`` (an asyncio coroutine function) as a trio one: run as an asyncio
+        task, its trio caller waiting for it (and cancelling it when cancelled)."""
+
+        async def on_trio(*args: Any, **kwargs: Any) -> _T:
+            ended = trio.Event()
+            task = self.loop.create_task(callback(*args, **kwargs))
+            task.add_done_callback(lambda _: self.soon(ended.set))
+            try:
+                await ended.wait()
+            except trio.Cancelled:
+                task.cancel()
+                raise
+            return task.result()
+
+        return on_trio
+
+
+def _settle(future: asyncio.Future[Any], result: object) -> None:
+    if not future.done():
+        future.set_result(result)
+
+
+@contextlib.asynccontextmanager
+async def open_supervisor(config: object, **options: Any) -> AsyncIterator[AsyncSupervisor]:
+    """:func:`supervisor.open_supervisor` for asyncio code: supervise ``config``'s servers
+    for the duration of the block, in a trio run hosted by the running asyncio loop;
+    yields an :class:`AsyncSupervisor`. ``options`` are ``open_supervisor``'s, its
+    callbacks asyncio coroutine functions. Leaving the block stops every server; an
+    error of the runtime (the tree giving up) is raised out of it."""
+    loop = asyncio.get_running_loop()
+    bridge = _Bridge(loop)
+    for key in _CALLBACKS & options.keys():
+        if options[key] is not None and asyncio.iscoroutinefunction(options[key]):
+            options[key] = bridge.on_asyncio(options[key])
+    opened: asyncio.Future[SupervisorHandle] = loop.create_future()
+    finished: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
+    leave = trio.Event()
+
+    async def main() -> None:
+        bridge.token = trio.lowlevel.current_trio_token()
+        async with _open_trio(config, **options) as sup, trio.open_nursery() as nursery:
+            bridge.nursery = nursery
+            loop.call_soon(_settle, opened, sup)
+            await leave.wait()
+            bridge.nursery = None
+            nursery.cancel_scope.cancel()
+
+    def done(result: outcome.Outcome[None]) -> None:
+        if not opened.done():
+            opened.set_exception(_error_of(result))
+        _settle(finished, result)
+
+    trio.lowlevel.start_guest_run(
+        main,
+        run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+        run_sync_soon_not_threadsafe=loop.call_soon,
+        done_callback=done,
+        host_uses_signal_set_wakeup_fd=True,
+    )
+    try:
+        sup = await asyncio.shield(opened)
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            await finished
+        raise
+    try:
+        yield AsyncSupervisor(bridge, sup)
+    finally:
+        bridge.soon(leave.set)
+        (await asyncio.shield(finished)).unwrap()
+
+
+def _error_of(result: outcome.Outcome[None]) -> BaseException:
+    if isinstance(result, outcome.Error):
+        return result.error
+    return RuntimeError("the supervisor's trio run ended before it opened")

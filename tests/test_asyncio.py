@@ -1,0 +1,224 @@
+"""supervisor.asyncio: the supervisor hosted by an asyncio loop (trio's guest mode) —
+asyncio's own loop and uvloop — against real fixture servers: calls, events, a kill -9
+survived, an asyncio cancellation that cancels the call at the server, asyncio
+callbacks, the runtime's errors at the ``async with``, and no process left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+import uvloop
+
+from supervisor.asyncio import open_supervisor
+from supervisor.errors import ApprovalDenied, ConfigError
+from supervisor.faults import CallHistory
+from supervisor.testing.servers import stdio_params
+from tests.test_gateway_fidelity import REFERENCE
+
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+WAIT = 20.0
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "asyncio": asyncio.new_event_loop,
+    "uvloop": uvloop.new_event_loop,
+}
+
+
+def run(loop: str, main: Callable[[], Awaitable[Any]]) -> Any:
+    """``main()`` to its end on a fresh loop of that kind, as ``asyncio.run`` does."""
+    with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
+        return runner.run(asyncio.wait_for(main(), WAIT))
+
+
+def config(**extra: object) -> dict[str, object]:
+    command, args = stdio_params("echo")
+    servers: dict[str, object] = {
+        "echo": {"command": command, "args": args, "approve": False},
+        "ref": {
+            "command": sys.executable,
+            "args": [str(REFERENCE)],
+            "autoApprove": ["wait", "cancelled", "chatter"],
+            **extra,
+        },
+    }
+    return {"mcpServers": servers}
+
+
+def gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie nobody reaped yet has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_an_asyncio_program_calls_survives_a_kill_and_leaves_nothing_behind(loop: str) -> None:
+    """Calls from asyncio, the events of a kill -9 of a server as they come (the server
+    restarted, its next call answered), and once the block is left no server process."""
+
+    async def main() -> tuple[list[str], list[str], list[int]]:
+        answers: list[str] = []
+        kinds: list[str] = []
+        async with open_supervisor(config()) as sup:
+            await sup.connect_all()
+            answers.append((await sup.call("echo_echo", {"text": "one"})).text)
+            status = await sup.status()
+            pids = [record.pid for record in status.values()]
+            first = status["echo"].pid
+
+            async with sup.subscribe("mcp.*") as events:
+                os.kill(first, signal.SIGKILL)
+                async for event in events:
+                    kinds.append(event.kind)
+                    if event.kind == "mcp.connected":
+                        break
+            answers.append((await sup.call("echo_echo", {"text": "two"})).text)
+            pids.append((await sup.status())["echo"].pid)
+        return answers, kinds, pids
+
+    answers, kinds, pids = run(loop, main)
+    assert answers == ["one", "two"]
+    assert kinds[0] == "mcp.local.crashed" and kinds[-1] == "mcp.connected"
+    assert len(set(pids)) == 3 and all(gone(pid) for pid in pids)
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_cancelling_the_asyncio_task_cancels_the_call_at_the_server(loop: str) -> None:
+    """The reference server's ``wait`` runs until cancelled: cancelling the asyncio task
+    awaiting it gets ``notifications/cancelled`` to the server (its ``cancelled`` says
+    so), and the task ends cancelled."""
+
+    history = CallHistory()
+
+    async def main() -> tuple[bool, str]:
+        async with open_supervisor(config(), history=history) as sup:
+            await sup.connect_all()
+            waiting = asyncio.create_task(sup.call("ref_wait", {}))
+            await asyncio.sleep(0.5)  # sent, and running there
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting
+            said = (await sup.call("ref_cancelled", {})).text
+        return waiting.cancelled(), said
+
+    assert run(loop, main) == (True, "cancelled")
+    assert [c.outcome for c in history.calls if c.tool == "ref_wait"] == ["info"]
+
+
+def test_asyncio_callbacks_decide_approval_and_answer_elicitation() -> None:
+    """``approve`` and ``elicitation_callback`` given as asyncio coroutine functions are
+    run on asyncio: a refusal is ``ApprovalDenied`` (nothing sent), an acceptance runs
+    the call, and the reference server's question (``confirm``, session-based
+    protocol) is answered by the asyncio elicitation callback."""
+    asked: list[str] = []
+
+    async def approve(request: Any) -> bool:
+        await asyncio.sleep(0)  # an asyncio await, in an asyncio task
+        asked.append(request.tool)
+        return request.tool == "ref_confirm"
+
+    async def elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        await asyncio.sleep(0)
+        return types.ElicitResult(action="accept")
+
+    async def main() -> tuple[str, str]:
+        async with open_supervisor(
+            config(), approve=approve, elicitation_callback=elicit, mode="legacy"
+        ) as sup:
+            await sup.connect_all()
+            try:
+                await sup.call("ref_touch", {"uri": "note:///news"})
+                refused = "sent"
+            except ApprovalDenied:
+                refused = "refused"
+            confirmed = (await sup.call("ref_confirm", {})).text
+        return refused, confirmed
+
+    assert run("asyncio", main) == ("refused", "accept")
+    assert asked == ["ref_touch", "ref_confirm"]
+
+
+def test_the_runtime_s_error_surfaces_at_the_async_with() -> None:
+    """A config the runtime refuses raises its ``ConfigError`` at the ``async with``, and
+    the loop goes on."""
+
+    async def main() -> str:
+        with pytest.raises(ConfigError):
+            async with open_supervisor({"mcpServers": {"x": {"command": 5}}}):
+                raise AssertionError("not reached")
+        return "went on"
+
+    assert run("asyncio", main) == "went on"
+
+
+def test_the_handle_reads_resources_and_prompts_and_reports() -> None:
+    """The rest of the handle, awaited: resources and a read, prompts and a prompt, a
+    search of the catalog, the servers' metrics."""
+
+    async def main() -> tuple[Any, ...]:
+        command, args = stdio_params("rich")
+        rich = {"mcpServers": {"rich": {"command": command, "args": args, "approve": False}}}
+        async with open_supervisor(rich) as sup:
+            await sup.connect_all()
+            resources = [r.uri for r in await sup.resources()]
+            read = await sup.read("notes://index")
+            prompts = [p.name for p in await sup.prompts()]
+            [summarize] = [name for name in prompts if name.endswith("summarize")]
+            prompt = await sup.prompt(summarize, {"title": "gateway"})
+            found = [s.name for s in await sup.search("note", 3)]
+            metrics = await sup.metrics()
+        return resources, read, prompt, found, metrics
+
+    resources, read, prompt, found, metrics = run("asyncio", main)
+    assert "notes://index" in resources
+    assert read.contents and read.contents[0].uri == "notes://index"
+    assert prompt.messages[0].content.text == "Summarize note gateway"
+    assert found and "rich" in metrics
+
+
+PROGRAM = """
+import asyncio, sys
+from supervisor.asyncio import open_supervisor
+
+async def main():
+    config = {"mcpServers": {"echo": {"command": sys.argv[1], "args": sys.argv[2:]}}}
+    async with open_supervisor(config) as sup:
+        await sup.connect_all()
+        print((await sup.status())["echo"].pid, flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+def test_ctrl_c_of_an_asyncio_program_stops_its_servers() -> None:
+    """Ctrl-C (SIGINT) of an ``asyncio.run`` program in the block: asyncio cancels its
+    main task, which leaves the block — the program exits, its server process with it."""
+    import subprocess
+
+    command, args = stdio_params("echo")
+    program = subprocess.Popen(
+        [sys.executable, "-c", PROGRAM, command, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert program.stdout is not None
+        pid = int(program.stdout.readline())
+        program.send_signal(signal.SIGINT)
+        program.wait(timeout=WAIT)
+    finally:
+        program.kill()
+    assert gone(pid)
