@@ -54,6 +54,7 @@ TINY = {
     "recovery_s": 1,
     "recovery_connect_s": 1,
     "rss_per_server_kb": 2,
+    "asyncio_call_ratio": 4,
     "gateway_call_ratio": 4,
     "gateway_http_call_ratio": 4,
     "gateway_bare_http_ratio": 4,
@@ -235,6 +236,7 @@ def test_every_registered_key_has_a_design_target_or_is_marked_informative() -> 
     assert targets["recovery_connect_s"] is None
     assert targets["cli_help_ms"] == "<= 200"
     assert targets["cli_help_baseline_ms"] is None
+    assert targets["asyncio_call_ratio"] == "<= 1.1"
     assert targets["gateway_call_ratio"] == "<= 1.3"
     assert callable(targets["gateway_http_call_ratio"])
     assert targets["gateway_bare_http_ratio"] is None

@@ -172,29 +172,39 @@ class _Bridge:
 
     async def run(self, fn: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any) -> _T:
         """Await ``fn(*args, **kwargs)`` run as a trio task; cancelling the awaiting
-        asyncio task cancels it, and waits for it to end, before going on."""
+        asyncio task cancels it, and waits for it to end, before going on. (The trio
+        task runs in the loop's thread, between its callbacks: it settles the futures
+        itself.)"""
         done: asyncio.Future[outcome.Outcome[_T]] = self.loop.create_future()
+        ended: asyncio.Future[None] = self.loop.create_future()
         scope = trio.CancelScope()
 
         async def task() -> None:
-            with scope:
-                result = await outcome.acapture(fn, *args, **kwargs)
-                if isinstance(result, outcome.Error) and isinstance(result.error, trio.Cancelled):
-                    if not scope.cancel_called:  # the run is ending, not this call's caller
-                        ended = RuntimeError("the supervisor ended before the call did")
-                        self.loop.call_soon(_settle, done, outcome.Error(ended))
-                    raise result.error
-                self.loop.call_soon(_settle, done, result)
-                return
-            self.loop.call_soon(_settle, done, outcome.Error(asyncio.CancelledError()))
+            try:
+                with scope:
+                    result = await outcome.acapture(fn, *args, **kwargs)
+                    if isinstance(result, outcome.Error) and isinstance(
+                        result.error, trio.Cancelled
+                    ):
+                        if not scope.cancel_called:  # the run is ending, not the caller
+                            gone = RuntimeError("the supervisor ended before the call did")
+                            _settle(done, outcome.Error(gone))
+                        raise result.error
+                    _settle(done, result)
+            finally:
+                _settle(ended, None)
 
-        self.soon(lambda: self._start(task))
+        assert self.token is not None
         try:
-            result = await asyncio.shield(done)
+            self.token.run_sync_soon(self._start, task, done, ended)
+        except trio.RunFinishedError:
+            raise RuntimeError("the supervisor has ended") from None
+        try:
+            result = await done
         except asyncio.CancelledError:
             self.soon(scope.cancel)
             with contextlib.suppress(BaseException):
-                await done  # the trio task has ended: the call was cancelled there
+                await ended  # the trio task has ended: the call was cancelled there
             raise
         return result.unwrap()
 
@@ -213,9 +223,18 @@ class _Bridge:
 
         return await self.run(starting)
 
-    def _start(self, task: Callable[[], Awaitable[None]]) -> None:
+    def _start(
+        self,
+        task: Callable[[], Awaitable[None]],
+        done: asyncio.Future[Any],
+        ended: asyncio.Future[None],
+    ) -> None:
+        """Start ``task`` in the run's nursery — or, the supervisor's block being left,
+        say so to its caller (a callback of the run must not raise)."""
         if self.nursery is None:
-            raise RuntimeError("the supervisor has ended")
+            _settle(done, outcome.Error(RuntimeError("the supervisor has ended")))
+            _settle(ended, None)
+            return
         self.nursery.start_soon(task)
 
     def on_asyncio(self, callback: Callable[..., Awaitable[_T]]) -> Callable[..., Awaitable[_T]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..registry._bench import listing_ms_32k, registry_merge_ms_32k, search_ms_32k
+from ._asyncio import ASYNCIO, ASYNCIO_RATIO
 from ._cli import CLI, CLI_BASELINE, CLI_HELP
 from ._gateway import (
     CLI_CALL_WARM,
@@ -214,6 +215,17 @@ MEASUREMENTS: Sequence[Measurement] = (
         digits=0,
         note="VmRSS growth per connected stdio server of a fresh client process (after one "
         "warm-up server); our process only, not the server processes",
+    ),
+    ASYNCIO.measurement(
+        ASYNCIO_RATIO,
+        target="<= 1.1",
+        unit="ratio",
+        size=500,
+        quick_size=100,
+        digits=3,
+        note="sequential echo calls awaited from asyncio through supervisor.asyncio ÷ the "
+        "same calls made by a trio task of the same supervisor (hosted by that asyncio "
+        "loop, one stdio echo fixture); blocks of 25 alternating, in a process of its own",
     ),
     GATEWAY.measurement(
         GATEWAY_RATIO,
