@@ -4,6 +4,7 @@ This is the public façade; everything here is re-exported from a focused module
 imported from it when first used (so ``import supervisor`` itself loads almost nothing):
 
 - :func:`open_supervisor` / :func:`load_config` — run configured MCP servers
+  (:func:`run_call`: one call from synchronous code)
   (:mod:`supervisor.runtime`, :mod:`supervisor.config`, :mod:`supervisor.server`);
 - :mod:`supervisor.errors` — every error, under :class:`SupervisorError`;
 - :mod:`supervisor.registry`, :mod:`supervisor.tools` — the merged catalog, results and
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from .registry import Entry as Entry
     from .runtime import SupervisorHandle as SupervisorHandle
     from .runtime import open_supervisor as open_supervisor
+    from .runtime import run_call as run_call
     from .server import HealthRecord as HealthRecord
     from .server import ServerMetrics as ServerMetrics
     from .tools import ApprovalRequest as ApprovalRequest

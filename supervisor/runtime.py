@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
 import msgspec
@@ -506,6 +507,38 @@ class SupervisorHandle:
         return self.bus.subscribe(*patterns, buffer=buffer)
 
 
+def run_call(
+    config: Config | Mapping[str, object] | str | os.PathLike[str],
+    tool: str,
+    arguments: Mapping[str, object] | None = None,
+    *,
+    timeout: float | None = None,
+    **options: Any,
+) -> ToolResult:
+    """Call ``tool`` (its merged name) with ``arguments`` once, from plain synchronous
+    code — a script: start ``config``'s servers (each tried once, as a one-shot command
+    does), make the call through the gate, stop them, return its
+    :class:`~supervisor.tools.ToolResult`; errors as ``SupervisorHandle.call`` raises
+    them. ``options`` go to :func:`open_supervisor` (``approve`` for a tool that needs
+    approval). It blocks its thread in a ``trio.run`` of its own: in a running asyncio
+    loop (an asyncio program, a notebook) use :mod:`supervisor.asyncio` instead, which
+    this says rather than blocking that loop."""
+    asyncio = sys.modules.get("asyncio")  # (not imported: no loop of it runs)
+    if asyncio is not None and asyncio._get_running_loop() is not None:
+        raise RuntimeError(
+            "run_call blocks, and an asyncio loop is running in this thread (an asyncio "
+            "program or a notebook): use `async with supervisor.asyncio.open_supervisor("
+            "config) as sup: await sup.call(tool, arguments)` there"
+        )
+
+    async def once() -> ToolResult:
+        options.setdefault("retries", False)
+        async with open_supervisor(config, **options) as sup:
+            return await sup.call(tool, arguments, timeout=timeout)
+
+    return trio.run(once)
+
+
 def _spill_directory(
     spill_dir: str | os.PathLike[str] | None, config: Config
 ) -> AbstractContextManager[SpillDirectory]:
@@ -776,4 +809,4 @@ def _auth_dir(given: str | os.PathLike[str] | None, config: Config) -> Path | No
 _ROOT_INTENSITY = Intensity(max_restarts=10, within_seconds=60)
 
 
-__all__ = ["SupervisorHandle", "UnknownServer", "UnknownTool", "open_supervisor"]
+__all__ = ["SupervisorHandle", "UnknownServer", "UnknownTool", "open_supervisor", "run_call"]

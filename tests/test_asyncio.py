@@ -222,3 +222,16 @@ def test_ctrl_c_of_an_asyncio_program_stops_its_servers() -> None:
     finally:
         program.kill()
     assert gone(pid)
+
+
+def test_run_call_refuses_to_block_a_running_asyncio_loop() -> None:
+    """``supervisor.run_call`` in an asyncio program says to use supervisor.asyncio,
+    starting nothing."""
+    from supervisor import run_call
+
+    async def main() -> str:
+        with pytest.raises(RuntimeError) as refused:
+            run_call(config(), "echo_echo", {"text": "x"})
+        return str(refused.value)
+
+    assert "supervisor.asyncio" in run("asyncio", main)
