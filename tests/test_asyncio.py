@@ -235,3 +235,25 @@ def test_run_call_refuses_to_block_a_running_asyncio_loop() -> None:
         return str(refused.value)
 
     assert "supervisor.asyncio" in run("asyncio", main)
+
+
+def test_a_reader_that_falls_behind_loses_the_oldest_events_and_is_told() -> None:
+    """Events wait in the bus's bounded buffer until the asyncio reader takes them: one
+    that reads nothing while a restart publishes more than its ``buffer`` gets a
+    ``bus.dropped`` event counting what it lost."""
+
+    async def main() -> list[str]:
+        kinds: list[str] = []
+        async with open_supervisor(config()) as sup:
+            await sup.connect_all()
+            async with sup.subscribe("mcp.*", buffer=2) as events:
+                await sup.restart("echo")  # read nothing meanwhile
+                await sup.connect_all()
+                async for event in events:
+                    kinds.append(event.kind)
+                    if event.kind == "bus.dropped":
+                        assert event.count >= 1  # type: ignore[attr-defined]
+                        break
+        return kinds
+
+    assert run("asyncio", main)[-1] == "bus.dropped"

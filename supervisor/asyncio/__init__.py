@@ -130,23 +130,29 @@ class AsyncSupervisor:
         of them as they come (as ``SupervisorHandle.subscribe``); a reader that falls
         ``buffer`` events behind loses the oldest and gets a
         :class:`~supervisor.events.BusDropped` saying how many."""
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        queue: asyncio.Queue[tuple[Event, trio.Event] | None] = asyncio.Queue()
         loop = asyncio.get_running_loop()
 
         async def forward(task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+            # One event at a time, the next once the reader took it: a slow reader leaves
+            # them in the bus's buffer, bounded, where the oldest are dropped.
             try:
                 with trio.CancelScope() as scope:
                     async with self.trio_handle.subscribe(*patterns, buffer=buffer) as events:
                         task_status.started(scope)
                         async for event in events:
-                            loop.call_soon(queue.put_nowait, event)
+                            taken = trio.Event()
+                            loop.call_soon(queue.put_nowait, (event, taken))
+                            await taken.wait()
             finally:
                 loop.call_soon(queue.put_nowait, None)  # the end: the bus closed, or us
 
         scope = await self._bridge.start(forward)
 
         async def events() -> AsyncIterator[Event]:
-            while (event := await queue.get()) is not None:
+            while (item := await queue.get()) is not None:
+                event, taken = item
+                self._bridge.soon(taken.set)
                 yield event
 
         try:
