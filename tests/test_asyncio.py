@@ -104,8 +104,13 @@ def test_cancelling_the_asyncio_task_cancels_the_call_at_the_server(loop: str) -
     async def main() -> tuple[bool, str]:
         async with open_supervisor(config(), history=history) as sup:
             await sup.connect_all()
-            waiting = asyncio.create_task(sup.call("ref_wait", {}))
-            await asyncio.sleep(0.5)  # sent, and running there
+            running = asyncio.Event()
+
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                running.set()  # (run by the trio side, in the loop's thread)
+
+            waiting = asyncio.create_task(sup.call("ref_wait", {}, progress=progress))
+            await running.wait()  # sent, and running there: it reported progress
             waiting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await waiting
