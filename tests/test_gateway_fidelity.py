@@ -155,6 +155,18 @@ def raw_call(
     return body, {**usual, **(headers or {})}
 
 
+async def killed_and_back(sup: Any, name: str) -> None:
+    """Kill server ``name``'s process (-9) and wait until a new one is connected."""
+    pid = sup.status()[name].pid
+    assert pid is not None
+    async with sup.subscribe("mcp.connected") as events:
+        os.kill(pid, signal.SIGKILL)
+        with trio.fail_after(WAIT):
+            async for _ in events:
+                if sup.status()[name].pid not in (None, pid):
+                    return
+
+
 def collector(into: Logged, arrived: trio.Event | None = None) -> Any:
     async def logged(params: types.LoggingMessageNotificationParams) -> None:
         into.append((params.level, params.logger, params.data))
@@ -341,14 +353,7 @@ async def test_a_level_set_is_asked_again_of_a_restarted_server_and_logs_name_it
         await sup.tools()
         await sup.set_log_level("warning")
         await sup.call("ref_chatter", approve=_yes)
-        pid = sup.status()["ref"].pid
-        assert pid is not None
-        async with sup.subscribe("mcp.connected") as events:
-            os.kill(pid, signal.SIGKILL)
-            with trio.fail_after(WAIT):
-                async for _ in events:
-                    if sup.status()["ref"].pid not in (None, pid):
-                        break
+        await killed_and_back(sup, "ref")
         await sup.call("ref_chatter", approve=_yes)
     assert logged == [("ref", "warning", "message 3 at warning")] * 2
 

@@ -13,8 +13,6 @@ task for a request that declares the extension.
 
 from __future__ import annotations
 
-import os
-import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -41,6 +39,7 @@ from tests.test_gateway_fidelity import (
     backing,
     direct_client,
     gateway_client,
+    killed_and_back,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -140,13 +139,7 @@ async def test_a_task_of_a_restarted_server_answers_that_it_is_lost() -> None:
     async with gateway() as (sup, url):
         async with http_client(url, extensions=[tasks.CLIENT]) as client:
             created = await made(client, "ref_job", {"ask": True})
-            pid = sup.status()["ref"].pid
-            async with sup.subscribe("mcp.connected") as events:
-                os.kill(pid, signal.SIGKILL)
-                with trio.fail_after(WAIT):
-                    async for _ in events:
-                        if sup.status()["ref"].pid not in (None, pid):
-                            break
+            await killed_and_back(sup, "ref")
             with pytest.raises(MCPError) as lost:
                 await tasks.get(client, created.task_id)
     assert lost.value.code == types.INVALID_PARAMS
