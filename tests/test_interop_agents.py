@@ -169,9 +169,13 @@ def running_gateway(tmp_path: Path) -> Iterator[Gateway]:
 
 def installed(module: str, package: str) -> None:
     """Skip the test, before starting anything, when ``module`` is not installed (the test
-    imports it while its gateway starts)."""
+    imports it while its gateway starts) — fail it when ``$MCP_SUPERVISOR_REQUIRE_INTEROP``
+    is set (CI installs the extra)."""
     if importlib.util.find_spec(module) is None:
-        pytest.skip(f"{package} is not installed (pip install -e '.[interop]')")
+        message = f"{package} is not installed (pip install -e '.[interop]')"
+        if os.environ.get("MCP_SUPERVISOR_REQUIRE_INTEROP"):
+            pytest.fail(f"{message}, and $MCP_SUPERVISOR_REQUIRE_INTEROP is set")
+        pytest.skip(message)
 
 
 def run_snippet_here(imports: str, url: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -65,6 +66,9 @@ _CALLBACKS = frozenset(
     }
 )
 
+#: The ``call`` options that are callbacks, run on asyncio.
+_CALL_CALLBACKS = frozenset({"progress", "approve"})
+
 
 class AsyncSupervisor:
     """The supervisor's handle for asyncio code: each method does what the trio
@@ -79,7 +83,10 @@ class AsyncSupervisor:
     async def call(
         self, name: str, arguments: Mapping[str, object] | None = None, **options: Any
     ) -> Any:
-        """``SupervisorHandle.call``: the tool's :class:`~supervisor.tools.ToolResult`."""
+        """``SupervisorHandle.call``: the tool's :class:`~supervisor.tools.ToolResult`.
+        Its ``progress`` and ``approve`` callbacks may be asyncio coroutine functions."""
+        for key in _CALL_CALLBACKS & options.keys():
+            options[key] = self._bridge.on_asyncio_if_needed(options[key])
         return await self._bridge.run(self.trio_handle.call, name, arguments, **options)
 
     async def tools(self) -> Any:
@@ -107,6 +114,11 @@ class AsyncSupervisor:
 
     async def restart(self, name: str) -> None:
         await self._bridge.run(self.trio_handle.restart, name)
+
+    async def stop(self, name: str) -> None:
+        """``SupervisorHandle.stop``: the server stopped, its calls failing fast (and its
+        tools out of the catalog) until :meth:`restart`."""
+        await self._bridge.run(self.trio_handle.stop, name)
 
     async def login(self, name: str, **options: Any) -> Any:
         return await self._bridge.run(self.trio_handle.login, name, **options)
@@ -243,6 +255,13 @@ class _Bridge:
             return
         self.nursery.start_soon(task)
 
+    def on_asyncio_if_needed(self, callback: Any) -> Any:
+        """``callback`` as :meth:`on_asyncio` makes it if it is an asyncio coroutine
+        function; as it is otherwise (``None``, a plain function)."""
+        if callback is not None and inspect.iscoroutinefunction(callback):
+            return self.on_asyncio(callback)
+        return callback
+
     def on_asyncio(self, callback: Callable[..., Awaitable[_T]]) -> Callable[..., Awaitable[_T]]:
         """``callback`` (an asyncio coroutine function) as a trio one: run as an asyncio
         task, its trio caller waiting for it (and cancelling it when cancelled)."""
@@ -276,8 +295,7 @@ async def open_supervisor(config: object, **options: Any) -> AsyncIterator[Async
     loop = asyncio.get_running_loop()
     bridge = _Bridge(loop)
     for key in _CALLBACKS & options.keys():
-        if options[key] is not None and asyncio.iscoroutinefunction(options[key]):
-            options[key] = bridge.on_asyncio(options[key])
+        options[key] = bridge.on_asyncio_if_needed(options[key])
     opened: asyncio.Future[SupervisorHandle] = loop.create_future()
     finished: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
     leave = trio.Event()
