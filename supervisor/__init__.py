@@ -4,7 +4,8 @@ This is the public façade; everything here is re-exported from a focused module
 imported from it when first used (so ``import supervisor`` itself loads almost nothing):
 
 - :func:`open_supervisor` / :func:`load_config` — run configured MCP servers
-  (:func:`run_call`: one call from synchronous code)
+  (:func:`run_call`: one call from synchronous code; :class:`Supervisor`: a blocking
+  context for it)
   (:mod:`supervisor.runtime`, :mod:`supervisor.config`, :mod:`supervisor.server`);
 - :mod:`supervisor.errors` — every error, under :class:`SupervisorError`;
 - :mod:`supervisor.registry`, :mod:`supervisor.tools` — the merged catalog, results and
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .actors import RequestAborted as RequestAborted
     from .actors import SupervisorError as SupervisorError
     from .actors import SupervisorGaveUp as SupervisorGaveUp
+    from .asyncio._blocking import Supervisor as Supervisor
     from .config import Config as Config
     from .config import ServerConfig as ServerConfig
     from .config import load_config as load_config

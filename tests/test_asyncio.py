@@ -54,12 +54,20 @@ def config(**extra: object) -> dict[str, object]:
 
 
 def gone(pid: int) -> bool:
-    """Whether process ``pid`` has exited (a zombie nobody reaped yet has)."""
+    """Whether process ``pid`` has exited, every thread of it (a zombie nobody reaped
+    yet has): until its last thread has, its pipes stay open."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        threads = list(Path(f"/proc/{pid}/task").iterdir())
     except FileNotFoundError:
         return True
-    return stat.rpartition(")")[2].split()[0] == "Z"
+    for thread in threads:
+        try:
+            stat = (thread / "stat").read_text()
+        except FileNotFoundError:
+            continue
+        if stat.rpartition(")")[2].split()[0] != "Z":
+            return False
+    return True
 
 
 @pytest.mark.parametrize("loop", LOOPS)

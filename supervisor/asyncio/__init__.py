@@ -48,7 +48,7 @@ from ..events import Event
 from ..runtime import SupervisorHandle
 from ..runtime import open_supervisor as _open_trio
 
-__all__ = ["AsyncSupervisor", "open_supervisor"]
+__all__ = ["AsyncSupervisor", "open_supervisor", "start_supervisor"]
 
 _T = TypeVar("_T")
 
@@ -79,6 +79,18 @@ class AsyncSupervisor:
         self._bridge = bridge
         #: the trio handle — call its methods only from trio code (its callbacks)
         self.trio_handle = sup
+        #: what :meth:`aclose` leaves, for a handle of :func:`start_supervisor`
+        self._block: contextlib.AsyncExitStack | None = None
+
+    async def aclose(self) -> None:
+        """Stop every server and end the supervisor started by :func:`start_supervisor`
+        (a second time: nothing); its runtime's error, if it failed, is raised here."""
+        if self._block is None:
+            raise RuntimeError(
+                "this supervisor was opened by `async with open_supervisor(...)`: it "
+                "ends when that block is left"
+            )
+        await self._block.aclose()
 
     async def call(
         self, name: str, arguments: Mapping[str, object] | None = None, **options: Any
@@ -211,6 +223,10 @@ class _Bridge:
                     _settle(done, result)
             finally:
                 _settle(ended, None)
+            # Stay one more trio batch: the asyncio task now resumed runs before it, and
+            # a call it makes next is taken in by that batch — rather than waking trio
+            # from its idle wait, which costs two trips through trio's I/O thread.
+            await trio.lowlevel.cancel_shielded_checkpoint()
 
         assert self.token is not None
         try:
@@ -332,6 +348,17 @@ async def open_supervisor(config: object, **options: Any) -> AsyncIterator[Async
     finally:
         bridge.soon(leave.set)
         (await asyncio.shield(finished)).unwrap()
+
+
+async def start_supervisor(config: object, **options: Any) -> AsyncSupervisor:
+    """:func:`open_supervisor` without a block, for a notebook (whose cells run on its
+    asyncio loop, ``await`` at the top level): the supervisor runs, as a guest of the
+    loop, from cell to cell until ``await sup.aclose()``. Raises what the ``async
+    with`` would."""
+    block = contextlib.AsyncExitStack()
+    sup = await block.enter_async_context(open_supervisor(config, **options))
+    sup._block = block
+    return sup
 
 
 def _error_of(result: outcome.Outcome[None]) -> BaseException:

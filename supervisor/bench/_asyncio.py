@@ -1,21 +1,27 @@
 """``asyncio_call_ratio``: a call from asyncio through :mod:`supervisor.asyncio` ÷ the
-same call made by trio code in the same supervisor, same rounds.
+same call made by trio code in the same supervisor, same rounds; and, for each agent
+framework installed, a call through its tool (:mod:`supervisor.frameworks`) ÷ the same
+call awaited from asyncio (``*_tool_ratio``, informative).
 
 The measuring runs in a process of its own (an asyncio program: the bench itself runs
 under trio), started once for all rounds: one supervisor of one stdio echo fixture,
-hosted by the asyncio loop. Asked for a round of ``n`` calls (a line on its standard
-input), it times ``n`` sequential calls awaited from asyncio and ``n`` made by a trio
-task of the supervisor's own run, in blocks of 25 alternating, and answers the ratio
-(a line on its standard output).
+hosted by the asyncio loop. Asked for a round of ``n`` calls of some keys (a JSON line
+on its standard input), it times, for each key, ``n`` sequential calls of each of its
+two contenders in blocks of 25 alternating, and answers the ratios (a JSON line on its
+standard output).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any
 
 import trio
 
@@ -25,6 +31,20 @@ from ._suite import RoundFn, Suite
 
 #: a call from asyncio through supervisor.asyncio ÷ the same from trio, same supervisor
 ASYNCIO_RATIO = "asyncio_call_ratio"
+#: a call through a framework's tool ÷ the same call awaited from asyncio: by key, the
+#: framework's module (measured where it is installed)
+FRAMEWORK_RATIOS = {
+    "langchain_tool_ratio": "langchain_core",
+    "openai_agents_tool_ratio": "agents",
+    "pydantic_ai_tool_ratio": "pydantic_ai",
+}
+
+
+def installed_frameworks() -> list[str]:
+    """The keys of :data:`FRAMEWORK_RATIOS` whose framework is installed."""
+    return [k for k, module in FRAMEWORK_RATIOS.items() if importlib.util.find_spec(module)]
+
+
 _BLOCK = 25
 _WARM_CALLS = 50
 
@@ -56,11 +76,12 @@ async def _open_asyncio() -> AsyncIterator[RoundFn]:
             raise BenchError("the asyncio bench process did not start")
 
         async def round_(sizes: Mapping[str, int]) -> dict[str, float]:
-            n = sizes.get(ASYNCIO_RATIO, 0)
-            if not n:
+            asked = {key: n for key, n in sizes.items() if n and key in _KEYS}
+            if not asked:
                 return {}
-            await process.stdin.send_all(f"{n}\n".encode())  # type: ignore[union-attr]
-            return {ASYNCIO_RATIO: float(await line())}
+            request = json.dumps(asked).encode() + b"\n"
+            await process.stdin.send_all(request)  # type: ignore[union-attr]
+            return {key: float(ratio) for key, ratio in json.loads(await line()).items()}
 
         yield round_
     finally:
@@ -73,6 +94,7 @@ async def _open_asyncio() -> AsyncIterator[RoundFn]:
 
 
 ASYNCIO = Suite("asyncio", _open_asyncio, rounds=5, quick_rounds=1)
+_KEYS = {ASYNCIO_RATIO, *FRAMEWORK_RATIOS}
 
 
 async def _serve_rounds() -> None:
@@ -104,16 +126,59 @@ async def _serve_rounds() -> None:
         async def from_trio(n: int) -> float:
             return await sup._bridge.run(on_trio, n)  # timed inside the trio run
 
-        await from_asyncio(_WARM_CALLS)
-        await from_trio(_WARM_CALLS)
+        contenders = {ASYNCIO_RATIO: (from_asyncio, from_trio)}
+        for key, tool in (await _framework_tools(sup)).items():
+            contenders[key] = (_timer(tool), from_asyncio)
+        for ours, theirs in contenders.values():
+            await ours(_WARM_CALLS)
+            await theirs(_WARM_CALLS)
         print("ready", flush=True)
         flip = False
         while asked := (await reader.readline()).strip():
-            ours, theirs = await alternate(
-                from_asyncio, from_trio, blocks(int(asked), _BLOCK), flip
-            )
+            ratios = {}
+            for key, n in json.loads(asked).items():
+                ours, theirs = contenders[key]
+                spent = await alternate(ours, theirs, blocks(n, _BLOCK), flip)
+                ratios[key] = round(spent[0] / spent[1], 6)
             flip = not flip
-            print(f"{ours / theirs:.6f}", flush=True)
+            print(json.dumps(ratios), flush=True)
+
+
+def _timer(call: Callable[[], Awaitable[object]]) -> Callable[[int], Awaitable[float]]:
+    async def timed(n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            await call()
+        return time.perf_counter() - start
+
+    return timed
+
+
+async def _framework_tools(sup: Any) -> dict[str, Callable[[], Awaitable[object]]]:
+    """One echo call through each installed framework's tool, as an agent of it makes
+    it: LangChain's ``StructuredTool.ainvoke`` of a tool call (a ``ToolMessage``), the
+    Agents SDK's ``MCPServer.call_tool``, PydanticAI's ``toolset.call_tool``."""
+    calls: dict[str, Callable[[], Awaitable[object]]] = {}
+    installed = installed_frameworks()
+    if "langchain_tool_ratio" in installed:
+        from ..frameworks.langchain import SupervisorToolkit
+
+        tools = {tool.name: tool for tool in await SupervisorToolkit(sup).aget_tools()}
+        call = {"name": "echo_echo", "args": dict(_ECHO_ARGS), "id": "1", "type": "tool_call"}
+        calls["langchain_tool_ratio"] = partial(tools["echo_echo"].ainvoke, call)
+    if "openai_agents_tool_ratio" in installed:
+        from ..frameworks.openai_agents import SupervisedMCPServer
+
+        server = SupervisedMCPServer(sup)
+        await server.list_tools()
+        calls["openai_agents_tool_ratio"] = partial(server.call_tool, "echo_echo", _ECHO_ARGS)
+    if "pydantic_ai_tool_ratio" in installed:
+        from ..frameworks.pydantic_ai import SupervisorToolset
+
+        toolset = SupervisorToolset(sup)
+        call_tool = toolset.call_tool
+        calls["pydantic_ai_tool_ratio"] = partial(call_tool, "echo_echo", _ECHO_ARGS, None, None)
+    return calls
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..registry._bench import listing_ms_32k, registry_merge_ms_32k, search_ms_32k
-from ._asyncio import ASYNCIO, ASYNCIO_RATIO
+from ._asyncio import ASYNCIO, ASYNCIO_RATIO, installed_frameworks
 from ._cli import CLI, CLI_BASELINE, CLI_HELP
 from ._gateway import (
     CLI_CALL_WARM,
@@ -49,6 +49,13 @@ from ._servers import (
     _recovery_target,
 )
 from ._suite import Measurement
+
+#: what each framework's key times a call through
+_FRAMEWORK_CALLS = {
+    "langchain_tool_ratio": "LangChain's StructuredTool.ainvoke of a tool call",
+    "openai_agents_tool_ratio": "the OpenAI Agents SDK MCPServer's call_tool",
+    "pydantic_ai_tool_ratio": "the PydanticAI toolset's call_tool",
+}
 
 MEASUREMENTS: Sequence[Measurement] = (
     MAILBOX.measurement(
@@ -226,6 +233,21 @@ MEASUREMENTS: Sequence[Measurement] = (
         note="sequential echo calls awaited from asyncio through supervisor.asyncio ÷ the "
         "same calls made by a trio task of the same supervisor (hosted by that asyncio "
         "loop, one stdio echo fixture); blocks of 25 alternating, in a process of its own",
+    ),
+    *(
+        ASYNCIO.measurement(
+            key,
+            target=None,
+            unit="ratio",
+            size=500,
+            quick_size=100,
+            digits=3,
+            note=f"sequential echo calls through {_FRAMEWORK_CALLS[key]} "
+            "(supervisor.frameworks) ÷ the same calls awaited from asyncio through "
+            "supervisor.asyncio, same process and supervisor; measured where the framework "
+            "is installed",
+        )
+        for key in installed_frameworks()
     ),
     GATEWAY.measurement(
         GATEWAY_RATIO,
