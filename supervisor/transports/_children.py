@@ -223,13 +223,22 @@ def _processes() -> list[_Stat]:
     return found
 
 
+#: Reads of an empty environment before it counts as one: a process in the middle of an
+#: ``exec`` shows none for a moment (its new memory is in place, its environment not yet).
+_EMPTY_ENVIRON_READS = 100
+
+
 def _marked(pid: int, mark: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as file:
-            environ = file.read()
-    except OSError:
-        return False
-    return f"\0{SPAWN_MARK}={mark}\0".encode() in b"\0" + environ
+    for _ in range(_EMPTY_ENVIRON_READS):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as file:
+                environ = file.read()
+        except OSError:
+            return False
+        if environ:
+            return f"\0{SPAWN_MARK}={mark}\0".encode() in b"\0" + environ
+        os.sched_yield()  # mid-exec, or truly empty: look again
+    return False
 
 
 @attrs.define
