@@ -129,6 +129,43 @@ def test_cancelling_the_asyncio_task_cancels_the_call_at_the_server(loop: str) -
     assert [c.outcome for c in history.calls if c.tool == "ref_wait"] == ["info"]
 
 
+@pytest.mark.parametrize("loop", LOOPS)
+def test_calls_made_at_once_run_at_once_and_back_to_back(loop: str) -> None:
+    """Three calls awaited at once run at the server at once (each of the reference
+    server's ``wait`` reports progress when it runs, and runs until cancelled: all three
+    report), whether or not a call just answered left trio awake; then calls back to
+    back, and at once again, are answered."""
+
+    async def main() -> tuple[list[str], list[str]]:
+        async with open_supervisor(config()) as sup:
+            await sup.connect_all()
+            for attempt in range(2):  # from idle, then right after an answer
+                running = asyncio.Semaphore(0)
+
+                async def progress(*_: object, running: asyncio.Semaphore = running) -> None:
+                    running.release()
+
+                calls = [
+                    asyncio.create_task(sup.call("ref_wait", {}, progress=progress))
+                    for _ in range(3)
+                ]
+                for _ in calls:
+                    await running.acquire()  # each runs at the server
+                for call in calls:
+                    call.cancel()
+                await asyncio.gather(*calls, return_exceptions=True)
+                if attempt == 0:
+                    await sup.call("echo_echo", {"text": "awake"})
+            back_to_back = [(await sup.call("echo_echo", {"text": str(i)})).text for i in range(5)]
+            together = await asyncio.gather(
+                *(sup.call("echo_echo", {"text": str(i)}) for i in range(5))
+            )
+        return back_to_back, [result.text for result in together]
+
+    back_to_back, together = run(loop, main)
+    assert back_to_back == together == ["0", "1", "2", "3", "4"]
+
+
 def test_asyncio_callbacks_decide_approval_and_answer_elicitation() -> None:
     """``approve`` and ``elicitation_callback`` given as asyncio coroutine functions are
     run on asyncio: a refusal is ``ApprovalDenied`` (nothing sent), an acceptance runs

@@ -36,6 +36,7 @@ as an asyncio task, its trio caller waiting for it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -193,6 +194,12 @@ class _Bridge:
         self.loop = loop
         self.token: trio.lowlevel.TrioToken | None = None
         self.nursery: trio.Nursery | None = None
+        #: the calls asyncio tasks made that no trio task took yet
+        self._queue: collections.deque[_Request] = collections.deque()
+        #: trio tasks that will look at the queue in trio's next batch
+        self._lingering = 0
+        #: whether a callback of the run that takes the queue in is on its way
+        self._woken = False
 
     def soon(self, fn: Callable[[], object]) -> None:
         """Run ``fn`` in trio's context, soon (from asyncio code)."""
@@ -223,16 +230,16 @@ class _Bridge:
                     _settle(done, result)
             finally:
                 _settle(ended, None)
-            # Stay one more trio batch: the asyncio task now resumed runs before it, and
-            # a call it makes next is taken in by that batch — rather than waking trio
-            # from its idle wait, which costs two trips through trio's I/O thread.
-            await trio.lowlevel.cancel_shielded_checkpoint()
 
         assert self.token is not None
-        try:
-            self.token.run_sync_soon(self._start, task, done, ended)
-        except trio.RunFinishedError:
-            raise RuntimeError("the supervisor has ended") from None
+        self._queue.append((task, done, ended))
+        if not self._lingering and not self._woken:
+            try:
+                self.token.run_sync_soon(self._take)
+            except trio.RunFinishedError:
+                self._queue.clear()
+                raise RuntimeError("the supervisor has ended") from None
+            self._woken = True
         try:
             result = await done
         except asyncio.CancelledError:
@@ -257,19 +264,40 @@ class _Bridge:
 
         return await self.run(starting)
 
-    def _start(
-        self,
-        task: Callable[[], Awaitable[None]],
-        done: asyncio.Future[Any],
-        ended: asyncio.Future[None],
-    ) -> None:
-        """Start ``task`` in the run's nursery — or, the supervisor's block being left,
-        say so to its caller (a callback of the run must not raise)."""
+    def _take(self) -> None:
+        """Start a trio task for each call queued (run by trio, from its entry queue)."""
+        self._woken = False
+        while self._queue:
+            self._start(self._queue.popleft())
+
+    def _start(self, request: _Request) -> None:
+        """Start ``request`` in the run's nursery — or, the supervisor's block being
+        left, say so to its caller (a callback of the run must not raise)."""
+        task, done, ended = request
         if self.nursery is None:
             _settle(done, outcome.Error(RuntimeError("the supervisor has ended")))
             _settle(ended, None)
             return
-        self.nursery.start_soon(task)
+        self.nursery.start_soon(self._serve, task)
+
+    async def _serve(self, task: Callable[[], Awaitable[None]]) -> None:
+        """Run ``task``; then stay one more trio batch, and take the next call queued
+        meanwhile, if any, in this task. The asyncio task a call answered resumes before
+        that batch, and the call it makes next is taken in by it — without a wake-up of
+        trio from its idle wait, which costs two trips through trio's I/O thread, and
+        without starting a task."""
+        while True:
+            await task()
+            self._lingering += 1
+            try:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            finally:
+                self._lingering -= 1
+            if not self._queue or self.nursery is None:
+                self._take()  # (a call queued as the run ends is told so)
+                return
+            task, _, _ = self._queue.popleft()
+            self._take()  # any other: a task each, to run concurrently
 
     def on_asyncio_if_needed(self, callback: Any) -> Any:
         """``callback`` as :meth:`on_asyncio` makes it if it is an asyncio coroutine
@@ -294,6 +322,10 @@ class _Bridge:
             return task.result()
 
         return on_trio
+
+
+#: A call queued for the trio run: its task, and its asyncio caller's two futures.
+_Request = tuple[Callable[[], Awaitable[None]], "asyncio.Future[Any]", "asyncio.Future[None]"]
 
 
 def _settle(future: asyncio.Future[Any], result: object) -> None:

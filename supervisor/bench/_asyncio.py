@@ -93,7 +93,7 @@ async def _open_asyncio() -> AsyncIterator[RoundFn]:
             await process.wait()
 
 
-ASYNCIO = Suite("asyncio", _open_asyncio, rounds=5, quick_rounds=1)
+ASYNCIO = Suite("asyncio", _open_asyncio, rounds=9, quick_rounds=1)
 _KEYS = {ASYNCIO_RATIO, *FRAMEWORK_RATIOS}
 
 

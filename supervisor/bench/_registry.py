@@ -239,8 +239,8 @@ MEASUREMENTS: Sequence[Measurement] = (
             key,
             target=None,
             unit="ratio",
-            size=500,
-            quick_size=100,
+            size=200,
+            quick_size=50,
             digits=3,
             note=f"sequential echo calls through {_FRAMEWORK_CALLS[key]} "
             "(supervisor.frameworks) ÷ the same calls awaited from asyncio through "
