@@ -375,6 +375,41 @@ async def test_identity_assertion_grant(tmp_path: Path, monkeypatch: pytest.Monk
         assert fx.provider.token_requests[JWT_BEARER_GRANT_TYPE] == 1
 
 
+async def test_identity_assertion_grant_with_a_public_idp_client(tmp_path: Path) -> None:
+    """An IdP client without a secret (a public client: RFC 8693 token exchange with its
+    ``client_id`` alone) is taken by the config and exchanges the ID token; the IdP saw
+    no secret."""
+    async with open_oauth_server(scopes_supported=SCOPES, idp=True) as fx:
+        assert fx.idp is not None
+        fx.provider.add_client(
+            "enterprise",
+            "ent-secret-value",
+            grant_types=[JWT_BEARER_GRANT_TYPE],
+            token_endpoint_auth_method="client_secret_post",
+        )
+        fx.idp.add_client("cli-app", None, mcp_client_id="enterprise")  # public
+        id_token = tmp_path / "id_token"
+        id_token.write_text(fx.idp.issue_id_token("alice"))
+        idp = {"tokenEndpoint": fx.idp.token_endpoint, "clientId": "cli-app"}
+        idp["idTokenFile"] = str(id_token)
+        async with open_supervisor(
+            config(
+                fx.url,
+                grant="identity_assertion",
+                clientId="enterprise",
+                clientSecret="ent-secret-value",
+                idp=idp,
+            ),
+            auth_dir=tmp_path / "auth",
+        ) as sup:
+            await sup.connect_all()
+            me = await whoami(sup)
+            assert me["client_id"] == "enterprise" and me["subject"] == "alice"
+        assert fx.idp.exchanges == 1
+        (sent,) = fx.idp.exchange_requests
+        assert sent["client_id"] == "cli-app" and fx.idp.secrets_seen == 0
+
+
 async def test_step_up_on_insufficient_scope(tmp_path: Path) -> None:
     async with open_oauth_server(scopes_supported=SCOPES) as fx:
         browser = Browser()

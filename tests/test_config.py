@@ -831,7 +831,9 @@ class TestErrors:
         ]
 
     def test_auth_rules_of_the_machine_grants(self) -> None:
-        """The new auth fields: each grant's needs, secrets never inline, field paths."""
+        """The new auth fields: each grant's needs, secrets never inline, field paths; an
+        IdP client with no secret is a public one (``none``), never both."""
+        idp = {"tokenEndpoint": "https://idp/token", "clientId": "c", "idTokenEnv": "T"}
         assert errors_of(
             {
                 "mcpServers": {
@@ -859,6 +861,20 @@ class TestErrors:
                         "auth": {"clientMetadataUrl": "https://client.example/", "account": ""},
                     },
                     "d": {"url": "https://h", "auth": {"grant": "identity_assertion"}},
+                    "e": {
+                        "url": "https://h",
+                        "auth": {
+                            "idp": {
+                                **idp,
+                                "clientSecretEnv": "S",
+                                "tokenEndpointAuthMethod": "none",
+                            }
+                        },
+                    },
+                    "f": {
+                        "url": "https://h",
+                        "auth": {"idp": {**idp, "tokenEndpointAuthMethod": "client_secret_post"}},
+                    },
                 }
             }
         ) == [
@@ -876,6 +892,11 @@ class TestErrors:
             "mcpServers.c.auth.account: must not be empty",
             "mcpServers.d.auth: the identity_assertion grant needs clientId and clientSecret",
             'mcpServers.d.auth: the identity_assertion grant needs "idp" (the identity provider)',
+            'mcpServers.e.auth.idp: has a client secret, and tokenEndpointAuthMethod "none" (a '
+            "public client, which has none): drop one of them",
+            'mcpServers.f.auth.idp: tokenEndpointAuthMethod "client_secret_post" needs '
+            '"clientSecretFile" or "clientSecretEnv" (without them the client is a public '
+            'one: "none")',
         ]
 
     def test_full_auth_struct(self) -> None:

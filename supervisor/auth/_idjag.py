@@ -7,7 +7,8 @@ exchange at the enterprise IdP's token endpoint, trading the user's ID token for
 ID-JAG whose audience is the MCP authorization server and whose resource is the MCP
 server. The IdP client's secret and the user's ID token come from a file or an
 environment variable, never from the config itself, and both are registered with the log
-redactor as soon as they are read.
+redactor as soon as they are read. An IdP client without a secret is a public one: it
+names itself by its ``client_id`` in the request (RFC 6749 §2.3, method ``none``).
 """
 
 from __future__ import annotations
@@ -81,11 +82,13 @@ async def fetch_id_jag(
     """Exchange the user's ID token at the IdP for an ID-JAG (RFC 8693, SEP-990)."""
     if idp is None:
         raise OAuthTokenError('the identity_assertion grant needs "idp" in the server\'s auth')
-    secret = read_secret(
-        idp.client_secret_file, idp.client_secret_env, base_dir, "idp client secret"
-    )
+    secret = None  # a public client has none: it names itself by client_id alone
+    if idp.client_secret_file or idp.client_secret_env:
+        secret = read_secret(
+            idp.client_secret_file, idp.client_secret_env, base_dir, "idp client secret"
+        )
+        remember(secret)
     id_token = read_secret(idp.id_token_file, idp.id_token_env, base_dir, "the user's ID token")
-    remember(secret)
     remember(id_token)
     data = {
         "grant_type": TOKEN_EXCHANGE,
@@ -96,7 +99,9 @@ async def fetch_id_jag(
         "resource": resource,
     }
     auth: tuple[str, str] | None = None
-    if idp.token_endpoint_auth_method == "client_secret_post":
+    if secret is None:
+        data["client_id"] = idp.client_id
+    elif idp.token_endpoint_auth_method == "client_secret_post":
         data |= {"client_id": idp.client_id, "client_secret": secret}
     else:
         auth = (idp.client_id, secret)

@@ -106,7 +106,7 @@ _IDP_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
     "idTokenEnv": ("id_token_env", _nonempty),
     "tokenEndpointAuthMethod": (
         "token_endpoint_auth_method",
-        lambda v: _choice(v, ("client_secret_basic", "client_secret_post")),
+        lambda v: _choice(v, ("none", "client_secret_basic", "client_secret_post")),
     ),
 }
 
@@ -142,10 +142,24 @@ def _parse_idp(errors: _Errors, value: object, path: str) -> IdpConfig | None:
     missing = [k for k in ("tokenEndpoint", "clientId") if k not in present]
     for key in missing:
         errors.add(path, f'needs "{key}"')
-    for pair in (("client_secret_file", "client_secret_env"), ("id_token_file", "id_token_env")):
-        if sum(a in got for a in pair) != 1 and not missing:
-            field = "clientSecret" if pair[0].startswith("client") else "idToken"
-            errors.add(path, f'needs exactly one of "{field}File" and "{field}Env"')
+    if sum(a in got for a in ("id_token_file", "id_token_env")) != 1 and not missing:
+        errors.add(path, 'needs exactly one of "idTokenFile" and "idTokenEnv"')
+    secrets = sum(a in got for a in ("client_secret_file", "client_secret_env"))
+    method = got.get("token_endpoint_auth_method")
+    if secrets > 1:
+        errors.add(path, 'needs at most one of "clientSecretFile" and "clientSecretEnv"')
+    elif secrets and method == "none":
+        errors.add(
+            path,
+            'has a client secret, and tokenEndpointAuthMethod "none" (a public '
+            "client, which has none): drop one of them",
+        )
+    elif not secrets and method not in (None, "none"):
+        errors.add(
+            path,
+            f'tokenEndpointAuthMethod "{method}" needs "clientSecretFile" or '
+            '"clientSecretEnv" (without them the client is a public one: "none")',
+        )
     if missing or not {"token_endpoint", "client_id"} <= set(got):
         return None
     return IdpConfig(**got)  # type: ignore[arg-type]

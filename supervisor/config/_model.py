@@ -117,7 +117,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 class IdpConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The enterprise identity provider of the ``identity_assertion`` grant (``auth.idp``):
     where the user's ID token is exchanged for an ID-JAG (RFC 8693). Its client secret and
-    the ID token are read from a file or an environment variable, never written here."""
+    the ID token are read from a file or an environment variable, never written here; a
+    public client has no secret."""
 
     token_endpoint: str
     client_id: str
@@ -125,9 +126,11 @@ class IdpConfig(msgspec.Struct, frozen=True, kw_only=True):
     client_secret_env: str | None = None
     id_token_file: str | None = None
     id_token_env: str | None = None
-    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post"] = (
-        "client_secret_basic"
-    )
+    #: how the client authenticates at the token endpoint; ``None``: by Basic with its
+    #: secret, or — a public client, with no secret — by its ``client_id`` alone (``none``)
+    token_endpoint_auth_method: (
+        Literal["none", "client_secret_basic", "client_secret_post"] | None
+    ) = None
 
 
 class AuthConfig(msgspec.Struct, frozen=True, kw_only=True):

@@ -860,7 +860,7 @@ def generate_key_pair() -> tuple[str, str]:
 
 @attrs.define
 class _IdpClient:
-    secret: str
+    secret: str | None  # None: a public client
     mcp_client_id: str
 
 
@@ -871,7 +871,8 @@ class TestIdP:
     ``requested_token_type=…:id-jag``, ``subject_token`` (an ID token from
     ``issue_id_token`` whose ``aud`` is the authenticating client), ``subject_token_type=…:
     id_token``, ``audience`` (the MCP AS issuer), optional ``resource`` and ``scope``, with
-    the client's id/secret by Basic or in the body; it answers the ID-JAG (ES256, ``typ``
+    the client's id/secret by Basic or in the body (a public client: its id alone, in the
+    body); it answers the ID-JAG (ES256, ``typ``
     ``oauth-id-jag+jwt``). Also ``/.well-known/openid-configuration`` and ``/jwks``.
     ``exchanges`` counts ID-JAGs issued, ``exchange_requests`` every request's form (minus
     secrets); ``deny`` makes every exchange fail with ``invalid_grant``.
@@ -886,6 +887,8 @@ class TestIdP:
         self.clients: dict[str, _IdpClient] = {}
         self.exchanges = 0
         self.exchange_requests: list[dict[str, str]] = []
+        #: requests that presented a client secret (by Basic or in the form)
+        self.secrets_seen = 0
         self._key = ec.generate_private_key(ec.SECP256R1())
         self.public_key = self._key.public_key()
         self.kid = "idp-" + secrets.token_hex(4)
@@ -902,9 +905,13 @@ class TestIdP:
     def token_endpoint(self) -> str:
         return self.issuer + "/token"
 
-    def add_client(self, client_id: str, secret: str, *, mcp_client_id: str | None = None) -> None:
-        """Register a client at the IdP; its ID-JAGs name `mcp_client_id` (default: the
-        same id) as ``client_id``, its registration at the MCP AS."""
+    def add_client(
+        self, client_id: str, secret: str | None, *, mcp_client_id: str | None = None
+    ) -> None:
+        """Register a client at the IdP — a public one (no secret: it sends its
+        ``client_id`` alone) when ``secret`` is ``None``; its ID-JAGs name
+        `mcp_client_id` (default: the same id) as ``client_id``, its registration at the
+        MCP AS."""
         self.clients[client_id] = _IdpClient(secret, mcp_client_id or client_id)
 
     def issue_id_token(
@@ -965,6 +972,7 @@ class TestIdP:
                 "jwks_uri": self.issuer + "/jwks",
                 "grant_types_supported": [TOKEN_EXCHANGE_GRANT],
                 "token_endpoint_auth_methods_supported": [
+                    "none",
                     "client_secret_basic",
                     "client_secret_post",
                 ],
@@ -993,10 +1001,17 @@ class TestIdP:
         basic = _basic_credentials(authorization)
         client_id, secret = basic if basic is not None else (form.get("client_id", ""), None)
         if secret is None:
-            secret = form.get("client_secret", "")
+            secret = form.get("client_secret")
+        if secret is not None:
+            self.secrets_seen += 1
         client = self.clients.get(client_id)
-        if client is None or not hmac.compare_digest(client.secret.encode(), secret.encode()):
-            raise _TokenFailure(401, "invalid_client", "unknown client or wrong secret")
+        if client is None:
+            raise _TokenFailure(401, "invalid_client", "unknown client")
+        if client.secret is None:
+            if secret is not None:  # a public client has nothing to authenticate with
+                raise _TokenFailure(401, "invalid_client", "a public client sends no secret")
+        elif secret is None or not hmac.compare_digest(client.secret.encode(), secret.encode()):
+            raise _TokenFailure(401, "invalid_client", "wrong or missing client secret")
         if form.get("grant_type") != TOKEN_EXCHANGE_GRANT:
             raise _TokenFailure(400, "unsupported_grant_type", "only token exchange")
         if form.get("requested_token_type") != ID_JAG_TOKEN_TYPE:
