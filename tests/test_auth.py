@@ -21,7 +21,12 @@ from mcp.shared.auth import JWT_BEARER_GRANT_TYPE, AuthorizationCodeResult
 
 from supervisor import log, open_supervisor
 from supervisor.dashboard._feed import feed_message
-from supervisor.errors import AuthorizationFailed, AuthRequired, SupervisorError
+from supervisor.errors import (
+    AuthorizationFailed,
+    AuthRequired,
+    CallMayHaveTakenEffect,
+    SupervisorError,
+)
 from supervisor.monitor import status_table
 from supervisor.testing import capture_events
 from supervisor.testing.servers import open_oauth_server
@@ -424,12 +429,35 @@ async def test_step_up_on_insufficient_scope(tmp_path: Path) -> None:
             assert "read" in held and "admin" not in held
             assert "offline_access" in held  # the server supports it: asked for
             fx.step_up_scopes = {"admin"}
-            with pytest.raises(SupervisorError):
-                await whoami(sup)
-            await seen.wait_for("mcp.connected", timeout=20)  # the next one
+            refused = fx.mcp_statuses[403]
+            # SEP-835: the call refused for its scope waits for the new authorization
+            # (the login shown through the same redirect handler), then goes once more
             scopes = (await whoami(sup))["scopes"]
             assert {"read", "admin"} <= set(scopes)  # the union: held and challenged
             assert len(browser.opened) == 2
+            assert fx.mcp_statuses[403] == refused + 1  # refused once, unseen, then served
+            assert sup.status()["remote"].status == "connected"
+
+
+async def test_a_step_up_without_a_redirect_handler_waits_for_a_login(tmp_path: Path) -> None:
+    """With no redirect handler to show a login, a call refused for its scope is not sent
+    again: it fails saying so (it did not run), and the server waits in ``needs_auth``
+    for a login, which brings the union of the scopes."""
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with open_supervisor(config(fx.url, scopes=["read"]), auth_dir=tmp_path) as sup:
+            browser = Browser()
+            async with capture_events(sup, "mcp.connected") as seen:
+                await sup.login("remote", browser)
+                await seen.wait_for("mcp.connected", timeout=20)
+            fx.step_up_scopes = {"admin"}
+            with pytest.raises(SupervisorError) as refused:
+                await whoami(sup)
+            assert not isinstance(refused.value, CallMayHaveTakenEffect)
+            assert len(browser.opened) == 1
+            async with capture_events(sup, "mcp.connected") as seen:
+                await sup.login("remote", browser)
+                await seen.wait_for("mcp.connected", timeout=20)
+            assert {"read", "admin"} <= set((await whoami(sup))["scopes"])
 
 
 async def test_an_authorization_server_without_s256_is_refused(tmp_path: Path) -> None:

@@ -21,7 +21,10 @@ step of OAuth, and adds what clients usually get wrong:
   fails with :class:`~supervisor.errors.AuthRequired` and its server waits in
   ``needs_auth`` — starting the login at once when the embedder gave a redirect handler,
   otherwise until ``handle.login(name)``, ``mcp-supervisor auth login``, or a login by
-  another process that shows up in the token file.
+  another process that shows up in the token file. The one login that runs inside a
+  request is a **step-up** (403 ``insufficient_scope`` on a connected server, SEP-835)
+  when there is a redirect handler to show it: the request, refused unseen, waits for it
+  (within its call's timeout) and is sent once more with the new token.
 * **PKCE S256 or nothing**: an authorization server that does not advertise it is
   refused before the browser opens.
 
@@ -394,11 +397,25 @@ class TokenBroker:
                     )
             refreshing = self._token is not None and not step_up
             self._set_state(BrokerState.REFRESHING if refreshing else BrokerState.AUTHORIZING)
+            if step_up and self.interactive and self.redirect is not None:
+                # More scope needs a new grant, and a login for it: with a handler to
+                # show it, the login runs now, and the request refused for its scope
+                # (unseen by the server) is sent once more with the new token.
+                return await self._step_up_login(message.rejected, challenge)
             # A step-up needs a new grant, not a refresh of the old one.
             return await self._drive(rejected=message.rejected, challenge=challenge, fresh=step_up)
         except AuthProblem as exc:
             self._problem(exc)
             raise
+
+    async def _step_up_login(self, rejected: str | None, challenge: _Challenge | None) -> str:
+        """A login for more scope (the union of the held and the challenged), through the
+        broker's redirect handler, for a request waiting on it (SEP-835)."""
+        self._interactive = True
+        try:
+            return await self._drive(rejected=rejected, challenge=challenge, fresh=True)
+        finally:
+            self._interactive = False
 
     async def _login(self, message: _Login) -> None:
         if self.interactive and not await self._speaks_oauth(self._challenge):
