@@ -460,6 +460,36 @@ async def test_a_step_up_without_a_redirect_handler_waits_for_a_login(tmp_path: 
             assert {"read", "admin"} <= set((await whoami(sup))["scopes"])
 
 
+async def test_a_2025_03_26_server_with_metadata_at_its_origin(tmp_path: Path) -> None:
+    """No protected-resource metadata; the authorization-server metadata at the MCP
+    server's origin names an issuer under a path (``/oauth``): that issuer is the one
+    expected of it (it was found at the server's own origin), the login completes, and
+    the server connects."""
+    async with open_oauth_server(
+        scopes_supported=SCOPES, protected_resource_metadata=False, as_issuer_path="/oauth"
+    ) as fx:
+        async with supervise(fx, tmp_path, Browser()) as sup:
+            await connected(sup)
+            assert (await whoami(sup))["subject"] == "test-user"
+            assert sup.status()["remote"].status == "connected"
+
+
+async def test_a_2025_03_26_server_without_any_metadata(tmp_path: Path) -> None:
+    """No metadata at all: the 2025-03-26 fallback endpoints at the origin
+    (``/authorize``, ``/token``, ``/register``) — found to speak OAuth by its token
+    endpoint — log in (PKCE S256, which nothing advertised), and the server connects.
+    (Such a server names no issuer, and its redirect carries no RFC 9207 ``iss``.)"""
+    async with open_oauth_server(
+        scopes_supported=SCOPES,
+        protected_resource_metadata=False,
+        as_metadata=False,
+        send_iss=False,
+    ) as fx:
+        async with supervise(fx, tmp_path, Browser()) as sup:
+            await connected(sup)
+            assert (await whoami(sup))["subject"] == "test-user"
+
+
 async def test_an_authorization_server_without_s256_is_refused(tmp_path: Path) -> None:
     async with open_oauth_server(scopes_supported=SCOPES, advertise_s256=False) as fx:
         browser = Browser()

@@ -198,6 +198,54 @@ def _oauth_error(exc: BaseException) -> str | None:
 _TOKEN_GENERATIONS = 2
 
 
+async def _legacy_issuer(http: httpx2.AsyncClient, url: str) -> str | None:
+    """How a server without protected-resource metadata offers OAuth (2025-03-26): the
+    issuer its origin's authorization-server metadata declares — it was found at the
+    server's own origin, so that is the issuer expected of it — or ``""`` when there is
+    no metadata but the fallback token endpoint (``/token`` at the origin) answers as an
+    OAuth token endpoint does (an OAuth error); ``None`` when neither."""
+    origin = "/".join(url.split("/", 3)[:3])
+    answer = await http.get(origin + "/.well-known/oauth-authorization-server")
+    if answer.status_code == 200 and "json" in answer.headers.get("content-type", ""):
+        try:
+            issuer = answer.json().get("issuer")
+        except (ValueError, AttributeError):
+            issuer = None
+        return issuer if isinstance(issuer, str) and issuer.startswith("http") else ""
+    answer = await http.post(origin + "/token", data={})
+    try:
+        said = answer.json()
+    except ValueError:
+        return None
+    if (
+        answer.status_code in (400, 401)
+        and isinstance(said, dict)
+        and said.get("error") in _TOKEN_ENDPOINT_ERRORS
+    ):
+        return ""
+    return None
+
+
+#: What an OAuth token endpoint answers an empty request with (RFC 6749 §5.2) — not what
+#: a server that checks a bearer token on every path says (RFC 6750's ``invalid_token``).
+_TOKEN_ENDPOINT_ERRORS = frozenset(
+    {"invalid_request", "invalid_client", "invalid_grant", "unsupported_grant_type"}
+)
+
+
+class _Provider(OAuthClientProvider):
+    """The SDK's provider, told what a 2025-03-26 server's origin declares: the issuer
+    expected of the authorization-server metadata found there is the one it names (the
+    SDK expects the origin itself, and refuses an issuer under a path)."""
+
+    legacy_issuer: str | None = None
+
+    def _expected_issuer(self) -> str:
+        if self.context.auth_server_url is None and self.legacy_issuer:
+            return self.legacy_issuer
+        return super()._expected_issuer()
+
+
 class TokenBroker:
     """Tokens for one resource (a remote server's URL) × account; see the module doc.
 
@@ -257,6 +305,9 @@ class TokenBroker:
         self._login_state: str | None = None
         self._changed = trio.Event()
         self._speaks: bool | None = None
+        #: a 2025-03-26 server's (no protected-resource metadata): the issuer its origin's
+        #: authorization-server metadata declares, ``""`` when it has none (the fallback)
+        self._legacy_issuer: str | None = None
         self._load()
         self.provider = self._make_provider()
         self.spec = actor_spec(
@@ -520,6 +571,9 @@ class TokenBroker:
             if self.provider is None:
                 await self._discover_issuer(http)
             assert self.provider is not None
+            if isinstance(self.provider, _Provider):
+                await self._speaks_oauth(challenge)
+                self.provider.legacy_issuer = self._legacy_issuer
             flow = self.provider.async_auth_flow(probe)
             try:
                 outgoing = await flow.__anext__()
@@ -566,7 +620,10 @@ class TokenBroker:
         context = self.provider.context  # type: ignore[union-attr]
         metadata = context.oauth_metadata
         methods = (metadata.code_challenge_methods_supported or []) if metadata else []
-        if "S256" not in methods:
+        # A 2025-03-26 server with no metadata at all advertises nothing: that version
+        # requires PKCE of it, and the SDK sends S256.
+        fallback = metadata is None and self._legacy_issuer == ""
+        if "S256" not in methods and not fallback:
             where = str(metadata.issuer) if metadata else "the authorization server"
             raise AuthProblem(
                 f"{where} does not advertise PKCE with S256 (code_challenge_methods_supported)"
@@ -606,25 +663,20 @@ class TokenBroker:
 
     async def _speaks_oauth(self, challenge: _Challenge | None) -> bool:
         """Whether the server's refusal can be answered with OAuth at all: it publishes
-        protected-resource metadata (RFC 9728), or authorization-server metadata at its
-        origin (the 2025-03-26 fallback). Asked once; a server that does neither is
-        refused as a plain HTTP 401 (wrong or missing credentials in its headers)."""
+        protected-resource metadata (RFC 9728), or — a 2025-03-26 server — authorization-
+        server metadata at its origin, or has that version's fallback endpoints there (a
+        token endpoint that answers as one). Asked once; a server that does none of these
+        is refused as a plain HTTP 401 (wrong or missing credentials in its headers)."""
         if self._speaks is None:
             if self.grant == "identity_assertion":
                 self._speaks = True
             else:
                 async with httpx2.AsyncClient(timeout=10.0) as http:
-                    found = await discover_issuer(http, self.url, challenge)
-                    if found is None:
-                        origin = self.url.split("/", 3)
-                        well_known = (
-                            "/".join(origin[:3]) + "/.well-known/oauth-authorization-server"
-                        )
-                        answer = await http.get(well_known)
-                        found = answer.status_code == 200 and "json" in answer.headers.get(
-                            "content-type", ""
-                        )
-                self._speaks = bool(found)
+                    found = await discover_issuer(http, self.url, challenge) is not None
+                    if not found:
+                        self._legacy_issuer = await _legacy_issuer(http, self.url)
+                        found = self._legacy_issuer is not None
+                self._speaks = found
         return self._speaks
 
     def _wanted_scopes(self, challenge: _Challenge | None) -> list[str]:
@@ -685,7 +737,7 @@ class TokenBroker:
                 grant_types=["authorization_code", "refresh_token"],
                 token_endpoint_auth_method=metadata.token_endpoint_auth_method,
             )
-        return OAuthClientProvider(
+        return _Provider(
             self.url,
             metadata,
             self.credentials,

@@ -128,6 +128,15 @@ class OAuthConfig:
     """The AS advertises ``client_id_metadata_document_supported`` and takes an
     ``https://`` client ID as a public client with loopback redirect URIs (its document is
     not fetched: nothing leaves 127.0.0.1)."""
+    protected_resource_metadata: bool = True
+    """False: a 2025-03-26 server — no protected-resource metadata (404), and its 401
+    names none (``WWW-Authenticate: Bearer``)."""
+    as_metadata: bool = True
+    """False: no authorization-server metadata at the origin either (404): only the
+    2025-03-26 fallback endpoints, ``/authorize``, ``/token``, ``/register``."""
+    as_issuer_path: str = ""
+    """A path the AS metadata's ``issuer`` (and the redirect's ``iss``) adds to the
+    origin where the metadata is served (``/oauth``: ``http://HOST:PORT/oauth``)."""
 
     def needed_scopes(self) -> list[str]:
         """Every scope ``/mcp`` needs now: required ones first, then step-up ones sorted."""
@@ -326,7 +335,8 @@ class TestAuthProvider:
             resource=params.resource,
             subject=config.subject,
         )
-        iss = WRONG_ISSUER if config.wrong_iss else self.issuer if config.send_iss else None
+        issuer = self.issuer + config.as_issuer_path
+        iss = WRONG_ISSUER if config.wrong_iss else issuer if config.send_iss else None
         return construct_redirect_uri(
             str(params.redirect_uri), code=code, state=params.state, iss=iss
         )
@@ -647,9 +657,16 @@ class _Gate:
             await self.app(scope, receive, send)
             return
         path, method = scope["path"], scope["method"]
+        config = self.provider.config
         if path == "/.well-known/oauth-authorization-server" and method == "GET":
+            if not config.as_metadata:
+                await _send_json(send, 404, {"error": "not_found"}, [])
+                return
             await self._edited_json(scope, receive, send, self._edit_as_metadata)
         elif path.startswith("/.well-known/oauth-protected-resource") and method == "GET":
+            if not config.protected_resource_metadata:
+                await _send_json(send, 404, {"error": "not_found"}, [])
+                return
             await self._edited_json(scope, receive, send, self._edit_resource_metadata)
         elif path in ("/token", "/revoke") and method == "POST":
             await self._token(scope, receive, send)
@@ -673,6 +690,8 @@ class _Gate:
         doc["authorization_response_iss_parameter_supported"] = config.advertise_iss
         if config.client_id_metadata_documents:
             doc["client_id_metadata_document_supported"] = True
+        if config.as_issuer_path:
+            doc["issuer"] = doc["issuer"].rstrip("/") + config.as_issuer_path
 
     def _edit_resource_metadata(self, doc: dict[str, Any]) -> None:
         scopes = self.provider.config.resource_scopes_supported
@@ -777,6 +796,12 @@ class _Gate:
         async def counted(message: Message) -> None:
             if message["type"] == "http.response.start":
                 self.mcp_statuses[message["status"]] += 1
+                if message["status"] == 401 and not config.protected_resource_metadata:
+                    headers = [
+                        (n, b"Bearer" if n.lower() == b"www-authenticate" else v)
+                        for n, v in message["headers"]
+                    ]
+                    message = {**message, "headers": headers}
                 if message["status"] == 401 and config.scope_in_401 and needed:
                     headers = []
                     for name, value in message["headers"]:
