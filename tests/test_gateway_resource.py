@@ -12,7 +12,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from supervisor.gateway._resource import MAX_TOKEN_BYTES, InvalidToken, JWTVerifier
+from supervisor.gateway._resource import MAX_TOKEN_BYTES, JWTVerifier, _InvalidToken
 from supervisor.testing.servers import open_oauth_server
 
 RESOURCE = "https://gateway.example.test/mcp"
@@ -55,7 +55,7 @@ async def test_a_token_of_the_issuer_for_the_gateway_is_taken_and_others_refused
             ),
         }
         for what, token in refused.items():
-            with pytest.raises(InvalidToken):
+            with pytest.raises(_InvalidToken):
                 await verifier.check(token)
             assert await verifier.verify_token(token) is None, what
         assert verifier.fetches == 1

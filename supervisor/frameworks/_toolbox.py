@@ -15,7 +15,6 @@ import attrs
 from ..asyncio import AsyncSupervisor
 from ..calls._outcome import FAIL, INFO, classify
 from ..errors import (
-    ApprovalRequired,
     SupervisorError,
     ToolArgumentsInvalid,
     ToolError,
@@ -62,7 +61,7 @@ def answer_of(exc: SupervisorError) -> Answer:
         result = exc.result if isinstance(exc.result, ToolResult) else None
         return Answer(text=exc.text or str(exc), effect="ran", result=result, error=exc)
     outcome, _ = classify(exc, sent=True)
-    said = exc.cli_message if isinstance(exc, ApprovalRequired) else str(exc)
+    said = str(exc)
     if outcome == FAIL:
         after = _FIX_ARGUMENTS if isinstance(exc, ToolArgumentsInvalid) else _NOT_MADE
         return Answer(text=f"{said}\n{after}", effect="not executed", error=exc)

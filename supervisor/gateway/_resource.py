@@ -27,7 +27,7 @@ import trio
 from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
 from mcp.server.auth.provider import AccessToken
 
-__all__ = ["InvalidToken", "JWTVerifier"]
+__all__ = ["JWTVerifier"]
 
 #: The signature algorithms taken by default: asymmetric only (a key of a JWKS is public).
 ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
@@ -37,7 +37,7 @@ MAX_TOKEN_BYTES = 16 * 1024
 MAX_DOCUMENT_BYTES = 256 * 1024
 
 
-class InvalidToken(Exception):
+class _InvalidToken(Exception):
     """Why a token was refused (for the log and the ``error_description``, never with the
     token in it)."""
 
@@ -66,20 +66,20 @@ class JWTVerifier:
         """The SDK's ``TokenVerifier``: the token's access, or ``None`` if refused."""
         try:
             return await self.check(token)
-        except InvalidToken:
+        except _InvalidToken:
             return None
 
     async def check(self, token: str) -> AccessToken:
-        """The token's access; :class:`InvalidToken` saying why it is refused."""
+        """The token's access; :class:`_InvalidToken` saying why it is refused."""
         if len(token) > MAX_TOKEN_BYTES:
-            raise InvalidToken(f"the token is longer than {MAX_TOKEN_BYTES} bytes")
+            raise _InvalidToken(f"the token is longer than {MAX_TOKEN_BYTES} bytes")
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
-            raise InvalidToken("the token is not a JWT") from None
+            raise _InvalidToken("the token is not a JWT") from None
         algorithm = header.get("alg")
         if algorithm not in self.algorithms:
-            raise InvalidToken(f"the token is signed with {algorithm!r}, not one allowed")
+            raise _InvalidToken(f"the token is signed with {algorithm!r}, not one allowed")
         kid = header.get("kid")
         key = await self._key(kid if isinstance(kid, str) else None)
         try:
@@ -93,7 +93,7 @@ class JWTVerifier:
                 options={"require": ["exp", "iss", "aud", "sub"]},
             )
         except jwt.PyJWTError as exc:
-            raise InvalidToken(f"the token is refused: {exc}") from None
+            raise _InvalidToken(f"the token is refused: {exc}") from None
         scope = claims.get("scope")
         scopes = scope.split() if isinstance(scope, str) else []
         groups = claims.get(self.groups_claim)
@@ -125,7 +125,7 @@ class JWTVerifier:
                 await self._fetch()
                 key = self._pick(kid)
         if key is None:
-            raise InvalidToken(f"the issuer has no key {kid!r}")
+            raise _InvalidToken(f"the issuer has no key {kid!r}")
         return key
 
     def _pick(self, kid: str | None) -> jwt.PyJWK | None:
@@ -142,7 +142,7 @@ class JWTVerifier:
         try:
             keys = jwt.PyJWKSet.from_dict(document).keys
         except jwt.PyJWTError as exc:
-            raise InvalidToken(f"the issuer's JWKS cannot be read: {exc}") from None
+            raise _InvalidToken(f"the issuer's JWKS cannot be read: {exc}") from None
         self._keys = {key.key_id: key for key in keys}
 
     async def _jwks_uri(self, http: httpx2.AsyncClient) -> str:
@@ -152,7 +152,7 @@ class JWTVerifier:
         ):
             try:
                 metadata = await _document(http, url, "the issuer's metadata")
-            except InvalidToken:
+            except _InvalidToken:
                 continue
             if metadata.get("issuer") != self.issuer:
                 continue  # RFC 8414 §3.3: not this issuer's
@@ -160,7 +160,7 @@ class JWTVerifier:
             if isinstance(uri, str) and uri.startswith(("https://", "http://")):
                 self.jwks_url = uri
                 return uri
-        raise InvalidToken(f"the issuer {self.issuer} publishes no jwks_uri")
+        raise _InvalidToken(f"the issuer {self.issuer} publishes no jwks_uri")
 
 
 def _client(http: httpx2.AsyncClient | None) -> Any:
@@ -173,18 +173,18 @@ async def _document(http: httpx2.AsyncClient, url: str, what: str) -> dict[str, 
     try:
         async with http.stream("GET", url) as response:
             if response.status_code != 200:
-                raise InvalidToken(f"{what} at {url}: HTTP {response.status_code}")
+                raise _InvalidToken(f"{what} at {url}: HTTP {response.status_code}")
             body = bytearray()
             async for chunk in response.aiter_bytes():
                 body += chunk
                 if len(body) > MAX_DOCUMENT_BYTES:
-                    raise InvalidToken(f"{what} at {url} is over {MAX_DOCUMENT_BYTES} bytes")
+                    raise _InvalidToken(f"{what} at {url} is over {MAX_DOCUMENT_BYTES} bytes")
     except httpx2.HTTPError as exc:
-        raise InvalidToken(f"{what} at {url} cannot be fetched: {exc}") from None
+        raise _InvalidToken(f"{what} at {url} cannot be fetched: {exc}") from None
     try:
         document = json.loads(bytes(body))
     except ValueError:
-        raise InvalidToken(f"{what} at {url} is not JSON") from None
+        raise _InvalidToken(f"{what} at {url} is not JSON") from None
     if not isinstance(document, dict):
-        raise InvalidToken(f"{what} at {url} is not a JSON object")
+        raise _InvalidToken(f"{what} at {url} is not a JSON object")
     return document
