@@ -344,38 +344,44 @@ async def test_client_credentials_with_a_private_key_jwt(tmp_path: Path) -> None
         assert fx.provider.token_requests["client_credentials"] == 1
 
 
+async def connect_as_alice_through_the_idp(fx: Any, tmp_path: Path, idp: dict[str, str]) -> None:
+    """Register the MCP client ``enterprise`` for the jwt-bearer grant, give alice an ID
+    token, and connect with the identity-assertion grant through ``idp`` (its
+    ``idTokenFile`` added): the server sees enterprise acting for alice."""
+    fx.provider.add_client(
+        "enterprise",
+        "ent-secret-value",
+        grant_types=[JWT_BEARER_GRANT_TYPE],
+        token_endpoint_auth_method="client_secret_post",  # the SDK provider's default
+    )
+    id_token = tmp_path / "id_token"
+    id_token.write_text(fx.idp.issue_id_token("alice", audience=idp["clientId"]))
+    async with open_supervisor(
+        config(
+            fx.url,
+            grant="identity_assertion",
+            clientId="enterprise",
+            clientSecret="ent-secret-value",
+            idp={**idp, "idTokenFile": str(id_token)},
+        ),  # no issuer: discovered from the resource's metadata
+        auth_dir=tmp_path / "auth",
+    ) as sup:
+        await sup.connect_all()
+        me = await whoami(sup)
+        assert me["client_id"] == "enterprise" and me["subject"] == "alice"
+
+
 async def test_identity_assertion_grant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     async with open_oauth_server(scopes_supported=SCOPES, idp=True) as fx:
         assert fx.idp is not None
-        fx.provider.add_client(
-            "enterprise",
-            "ent-secret-value",
-            grant_types=[JWT_BEARER_GRANT_TYPE],
-            token_endpoint_auth_method="client_secret_post",  # the SDK provider's default
-        )
         fx.idp.add_client("idp-client", "idp-secret-value", mcp_client_id="enterprise")
-        id_token = tmp_path / "id_token"
-        id_token.write_text(fx.idp.issue_id_token("alice"))
         monkeypatch.setenv("TEST_IDP_SECRET", "idp-secret-value")
         idp = {
             "tokenEndpoint": fx.idp.token_endpoint,
             "clientId": "idp-client",
             "clientSecretEnv": "TEST_IDP_SECRET",
-            "idTokenFile": str(id_token),
         }
-        async with open_supervisor(
-            config(
-                fx.url,
-                grant="identity_assertion",
-                clientId="enterprise",
-                clientSecret="ent-secret-value",
-                idp=idp,
-            ),  # no issuer: discovered from the resource's metadata
-            auth_dir=tmp_path / "auth",
-        ) as sup:
-            await sup.connect_all()
-            me = await whoami(sup)
-            assert me["client_id"] == "enterprise" and me["subject"] == "alice"
+        await connect_as_alice_through_the_idp(fx, tmp_path, idp)
         assert fx.idp.exchanges == 1
         assert fx.provider.token_requests[JWT_BEARER_GRANT_TYPE] == 1
 
@@ -386,30 +392,9 @@ async def test_identity_assertion_grant_with_a_public_idp_client(tmp_path: Path)
     no secret."""
     async with open_oauth_server(scopes_supported=SCOPES, idp=True) as fx:
         assert fx.idp is not None
-        fx.provider.add_client(
-            "enterprise",
-            "ent-secret-value",
-            grant_types=[JWT_BEARER_GRANT_TYPE],
-            token_endpoint_auth_method="client_secret_post",
-        )
         fx.idp.add_client("cli-app", None, mcp_client_id="enterprise")  # public
-        id_token = tmp_path / "id_token"
-        id_token.write_text(fx.idp.issue_id_token("alice"))
         idp = {"tokenEndpoint": fx.idp.token_endpoint, "clientId": "cli-app"}
-        idp["idTokenFile"] = str(id_token)
-        async with open_supervisor(
-            config(
-                fx.url,
-                grant="identity_assertion",
-                clientId="enterprise",
-                clientSecret="ent-secret-value",
-                idp=idp,
-            ),
-            auth_dir=tmp_path / "auth",
-        ) as sup:
-            await sup.connect_all()
-            me = await whoami(sup)
-            assert me["client_id"] == "enterprise" and me["subject"] == "alice"
+        await connect_as_alice_through_the_idp(fx, tmp_path, idp)
         assert fx.idp.exchanges == 1
         (sent,) = fx.idp.exchange_requests
         assert sent["client_id"] == "cli-app" and fx.idp.secrets_seen == 0
