@@ -371,6 +371,7 @@ class SupervisorHandle:
         spill: bool = True,
         log_level: types.LoggingLevel | None = None,
         rounds: InputRound | None = None,
+        caller: str | None = None,
     ) -> ToolResult:
         """Call a tool by its merged name and return its normalised result.
 
@@ -415,6 +416,8 @@ class SupervisorHandle:
         too (a ``CreatedTask``), for that client to follow through
         ``sup.servers[name].task_request`` —
         otherwise the supervisor follows it and returns its result (docs/servers.md).
+        ``caller`` names who the call is made for (the team gateway's authenticated
+        caller): it is written in the call's audit line.
         """
         return await self._gate.call(
             name,
@@ -425,6 +428,7 @@ class SupervisorHandle:
             spill=spill,
             log_level=log_level,
             rounds=rounds,
+            caller=caller,
         )
 
     async def tools(self) -> Catalog:

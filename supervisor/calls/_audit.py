@@ -12,12 +12,14 @@ tool, invalid arguments, approval refused, the server unavailable)::
      "outcome": "ok", "duration_ms": 12.5}
 
 ``outcome`` is one of :data:`AuditOutcome`; a line whose outcome is not ``ok`` has an
-``error`` (``{"type", "message"}``). Arguments and results are written only with
-``includeArguments``, and then redacted like log lines: every secret the supervisor knows
-(:data:`supervisor.log.redactor`) is ``***``, and so is the value of every argument whose
-name looks secret (``token``, ``apiKey``, ``password`` …). Without it no text of the
-arguments or the result reaches the file, error messages included (an invalid argument
-is named by its path only, a tool's error text is left out).
+``error`` (``{"type", "message"}``). A call made for a team gateway's caller has a
+``caller`` after ``call_id``: the subject of the caller's access token. Arguments and
+results are written only with ``includeArguments``, and then redacted like log lines:
+every secret the supervisor knows (:data:`supervisor.log.redactor`) is ``***``, and so is
+the value of every argument whose name looks secret (``token``, ``apiKey``,
+``password`` …). Without it no text of the arguments or the result reaches the file,
+error messages included (an invalid argument is named by its path only, a tool's error
+text is left out).
 
 Writing is synchronous (``os.write`` of one whole line on an ``O_APPEND`` descriptor; no
 thread). A regular file is rotated by size like :class:`logging.handlers.RotatingFileHandler`
@@ -147,6 +149,8 @@ class AuditCall:
     approval: ApprovalDecision | None = None
     #: handed to its server
     sent: bool = False
+    #: who it was made for (the team gateway's caller), if anyone in particular
+    caller: str | None = None
 
 
 @attrs.frozen
@@ -263,7 +267,9 @@ class AuditLog:
         :mod:`supervisor.calls`): it refuses the call while the log cannot be written
         (:meth:`check`) and writes the call's line when it ends (:meth:`end`), under the
         id an earlier observer gave the call, if one did."""
-        return _AuditWatch(self, self.begin(call.tool, call.arguments, call.call_id))
+        entry = self.begin(call.tool, call.arguments, call.call_id)
+        entry.caller = call.caller
+        return _AuditWatch(self, entry)
 
     def begin(
         self, tool: str, arguments: Mapping[str, object] | None, call_id: str | None = None
@@ -474,14 +480,13 @@ def _last_byte(path: Path) -> bytes:
 
 
 def _ids(call: AuditCall) -> dict[str, object]:
-    """What every line of ``call`` begins with: when, its id, the server and the tool."""
-    return {
-        "ts": _iso(call.ts),
-        "call_id": call.call_id,
-        "server": call.server,
-        "tool": call.tool,
-        "original_tool": call.original,
-    }
+    """What every line of ``call`` begins with: when, its id, who it was for (when the
+    team gateway knows), the server and the tool."""
+    ids: dict[str, object] = {"ts": _iso(call.ts), "call_id": call.call_id}
+    if call.caller is not None:
+        ids["caller"] = call.caller
+    ids.update(server=call.server, tool=call.tool, original_tool=call.original)
+    return ids
 
 
 def _iso(ts: float) -> str:

@@ -130,16 +130,20 @@ class Gate:
         spill: bool = True,
         log_level: str | None = None,
         rounds: InputRound | None = None,
+        caller: str | None = None,
     ) -> ToolResult:
         """Call the tool of merged name ``name``: every step of the module docstring, in
         a trace span (:mod:`supervisor.tracing`). ``approve``, if given, decides this
         call's approval in place of the gate's callback; ``spill=False`` keeps the whole
         result in memory (:func:`~supervisor.tools.normalize_result`); ``log_level``
         is this call's, for a 2026-07-28 server; ``rounds`` relays a multi-round-trip
-        call: a server's ``input_required`` answer is the result's ``raw``, as it is."""
+        call: a server's ``input_required`` answer is the result's ``raw``, as it is;
+        ``caller``: who it is made for, as its observers see it (:class:`Call`)."""
         with tracing.call_span(name) as span:
+            if caller is not None and span.is_recording():
+                span.set_attribute("enduser.id", caller)
             return await self._call(
-                span, name, arguments, timeout, progress, approve, spill, log_level, rounds
+                span, name, arguments, timeout, progress, approve, spill, log_level, rounds, caller
             )
 
     async def _call(
@@ -153,9 +157,10 @@ class Gate:
         spill: bool,
         log_level: str | None = None,
         rounds: InputRound | None = None,
+        caller: str | None = None,
     ) -> ToolResult:
         arguments = {} if arguments is None else arguments
-        call = Call(name, arguments, trio.current_time())
+        call = Call(name, arguments, trio.current_time(), caller=caller)
         watches = [observer.watch(call) for observer in self.observers]
         if span.is_recording():
             watches.append(tracing.SpanWatch(span))

@@ -55,6 +55,8 @@ class Call:
     sent: bool = False
     #: how it ended, in the audit log's words (:data:`supervisor.audit.AuditOutcome`)
     outcome: str | None = None
+    #: who it is made for: the subject of the team gateway's authenticated caller
+    caller: str | None = None
 
 
 class CallWatch:
