@@ -191,6 +191,21 @@ class TestMerge:
         assert dict(catalog.unsupported) == {"s": 5, "t": 0}
         assert [e.name for e in catalog.by_server["s"]] == ["s_ok", "s_fine"]
 
+    def test_a_private_narrowing_keeps_nothing_of_the_other_servers(self) -> None:
+        """``only(..., private=True)`` (a team gateway's caller) drops the other servers'
+        skipped tools and the conflicts naming them; a plain ``only`` keeps them."""
+        servers = [*two_searches("", ""), ("s", "s", [tool("ok"), tool("")])]
+        catalog = merge(servers)
+        assert catalog.conflicts and catalog.invalid["s"]
+        plain = catalog.only(["web"])
+        assert plain.conflicts == catalog.conflicts and "s" in plain.invalid
+        private = catalog.only(["web"], private=True)
+        assert list(private) == ["search"]
+        assert private.conflicts == () and dict(private.invalid) == {}
+        assert dict(private.unsupported) == {"web": 0}
+        both = catalog.only(["web", "docs"], private=True)
+        assert both.conflicts == catalog.conflicts
+
     @pytest.mark.parametrize(
         ("schema", "why"),
         [

@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config._limits import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
 from ._common import EXIT_OK, EXIT_USAGE, Commands, Parents, load, run
@@ -157,14 +157,39 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if not resolve_dashboard(args):
         return EXIT_USAGE
     token: str | None = None
-    if args.http is not None:
+    if args.http is not None:  # before the config: a bad token file is refused at once
         token = _token(args)
         if token is None:
             return EXIT_USAGE
     config = load(args)
     if config is None:
         return EXIT_USAGE
+    team = _team_auth(config)
+    if args.http is not None and team is not None:
+        token = None
+        if args.token_file is not None:
+            _say(
+                "--token-file is not used by a team gateway (supervisor.gateway.auth in the "
+                "config): its callers bring their own OAuth access tokens"
+            )
+            return EXIT_USAGE
+        from ..gateway._resource import ResourceGate
+
+        try:
+            args.resource_gate = ResourceGate.from_config(team)
+        except OSError as exc:
+            _say(f"supervisor.gateway.auth: cannot read {exc.filename}: {exc.strerror}")
+            return EXIT_USAGE
+        except ValueError as exc:
+            _say(f"supervisor.gateway.auth: {exc}")
+            return EXIT_USAGE
     return run(_serve, config, args, token)
+
+
+def _team_auth(config: Any) -> Any:
+    """The config's ``supervisor.gateway.auth``, if it has one."""
+    gateway = config.settings.gateway
+    return None if gateway is None else gateway.auth
 
 
 #: The environment variable a gateway's bearer token may be given in.
@@ -205,12 +230,14 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
 
     from ..gateway import Gateway, new_token, serve_http, serve_stdio
     from ..gateway._http import serve_local
+    from ..gateway._policy import Policy
     from ..gateway._relay import Relay
     from ..runtime import open_supervisor
     from ..tools import Approver, Decider
     from ._tools import approve_all
 
     approve = Approver(approve_all, Decider.CLI_YES) if args.yes else None
+    settings = config.settings.gateway  # type: ignore[attr-defined]
     relay = Relay()  # backing servers' sampling, elicitation, roots: to the waiting client
     async with (
         open_supervisor(config, approve=approve, **relay.client_options()) as sup,  # type: ignore[arg-type]
@@ -225,6 +252,7 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
             servers=args.servers or (),
             tool_search=args.tool_search,
             relay=relay,
+            policy=Policy(None if settings is None else settings.policy),
         )
         await nursery.start(gateway.run)  # which connects every server
         # Where status, tools, call and events find this gateway for this config.
@@ -236,8 +264,10 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
         if args.http is None:  # the dashboard alone
             await trio.sleep_forever()
         host, port = args.http
-        generated = not token
-        token = token or new_token()
+        resource = getattr(args, "resource_gate", None)
+        generated = not token and resource is None
+        if resource is None:
+            token = token or new_token()
         info = await nursery.start(
             partial(
                 serve_http,
@@ -245,12 +275,20 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
                 host,
                 port,
                 token=token,
+                resource=resource,
                 stateless=args.stateless,
                 session_idle=args.session_idle,
                 max_sessions=args.max_sessions,
             )
         )
         print(f"mcp-supervisor: gateway at {info.url}", file=sys.stderr, flush=True)
+        if resource is not None:
+            print(
+                f"mcp-supervisor: a team gateway for {resource.resource}: it takes access "
+                f"tokens from {resource.issuer}",
+                file=sys.stderr,
+                flush=True,
+            )
         if generated:  # said once, here; never logged
             print(
                 f"mcp-supervisor: gateway token (send 'Authorization: Bearer TOKEN'): {token}",

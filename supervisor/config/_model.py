@@ -1,6 +1,6 @@
 """The values a loaded config is made of: :class:`Config`, :class:`ServerConfig`,
-:class:`Settings`, :class:`Limits`, :class:`AuditSettings`, :class:`AuthConfig`,
-:class:`IncludedFile` and :class:`ServerType`.
+:class:`Settings`, :class:`Limits`, :class:`AuditSettings`, :class:`GatewaySettings`,
+:class:`AuthConfig`, :class:`IncludedFile` and :class:`ServerType`.
 
 All are frozen; ``repr()`` masks what looks secret (see :mod:`._secrets`).
 """
@@ -66,6 +66,56 @@ class AuditSettings(msgspec.Struct, frozen=True, kw_only=True):
     backups: int = DEFAULT_AUDIT_BACKUPS
 
 
+class IntrospectionSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Token introspection (RFC 7662) in place of checking JWTs (``gateway.auth.
+    introspection``): each caller's token is sent to ``endpoint``, the gateway
+    authenticating as ``client_id`` with the secret read from a file or an environment
+    variable (never written here). An answer is kept ``cache_seconds`` (0: asked at every
+    request, so a revoked token is refused at once)."""
+
+    endpoint: str
+    client_id: str
+    client_secret_file: str | None = None
+    client_secret_env: str | None = None
+    cache_seconds: float = 0.0
+
+
+class GatewayAuth(msgspec.Struct, frozen=True, kw_only=True):
+    """The HTTP gateway as an OAuth 2.1 resource server (``gateway.auth``): it takes
+    access tokens from ``issuer`` meant for ``resource`` (the MCP endpoint's URL as its
+    clients reach it), checked as JWTs against the issuer's keys, or by
+    ``introspection``; each caller is the token's subject."""
+
+    issuer: str
+    resource: str
+    #: where the issuer's keys are; ``None``: its metadata's ``jwks_uri``
+    jwks_url: str | None = None
+    #: scopes every token needs
+    scopes: tuple[str, ...] = ()
+    #: the token's claim that lists the caller's groups
+    groups_claim: str = "groups"
+    introspection: IntrospectionSettings | None = None
+
+
+class PolicyRule(msgspec.Struct, frozen=True, kw_only=True):
+    """One rule of ``gateway.policy``: the callers it is for (``subjects``, ``groups``;
+    neither: every caller) may list and call the tools matching ``tools`` (globs over
+    merged names; none: all) of the servers matching ``servers`` (globs; none: all)."""
+
+    subjects: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    servers: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+
+
+class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The ``gateway`` section of ``supervisor``: the team gateway's ``auth`` and its
+    ``policy`` (``None``: every caller may use everything served)."""
+
+    auth: GatewayAuth | None = None
+    policy: tuple[PolicyRule, ...] | None = None
+
+
 def _local_backoff() -> Backoff:
     return Backoff(
         initial=1.0, maximum=30.0, multiplier=2.0, jitter=DEFAULT_JITTER, stable_after=30.0
@@ -112,6 +162,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     auth_dir: str | None = None
     #: the audit log of tool calls; ``None``: none is written
     audit: AuditSettings | None = None
+    #: what ``serve --http`` does as a team's gateway: its callers' OAuth, their policy
+    gateway: GatewaySettings | None = None
 
 
 class IdpConfig(msgspec.Struct, frozen=True, kw_only=True):

@@ -13,6 +13,7 @@ import attrs
 import msgspec
 
 from ..actors import Backoff, Intensity, Strategy
+from ._gateway import _parse_gateway
 from ._model import AuditSettings, Limits, Settings
 from ._validate import (
     _Bad,
@@ -104,6 +105,7 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
         "toolNames": _id,
         "authDir": _nonempty,
         "audit": _id,
+        "gateway": _id,
     }
     fields = _parse_object(errors, value, path, parsers)
     if fields is None:
@@ -164,6 +166,8 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
             changes["limits"] = Limits(**{_LIMITS[k]: v for k, v in got.items()})  # type: ignore[arg-type]
     if "audit" in fields:
         changes["audit"] = _audit(errors, fields["audit"], _join(path, "audit"))
+    if "gateway" in fields:
+        changes["gateway"] = _parse_gateway(errors, fields["gateway"], _join(path, "gateway"))
     if "toolNames" in fields:
         p = _join(path, "toolNames")
         got = _parse_object(

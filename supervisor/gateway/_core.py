@@ -70,6 +70,7 @@ from ..errors import (
 from ..log import get_logger
 from ..monitor._probes import DOWN
 from ..registry._document import tools_document
+from ..registry._resources import route_resource
 from ..server._messages import InputRound
 from ..server._status import ServerStatus
 from ..server._tasks import EXTENSION_ID as TASKS
@@ -79,8 +80,10 @@ from ._approval import client_approver, input_required, round_state, round_trip_
 from ._apps import EXTENSION_ID as APPS
 from ._apps import backing as apps_backing
 from ._apps import contents_served, resource_served
+from ._policy import Narrowed, Policy
 from ._relay import LEVELS, Relay, connection_of
-from ._search import INSTRUCTIONS, ToolSearch, listed
+from ._resource import Caller
+from ._search import INSTRUCTIONS, SearchHost, ToolSearch, listed
 from ._subscriptions import ResourceSubscriptions
 from ._tasks import GatewayTasks, served_task
 
@@ -96,6 +99,7 @@ __all__ = [
     "APPROVE_META",
     "ERROR_META",
     "LIMITS_META",
+    "CALLER_SCOPE",
     "LOCAL_SCOPE",
     "SERVER_META",
     "TIMEOUT_META",
@@ -123,6 +127,8 @@ APPROVE_META = "mcp-supervisor/approve"
 LIMITS_META = "mcp-supervisor/limits"
 #: The ASGI scope key the local socket's front sets on each of its requests.
 LOCAL_SCOPE = "mcp-supervisor.local"
+#: The ASGI scope key where a team gateway's front puts the request's :class:`Caller`.
+CALLER_SCOPE = "mcp-supervisor.caller"
 #: JSON-RPC error code for a resource not found (the MCP specification's).
 RESOURCE_NOT_FOUND = -32002
 #: Seconds a listing made at start waits for the servers' first connections.
@@ -204,7 +210,9 @@ class Gateway:
     tools are found and called through four meta-tools (:attr:`search`) rather than
     listed. ``relay`` (:class:`~._relay.Relay`), when the supervisor was opened with its
     callbacks, passes backing servers' sampling, elicitation and roots requests to the
-    client whose call is waiting. Run :meth:`run` in a nursery (``await
+    client whose call is waiting. ``policy`` (:class:`~._policy.Policy`) narrows it
+    further for each caller of a team gateway (a request whose front named its caller,
+    :data:`CALLER_SCOPE`). Run :meth:`run` in a nursery (``await
     nursery.start(gateway.run)``) for the change notifications.
     """
 
@@ -217,8 +225,12 @@ class Gateway:
         tool_search: bool = False,
         relay: Relay | None = None,
         name: str = "mcp-supervisor",
+        policy: Policy | None = None,
     ) -> None:
         self.sup = sup
+        #: who may use what, per caller of a team gateway
+        self.policy = policy if policy is not None else Policy(None)
+        self._narrowed: dict[Any, Any] = {}  # the catalog of each grant (:class:`Narrowed`)
         #: who answers backing servers' requests (the client whose call waits)
         self.relay = relay
         self._globs = tuple(tools)
@@ -257,7 +269,7 @@ class Gateway:
         if tool_search:
             self.server.changes = _SEARCH_CHANGES
         #: ``tasks/get``, ``tasks/update`` and ``tasks/cancel``, to the server of the task
-        self.tasks = GatewayTasks(sup, self.serves)
+        self.tasks = GatewayTasks(sup, self.serves, self._seen_by)
         self.tasks.install(self.server)
         self.server.middleware.append(self._remember_connection)
         # an approval asked in another round trip carries a requestState: sealed here,
@@ -274,6 +286,15 @@ class Gateway:
         if name is None or not self._globs:
             return True
         return any(fnmatch.fnmatchcase(name, glob) for glob in self._globs)
+
+    def _seen_by(self, ctx: ServerRequestContext[Any, Any]) -> SearchHost:
+        """This gateway as the request's caller sees it: itself for a request with no
+        caller (the static token, stdio, the local socket), else narrowed to the
+        caller's grant (:class:`~._policy.Narrowed`), its calls made for the caller."""
+        caller = _caller(ctx)
+        if caller is None:
+            return self
+        return Narrowed(self, caller, self.policy.grant(caller), self._narrowed)
 
     def offered(self) -> set[str]:
         """The optional capabilities this gateway declares: ``logging`` (with a relay to
@@ -309,6 +330,33 @@ class Gateway:
             for name, server in self.sup.servers.items()
             if server.status() not in WITHDRAWN and self.serves(name)
         }
+
+    def _up_for(self, ctx: ServerRequestContext[Any, Any]) -> set[str]:
+        """:meth:`_up`, less the servers the request's caller may not use."""
+        up = self._up()
+        host = self._seen_by(ctx)
+        return {name for name in up if host.whole(name)} if isinstance(host, Narrowed) else up
+
+    def _refuse_unserved(self, ctx: ServerRequestContext[Any, Any], server: str | None) -> None:
+        """Raise a not-found error when the request's caller may not use ``server``
+        (``None``: the thing asked for belongs to no known server)."""
+        host = self._seen_by(ctx)
+        if isinstance(host, Narrowed) and (server is None or not host.whole(server)):
+            raise MCPError(types.INVALID_PARAMS, "not found: not served by this gateway")
+
+    def _resource_owner(self, ctx: ServerRequestContext[Any, Any], uri: str) -> str | None:
+        """For a request with a caller under a policy: the server of resource ``uri``,
+        refused when the caller may not use it; else ``None`` (the supervisor finds it)."""
+        host = self._seen_by(ctx)
+        if host is self:
+            return None
+        snapshot = self.sup.snapshot
+        owner = route_resource(uri, snapshot.resources, snapshot.templates)
+        self._refuse_unserved(ctx, owner)
+        return owner
+
+    def _prompt_owner(self, name: str) -> str | None:
+        return next((p.server for p in self.sup.snapshot.prompts if p.name == name), None)
 
     def _cache_hint(self, kind: str, servers: Collection[str]) -> dict[str, Any]:
         """``ttl_ms`` and ``cache_scope`` of a merged ``kind`` listing of ``servers``: the
@@ -359,14 +407,19 @@ class Gateway:
         """The tools served now (:meth:`catalog`), in catalog order."""
         return list(self.catalog().values())
 
-    async def tools_document(self, query: str | None = None, limit: int = 20) -> dict[str, object]:
+    async def tools_document(
+        self, query: str | None = None, limit: int = 20, *, caller: Caller | None = None
+    ) -> dict[str, object]:
         """What ``mcp-supervisor tools`` prints of this gateway (``/tools``): the served
         catalog (:meth:`catalog`) — or the ``limit`` best matches of ``query`` in it —
         its servers and each tool's approval, as
         :func:`~supervisor.registry.tools_document` makes it for a command that runs
-        the servers itself."""
+        the servers itself; for a team gateway's ``caller``, what their grant covers."""
         await self.first_listing()
-        catalog = self.catalog()
+        host: SearchHost = self
+        if caller is not None:
+            host = Narrowed(self, caller, self.policy.grant(caller), self._narrowed)
+        catalog = host.catalog()
         if query is None:
             entries = list(catalog.values())
         else:
@@ -374,7 +427,7 @@ class Gateway:
         records = {
             name: record
             for name, record in self.sup.status().items()
-            if record.status != ServerStatus.DISABLED and self.serves(name)
+            if record.status != ServerStatus.DISABLED and host.serves(name)
         }
         approvals = {e.name: self.sup.approval_reason(e.name) for e in entries}
         return tools_document(entries, catalog, records, approvals, query=query)
@@ -464,7 +517,8 @@ class Gateway:
         if self.search is not None:
             return types.ListToolsResult(tools=list(self.search.tools))
         await self.first_listing()
-        entries = self.tools()
+        host = self._seen_by(ctx)
+        entries = self.tools() if host is self else list(host.catalog().values())
         hint = self._cache_hint("tools", {entry.server for entry in entries})
         return types.ListToolsResult(tools=[listed(entry) for entry in entries], **hint)
 
@@ -497,9 +551,11 @@ class Gateway:
             responses = params.input_responses if relayed else None
             takes_tasks = declared(ctx.session.client_capabilities)
             rounds = InputRound(responses, state.get("backing"), takes_tasks)
+        host = self._seen_by(ctx)
         if self.search is not None and name in self.search:
+            search = self.search if host is self else self.search.seen_by(host)
             try:
-                answer = await self.search.call(
+                answer = await search.call(
                     name, arguments, progress, approve=approve, rounds=rounds
                 )
             except ApprovalAsked as exc:
@@ -511,7 +567,7 @@ class Gateway:
             return answer
         timeout = _timeout(meta.get(TIMEOUT_META))
         try:
-            result = await self.call(
+            result = await host.call(  # type: ignore[call-arg]
                 name,
                 arguments,
                 progress,
@@ -542,6 +598,7 @@ class Gateway:
         for_cli: bool = False,
         log_level: types.LoggingLevel | None = None,
         rounds: InputRound | None = None,
+        caller: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Call the tool ``name`` through the supervisor's gate, for a client: its result
         as the backing server sent it, and every failure a tool error (``isError``, the
@@ -559,7 +616,8 @@ class Gateway:
         passed on to the backing server. ``rounds`` relays a multi-round-trip call: the
         server's ``input_required`` answer is returned as it is — and with
         ``rounds.tasks`` a task the server makes of the call, its id under the server's
-        name (:mod:`._tasks`)."""
+        name (:mod:`._tasks`). ``caller``: the subject of a team gateway's caller, whom
+        the call is made for (its audit line says so)."""
         entry = self.sup.snapshot.named.get(name)
         if entry is not None and not self.serves(entry.server, name):
             raise UnknownTool(f"tool {name!r} is not served by this gateway")
@@ -573,6 +631,7 @@ class Gateway:
                 spill=False,
                 log_level=log_level,
                 rounds=rounds,
+                caller=caller,
             )
         except (UnknownTool, ApprovalAsked):
             raise
@@ -588,7 +647,9 @@ class Gateway:
             return result.raw
         server = self.sup.resolve(name)[0]
         if isinstance(result.raw, CreatedTask):  # for the client to follow, through us
-            return served_task(result.raw, server)  # type: ignore[return-value]
+            served = served_task(result.raw, server)
+            self.tasks.made_for(served, caller)
+            return served  # type: ignore[return-value]
         if result.raw is not None:
             return _passed_on(result.raw, server)
         return types.CallToolResult(
@@ -607,7 +668,7 @@ class Gateway:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
         await self.first_listing()
-        up = self._up()
+        up = self._up_for(ctx)
         return types.ListResourcesResult(
             **self._cache_hint("resources", up),
             resources=[
@@ -623,7 +684,7 @@ class Gateway:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
         await self.first_listing()
-        up = self._up()
+        up = self._up_for(ctx)
         return types.ListResourceTemplatesResult(
             **self._cache_hint("templates", up),
             resource_templates=[
@@ -641,8 +702,10 @@ class Gateway:
             found = apps_backing(uri, self.sup.servers)
             if found is not None:  # a UI resource, under the URI naming its server
                 server, own = found
+                self._refuse_unserved(ctx, server)
                 return contents_served(await self.sup.read_resource(own, server=server), server)
-            return await self.sup.read_resource(uri)
+            owner = self._resource_owner(ctx, uri)
+            return await self.sup.read_resource(uri, server=owner)
         except UnknownResource as exc:
             raise MCPError(RESOURCE_NOT_FOUND, str(exc), {"uri": uri}) from None
         except (SupervisorError, TimeoutError) as exc:
@@ -653,6 +716,7 @@ class Gateway:
     ) -> types.EmptyResult:
         uri = str(params.uri)
         try:
+            self._resource_owner(ctx, uri)
             await self.resource_subscriptions.subscribe(connection_of(ctx), uri)
         except UnknownResource as exc:
             raise MCPError(RESOURCE_NOT_FOUND, str(exc), {"uri": uri}) from None
@@ -668,7 +732,7 @@ class Gateway:
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         await self.first_listing()
-        up = self._up()
+        up = self._up_for(ctx)
         return types.ListPromptsResult(
             **self._cache_hint("prompts", up),
             prompts=[
@@ -681,6 +745,8 @@ class Gateway:
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
+        if self._seen_by(ctx) is not self:
+            self._refuse_unserved(ctx, self._prompt_owner(params.name))
         try:
             return await self.sup.get_prompt(params.name, params.arguments or {})
         except (UnknownPrompt, PromptArgumentsInvalid) as exc:
@@ -693,6 +759,12 @@ class Gateway:
     ) -> types.CompleteResult:
         context = None if params.context is None else params.context.arguments
         argument = {"name": params.argument.name, "value": params.argument.value}
+        if self._seen_by(ctx) is not self:
+            ref = params.ref
+            if isinstance(ref, types.PromptReference):
+                self._refuse_unserved(ctx, self._prompt_owner(ref.name))
+            else:
+                self._resource_owner(ctx, str(ref.uri))
         try:
             return await self.sup.complete(params.ref, argument, context)
         except (UnknownPrompt, UnknownResource) as exc:
@@ -742,6 +814,12 @@ def _timeout(value: object) -> float | None:
 def _log_level(value: object) -> types.LoggingLevel | None:
     """A request's log-level opt-in (``_meta``), if it names a level."""
     return value if value in LEVELS else None  # type: ignore[return-value]
+
+
+def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller | None:
+    """The team gateway's caller of the request (:data:`CALLER_SCOPE`), if it has one."""
+    scope = getattr(ctx.request, "scope", None)
+    return scope.get(CALLER_SCOPE) if isinstance(scope, dict) else None
 
 
 def _is_local(ctx: ServerRequestContext[Any, Any]) -> bool:

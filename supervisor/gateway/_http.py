@@ -18,6 +18,14 @@ hypercorn under trio.
 ``/healthz``, ``/readyz`` and ``/metrics`` need no token, like the dashboard's: probes
 and scrapers rarely carry one. :func:`serve_local` serves the same routes on a Unix socket
 only its user can reach, without a token.
+
+A team gateway (``resource``: a :class:`~._resource.ResourceGate`) takes its callers'
+OAuth access tokens in place of the one static token: it serves its protected-resource
+metadata (``/.well-known/oauth-protected-resource/mcp``), answers a request without a
+valid token with the challenge that leads MCP clients there, and hands each request's
+:class:`~._resource.Caller` to the gateway (:data:`~._core.CALLER_SCOPE`), whose policy
+narrows what that caller sees; ``/status``, ``/tools`` and ``/events`` are narrowed the
+same way.
 """
 
 from __future__ import annotations
@@ -41,8 +49,9 @@ from ..dashboard._security import bearer, names_listener
 from ..log import get_logger, redacting
 from ..monitor import prometheus_text
 from ..monitor._probes import readiness
-from ._core import LOCAL_SCOPE, Gateway
+from ._core import CALLER_SCOPE, LOCAL_SCOPE, Gateway
 from ._fast import FastLane
+from ._resource import RETRY_AFTER, Caller, ResourceGate, _Refused
 from ._sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, Sessions
 
 if TYPE_CHECKING:
@@ -66,7 +75,7 @@ _METRICS = b"text/plain; version=0.0.4; charset=utf-8"
 class HttpGatewayInfo:
     """Where a running HTTP gateway is: ``url`` is the MCP endpoint
     (``http://127.0.0.1:8000/mcp``); ``token`` the bearer token it takes (left out of
-    ``repr``)."""
+    ``repr``; empty for a team gateway, which takes its callers' access tokens)."""
 
     url: str
     host: str
@@ -91,6 +100,7 @@ class _Front:
         listener: tuple[str, int | None] | None = None,
         sessions: Sessions | None = None,
         fast: FastLane | None = None,
+        resource: ResourceGate | None = None,
     ) -> None:
         self.app = app
         #: 2026-07-28 tool calls that need no stream, served around the SDK's kernel
@@ -98,6 +108,9 @@ class _Front:
         self.gateway = gateway
         self.sup = gateway.sup
         self._expected = None if token is None else token.encode()
+        #: a team gateway's check of its callers' access tokens (in place of the token)
+        self._resource = resource
+        self._local = token is None and resource is None
         self._stopping = stopping
         self._listener = listener
         self._sessions = sessions
@@ -115,6 +128,11 @@ class _Front:
             and not names_listener(host, *self._listener)
         ):  # DNS rebinding: a page on an attacker's name reads nothing, probes included
             await _json(send, 421, {"error": "this gateway does not answer for that Host"})
+        elif self._resource is not None and self._resource.serves_metadata(path):
+            if scope["method"] != "GET":
+                await respond(send, 405, b"{}", _JSON, [(b"allow", b"GET")])
+            else:
+                await respond(send, 200, self._resource.metadata, _JSON)
         elif path in _READ_ONLY and scope["method"] != "GET":
             await respond(
                 send,
@@ -135,30 +153,62 @@ class _Front:
             await respond(send, 200, text.encode(), _METRICS)
         elif path not in _PRIVATE:
             await _json(send, 404, {"error": f"not found; the MCP endpoint is {MCP_PATH}"})
+        elif not _same_origin(headers):
+            await _json(send, 403, {"error": "cross-origin requests are refused"})
+        elif self._resource is not None:
+            try:
+                caller = await self._resource.authenticate(headers.get("authorization"))
+            except _Refused as refused:
+                extra = []
+                if refused.challenge is not None:
+                    extra.append((b"www-authenticate", refused.challenge.encode()))
+                if refused.status == 503:
+                    extra.append((b"retry-after", str(RETRY_AFTER).encode()))
+                body = json.dumps({"error": refused.message}).encode()
+                await respond(send, refused.status, body, _JSON, extra)
+                return
+            scope[CALLER_SCOPE] = caller
+            await self._private(scope, receive, send, path, headers, caller)
+        elif self._expected is not None and not _matches(
+            headers.get("authorization"), self._expected
+        ):
+            await _unauthorized(send, given="authorization" in headers)
         else:
-            offered = bearer(headers.get("authorization", ""))
-            if not _same_origin(headers):
-                await _json(send, 403, {"error": "cross-origin requests are refused"})
-            elif self._expected is not None and not (
-                offered is not None
-                and hmac.compare_digest(offered.encode("utf-8", "replace"), self._expected)
-            ):
-                await _unauthorized(send, given="authorization" in headers)
-            elif path == "/status":
-                await _json(send, 200, _status(self.sup))
-            elif path == "/tools":
-                await self._tools(scope, send)
-            elif path == "/events":
-                await self._events(scope, receive, send)
-            else:
-                if self._expected is None:  # the local socket: its requests say so
-                    scope = {**scope, LOCAL_SCOPE: True}
-                if self.fast is not None and path == MCP_PATH and FastLane.wanted(scope, headers):
-                    await self.fast(scope, receive, send, headers, self.app)
-                else:
-                    await self.app(scope, receive, send)
+            await self._private(scope, receive, send, path, headers, None)
 
-    async def _tools(self, scope: Any, send: Any) -> None:
+    async def _private(
+        self,
+        scope: Any,
+        receive: Any,
+        send: Any,
+        path: str,
+        headers: Mapping[str, str],
+        caller: Caller | None,
+    ) -> None:
+        """The routes behind the token, for a request let in (``caller``: a team
+        gateway's)."""
+        if path == "/status":
+            await _json(send, 200, _status(self.sup, self._serves(caller)))
+        elif path == "/tools":
+            await self._tools(scope, send, caller)
+        elif path == "/events":
+            await self._events(scope, receive, send, caller)
+        else:
+            if self._local:  # the local socket: its requests say so
+                scope = {**scope, LOCAL_SCOPE: True}
+            if self.fast is not None and path == MCP_PATH and FastLane.wanted(scope, headers):
+                await self.fast(scope, receive, send, headers, self.app)
+            else:
+                await self.app(scope, receive, send)
+
+    def _serves(self, caller: Caller | None) -> Any:
+        """Whether a server is served to ``caller`` (``None``: to everyone let in)."""
+        if caller is None:
+            return _everything
+        grant = self.gateway.policy.grant(caller)
+        return lambda server: self.gateway.serves(server) and grant.sees(server)
+
+    async def _tools(self, scope: Any, send: Any, caller: Caller | None) -> None:
         """The ``tools --json`` document of what this gateway serves; ``?search=Q&limit=N``
         for the ``N`` best matches of ``Q``."""
         from urllib.parse import parse_qs
@@ -172,11 +222,12 @@ class _Front:
         if limit < 1:
             await _json(send, 400, {"error": "limit must be a whole number above 0"})
             return
-        await _json(send, 200, await self.gateway.tools_document(search, limit))
+        await _json(send, 200, await self.gateway.tools_document(search, limit, caller=caller))
 
-    async def _events(self, scope: Any, receive: Any, send: Any) -> None:
+    async def _events(self, scope: Any, receive: Any, send: Any, caller: Caller | None) -> None:
         """The events matching ``?filter=GLOB`` (all by default) as JSON lines, until the
-        client goes or the gateway stops."""
+        client goes or the gateway stops — for a team gateway's caller under a policy,
+        only those of servers the caller may use."""
         from urllib.parse import parse_qs
 
         from ..events._catalog import encode
@@ -203,7 +254,13 @@ class _Front:
 
             nursery.start_soon(until_gone)
             nursery.start_soon(until_stopping)
+            serves = self._serves(caller)
+            narrowed = caller is not None and not self.gateway.policy.grant(caller).everything
             async for event in events:
+                if narrowed:
+                    server = getattr(event, "server", None)
+                    if not isinstance(server, str) or not serves(server):
+                        continue
                 body = encode(event) + b"\n"
                 await send({"type": "http.response.body", "body": body, "more_body": True})
         with suppress(Exception):  # the client may be gone
@@ -216,10 +273,23 @@ _PRIVATE = frozenset({MCP_PATH, "/status", "/tools", "/events"})
 _READ_ONLY = frozenset({"/healthz", "/readyz", "/metrics", "/status", "/tools", "/events"})
 
 
-def _status(sup: SupervisorHandle) -> dict[str, object]:
+def _status(sup: SupervisorHandle, serves: Any) -> dict[str, object]:
+    """The ``status --json`` document of the servers ``serves`` accepts."""
     from ..monitor._metrics import status_document
 
-    return status_document(sup.status(), sup.metrics(), actors=sup.statistics())
+    records = {name: r for name, r in sup.status().items() if serves(name)}
+    metrics = {name: m for name, m in sup.metrics().items() if serves(name)}
+    return status_document(records, metrics, actors=sup.statistics())
+
+
+def _everything(server: str) -> bool:
+    return True
+
+
+def _matches(authorization: str | None, expected: bytes) -> bool:
+    """Whether the header carries the bearer token ``expected``."""
+    offered = bearer(authorization or "")
+    return offered is not None and hmac.compare_digest(offered.encode("utf-8", "replace"), expected)
 
 
 def _headers(scope: Mapping[str, Any]) -> dict[str, str]:
@@ -266,7 +336,8 @@ async def serve_http(
     host: str = "127.0.0.1",
     port: int = 0,
     *,
-    token: str,
+    token: str | None = None,
+    resource: ResourceGate | None = None,
     stateless: bool = False,
     session_idle: float = DEFAULT_SESSION_IDLE,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
@@ -281,7 +352,12 @@ async def serve_http(
     ``404``), and at most ``max_sessions`` are open: a new one past that closes the one
     idle the longest, or is refused with ``503`` when every one is in use
     (:class:`~._sessions.Sessions`). ``fast=False`` turns the fast lane off
-    (:mod:`._fast`): every request then goes through the SDK's own HTTP entry."""
+    (:mod:`._fast`): every request then goes through the SDK's own HTTP entry.
+
+    Requests need the bearer ``token`` — or, for a team gateway, an access token that
+    ``resource`` takes (:class:`~._resource.ResourceGate`): one of the two is given."""
+    if (token is None) == (resource is None):
+        raise ValueError("serve_http takes a token or a resource gate, one of the two")
     from mcp.server.transport_security import TransportSecuritySettings
 
     from ..dashboard._address import format_host, is_loopback
@@ -314,10 +390,10 @@ async def serve_http(
             url=f"http://{format_host(shown)}:{bound_port}{MCP_PATH}",
             host=bound_host,
             port=bound_port,
-            token=token,
+            token=token or "",
         )
         stopping = trio.Event()
-        with redacting([token]):
+        with redacting([token] if token else []):
             async with trio.open_nursery() as nursery:
                 await nursery.start(
                     partial(
@@ -331,6 +407,7 @@ async def serve_http(
                             listener=(host, None) if security is not None else None,
                             sessions=sessions,
                             fast=lane,
+                            resource=resource,
                         ),
                         sockets,
                         logger_name="supervisor.gateway.http",
@@ -375,9 +452,7 @@ async def serve_local(
     app = gateway.server.streamable_http_app(
         streamable_http_path=MCP_PATH, stateless_http=True, transport_security=security
     )
-    fast = FastLane(
-        gateway.server, gateway.server.session_manager, security, gateway.served_schema
-    )
+    fast = FastLane(gateway.server, gateway.server.session_manager, security, gateway.served_schema)
     stopping = trio.Event()
     try:
         async with trio.open_nursery() as nursery:

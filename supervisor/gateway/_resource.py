@@ -10,15 +10,25 @@ its size is checked before it is parsed, and its header only picks the key. The 
 fetched once (from ``jwks_uri`` of the issuer's metadata when not given) and again when a
 token names a key it does not hold — a rotation — at most once per ``min_refetch``
 seconds, so a flood of made-up key ids costs no flood of fetches.
+
+:class:`IntrospectionVerifier` asks the authorization server instead (RFC 7662), for
+opaque tokens or to refuse a revoked token at once. :class:`ResourceGate` is what the
+HTTP gateway's front runs for each request: the token from the ``Authorization`` header,
+checked by one of them (a token already checked is taken from a bounded memory until it
+expires), the scopes it must carry, and the :class:`Caller` it stands for; a refusal is
+the ``401`` (or ``403``) with the ``WWW-Authenticate`` challenge MCP clients follow to the
+gateway's protected-resource metadata (RFC 9728), which it serves too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Self
+from urllib.parse import urlsplit
 
 import attrs
 import httpx2
@@ -27,7 +37,15 @@ import trio
 from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
 from mcp.server.auth.provider import AccessToken
 
-__all__ = ["JWTVerifier"]
+from ..dashboard._security import bearer
+from ..log import get_logger
+
+__all__ = ["Caller", "IntrospectionVerifier", "JWTVerifier", "ResourceGate"]
+
+if TYPE_CHECKING:
+    from ..config._model import GatewayAuth
+
+log = get_logger("supervisor.gateway.auth")
 
 #: The signature algorithms taken by default: asymmetric only (a key of a JWKS is public).
 ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
@@ -40,6 +58,35 @@ MAX_DOCUMENT_BYTES = 256 * 1024
 class _InvalidToken(Exception):
     """Why a token was refused (for the log and the ``error_description``, never with the
     token in it)."""
+
+
+class _Unreachable(Exception):
+    """The authorization server could not be asked (its keys, its introspection): the
+    token is neither taken nor called invalid — its holder is told to try again."""
+
+
+@attrs.frozen
+class Caller:
+    """Who a team gateway's request comes from: its access token's subject, groups and
+    scopes, the client it was issued to, and when it expires (unix seconds)."""
+
+    subject: str
+    groups: tuple[str, ...] = ()
+    scopes: tuple[str, ...] = ()
+    client_id: str = ""
+    expires_at: float | None = None
+
+    @classmethod
+    def of(cls, access: AccessToken) -> Caller:
+        claims = access.claims or {}
+        groups = claims.get("groups")
+        return cls(
+            subject=access.subject or "",
+            groups=tuple(str(g) for g in groups) if isinstance(groups, list | tuple) else (),
+            scopes=tuple(access.scopes),
+            client_id=access.client_id,
+            expires_at=None if access.expires_at is None else float(access.expires_at),
+        )
 
 
 @attrs.define
@@ -66,7 +113,7 @@ class JWTVerifier:
         """The SDK's ``TokenVerifier``: the token's access, or ``None`` if refused."""
         try:
             return await self.check(token)
-        except _InvalidToken:
+        except (_InvalidToken, _Unreachable):
             return None
 
     async def check(self, token: str) -> AccessToken:
@@ -152,7 +199,7 @@ class JWTVerifier:
         ):
             try:
                 metadata = await _document(http, url, "the issuer's metadata")
-            except _InvalidToken:
+            except (_InvalidToken, _Unreachable):
                 continue
             if metadata.get("issuer") != self.issuer:
                 continue  # RFC 8414 §3.3: not this issuer's
@@ -160,7 +207,256 @@ class JWTVerifier:
             if isinstance(uri, str) and uri.startswith(("https://", "http://")):
                 self.jwks_url = uri
                 return uri
-        raise _InvalidToken(f"the issuer {self.issuer} publishes no jwks_uri")
+        raise _Unreachable(f"the issuer {self.issuer} publishes no jwks_uri")
+
+
+@attrs.define
+class IntrospectionVerifier:
+    """Checks access tokens by asking ``endpoint`` (RFC 7662), authenticating as
+    ``client_id`` with ``client_secret`` (HTTP Basic). A token is taken when the answer
+    says ``active``, its ``aud`` names ``audience``, its ``iss`` (if given) is ``issuer``
+    and its ``exp`` (if given) has not passed; its ``sub`` is the caller. Every request
+    asks again (a revoked token is refused at once) unless the gate keeps answers."""
+
+    endpoint: str
+    client_id: str
+    client_secret: str = attrs.field(repr=False)
+    audience: str
+    issuer: str | None = None
+    groups_claim: str = "groups"
+    http: httpx2.AsyncClient | None = None
+    wall_clock: Callable[[], float] = time.time
+    #: requests made to the endpoint
+    requests: int = attrs.field(default=0, init=False)
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The SDK's ``TokenVerifier``: the token's access, or ``None`` if refused."""
+        try:
+            return await self.check(token)
+        except (_InvalidToken, _Unreachable):
+            return None
+
+    async def check(self, token: str) -> AccessToken:
+        """The token's access; :class:`_InvalidToken` saying why it is refused, or
+        :class:`_Unreachable` when the endpoint cannot answer."""
+        if len(token) > MAX_TOKEN_BYTES:
+            raise _InvalidToken(f"the token is longer than {MAX_TOKEN_BYTES} bytes")
+        what = f"the introspection endpoint {self.endpoint}"
+        self.requests += 1
+        try:
+            async with (
+                _client(self.http) as http,
+                http.stream(
+                    "POST",
+                    self.endpoint,
+                    data={"token": token, "token_type_hint": "access_token"},
+                    auth=httpx2.BasicAuth(self.client_id, self.client_secret),
+                    headers={"accept": "application/json"},
+                ) as response,
+            ):
+                if response.status_code != 200:
+                    raise _Unreachable(f"{what} answered HTTP {response.status_code}")
+                body = await _read(response, what)
+        except httpx2.HTTPError as exc:
+            raise _Unreachable(f"{what} cannot be reached: {exc}") from None
+        try:
+            answer = _object(body, what)
+        except _InvalidToken as exc:
+            raise _Unreachable(str(exc)) from None
+        if answer.get("active") is not True:
+            raise _InvalidToken("the token is not active (expired or revoked)")
+        audiences = answer.get("aud")
+        audiences = [audiences] if isinstance(audiences, str) else audiences
+        if not isinstance(audiences, list) or self.audience not in audiences:
+            raise _InvalidToken("the token is not meant for this gateway (aud)")
+        if self.issuer is not None and answer.get("iss", self.issuer) != self.issuer:
+            raise _InvalidToken("the token is from another issuer")
+        expires = answer.get("exp")
+        if isinstance(expires, bool) or not isinstance(expires, int | float | None):
+            raise _InvalidToken("the introspection answer's exp is not a number")
+        if expires is not None and expires <= self.wall_clock():
+            raise _InvalidToken("the token has expired")
+        subject = answer.get("sub")
+        if not isinstance(subject, str) or not subject:
+            raise _InvalidToken("the introspection answer names no subject (sub)")
+        scope = answer.get("scope")
+        groups = answer.get(self.groups_claim)
+        return AccessToken(
+            token=token,
+            client_id=str(answer.get("client_id") or ""),
+            scopes=scope.split() if isinstance(scope, str) else [],
+            expires_at=None if expires is None else int(expires),
+            resource=self.audience,
+            subject=subject,
+            claims={"groups": [str(g) for g in groups] if isinstance(groups, list) else []},
+        )
+
+
+class _Refused(Exception):
+    """A request the gate does not let in: the status, the ``WWW-Authenticate``
+    challenge (none for a ``503``) and what the body says."""
+
+    def __init__(self, status: int, challenge: str | None, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.challenge = challenge
+        self.message = message
+
+
+#: Tokens already checked that a gate keeps (past that, the oldest half is dropped).
+MAX_KEPT = 4096
+#: Seconds a caller is told to wait when the authorization server cannot be asked.
+RETRY_AFTER = 5
+
+
+@attrs.define
+class ResourceGate:
+    """The check of every request to a team gateway (see the module doc): ``verifier``
+    (a :class:`JWTVerifier` or an :class:`IntrospectionVerifier`) for tokens of
+    ``issuer`` meant for ``resource``, each needing ``scopes``. A checked token is kept
+    until it expires — at most ``keep`` seconds when given (introspection's
+    ``cacheSeconds``; 0: asked every time)."""
+
+    verifier: JWTVerifier | IntrospectionVerifier
+    issuer: str
+    resource: str
+    scopes: tuple[str, ...] = ()
+    keep: float | None = None
+    wall_clock: Callable[[], float] = time.time
+    _kept: dict[str, tuple[Caller, float]] = attrs.field(factory=dict, init=False)
+    #: the metadata document's path on the gateway, and the document
+    metadata_path: str = attrs.field(init=False)
+    metadata: bytes = attrs.field(init=False)
+    _metadata_url: str = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        from mcp.shared.auth import ProtectedResourceMetadata
+
+        parts = urlsplit(self.resource)
+        path = parts.path.rstrip("/")
+        self.metadata_path = WELL_KNOWN + path
+        self._metadata_url = f"{parts.scheme}://{parts.netloc}{self.metadata_path}"
+        document = ProtectedResourceMetadata(
+            resource=self.resource,  # type: ignore[arg-type]
+            authorization_servers=[self.issuer],  # type: ignore[list-item]
+            scopes_supported=list(self.scopes) or None,
+            bearer_methods_supported=["header"],
+            resource_name="mcp-supervisor gateway",
+        )
+        self.metadata = document.model_dump_json(exclude_none=True).encode()
+
+    @classmethod
+    def from_config(cls, auth: GatewayAuth, *, environ: Mapping[str, str] | None = None) -> Self:
+        """The gate of the config's ``gateway.auth``: JWTs checked against the issuer's
+        keys, or tokens introspected (its client secret read now: :class:`OSError` or
+        :class:`ValueError` saying what is wrong)."""
+        verifier: JWTVerifier | IntrospectionVerifier
+        keep = None
+        spec = auth.introspection
+        if spec is None:
+            verifier = JWTVerifier(
+                auth.issuer, auth.resource, auth.jwks_url, groups_claim=auth.groups_claim
+            )
+        else:
+            verifier = IntrospectionVerifier(
+                spec.endpoint,
+                spec.client_id,
+                _secret(spec.client_secret_file, spec.client_secret_env, environ),
+                auth.resource,
+                issuer=auth.issuer,
+                groups_claim=auth.groups_claim,
+            )
+            keep = spec.cache_seconds
+        return cls(verifier, auth.issuer, auth.resource, auth.scopes, keep)
+
+    def serves_metadata(self, path: str) -> bool:
+        """Whether ``path`` is where the metadata is asked for (RFC 9728 §3.1: the
+        resource's path after the well-known name; clients of the 2025-06-18 spec try
+        the well-known name alone too)."""
+        return path == self.metadata_path or path == WELL_KNOWN
+
+    async def authenticate(self, authorization: str | None) -> Caller:
+        """The caller of a request with this ``Authorization`` header;
+        :class:`_Refused` if it is not let in."""
+        token = bearer(authorization or "")
+        if not token:
+            raise _Refused(401, self._challenge(), "this gateway needs an OAuth access token")
+        now = self.wall_clock()
+        kept = self._kept.get(token)
+        if kept is not None and now < kept[1]:
+            caller = kept[0]
+        else:
+            try:
+                access = await self.verifier.check(token)
+            except _InvalidToken as exc:
+                log.info("access token refused", reason=str(exc))
+                raise _Refused(
+                    401, self._challenge("invalid_token", str(exc)), f"token refused: {exc}"
+                ) from None
+            except _Unreachable as exc:
+                log.warning("the authorization server cannot check tokens", error=str(exc))
+                raise _Refused(
+                    503, None, "the authorization server cannot check tokens now: try again"
+                ) from None
+            caller = Caller.of(access)
+            self._keep(token, caller, now)
+        missing = [scope for scope in self.scopes if scope not in caller.scopes]
+        if missing:
+            raise _Refused(
+                403,
+                self._challenge("insufficient_scope", "the token lacks scopes this gateway needs"),
+                f"the token lacks the scope {' '.join(missing)}",
+            )
+        return caller
+
+    def _keep(self, token: str, caller: Caller, now: float) -> None:
+        until = caller.expires_at if caller.expires_at is not None else float("inf")
+        if self.keep is not None:
+            until = min(until, now + self.keep)
+        if until <= now:
+            return
+        if len(self._kept) >= MAX_KEPT:  # the oldest half goes (dicts keep insertion order)
+            for stale in list(self._kept)[: MAX_KEPT // 2]:
+                del self._kept[stale]
+        self._kept[token] = (caller, until)
+
+    def _challenge(self, error: str | None = None, description: str | None = None) -> str:
+        """The ``WWW-Authenticate`` value (RFC 6750 §3, RFC 9728 §5.1)."""
+        parts = []
+        if error is not None:
+            parts.append(f'error="{error}"')
+            if description:
+                parts.append(f'error_description="{_quoted(description)}"')
+        if self.scopes:
+            parts.append(f'scope="{" ".join(self.scopes)}"')
+        parts.append(f'resource_metadata="{self._metadata_url}"')
+        return "Bearer " + ", ".join(parts)
+
+
+#: Where protected-resource metadata is (RFC 9728 §3).
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+
+
+def _secret(file: str | None, env: str | None, environ: Mapping[str, str] | None) -> str:
+    """The introspection client's secret, from its file or environment variable."""
+    if file is not None:
+        with open(os.path.expanduser(file), encoding="utf-8") as handle:
+            secret = handle.read().strip()
+        where = f"the file {file}"
+    else:
+        assert env is not None
+        secret = (os.environ if environ is None else environ).get(env, "").strip()
+        where = f"${env}"
+    if not secret:
+        raise ValueError(f"the introspection client's secret is empty: {where} holds none")
+    return secret
+
+
+def _quoted(text: str) -> str:
+    """``text`` fit for a quoted string in a header: printable ASCII, no quote nor
+    backslash, at most 200 characters."""
+    kept = "".join(c if " " <= c <= "~" and c not in '"\\' else "?" for c in text)
+    return kept[:200]
 
 
 def _client(http: httpx2.AsyncClient | None) -> Any:
@@ -172,19 +468,31 @@ async def _document(http: httpx2.AsyncClient, url: str, what: str) -> dict[str, 
     """The JSON object at ``url``, within :data:`MAX_DOCUMENT_BYTES`."""
     try:
         async with http.stream("GET", url) as response:
+            if response.status_code >= 500:
+                raise _Unreachable(f"{what} at {url}: HTTP {response.status_code}")
             if response.status_code != 200:
                 raise _InvalidToken(f"{what} at {url}: HTTP {response.status_code}")
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > MAX_DOCUMENT_BYTES:
-                    raise _InvalidToken(f"{what} at {url} is over {MAX_DOCUMENT_BYTES} bytes")
+            body = await _read(response, f"{what} at {url}")
     except httpx2.HTTPError as exc:
-        raise _InvalidToken(f"{what} at {url} cannot be fetched: {exc}") from None
+        raise _Unreachable(f"{what} at {url} cannot be fetched: {exc}") from None
+    return _object(body, f"{what} at {url}")
+
+
+async def _read(response: httpx2.Response, what: str) -> bytes:
+    """The body of ``response``, within :data:`MAX_DOCUMENT_BYTES`."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > MAX_DOCUMENT_BYTES:
+            raise _InvalidToken(f"{what} is over {MAX_DOCUMENT_BYTES} bytes")
+    return bytes(body)
+
+
+def _object(body: bytes, what: str) -> dict[str, Any]:
     try:
-        document = json.loads(bytes(body))
+        document = json.loads(body)
     except ValueError:
-        raise _InvalidToken(f"{what} at {url} is not JSON") from None
+        raise _InvalidToken(f"{what} is not JSON") from None
     if not isinstance(document, dict):
-        raise _InvalidToken(f"{what} at {url} is not a JSON object")
+        raise _InvalidToken(f"{what} is not a JSON object")
     return document

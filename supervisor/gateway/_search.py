@@ -26,6 +26,7 @@ tool's own result.
 
 from __future__ import annotations
 
+import copy
 import difflib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
@@ -119,6 +120,12 @@ class ToolSearch:
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
+
+    def seen_by(self, host: SearchHost) -> ToolSearch:
+        """The same meta-tools over ``host`` (the gateway as one caller sees it)."""
+        view = copy.copy(self)
+        view._host = host
+        return view
 
     def schema(self, name: str) -> dict[str, Any]:
         """The input schema of the meta-tool ``name``."""

@@ -59,13 +59,41 @@ def served_task(task: CreatedTask | Mapping[str, Any], server: str) -> dict[str,
     return data
 
 
+#: Task owners a gateway remembers (past that, the oldest half is forgotten).
+MAX_OWNERS = 4096
+
+
+def _nothing(name: str) -> bool:
+    return False
+
+
 class GatewayTasks:
     """``tasks/get``, ``tasks/update`` and ``tasks/cancel`` of the gateway's clients,
     each passed to the backing server of ``sup`` named in its task id, if ``serves`` it."""
 
-    def __init__(self, sup: SupervisorHandle, serves: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        sup: SupervisorHandle,
+        serves: Callable[[str], bool],
+        seen_by: Callable[[ServerRequestContext[Any, Any]], Any] | None = None,
+    ) -> None:
         self.sup = sup
         self.serves = serves
+        #: the gateway as a request's caller sees it (a team gateway's policy)
+        self._seen_by = seen_by
+        #: the caller each task was made for, by served task id (this process's)
+        self._owners: dict[str, str] = {}
+
+    def made_for(self, task: Mapping[str, Any], caller: str | None) -> None:
+        """Remember that the served ``task`` was made for ``caller`` (a team gateway's):
+        only they may follow it here."""
+        task_id = task.get("taskId") if isinstance(task, Mapping) else None
+        if caller is None or not isinstance(task_id, str):
+            return
+        if len(self._owners) >= MAX_OWNERS:
+            for stale in list(self._owners)[: MAX_OWNERS // 2]:
+                del self._owners[stale]
+        self._owners[task_id] = caller
 
     def install(self, server: Server[Any]) -> None:
         for method in ("tasks/get", "tasks/update", "tasks/cancel"):
@@ -90,7 +118,15 @@ class GatewayTasks:
         task_id = params.task_id
         name, _, own = task_id.partition(SEPARATOR)
         view = self.sup.servers.get(name)
-        if not own or view is None or not self.serves(name):
+        serves = self.serves
+        owner = self._owners.get(task_id)
+        if self._seen_by is not None:
+            host = self._seen_by(ctx)
+            caller = getattr(host, "caller", None)
+            serves = host.serves
+            if owner is not None and (caller is None or caller.subject != owner):
+                serves = _nothing  # another caller's task: as if there were none
+        if not own or view is None or not serves(name):
             raise MCPError(
                 types.INVALID_PARAMS,
                 f"no task {task_id!r} here: a task id of this gateway names the MCP server "

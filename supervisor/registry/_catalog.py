@@ -176,10 +176,16 @@ class Catalog(Mapping[str, Entry]):
         self._index_cache: _SearchIndex | None = None
 
     def only(
-        self, servers: Collection[str], where: Callable[[Entry], bool] | None = None
+        self,
+        servers: Collection[str],
+        where: Callable[[Entry], bool] | None = None,
+        *,
+        private: bool = False,
     ) -> Catalog:
         """The same names, keeping only the entries of ``servers`` (say, those up now)
-        and, with ``where``, only those it accepts (say, the names a gateway serves)."""
+        and, with ``where``, only those it accepts (say, the names a gateway serves).
+        ``private``: nothing of other servers is kept either — their skipped tools, and
+        the conflicts that name one (for a caller who may not know of them)."""
         if where is None:
             entries = {n: e for n, e in self._entries.items() if e.server in servers}
             by_server = {s: es for s, es in self.by_server.items() if s in servers}
@@ -190,6 +196,14 @@ class Catalog(Mapping[str, Entry]):
                 for s, es in self.by_server.items()
                 if s in servers
             }
+        if private:
+            return Catalog(
+                entries,
+                by_server,
+                {s: n for s, n in self.unsupported.items() if s in servers},
+                [c for c in self.conflicts if set(c.servers) <= set(servers)],
+                {s: why for s, why in self.invalid.items() if s in servers},
+            )
         return Catalog(
             entries,
             by_server,

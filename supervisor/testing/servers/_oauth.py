@@ -137,6 +137,14 @@ class OAuthConfig:
     as_issuer_path: str = ""
     """A path the AS metadata's ``issuer`` (and the redirect's ``iss``) adds to the
     origin where the metadata is served (``/oauth``: ``http://HOST:PORT/oauth``)."""
+    jwt_access_tokens: bool = False
+    """Access tokens are JWTs (RFC 9068, ES256) with ``iss``, ``sub``, ``aud`` (the
+    token's resource), ``exp``, ``scope``, ``client_id`` and ``groups``; the AS metadata
+    names its ``jwks_uri`` (``/jwks``) and ``introspection_endpoint`` (``/introspect``)."""
+    resources: list[str] = attrs.field(factory=list)
+    """Other resources (RFC 8707) this AS issues tokens for: a team gateway's URL."""
+    groups: dict[str, list[str]] = attrs.field(factory=dict)
+    """Each subject's groups, in its tokens' ``groups`` claim and introspection answers."""
 
     def needed_scopes(self) -> list[str]:
         """Every scope ``/mcp`` needs now: required ones first, then step-up ones sorted."""
@@ -230,6 +238,11 @@ class TestAuthProvider:
         self.resources: list[str | None] = []
         self.scopes: list[list[str] | None] = []
         self.token_params: list[dict[str, str]] = []
+        self._jwt_key = ec.generate_private_key(ec.SECP256R1())
+        self.jwt_kid = "as-" + secrets.token_hex(4)
+        self._introspectors: dict[str, str] = {}
+        #: introspection requests that reached the provider
+        self.introspections = 0
 
     @property
     def token_endpoint(self) -> str:
@@ -431,6 +444,25 @@ class TestAuthProvider:
         now = int(time.time())
         ttl = config.access_token_ttl
         access = "at-" + secrets.token_urlsafe(24)
+        if config.jwt_access_tokens:
+            payload: dict[str, Any] = {
+                "iss": self.issuer,
+                "sub": subject,
+                "aud": resource or self.resource,
+                "iat": now,
+                "jti": secrets.token_hex(12),
+                "client_id": client_id,
+                "scope": " ".join(scopes),
+                "groups": config.groups.get(subject or "", []),
+            }
+            if ttl is not None:
+                payload["exp"] = now + ttl
+            access = jwt.encode(
+                payload,
+                self._jwt_key,
+                algorithm="ES256",
+                headers={"typ": "at+jwt", "kid": self.jwt_kid},
+            )
         self.access_tokens[access] = AccessToken(
             token=access,
             client_id=client_id,
@@ -485,8 +517,60 @@ class TestAuthProvider:
         return list(config.required_scopes or [])
 
     def resource_ok(self, resource: str | None) -> bool:
-        """Whether `resource` (an RFC 8707 indicator) names this server (None: unnamed)."""
-        return resource is None or resource.rstrip("/") == self.resource.rstrip("/")
+        """Whether `resource` (an RFC 8707 indicator) names this server or one of
+        ``config.resources`` (None: unnamed)."""
+        if resource is None:
+            return True
+        known = [self.resource, *self.config.resources]
+        return resource.rstrip("/") in {r.rstrip("/") for r in known}
+
+    # -- JWT access tokens and introspection (a team's AS) ----------------------------------
+
+    def jwks(self) -> dict[str, Any]:
+        jwk = jwt.algorithms.ECAlgorithm.to_jwk(self._jwt_key.public_key(), as_dict=True)
+        return {"keys": [{**jwk, "kid": self.jwt_kid, "alg": "ES256", "use": "sig"}]}
+
+    def rotate_jwt_key(self) -> None:
+        """Sign tokens from now on with a new key (the JWKS serves only the new one)."""
+        self._jwt_key = ec.generate_private_key(ec.SECP256R1())
+        self.jwt_kid = "as-" + secrets.token_hex(4)
+
+    def add_introspection_client(self, client_id: str, secret: str) -> None:
+        """A resource server allowed to introspect tokens (by Basic)."""
+        self._introspectors[client_id] = secret
+
+    def introspect(self, token: str, basic: tuple[str, str] | None) -> dict[str, Any]:
+        """RFC 7662's answer for ``token``; :class:`_TokenFailure` for a resource
+        server that does not authenticate."""
+        self.introspections += 1
+        known = None if basic is None else self._introspectors.get(basic[0])
+        if known is None or not hmac.compare_digest(known.encode(), basic[1].encode()):
+            raise _TokenFailure(401, "invalid_client", "introspection needs a known client")
+        access = self.access_tokens.get(token)
+        if access is None or (access.expires_at is not None and access.expires_at <= time.time()):
+            return {"active": False}
+        answer: dict[str, Any] = {
+            "active": True,
+            "iss": self.issuer,
+            "sub": access.subject,
+            "aud": access.resource,
+            "client_id": access.client_id,
+            "scope": " ".join(access.scopes),
+            "token_type": "Bearer",
+            "groups": self.config.groups.get(access.subject or "", []),
+        }
+        if access.expires_at is not None:
+            answer["exp"] = access.expires_at
+        return answer
+
+    def revoke_subject(self, subject: str) -> None:
+        """Revoke every token of ``subject`` (a user who left the team)."""
+        for token, access in list(self.access_tokens.items()):
+            if access.subject == subject:
+                del self.access_tokens[token]
+        for token, refresh in list(self.refresh_tokens.items()):
+            if refresh.subject == subject:
+                del self.refresh_tokens[token]
 
     # -- client_credentials and private_key_jwt (served by _Gate) ---------------------------
 
@@ -670,6 +754,10 @@ class _Gate:
             await self._edited_json(scope, receive, send, self._edit_resource_metadata)
         elif path in ("/token", "/revoke") and method == "POST":
             await self._token(scope, receive, send)
+        elif path == "/jwks" and method == "GET" and config.jwt_access_tokens:
+            await _send_json(send, 200, self.provider.jwks(), [])
+        elif path == "/introspect" and method == "POST" and config.jwt_access_tokens:
+            await self._introspect(scope, receive, send)
         elif path == "/mcp":
             await self._mcp(scope, receive, send)
         else:
@@ -692,6 +780,9 @@ class _Gate:
             doc["client_id_metadata_document_supported"] = True
         if config.as_issuer_path:
             doc["issuer"] = doc["issuer"].rstrip("/") + config.as_issuer_path
+        if config.jwt_access_tokens:
+            doc["jwks_uri"] = self.provider.issuer + "/jwks"
+            doc["introspection_endpoint"] = self.provider.issuer + "/introspect"
 
     def _edit_resource_metadata(self, doc: dict[str, Any]) -> None:
         scopes = self.provider.config.resource_scopes_supported
@@ -770,6 +861,20 @@ class _Gate:
             await self.app(replayed, _replay(body), send)
         finally:
             _asserted_client.reset(reset)
+
+    async def _introspect(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await _read_body(receive)
+        form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            answer = self.provider.introspect(
+                form.get("token", ""), _basic_credentials(headers.get("authorization"))
+            )
+        except _TokenFailure as failure:
+            answer = {"error": failure.error, "error_description": failure.description}
+            await _send_json(send, failure.status, answer, [])
+            return
+        await _send_json(send, 200, answer, [(b"cache-control", b"no-store")])
 
     # -- the MCP endpoint ------------------------------------------------------------------
 

@@ -1,0 +1,178 @@
+"""The ``supervisor.gateway`` section: the HTTP gateway as a team's OAuth resource server
+(``auth``) and who may use what through it (``policy``); docs/gateway.md, "A gateway for a
+team"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ._auth import _metadata_url, _scopes
+from ._model import GatewayAuth, GatewaySettings, IntrospectionSettings, PolicyRule
+from ._validate import (
+    _Bad,
+    _Errors,
+    _fields,
+    _join,
+    _nonempty,
+    _number,
+    _object,
+    _parse_object,
+    _split_url,
+    _unknown_field,
+    _want,
+)
+
+
+def _id(value: object) -> object:
+    return value
+
+
+def _resource(value: object) -> str:
+    """The gateway's resource URL: an https:// URL (http:// on a loopback host), no
+    fragment, no query (RFC 8707 §2)."""
+    url = _metadata_url(value)
+    parts = _split_url(url)
+    if parts.fragment or parts.query:
+        raise _Bad("must have no query and no fragment (RFC 8707)")
+    return url
+
+
+def _names(value: object) -> tuple[str, ...]:
+    _want(value, list, "an array of strings")
+    assert isinstance(value, list)
+    if not all(isinstance(item, str) and item for item in value):
+        raise _Bad("must be an array of non-empty strings")
+    return tuple(value)
+
+
+def _claim(value: object) -> str:
+    text = _nonempty(value)
+    assert isinstance(text, str)
+    return text
+
+
+def _parse_gateway(errors: _Errors, value: object, path: str) -> GatewaySettings | None:
+    got = _parse_object(errors, value, path, {"auth": _id, "policy": _id})
+    if got is None:
+        return None
+    auth = _parse_gateway_auth(errors, got["auth"], _join(path, "auth")) if "auth" in got else None
+    policy = None
+    if "policy" in got:
+        policy = _parse_policy(errors, got["policy"], _join(path, "policy"))
+        if auth is None and "auth" not in got:
+            errors.add(
+                _join(path, "policy"),
+                'needs "auth" beside it: a policy is by caller, and without OAuth every '
+                "caller of the gateway is the one holder of its token",
+            )
+    return GatewaySettings(auth=auth, policy=policy)
+
+
+_AUTH_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
+    "issuer": ("issuer", _metadata_url),
+    "resource": ("resource", _resource),
+    "jwksUrl": ("jwks_url", _metadata_url),
+    "scopes": ("scopes", _scopes),
+    "groupsClaim": ("groups_claim", _claim),
+    "introspection": ("introspection", _id),
+}
+
+
+def _parse_gateway_auth(errors: _Errors, value: object, path: str) -> GatewayAuth | None:
+    try:
+        mapping = _object(value, "an object")
+    except _Bad as exc:
+        errors.add(path, str(exc))
+        return None
+    got: dict[str, object] = {}
+    for key, item, p in _fields(errors, mapping, path):
+        spec = _AUTH_KEYS.get(key)
+        if spec is None:
+            errors.add(p, _unknown_field(key, _AUTH_KEYS))
+            continue
+        try:
+            got[spec[0]] = spec[1](item)
+        except _Bad as exc:
+            errors.add(p, str(exc))
+    for key in ("issuer", "resource"):
+        if key not in mapping:
+            what = (
+                "the authorization server whose access tokens the gateway takes"
+                if key == "issuer"
+                else "the MCP endpoint's URL as the gateway's clients reach it (the "
+                "tokens' audience)"
+            )
+            errors.add(path, f'needs "{key}": {what}')
+    if "introspection" in got:
+        p = _join(path, "introspection")
+        introspection = _parse_introspection(errors, got["introspection"], p)
+        if introspection is None:
+            del got["introspection"]
+        else:
+            got["introspection"] = introspection
+        if "jwks_url" in got:
+            errors.add(path, 'has "jwksUrl" and "introspection": tokens are checked one way')
+    if not {"issuer", "resource"} <= set(got):
+        return None
+    return GatewayAuth(**got)  # type: ignore[arg-type]
+
+
+_INTROSPECTION_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
+    "endpoint": ("endpoint", _metadata_url),
+    "clientId": ("client_id", _nonempty),
+    "clientSecretFile": ("client_secret_file", _nonempty),
+    "clientSecretEnv": ("client_secret_env", _nonempty),
+    "cacheSeconds": ("cache_seconds", lambda v: _number(v, inclusive=True)),
+}
+
+
+def _parse_introspection(errors: _Errors, value: object, path: str) -> IntrospectionSettings | None:
+    try:
+        mapping = _object(value, "an object")
+    except _Bad as exc:
+        errors.add(path, str(exc))
+        return None
+    got: dict[str, object] = {}
+    for key, item, p in _fields(errors, mapping, path):
+        spec = _INTROSPECTION_KEYS.get(key)
+        if spec is None:
+            if key == "clientSecret":
+                errors.add(
+                    p,
+                    "is never written in the config: use clientSecretFile or "
+                    "clientSecretEnv (a file or an environment variable that holds it)",
+                )
+            else:
+                errors.add(p, _unknown_field(key, _INTROSPECTION_KEYS))
+            continue
+        try:
+            got[spec[0]] = spec[1](item)
+        except _Bad as exc:
+            errors.add(p, str(exc))
+    missing = [k for k in ("endpoint", "clientId") if k not in mapping]
+    for key in missing:
+        errors.add(path, f'needs "{key}"')
+    if sum(k in mapping for k in ("clientSecretFile", "clientSecretEnv")) != 1:
+        errors.add(
+            path,
+            'needs exactly one of "clientSecretFile" and "clientSecretEnv": the gateway '
+            "authenticates at the introspection endpoint",
+        )
+    if not {"endpoint", "client_id"} <= set(got):
+        return None
+    return IntrospectionSettings(**got)  # type: ignore[arg-type]
+
+
+_RULE_KEYS = {"subjects": _names, "groups": _names, "servers": _names, "tools": _names}
+
+
+def _parse_policy(errors: _Errors, value: object, path: str) -> tuple[PolicyRule, ...] | None:
+    if not isinstance(value, list):
+        errors.add(path, "must be an array of rules ({subjects, groups, servers, tools})")
+        return None
+    rules: list[PolicyRule] = []
+    for index, item in enumerate(value):
+        got = _parse_object(errors, item, _join(path, index), _RULE_KEYS)
+        if got is not None:
+            rules.append(PolicyRule(**got))  # type: ignore[arg-type]
+    return tuple(rules)

@@ -1,0 +1,192 @@
+"""Who may use what through a team gateway: the config's ``gateway.policy``.
+
+A :class:`Policy` is a list of rules; each is for some callers (by ``subjects``, or by
+``groups`` from their token; a rule naming neither is for every caller) and lets them
+list and call the tools matching its ``tools`` globs (none: every tool) of the servers
+matching its ``servers`` globs (none: every server). A caller's :class:`Grant` is the
+union of the rules for them: a tool no rule grants is not listed, not found by search,
+and not callable — it answers as a tool this gateway does not serve, so its existence is
+not told either. A server's resources, prompts and completions are granted with the
+whole server — by a rule for it that names no ``tools``; a rule naming tools grants
+those tools alone. A server no rule names is not shown at all (status, events). Without
+a policy every caller may use everything served.
+
+:class:`Narrowed` is the gateway as one caller sees it — what the handlers of a request
+with a caller, and the tool-search meta-tools, are given in place of the gateway.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..errors import UnknownTool
+from ._resource import Caller
+from ._search import SearchHost
+
+if TYPE_CHECKING:
+    from mcp import types
+
+    from ..config._model import PolicyRule
+    from ..registry import Catalog
+    from ..runtime import SupervisorHandle
+    from ..tools import Progress
+
+__all__ = ["Grant", "Narrowed", "Policy"]
+
+#: Grants a policy keeps, by subject and groups (past that, it forgets them all).
+MAX_GRANTS = 1024
+
+
+@attrs.frozen
+class _Rule:
+    servers: tuple[str, ...]
+    tools: tuple[str, ...]
+
+    def sees(self, server: str) -> bool:
+        return not self.servers or any(fnmatch.fnmatchcase(server, g) for g in self.servers)
+
+    def server(self, server: str) -> bool:
+        return not self.tools and self.sees(server)
+
+    def tool(self, server: str, name: str) -> bool:
+        if not self.sees(server):
+            return False
+        return not self.tools or any(fnmatch.fnmatchcase(name, g) for g in self.tools)
+
+
+@attrs.frozen
+class Grant:
+    """What one caller may use: the rules for them (``everything`` without a policy)."""
+
+    rules: tuple[_Rule, ...]
+    everything: bool = False
+
+    def sees(self, server: str) -> bool:
+        """Whether ``server`` is shown at all: a rule names it (its status, events)."""
+        return self.everything or any(rule.sees(server) for rule in self.rules)
+
+    def server(self, server: str) -> bool:
+        """Whether the whole of ``server`` is granted — its resources, prompts and
+        completions with its tools: a rule for it that names no ``tools``."""
+        return self.everything or any(rule.server(server) for rule in self.rules)
+
+    def tool(self, server: str, name: str) -> bool:
+        """Whether the tool ``name`` (merged) of ``server`` may be listed and called."""
+        return self.everything or any(rule.tool(server, name) for rule in self.rules)
+
+
+#: The grant of every caller when there is no policy.
+EVERYTHING = Grant((), everything=True)
+
+
+class Policy:
+    """The rules of ``gateway.policy`` (``None``: none, everything for everyone)."""
+
+    def __init__(self, rules: Sequence[PolicyRule] | None) -> None:
+        self._rules = None if rules is None else tuple(rules)
+        self._grants: dict[tuple[str, tuple[str, ...]], Grant] = {}
+
+    def grant(self, caller: Caller) -> Grant:
+        """The union of the rules for ``caller``."""
+        if self._rules is None:
+            return EVERYTHING
+        key = (caller.subject, caller.groups)
+        grant = self._grants.get(key)
+        if grant is None:
+            groups = set(caller.groups)
+            grant = Grant(
+                tuple(
+                    _Rule(rule.servers, rule.tools)
+                    for rule in self._rules
+                    if (not rule.subjects and not rule.groups)
+                    or caller.subject in rule.subjects
+                    or not groups.isdisjoint(rule.groups)
+                )
+            )
+            if len(self._grants) >= MAX_GRANTS:
+                self._grants.clear()
+            self._grants[key] = grant
+        return grant
+
+
+class Narrowed:
+    """``host`` (the gateway) as ``caller`` sees it under ``grant``: a
+    :class:`~._search.SearchHost` whose catalog, ``serves`` and calls are narrowed to
+    the grant, each call made for the caller."""
+
+    def __init__(
+        self,
+        host: SearchHost,
+        caller: Caller,
+        grant: Grant,
+        catalogs: dict[Grant, tuple[Catalog, Catalog]] | None = None,
+    ) -> None:
+        self.host = host
+        self.caller = caller
+        self.grant = grant
+        #: the narrowed catalog of each grant, by the served catalog it was made from
+        #: (shared by the views of one gateway: callers of one grant share it)
+        self._catalogs = {} if catalogs is None else catalogs
+
+    @property
+    def sup(self) -> SupervisorHandle:
+        return self.host.sup
+
+    def serves(self, server: str, name: str | None = None) -> bool:
+        """Whether ``server`` is shown to the caller (and its tool ``name`` granted)."""
+        if not self.host.serves(server, name):
+            return False
+        return self.grant.sees(server) if name is None else self.grant.tool(server, name)
+
+    def whole(self, server: str) -> bool:
+        """Whether the caller may use ``server``'s resources, prompts and completions."""
+        return self.host.serves(server) and self.grant.server(server)
+
+    def catalog(self) -> Catalog:
+        served = self.host.catalog()
+        grant = self.grant
+        if grant.everything:
+            return served
+        kept = self._catalogs.get(grant)
+        if kept is not None and kept[0] is served:
+            return kept[1]
+        servers = [server for server in served.by_server if grant.sees(server)]
+        catalog = served.only(servers, lambda e: grant.tool(e.server, e.name), private=True)
+        if len(self._catalogs) >= MAX_GRANTS:
+            self._catalogs.clear()
+        self._catalogs[grant] = (served, catalog)
+        return catalog
+
+    async def first_listing(self) -> None:
+        await self.host.first_listing()
+
+    async def call(
+        self,
+        name: str,
+        arguments: Mapping[str, object],
+        progress: Progress | None = None,
+        **options: Any,  # noqa: ANN401 - the gateway's call options, passed on
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The gateway's call, for the caller — refused as a tool not served when the
+        grant does not cover it (before anything is sent, with no close matches named)."""
+        if not self.grant.everything:
+            server = self._server_of(name)
+            if server is None or not self.grant.tool(server, name):
+                raise UnknownTool(f"tool {name!r} is not served by this gateway")
+        return await self.host.call(  # type: ignore[call-arg]
+            name, arguments, progress, caller=self.caller.subject, **options
+        )
+
+    def _server_of(self, name: str) -> str | None:
+        """The server of the merged tool ``name`` (one not listed yet: by its prefix)."""
+        entry = self.sup.snapshot.named.get(name)
+        if entry is not None:
+            return entry.server
+        try:
+            return self.sup.resolve(name)[0]
+        except UnknownTool:
+            return None

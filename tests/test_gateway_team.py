@@ -1,0 +1,463 @@
+"""A gateway for a team: ``serve --http`` as an OAuth 2.1 resource server in front of the
+supervised servers (``supervisor.gateway.auth``), each caller narrowed to what the policy
+grants them (``supervisor.gateway.policy``).
+
+The team's authorization server is the OAuth fixture of supervisor.testing, issuing JWT
+access tokens (and answering introspection) on loopback. A request without a token is
+answered with the challenge MCP clients follow to the gateway's protected-resource
+metadata; tokens for another audience, expired ones and revoked ones (introspection) are
+refused; each caller sees and calls only what their rules grant, and the audit log names
+them. A real MCP client — this project's own supervisor, logging in through OAuth with
+dynamic registration — follows the gateway's challenge to the team's AS and calls
+through it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from supervisor import open_supervisor
+from supervisor.config._model import GatewayAuth, IntrospectionSettings, PolicyRule
+from supervisor.gateway import Gateway, serve_http
+from supervisor.gateway._policy import Policy
+from supervisor.gateway._relay import Relay
+from supervisor.gateway._resource import ResourceGate, _Refused
+from supervisor.testing.servers import make_server, open_oauth_server
+
+#: eng may use everything; bob the notes server's ``embedded`` tool alone; carol nothing.
+RULES = (
+    PolicyRule(groups=("eng",)),
+    PolicyRule(subjects=("bob",), servers=("notes",), tools=("notes_embedded",)),
+)
+GROUPS = {"alice": ["eng"], "bob": ["sales"], "carol": []}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@asynccontextmanager
+async def team(
+    tmp_path: Path,
+    *,
+    introspection: bool = False,
+    rules: Any = RULES,
+    servers: dict[str, Any] | None = None,
+) -> AsyncIterator[tuple[Any, Any, str]]:
+    """The team's AS (JWT access tokens), a supervisor of two in-process servers (``notes``:
+    tools, resources and prompts; ``ops``: echo tools) — or of ``servers`` — with an
+    audit log, and its team gateway on a free port: ``(fx, sup, url)``."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with open_oauth_server(jwt_access_tokens=True, resources=[url], groups=GROUPS) as fx:
+        fx.provider.add_introspection_client("gateway", "introspection-secret")
+        spec = None
+        if introspection:
+            spec = IntrospectionSettings(
+                endpoint=fx.issuer + "/introspect",
+                client_id="gateway",
+                client_secret_env="TEAM_INTROSPECTION_SECRET",
+            )
+        auth = GatewayAuth(issuer=fx.issuer, resource=url, introspection=spec)
+        gate = ResourceGate.from_config(
+            auth, environ={"TEAM_INTROSPECTION_SECRET": "introspection-secret"}
+        )
+        config = {
+            "mcpServers": servers or {},
+            "supervisor": {"audit": {"path": str(tmp_path / "audit")}},
+        }
+        apps = None if servers else {"notes": make_server("rich"), "ops": make_server("echo")}
+        relay = Relay()
+        async with (
+            open_supervisor(config, apps=apps, **relay.client_options()) as sup,  # type: ignore[arg-type]
+            trio.open_nursery() as nursery,
+        ):
+            gateway = Gateway(sup, policy=Policy(rules), relay=relay)
+            await nursery.start(gateway.run)
+            await sup.tools()
+            await nursery.start(partial(serve_http, gateway, "127.0.0.1", port, resource=gate))
+            yield fx, sup, url
+            nursery.cancel_scope.cancel()
+
+
+def token_for(fx: Any, subject: str, resource: str, **options: Any) -> str:
+    """An access token of the team's AS for ``subject``, meant for ``resource``."""
+    return fx.provider.issue_tokens(
+        "team-cli", ["mcp"], resource=resource, subject=subject, **options
+    ).access_token
+
+
+@asynccontextmanager
+async def client_of(url: str, token: str, **options: Any) -> AsyncIterator[Client]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    transport = streamable_http_client(url, http_client=http)
+    async with http, Client(transport, **options) as client:  # type: ignore[arg-type]
+        yield client
+
+
+def names(listed: Any) -> set[str]:
+    return {item.name for item in listed}
+
+
+async def test_a_request_without_a_valid_token_is_pointed_to_the_teams_authorization_server(
+    tmp_path: Path,
+) -> None:
+    async with team(tmp_path) as (fx, _, url), httpx2.AsyncClient() as http:
+        origin = url.removesuffix("/mcp")
+        metadata_url = origin + "/.well-known/oauth-protected-resource/mcp"
+        answer = await http.post(url, json={})
+        assert answer.status_code == 401
+        challenge = answer.headers["www-authenticate"]
+        assert challenge == f'Bearer resource_metadata="{metadata_url}"'
+        metadata = (await http.get(metadata_url)).json()
+        assert metadata["resource"] == url
+        assert metadata["authorization_servers"] == [fx.issuer + "/"] or metadata[
+            "authorization_servers"
+        ] == [fx.issuer]
+        # The probes need no token; the routes behind it all do.
+        assert (await http.get(origin + "/healthz")).status_code == 200
+        for path in ("/status", "/tools", "/events"):
+            assert (await http.get(origin + path)).status_code == 401
+
+        refused = {
+            "another audience": token_for(fx, "alice", fx.url),
+            "not a token": "at-made-up",
+        }
+        for what, token in refused.items():
+            answer = await http.post(url, json={}, headers={"Authorization": f"Bearer {token}"})
+            assert answer.status_code == 401, what
+            challenge = answer.headers["www-authenticate"]
+            assert challenge.startswith('Bearer error="invalid_token", error_description="')
+            assert challenge.endswith(f'resource_metadata="{metadata_url}"')
+        fx.config.access_token_ttl = -120  # expired two minutes ago: past the leeway
+        expired = token_for(fx, "alice", url)
+        answer = await http.post(url, json={}, headers={"Authorization": f"Bearer {expired}"})
+        assert answer.status_code == 401 and "expired" in answer.headers["www-authenticate"]
+
+
+async def test_each_caller_lists_and_calls_only_what_the_policy_grants_them(
+    tmp_path: Path,
+) -> None:
+    async with team(tmp_path) as (fx, sup, url):
+        everything = set(await sup.tools())
+        assert {"notes_embedded", "ops_echo"} <= everything
+        async with client_of(url, token_for(fx, "alice", url)) as alice:
+            assert names((await alice.list_tools()).tools) == everything
+            result = await alice.call_tool("ops_echo", {"text": "hi"})
+            assert not result.is_error
+            assert "notes://index" in {str(r.uri) for r in (await alice.list_resources()).resources}
+            assert names((await alice.list_prompts()).prompts)
+
+        async with client_of(url, token_for(fx, "bob", url)) as bob:
+            assert names((await bob.list_tools()).tools) == {"notes_embedded"}
+            assert not (await bob.call_tool("notes_embedded", {})).is_error
+            for tool in ("ops_echo", "notes_delete_note"):  # exists, not granted
+                with pytest.raises(MCPError, match="not served by this gateway"):
+                    await bob.call_tool(tool, {"text": "x", "title": "x"})
+            # a rule naming tools grants those alone: not the server's resources
+            assert (await bob.list_resources()).resources == []
+            with pytest.raises(MCPError, match="not served"):
+                await bob.read_resource("notes://index")
+
+        async with client_of(url, token_for(fx, "carol", url)) as carol:
+            assert (await carol.list_tools()).tools == []
+            assert (await carol.list_resources()).resources == []
+            assert (await carol.list_prompts()).prompts == []
+            with pytest.raises(MCPError, match="not served by this gateway"):
+                await carol.call_tool("ops_echo", {"text": "x"})
+            with pytest.raises(MCPError, match="not served"):
+                await carol.read_resource("notes://index")
+            with pytest.raises(MCPError, match="not served"):
+                await carol.get_prompt("notes_greet")
+
+        # What the CLI reads is narrowed alike.
+        origin = url.removesuffix("/mcp")
+        async with httpx2.AsyncClient(timeout=30) as http:
+            bob_token = {"Authorization": f"Bearer {token_for(fx, 'bob', url)}"}
+            document = (await http.get(origin + "/tools", headers=bob_token)).json()
+            assert [tool["name"] for tool in document["tools"]] == ["notes_embedded"]
+            carol_token = {"Authorization": f"Bearer {token_for(fx, 'carol', url)}"}
+            status = (await http.get(origin + "/status", headers=carol_token)).json()
+            assert status["servers"] == []
+
+    lines = [json.loads(line) for line in (tmp_path / "audit").read_text().splitlines()]
+    made = [(line["caller"], line["tool"], line["outcome"]) for line in lines]
+    assert ("alice", "ops_echo", "ok") in made
+    assert ("bob", "notes_embedded", "ok") in made
+    # a refused call never reached the gate: nothing was resolved, sent or written for it
+    assert not any(tool == "ops_echo" and who != "alice" for who, tool, _ in made)
+
+
+async def test_introspection_refuses_a_revoked_caller_at_the_next_call(tmp_path: Path) -> None:
+    async with team(tmp_path, introspection=True) as (fx, _, url):
+        token = token_for(fx, "alice", url)
+        async with client_of(url, token) as alice:
+            assert not (await alice.call_tool("ops_echo", {"text": "one"})).is_error
+            asked = fx.provider.introspections
+            assert not (await alice.call_tool("ops_echo", {"text": "two"})).is_error
+            assert fx.provider.introspections > asked  # asked again: nothing kept
+            fx.provider.revoke_subject("alice")
+            with pytest.raises(MCPError):  # the SDK client's word for the 401 below
+                await alice.call_tool("ops_echo", {"text": "three"})
+        async with httpx2.AsyncClient() as http:
+            answer = await http.post(url, json={}, headers={"Authorization": f"Bearer {token}"})
+            assert answer.status_code == 401
+            assert 'error="invalid_token"' in answer.headers["www-authenticate"]
+
+
+async def test_a_gateway_that_cannot_ask_its_authorization_server_says_try_again(
+    tmp_path: Path,
+) -> None:
+    async with team(tmp_path, introspection=True) as (fx, _, url):
+        token = token_for(fx, "alice", url)
+        fx.provider._introspectors.clear()  # the AS no longer answers this gateway
+        async with httpx2.AsyncClient() as http:
+            answer = await http.post(url, json={}, headers={"Authorization": f"Bearer {token}"})
+        assert answer.status_code == 503
+        assert answer.headers["retry-after"] == "5"
+        assert "www-authenticate" not in answer.headers  # not "your token is bad"
+
+
+async def test_an_mcp_client_follows_the_challenge_to_the_teams_as_and_logs_in(
+    tmp_path: Path,
+) -> None:
+    """This project's supervisor as the team member's client: the gateway's 401 leads it
+    to the metadata, the team's AS (dynamic registration, a login through the browser),
+    then its calls go through with the token the AS issued for the gateway."""
+    from tests.test_auth import Browser, connected, entry
+
+    async with team(tmp_path) as (fx, _, url):
+        fx.config.subject = "alice"  # who logs in at the team's AS
+        browser = Browser()
+        config = {"mcpServers": {"team": entry(url)}}
+        async with open_supervisor(
+            config, auth_dir=tmp_path / "member", oauth_redirect_handler=browser
+        ) as member:
+            await connected(member, "team")
+            result = await member.call("team_ops_echo", {"text": "through the team"})
+            assert "through the team" in result.text
+        assert len(browser.opened) == 1
+        assert fx.provider.resources == [url]  # the login asked a token for the gateway
+    lines = [json.loads(line) for line in (tmp_path / "audit").read_text().splitlines()]
+    assert [line["caller"] for line in lines] == ["alice"]
+
+
+async def test_serve_http_with_the_configs_gateway_section_is_a_team_gateway(
+    tmp_path: Path,
+) -> None:
+    """``mcp-supervisor serve --http`` of a config with ``supervisor.gateway``, as
+    docs/gateway.md shows it: no static token is made or printed, the callers' tokens are
+    checked, each narrowed by the policy; ``--token-file`` is refused beside it."""
+    from tests.test_gateway import fixture, text
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with open_oauth_server(jwt_access_tokens=True, resources=[url], groups=GROUPS) as fx:
+        config = tmp_path / "team.json"
+        policy = [{"groups": ["eng"]}, {"subjects": ["bob"], "tools": ["echo_add"]}]
+        config.write_text(
+            json.dumps(
+                {
+                    "mcpServers": {"echo": fixture("echo", autoApprove=True)},
+                    "supervisor": {
+                        "gateway": {
+                            "auth": {"issuer": fx.issuer, "resource": url},
+                            "policy": policy,
+                        }
+                    },
+                }
+            )
+        )
+        command = [sys.executable, "-m", "supervisor", "serve", "--config", str(config)]
+        token_file = tmp_path / "token"
+        token_file.write_text("a-token-of-thirty-two-characters-at-least")
+        refused = await trio.run_process(
+            [*command, "--http", f"127.0.0.1:{port}", "--token-file", str(token_file)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+        assert refused.returncode == 2
+        assert b"--token-file is not used by a team gateway" in refused.stderr
+
+        process = await trio.lowlevel.open_process(
+            [*command, "--http", f"127.0.0.1:{port}"], stderr=subprocess.PIPE
+        )
+        assert process.stderr is not None
+        err = b""
+        try:
+            with trio.fail_after(60):
+                while b"a team gateway for" not in err:
+                    chunk = await process.stderr.receive_some()
+                    assert chunk, err.decode()
+                    err += chunk
+            assert b"gateway token" not in err
+            async with client_of(url, token_for(fx, "alice", url)) as alice:
+                assert {"echo_echo", "echo_add"} <= names((await alice.list_tools()).tools)
+                assert text(await alice.call_tool("echo_echo", {"text": "hi"})) == "hi"
+            async with client_of(url, token_for(fx, "bob", url)) as bob:
+                assert names((await bob.list_tools()).tools) == {"echo_add"}
+            async with httpx2.AsyncClient() as http:
+                assert (await http.post(url, json={})).status_code == 401
+            process.send_signal(signal.SIGTERM)
+            with trio.fail_after(30):
+                assert await process.wait() == 143
+        finally:
+            with suppress(ProcessLookupError):
+                process.kill()
+            await process.stderr.aclose()
+
+
+def test_the_policy_grants_the_union_of_the_rules_for_a_caller() -> None:
+    from supervisor.gateway._resource import Caller
+
+    policy = Policy(
+        (
+            PolicyRule(groups=("eng",), servers=("git*",)),
+            PolicyRule(subjects=("bob",), tools=("notes_read*",)),
+            PolicyRule(servers=("public",)),  # everyone
+        )
+    )
+    eng = policy.grant(Caller("alice", groups=("eng",)))
+    assert eng.tool("github", "github_push") and eng.tool("public", "public_x")
+    assert not eng.tool("notes", "notes_read")
+    bob = policy.grant(Caller("bob"))
+    assert bob.tool("notes", "notes_read_all") and not bob.tool("notes", "notes_write")
+    assert bob.sees("notes") and not bob.server("notes")  # tools named: not the server
+    assert bob.server("public") and not bob.server("github")
+    carol = policy.grant(Caller("carol", groups=("sales",)))
+    assert carol.server("public") and not carol.sees("github")
+    assert Policy(None).grant(Caller("anyone")).tool("x", "x_y")
+    assert not Policy(()).grant(Caller("anyone")).server("x")
+
+
+async def test_a_token_without_the_scopes_the_gateway_needs_is_403(tmp_path: Path) -> None:
+    async with team(tmp_path) as (fx, _, url):
+        gate = ResourceGate.from_config(
+            GatewayAuth(issuer=fx.issuer, resource=url, scopes=("mcp", "tools")),
+        )
+        narrow = fx.provider.issue_tokens("cli", ["mcp"], resource=url, subject="alice")
+        with pytest.raises(_Refused) as refused:
+            await gate.authenticate(f"Bearer {narrow.access_token}")
+        assert refused.value.status == 403
+        challenge = refused.value.challenge or ""
+        assert challenge.startswith('Bearer error="insufficient_scope"')
+        assert 'scope="mcp tools"' in challenge
+        wide = fx.provider.issue_tokens("cli", ["mcp", "tools"], resource=url, subject="alice")
+        assert (await gate.authenticate(f"Bearer {wide.access_token}")).subject == "alice"
+        with pytest.raises(_Refused) as refused:  # no token: where to get one, which scopes
+            await gate.authenticate(None)
+        assert refused.value.status == 401
+        assert (refused.value.challenge or "").startswith(
+            'Bearer scope="mcp tools", resource_metadata='
+        )
+
+
+async def test_a_checked_token_is_kept_until_it_expires_and_introspection_as_long_as_told(
+    tmp_path: Path,
+) -> None:
+    async with team(tmp_path) as (fx, _, url):
+        verifier = ResourceGate.from_config(GatewayAuth(issuer=fx.issuer, resource=url)).verifier
+        checks = []
+
+        class Counted:  # the real verifier, its checks counted
+            async def check(self, token: str) -> Any:
+                checks.append(token)
+                return await verifier.check(token)
+
+        gate = ResourceGate(Counted(), fx.issuer, url)  # type: ignore[arg-type]
+        token = token_for(fx, "alice", url)
+        for _ in range(3):
+            assert (await gate.authenticate(f"Bearer {token}")).subject == "alice"
+        assert len(checks) == 1
+        now = [gate.wall_clock()]
+        gate.wall_clock = lambda: now[0]
+        now[0] += 3601  # past the token's expiry (on the gate's clock): checked again
+        await gate.authenticate(f"Bearer {token}")
+        assert len(checks) == 2
+
+        keeping = ResourceGate.from_config(
+            GatewayAuth(
+                issuer=fx.issuer,
+                resource=url,
+                introspection=IntrospectionSettings(
+                    endpoint=fx.issuer + "/introspect",
+                    client_id="gateway",
+                    client_secret_env="SECRET",
+                    cache_seconds=60,
+                ),
+            ),
+            environ={"SECRET": "introspection-secret"},
+        )
+        token = token_for(fx, "bob", url)
+        asked = fx.provider.introspections
+        for _ in range(3):
+            assert (await keeping.authenticate(f"Bearer {token}")).subject == "bob"
+        assert fx.provider.introspections == asked + 1
+
+
+async def test_a_task_is_followed_only_by_the_caller_it_was_made_for(tmp_path: Path) -> None:
+    from supervisor.server import _tasks as tasks
+    from tests.test_gateway_fidelity import AUTO_APPROVED, REFERENCE
+    from tests.test_gateway_tasks import made
+
+    ref = {"command": sys.executable, "args": [str(REFERENCE)], "autoApprove": AUTO_APPROVED}
+    async with team(tmp_path, servers={"ref": ref}, rules=(PolicyRule(),)) as (fx, _, url):
+        alice_token, bob_token = (token_for(fx, who, url) for who in ("alice", "bob"))
+        async with (
+            client_of(url, alice_token, extensions=[tasks.CLIENT]) as alice,
+            client_of(url, bob_token, extensions=[tasks.CLIENT]) as bob,
+        ):
+            created = await made(alice, "ref_job", {"ask": False})
+            with pytest.raises(MCPError, match="no task"):
+                await tasks.get(bob, created.task_id)
+            with pytest.raises(MCPError, match="no task"):
+                await tasks.request(bob, "tasks/cancel", {"taskId": created.task_id})
+            assert (await tasks.get(alice, created.task_id)).status in ("working", "completed")
+
+
+def test_a_team_config_whose_introspection_secret_cannot_be_read_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before anything starts: exit 2, naming what is missing (never a secret)."""
+    from supervisor.cli import main
+
+    monkeypatch.delenv("TEAM_SECRET", raising=False)
+    monkeypatch.delenv("MCP_SUPERVISOR_GATEWAY_TOKEN", raising=False)
+    introspection = {
+        "endpoint": "https://login.example.test/introspect",
+        "clientId": "gateway",
+        "clientSecretEnv": "TEAM_SECRET",
+    }
+    auth = {
+        "issuer": "https://login.example.test",
+        "resource": "https://mcp.example.test/mcp",
+        "introspection": introspection,
+    }
+    config = tmp_path / "team.json"
+    config.write_text(json.dumps({"mcpServers": {}, "supervisor": {"gateway": {"auth": auth}}}))
+    serve = ["serve", "--config", str(config), "--http", "127.0.0.1:0"]
+    assert main(serve) == 2
+    assert "$TEAM_SECRET holds none" in capsys.readouterr().err
+    introspection.pop("clientSecretEnv")
+    introspection["clientSecretFile"] = str(tmp_path / "missing")
+    config.write_text(json.dumps({"mcpServers": {}, "supervisor": {"gateway": {"auth": auth}}}))
+    assert main(serve) == 2
+    assert f"cannot read {tmp_path / 'missing'}: No such file" in capsys.readouterr().err
