@@ -64,6 +64,7 @@ TINY = {
     "gateway_http_throughput_ratio": 8,
     "gateway_http_cpu_per_call_ms": 8,
     "gateway_stateless_ratio": 4,
+    "gateway_auth_call_us": 200,
     "gateway_throughput_50x200": 2,
     "gateway_throughput_50x200_p99_ms": 2,
     "cli_call_warm_ms": 1,
