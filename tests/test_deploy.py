@@ -128,6 +128,28 @@ def test_the_placeholder_token_is_refused_at_start(
     assert "must hold one token (no spaces)" in capsys.readouterr().err
 
 
+def test_the_replicas_share_the_secrets_key_and_its_placeholder_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The config names the key where the Secret is mounted; the Secret's placeholder
+    key stops ``serve`` (exit 2), saying why."""
+    args = command()
+    objects = manifests()
+    config_key = posixpath.basename(args.config)
+    config = json.loads(objects["ConfigMap"]["data"][config_key])
+    key_file = config["supervisor"]["gateway"]["keyFile"]
+    assert posixpath.dirname(key_file) == posixpath.dirname(args.token_file)
+    placeholder = objects["Secret"]["stringData"][posixpath.basename(key_file)]
+    (tmp_path / "key").write_text(placeholder)
+    config["supervisor"]["gateway"]["keyFile"] = str(tmp_path / "key")
+    (tmp_path / "mcp.json").write_text(json.dumps(config))
+    token = tmp_path / "token"
+    token.write_text("a-token-of-thirty-two-characters-at-least")
+    serve = ["serve", "--config", str(tmp_path / "mcp.json"), "--http", "127.0.0.1:0"]
+    assert main([*serve, "--stateless", "--token-file", str(token)]) == 2
+    assert "the gateway's key must be one word, with no spaces" in capsys.readouterr().err
+
+
 async def test_the_routes_the_manifests_name_answer_without_the_token() -> None:
     """The probes' and the scrape annotation's paths are routes the HTTP gateway answers
     with 200, without the token."""

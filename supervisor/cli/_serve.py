@@ -164,6 +164,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     config = load(args)
     if config is None:
         return EXIT_USAGE
+    from ..gateway._resource import gateway_key
+
+    base = config.path.parent if config.path is not None else None
+    try:
+        args.gateway_key = gateway_key(config.settings.gateway, base=base)
+    except OSError as exc:
+        _say(f"supervisor.gateway: cannot read {exc.filename}: {exc.strerror}")
+        return EXIT_USAGE
+    except ValueError as exc:
+        _say(f"supervisor.gateway: {exc}")
+        return EXIT_USAGE
     team = _team_auth(config)
     if args.http is not None and team is not None:
         token = None
@@ -176,7 +187,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         from ..gateway._resource import ResourceGate
 
         try:
-            args.resource_gate = ResourceGate.from_config(team)
+            args.resource_gate = ResourceGate.from_config(team, base=base)
         except OSError as exc:
             _say(f"supervisor.gateway.auth: cannot read {exc.filename}: {exc.strerror}")
             return EXIT_USAGE
@@ -253,6 +264,7 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
             tool_search=args.tool_search,
             relay=relay,
             policy=Policy(None if settings is None else settings.policy),
+            key=args.gateway_key,
         )
         await nursery.start(gateway.run)  # which connects every server
         # Where status, tools, call and events find this gateway for this config.

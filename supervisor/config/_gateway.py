@@ -52,9 +52,16 @@ def _claim(value: object) -> str:
 
 
 def _parse_gateway(errors: _Errors, value: object, path: str) -> GatewaySettings | None:
-    got = _parse_object(errors, value, path, {"auth": _id, "policy": _id})
+    got = _parse_object(
+        errors,
+        value,
+        path,
+        {"auth": _id, "policy": _id, "keyFile": _nonempty, "keyEnv": _nonempty},
+    )
     if got is None:
         return None
+    if "keyFile" in got and "keyEnv" in got:
+        errors.add(path, 'needs at most one of "keyFile" and "keyEnv"')
     auth = _parse_gateway_auth(errors, got["auth"], _join(path, "auth")) if "auth" in got else None
     policy = None
     if "policy" in got:
@@ -65,7 +72,12 @@ def _parse_gateway(errors: _Errors, value: object, path: str) -> GatewaySettings
                 'needs "auth" beside it: a policy is by caller, and without OAuth every '
                 "caller of the gateway is the one holder of its token",
             )
-    return GatewaySettings(auth=auth, policy=policy)
+    return GatewaySettings(
+        auth=auth,
+        policy=policy,
+        key_file=got.get("keyFile"),  # type: ignore[arg-type]
+        key_env=got.get("keyEnv"),  # type: ignore[arg-type]
+    )
 
 
 _AUTH_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {

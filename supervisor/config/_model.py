@@ -110,10 +110,16 @@ class PolicyRule(msgspec.Struct, frozen=True, kw_only=True):
 
 class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
     """The ``gateway`` section of ``supervisor``: the team gateway's ``auth`` and its
-    ``policy`` (``None``: every caller may use everything served)."""
+    ``policy`` (``None``: every caller may use everything served), and the key replicas
+    share."""
 
     auth: GatewayAuth | None = None
     policy: tuple[PolicyRule, ...] | None = None
+    #: where the gateway's secret key is (a file, or an environment variable): what
+    #: replicas share to take each other's approval states and task ids; ``None``: a key
+    #: of each process's own
+    key_file: str | None = None
+    key_env: str | None = None
 
 
 def _local_backoff() -> Backoff:

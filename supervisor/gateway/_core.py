@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import warnings
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -85,7 +86,7 @@ from ._relay import LEVELS, Relay, connection_of
 from ._resource import Caller
 from ._search import INSTRUCTIONS, SearchHost, ToolSearch, listed
 from ._subscriptions import ResourceSubscriptions
-from ._tasks import GatewayTasks, served_task
+from ._tasks import GatewayTasks
 
 if TYPE_CHECKING:
     from mcp.server.connection import Connection
@@ -226,6 +227,7 @@ class Gateway:
         relay: Relay | None = None,
         name: str = "mcp-supervisor",
         policy: Policy | None = None,
+        key: bytes | None = None,
     ) -> None:
         self.sup = sup
         #: who may use what, per caller of a team gateway
@@ -269,12 +271,14 @@ class Gateway:
         if tool_search:
             self.server.changes = _SEARCH_CHANGES
         #: ``tasks/get``, ``tasks/update`` and ``tasks/cancel``, to the server of the task
-        self.tasks = GatewayTasks(sup, self.serves, self._seen_by)
+        self.tasks = GatewayTasks(sup, self.serves, self._seen_by, key)
         self.tasks.install(self.server)
         self.server.middleware.append(self._remember_connection)
         # an approval asked in another round trip carries a requestState: sealed here,
-        # bound to its tool and arguments, under a key of this process's own
-        boundary = RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience=name)
+        # bound to its tool, arguments and caller, under ``key`` (replicas share it) or a
+        # key of this process's own
+        security = RequestStateSecurity(keys=[key or os.urandom(32)], bind_principal=_principal)
+        boundary = RequestStateBoundary(security, default_audience=name)
         self.server.middleware.append(boundary)
 
     # -- what is served ------------------------------------------------------------------
@@ -647,9 +651,7 @@ class Gateway:
             return result.raw
         server = self.sup.resolve(name)[0]
         if isinstance(result.raw, CreatedTask):  # for the client to follow, through us
-            served = served_task(result.raw, server)
-            self.tasks.made_for(served, caller)
-            return served  # type: ignore[return-value]
+            return self.tasks.served(result.raw, server, caller)  # type: ignore[return-value]
         if result.raw is not None:
             return _passed_on(result.raw, server)
         return types.CallToolResult(
@@ -820,6 +822,13 @@ def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller | None:
     """The team gateway's caller of the request (:data:`CALLER_SCOPE`), if it has one."""
     scope = getattr(ctx.request, "scope", None)
     return scope.get(CALLER_SCOPE) if isinstance(scope, dict) else None
+
+
+def _principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """Whom a ``requestState`` is bound to: the team gateway's caller (``None``: no one in
+    particular — whoever holds the gateway's token)."""
+    caller = _caller(ctx)
+    return None if caller is None else caller.subject
 
 
 def _is_local(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -27,6 +27,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
 
@@ -40,10 +41,10 @@ from mcp.server.auth.provider import AccessToken
 from ..dashboard._security import bearer
 from ..log import get_logger
 
-__all__ = ["Caller", "IntrospectionVerifier", "JWTVerifier", "ResourceGate"]
+__all__ = ["Caller", "IntrospectionVerifier", "JWTVerifier", "ResourceGate", "gateway_key"]
 
 if TYPE_CHECKING:
-    from ..config._model import GatewayAuth
+    from ..config._model import GatewayAuth, GatewaySettings
 
 log = get_logger("supervisor.gateway.auth")
 
@@ -346,7 +347,13 @@ class ResourceGate:
         self.metadata = document.model_dump_json(exclude_none=True).encode()
 
     @classmethod
-    def from_config(cls, auth: GatewayAuth, *, environ: Mapping[str, str] | None = None) -> Self:
+    def from_config(
+        cls,
+        auth: GatewayAuth,
+        *,
+        environ: Mapping[str, str] | None = None,
+        base: Path | None = None,
+    ) -> Self:
         """The gate of the config's ``gateway.auth``: JWTs checked against the issuer's
         keys, or tokens introspected (its client secret read now: :class:`OSError` or
         :class:`ValueError` saying what is wrong)."""
@@ -361,7 +368,7 @@ class ResourceGate:
             verifier = IntrospectionVerifier(
                 spec.endpoint,
                 spec.client_id,
-                _secret(spec.client_secret_file, spec.client_secret_env, environ),
+                _secret(spec.client_secret_file, spec.client_secret_env, environ, base=base),
                 auth.resource,
                 issuer=auth.issuer,
                 groups_claim=auth.groups_claim,
@@ -437,10 +444,21 @@ class ResourceGate:
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
 
-def _secret(file: str | None, env: str | None, environ: Mapping[str, str] | None) -> str:
-    """The introspection client's secret, from its file or environment variable."""
+def _secret(
+    file: str | None,
+    env: str | None,
+    environ: Mapping[str, str] | None,
+    what: str = "the introspection client's secret",
+    base: Path | None = None,
+) -> str:
+    """``what``, from its file (``~`` expanded; relative to ``base``, the config's
+    directory) or environment variable: :class:`OSError` when the file cannot be read,
+    :class:`ValueError` when it holds nothing."""
     if file is not None:
-        with open(os.path.expanduser(file), encoding="utf-8") as handle:
+        path = Path(file).expanduser()
+        if not path.is_absolute() and base is not None:
+            path = base / path
+        with open(path, encoding="utf-8") as handle:
             secret = handle.read().strip()
         where = f"the file {file}"
     else:
@@ -448,8 +466,35 @@ def _secret(file: str | None, env: str | None, environ: Mapping[str, str] | None
         secret = (os.environ if environ is None else environ).get(env, "").strip()
         where = f"${env}"
     if not secret:
-        raise ValueError(f"the introspection client's secret is empty: {where} holds none")
+        raise ValueError(f"{what} is empty: {where} holds none")
     return secret
+
+
+#: The shortest gateway key taken, in bytes.
+MIN_KEY_BYTES = 32
+
+
+def gateway_key(
+    settings: GatewaySettings | None,
+    *,
+    base: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> bytes | None:
+    """The key of ``supervisor.gateway`` (``keyFile`` or ``keyEnv``), ``None`` without
+    one; :class:`OSError` or :class:`ValueError` (empty, with spaces — a placeholder —
+    or too short) saying why."""
+    if settings is None or (settings.key_file is None and settings.key_env is None):
+        return None
+    what = "the gateway's key"
+    key = _secret(settings.key_file, settings.key_env, environ, what, base).encode()
+    if any(chr(byte).isspace() for byte in key):
+        raise ValueError(f"{what} must be one word, with no spaces")
+    if len(key) < MIN_KEY_BYTES:
+        raise ValueError(
+            f"{what} is {len(key)} bytes: it needs at least {MIN_KEY_BYTES} (say, "
+            "`openssl rand -hex 32`)"
+        )
+    return key
 
 
 def _quoted(text: str) -> str:

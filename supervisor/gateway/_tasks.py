@@ -15,6 +15,9 @@ is likely lost with the process: the server's "unknown task" then says so.
 
 from __future__ import annotations
 
+import base64
+import hmac
+import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -59,12 +62,8 @@ def served_task(task: CreatedTask | Mapping[str, Any], server: str) -> dict[str,
     return data
 
 
-#: Task owners a gateway remembers (past that, the oldest half is forgotten).
-MAX_OWNERS = 4096
-
-
-def _nothing(name: str) -> bool:
-    return False
+#: What separates a task id served to a team gateway's caller from its seal.
+OWNER = "~"
 
 
 class GatewayTasks:
@@ -76,24 +75,39 @@ class GatewayTasks:
         sup: SupervisorHandle,
         serves: Callable[[str], bool],
         seen_by: Callable[[ServerRequestContext[Any, Any]], Any] | None = None,
+        key: bytes | None = None,
     ) -> None:
         self.sup = sup
         self.serves = serves
         #: the gateway as a request's caller sees it (a team gateway's policy)
         self._seen_by = seen_by
-        #: the caller each task was made for, by served task id (this process's)
-        self._owners: dict[str, str] = {}
+        #: what a task id made for a caller is sealed with (replicas share it)
+        self._key = hmac.new(key or os.urandom(32), b"mcp-supervisor/task-owner", "sha256")
 
-    def made_for(self, task: Mapping[str, Any], caller: str | None) -> None:
-        """Remember that the served ``task`` was made for ``caller`` (a team gateway's):
-        only they may follow it here."""
-        task_id = task.get("taskId") if isinstance(task, Mapping) else None
-        if caller is None or not isinstance(task_id, str):
-            return
-        if len(self._owners) >= MAX_OWNERS:
-            for stale in list(self._owners)[: MAX_OWNERS // 2]:
-                del self._owners[stale]
-        self._owners[task_id] = caller
+    def served(
+        self, task: CreatedTask | Mapping[str, Any], server: str, caller: str | None
+    ) -> dict[str, Any]:
+        """:func:`served_task`, its id sealed to ``caller`` (a team gateway's): only a
+        request of that caller, to any replica with the same key, names it."""
+        data = served_task(task, server)
+        if caller is not None:
+            data["taskId"] = f"{data['taskId']}{OWNER}{self._seal(data['taskId'], caller)}"
+        return data
+
+    def _seal(self, task_id: str, caller: str) -> str:
+        mac = self._key.copy()
+        mac.update(f"{len(caller)}:{caller}{task_id}".encode())
+        return base64.urlsafe_b64encode(mac.digest()[:16]).decode().rstrip("=")
+
+    def _unsealed(self, task_id: str, caller: str | None) -> str | None:
+        """The served id ``task_id`` without its seal, if ``caller`` may follow it (a
+        request with no caller: ids as served to such requests, unsealed)."""
+        if caller is None:
+            return task_id
+        served, mark, seal = task_id.rpartition(OWNER)
+        if not mark or not hmac.compare_digest(seal, self._seal(served, caller)):
+            return None
+        return served
 
     def install(self, server: Server[Any]) -> None:
         for method in ("tasks/get", "tasks/update", "tasks/cancel"):
@@ -116,16 +130,14 @@ class GatewayTasks:
                 {"requiredCapabilities": required.model_dump(by_alias=True, exclude_none=True)},
             )
         task_id = params.task_id
-        name, _, own = task_id.partition(SEPARATOR)
-        view = self.sup.servers.get(name)
-        serves = self.serves
-        owner = self._owners.get(task_id)
+        serves, caller = self.serves, None
         if self._seen_by is not None:
             host = self._seen_by(ctx)
-            caller = getattr(host, "caller", None)
             serves = host.serves
-            if owner is not None and (caller is None or caller.subject != owner):
-                serves = _nothing  # another caller's task: as if there were none
+            caller = getattr(getattr(host, "caller", None), "subject", None)
+        unsealed = self._unsealed(task_id, caller)  # another caller's: as if there were none
+        name, _, own = (unsealed or "").partition(SEPARATOR)
+        view = self.sup.servers.get(name)
         if not own or view is None or not serves(name):
             raise MCPError(
                 types.INVALID_PARAMS,
@@ -149,5 +161,5 @@ class GatewayTasks:
         except (SupervisorError, TimeoutError) as exc:
             raise MCPError(types.INTERNAL_ERROR, str(exc)) from None
         if method == "tasks/get":
-            return served_task(answer, name)
+            return {**served_task(answer, name), "taskId": task_id}
         return {}
