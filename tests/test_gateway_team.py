@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import mcp_types
 import pytest
 import trio
 from mcp import Client
@@ -60,10 +61,12 @@ async def team(
     introspection: bool = False,
     rules: Any = RULES,
     servers: dict[str, Any] | None = None,
+    **options: Any,
 ) -> AsyncIterator[tuple[Any, Any, str]]:
     """The team's AS (JWT access tokens), a supervisor of two in-process servers (``notes``:
     tools, resources and prompts; ``ops``: echo tools) — or of ``servers`` — with an
-    audit log, and its team gateway on a free port: ``(fx, sup, url)``."""
+    audit log, and its team gateway (``options``: the Gateway's) on a free port:
+    ``(fx, sup, url)``."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     async with open_oauth_server(jwt_access_tokens=True, resources=[url], groups=GROUPS) as fx:
@@ -89,7 +92,7 @@ async def team(
             open_supervisor(config, apps=apps, **relay.client_options()) as sup,  # type: ignore[arg-type]
             trio.open_nursery() as nursery,
         ):
-            gateway = Gateway(sup, policy=Policy(rules), relay=relay)
+            gateway = Gateway(sup, policy=Policy(rules), relay=relay, **options)
             await nursery.start(gateway.run)
             await sup.tools()
             await nursery.start(partial(serve_http, gateway, "127.0.0.1", port, resource=gate))
@@ -461,3 +464,83 @@ def test_a_team_config_whose_introspection_secret_cannot_be_read_is_refused(
     config.write_text(json.dumps({"mcpServers": {}, "supervisor": {"gateway": {"auth": auth}}}))
     assert main(serve) == 2
     assert f"cannot read {tmp_path / 'missing'}: No such file" in capsys.readouterr().err
+
+
+async def test_tool_search_finds_and_calls_only_what_the_caller_is_granted(
+    tmp_path: Path,
+) -> None:
+    async with team(tmp_path, tool_search=True) as (fx, _, url):
+        async with client_of(url, token_for(fx, "bob", url)) as bob:
+            found = await bob.call_tool("search", {"query": "echo embedded note", "limit": 50})
+            assert {t["name"] for t in (found.structured_content or {})["tools"]} == {
+                "notes_embedded"
+            }
+            listed = await bob.call_tool("list", {})
+            assert [row["name"] for row in (listed.structured_content or {})["servers"]] == [
+                "notes"
+            ]
+            loaded = await bob.call_tool("load", {"names": ["ops_echo", "notes_embedded"]})
+            assert [t["name"] for t in (loaded.structured_content or {})["tools"]] == [
+                "notes_embedded"
+            ]
+            refused = await bob.call_tool("call", {"name": "ops_echo", "arguments": {"text": "x"}})
+            assert refused.is_error and "not served by this gateway" in str(refused.content)
+            ran = await bob.call_tool("call", {"name": "notes_embedded", "arguments": {}})
+            assert not ran.is_error
+    made = [json.loads(line) for line in (tmp_path / "audit").read_text().splitlines()]
+    assert [(m["caller"], m["tool"]) for m in made] == [("bob", "notes_embedded")]
+
+
+async def test_completions_and_events_are_narrowed_to_the_caller(tmp_path: Path) -> None:
+    async with team(tmp_path) as (fx, sup, url):
+        async with client_of(url, token_for(fx, "carol", url)) as carol:
+            with pytest.raises(MCPError, match="not served"):
+                await carol.complete(
+                    mcp_types.PromptReference(type="ref/prompt", name="notes_summarize"),
+                    {"name": "title", "value": "a"},
+                )
+        origin = url.removesuffix("/mcp")
+        bob = {"Authorization": f"Bearer {token_for(fx, 'bob', url)}"}
+        seen: list[str | None] = []
+        async with (
+            httpx2.AsyncClient(timeout=30) as http,
+            http.stream("GET", origin + "/events?filter=mcp.*", headers=bob) as events,
+        ):
+            assert events.status_code == 200
+            await sup.restart("ops")  # not bob's: none of its events reach him
+            await sup.restart("notes")
+            with trio.fail_after(30):
+                async for line in events.aiter_lines():
+                    seen.append(json.loads(line).get("server"))
+                    if seen[-1] == "notes":
+                        break
+        assert set(seen) == {"notes"}
+
+
+def test_a_caller_hears_of_the_resources_they_may_read_only() -> None:
+    """The check a listen stream's URIs pass (2026-07-28 ``subscriptions/listen``): a
+    caller whose grant covers the notes server whole may hear of its resources; one
+    granted a tool of it only, or a URI no server offers, may not."""
+    from types import SimpleNamespace
+
+    from supervisor.gateway._core import CALLER_SCOPE
+    from supervisor.gateway._resource import Caller
+
+    async def check() -> list[bool]:
+        async with open_supervisor({"mcpServers": {}}, apps={"notes": make_server("rich")}) as sup:
+            await sup.tools()
+            gateway = Gateway(sup, policy=Policy(RULES))
+
+            def ctx(caller: Caller | None) -> Any:
+                scope = {} if caller is None else {CALLER_SCOPE: caller}
+                return SimpleNamespace(request=SimpleNamespace(scope=scope))
+
+            alice, bob = Caller("alice", groups=("eng",)), Caller("bob")
+            return [
+                gateway._may_read(ctx(alice), "notes://index"),
+                gateway._may_read(ctx(None), "notes://index"),
+                gateway._may_read(ctx(bob), "notes://index"),
+                gateway._may_read(ctx(alice), "elsewhere://x"),
+            ]
+
+    assert trio.run(check) == [True, True, False, False]

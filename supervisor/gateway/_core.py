@@ -243,7 +243,7 @@ class Gateway:
         #: where 2026-07-28 clients' ``subscriptions/listen`` streams get their events
         self.subscriptions = InMemorySubscriptionBus()
         #: who is subscribed to which resource (both eras), and the backing servers asked
-        self.resource_subscriptions = ResourceSubscriptions(sup, self.subscriptions)
+        self.resource_subscriptions = ResourceSubscriptions(sup, self.subscriptions, self._may_read)
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._announced: tuple[object, object, object] | None = None
         self._connected = trio.Event()
@@ -347,6 +347,15 @@ class Gateway:
         host = self._seen_by(ctx)
         if isinstance(host, Narrowed) and (server is None or not host.whole(server)):
             raise MCPError(types.INVALID_PARAMS, "not found: not served by this gateway")
+
+    def _may_read(self, ctx: ServerRequestContext[Any, Any], uri: str) -> bool:
+        """Whether the request's caller may read (and hear of) the resource ``uri``."""
+        host = self._seen_by(ctx)
+        if not isinstance(host, Narrowed):
+            return True
+        snapshot = self.sup.snapshot
+        owner = route_resource(uri, snapshot.resources, snapshot.templates)
+        return owner is not None and host.whole(owner)
 
     def _resource_owner(self, ctx: ServerRequestContext[Any, Any], uri: str) -> str | None:
         """For a request with a caller under a policy: the server of resource ``uri``,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
@@ -46,9 +46,16 @@ class ResourceSubscriptions:
     """Who is subscribed to which resource URI, through the gateway over ``sup``; the
     updates of 2026-07-28 listeners are published on ``bus``."""
 
-    def __init__(self, sup: SupervisorHandle, bus: InMemorySubscriptionBus) -> None:
+    def __init__(
+        self,
+        sup: SupervisorHandle,
+        bus: InMemorySubscriptionBus,
+        allowed: Callable[[ServerRequestContext[Any, Any], str], bool] | None = None,
+    ) -> None:
         self.sup = sup
         self._bus = bus
+        #: whether a request's caller may hear of a URI (a team gateway's policy)
+        self.allowed = allowed
         #: the handshake-era connections subscribed to each URI
         self._connections: dict[str, weakref.WeakSet[Any]] = {}
         #: the 2026-07-28 listen streams open on each URI
@@ -140,6 +147,16 @@ class _Listen(ListenHandler):
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
     ) -> types.SubscriptionsListenResult:
-        uris = list(dict.fromkeys(params.notifications.resource_subscriptions or ()))
+        asked = params.notifications.resource_subscriptions or ()
+        allowed = self._subscriptions.allowed
+        if allowed is not None:  # a team gateway's caller hears only what they may read
+            kept = [uri for uri in asked if allowed(ctx, uri)]
+            if len(kept) != len(asked):
+                notifications = params.notifications.model_copy(
+                    update={"resource_subscriptions": kept}
+                )
+                params = params.model_copy(update={"notifications": notifications})
+                asked = kept
+        uris = list(dict.fromkeys(asked))
         async with self._subscriptions.streaming(uris):
             return await super().__call__(ctx, params)
