@@ -6,9 +6,12 @@ account, private storage, browser logins through one loopback listener (docs/aut
 - ``TokenBroker`` — tokens for the connections, renewed once for everyone who
   waits, refreshed before expiry, a failed refresh leading to a new authorization;
 - ``Logins`` — the loopback callback listener, routing answers by ``state``;
-- ``AuthService`` — the brokers of one supervisor, made from its config.
+- ``AuthService`` — the brokers of one supervisor, made from its config;
+- ``SQLiteStore`` / ``PostgresStore`` — token stores processes and replicas share, values
+  sealed at rest, one refresh at a time per row (``_backends``; not yet what the brokers
+  use).
 
 Its Python names are private: docs/auth.md documents the ``auth`` config and the
 ``mcp-supervisor auth`` commands. The supervisor imports each from its module (``_store``,
-``_broker``, ``_login``, ``_service``).
+``_broker``, ``_login``, ``_service``, ``_backends``).
 """

@@ -1,0 +1,391 @@
+"""Where a team gateway's OAuth credentials can live: token stores shared by processes.
+
+A :class:`TokenStore` keeps JSON objects by ``kind`` (``tokens``, ``clients``) and ``key``
+(one resource × account, :func:`~._store.file_key`), like the auth directory, and adds
+what replicas need: :meth:`TokenStore.exclusive`, held around a refresh so that one
+replica refreshes a user's tokens and the others take the result (a refresh token used
+twice is revoked by many authorization servers), and a ``version`` that changes with
+each write (another process's login or refresh shows there).
+
+- :class:`SQLiteStore` — one machine: a SQLite file (mode 0600 in a 0700 directory), the
+  embedded default;
+- :class:`PostgresStore` — replicas: a PostgreSQL database, through psycopg 3's
+  synchronous API in ``trio.to_thread`` (no maintained trio-native driver exists); its
+  exclusive section is a session advisory lock.
+
+Both run every database call in ``trio.to_thread`` (a database driver blocks). With a
+:class:`Sealer` every value is encrypted at rest (AES-256-GCM under a key from a file or
+an environment variable, bound to its kind and key, so a row copied under another key
+does not open); :class:`PostgresStore` requires one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import trio
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.hashes import SHA256
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from .._util._files import private_dir
+
+__all__ = ["PostgresStore", "Sealer", "SQLiteStore", "TokenStore"]
+
+#: How long an exclusive section may be held before others may take it over (a holder
+#: that died without releasing it), and how often a waiter looks again (SQLite).
+LEASE = 60.0
+POLL = 0.05
+#: The table both stores use.
+TABLE = "mcp_supervisor_credentials"
+
+
+class TokenStore(Protocol):
+    """What the token broker needs of a store (see the module doc)."""
+
+    #: where it is, for ``auth status`` (never with a password)
+    location: str
+
+    async def read(self, kind: str, key: str) -> dict[str, Any] | None:
+        """The object stored under ``kind``/``key``, ``None`` when there is none (or
+        it cannot be read: damaged, or sealed under another key)."""
+        ...
+
+    async def write(self, kind: str, key: str, data: dict[str, Any]) -> None:
+        """Store ``data`` under ``kind``/``key``, replacing what was there."""
+        ...
+
+    async def delete(self, kind: str, key: str) -> bool:
+        """Remove ``kind``/``key``; whether there was one."""
+        ...
+
+    async def version(self, kind: str, key: str) -> float | None:
+        """A value that changes with every write of ``kind``/``key`` (``None``: none)."""
+        ...
+
+    def exclusive(self, kind: str, key: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """Held by one task of one process at a time, for ``kind``/``key``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Let go of what the store holds open."""
+        ...
+
+
+class Sealer:
+    """AES-256-GCM under a key derived (HKDF-SHA256) from ``secret``: each value sealed
+    with a fresh nonce, its kind and key as associated data."""
+
+    def __init__(self, secret: bytes) -> None:
+        if len(secret) < 32:
+            raise ValueError("the token store's key needs at least 32 bytes")
+        derived = HKDF(SHA256(), 32, salt=None, info=b"mcp-supervisor/token-store/v1")
+        self._aead = AESGCM(derived.derive(secret))
+
+    def seal(self, kind: str, key: str, data: bytes) -> bytes:
+        nonce = os.urandom(12)
+        return b"v1" + nonce + self._aead.encrypt(nonce, data, f"{kind}/{key}".encode())
+
+    def open(self, kind: str, key: str, blob: bytes) -> bytes | None:
+        """The sealed value, ``None`` when it was not sealed by this key for this row."""
+        if not blob.startswith(b"v1") or len(blob) < 2 + 12 + 16:
+            return None
+        try:
+            return self._aead.decrypt(blob[2:14], blob[14:], f"{kind}/{key}".encode())
+        except InvalidTag:
+            return None
+
+
+def _encode(sealer: Sealer | None, kind: str, key: str, data: dict[str, Any]) -> bytes:
+    raw = json.dumps(data, sort_keys=True).encode()
+    return raw if sealer is None else sealer.seal(kind, key, raw)
+
+
+def _decode(sealer: Sealer | None, kind: str, key: str, blob: bytes) -> dict[str, Any] | None:
+    raw = blob if sealer is None else sealer.open(kind, key, blob)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class SQLiteStore:
+    """A SQLite file at ``path`` (its directory made 0700, the file 0600); values sealed
+    with ``sealer`` when given. Its exclusive section is a row of a lock table, taken
+    by one process at a time (looked at again every :data:`POLL` s, taken over after
+    :data:`LEASE` s from a holder that died)."""
+
+    def __init__(self, path: str | os.PathLike[str], sealer: Sealer | None = None) -> None:
+        self.path = Path(path)
+        self.location = str(self.path)
+        self._sealer = sealer
+        self._ready = False
+        self._preparing = trio.Lock()
+        #: this process's holders of each exclusive section (they queue here, not by polling)
+        self._held: dict[str, trio.Lock] = {}
+
+    def _prepare(self) -> None:
+        """The directory (0700), the file (0600, made with that mode) and the tables."""
+        private_dir(self.path.parent)
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        with contextlib.closing(self._connect()) as connection:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute(
+                f"CREATE TABLE IF NOT EXISTS {TABLE} (kind TEXT, key TEXT, data BLOB, "
+                "version REAL, PRIMARY KEY (kind, key))"
+            )
+            connection.execute(
+                f"CREATE TABLE IF NOT EXISTS {TABLE}_locks (name TEXT PRIMARY KEY, "
+                "holder TEXT, until REAL)"
+            )
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=30, isolation_level=None)
+
+    async def _run(self, work: Any, *args: Any) -> Any:  # noqa: ANN401 - what work returns
+        if not self._ready:
+            async with self._preparing:
+                if not self._ready:
+                    await trio.to_thread.run_sync(self._prepare)
+                    self._ready = True
+
+        def run() -> Any:  # noqa: ANN401
+            with contextlib.closing(self._connect()) as connection:
+                return work(connection, *args)
+
+        return await trio.to_thread.run_sync(run)
+
+    async def read(self, kind: str, key: str) -> dict[str, Any] | None:
+        def read(connection: sqlite3.Connection) -> bytes | None:
+            row = connection.execute(
+                f"SELECT data FROM {TABLE} WHERE kind = ? AND key = ?", (kind, key)
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        blob = await self._run(read)
+        return None if blob is None else _decode(self._sealer, kind, key, blob)
+
+    async def write(self, kind: str, key: str, data: dict[str, Any]) -> None:
+        blob = _encode(self._sealer, kind, key, data)
+
+        def write(connection: sqlite3.Connection) -> None:
+            connection.execute(
+                f"INSERT INTO {TABLE} (kind, key, data, version) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (kind, key) DO UPDATE SET data = excluded.data, "
+                "version = excluded.version",
+                (kind, key, blob, time.time_ns() / 1e9),
+            )
+
+        await self._run(write)
+
+    async def delete(self, kind: str, key: str) -> bool:
+        def delete(connection: sqlite3.Connection) -> bool:
+            cursor = connection.execute(
+                f"DELETE FROM {TABLE} WHERE kind = ? AND key = ?", (kind, key)
+            )
+            return cursor.rowcount > 0
+
+        return bool(await self._run(delete))
+
+    async def version(self, kind: str, key: str) -> float | None:
+        def version(connection: sqlite3.Connection) -> float | None:
+            row = connection.execute(
+                f"SELECT version FROM {TABLE} WHERE kind = ? AND key = ?", (kind, key)
+            ).fetchone()
+            return None if row is None else float(row[0])
+
+        result: float | None = await self._run(version)
+        return result
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, kind: str, key: str) -> AsyncIterator[None]:
+        name, holder = f"{kind}/{key}", f"{os.getpid()}:{id(trio.lowlevel.current_task())}"
+
+        def take(connection: sqlite3.Connection) -> bool:
+            now = time.time()
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                row = connection.execute(
+                    f"SELECT until FROM {TABLE}_locks WHERE name = ?", (name,)
+                ).fetchone()
+                if row is not None and row[0] > now:
+                    return False
+                connection.execute(
+                    f"INSERT OR REPLACE INTO {TABLE}_locks VALUES (?, ?, ?)",
+                    (name, holder, now + LEASE),
+                )
+                return True
+            finally:
+                connection.execute("COMMIT")
+
+        def release(connection: sqlite3.Connection) -> None:
+            connection.execute(
+                f"DELETE FROM {TABLE}_locks WHERE name = ? AND holder = ?", (name, holder)
+            )
+
+        async with _local(self._held, name):
+            while not await self._run(take):  # noqa: ASYNC110 - another process holds it
+                await trio.sleep(POLL)
+            try:
+                yield
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self._run(release)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class PostgresStore:
+    """A PostgreSQL database at ``url`` (a libpq connection string or URI), its values
+    sealed with ``sealer`` (required: the database is shared, and read by its own
+    administrators). One connection per operation, in a thread; the exclusive section is
+    a session advisory lock on a connection of its own, held while it runs."""
+
+    def __init__(self, url: str, sealer: Sealer) -> None:
+        import psycopg  # the optional dependency, imported where it is used
+
+        self._psycopg = psycopg
+        self._url = url
+        self._sealer = sealer
+        self.location = _without_password(url)
+        self._ready = False
+        self._preparing = trio.Lock()
+        #: this process's holders of each exclusive section (they queue here, not by polling)
+        self._held: dict[str, trio.Lock] = {}
+
+    def _connect(self) -> Any:  # noqa: ANN401 - a psycopg connection
+        return self._psycopg.connect(self._url, autocommit=True, connect_timeout=10)
+
+    def _prepare(self) -> None:
+        with self._connect() as connection:
+            # replicas starting together: one creates the table, the others wait for it
+            connection.execute("SELECT pg_advisory_lock(0)")
+            try:
+                connection.execute(
+                    f"CREATE TABLE IF NOT EXISTS {TABLE} (kind TEXT NOT NULL, "
+                    "key TEXT NOT NULL, data BYTEA NOT NULL, "
+                    "version DOUBLE PRECISION NOT NULL, PRIMARY KEY (kind, key))"
+                )
+            finally:
+                connection.execute("SELECT pg_advisory_unlock(0)")
+
+    async def _run(self, work: Any, *args: Any) -> Any:  # noqa: ANN401 - what work returns
+        if not self._ready:
+            async with self._preparing:
+                if not self._ready:
+                    await trio.to_thread.run_sync(self._prepare)
+                    self._ready = True
+
+        def run() -> Any:  # noqa: ANN401
+            with self._connect() as connection:
+                return work(connection, *args)
+
+        return await trio.to_thread.run_sync(run)
+
+    async def read(self, kind: str, key: str) -> dict[str, Any] | None:
+        def read(connection: Any) -> bytes | None:  # noqa: ANN401
+            row = connection.execute(
+                f"SELECT data FROM {TABLE} WHERE kind = %s AND key = %s", (kind, key)
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        blob = await self._run(read)
+        return None if blob is None else _decode(self._sealer, kind, key, blob)
+
+    async def write(self, kind: str, key: str, data: dict[str, Any]) -> None:
+        blob = _encode(self._sealer, kind, key, data)
+
+        def write(connection: Any) -> None:  # noqa: ANN401
+            connection.execute(
+                f"INSERT INTO {TABLE} (kind, key, data, version) VALUES (%s, %s, %s, %s) "
+                "ON CONFLICT (kind, key) DO UPDATE SET data = excluded.data, "
+                "version = excluded.version",
+                (kind, key, blob, time.time_ns() / 1e9),
+            )
+
+        await self._run(write)
+
+    async def delete(self, kind: str, key: str) -> bool:
+        def delete(connection: Any) -> bool:  # noqa: ANN401
+            cursor = connection.execute(
+                f"DELETE FROM {TABLE} WHERE kind = %s AND key = %s", (kind, key)
+            )
+            return bool(cursor.rowcount)
+
+        return bool(await self._run(delete))
+
+    async def version(self, kind: str, key: str) -> float | None:
+        def version(connection: Any) -> float | None:  # noqa: ANN401
+            row = connection.execute(
+                f"SELECT version FROM {TABLE} WHERE kind = %s AND key = %s", (kind, key)
+            ).fetchone()
+            return None if row is None else float(row[0])
+
+        result: float | None = await self._run(version)
+        return result
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, kind: str, key: str) -> AsyncIterator[None]:
+        lock = int.from_bytes(hashlib.sha256(f"{TABLE}/{kind}/{key}".encode()).digest()[:8], "big")
+        lock -= 1 << 63  # a signed bigint
+        await self.version(kind, key)  # the table made, the database reachable
+        async with _local(self._held, f"{kind}/{key}"):
+            connection = await trio.to_thread.run_sync(self._connect)
+            try:
+                # another replica holds it: nothing to wait on but the database
+                while not await trio.to_thread.run_sync(_try_lock, connection, lock):  # noqa: ASYNC110
+                    await trio.sleep(POLL)
+                try:
+                    yield
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await trio.to_thread.run_sync(
+                            lambda: connection.execute("SELECT pg_advisory_unlock(%s)", (lock,))
+                        )
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(connection.close)
+
+    async def aclose(self) -> None:
+        return None
+
+
+@contextlib.asynccontextmanager
+async def _local(locks: dict[str, trio.Lock], name: str) -> AsyncIterator[None]:
+    """This process's lock of ``name`` (made when first needed, dropped when free)."""
+    lock = locks.setdefault(name, trio.Lock())
+    try:
+        async with lock:
+            yield
+    finally:
+        if not lock.locked() and not lock.statistics().tasks_waiting:
+            locks.pop(name, None)
+
+
+def _try_lock(connection: Any, lock: int) -> bool:  # noqa: ANN401 - a psycopg connection
+    row = connection.execute("SELECT pg_try_advisory_lock(%s)", (lock,)).fetchone()
+    return bool(row[0])
+
+
+def _without_password(url: str) -> str:
+    """``url`` with its password, if any, as ``***``."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
