@@ -544,3 +544,25 @@ def test_a_caller_hears_of_the_resources_they_may_read_only() -> None:
             ]
 
     assert trio.run(check) == [True, True, False, False]
+
+
+async def test_checks_share_one_http_client_while_the_gateway_serves() -> None:
+    """Introspection at every request over one kept connection, not a client per request
+    (one costs milliseconds): the gate holds a client while it runs, and lets it go."""
+    gate = ResourceGate.from_config(
+        GatewayAuth(
+            issuer="https://login.example.test",
+            resource="https://mcp.example.test/mcp",
+            introspection=IntrospectionSettings(
+                endpoint="https://login.example.test/introspect",
+                client_id="gateway",
+                client_secret_env="SECRET",
+            ),
+        ),
+        environ={"SECRET": "introspection-secret"},
+    )
+    assert gate.verifier.http is None
+    async with gate.running():
+        held = gate.verifier.http
+        assert isinstance(held, httpx2.AsyncClient) and not held.is_closed
+    assert gate.verifier.http is None and held.is_closed

@@ -35,7 +35,7 @@ import json
 import secrets
 import socket
 from collections.abc import Mapping
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -393,8 +393,9 @@ async def serve_http(
             token=token or "",
         )
         stopping = trio.Event()
+        checking = resource.running() if resource is not None else nullcontext()
         with redacting([token] if token else []):
-            async with trio.open_nursery() as nursery:
+            async with checking, trio.open_nursery() as nursery:
                 await nursery.start(
                     partial(
                         serve_sockets,

@@ -26,7 +26,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 from urllib.parse import urlsplit
@@ -375,6 +375,21 @@ class ResourceGate:
             )
             keep = spec.cache_seconds
         return cls(verifier, auth.issuer, auth.resource, auth.scopes, keep)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """While the block runs, the checks share one HTTP client (its connections kept
+        open to the authorization server): what ``serve_http`` holds around serving. A
+        check without it makes a client of its own, which costs milliseconds."""
+        if self.verifier.http is not None:  # the caller's own, kept as given
+            yield
+            return
+        async with httpx2.AsyncClient(timeout=10.0) as http:
+            self.verifier.http = http
+            try:
+                yield
+            finally:
+                self.verifier.http = None
 
     def serves_metadata(self, path: str) -> bool:
         """Whether ``path`` is where the metadata is asked for (RFC 9728 §3.1: the
