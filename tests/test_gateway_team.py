@@ -566,3 +566,43 @@ async def test_checks_share_one_http_client_while_the_gateway_serves() -> None:
         held = gate.verifier.http
         assert isinstance(held, httpx2.AsyncClient) and not held.is_closed
     assert gate.verifier.http is None and held.is_closed
+
+
+def test_a_broken_gateway_section_is_refused_naming_each_field() -> None:
+    from supervisor.config import load_config
+    from supervisor.errors import ConfigError
+
+    broken = {
+        "mcpServers": {},
+        "supervisor": {
+            "gateway": {
+                "auth": {
+                    "issuer": "ftp://x",
+                    "jwksUrl": "https://x/j",
+                    "bogus": 1,
+                    "introspection": {"endpoint": "https://x/i", "clientSecret": "hunter2-s3cret"},
+                },
+                "policy": [{"groupz": ["eng"]}, 3],
+                "keyFile": "a",
+                "keyEnv": "B",
+            }
+        },
+    }
+    with pytest.raises(ConfigError) as refused:
+        load_config(broken)
+    said = str(refused.value)
+    for expected in (
+        "supervisor.gateway.auth.issuer: must be an https:// URL",
+        "supervisor.gateway.auth.bogus: unknown field",
+        'supervisor.gateway.auth: needs "resource"',
+        "supervisor.gateway.auth.introspection.clientSecret: is never written in the config",
+        'supervisor.gateway.auth.introspection: needs "clientId"',
+        'supervisor.gateway.auth: has "jwksUrl" and "introspection"',
+        'supervisor.gateway.policy[0].groupz: unknown field; did you mean "groups"?',
+        "supervisor.gateway.policy[1]: must be an object",
+        'supervisor.gateway: needs at most one of "keyFile" and "keyEnv"',
+    ):
+        assert expected in said, expected
+    assert "hunter2-s3cret" not in said  # a secret written where it should not be: not shown
+    with pytest.raises(ConfigError, match='needs "auth" beside it'):
+        load_config({"mcpServers": {}, "supervisor": {"gateway": {"policy": []}}})

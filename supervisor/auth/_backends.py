@@ -121,7 +121,76 @@ def _decode(sealer: Sealer | None, kind: str, key: str, blob: bytes) -> dict[str
     return data if isinstance(data, dict) else None
 
 
-class SQLiteStore:
+class _Rows:
+    """The row operations both stores share: each statement runs on a connection of its
+    own in a thread (:meth:`_run`), with the driver's parameter style (``mark``)."""
+
+    #: the driver's parameter placeholder
+    mark = "?"
+    _sealer: Sealer | None
+    _ready: bool
+    _preparing: trio.Lock
+
+    def _connect(self) -> Any:  # noqa: ANN401 - the driver's connection
+        raise NotImplementedError
+
+    def _prepare(self) -> None:
+        """Make what the store needs (its tables), once, before its first statement."""
+        raise NotImplementedError
+
+    async def _run(self, work: Any, *args: Any) -> Any:  # noqa: ANN401 - what work returns
+        """``work(connection, *args)`` in a thread, on a connection closed after it."""
+        if not self._ready:
+            async with self._preparing:
+                if not self._ready:
+                    await trio.to_thread.run_sync(self._prepare)
+                    self._ready = True
+
+        def run() -> Any:  # noqa: ANN401
+            with contextlib.closing(self._connect()) as connection:
+                return work(connection, *args)
+
+        return await trio.to_thread.run_sync(run)
+
+    def _sql(self, statement: str) -> str:
+        return statement.replace("?", self.mark)
+
+    async def _one(self, statement: str, *params: object) -> tuple[Any, ...] | None:
+        def one(connection: Any) -> tuple[Any, ...] | None:  # noqa: ANN401 - the driver's
+            row = connection.execute(self._sql(statement), params).fetchone()
+            return None if row is None else tuple(row)
+
+        found: tuple[Any, ...] | None = await self._run(one)
+        return found
+
+    async def read(self, kind: str, key: str) -> dict[str, Any] | None:
+        row = await self._one(f"SELECT data FROM {TABLE} WHERE kind = ? AND key = ?", kind, key)
+        return None if row is None else _decode(self._sealer, kind, key, bytes(row[0]))
+
+    async def write(self, kind: str, key: str, data: dict[str, Any]) -> None:
+        blob = _encode(self._sealer, kind, key, data)
+        statement = self._sql(
+            f"INSERT INTO {TABLE} (kind, key, data, version) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (kind, key) DO UPDATE SET data = excluded.data, "
+            "version = excluded.version"
+        )
+        params = (kind, key, blob, time.time_ns() / 1e9)
+        await self._run(lambda connection: connection.execute(statement, params))
+
+    async def delete(self, kind: str, key: str) -> bool:
+        statement = self._sql(f"DELETE FROM {TABLE} WHERE kind = ? AND key = ?")
+
+        def delete(connection: Any) -> bool:  # noqa: ANN401 - the driver's
+            return bool(connection.execute(statement, (kind, key)).rowcount > 0)
+
+        return bool(await self._run(delete))
+
+    async def version(self, kind: str, key: str) -> float | None:
+        row = await self._one(f"SELECT version FROM {TABLE} WHERE kind = ? AND key = ?", kind, key)
+        return None if row is None else float(row[0])
+
+
+class SQLiteStore(_Rows):
     """A SQLite file at ``path`` (its directory made 0700, the file 0600); values sealed
     with ``sealer`` when given. Its exclusive section is a row of a lock table, taken
     by one process at a time (looked at again every :data:`POLL` s, taken over after
@@ -153,61 +222,6 @@ class SQLiteStore:
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=30, isolation_level=None)
-
-    async def _run(self, work: Any, *args: Any) -> Any:  # noqa: ANN401 - what work returns
-        if not self._ready:
-            async with self._preparing:
-                if not self._ready:
-                    await trio.to_thread.run_sync(self._prepare)
-                    self._ready = True
-
-        def run() -> Any:  # noqa: ANN401
-            with contextlib.closing(self._connect()) as connection:
-                return work(connection, *args)
-
-        return await trio.to_thread.run_sync(run)
-
-    async def read(self, kind: str, key: str) -> dict[str, Any] | None:
-        def read(connection: sqlite3.Connection) -> bytes | None:
-            row = connection.execute(
-                f"SELECT data FROM {TABLE} WHERE kind = ? AND key = ?", (kind, key)
-            ).fetchone()
-            return None if row is None else bytes(row[0])
-
-        blob = await self._run(read)
-        return None if blob is None else _decode(self._sealer, kind, key, blob)
-
-    async def write(self, kind: str, key: str, data: dict[str, Any]) -> None:
-        blob = _encode(self._sealer, kind, key, data)
-
-        def write(connection: sqlite3.Connection) -> None:
-            connection.execute(
-                f"INSERT INTO {TABLE} (kind, key, data, version) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (kind, key) DO UPDATE SET data = excluded.data, "
-                "version = excluded.version",
-                (kind, key, blob, time.time_ns() / 1e9),
-            )
-
-        await self._run(write)
-
-    async def delete(self, kind: str, key: str) -> bool:
-        def delete(connection: sqlite3.Connection) -> bool:
-            cursor = connection.execute(
-                f"DELETE FROM {TABLE} WHERE kind = ? AND key = ?", (kind, key)
-            )
-            return cursor.rowcount > 0
-
-        return bool(await self._run(delete))
-
-    async def version(self, kind: str, key: str) -> float | None:
-        def version(connection: sqlite3.Connection) -> float | None:
-            row = connection.execute(
-                f"SELECT version FROM {TABLE} WHERE kind = ? AND key = ?", (kind, key)
-            ).fetchone()
-            return None if row is None else float(row[0])
-
-        result: float | None = await self._run(version)
-        return result
 
     @contextlib.asynccontextmanager
     async def exclusive(self, kind: str, key: str) -> AsyncIterator[None]:
@@ -248,11 +262,13 @@ class SQLiteStore:
         return None
 
 
-class PostgresStore:
+class PostgresStore(_Rows):
     """A PostgreSQL database at ``url`` (a libpq connection string or URI), its values
     sealed with ``sealer`` (required: the database is shared, and read by its own
     administrators). One connection per operation, in a thread; the exclusive section is
     a session advisory lock on a connection of its own, held while it runs."""
+
+    mark = "%s"
 
     def __init__(self, url: str, sealer: Sealer) -> None:
         import psycopg  # the optional dependency, imported where it is used
@@ -281,61 +297,6 @@ class PostgresStore:
                 )
             finally:
                 connection.execute("SELECT pg_advisory_unlock(0)")
-
-    async def _run(self, work: Any, *args: Any) -> Any:  # noqa: ANN401 - what work returns
-        if not self._ready:
-            async with self._preparing:
-                if not self._ready:
-                    await trio.to_thread.run_sync(self._prepare)
-                    self._ready = True
-
-        def run() -> Any:  # noqa: ANN401
-            with self._connect() as connection:
-                return work(connection, *args)
-
-        return await trio.to_thread.run_sync(run)
-
-    async def read(self, kind: str, key: str) -> dict[str, Any] | None:
-        def read(connection: Any) -> bytes | None:  # noqa: ANN401
-            row = connection.execute(
-                f"SELECT data FROM {TABLE} WHERE kind = %s AND key = %s", (kind, key)
-            ).fetchone()
-            return None if row is None else bytes(row[0])
-
-        blob = await self._run(read)
-        return None if blob is None else _decode(self._sealer, kind, key, blob)
-
-    async def write(self, kind: str, key: str, data: dict[str, Any]) -> None:
-        blob = _encode(self._sealer, kind, key, data)
-
-        def write(connection: Any) -> None:  # noqa: ANN401
-            connection.execute(
-                f"INSERT INTO {TABLE} (kind, key, data, version) VALUES (%s, %s, %s, %s) "
-                "ON CONFLICT (kind, key) DO UPDATE SET data = excluded.data, "
-                "version = excluded.version",
-                (kind, key, blob, time.time_ns() / 1e9),
-            )
-
-        await self._run(write)
-
-    async def delete(self, kind: str, key: str) -> bool:
-        def delete(connection: Any) -> bool:  # noqa: ANN401
-            cursor = connection.execute(
-                f"DELETE FROM {TABLE} WHERE kind = %s AND key = %s", (kind, key)
-            )
-            return bool(cursor.rowcount)
-
-        return bool(await self._run(delete))
-
-    async def version(self, kind: str, key: str) -> float | None:
-        def version(connection: Any) -> float | None:  # noqa: ANN401
-            row = connection.execute(
-                f"SELECT version FROM {TABLE} WHERE kind = %s AND key = %s", (kind, key)
-            ).fetchone()
-            return None if row is None else float(row[0])
-
-        result: float | None = await self._run(version)
-        return result
 
     @contextlib.asynccontextmanager
     async def exclusive(self, kind: str, key: str) -> AsyncIterator[None]:

@@ -164,36 +164,29 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     config = load(args)
     if config is None:
         return EXIT_USAGE
-    from ..gateway._resource import gateway_key
+    from ..gateway._resource import ResourceGate, gateway_key
 
     base = config.path.parent if config.path is not None else None
+    team = _team_auth(config)
     try:
+        field = "supervisor.gateway"
         args.gateway_key = gateway_key(config.settings.gateway, base=base)
-    except OSError as exc:
-        _say(f"supervisor.gateway: cannot read {exc.filename}: {exc.strerror}")
+        if args.http is not None and team is not None:
+            token = None
+            if args.token_file is not None:
+                _say(
+                    "--token-file is not used by a team gateway (supervisor.gateway.auth in "
+                    "the config): its callers bring their own OAuth access tokens"
+                )
+                return EXIT_USAGE
+            field = "supervisor.gateway.auth"
+            args.resource_gate = ResourceGate.from_config(team, base=base)
+    except OSError as exc:  # a secret's file
+        _say(f"{field}: cannot read {exc.filename}: {exc.strerror}")
         return EXIT_USAGE
     except ValueError as exc:
-        _say(f"supervisor.gateway: {exc}")
+        _say(f"{field}: {exc}")
         return EXIT_USAGE
-    team = _team_auth(config)
-    if args.http is not None and team is not None:
-        token = None
-        if args.token_file is not None:
-            _say(
-                "--token-file is not used by a team gateway (supervisor.gateway.auth in the "
-                "config): its callers bring their own OAuth access tokens"
-            )
-            return EXIT_USAGE
-        from ..gateway._resource import ResourceGate
-
-        try:
-            args.resource_gate = ResourceGate.from_config(team, base=base)
-        except OSError as exc:
-            _say(f"supervisor.gateway.auth: cannot read {exc.filename}: {exc.strerror}")
-            return EXIT_USAGE
-        except ValueError as exc:
-            _say(f"supervisor.gateway.auth: {exc}")
-            return EXIT_USAGE
     return run(_serve, config, args, token)
 
 

@@ -4,7 +4,7 @@ team"."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ._auth import _metadata_url, _scopes
 from ._model import GatewayAuth, GatewaySettings, IntrospectionSettings, PolicyRule
@@ -90,7 +90,16 @@ _AUTH_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
 }
 
 
-def _parse_gateway_auth(errors: _Errors, value: object, path: str) -> GatewayAuth | None:
+def _keyed(
+    errors: _Errors,
+    value: object,
+    path: str,
+    keys: dict[str, tuple[str, Callable[[object], object]]],
+    never: str | None = None,
+) -> tuple[Mapping[str, object], dict[str, object]] | None:
+    """The object ``value`` (``None`` if it is not one) and its fields parsed by ``keys``
+    (config name → attribute, parser), each problem reported; ``never``: a field that
+    must not be written in a config (a secret: its file or variable is)."""
     try:
         mapping = _object(value, "an object")
     except _Bad as exc:
@@ -98,14 +107,28 @@ def _parse_gateway_auth(errors: _Errors, value: object, path: str) -> GatewayAut
         return None
     got: dict[str, object] = {}
     for key, item, p in _fields(errors, mapping, path):
-        spec = _AUTH_KEYS.get(key)
-        if spec is None:
-            errors.add(p, _unknown_field(key, _AUTH_KEYS))
-            continue
-        try:
-            got[spec[0]] = spec[1](item)
-        except _Bad as exc:
-            errors.add(p, str(exc))
+        spec = keys.get(key)
+        if spec is None and key == never:
+            errors.add(
+                p,
+                f"is never written in the config: use {key}File or {key}Env (a file or an "
+                "environment variable that holds it)",
+            )
+        elif spec is None:
+            errors.add(p, _unknown_field(key, keys))
+        else:
+            try:
+                got[spec[0]] = spec[1](item)
+            except _Bad as exc:
+                errors.add(p, str(exc))
+    return mapping, got
+
+
+def _parse_gateway_auth(errors: _Errors, value: object, path: str) -> GatewayAuth | None:
+    parsed = _keyed(errors, value, path, _AUTH_KEYS)
+    if parsed is None:
+        return None
+    mapping, got = parsed
     for key in ("issuer", "resource"):
         if key not in mapping:
             what = (
@@ -139,28 +162,10 @@ _INTROSPECTION_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
 
 
 def _parse_introspection(errors: _Errors, value: object, path: str) -> IntrospectionSettings | None:
-    try:
-        mapping = _object(value, "an object")
-    except _Bad as exc:
-        errors.add(path, str(exc))
+    parsed = _keyed(errors, value, path, _INTROSPECTION_KEYS, never="clientSecret")
+    if parsed is None:
         return None
-    got: dict[str, object] = {}
-    for key, item, p in _fields(errors, mapping, path):
-        spec = _INTROSPECTION_KEYS.get(key)
-        if spec is None:
-            if key == "clientSecret":
-                errors.add(
-                    p,
-                    "is never written in the config: use clientSecretFile or "
-                    "clientSecretEnv (a file or an environment variable that holds it)",
-                )
-            else:
-                errors.add(p, _unknown_field(key, _INTROSPECTION_KEYS))
-            continue
-        try:
-            got[spec[0]] = spec[1](item)
-        except _Bad as exc:
-            errors.add(p, str(exc))
+    mapping, got = parsed
     missing = [k for k in ("endpoint", "clientId") if k not in mapping]
     for key in missing:
         errors.add(path, f'needs "{key}"')

@@ -90,8 +90,22 @@ class Caller:
         )
 
 
+class _Verifier:
+    """What both checks share: the SDK's ``TokenVerifier`` over :meth:`check`."""
+
+    async def check(self, token: str) -> AccessToken:
+        raise NotImplementedError
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        """The SDK's ``TokenVerifier``: the token's access, or ``None`` if refused."""
+        try:
+            return await self.check(token)
+        except (_InvalidToken, _Unreachable):
+            return None
+
+
 @attrs.define
-class JWTVerifier:
+class JWTVerifier(_Verifier):
     """Checks access tokens of ``issuer`` meant for ``audience`` (the gateway's resource
     URL). ``jwks_url``: where the issuer's keys are (default: its metadata's
     ``jwks_uri``). ``groups_claim``: the claim listing the caller's groups."""
@@ -109,13 +123,6 @@ class JWTVerifier:
     _fetched_at: float | None = attrs.field(default=None, init=False)
     _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     fetches: int = attrs.field(default=0, init=False)
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        """The SDK's ``TokenVerifier``: the token's access, or ``None`` if refused."""
-        try:
-            return await self.check(token)
-        except (_InvalidToken, _Unreachable):
-            return None
 
     async def check(self, token: str) -> AccessToken:
         """The token's access; :class:`_InvalidToken` saying why it is refused."""
@@ -212,7 +219,7 @@ class JWTVerifier:
 
 
 @attrs.define
-class IntrospectionVerifier:
+class IntrospectionVerifier(_Verifier):
     """Checks access tokens by asking ``endpoint`` (RFC 7662), authenticating as
     ``client_id`` with ``client_secret`` (HTTP Basic). A token is taken when the answer
     says ``active``, its ``aud`` names ``audience``, its ``iss`` (if given) is ``issuer``
@@ -229,13 +236,6 @@ class IntrospectionVerifier:
     wall_clock: Callable[[], float] = time.time
     #: requests made to the endpoint
     requests: int = attrs.field(default=0, init=False)
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        """The SDK's ``TokenVerifier``: the token's access, or ``None`` if refused."""
-        try:
-            return await self.check(token)
-        except (_InvalidToken, _Unreachable):
-            return None
 
     async def check(self, token: str) -> AccessToken:
         """The token's access; :class:`_InvalidToken` saying why it is refused, or
