@@ -53,6 +53,7 @@ from .actors import (
 )
 from .actors._mailbox import AddressState
 from .actors._stats import SupervisorStatistics
+from .auth._backends import TokenStore
 from .auth._broker import AuthProblem, BrokerInfo, TokenBroker
 from .auth._login import CallbackHandler, RedirectHandler
 from .auth._service import AuthService
@@ -180,10 +181,10 @@ class SupervisorHandle:
             raise self._servers[name].auth_exception(exc) from None
         return broker.info()
 
-    def logout(self, name: str) -> bool:
+    async def logout(self, name: str) -> bool:
         """Forget remote server ``name``'s OAuth tokens (on disk too); whether it had
         any. Its connection carries on until the server refuses the old token."""
-        return self._broker(name).logout()
+        return await self._broker(name).logout()
 
     def auth_status(self, name: str) -> BrokerInfo:
         """Remote server ``name``'s OAuth state: issuer, scopes, expiry, account; never
@@ -626,7 +627,7 @@ async def open_supervisor(
     secrets = RedactionScope(redactor)
     auth = AuthService(
         [cfg.servers[name] for name in enabled],
-        store=AuthStore(_auth_dir(auth_dir, cfg)),
+        store=token_store(auth_dir, cfg),
         publish=publish,
         remember=secrets.add,
         forget=secrets.release,
@@ -792,6 +793,29 @@ def _audit_log(config: Config) -> Iterator[AuditLog | None]:
     base = config.path.parent if config.path is not None else None
     with AuditLog.from_settings(settings, base) as audit:
         yield audit
+
+
+def token_store(given: str | os.PathLike[str] | None, config: Config) -> AuthStore | TokenStore:
+    """Where ``config``'s OAuth credentials are kept: the auth directory
+    (:func:`_auth_dir`), or the database of ``supervisor.tokenStore`` (its key read now:
+    :class:`~supervisor.errors.ConfigError` naming the field when it cannot be)."""
+    settings = config.settings.token_store
+    if settings is None:
+        return AuthStore(_auth_dir(given, config))
+    from mcp.client.auth import OAuthTokenError
+
+    from .auth._backends import PostgresStore, Sealer
+    from .auth._idjag import read_secret
+
+    base = config.path.parent if config.path is not None else None
+    what = "the token store's key"
+    try:
+        key = read_secret(settings.key_file, settings.key_env, base, what).encode()
+        if any(chr(byte).isspace() for byte in key):
+            raise ValueError(f"{what} must be one word, with no spaces")
+        return PostgresStore(settings.url, Sealer(key))
+    except (OAuthTokenError, ValueError) as exc:
+        raise ConfigError([FieldError("supervisor.tokenStore", str(exc))]) from None
 
 
 def _auth_dir(given: str | os.PathLike[str] | None, config: Config) -> Path | None:

@@ -17,6 +17,7 @@ import pytest
 import trio
 
 from supervisor.auth._backends import PostgresStore, Sealer, SQLiteStore, TokenStore
+from supervisor.auth._store import AuthStore, FileStore
 from tests.postgres import needs_postgres, postgres_server
 
 KEY = b"s" * 32
@@ -28,7 +29,7 @@ def postgres_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["sqlite", "sqlite-sealed", "postgres"])
+@pytest.fixture(params=["files", "sqlite", "sqlite-sealed", "postgres"])
 async def stores(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[tuple[TokenStore, TokenStore]]:
@@ -41,6 +42,9 @@ async def stores(
         first, second = PostgresStore(url, Sealer(KEY)), PostgresStore(url, Sealer(KEY))
         prefix = os.urandom(4).hex()  # tests share the server: each its own keys
         yield _Prefixed(first, prefix), _Prefixed(second, prefix)  # type: ignore[misc]
+        return
+    if kind == "files":  # the auth directory: two processes' views of it
+        yield FileStore(AuthStore(tmp_path)), FileStore(AuthStore(tmp_path))
         return
     sealer = Sealer(KEY) if kind == "sqlite-sealed" else None
     path = tmp_path / "auth" / "tokens.db"
@@ -164,3 +168,83 @@ async def test_postgres_values_are_sealed_in_the_database(postgres_url: str) -> 
     assert "postgres@127.0.0.1" in store.location
     secret = PostgresStore("postgresql://u:hunter2@db.example/x", Sealer(KEY))
     assert "hunter2" not in secret.location and ":***@" in secret.location
+
+
+@needs_postgres
+async def test_two_supervisors_sharing_a_postgres_store_log_in_once_and_refresh_once(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two supervisors (two replicas) of one OAuth-protected server, their credentials in
+    one PostgreSQL store (``supervisor.tokenStore``): the second connects with the
+    first's login, no browser; when the server's tokens expire, both calls at once lead
+    to one refresh, and both are answered. Nothing lands in the auth directory, and the
+    database holds no token in clear."""
+    import psycopg
+
+    from supervisor import open_supervisor
+    from supervisor.testing.servers import open_oauth_server
+    from tests.test_auth import Browser, connected, entry, whoami
+
+    monkeypatch.setenv("MCPS_STORE_KEY", "k" * 40)
+    async with open_oauth_server() as fx:
+        store = {"url": postgres_url, "keyEnv": "MCPS_STORE_KEY"}
+        config = {"mcpServers": {"remote": entry(fx.url)}, "supervisor": {"tokenStore": store}}
+        browser = Browser()
+        async with open_supervisor(
+            config, auth_dir=tmp_path / "a", oauth_redirect_handler=browser
+        ) as first:
+            await connected(first)
+            async with open_supervisor(config, auth_dir=tmp_path / "b") as second:
+                await connected(second)  # the first's login, from the store
+                assert len(browser.opened) == 1 and fx.provider.authorizations == 1
+                fx.provider.expire_access_tokens()
+                answers: list[Any] = []
+                async with trio.open_nursery() as nursery:
+                    for sup in (first, second):
+
+                        async def ask(sup: Any = sup) -> None:
+                            answers.append(await whoami(sup))
+
+                        nursery.start_soon(ask)
+                assert [a["subject"] for a in answers] == ["test-user", "test-user"]
+                assert fx.provider.refreshes == 1
+    assert not (tmp_path / "a" / "tokens").exists() and not (tmp_path / "b" / "tokens").exists()
+    with psycopg.connect(postgres_url) as connection:
+        rows = connection.execute("SELECT data FROM mcp_supervisor_credentials").fetchall()
+    assert rows and not any(b"access_token" in bytes(row[0]) for row in rows)
+
+
+def test_a_token_store_config_is_checked_and_its_key_read_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from supervisor.config import load_config
+    from supervisor.errors import ConfigError
+    from supervisor.runtime import token_store
+
+    def config(**store: Any) -> dict[str, Any]:
+        return {"mcpServers": {}, "supervisor": {"tokenStore": store}}
+
+    with pytest.raises(ConfigError) as refused:
+        load_config(config(url="postgresql://mcp:hunter2@db/mcp", keyEnv="K"))
+    assert "supervisor.tokenStore.url: has a password in it" in str(refused.value)
+    assert "hunter2" not in str(refused.value)
+    with pytest.raises(ConfigError, match='needs exactly one of "keyFile" and "keyEnv"'):
+        load_config(config(url="postgresql://mcp@db/mcp"))
+    with pytest.raises(ConfigError, match="must be a postgresql:// URL"):
+        load_config(config(url="mysql://db/mcp", keyEnv="K"))
+    loaded = load_config(config(url="postgresql://mcp@db/mcp", keyEnv="K"))
+    for value, said in (
+        (None, "environment variable K is not set"),
+        ("short", "at least 32 bytes"),
+        ("REPLACE WITH A KEY OF 32 BYTES OR MORE", "one word"),
+    ):
+        if value is None:
+            monkeypatch.delenv("K", raising=False)
+        else:
+            monkeypatch.setenv("K", value)
+        with pytest.raises(ConfigError, match=said):
+            token_store(None, loaded)
+    monkeypatch.setenv("K", "k" * 32)
+    store = token_store(None, loaded)
+    assert isinstance(store, PostgresStore) and store.location == "postgresql://mcp@db/mcp"
+    assert isinstance(token_store(tmp_path, load_config({"mcpServers": {}})), AuthStore)

@@ -150,6 +150,25 @@ def test_the_replicas_share_the_secrets_key_and_its_placeholder_is_refused(
     assert "the gateway's key must be one word, with no spaces" in capsys.readouterr().err
 
 
+def test_the_replicas_share_a_token_store_sealed_with_the_secrets_key() -> None:
+    """The config keeps OAuth credentials in PostgreSQL, sealed with a key of the
+    mounted Secret; its password comes from the Secret as PGPASSWORD, never in the URL."""
+    from supervisor.config import load_config
+
+    args = command()
+    objects = manifests()
+    config = json.loads(objects["ConfigMap"]["data"][posixpath.basename(args.config)])
+    store = load_config(config).settings.token_store
+    assert store is not None and store.key_file is not None
+    assert posixpath.dirname(store.key_file) == posixpath.dirname(args.token_file)
+    secret = objects["Secret"]
+    assert posixpath.basename(store.key_file) in secret["stringData"]
+    (container,) = objects["Deployment"]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]}
+    assert env["PGPASSWORD"]["name"] == secret["metadata"]["name"]
+    assert env["PGPASSWORD"]["key"] in secret["stringData"]
+
+
 async def test_the_routes_the_manifests_name_answer_without_the_token() -> None:
     """The probes' and the scrape annotation's paths are routes the HTTP gateway answers
     with 200, without the token."""

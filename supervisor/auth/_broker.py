@@ -64,6 +64,7 @@ from ..errors import AuthProblem as AuthProblem
 from ..events import _catalog as events
 from ..log import get_logger, redact
 from ..transports._receipts import delivery
+from ._backends import TokenStore
 from ._idjag import discover_issuer, fetch_id_jag, read_secret
 from ._login import CALLBACK_PATH, DEFAULT_CALLBACK_PORT, EXTRA_PORTS, LoginCancelled, Logins
 from ._store import AuthStore, Credentials
@@ -262,7 +263,7 @@ class TokenBroker:
         url: str,
         auth: Any,  # supervisor.config.AuthConfig
         *,
-        store: AuthStore,
+        store: AuthStore | TokenStore,
         logins: Logins,
         servers: Sequence[str],
         publish: Callable[[events.Event], None] = lambda event: None,
@@ -369,10 +370,15 @@ class TokenBroker:
         grant), whatever is held; ``redirect`` shows the URL (default: the broker's)."""
         await self.spec.address.call(_Login(redirect), math.inf)
 
-    def logout(self) -> bool:
+    async def load(self) -> None:
+        """Read the stored tokens again (a store shared with other processes)."""
+        await self.credentials.load()
+        self._load()
+
+    async def logout(self) -> bool:
         """Forget the tokens (kept client registrations are reused at the next login);
         whether there were any."""
-        had = self.credentials.forget()
+        had = await self.credentials.forget()
         self._token = self._expires_at = None
         self._clear_provider()
         self.state = BrokerState.NEEDS_AUTH if self.interactive else BrokerState.UNKNOWN
@@ -382,15 +388,16 @@ class TokenBroker:
         """Return once the broker holds a token other than ``since``: after a login here,
         or one by another process that wrote the token file (looked at every
         :data:`WATCH_INTERVAL` s)."""
-        mtime = self.credentials.tokens_mtime()
+        mtime = await self.credentials.tokens_version()
         while True:
             with trio.move_on_after(WATCH_INTERVAL):
                 await self._changed.wait()
             if self._token is not None and self._token != since:
                 return
-            now_mtime = self.credentials.tokens_mtime()
+            now_mtime = await self.credentials.tokens_version()
             if now_mtime is not None and now_mtime != mtime:
                 mtime = now_mtime
+                await self.credentials.load()
                 self._load()
                 self._clear_provider()
                 if self._token is not None and self._token != since:
@@ -413,7 +420,7 @@ class TokenBroker:
             has_refresh_token=bool(token is not None and token.refresh_token),
             error=self.error,
             servers=self.servers,
-            token_file=str(self.credentials.store.path("tokens", self.credentials.key)),
+            token_file=self.credentials.location,
         )
 
     # -- inside the actor ----------------------------------------------------------------
@@ -453,11 +460,27 @@ class TokenBroker:
                 # show it, the login runs now, and the request refused for its scope
                 # (unseen by the server) is sent once more with the new token.
                 return await self._step_up_login(message.rejected, challenge)
+            if refreshing:
+                return await self._refresh(message.rejected, challenge)
             # A step-up needs a new grant, not a refresh of the old one.
             return await self._drive(rejected=message.rejected, challenge=challenge, fresh=step_up)
         except AuthProblem as exc:
             self._problem(exc)
             raise
+
+    async def _refresh(self, rejected: str | None, challenge: _Challenge | None) -> str:
+        """Renew the held token, one process at a time among those sharing the store
+        (:meth:`~._store.Credentials.exclusive`): a process that finds, once in, that
+        another renewed it meanwhile takes that token — a refresh token is used once."""
+        async with self.credentials.exclusive():
+            await self.credentials.load()
+            self._load()
+            held = self.current()
+            if held is not None and held != rejected:
+                self._clear_provider()  # its flow reads the new tokens when next needed
+                self._set_state(BrokerState.OK)
+                return held
+            return await self._drive(rejected=rejected, challenge=challenge)
 
     async def _step_up_login(self, rejected: str | None, challenge: _Challenge | None) -> str:
         """A login for more scope (the union of the held and the challenged), through the
@@ -918,6 +941,9 @@ class _BrokerActor(Actor):
 
     def __init__(self, broker: TokenBroker) -> None:
         self.broker = broker
+
+    async def init(self) -> None:
+        await self.broker.load()  # before the servers' connections ask for a token
 
     async def handle(self, message: object) -> object:
         if isinstance(message, _Renew):

@@ -19,6 +19,7 @@ from mcp.shared.auth_utils import resource_url_from_server_url
 
 from ..actors import Actor, ChildSpec, actor_spec
 from ..events import _catalog as events
+from ._backends import TokenStore
 from ._broker import TokenBroker
 from ._login import CallbackHandler, Logins, RedirectHandler, default_redirect_handler
 from ._store import AuthStore
@@ -50,7 +51,7 @@ class AuthService:
         self,
         servers: Iterable[Any],
         *,
-        store: AuthStore,
+        store: AuthStore | TokenStore,
         publish: Callable[[events.Event], None],
         remember: Callable[[str], None],
         forget: Callable[[str], None] = lambda secret: None,
@@ -87,6 +88,11 @@ class AuthService:
             self._unique.append(broker)
             for config in configs:
                 self.brokers[config.name] = broker
+
+    async def load(self) -> None:
+        """Read every broker's stored tokens (outside a supervisor: ``auth status``)."""
+        for broker in self._unique:
+            await broker.load()
 
     def broker(self, server: str) -> TokenBroker | None:
         return self.brokers.get(server)

@@ -5,6 +5,7 @@ Layout under the auth directory (``~/.mcp-supervisor/auth`` unless
 
     tokens/<key>.json    the tokens of one resource × account (access, refresh, expiry)
     clients/<key>.json   the client registration used for them (client id, secret, issuer)
+    locks/<key>.lock     held (``flock``) by the one process refreshing those tokens
 
 Tokens and client registrations are kept apart, so removing one (a logout) never loses
 the other by accident. The key is the resource's host followed by a hash of the resource
@@ -20,21 +21,32 @@ bytes on a local disk, cheaper than handing them to a thread.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import attrs
+import trio
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from .._util._files import FILE_MODE, fsync_dir, private_dir, write_atomic
+from ._backends import TokenStore
 
-__all__ = ["ENV_AUTH_DIR", "AuthStore", "Credentials", "StoredTokens", "default_auth_dir"]
+__all__ = [
+    "ENV_AUTH_DIR",
+    "AuthStore",
+    "Credentials",
+    "FileStore",
+    "StoredTokens",
+    "default_auth_dir",
+]
 
 #: The environment variable that moves the auth directory.
 ENV_AUTH_DIR = "MCP_SUPERVISOR_AUTH_DIR"
@@ -128,8 +140,56 @@ class AuthStore:
                 yield path.stem, data
 
 
+class FileStore:
+    """The auth directory as a token store (:class:`~._backends.TokenStore`): its files
+    read and written as they are (small and local: no thread), its exclusive section a
+    lock file per row (``locks/<key>.lock``, ``flock``), so that two processes on this
+    machine (``serve`` and a command) do not both refresh one token."""
+
+    def __init__(self, store: AuthStore) -> None:
+        self.files = store
+        self.location = str(store.root)
+        self._held: dict[str, trio.Lock] = {}
+
+    async def read(self, kind: str, key: str) -> dict[str, object] | None:
+        return self.files.read(kind, key)
+
+    async def write(self, kind: str, key: str, data: dict[str, object]) -> None:
+        self.files.write(kind, key, data)
+
+    async def delete(self, kind: str, key: str) -> bool:
+        return self.files.delete(kind, key)
+
+    async def version(self, kind: str, key: str) -> float | None:
+        return self.files.mtime(kind, key)
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, kind: str, key: str) -> AsyncIterator[None]:
+        lock = self._held.setdefault(key, trio.Lock())
+        async with lock:
+            path = self.files._dir("locks") / f"{key}.lock"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+            try:
+                while True:  # another process holds it: nothing to wait on but the file
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        await trio.sleep(0.05)
+                yield
+            finally:
+                os.close(fd)  # releases the lock
+
+    async def aclose(self) -> None:
+        return None
+
+
 class Credentials:
-    """The SDK's ``TokenStorage`` for one resource × account, on an :class:`AuthStore`.
+    """The SDK's ``TokenStorage`` for one resource × account, on a token store: the
+    auth directory (an :class:`AuthStore`), or one of :mod:`._backends`.
+
+    What the broker reads at any moment (:meth:`stored`) is the last row loaded
+    (:meth:`load`) or written here; the auth directory's is loaded when made.
 
     ``on_tokens`` sees every token set the SDK stores (the broker registers them with the
     log redactor there, before anything else can print them).
@@ -137,7 +197,7 @@ class Credentials:
 
     def __init__(
         self,
-        store: AuthStore,
+        store: AuthStore | TokenStore,
         resource: str,
         account: str = "default",
         *,
@@ -145,11 +205,13 @@ class Credentials:
         on_tokens: object = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.store = store
+        self.store: TokenStore = FileStore(store) if isinstance(store, AuthStore) else store
         self.resource = resource
         self.account = account
         self.server = server
         self.key = file_key(resource, account)
+        #: the tokens' row as last loaded or written
+        self._row = store.read("tokens", self.key) if isinstance(store, AuthStore) else None
         self.issuer: str | None = None
         #: a pre-registered client (from the config): used instead of a stored one
         self.fixed_client: OAuthClientInformationFull | None = None
@@ -160,6 +222,7 @@ class Credentials:
     # -- the SDK's TokenStorage protocol ------------------------------------------------
 
     async def get_tokens(self) -> OAuthToken | None:
+        await self.load()
         stored = self.stored()
         return None if stored is None else stored.token
 
@@ -168,24 +231,22 @@ class Credentials:
             self._on_tokens(tokens)
         now = self.clock()
         expires_at = None if tokens.expires_in is None else now + int(tokens.expires_in)
-        self.store.write(
-            "tokens",
-            self.key,
-            {
-                "resource": self.resource,
-                "account": self.account,
-                "server": self.server,
-                "issuer": self.issuer,
-                "saved_at": now,
-                "expires_at": expires_at,
-                "token": tokens.model_dump(mode="json", exclude_none=True),
-            },
-        )
+        row: dict[str, object] = {
+            "resource": self.resource,
+            "account": self.account,
+            "server": self.server,
+            "issuer": self.issuer,
+            "saved_at": now,
+            "expires_at": expires_at,
+            "token": tokens.model_dump(mode="json", exclude_none=True),
+        }
+        await self.store.write("tokens", self.key, row)
+        self._row = row
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         if self.fixed_client is not None:
             return self.fixed_client
-        data = self.store.read("clients", self.key)
+        data = await self.store.read("clients", self.key)
         if data is None or not isinstance(data.get("client"), dict):
             return None
         try:
@@ -196,7 +257,7 @@ class Credentials:
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         if client_info.issuer:
             self.issuer = str(client_info.issuer)
-        self.store.write(
+        await self.store.write(
             "clients",
             self.key,
             {
@@ -210,9 +271,15 @@ class Credentials:
 
     # -- ours --------------------------------------------------------------------------
 
+    async def load(self) -> None:
+        """Read the tokens' row from the store again (another process may have written
+        it)."""
+        self._row = await self.store.read("tokens", self.key)
+
     def stored(self) -> StoredTokens | None:
-        """The stored tokens with their expiry, ``None`` without (or with damaged) ones."""
-        data = self.store.read("tokens", self.key)
+        """The stored tokens with their expiry, ``None`` without (or with damaged) ones:
+        the row as last loaded or written."""
+        data = self._row
         if data is None or not isinstance(data.get("token"), dict):
             return None
         try:
@@ -230,14 +297,28 @@ class Credentials:
             server=self.server,
         )
 
-    def tokens_mtime(self) -> float | None:
-        """When the token file last changed (another process's login shows here)."""
-        return self.store.mtime("tokens", self.key)
+    async def tokens_version(self) -> float | None:
+        """What changes with every write of the tokens (another process's login shows
+        here)."""
+        return await self.store.version("tokens", self.key)
 
-    def forget(self, *, client: bool = False) -> bool:
+    def exclusive(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Held by one holder at a time, across processes sharing the store: around a
+        refresh, so that the token is refreshed once."""
+        return self.store.exclusive("tokens", self.key)
+
+    @property
+    def location(self) -> str:
+        """Where the tokens are: the token file, or the store."""
+        if isinstance(self.store, FileStore):
+            return str(self.store.files.path("tokens", self.key))
+        return self.store.location
+
+    async def forget(self, *, client: bool = False) -> bool:
         """Delete the tokens (and the client registration with ``client``); whether
         there were tokens."""
-        had = self.store.delete("tokens", self.key)
+        had = await self.store.delete("tokens", self.key)
         if client:
-            self.store.delete("clients", self.key)
+            await self.store.delete("clients", self.key)
+        self._row = None
         return had

@@ -38,17 +38,20 @@ if TYPE_CHECKING:
 
 def _service(config: Config, args: argparse.Namespace) -> AuthService:
     """The brokers of ``config``'s servers, outside a supervisor (status, logout)."""
-    from ..auth._service import AuthService
-    from ..auth._store import AuthStore
-    from ..runtime import _auth_dir
+    import trio
 
-    return AuthService(
+    from ..auth._service import AuthService
+    from ..runtime import token_store
+
+    service = AuthService(
         [c for c in config.servers.values() if not c.disabled],
-        store=AuthStore(_auth_dir(None, config)),
+        store=token_store(None, config),
         publish=lambda event: None,
         remember=args.secrets.add,
         base_dir=config.path.parent if config.path is not None else None,
     )
+    trio.run(service.load)
+    return service
 
 
 def _chosen(service: AuthService, config: Config, name: str | None) -> list[str] | None:
@@ -173,7 +176,9 @@ def _cmd_logout(args: argparse.Namespace) -> int:
         if id(broker) in done:
             continue
         done.add(id(broker))
-        if broker.logout():
+        import trio
+
+        if trio.run(broker.logout):
             forgot = True
             print(f"{name}: logged out")
         else:

@@ -1,13 +1,19 @@
 """The ``supervisor.gateway`` section: the HTTP gateway as a team's OAuth resource server
 (``auth``) and who may use what through it (``policy``); docs/gateway.md, "A gateway for a
-team"."""
+team". And ``supervisor.tokenStore``, where the credentials replicas share are kept."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
 from ._auth import _metadata_url, _scopes
-from ._model import GatewayAuth, GatewaySettings, IntrospectionSettings, PolicyRule
+from ._model import (
+    GatewayAuth,
+    GatewaySettings,
+    IntrospectionSettings,
+    PolicyRule,
+    TokenStoreSettings,
+)
 from ._validate import (
     _Bad,
     _Errors,
@@ -193,3 +199,43 @@ def _parse_policy(errors: _Errors, value: object, path: str) -> tuple[PolicyRule
         if got is not None:
             rules.append(PolicyRule(**got))  # type: ignore[arg-type]
     return tuple(rules)
+
+
+def _database_url(value: object) -> str:
+    url = _nonempty(value)
+    assert isinstance(url, str)
+    parts = _split_url(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise _Bad("must be a postgresql:// URL")
+    if parts.password is not None:
+        raise _Bad(
+            "has a password in it: give it in $PGPASSWORD or ~/.pgpass, where libpq "
+            "finds it, not in the config"
+        )
+    return url
+
+
+_STORE_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
+    "url": ("url", _database_url),
+    "keyFile": ("key_file", _nonempty),
+    "keyEnv": ("key_env", _nonempty),
+}
+
+
+def _parse_token_store(errors: _Errors, value: object, path: str) -> TokenStoreSettings | None:
+    """``supervisor.tokenStore``: a PostgreSQL URL and the key values are sealed with."""
+    parsed = _keyed(errors, value, path, _STORE_KEYS)
+    if parsed is None:
+        return None
+    mapping, got = parsed
+    if "url" not in mapping:
+        errors.add(path, 'needs "url": the PostgreSQL database the credentials are kept in')
+    if sum(k in mapping for k in ("keyFile", "keyEnv")) != 1:
+        errors.add(
+            path,
+            'needs exactly one of "keyFile" and "keyEnv": the key the credentials are '
+            "sealed with in the database",
+        )
+    if "url" not in got:
+        return None
+    return TokenStoreSettings(**got)  # type: ignore[arg-type]

@@ -108,6 +108,16 @@ class PolicyRule(msgspec.Struct, frozen=True, kw_only=True):
     tools: tuple[str, ...] = ()
 
 
+class TokenStoreSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """``supervisor.tokenStore``: OAuth credentials in PostgreSQL at ``url`` (no password
+    in it: libpq's ``PGPASSWORD`` or ``~/.pgpass`` give one), sealed at rest with the key
+    read from ``key_file`` or ``key_env``."""
+
+    url: str
+    key_file: str | None = None
+    key_env: str | None = None
+
+
 class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):
     """The ``gateway`` section of ``supervisor``: the team gateway's ``auth`` and its
     ``policy`` (``None``: every caller may use everything served), and the key replicas
@@ -170,6 +180,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     audit: AuditSettings | None = None
     #: what ``serve --http`` does as a team's gateway: its callers' OAuth, their policy
     gateway: GatewaySettings | None = None
+    #: where OAuth credentials are kept when not in ``auth_dir``: a database processes
+    #: and replicas share
+    token_store: TokenStoreSettings | None = None
 
 
 class IdpConfig(msgspec.Struct, frozen=True, kw_only=True):

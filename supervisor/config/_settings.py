@@ -13,7 +13,7 @@ import attrs
 import msgspec
 
 from ..actors import Backoff, Intensity, Strategy
-from ._gateway import _parse_gateway
+from ._gateway import _parse_gateway, _parse_token_store
 from ._model import AuditSettings, Limits, Settings
 from ._validate import (
     _Bad,
@@ -106,6 +106,7 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
         "authDir": _nonempty,
         "audit": _id,
         "gateway": _id,
+        "tokenStore": _id,
     }
     fields = _parse_object(errors, value, path, parsers)
     if fields is None:
@@ -166,6 +167,10 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
             changes["limits"] = Limits(**{_LIMITS[k]: v for k, v in got.items()})  # type: ignore[arg-type]
     if "audit" in fields:
         changes["audit"] = _audit(errors, fields["audit"], _join(path, "audit"))
+    if "tokenStore" in fields:
+        changes["token_store"] = _parse_token_store(
+            errors, fields["tokenStore"], _join(path, "tokenStore")
+        )
     if "gateway" in fields:
         changes["gateway"] = _parse_gateway(errors, fields["gateway"], _join(path, "gateway"))
     if "toolNames" in fields:
