@@ -7,9 +7,9 @@ account, private storage, browser logins through one loopback listener (docs/aut
   waits, refreshed before expiry, a failed refresh leading to a new authorization;
 - ``Logins`` — the loopback callback listener, routing answers by ``state``;
 - ``AuthService`` — the brokers of one supervisor, made from its config;
-- ``SQLiteStore`` / ``PostgresStore`` — token stores processes and replicas share, values
-  sealed at rest, one refresh at a time per row (``_backends``; not yet what the brokers
-  use).
+- ``FileStore`` / ``PostgresStore`` / ``SQLiteStore`` — where the brokers keep tokens:
+  the auth directory, or a database replicas share (``supervisor.tokenStore``), values
+  sealed at rest, one refresh at a time per account (``_backends``).
 
 Its Python names are private: docs/auth.md documents the ``auth`` config and the
 ``mcp-supervisor auth`` commands. The supervisor imports each from its module (``_store``,
