@@ -804,16 +804,24 @@ def token_store(given: str | os.PathLike[str] | None, config: Config) -> AuthSto
         return AuthStore(_auth_dir(given, config))
     from mcp.client.auth import OAuthTokenError
 
-    from .auth._backends import PostgresStore, Sealer
+    from .auth._backends import PostgresStore, Sealer, SQLiteStore
     from .auth._idjag import read_secret
+    from .config._gateway import sqlite_path
 
     base = config.path.parent if config.path is not None else None
     what = "the token store's key"
     try:
-        key = read_secret(settings.key_file, settings.key_env, base, what).encode()
-        if any(chr(byte).isspace() for byte in key):
-            raise ValueError(f"{what} must be one word, with no spaces")
-        return PostgresStore(settings.url, Sealer(key))
+        sealer = None
+        if settings.key_file is not None or settings.key_env is not None:
+            key = read_secret(settings.key_file, settings.key_env, base, what).encode()
+            if any(chr(byte).isspace() for byte in key):
+                raise ValueError(f"{what} must be one word, with no spaces")
+            sealer = Sealer(key)
+        if settings.url.startswith("sqlite:"):
+            path = Path(sqlite_path(settings.url)).expanduser()
+            return SQLiteStore(path if path.is_absolute() or base is None else base / path, sealer)
+        assert sealer is not None  # required for PostgreSQL by the config's check
+        return PostgresStore(settings.url, sealer)
     except (OAuthTokenError, ValueError) as exc:
         raise ConfigError([FieldError("supervisor.tokenStore", str(exc))]) from None
 

@@ -170,24 +170,29 @@ async def test_postgres_values_are_sealed_in_the_database(postgres_url: str) -> 
     assert "hunter2" not in secret.location and ":***@" in secret.location
 
 
-@needs_postgres
-async def test_two_supervisors_sharing_a_postgres_store_log_in_once_and_refresh_once(
-    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("kind", ["postgres", "sqlite"])
+async def test_two_supervisors_sharing_a_store_log_in_once_and_refresh_once(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two supervisors (two replicas) of one OAuth-protected server, their credentials in
-    one PostgreSQL store (``supervisor.tokenStore``): the second connects with the
-    first's login, no browser; when the server's tokens expire, both calls at once lead
-    to one refresh, and both are answered. Nothing lands in the auth directory, and the
-    database holds no token in clear."""
-    import psycopg
-
+    """Two supervisors (two replicas, or two processes of one machine) of one
+    OAuth-protected server, their credentials in one store (``supervisor.tokenStore``:
+    PostgreSQL, or a SQLite file): the second connects with the first's login, no
+    browser; when the server's tokens expire, both calls at once lead to one refresh, and
+    both are answered. Nothing lands in the auth directory, and the database holds no
+    token in clear."""
     from supervisor import open_supervisor
     from supervisor.testing.servers import open_oauth_server
     from tests.test_auth import Browser, connected, entry, whoami
 
+    if kind == "postgres":
+        if needs_postgres.args[0]:
+            pytest.skip(needs_postgres.kwargs["reason"])
+        url = request.getfixturevalue("postgres_url")
+    else:
+        url = f"sqlite:///{tmp_path / 'shared' / 'tokens.db'}"
     monkeypatch.setenv("MCPS_STORE_KEY", "k" * 40)
     async with open_oauth_server() as fx:
-        store = {"url": postgres_url, "keyEnv": "MCPS_STORE_KEY"}
+        store = {"url": url, "keyEnv": "MCPS_STORE_KEY"}
         config = {"mcpServers": {"remote": entry(fx.url)}, "supervisor": {"tokenStore": store}}
         browser = Browser()
         async with open_supervisor(
@@ -209,7 +214,13 @@ async def test_two_supervisors_sharing_a_postgres_store_log_in_once_and_refresh_
                 assert [a["subject"] for a in answers] == ["test-user", "test-user"]
                 assert fx.provider.refreshes == 1
     assert not (tmp_path / "a" / "tokens").exists() and not (tmp_path / "b" / "tokens").exists()
-    with psycopg.connect(postgres_url) as connection:
+    if kind == "sqlite":
+        files = b"".join(f.read_bytes() for f in (tmp_path / "shared").iterdir())  # -wal too
+        assert b"mcp_supervisor_credentials" in files and b"access_token" not in files
+        return
+    import psycopg
+
+    with psycopg.connect(url) as connection:
         rows = connection.execute("SELECT data FROM mcp_supervisor_credentials").fetchall()
     assert rows and not any(b"access_token" in bytes(row[0]) for row in rows)
 
@@ -248,3 +259,11 @@ def test_a_token_store_config_is_checked_and_its_key_read_at_start(
     store = token_store(None, loaded)
     assert isinstance(store, PostgresStore) and store.location == "postgresql://mcp@db/mcp"
     assert isinstance(token_store(tmp_path, load_config({"mcpServers": {}})), AuthStore)
+    monkeypatch.delenv("K")
+    local = load_config(config(url="sqlite:tokens/shared.db"))  # no key: not sealed
+    store = token_store(None, local)
+    assert isinstance(store, SQLiteStore) and store.path == Path("tokens/shared.db")
+    with pytest.raises(ConfigError, match='needs at most one of "keyFile" and "keyEnv"'):
+        load_config(config(url="sqlite:x.db", keyEnv="K", keyFile="f"))
+    with pytest.raises(ConfigError, match="names no file"):
+        load_config(config(url="sqlite:"))

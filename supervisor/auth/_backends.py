@@ -7,9 +7,9 @@ replica refreshes a user's tokens and the others take the result (a refresh toke
 twice is revoked by many authorization servers), and a ``version`` that changes with
 each write (another process's login or refresh shows there).
 
-- :class:`SQLiteStore` — one machine: a SQLite file (mode 0600 in a 0700 directory); not
-  configurable yet (the auth directory's files, :class:`~._store.FileStore`, are the
-  default);
+- :class:`SQLiteStore` — one machine: a SQLite file (mode 0600 in a 0700 directory),
+  ``tokenStore.url`` ``sqlite:PATH`` (the auth directory's files,
+  :class:`~._store.FileStore`, stay the default);
 - :class:`PostgresStore` — replicas: a PostgreSQL database, through psycopg 3's
   synchronous API in ``trio.to_thread`` (no maintained trio-native driver exists); its
   exclusive section is a session advisory lock.

@@ -205,8 +205,12 @@ def _database_url(value: object) -> str:
     url = _nonempty(value)
     assert isinstance(url, str)
     parts = _split_url(url)
+    if parts.scheme == "sqlite":
+        if not sqlite_path(url):
+            raise _Bad("names no file: sqlite:///absolute/path or sqlite:relative/path")
+        return url
     if parts.scheme not in ("postgresql", "postgres"):
-        raise _Bad("must be a postgresql:// URL")
+        raise _Bad("must be a postgresql:// URL, or sqlite: and a file's path")
     if parts.password is not None:
         raise _Bad(
             "has a password in it: give it in $PGPASSWORD or ~/.pgpass, where libpq "
@@ -223,19 +227,28 @@ _STORE_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
 
 
 def _parse_token_store(errors: _Errors, value: object, path: str) -> TokenStoreSettings | None:
-    """``supervisor.tokenStore``: a PostgreSQL URL and the key values are sealed with."""
+    """``supervisor.tokenStore``: a PostgreSQL URL (or a SQLite file's) and the key
+    values are sealed with (optional for SQLite)."""
     parsed = _keyed(errors, value, path, _STORE_KEYS)
     if parsed is None:
         return None
     mapping, got = parsed
     if "url" not in mapping:
         errors.add(path, 'needs "url": the PostgreSQL database the credentials are kept in')
-    if sum(k in mapping for k in ("keyFile", "keyEnv")) != 1:
+    keys = sum(k in mapping for k in ("keyFile", "keyEnv"))
+    sqlite = str(got.get("url", "")).startswith("sqlite:")
+    if keys > 1 or (keys == 0 and not sqlite):
         errors.add(
             path,
-            'needs exactly one of "keyFile" and "keyEnv": the key the credentials are '
-            "sealed with in the database",
+            f'needs {"at most" if sqlite else "exactly"} one of "keyFile" and "keyEnv": '
+            "the key the credentials are sealed with in the database",
         )
     if "url" not in got:
         return None
     return TokenStoreSettings(**got)  # type: ignore[arg-type]
+
+
+def sqlite_path(url: str) -> str:
+    """The file of a ``sqlite:`` URL: ``sqlite:///abs/path`` or ``sqlite:rel/path``."""
+    rest = url.removeprefix("sqlite:")
+    return "/" + rest[3:].lstrip("/") if rest.startswith("///") else rest.removeprefix("//")

@@ -111,7 +111,8 @@ class PolicyRule(msgspec.Struct, frozen=True, kw_only=True):
 class TokenStoreSettings(msgspec.Struct, frozen=True, kw_only=True):
     """``supervisor.tokenStore``: OAuth credentials in PostgreSQL at ``url`` (no password
     in it: libpq's ``PGPASSWORD`` or ``~/.pgpass`` give one), sealed at rest with the key
-    read from ``key_file`` or ``key_env``."""
+    read from ``key_file`` or ``key_env`` — or in a SQLite file (``sqlite:PATH``, relative
+    to the config's directory), sealed when a key is given."""
 
     url: str
     key_file: str | None = None
