@@ -458,12 +458,13 @@ def test_a_team_config_whose_introspection_secret_cannot_be_read_is_refused(
     config.write_text(json.dumps({"mcpServers": {}, "supervisor": {"gateway": {"auth": auth}}}))
     serve = ["serve", "--config", str(config), "--http", "127.0.0.1:0"]
     assert main(serve) == 2
-    assert "$TEAM_SECRET holds none" in capsys.readouterr().err
+    assert "environment variable TEAM_SECRET is not set" in capsys.readouterr().err
     introspection.pop("clientSecretEnv")
     introspection["clientSecretFile"] = str(tmp_path / "missing")
     config.write_text(json.dumps({"mcpServers": {}, "supervisor": {"gateway": {"auth": auth}}}))
     assert main(serve) == 2
-    assert f"cannot read {tmp_path / 'missing'}: No such file" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert f"cannot read the introspection client's secret from {tmp_path / 'missing'}" in said
 
 
 async def test_tool_search_finds_and_calls_only_what_the_caller_is_granted(

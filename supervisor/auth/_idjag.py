@@ -13,7 +13,6 @@ names itself by its ``client_id`` in the request (RFC 6749 §2.3, method ``none`
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,8 @@ from mcp.client.auth.utils import (
     handle_protected_resource_response,
 )
 
+from .._util._secrets import read_secret as _read_secret
+
 __all__ = ["ID_JAG", "TOKEN_EXCHANGE", "discover_issuer", "fetch_id_jag", "read_secret"]
 
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -35,25 +36,11 @@ ID_TOKEN = "urn:ietf:params:oauth:token-type:id_token"
 
 
 def read_secret(file: str | None, env: str | None, base_dir: Path | None, what: str) -> str:
-    """The secret in ``file`` (relative to ``base_dir``, the config's directory) or in
-    the environment variable ``env``; an error naming ``what`` and where it looked."""
-    if file:
-        path = Path(file).expanduser()
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
-        try:
-            value = path.read_text().strip()
-        except OSError as exc:
-            raise OAuthTokenError(f"cannot read {what} from {path}: {exc.strerror}") from None
-        if not value:
-            raise OAuthTokenError(f"{what} file {path} is empty")
-        return value
-    if env:
-        value = os.environ.get(env, "").strip()
-        if not value:
-            raise OAuthTokenError(f"{what}: environment variable {env} is not set")
-        return value
-    raise OAuthTokenError(f"no {what} configured")
+    """:func:`supervisor._util._secrets.read_secret`, its failure an OAuth flow's error."""
+    try:
+        return _read_secret(file, env, base_dir, what)
+    except ValueError as exc:
+        raise OAuthTokenError(str(exc)) from None
 
 
 async def discover_issuer(http: httpx2.AsyncClient, url: str, challenge: Any = None) -> str | None:

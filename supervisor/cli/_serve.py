@@ -181,10 +181,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 return EXIT_USAGE
             field = "supervisor.gateway.auth"
             args.resource_gate = ResourceGate.from_config(team, base=base)
-    except OSError as exc:  # a secret's file
-        _say(f"{field}: cannot read {exc.filename}: {exc.strerror}")
-        return EXIT_USAGE
-    except ValueError as exc:
+    except ValueError as exc:  # a secret that cannot be read, or is unfit
         _say(f"{field}: {exc}")
         return EXIT_USAGE
     return run(_serve, config, args, token)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
@@ -38,6 +37,7 @@ import trio
 from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
 from mcp.server.auth.provider import AccessToken
 
+from .._util._secrets import read_secret
 from ..dashboard._security import bearer
 from ..log import get_logger
 
@@ -355,8 +355,8 @@ class ResourceGate:
         base: Path | None = None,
     ) -> Self:
         """The gate of the config's ``gateway.auth``: JWTs checked against the issuer's
-        keys, or tokens introspected (its client secret read now: :class:`OSError` or
-        :class:`ValueError` saying what is wrong)."""
+        keys, or tokens introspected (its client secret read now: :class:`ValueError`
+        saying what is wrong)."""
         verifier: JWTVerifier | IntrospectionVerifier
         keep = None
         spec = auth.introspection
@@ -368,7 +368,13 @@ class ResourceGate:
             verifier = IntrospectionVerifier(
                 spec.endpoint,
                 spec.client_id,
-                _secret(spec.client_secret_file, spec.client_secret_env, environ, base=base),
+                read_secret(
+                    spec.client_secret_file,
+                    spec.client_secret_env,
+                    base,
+                    "the introspection client's secret",
+                    environ,
+                ),
                 auth.resource,
                 issuer=auth.issuer,
                 groups_claim=auth.groups_claim,
@@ -459,32 +465,6 @@ class ResourceGate:
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
 
-def _secret(
-    file: str | None,
-    env: str | None,
-    environ: Mapping[str, str] | None,
-    what: str = "the introspection client's secret",
-    base: Path | None = None,
-) -> str:
-    """``what``, from its file (``~`` expanded; relative to ``base``, the config's
-    directory) or environment variable: :class:`OSError` when the file cannot be read,
-    :class:`ValueError` when it holds nothing."""
-    if file is not None:
-        path = Path(file).expanduser()
-        if not path.is_absolute() and base is not None:
-            path = base / path
-        with open(path, encoding="utf-8") as handle:
-            secret = handle.read().strip()
-        where = f"the file {file}"
-    else:
-        assert env is not None
-        secret = (os.environ if environ is None else environ).get(env, "").strip()
-        where = f"${env}"
-    if not secret:
-        raise ValueError(f"{what} is empty: {where} holds none")
-    return secret
-
-
 #: The shortest gateway key taken, in bytes.
 MIN_KEY_BYTES = 32
 
@@ -496,12 +476,12 @@ def gateway_key(
     environ: Mapping[str, str] | None = None,
 ) -> bytes | None:
     """The key of ``supervisor.gateway`` (``keyFile`` or ``keyEnv``), ``None`` without
-    one; :class:`OSError` or :class:`ValueError` (empty, with spaces — a placeholder —
-    or too short) saying why."""
+    one; :class:`ValueError` (unreadable, empty, with spaces — a placeholder — or too
+    short) saying why."""
     if settings is None or (settings.key_file is None and settings.key_env is None):
         return None
     what = "the gateway's key"
-    key = _secret(settings.key_file, settings.key_env, environ, what, base).encode()
+    key = read_secret(settings.key_file, settings.key_env, base, what, environ).encode()
     if any(chr(byte).isspace() for byte in key):
         raise ValueError(f"{what} must be one word, with no spaces")
     if len(key) < MIN_KEY_BYTES:
