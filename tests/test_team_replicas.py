@@ -1,0 +1,147 @@
+"""A team gateway as it is deployed: two ``serve --http --stateless`` replicas behind
+Debian's haproxy (docs/gateway.md's config), taking the team's JWT access tokens
+(``supervisor.gateway.auth`` for the balancer's URL), one key between them, and the
+OAuth login of their backing server kept in one PostgreSQL token store.
+
+The backing server is logged in once, before the replicas start (into the store); both
+replicas use that login. A caller of the team's group calls through the balancer and
+reaches both replicas; one the policy grants nothing sees and calls nothing. When the
+backing server's tokens expire, calls through both replicas lead to one refresh. No
+process is left."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from mcp.shared.exceptions import MCPError
+
+from supervisor import open_supervisor
+from supervisor.testing.servers import open_oauth_server
+from tests.postgres import needs_postgres, postgres_server
+from tests.test_auth import Browser, connected, entry
+from tests.test_gateway_team import GROUPS, client_of, token_for
+from tests.test_replicas import (
+    CALL_TIMEOUT,
+    EXIT_TIMEOUT,
+    HAPROXY,
+    haproxy_config,
+    needs_haproxy,
+    start,
+)
+
+
+def crm_entry(url: str) -> dict[str, Any]:
+    backing = entry(url)
+    backing.pop("auth")  # no loopback callback: its login is in the store already
+    return backing
+
+
+@needs_haproxy
+@needs_postgres
+async def test_two_team_replicas_behind_haproxy_share_the_backends_login_and_refresh_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert HAPROXY is not None, "haproxy is required here (MCP_SUPERVISOR_REQUIRE_HAPROXY=1)"
+    keys = {"TEAM_KEY": "t" * 40, "STORE_KEY": "s" * 40}
+    with postgres_server() as database, socket.socket() as front:
+        front.bind(("127.0.0.1", 0))
+        front.listen(64)
+        url = f"http://127.0.0.1:{front.getsockname()[1]}/mcp"
+        async with (
+            open_oauth_server(jwt_access_tokens=True, resources=[url], groups=GROUPS) as team,
+            open_oauth_server() as crm,
+        ):
+            store = {"url": database, "keyEnv": "STORE_KEY"}
+            # The backing server's login, once, into the store (as `auth login` would).
+            for name, value in keys.items():
+                monkeypatch.setenv(name, value)
+            login = {"mcpServers": {"crm": entry(crm.url)}, "supervisor": {"tokenStore": store}}
+            async with open_supervisor(
+                login, auth_dir=tmp_path / "admin", oauth_redirect_handler=Browser()
+            ) as admin:
+                await connected(admin)
+            assert crm.provider.authorizations == 1
+
+            config = tmp_path / "team.json"
+            policy = [{"groups": ["eng"]}]
+            gateway = {"auth": {"issuer": team.issuer, "resource": url}, "policy": policy}
+            config.write_text(
+                json.dumps(
+                    {
+                        "mcpServers": {"crm": crm_entry(crm.url)},
+                        "supervisor": {
+                            "gateway": {**gateway, "keyEnv": "TEAM_KEY"},
+                            "tokenStore": store,
+                        },
+                    }
+                )
+            )
+            env = {**os.environ, "MCP_SUPERVISOR_AUTH_DIR": str(tmp_path / "unused")}
+            serve = [sys.executable, "-m", "supervisor", "serve", "--config", str(config)]
+            serve += ["--http", "127.0.0.1:0", "--stateless"]
+            async with trio.open_nursery() as nursery, AsyncExitStack() as stack:
+                replicas = [
+                    await stack.enter_async_context(start(nursery, f"r{i}", serve, env=env))
+                    for i in range(2)
+                ]
+                ports = []
+                for replica in replicas:
+                    found = await replica.wait_for(rb"gateway at http://127\.0\.0\.1:(\d+)/mcp\n")
+                    ports.append(int(found[1]))
+                haproxy_cfg = tmp_path / "haproxy.cfg"
+                haproxy_cfg.write_text(haproxy_config(front.fileno(), ports))
+                haproxy = await stack.enter_async_context(
+                    start(
+                        nursery,
+                        "haproxy",
+                        [HAPROXY, "-f", str(haproxy_cfg), "-db"],
+                        pass_fds=[front.fileno()],
+                    )
+                )
+                await through_the_balancer(url, team, crm, replicas, haproxy)
+                for child in (haproxy, *replicas):
+                    child.process.send_signal(signal.SIGTERM)
+                    with trio.fail_after(EXIT_TIMEOUT):
+                        await child.process.wait()
+                assert [r.process.returncode for r in replicas] == [143, 143]
+                nursery.cancel_scope.cancel()
+    assert not (tmp_path / "unused" / "tokens").exists()  # the store, not the directory
+
+
+async def through_the_balancer(
+    url: str, team: Any, crm: Any, replicas: list[Any], haproxy: Any
+) -> None:
+    """alice (group eng) calls the backing server through both replicas; bob is granted
+    nothing; the backing server's tokens expire and calls through both replicas lead to
+    one refresh."""
+    async with client_of(url, token_for(team, "alice", url)) as alice:
+        with trio.fail_after(CALL_TIMEOUT):
+            assert "crm_whoami" in {t.name for t in (await alice.list_tools()).tools}
+        for _ in range(4):  # round robin: both replicas answer
+            with trio.fail_after(CALL_TIMEOUT):
+                result = await alice.call_tool("crm_whoami", {})
+            assert not result.is_error, (result, replicas[0].stderr, replicas[1].stderr)
+        crm.provider.expire_access_tokens()
+        refreshes = crm.provider.refreshes
+        # round robin: each replica meets the refused token; one refreshes, the other
+        # (waiting on the store's lock) takes the new token — a second refresh, with the
+        # rotated refresh token, would fail its call
+        for _ in range(4):
+            with trio.fail_after(CALL_TIMEOUT):
+                result = await alice.call_tool("crm_whoami", {})
+            assert not result.is_error, (result, replicas[0].stderr, replicas[1].stderr)
+        assert crm.provider.refreshes == refreshes + 1, haproxy.stderr
+    async with client_of(url, token_for(team, "bob", url)) as bob:
+        with trio.fail_after(CALL_TIMEOUT):
+            assert (await bob.list_tools()).tools == []
+            with pytest.raises(MCPError, match="not served by this gateway"):
+                await bob.call_tool("crm_whoami", {})
