@@ -6,8 +6,9 @@ OAuth login of their backing server kept in one PostgreSQL token store.
 The backing server is logged in once, before the replicas start (into the store); both
 replicas use that login. A caller of the team's group calls through the balancer and
 reaches both replicas; one the policy grants nothing sees and calls nothing. When the
-backing server's tokens expire, calls through both replicas lead to one refresh. No
-process is left."""
+backing server's tokens expire, calls through both replicas lead to one refresh. With
+tokens introspected, a user the team's AS revokes is refused at the next call, by either
+replica. No process is left."""
 
 from __future__ import annotations
 
@@ -47,17 +48,22 @@ def crm_entry(url: str) -> dict[str, Any]:
 
 @needs_haproxy
 @needs_postgres
+@pytest.mark.parametrize("check", ["jwt", "introspection"])
 async def test_two_team_replicas_behind_haproxy_share_the_backends_login_and_refresh_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    check: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """With tokens checked as JWTs, or introspected at every request — then a user the
+    team's AS revokes is refused at their next call, whichever replica takes it."""
     assert HAPROXY is not None, "haproxy is required here (MCP_SUPERVISOR_REQUIRE_HAPROXY=1)"
-    keys = {"TEAM_KEY": "t" * 40, "STORE_KEY": "s" * 40}
+    keys = {"TEAM_KEY": "t" * 40, "STORE_KEY": "s" * 40, "INTROSPECTION": "i" * 24}
     with postgres_server() as database, socket.socket() as front:
         front.bind(("127.0.0.1", 0))
         front.listen(64)
         url = f"http://127.0.0.1:{front.getsockname()[1]}/mcp"
         async with (
-            open_oauth_server(jwt_access_tokens=True, resources=[url], groups=GROUPS) as team,
+            open_oauth_server(
+                jwt_access_tokens=True, resources=[url], groups={**GROUPS, "dave": ["eng"]}
+            ) as team,
             open_oauth_server() as crm,
         ):
             store = {"url": database, "keyEnv": "STORE_KEY"}
@@ -73,7 +79,15 @@ async def test_two_team_replicas_behind_haproxy_share_the_backends_login_and_ref
 
             config = tmp_path / "team.json"
             policy = [{"groups": ["eng"]}]
-            gateway = {"auth": {"issuer": team.issuer, "resource": url}, "policy": policy}
+            auth: dict[str, Any] = {"issuer": team.issuer, "resource": url}
+            if check == "introspection":
+                team.provider.add_introspection_client("gateway", keys["INTROSPECTION"])
+                auth["introspection"] = {
+                    "endpoint": team.issuer + "/introspect",
+                    "clientId": "gateway",
+                    "clientSecretEnv": "INTROSPECTION",
+                }
+            gateway = {"auth": auth, "policy": policy}
             config.write_text(
                 json.dumps(
                     {
@@ -108,6 +122,8 @@ async def test_two_team_replicas_behind_haproxy_share_the_backends_login_and_ref
                     )
                 )
                 await through_the_balancer(url, team, crm, replicas, haproxy)
+                if check == "introspection":
+                    await revoked(url, team)
                 for child in (haproxy, *replicas):
                     child.process.send_signal(signal.SIGTERM)
                     with trio.fail_after(EXIT_TIMEOUT):
@@ -145,3 +161,15 @@ async def through_the_balancer(
             assert (await bob.list_tools()).tools == []
             with pytest.raises(MCPError, match="not served by this gateway"):
                 await bob.call_tool("crm_whoami", {})
+
+
+async def revoked(url: str, team: Any) -> None:
+    """dave of eng calls; the team's AS revokes him; his next calls, whichever replica
+    takes them, are refused (401: the SDK client's error)."""
+    async with client_of(url, token_for(team, "dave", url)) as dave:
+        with trio.fail_after(CALL_TIMEOUT):
+            assert not (await dave.call_tool("crm_whoami", {})).is_error
+        team.provider.revoke_subject("dave")
+        for _ in range(2):  # both replicas refuse
+            with trio.fail_after(CALL_TIMEOUT), pytest.raises(MCPError):
+                await dave.call_tool("crm_whoami", {})
