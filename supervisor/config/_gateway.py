@@ -5,6 +5,7 @@ team". And ``supervisor.tokenStore``, where the credentials replicas share are k
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 
 from ._auth import _metadata_url, _scopes
 from ._model import (
@@ -17,14 +18,11 @@ from ._model import (
 from ._validate import (
     _Bad,
     _Errors,
-    _fields,
     _join,
     _nonempty,
     _number,
-    _object,
     _parse_object,
     _split_url,
-    _unknown_field,
     _want,
 )
 
@@ -104,30 +102,24 @@ def _keyed(
     never: str | None = None,
 ) -> tuple[Mapping[str, object], dict[str, object]] | None:
     """The object ``value`` (``None`` if it is not one) and its fields parsed by ``keys``
-    (config name → attribute, parser), each problem reported; ``never``: a field that
-    must not be written in a config (a secret: its file or variable is)."""
-    try:
-        mapping = _object(value, "an object")
-    except _Bad as exc:
-        errors.add(path, str(exc))
+    (config name → attribute, parser) with :func:`_parse_object`, under their
+    attributes' names; ``never``: a field that must not be written in a config (a
+    secret: its file or variable is)."""
+    parsers = {name: parse for name, (_, parse) in keys.items()}
+    if never is not None:
+        parsers[never] = partial(_never, never)
+    got = _parse_object(errors, value, path, parsers)
+    if got is None:
         return None
-    got: dict[str, object] = {}
-    for key, item, p in _fields(errors, mapping, path):
-        spec = keys.get(key)
-        if spec is None and key == never:
-            errors.add(
-                p,
-                f"is never written in the config: use {key}File or {key}Env (a file or an "
-                "environment variable that holds it)",
-            )
-        elif spec is None:
-            errors.add(p, _unknown_field(key, keys))
-        else:
-            try:
-                got[spec[0]] = spec[1](item)
-            except _Bad as exc:
-                errors.add(p, str(exc))
-    return mapping, got
+    assert isinstance(value, Mapping)
+    return value, {keys[name][0]: item for name, item in got.items()}
+
+
+def _never(name: str, value: object) -> object:
+    raise _Bad(
+        f"is never written in the config: use {name}File or {name}Env (a file or an "
+        "environment variable that holds it)"
+    )
 
 
 def _parse_gateway_auth(errors: _Errors, value: object, path: str) -> GatewayAuth | None:
