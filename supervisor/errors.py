@@ -262,7 +262,25 @@ class ServerUnavailable(ServerError):
 class AuthRequired(ServerUnavailable):
     """The remote server needs an OAuth login before it can be used: its status is
     ``needs_auth`` and calls fail fast with this until a login (``handle.login(name)``,
-    ``mcp-supervisor auth login NAME``) gets it a token."""
+    ``mcp-supervisor auth login NAME``) gets it a token.
+
+    For a call made for a team gateway's caller to a ``perUser`` server, the login is
+    that caller's own: ``user`` is their subject, and ``login_url`` the gateway's page
+    that starts it (``None`` when no team gateway serves its logins). Nothing was sent.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        server: str,
+        cli_message: str | None = None,
+        user: str | None = None,
+        login_url: str | None = None,
+    ) -> None:
+        super().__init__(message, server=server, cli_message=cli_message)
+        self.user = user
+        self.login_url = login_url
 
 
 class AuthorizationFailed(ServerUnavailable):

@@ -730,6 +730,7 @@ def _server_handles(
             retries=retries,
             broker=auth.broker(name),
             start_slots=start_slots,
+            users=auth.users if auth.users is not None and name in auth.users.servers else None,
         )
         for name in enabled
     }

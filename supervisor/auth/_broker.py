@@ -357,18 +357,22 @@ class TokenBroker:
             self._token is None and self.state in (BrokerState.UNKNOWN, BrokerState.OK)
         ):
             return token
-        return await self.spec.address.call(_Renew(self._token, None), math.inf)
+        return await self._ask(_Renew(self._token, None))
 
     async def rejected(self, token: str | None, response: httpx2.Response) -> str:
         """The server refused ``token`` (401, or 403 ``insufficient_scope``): a new
         token, renewed once for everyone who was refused the same one. Raises
         :class:`AuthProblem` when none can be had without a person (or at all)."""
-        return await self.spec.address.call(_Renew(token, _Challenge.of(response)), math.inf)
+        return await self._ask(_Renew(token, _Challenge.of(response)))
 
     async def login(self, redirect: Callable[[str], Any] | None = None) -> None:
         """Authorize from the start now (a browser login for the authorization-code
         grant), whatever is held; ``redirect`` shows the URL (default: the broker's)."""
-        await self.spec.address.call(_Login(redirect), math.inf)
+        await self._ask(_Login(redirect))
+
+    async def _ask(self, message: _Renew | _Login) -> Any:  # noqa: ANN401 - its answer
+        """Have the broker's actor serve ``message``: one renewal or login at a time."""
+        return await self.spec.address.call(message, math.inf)
 
     async def load(self) -> None:
         """Read the stored tokens again (a store shared with other processes)."""

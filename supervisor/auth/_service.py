@@ -23,6 +23,7 @@ from ._backends import TokenStore
 from ._broker import TokenBroker
 from ._login import CallbackHandler, Logins, RedirectHandler, default_redirect_handler
 from ._store import AuthStore
+from ._users import UserLogins
 
 __all__ = ["AuthService", "uses_oauth"]
 
@@ -68,6 +69,20 @@ class AuthService:
                 auth = config.auth or _default_auth()
                 key = (resource_url_from_server_url(config.url), auth.account or "default")
                 by_key.setdefault(key, []).append(config)
+        per_user = {
+            c.name: c for configs in by_key.values() for c in configs if c.auth and c.auth.per_user
+        }
+        #: each team-gateway caller's own logins to the ``perUser`` servers (``None``: none)
+        self.users: UserLogins | None = None
+        if per_user:
+            self.users = UserLogins(
+                per_user,
+                store=store,
+                publish=publish,
+                remember=remember,
+                forget=forget,
+                base_dir=base_dir,
+            )
         self.brokers: dict[str, TokenBroker] = {}
         self._unique: list[TokenBroker] = []
         for configs in by_key.values():

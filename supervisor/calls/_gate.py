@@ -191,7 +191,7 @@ class Gate:
             limit = server.config.timeout if timeout is None else timeout
             for watch in watches:
                 watch.sending(call, limit)
-            if call.call_id is None and log_level is None and rounds is None:
+            if call.call_id is None and log_level is None and rounds is None and caller is None:
                 sending = server.call_tool(original, arguments, timeout, progress)
             else:  # named by an observer: the id goes to the server in ``_meta``
                 sending = server.call_tool(
@@ -202,6 +202,7 @@ class Gate:
                     call_id=call.call_id,
                     log_level=log_level,
                     rounds=rounds,
+                    caller=caller,
                 )
             try:
                 raw = await sending

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from ._model import AuthConfig, IdpConfig
 from ._validate import (
     _Bad,
+    _bool,
     _choice,
     _Errors,
     _fields,
@@ -93,6 +94,7 @@ _AUTH_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
     "privateKeyFile": ("private_key_file", _nonempty),
     "signingAlgorithm": ("signing_algorithm", lambda v: _choice(v, _ALGORITHMS)),
     "account": ("account", _nonempty),
+    "perUser": ("per_user", _bool),
     "issuer": ("issuer", _metadata_url),
     "idp": ("idp", lambda v: v),  # an object, parsed by _parse_idp
 }
@@ -221,6 +223,12 @@ def _parse_auth(errors: _Errors, value: object, path: str) -> AuthConfig | None:
         )
     if auth.signing_algorithm and not auth.private_key_file:
         errors.add(_join(path, given["signing_algorithm"]), "needs privateKeyFile")
+    if auth.per_user and auth.grant != "authorization_code":
+        errors.add(
+            _join(path, given["per_user"]),
+            "needs the authorization_code grant: each user logs in as themselves (a "
+            f"{auth.grant} token is the client's own, the same for every user)",
+        )
     if auth.redirect_uri and auth.callback_port:
         port = urlsplit(auth.redirect_uri).port
         if port is not None and port != auth.callback_port:

@@ -241,6 +241,9 @@ class AuthConfig(msgspec.Struct, frozen=True, kw_only=True):
     signing_algorithm: str | None = None
     #: which account's tokens: two accounts on one server are stored apart
     account: str | None = None
+    #: a team gateway's callers each log in as themselves: their calls go with their own
+    #: tokens (the catalog is read with the server's own login, ``account``)
+    per_user: bool = False
     #: the authorization server's issuer, for the machine grants (else discovered)
     issuer: str | None = None
     idp: IdpConfig | None = None

@@ -30,11 +30,12 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._util._printable import printable
-from ..errors import ApprovalAsked
+from ..errors import ApprovalAsked, AuthRequired
 from ..log import get_logger
 from ..tools import ApprovalRequest, Approver, Decider
 from ._local import APPROVAL_KEY
@@ -48,6 +49,8 @@ __all__ = [
     "APPROVAL_META",
     "client_approver",
     "input_required",
+    "LOGIN_KEY",
+    "login_required",
     "question",
     "round_state",
     "round_trip_approver",
@@ -146,6 +149,31 @@ def input_required(request: ApprovalRequest) -> types.InputRequiredResult:
     ask = types.ElicitRequest(params=_form(request))
     state = json.dumps({ASKED: True})
     return types.InputRequiredResult(input_requests={APPROVAL_KEY: ask}, request_state=state)
+
+
+#: The input request of a 2026-07-28 client's call that needs its user's own login to a
+#: ``perUser`` server first (a URL-mode elicitation).
+LOGIN_KEY = "mcp-supervisor/login"
+
+
+def login_required(exc: AuthRequired, *, modern: bool) -> types.InputRequiredResult:
+    """A call that needs the caller's own login to a ``perUser`` backing server first
+    (nothing was sent): a URL-mode elicitation of the gateway's login page. A client of
+    the session-based protocol gets it as the ``-32042`` error (URL elicitation required,
+    raised here); a 2026-07-28 one, which calls again once its user is back, as an
+    ``input_required`` result."""
+    assert exc.login_url is not None
+    message = (
+        f"The server {printable(exc.server)!r} needs you to log in to it as yourself "
+        "(your own account there); open the link, then the call is made"
+    )
+    url = types.ElicitRequestURLParams(
+        message=message, url=exc.login_url, elicitation_id=exc.login_url.rsplit(".", 1)[-1]
+    )
+    if not modern:
+        raise UrlElicitationRequiredError([url], str(exc))
+    ask = types.ElicitRequest(params=url.model_copy(update={"elicitation_id": None}))
+    return types.InputRequiredResult(input_requests={LOGIN_KEY: ask})
 
 
 def client_approver(ctx: ServerRequestContext[Any, Any]) -> Approver | None:

@@ -59,6 +59,7 @@ from ..calls._outcome import FAIL, classify, describe_error
 from ..errors import (
     ApprovalAsked,
     ApprovalRequired,
+    AuthRequired,
     PromptArgumentsInvalid,
     ServerRequestError,
     SupervisorError,
@@ -77,7 +78,13 @@ from ..server._status import ServerStatus
 from ..server._tasks import EXTENSION_ID as TASKS
 from ..server._tasks import CreatedTask, declared
 from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider
-from ._approval import client_approver, input_required, round_state, round_trip_approver
+from ._approval import (
+    client_approver,
+    input_required,
+    login_required,
+    round_state,
+    round_trip_approver,
+)
 from ._apps import EXTENSION_ID as APPS
 from ._apps import backing as apps_backing
 from ._apps import contents_served, resource_served
@@ -277,7 +284,10 @@ class Gateway:
         # an approval asked in another round trip carries a requestState: sealed here,
         # bound to its tool, arguments and caller, under ``key`` (replicas share it) or a
         # key of this process's own
-        security = RequestStateSecurity(keys=[key or os.urandom(32)], bind_principal=_principal)
+        #: the replicas' key (else one of this process's own): sealed states, task ids,
+        #: and the per-user login links
+        self.key = key or os.urandom(32)
+        security = RequestStateSecurity(keys=[self.key], bind_principal=_principal)
         boundary = RequestStateBoundary(security, default_audience=name)
         self.server.middleware.append(boundary)
 
@@ -594,6 +604,8 @@ class Gateway:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         except ApprovalAsked as exc:  # nothing was sent: the client answers, then asks again
             return input_required(exc.request)  # type: ignore[arg-type]
+        except AuthRequired as exc:  # the caller's own login to a perUser server, first
+            return login_required(exc, modern=modern)
         if isinstance(result, types.InputRequiredResult):
             return _relayed_round(ctx, result, self.sup.resolve(name)[0])
         if meta.get(LIMITS_META) is True:
@@ -648,6 +660,10 @@ class Gateway:
             )
         except (UnknownTool, ApprovalAsked):
             raise
+        except AuthRequired as exc:
+            if exc.login_url is not None:  # the caller's own login first: nothing was sent
+                raise
+            return _error_result(exc, str(exc))
         except ToolError as exc:
             if exc.result is not None and exc.result.raw is not None:
                 return _passed_on(exc.result.raw, exc.server)

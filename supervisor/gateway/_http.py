@@ -39,12 +39,16 @@ from contextlib import nullcontext, suppress
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import attrs
 import trio
 
+from .._util._printable import printable
 from .._util._serving import listen, respond, serve_sockets
+from ..auth._broker import AuthProblem
+from ..auth._login import _page
+from ..auth._users import CALLBACK_ROUTE, LOGIN_ROUTE, UserLogins, _BadTicket
 from ..dashboard._security import bearer, names_listener
 from ..log import get_logger, redacting
 from ..monitor import prometheus_text
@@ -101,8 +105,11 @@ class _Front:
         sessions: Sessions | None = None,
         fast: FastLane | None = None,
         resource: ResourceGate | None = None,
+        users: UserLogins | None = None,
     ) -> None:
         self.app = app
+        #: a team gateway's callers' own logins to its ``perUser`` servers (their pages)
+        self._users = users
         #: 2026-07-28 tool calls that need no stream, served around the SDK's kernel
         self.fast = fast
         self.gateway = gateway
@@ -133,6 +140,8 @@ class _Front:
                 await respond(send, 405, b"{}", _JSON, [(b"allow", b"GET")])
             else:
                 await respond(send, 200, self._resource.metadata, _JSON)
+        elif self._users is not None and path in (LOGIN_ROUTE, CALLBACK_ROUTE):
+            await self._login_page(scope, send, path)
         elif path in _READ_ONLY and scope["method"] != "GET":
             await respond(
                 send,
@@ -175,6 +184,34 @@ class _Front:
             await _unauthorized(send, given="authorization" in headers)
         else:
             await self._private(scope, receive, send, path, headers, None)
+
+    async def _login_page(self, scope: Any, send: Any, path: str) -> None:
+        """A caller's own login to a ``perUser`` server: its start (the link a call that
+        needed it gave, which sends the browser to the server's authorization server)
+        and the authorization server's answer (:mod:`supervisor.auth._users`). Public:
+        the browser has no token; the link's ticket says whose login it is."""
+        users = self._users
+        assert users is not None
+        if scope["method"] != "GET":
+            await respond(send, 405, b"", _HTML, [(b"allow", b"GET")])
+            return
+        query = scope.get("query_string", b"").decode("latin-1")
+        if path == CALLBACK_ROUTE:
+            status, page = await users.callback(query)
+            await respond(send, status, page, _HTML, _PRIVATE_PAGE)
+            return
+        ticket = parse_qs(query).get("ticket", [""])[0]
+        try:
+            url = await users.begin(ticket)
+        except _BadTicket as exc:
+            await respond(send, 400, _page(False, str(exc)), _HTML, _PRIVATE_PAGE)
+        except AuthProblem as exc:
+            await respond(send, 502, _page(False, printable(str(exc))), _HTML, _PRIVATE_PAGE)
+        except trio.TooSlowError:
+            said = "the authorization server did not answer in time; try the link again"
+            await respond(send, 504, _page(False, said), _HTML, _PRIVATE_PAGE)
+        else:
+            await respond(send, 302, b"", _HTML, [(b"location", url.encode()), *_PRIVATE_PAGE])
 
     async def _private(
         self,
@@ -326,6 +363,17 @@ async def _unauthorized(send: Any, *, given: bool) -> None:
     )
 
 
+def _user_logins(gateway: Gateway) -> UserLogins | None:
+    """The supervisor's per-user logins (its ``perUser`` servers'), if it has any."""
+    auth = getattr(gateway.sup, "_auth", None)
+    return getattr(auth, "users", None)
+
+
+#: A login page's headers: not kept, and its address (a ticket) not passed on.
+_PRIVATE_PAGE = [(b"cache-control", b"no-store"), (b"referrer-policy", b"no-referrer")]
+_HTML = b"text/html; charset=utf-8"
+
+
 def new_token() -> str:
     """A random bearer token."""
     return secrets.token_urlsafe(32)
@@ -382,6 +430,7 @@ async def serve_http(
     sessions = None
     if not stateless:
         sessions = Sessions(manager, idle=session_idle, bound=max_sessions)
+    users = _user_logins(gateway) if resource is not None else None
     sockets = await listen(host, port)
     try:
         bound_host, bound_port = sockets[0].getsockname()[:2]
@@ -396,6 +445,10 @@ async def serve_http(
         checking = resource.running() if resource is not None else nullcontext()
         with redacting([token] if token else []):
             async with checking, trio.open_nursery() as nursery:
+                if users is not None:
+                    assert resource is not None
+                    base = resource.resource.rstrip("/").removesuffix(MCP_PATH)
+                    users.attach(base, gateway.key, nursery)
                 await nursery.start(
                     partial(
                         serve_sockets,
@@ -409,6 +462,7 @@ async def serve_http(
                             sessions=sessions,
                             fast=lane,
                             resource=resource,
+                            users=users,
                         ),
                         sockets,
                         logger_name="supervisor.gateway.http",
@@ -420,6 +474,8 @@ async def serve_http(
                 log.info("gateway listening", url=info.url, stateless=stateless)
                 task_status.started(info)
     finally:
+        if users is not None:
+            users.detach()
         for sock in sockets:
             sock.close()
 

@@ -221,6 +221,8 @@ class ServerActor(Actor):
         server = self.server
         self.state.live(self)
         self.listings = Listings(server, self.nursery, lambda: self.client)
+        if server.users is not None:  # a perUser server's callers' sessions run here
+            server.users.attach(self.nursery)
         eager = not server.config.lazy or self.number > 1 or server.address.statistics().queued > 0
         if eager:
             self._wanted.set()
@@ -698,6 +700,8 @@ class ServerActor(Actor):
                 self._turn.close()  # ended before it connected: the next server's turn
             self.client = None
             self._end_direct_calls()
+            if self.server.users is not None:
+                self.server.users.detach(self.nursery)
             self.state.ended(self)
 
     async def _session(self) -> str | None:

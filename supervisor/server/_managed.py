@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 import trio
@@ -63,6 +63,7 @@ from ._messages import (
 from ._startup import StartSlots
 from ._state import ServerState
 from ._subscriptions import Subscribed
+from ._users import UserSessions
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -158,8 +159,12 @@ class ServerHandle:
         retries: bool = True,
         broker: TokenBroker | None = None,
         start_slots: StartSlots | None = None,
+        users: Any = None,
     ) -> None:
         self.config = config
+        #: a ``perUser`` server's sessions for each caller (``users``: the per-user
+        #: logins, :class:`~supervisor.auth._users.UserLogins`); ``None``: not per user
+        self.users = UserSessions(self, users) if users is not None else None
         #: the start slots each connection waits for (see :class:`StartSlots`); ``None``:
         #: it connects at once
         self.start_slots = start_slots
@@ -520,12 +525,15 @@ class ServerHandle:
         call_id: str | None = None,
         log_level: str | None = None,
         rounds: InputRound | None = None,
+        caller: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Call ``tool`` through the mailbox, translating actor errors into server errors;
         ``call_id`` (a recorded call's) goes to the server in the request's ``_meta``, and
         so does ``log_level`` (this call's, for a 2026-07-28 server; default: the level
         of :meth:`set_log_level`); ``rounds`` relays a multi-round-trip call
-        (:class:`~supervisor.server._messages.InputRound`).
+        (:class:`~supervisor.server._messages.InputRound`). On a ``perUser`` server, a
+        call for a ``caller`` (a team gateway's subject) goes on that caller's own
+        session, with their own tokens (:class:`~._users.UserSessions`).
 
         Calls in a row that time out on a live connection (``degradedAfter``, default 3)
         make the server ``degraded``: it is probed at once, and restarted if the probe
@@ -533,7 +541,7 @@ class ServerHandle:
         """
         try:
             result = await self._call_tool(
-                tool, arguments, timeout, progress, call_id, log_level, rounds
+                tool, arguments, timeout, progress, call_id, log_level, rounds, caller
             )
         except ToolCallTimeout as exc:
             if (actor := self.current) is not None:  # its connection's count of them
@@ -552,10 +560,12 @@ class ServerHandle:
         call_id: str | None,
         log_level: str | None = None,
         rounds: InputRound | None = None,
+        caller: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         if self.error is not None:
             self.check_available()
-        if self.auth_problem is not None:
+        per_user = self.users is not None and caller is not None
+        if self.auth_problem is not None and not per_user:  # (the caller's own login)
             raise self.auth_exception()
         limit = self.config.timeout if timeout is None else timeout
         with tracing.backing_span(self.name, tool) as span:
@@ -569,7 +579,12 @@ class ServerHandle:
                     log_level or self.log_level,
                     rounds,
                 )
-                result = await self._send_call(message, limit, span)
+                if per_user:
+                    assert self.users is not None and caller is not None
+                    span.set_attribute(tracing.PATH, "user")
+                    result = await self.users.call(caller, message, limit)
+                else:
+                    result = await self._send_call(message, limit, span)
             except BaseException as exc:
                 if span.is_recording():
                     attempt = self.health.restarts + 1

@@ -1,0 +1,373 @@
+"""Each caller's own login to the backing servers a team gateway serves ``perUser``.
+
+A server whose ``auth`` says ``"perUser": true`` is reached, for a team gateway's
+caller, with that caller's own tokens: one :class:`_UserBroker` per server × caller
+subject, whose account in the token store is ``user:SUBJECT`` — so one user's login is
+never another's, and the caller's own access token to the gateway never goes to a
+backing server (the MCP security guidance forbids passing it through).
+
+A caller who has not logged in to such a server is told so at their call (nothing is
+sent), with the URL of the gateway's login page for it (:meth:`UserLogins.login_url`):
+``/auth/login?ticket=…``, the ticket naming the server and the subject, sealed with the
+gateway's key and good once, for :data:`TICKET_SECONDS`. Opening it runs the
+authorization-code flow with the backing server's authorization server (the SDK's
+provider, PKCE, dynamic registration), with the gateway's ``/auth/callback`` as the
+redirect URI; the tokens land in the store under that user's account. Replicas share
+the store: a callback that reaches another replica than the one that started the login
+is handed over through the store (the login's ``state`` is recorded there when it
+starts, and only an awaited one is taken).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+import trio
+from mcp.client.auth import OAuthClientProvider
+from mcp.shared.auth import AuthorizationCodeResult
+from pydantic import AnyUrl
+
+from ..events import _catalog as events
+from ..log import get_logger
+from ._backends import TokenStore
+from ._broker import AuthProblem, BrokerState, TokenBroker, _Login, _Renew
+from ._login import LOGIN_TIMEOUT, LoginCancelled, _answer, _page
+from ._store import AuthStore, FileStore
+
+__all__ = [
+    "CALLBACK_ROUTE",
+    "LOGIN_ROUTE",
+    "TICKET_SECONDS",
+    "UserLogins",
+    "user_account",
+]
+
+log = get_logger("supervisor.auth")
+
+#: The gateway's page that starts a user's login, and the one the authorization server
+#: sends the browser back to (under the gateway's base URL).
+LOGIN_ROUTE = "/auth/login"
+CALLBACK_ROUTE = "/auth/callback"
+#: How long a login link is good for (seconds); it is good once.
+TICKET_SECONDS = 600.0
+#: How often a login waiting for its callback looks for one another replica took.
+POLL_SECONDS = 0.5
+#: How long the login page waits for the authorization URL to send the browser to.
+START_TIMEOUT = 30.0
+#: Brokers kept per server (the least recently used one without a login in progress
+#: is let go past that; its tokens stay in the store).
+MAX_BROKERS = 4096
+
+
+#: The redirect URI of a broker made before a gateway serves the login pages (a login
+#: never starts then: :meth:`UserLogins.begin` needs the gateway).
+_NO_CALLBACK = "http://127.0.0.1:9" + CALLBACK_ROUTE
+
+
+def user_account(subject: str) -> str:
+    """The token store's account of ``subject``'s own login."""
+    return f"user:{subject}"
+
+
+class _BadTicket(Exception):
+    """A login link that is not (or no longer) good."""
+
+
+class _UserBroker(TokenBroker):
+    """A broker for one user of one server: no actor (there may be thousands) — its
+    renewals and logins are served one at a time under a lock; a login waiting for the
+    user's browser makes that user's calls answer at once that it is under way."""
+
+    def __init__(self, *args: Any, subject: str, **kwargs: Any) -> None:
+        self.subject = subject
+        self._serving = trio.Lock()
+        self.logging_in = False
+        super().__init__(*args, **kwargs)
+
+    async def _ask(self, message: _Renew | _Login) -> Any:  # noqa: ANN401 - its answer
+        if isinstance(message, _Renew) and self.logging_in:
+            raise AuthProblem(self._login_hint(), needs_login=True)
+        async with self._serving:
+            if isinstance(message, _Renew):
+                return await self._renew(message)
+            return await self._login(message)
+
+    async def token(self) -> str | None:
+        if self._token is None:  # a login made since, here or by another replica
+            await self.load()
+            if self._token is not None:
+                self.state = BrokerState.OK
+        return await super().token()
+
+    def _login_hint(self) -> str:
+        return (
+            f"MCP server {self.servers[0]!r} needs {self.subject!r}'s own OAuth login "
+            "(it is served per user)"
+        )
+
+    def _problem(self, exc: AuthProblem) -> None:
+        if exc.needs_login:  # said afresh each time, with a new link
+            self.error = None
+            self._set_state(BrokerState.NEEDS_AUTH)
+            return
+        super()._problem(exc)
+
+
+class UserLogins:
+    """The per-user brokers of one supervisor's ``perUser`` servers, and the logins the
+    team gateway's pages run for them (see the module doc). Until a gateway
+    :meth:`attach`-es, there is no page to send a user to: :meth:`login_url` is ``None``.
+    """
+
+    def __init__(
+        self,
+        servers: Mapping[str, Any],  # name -> ServerConfig
+        *,
+        store: AuthStore | TokenStore,
+        publish: Callable[[events.Event], None],
+        remember: Callable[[str], None],
+        forget: Callable[[str], None],
+        base_dir: Any = None,
+    ) -> None:
+        self.servers = dict(servers)
+        self.store = store
+        #: where a login's callback is handed between replicas
+        self._rows: TokenStore = FileStore(store) if isinstance(store, AuthStore) else store
+        self._publish = publish
+        self._remember = remember
+        self._forget = forget
+        self._base_dir = base_dir
+        self._brokers: dict[tuple[str, str], _UserBroker] = {}
+        self._base_url: str | None = None
+        self._key: bytes | None = None
+        self._nursery: trio.Nursery | None = None
+        self._used: dict[str, float] = {}  # ticket nonces taken, with their expiry
+        self._waiting: dict[str, trio.Event] = {}  # a login's state -> its callback's
+        self._answers: dict[str, Any] = {}
+
+    # -- the gateway's side --------------------------------------------------------------
+
+    def attach(self, base_url: str, key: bytes, nursery: trio.Nursery) -> None:
+        """A team gateway serves the login pages at ``base_url`` (its public URL without
+        the MCP path), its tickets sealed with ``key``; logins run in ``nursery``."""
+        self._base_url = base_url.rstrip("/")
+        self._key = key
+        self._nursery = nursery
+        for broker in self._brokers.values():
+            self._point(broker)
+
+    def detach(self) -> None:
+        self._base_url = self._key = self._nursery = None
+
+    @property
+    def callback_url(self) -> str | None:
+        return None if self._base_url is None else self._base_url + CALLBACK_ROUTE
+
+    def broker(self, server: str, subject: str) -> _UserBroker:
+        """``subject``'s broker for ``server`` (made when first asked)."""
+        key = (server, subject)
+        broker = self._brokers.pop(key, None)
+        if broker is None:
+            if len(self._brokers) >= MAX_BROKERS * max(len(self.servers), 1):
+                self._let_go()
+            config = self.servers[server]
+            auth = msgspec.structs.replace(
+                config.auth,
+                account=user_account(subject),
+                # no login runs without the gateway's pages: until then, a placeholder
+                redirect_uri=self.callback_url or _NO_CALLBACK,
+            )
+            broker = _UserBroker(
+                config.url,
+                auth,
+                subject=subject,
+                store=self.store,
+                logins=None,  # type: ignore[arg-type] - never the loopback listener
+                servers=[server],
+                publish=self._publish,
+                remember=self._remember,
+                forget=self._forget,
+                callback=lambda: None,  # replaced by _point
+                base_dir=self._base_dir,
+            )
+            self._point(broker)
+        self._brokers[key] = broker  # the most recently used last
+        return broker
+
+    def _let_go(self) -> None:
+        for key, broker in list(self._brokers.items()):
+            if not broker.logging_in:
+                del self._brokers[key]
+                return
+
+    def _point(self, broker: _UserBroker) -> None:
+        """Send ``broker``'s logins through the gateway's callback."""
+        callback = self.callback_url
+        if callback is not None:
+            broker.auth = msgspec.structs.replace(broker.auth, redirect_uri=callback)
+            provider = broker.provider
+            if isinstance(provider, OAuthClientProvider):
+                provider.context.client_metadata.redirect_uris = [AnyUrl(callback)]
+                fixed = broker.credentials.fixed_client
+                if fixed is not None:
+                    fixed.redirect_uris = [AnyUrl(callback)]
+
+        async def wait() -> Any:  # noqa: ANN401 - the SDK's AuthorizationCodeResult
+            assert broker._login_state is not None
+            return await self._callback_of(broker._login_state)
+
+        broker._callback = wait
+
+    def login_url(self, server: str, subject: str) -> str | None:
+        """The gateway's page that starts ``subject``'s login to ``server``; ``None``
+        without a team gateway."""
+        if self._base_url is None or self._key is None:
+            return None
+        expires = int(time.time() + TICKET_SECONDS)
+        body = json.dumps([server, subject, expires, secrets.token_urlsafe(12)]).encode()
+        ticket = _b64(body) + "." + _b64(self._mac(body))
+        return f"{self._base_url}{LOGIN_ROUTE}?ticket={ticket}"
+
+    def _mac(self, body: bytes) -> bytes:
+        assert self._key is not None
+        return hmac.new(self._key, b"mcp-supervisor user login\n" + body, hashlib.sha256).digest()
+
+    def _open(self, ticket: str) -> tuple[str, str]:
+        """The server and subject of a good ``ticket`` (taken: it is good once)."""
+        if self._key is None:
+            raise _BadTicket("this gateway serves no logins")
+        try:
+            body_text, mac_text = ticket.split(".", 1)
+            body = _unb64(body_text)
+            good = hmac.compare_digest(_unb64(mac_text), self._mac(body))
+            server, subject, expires, nonce = json.loads(body) if good else (0, 0, 0, 0)
+        except (ValueError, TypeError):
+            good = False
+        if not good or not isinstance(server, str) or not isinstance(subject, str):
+            raise _BadTicket("this login link is not one of this gateway's")
+        now = time.time()
+        if not isinstance(expires, int) or expires < now:
+            raise _BadTicket("this login link has expired: call the tool again for a new one")
+        self._used = {n: e for n, e in self._used.items() if e >= now}
+        if nonce in self._used:
+            raise _BadTicket("this login link was used already: call the tool again for a new one")
+        if server not in self.servers:
+            raise _BadTicket("this gateway no longer serves that server per user")
+        self._used[str(nonce)] = expires
+        return server, subject
+
+    async def begin(self, ticket: str) -> str:
+        """Start the login ``ticket`` names; the authorization URL to send the browser
+        to. Raises :class:`_BadTicket` or :class:`AuthProblem` (to show the person)."""
+        server, subject = self._open(ticket)
+        nursery = self._nursery
+        assert nursery is not None
+        broker = self.broker(server, subject)
+        shown: dict[str, Any] = {}
+        ready = trio.Event()
+
+        async def redirect(url: str) -> None:
+            shown["url"] = url
+            ready.set()
+
+        async def run() -> None:
+            broker.logging_in = True
+            try:
+                await broker.login(redirect)
+                log.info("per-user OAuth login done", server=server, user=subject)
+            except AuthProblem as exc:
+                shown["error"] = exc
+            except Exception as exc:  # noqa: BLE001 - reported to the login page
+                shown["error"] = AuthProblem(f"the login failed: {exc}", needs_login=False)
+            finally:
+                broker.logging_in = False
+                ready.set()
+
+        if broker.logging_in:
+            raise AuthProblem(
+                "a login for this user and server is already under way: finish it, or "
+                "wait for it to time out",
+                needs_login=False,
+            )
+        nursery.start_soon(run)
+        with trio.fail_after(START_TIMEOUT):
+            await ready.wait()
+        if "url" in shown:
+            return str(shown["url"])
+        raise shown["error"]
+
+    async def callback(self, query: str) -> tuple[int, bytes]:
+        """The authorization server's answer, brought by the browser: handed to the
+        login waiting for it, here or (through the store) on another replica. The
+        status and page to show."""
+        state, answer = _answer(query)
+        if state is None or answer is None:
+            return 400, _page(False, "This is not an answer to a login.")
+        event = self._waiting.get(state)
+        if event is not None:
+            self._answers[state] = answer
+            event.set()
+        elif await self._rows.read("logins", _state_key(state)) is not None:
+            await self._rows.write("logins", _state_key(state), _row_of(answer))
+        else:
+            return 400, _page(False, "No login is waiting for this answer (it timed out?).")
+        if isinstance(answer, LoginCancelled):
+            return 200, _page(False, f"The login was refused: {answer}")
+        return 200, _page(True, "You are logged in. Go back to your client and call again.")
+
+    async def _callback_of(self, state: str) -> Any:  # noqa: ANN401 - AuthorizationCodeResult
+        """Wait for the answer to the login ``state`` (:data:`LOGIN_TIMEOUT`)."""
+        rows, key = self._rows, _state_key(state)
+        event = self._waiting[state] = trio.Event()
+        await rows.write("logins", key, {"waiting": True, "until": time.time() + LOGIN_TIMEOUT})
+        try:
+            with trio.fail_after(LOGIN_TIMEOUT):
+                while state not in self._answers:
+                    with trio.move_on_after(POLL_SECONDS):
+                        await event.wait()
+                    row = await rows.read("logins", key)
+                    if row is not None and not row.get("waiting"):
+                        self._answers[state] = _answer_of(row)
+            answer = self._answers.pop(state)
+        finally:
+            self._waiting.pop(state, None)
+            self._answers.pop(state, None)
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await rows.delete("logins", key)
+        if isinstance(answer, LoginCancelled):
+            raise answer
+        return answer
+
+
+def _state_key(state: str) -> str:
+    return "login-" + hashlib.sha256(state.encode()).hexdigest()[:40]
+
+
+def _row_of(answer: Any) -> dict[str, Any]:  # noqa: ANN401 - either answer
+    if isinstance(answer, LoginCancelled):
+        return {"error": answer.error, "description": answer.description}
+    return {"code": answer.code, "state": answer.state, "iss": answer.iss}
+
+
+def _answer_of(row: Mapping[str, Any]) -> Any:  # noqa: ANN401 - either answer
+    if "error" in row:
+        return LoginCancelled(str(row["error"]), row.get("description"))
+    return AuthorizationCodeResult(
+        code=str(row["code"]), state=row.get("state"), iss=row.get("iss")
+    )
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
