@@ -31,23 +31,23 @@ from supervisor.config._model import GatewayAuth
 from supervisor.errors import AuthRequired
 from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._resource import ResourceGate
+from supervisor.gateway._signin import SIGNED_IN_ROUTE, SignIn
 from supervisor.testing.servers import open_oauth_server
 from tests.test_auth import Browser, connected, entry
 from tests.test_gateway import http_client
 from tests.test_gateway_team import GROUPS, free_port, token_for
 
 CALL_TIMEOUT = 30
+SIGN_IN_SECRET = "s" * 32
 
 
-async def open_login(url: str) -> httpx2.Response:
-    """Play the user's browser: the gateway's login page, the backing server's
-    authorization server (which approves at once), back to the gateway's callback."""
-    async with httpx2.AsyncClient(timeout=CALL_TIMEOUT) as http:
-        start = await http.get(url)
-        assert start.status_code == 302, start.text
-        authorize = await http.get(start.headers["location"])
-        assert authorize.status_code in (302, 303), authorize.text
-        return await http.get(authorize.headers["location"])
+async def open_login(url: str, team: Any, backing: Any, user: str) -> httpx2.Response:
+    """Play ``user``'s browser: the gateway's login page, a sign-in at the team's AS (as
+    ``user``: the fixture approves at once), back to the gateway, on to the backing
+    server's AS (``user`` logs in there too), back to the gateway's callback."""
+    team.config.subject = backing.config.subject = user
+    async with httpx2.AsyncClient(timeout=CALL_TIMEOUT, follow_redirects=True) as http:
+        return await http.get(url)
 
 
 def subject_of(result: Any) -> str:
@@ -63,9 +63,12 @@ def login_link(error: MCPError) -> str:
 
 
 @asynccontextmanager
-async def per_user_gateway(tmp_path: Path) -> AsyncIterator[tuple[Any, Any, Any, Any, str]]:
+async def per_user_gateway(
+    tmp_path: Path, faults: list[dict[str, Any]] | None = None
+) -> AsyncIterator[tuple[Any, Any, Any, Any, str]]:
     """``(team, crm, wiki, sup, url)``: the team's AS, the two backing servers, the
-    supervisor (logged in to both as ``gateway-admin``) and its team gateway's URL."""
+    supervisor (logged in to both as ``gateway-admin``; crm with the fault plan
+    ``faults``) and its team gateway's URL."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     async with (
@@ -74,9 +77,14 @@ async def per_user_gateway(tmp_path: Path) -> AsyncIterator[tuple[Any, Any, Any,
         open_oauth_server(subject="gateway-admin") as wiki,
     ):
         gate = ResourceGate.from_config(GatewayAuth(issuer=team.issuer, resource=url))
+        base = url.removesuffix("/mcp")
+        team.provider.add_client(
+            "team-gateway", SIGN_IN_SECRET, redirect_uris=[base + SIGNED_IN_ROUTE]
+        )
+        sign_in = SignIn(gate, "team-gateway", SIGN_IN_SECRET)
         config = {
             "mcpServers": {
-                "crm": entry(crm.url, perUser=True),
+                "crm": {**entry(crm.url, perUser=True), "faults": faults or []},
                 "wiki": entry(wiki.url, perUser=True),
             }
         }
@@ -90,7 +98,9 @@ async def per_user_gateway(tmp_path: Path) -> AsyncIterator[tuple[Any, Any, Any,
             gateway = Gateway(sup)
             await nursery.start(gateway.run)
             await sup.tools()
-            await nursery.start(partial(serve_http, gateway, "127.0.0.1", port, resource=gate))
+            await nursery.start(
+                partial(serve_http, gateway, "127.0.0.1", port, resource=gate, sign_in=sign_in)
+            )
             yield team, crm, wiki, sup, url
             nursery.cancel_scope.cancel()
 
@@ -111,8 +121,15 @@ async def test_each_caller_reaches_a_per_user_server_with_their_own_login(
             link = login_link(raised.value)
             assert link.startswith(url.removesuffix("/mcp") + "/auth/login?ticket=")
             assert sum(crm.mcp_statuses.values()) - statuses <= 1  # the session's 401 alone
-            crm.config.subject = "alice"  # who logs in at crm's AS in that browser
-            page = await open_login(link)
+            # mallory, signed in at the team's AS in the browser that opens alice's link,
+            # is refused: her login would become alice's
+            page = await open_login(link, team, crm, "mallory")
+            assert page.status_code == 403, page.text
+            assert "signed in as &#x27;mallory&#x27;" in page.text, page.text
+            with trio.fail_after(CALL_TIMEOUT), pytest.raises(MCPError) as raised:
+                await alice.call_tool("crm_whoami", {})
+            link = login_link(raised.value)
+            page = await open_login(link, team, crm, "alice")
             assert page.status_code == 200 and "logged in" in page.text, page.text
             with trio.fail_after(CALL_TIMEOUT):
                 assert subject_of(await alice.call_tool("crm_whoami", {})) == "alice"
@@ -133,8 +150,7 @@ async def test_each_caller_reaches_a_per_user_server_with_their_own_login(
         async def open_it(context: Any, params: Any) -> types.ElicitResult:
             assert params.mode == "url"
             opened.append(params.url)
-            crm.config.subject = "bob"
-            page = await open_login(params.url)
+            page = await open_login(params.url, team, crm, "bob")
             assert page.status_code == 200, page.text
             return types.ElicitResult(action="accept")
 
@@ -173,3 +189,91 @@ async def test_a_per_user_call_outside_a_team_gateway_says_how_to_log_in(tmp_pat
             await sup.call("crm_whoami", {}, caller="alice")
         assert raised.value.user == "alice" and raised.value.login_url is None
         assert "team gateway" in str(raised.value)
+
+
+async def per_user_call(tmp_path: Path, faults: list[dict[str, Any]]) -> tuple[Any, Any, list[str]]:
+    """alice logs in to crm through the gateway, then calls ``crm_echo`` under the fault
+    plan ``faults``: ``(the call's result, crm, the actions injected)``."""
+    async with per_user_gateway(tmp_path, faults=faults) as (team, crm, _, sup, url):
+        async with http_client(url, mode="legacy", token=token_for(team, "alice", url)) as alice:
+            with trio.fail_after(CALL_TIMEOUT), pytest.raises(MCPError) as raised:
+                await alice.call_tool("crm_echo", {"text": "hi"})
+            page = await open_login(login_link(raised.value), team, crm, "alice")
+            assert page.status_code == 200, page.text
+            with trio.fail_after(CALL_TIMEOUT):
+                result = await alice.call_tool("crm_echo", {"text": "hi"})
+            return result, crm, [fault.action for fault in sup.faults()]
+
+
+async def test_a_per_user_call_whose_answer_is_lost_is_not_sent_again(tmp_path: Path) -> None:
+    """The connection of alice's session closes with her call's answer on its way: it
+    ran once, and is said to have maybe taken effect — never sent again."""
+    lost = {"when": {"tool": "echo", "direction": "to_client"}, "do": "close_stream"}
+    result, crm, injected = await per_user_call(tmp_path, [lost])
+    assert injected == ["close_stream"]
+    assert result.is_error and "may have taken effect" in result.content[0].text, result
+    assert crm.provider.executions.count(("echo", "alice")) == 1
+
+
+async def test_a_per_user_call_refused_unseen_is_sent_once_on_a_new_session(
+    tmp_path: Path,
+) -> None:
+    """The server forgot alice's session (404, as after its restart): refused unseen,
+    the call goes once more on a new session of hers, and runs once."""
+    expired = {"when": {"tool": "echo", "direction": "to_server", "nth": 1}, "do": "expire_session"}
+    result, crm, injected = await per_user_call(tmp_path, [expired])
+    assert injected == ["expire_session"]
+    assert not result.is_error and result.content[0].text == "hi", result
+    assert crm.provider.executions == [("echo", "alice")]
+
+
+def test_per_user_servers_and_sign_in_are_checked_in_the_config() -> None:
+    from supervisor.config import load_config
+    from supervisor.errors import ConfigError
+
+    machine = {"url": "https://crm.example/mcp", "auth": {"perUser": True}}
+    machine["auth"] |= {"grant": "client_credentials", "clientId": "c", "clientSecret": "s"}
+    with pytest.raises(ConfigError, match="perUser: needs the authorization_code grant"):
+        load_config({"mcpServers": {"crm": machine}})
+    team = {"issuer": "https://idp.example", "resource": "https://gw.example/mcp"}
+    for sign_in, said in (
+        ({"clientId": "gw", "clientSecret": "x"}, "clientSecret: is never written"),
+        ({"clientSecretEnv": "X"}, 'needs "clientId"'),
+        ({"clientId": "gw", "clientSecretEnv": "X", "clientSecretFile": "f"}, "at most one"),
+    ):
+        config = {
+            "mcpServers": {},
+            "supervisor": {"gateway": {"auth": {**team, "signIn": sign_in}}},
+        }
+        with pytest.raises(ConfigError, match=said):
+            load_config(config)
+    config = {
+        "mcpServers": {},
+        "supervisor": {"gateway": {"auth": {**team, "signIn": {"clientId": "gw"}}}},
+    }
+    loaded = load_config(config).settings.gateway
+    assert loaded is not None and loaded.auth is not None
+    assert loaded.auth.sign_in is not None and loaded.auth.sign_in.client_id == "gw"
+
+
+def test_serve_refuses_a_team_gateway_for_per_user_servers_without_sign_in(
+    tmp_path: Path,
+) -> None:
+    """Without ``signIn``, a login link would be a bearer link (whoever opens it logs in
+    for its caller): ``serve`` says what is missing, exit 2, before starting anything."""
+    import subprocess
+    import sys
+
+    config = tmp_path / "team.json"
+    team = {"issuer": "https://idp.example", "resource": "http://127.0.0.1:9/mcp"}
+    server = {"url": "http://127.0.0.1:9/mcp", "auth": {"perUser": True}}
+    config.write_text(
+        json.dumps({"mcpServers": {"crm": server}, "supervisor": {"gateway": {"auth": team}}})
+    )
+    command = [sys.executable, "-m", "supervisor", "serve", "--config", str(config)]
+    ran = subprocess.run(
+        [*command, "--http", "127.0.0.1:0"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert ran.returncode == 2, ran.stderr
+    assert 'the servers crm are served per user ("perUser")' in ran.stderr
+    assert '"signIn"' in ran.stderr

@@ -26,10 +26,12 @@ import trio
 from mcp.shared.exceptions import MCPError
 
 from supervisor import open_supervisor
+from supervisor.gateway._signin import SIGNED_IN_ROUTE
 from supervisor.testing.servers import open_oauth_server
 from tests.postgres import needs_postgres, postgres_server
 from tests.test_auth import Browser, connected, entry
 from tests.test_gateway_team import GROUPS, client_of, token_for
+from tests.test_gateway_users import login_link, open_login, subject_of
 from tests.test_replicas import (
     CALL_TIMEOUT,
     EXIT_TIMEOUT,
@@ -173,3 +175,120 @@ async def revoked(url: str, team: Any) -> None:
         for _ in range(2):  # both replicas refuse
             with trio.fail_after(CALL_TIMEOUT), pytest.raises(MCPError):
                 await dave.call_tool("crm_whoami", {})
+
+
+@needs_haproxy
+@needs_postgres
+async def test_team_replicas_reach_per_user_servers_with_each_users_own_login(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two backing OAuth servers served per user (``"perUser": true``) behind the same
+    two replicas: each user's call is answered with the gateway's login link; the
+    browser's steps (the link, the sign-in at the team's AS, its answer, the backing
+    server's AS, its answer) go round robin across the replicas — the logins in progress
+    are handed over through the store — and then each user's calls, through either
+    replica, reach each server as that user. One user's login is never another's, nor
+    good for the other server; nobody's token to the gateway reaches a backing server."""
+    assert HAPROXY is not None, "haproxy is required here (MCP_SUPERVISOR_REQUIRE_HAPROXY=1)"
+    keys = {"TEAM_KEY": "t" * 40, "STORE_KEY": "s" * 40, "SIGN_IN": "g" * 32}
+    with postgres_server() as database, socket.socket() as front:
+        front.bind(("127.0.0.1", 0))
+        front.listen(64)
+        url = f"http://127.0.0.1:{front.getsockname()[1]}/mcp"
+        base = url.removesuffix("/mcp")
+        async with (
+            open_oauth_server(jwt_access_tokens=True, resources=[url], groups=GROUPS) as team,
+            open_oauth_server(subject="gateway-admin") as crm,
+            open_oauth_server(subject="gateway-admin") as wiki,
+        ):
+            team.provider.add_client(
+                "team-gateway", keys["SIGN_IN"], redirect_uris=[base + SIGNED_IN_ROUTE]
+            )
+            store = {"url": database, "keyEnv": "STORE_KEY"}
+            for name, value in keys.items():
+                monkeypatch.setenv(name, value)
+            # The supervisor's own logins (the catalog's), once, into the store.
+            login = {
+                "mcpServers": {"crm": entry(crm.url), "wiki": entry(wiki.url)},
+                "supervisor": {"tokenStore": store},
+            }
+            async with open_supervisor(
+                login, auth_dir=tmp_path / "admin", oauth_redirect_handler=Browser()
+            ) as admin:
+                await connected(admin)
+
+            servers = {
+                name: {**crm_entry(fx.url), "auth": {"perUser": True}}
+                for name, fx in (("crm", crm), ("wiki", wiki))
+            }
+            auth = {
+                "issuer": team.issuer,
+                "resource": url,
+                "signIn": {"clientId": "team-gateway", "clientSecretEnv": "SIGN_IN"},
+            }
+            config = tmp_path / "team.json"
+            config.write_text(
+                json.dumps(
+                    {
+                        "mcpServers": servers,
+                        "supervisor": {
+                            "gateway": {"auth": auth, "keyEnv": "TEAM_KEY"},
+                            "tokenStore": store,
+                        },
+                    }
+                )
+            )
+            env = {**os.environ, "MCP_SUPERVISOR_AUTH_DIR": str(tmp_path / "unused")}
+            serve = [sys.executable, "-m", "supervisor", "serve", "--config", str(config)]
+            serve += ["--http", "127.0.0.1:0", "--stateless"]
+            async with trio.open_nursery() as nursery, AsyncExitStack() as stack:
+                replicas = [
+                    await stack.enter_async_context(start(nursery, f"r{i}", serve, env=env))
+                    for i in range(2)
+                ]
+                ports = []
+                for replica in replicas:
+                    found = await replica.wait_for(rb"gateway at http://127\.0\.0\.1:(\d+)/mcp\n")
+                    ports.append(int(found[1]))
+                haproxy_cfg = tmp_path / "haproxy.cfg"
+                haproxy_cfg.write_text(haproxy_config(front.fileno(), ports))
+                haproxy = await stack.enter_async_context(
+                    start(
+                        nursery,
+                        "haproxy",
+                        [HAPROXY, "-f", str(haproxy_cfg), "-db"],
+                        pass_fds=[front.fileno()],
+                    )
+                )
+                seen = (replicas[0].stderr, replicas[1].stderr, haproxy.stderr)
+                for user in ("alice", "bob"):
+                    async with client_of(url, token_for(team, user, url), mode="legacy") as client:
+                        # not logged in: the login link, nothing sent
+                        link = await needs_login(client, "crm_whoami")
+                        page = await open_login(link, team, crm, user)
+                        assert page.status_code == 200, (page.text, *seen)
+                        for _ in range(4):  # round robin: both replicas take the login
+                            with trio.fail_after(CALL_TIMEOUT):
+                                result = await client.call_tool("crm_whoami", {})
+                            assert subject_of(result) == user, (result, *seen)
+                        # a login to crm is not one to wiki
+                        await needs_login(client, "wiki_whoami")
+                async with client_of(url, token_for(team, "alice", url)) as alice:
+                    with trio.fail_after(CALL_TIMEOUT):  # bob's login did not replace hers
+                        assert subject_of(await alice.call_tool("crm_whoami", {})) == "alice"
+                issued = {token_for(team, s, url) for s in ("alice", "bob")}
+                assert not issued & set(crm.provider.access_tokens)
+                for child in (haproxy, *replicas):
+                    child.process.send_signal(signal.SIGTERM)
+                    with trio.fail_after(EXIT_TIMEOUT):
+                        await child.process.wait()
+                assert [r.process.returncode for r in replicas] == [143, 143]
+                nursery.cancel_scope.cancel()
+
+
+async def needs_login(client: Any, tool: str) -> str:
+    """The login link a call of ``tool`` is answered with (the client speaks the
+    session-based protocol: the -32042 error)."""
+    with trio.fail_after(CALL_TIMEOUT), pytest.raises(MCPError) as raised:
+        await client.call_tool(tool, {})
+    return login_link(raised.value)

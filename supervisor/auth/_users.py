@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
 import msgspec
 import trio
 from mcp.client.auth import OAuthClientProvider
@@ -39,7 +40,7 @@ from ..events import _catalog as events
 from ..log import get_logger
 from ._backends import TokenStore
 from ._broker import AuthProblem, BrokerState, TokenBroker, _Login, _Renew
-from ._login import LOGIN_TIMEOUT, LoginCancelled, _answer, _page
+from ._login import LOGIN_TIMEOUT, LoginCancelled, Logins, _answer, _page
 from ._store import AuthStore, FileStore
 
 __all__ = [
@@ -62,6 +63,8 @@ TICKET_SECONDS = 600.0
 POLL_SECONDS = 0.5
 #: How long the login page waits for the authorization URL to send the browser to.
 START_TIMEOUT = 30.0
+#: How long the callback page waits for its login to end (the token request).
+DONE_TIMEOUT = 60.0
 #: Brokers kept per server (the least recently used one without a login in progress
 #: is let go past that; its tokens stay in the store).
 MAX_BROKERS = 4096
@@ -150,8 +153,7 @@ class UserLogins:
         self._key: bytes | None = None
         self._nursery: trio.Nursery | None = None
         self._used: dict[str, float] = {}  # ticket nonces taken, with their expiry
-        self._waiting: dict[str, trio.Event] = {}  # a login's state -> its callback's
-        self._answers: dict[str, Any] = {}
+        self._flights: dict[str, _Flight] = {}  # the logins waiting here, by state
 
     # -- the gateway's side --------------------------------------------------------------
 
@@ -166,6 +168,11 @@ class UserLogins:
 
     def detach(self) -> None:
         self._base_url = self._key = self._nursery = None
+
+    @property
+    def rows(self) -> TokenStore:
+        """The store's rows (where logins in progress are handed between replicas)."""
+        return self._rows
 
     @property
     def callback_url(self) -> str | None:
@@ -190,7 +197,7 @@ class UserLogins:
                 auth,
                 subject=subject,
                 store=self.store,
-                logins=None,  # type: ignore[arg-type] - never the loopback listener
+                logins=Logins(),  # never listening: the gateway's pages take the answers
                 servers=[server],
                 publish=self._publish,
                 remember=self._remember,
@@ -240,8 +247,9 @@ class UserLogins:
         assert self._key is not None
         return hmac.new(self._key, b"mcp-supervisor user login\n" + body, hashlib.sha256).digest()
 
-    def _open(self, ticket: str) -> tuple[str, str]:
-        """The server and subject of a good ``ticket`` (taken: it is good once)."""
+    def open_ticket(self, ticket: str) -> tuple[str, str]:
+        """The server and subject of a good ``ticket`` (taken: it is good once);
+        :class:`_BadTicket` saying why not."""
         if self._key is None:
             raise _BadTicket("this gateway serves no logins")
         try:
@@ -264,10 +272,10 @@ class UserLogins:
         self._used[str(nonce)] = expires
         return server, subject
 
-    async def begin(self, ticket: str) -> str:
-        """Start the login ``ticket`` names; the authorization URL to send the browser
-        to. Raises :class:`_BadTicket` or :class:`AuthProblem` (to show the person)."""
-        server, subject = self._open(ticket)
+    async def begin(self, server: str, subject: str) -> str:
+        """Start ``subject``'s login to ``server`` (their link's, once the browser that
+        opened it is known to be theirs); the authorization URL to send the browser to.
+        Raises :class:`AuthProblem` (to show the person)."""
         nursery = self._nursery
         assert nursery is not None
         broker = self.broker(server, subject)
@@ -280,16 +288,20 @@ class UserLogins:
 
         async def run() -> None:
             broker.logging_in = True
+            error: str | None = None
             try:
                 await broker.login(redirect)
                 log.info("per-user OAuth login done", server=server, user=subject)
             except AuthProblem as exc:
-                shown["error"] = exc
+                shown["error"], error = exc, str(exc)
             except Exception as exc:  # noqa: BLE001 - reported to the login page
                 shown["error"] = AuthProblem(f"the login failed: {exc}", needs_login=False)
+                error = str(shown["error"])
             finally:
                 broker.logging_in = False
                 ready.set()
+                with trio.CancelScope(shield=True), trio.move_on_after(5):
+                    await self._landed(broker._login_state, error)
 
         if broker.logging_in:
             raise AuthProblem(
@@ -306,45 +318,82 @@ class UserLogins:
 
     async def callback(self, query: str) -> tuple[int, bytes]:
         """The authorization server's answer, brought by the browser: handed to the
-        login waiting for it, here or (through the store) on another replica. The
-        status and page to show."""
+        login waiting for it, here or (through the store) on another replica; the page
+        says how that login ended, once it has (the tokens stored: the user's next call
+        has them, whichever replica takes it). The status and page to show."""
         state, answer = _answer(query)
         if state is None or answer is None:
             return 400, _page(False, "This is not an answer to a login.")
-        event = self._waiting.get(state)
-        if event is not None:
-            self._answers[state] = answer
-            event.set()
-        elif await self._rows.read("logins", _state_key(state)) is not None:
-            await self._rows.write("logins", _state_key(state), _row_of(answer))
+        key = _state_key(state)
+        flight = self._flights.get(state)
+        outcome: dict[str, Any] | None = None
+        if flight is not None and flight.answer is None:
+            flight.answer = answer
+            flight.answered.set()
+            with trio.move_on_after(DONE_TIMEOUT):
+                await flight.done.wait()
+                outcome = {"error": flight.error}
         else:
-            return 400, _page(False, "No login is waiting for this answer (it timed out?).")
-        if isinstance(answer, LoginCancelled):
-            return 200, _page(False, f"The login was refused: {answer}")
+            row = await self._rows.read("logins", key)
+            if row is None or not row.get("waiting"):
+                return 400, _page(False, "No login is waiting for this answer (it timed out?).")
+            await self._rows.write("logins", key, {"answer": _row_of(answer)})
+            with trio.move_on_after(DONE_TIMEOUT):
+                while outcome is None:
+                    await trio.sleep(POLL_SECONDS)
+                    row = await self._rows.read("logins", key)
+                    if row is None or "done" in row:
+                        outcome = row or {"error": "the login was abandoned"}
+            await self._rows.delete("logins", key)
+        if outcome is None:
+            return 504, _page(False, "The login is taking long: call the tool again shortly.")
+        if outcome.get("error"):
+            return 502, _page(False, f"The login failed: {outcome['error']}")
         return 200, _page(True, "You are logged in. Go back to your client and call again.")
 
     async def _callback_of(self, state: str) -> Any:  # noqa: ANN401 - AuthorizationCodeResult
-        """Wait for the answer to the login ``state`` (:data:`LOGIN_TIMEOUT`)."""
+        """Wait for the answer to the login ``state`` (:data:`LOGIN_TIMEOUT`), brought
+        here or to another replica (then through the store)."""
         rows, key = self._rows, _state_key(state)
-        event = self._waiting[state] = trio.Event()
+        flight = self._flights[state] = _Flight()
         await rows.write("logins", key, {"waiting": True, "until": time.time() + LOGIN_TIMEOUT})
-        try:
-            with trio.fail_after(LOGIN_TIMEOUT):
-                while state not in self._answers:
-                    with trio.move_on_after(POLL_SECONDS):
-                        await event.wait()
+        with trio.fail_after(LOGIN_TIMEOUT):
+            while flight.answer is None:
+                with trio.move_on_after(POLL_SECONDS):
+                    await flight.answered.wait()
+                if flight.answer is None:
                     row = await rows.read("logins", key)
-                    if row is not None and not row.get("waiting"):
-                        self._answers[state] = _answer_of(row)
-            answer = self._answers.pop(state)
-        finally:
-            self._waiting.pop(state, None)
-            self._answers.pop(state, None)
-            with trio.CancelScope(shield=True), trio.move_on_after(5):
-                await rows.delete("logins", key)
-        if isinstance(answer, LoginCancelled):
-            raise answer
-        return answer
+                    if row is not None and isinstance(row.get("answer"), dict):
+                        flight.answer = _answer_of(row["answer"])
+                        flight.via_store = True
+        if isinstance(flight.answer, LoginCancelled):
+            raise flight.answer
+        return flight.answer
+
+    async def _landed(self, state: str | None, error: str | None) -> None:
+        """The login of ``state`` ended (``error``: how it failed): tell its callback,
+        here or on the replica it reached; forget it."""
+        flight = self._flights.pop(state, None) if state is not None else None
+        if flight is None:
+            return
+        flight.error = error
+        flight.done.set()
+        key = _state_key(state)  # type: ignore[arg-type]
+        if flight.via_store:
+            await self._rows.write("logins", key, {"done": True, "error": error})
+        elif flight.answer is None:  # no answer came: nobody will take the row
+            await self._rows.delete("logins", key)
+
+
+@attrs.define(eq=False)
+class _Flight:
+    """A login waiting for, then served with, its authorization server's answer."""
+
+    answered: trio.Event = attrs.Factory(trio.Event)
+    answer: Any = None
+    via_store: bool = False
+    done: trio.Event = attrs.Factory(trio.Event)
+    error: str | None = None
 
 
 def _state_key(state: str) -> str:

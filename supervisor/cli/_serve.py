@@ -165,6 +165,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if config is None:
         return EXIT_USAGE
     from ..gateway._resource import ResourceGate, gateway_key
+    from ..gateway._signin import SignIn
 
     base = config.path.parent if config.path is not None else None
     team = _team_auth(config)
@@ -181,6 +182,17 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 return EXIT_USAGE
             field = "supervisor.gateway.auth"
             args.resource_gate = ResourceGate.from_config(team, base=base)
+            per_user = [s.name for s in config.servers.values() if s.auth and s.auth.per_user]
+            if team.sign_in is not None:
+                field = "supervisor.gateway.auth.signIn"
+                args.sign_in = SignIn.from_config(args.resource_gate, team.sign_in, base=base)
+            elif per_user:
+                _say(
+                    f"supervisor.gateway.auth: the servers {', '.join(per_user)} are served per "
+                    'user ("perUser"): a team gateway needs "signIn" for their logins (the '
+                    "browser that opens a login link signs in first, as the caller it is for)"
+                )
+                return EXIT_USAGE
     except ValueError as exc:  # a secret that cannot be read, or is unfit
         _say(f"{field}: {exc}")
         return EXIT_USAGE
@@ -278,6 +290,7 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
                 port,
                 token=token,
                 resource=resource,
+                sign_in=getattr(args, "sign_in", None),
                 stateless=args.stateless,
                 session_idle=args.session_idle,
                 max_sessions=args.max_sessions,

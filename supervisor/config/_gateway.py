@@ -13,6 +13,7 @@ from ._model import (
     GatewaySettings,
     IntrospectionSettings,
     PolicyRule,
+    SignInSettings,
     TokenStoreSettings,
 )
 from ._validate import (
@@ -91,6 +92,7 @@ _AUTH_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
     "scopes": ("scopes", _scopes),
     "groupsClaim": ("groups_claim", _claim),
     "introspection": ("introspection", _id),
+    "signIn": ("sign_in", _id),
 }
 
 
@@ -145,9 +147,38 @@ def _parse_gateway_auth(errors: _Errors, value: object, path: str) -> GatewayAut
             got["introspection"] = introspection
         if "jwks_url" in got:
             errors.add(path, 'has "jwksUrl" and "introspection": tokens are checked one way')
+    if "sign_in" in got:
+        sign_in = _parse_sign_in(errors, got["sign_in"], _join(path, "signIn"))
+        if sign_in is None:
+            del got["sign_in"]
+        else:
+            got["sign_in"] = sign_in
     if not {"issuer", "resource"} <= set(got):
         return None
     return GatewayAuth(**got)  # type: ignore[arg-type]
+
+
+_SIGN_IN_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
+    "clientId": ("client_id", _nonempty),
+    "clientSecretFile": ("client_secret_file", _nonempty),
+    "clientSecretEnv": ("client_secret_env", _nonempty),
+}
+
+
+def _parse_sign_in(errors: _Errors, value: object, path: str) -> SignInSettings | None:
+    parsed = _keyed(errors, value, path, _SIGN_IN_KEYS, never="clientSecret")
+    if parsed is None:
+        return None
+    mapping, got = parsed
+    if "clientId" not in mapping:
+        errors.add(
+            path, "needs \"clientId\": the gateway's client at the team's authorization server"
+        )
+    if sum(k in mapping for k in ("clientSecretFile", "clientSecretEnv")) > 1:
+        errors.add(path, 'needs at most one of "clientSecretFile" and "clientSecretEnv"')
+    if "client_id" not in got:
+        return None
+    return SignInSettings(**got)  # type: ignore[arg-type]
 
 
 _INTROSPECTION_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {

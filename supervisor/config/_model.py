@@ -80,6 +80,19 @@ class IntrospectionSettings(msgspec.Struct, frozen=True, kw_only=True):
     cache_seconds: float = 0.0
 
 
+class SignInSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The gateway as an OAuth client of the team's authorization server
+    (``gateway.auth.signIn``): before a caller's own login to a ``perUser`` server
+    starts, the browser that opened the link signs in there, and must be the caller the
+    link is for. ``client_id`` is registered with the redirect URI
+    ``BASE/auth/signed-in``; its secret (none: a public client) is read from a file or
+    an environment variable."""
+
+    client_id: str
+    client_secret_file: str | None = None
+    client_secret_env: str | None = None
+
+
 class GatewayAuth(msgspec.Struct, frozen=True, kw_only=True):
     """The HTTP gateway as an OAuth 2.1 resource server (``gateway.auth``): it takes
     access tokens from ``issuer`` meant for ``resource`` (the MCP endpoint's URL as its
@@ -95,6 +108,8 @@ class GatewayAuth(msgspec.Struct, frozen=True, kw_only=True):
     #: the token's claim that lists the caller's groups
     groups_claim: str = "groups"
     introspection: IntrospectionSettings | None = None
+    #: the browser's sign-in before a caller's own login to a ``perUser`` server
+    sign_in: SignInSettings | None = None
 
 
 class PolicyRule(msgspec.Struct, frozen=True, kw_only=True):

@@ -57,6 +57,7 @@ from ._core import CALLER_SCOPE, LOCAL_SCOPE, Gateway
 from ._fast import FastLane
 from ._resource import RETRY_AFTER, Caller, ResourceGate, _Refused
 from ._sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, Sessions
+from ._signin import SIGNED_IN_ROUTE, SignIn
 
 if TYPE_CHECKING:
     from ..runtime import SupervisorHandle
@@ -106,8 +107,12 @@ class _Front:
         fast: FastLane | None = None,
         resource: ResourceGate | None = None,
         users: UserLogins | None = None,
+        sign_in: SignIn | None = None,
+        base_url: str = "",
     ) -> None:
         self.app = app
+        self._sign_in = sign_in
+        self._base_url = base_url
         #: a team gateway's callers' own logins to its ``perUser`` servers (their pages)
         self._users = users
         #: 2026-07-28 tool calls that need no stream, served around the SDK's kernel
@@ -140,7 +145,7 @@ class _Front:
                 await respond(send, 405, b"{}", _JSON, [(b"allow", b"GET")])
             else:
                 await respond(send, 200, self._resource.metadata, _JSON)
-        elif self._users is not None and path in (LOGIN_ROUTE, CALLBACK_ROUTE):
+        elif self._users is not None and path in (LOGIN_ROUTE, CALLBACK_ROUTE, SIGNED_IN_ROUTE):
             await self._login_page(scope, send, path)
         elif path in _READ_ONLY and scope["method"] != "GET":
             await respond(
@@ -186,12 +191,13 @@ class _Front:
             await self._private(scope, receive, send, path, headers, None)
 
     async def _login_page(self, scope: Any, send: Any, path: str) -> None:
-        """A caller's own login to a ``perUser`` server: its start (the link a call that
-        needed it gave, which sends the browser to the server's authorization server)
-        and the authorization server's answer (:mod:`supervisor.auth._users`). Public:
-        the browser has no token; the link's ticket says whose login it is."""
-        users = self._users
-        assert users is not None
+        """A caller's own login to a ``perUser`` server: its link (which has the browser
+        sign in at the team's authorization server, :mod:`._signin`), the sign-in's
+        answer (the browser must be the link's caller: then on to the backing server's
+        authorization server), and that server's answer (:mod:`supervisor.auth._users`).
+        Public: the browser has no token; the link's ticket says whose login it is."""
+        users, sign_in = self._users, self._sign_in
+        assert users is not None and sign_in is not None
         if scope["method"] != "GET":
             await respond(send, 405, b"", _HTML, [(b"allow", b"GET")])
             return
@@ -200,11 +206,17 @@ class _Front:
             status, page = await users.callback(query)
             await respond(send, status, page, _HTML, _PRIVATE_PAGE)
             return
-        ticket = parse_qs(query).get("ticket", [""])[0]
         try:
-            url = await users.begin(ticket)
+            if path == LOGIN_ROUTE:
+                ticket = parse_qs(query).get("ticket", [""])[0]
+                server, subject = users.open_ticket(ticket)
+                url = await sign_in.start(users.rows, self._base_url, server, subject)
+            else:
+                server, subject = await sign_in.finish(users.rows, self._base_url, query)
+                url = await users.begin(server, subject)
         except _BadTicket as exc:
-            await respond(send, 400, _page(False, str(exc)), _HTML, _PRIVATE_PAGE)
+            status = 403 if path == SIGNED_IN_ROUTE else 400
+            await respond(send, status, _page(False, str(exc)), _HTML, _PRIVATE_PAGE)
         except AuthProblem as exc:
             await respond(send, 502, _page(False, printable(str(exc))), _HTML, _PRIVATE_PAGE)
         except trio.TooSlowError:
@@ -386,6 +398,7 @@ async def serve_http(
     *,
     token: str | None = None,
     resource: ResourceGate | None = None,
+    sign_in: SignIn | None = None,
     stateless: bool = False,
     session_idle: float = DEFAULT_SESSION_IDLE,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
@@ -403,7 +416,10 @@ async def serve_http(
     (:mod:`._fast`): every request then goes through the SDK's own HTTP entry.
 
     Requests need the bearer ``token`` — or, for a team gateway, an access token that
-    ``resource`` takes (:class:`~._resource.ResourceGate`): one of the two is given."""
+    ``resource`` takes (:class:`~._resource.ResourceGate`): one of the two is given. A
+    team gateway in front of ``perUser`` servers serves its callers' own logins to them,
+    each browser signing in first through ``sign_in`` (:class:`~._signin.SignIn`,
+    required then: :class:`ValueError` without)."""
     if (token is None) == (resource is None):
         raise ValueError("serve_http takes a token or a resource gate, one of the two")
     from mcp.server.transport_security import TransportSecuritySettings
@@ -431,6 +447,16 @@ async def serve_http(
     if not stateless:
         sessions = Sessions(manager, idle=session_idle, bound=max_sessions)
     users = _user_logins(gateway) if resource is not None else None
+    base_url = ""
+    if users is not None:
+        assert resource is not None
+        if sign_in is None:
+            raise ValueError(
+                f"the servers {', '.join(users.servers)} are served per user: a team "
+                "gateway needs supervisor.gateway.auth.signIn for their logins (the browser "
+                "that opens a login link signs in first, as the caller it is for)"
+            )
+        base_url = resource.resource.rstrip("/").removesuffix(MCP_PATH)
     sockets = await listen(host, port)
     try:
         bound_host, bound_port = sockets[0].getsockname()[:2]
@@ -446,9 +472,7 @@ async def serve_http(
         with redacting([token] if token else []):
             async with checking, trio.open_nursery() as nursery:
                 if users is not None:
-                    assert resource is not None
-                    base = resource.resource.rstrip("/").removesuffix(MCP_PATH)
-                    users.attach(base, gateway.key, nursery)
+                    users.attach(base_url, gateway.key, nursery)
                 await nursery.start(
                     partial(
                         serve_sockets,
@@ -463,6 +487,8 @@ async def serve_http(
                             fast=lane,
                             resource=resource,
                             users=users,
+                            sign_in=sign_in,
+                            base_url=base_url,
                         ),
                         sockets,
                         logger_name="supervisor.gateway.http",

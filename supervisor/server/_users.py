@@ -231,6 +231,7 @@ class UserSessions:
                     config,
                     server.limits,
                     broker,
+                    server.fault_engine,  # the server's fault plan, on its users' sessions too
                     sse=server.use_sse,
                     auth_error=lambda problem: self._auth_error(subject, problem),
                 )

@@ -222,6 +222,8 @@ class TestAuthProvider:
         self.clients: dict[str, _FixtureClient] = {}
         self.codes: dict[str, AuthorizationCode] = {}
         self.access_tokens: dict[str, AccessToken] = {}
+        #: each tool call run: ``(tool, the calling token's subject)``
+        self.executions: list[tuple[str, str | None]] = []
         self.refresh_tokens: dict[str, RefreshToken] = {}
         self._refresh_of: dict[str, str] = {}  # access token → its refresh token
         self._public_keys: dict[str, str] = {}
@@ -1219,6 +1221,7 @@ def make_oauth_server(provider: TestAuthProvider) -> MCPServer:
     async def whoami() -> dict[str, Any]:
         """The calling token's client id, scopes, subject and resource."""
         token = get_access_token()
+        provider.executions.append(("whoami", None if token is None else token.subject))
         if token is None:
             return {"client_id": None, "scopes": [], "subject": None, "resource": None}
         return {
@@ -1231,6 +1234,8 @@ def make_oauth_server(provider: TestAuthProvider) -> MCPServer:
     @server.tool()
     async def echo(text: str) -> str:
         """Return `text` unchanged."""
+        token = get_access_token()
+        provider.executions.append(("echo", None if token is None else token.subject))
         return text
 
     return server
