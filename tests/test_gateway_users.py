@@ -13,7 +13,7 @@ for another server; the caller's token to the gateway never reaches a backing se
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -33,6 +33,7 @@ from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._resource import ResourceGate
 from supervisor.gateway._signin import SIGNED_IN_ROUTE, SignIn
 from supervisor.testing.servers import open_oauth_server
+from supervisor.testing.servers._oauth import TOKEN_EXCHANGE_GRANT
 from tests.test_auth import Browser, connected, entry
 from tests.test_gateway import http_client
 from tests.test_gateway_team import GROUPS, free_port, token_for
@@ -64,11 +65,14 @@ def login_link(error: MCPError) -> str:
 
 @asynccontextmanager
 async def per_user_gateway(
-    tmp_path: Path, faults: list[dict[str, Any]] | None = None
+    tmp_path: Path,
+    faults: list[dict[str, Any]] | None = None,
+    more: Callable[[Any, str], dict[str, Any]] | None = None,
 ) -> AsyncIterator[tuple[Any, Any, Any, Any, str]]:
     """``(team, crm, wiki, sup, url)``: the team's AS, the two backing servers, the
     supervisor (logged in to both as ``gateway-admin``; crm with the fault plan
-    ``faults``) and its team gateway's URL."""
+    ``faults``; ``more(team, url)``: more servers' config entries) and its team
+    gateway's URL."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     async with (
@@ -86,6 +90,7 @@ async def per_user_gateway(
             "mcpServers": {
                 "crm": {**entry(crm.url, perUser=True), "faults": faults or []},
                 "wiki": entry(wiki.url, perUser=True),
+                **(more(team, url) if more is not None else {}),
             }
         }
         async with (
@@ -231,10 +236,22 @@ def test_per_user_servers_and_sign_in_are_checked_in_the_config() -> None:
     from supervisor.config import load_config
     from supervisor.errors import ConfigError
 
-    machine = {"url": "https://crm.example/mcp", "auth": {"perUser": True}}
-    machine["auth"] |= {"grant": "client_credentials", "clientId": "c", "clientSecret": "s"}
-    with pytest.raises(ConfigError, match="perUser: needs the authorization_code grant"):
-        load_config({"mcpServers": {"crm": machine}})
+    def refused(auth: dict[str, Any], said: str) -> None:
+        server = {"url": "https://crm.example/mcp", "auth": auth}
+        with pytest.raises(ConfigError, match=said):
+            load_config({"mcpServers": {"crm": server}})
+
+    refused({"perUser": "yes"}, 'perUser: must be true, false or "token_exchange"')
+    refused({"perUser": "token_exchange"}, '"token_exchange" needs clientId')
+    assertion = {"grant": "identity_assertion", "clientId": "c", "clientSecret": "s"}
+    assertion["idp"] = {"tokenEndpoint": "https://idp.example/token", "clientId": "c"}
+    assertion["idp"]["idTokenEnv"] = "ID_TOKEN"
+    refused({**assertion, "perUser": True}, "does not go with the identity_assertion grant")
+    machine = {"grant": "client_credentials", "clientId": "c", "clientSecret": "s"}
+    for per_user, mode in ((True, "login"), ("token_exchange", "token_exchange")):
+        server = {"url": "https://crm.example/mcp", "auth": {**machine, "perUser": per_user}}
+        loaded = load_config({"mcpServers": {"crm": server}}).servers["crm"].auth
+        assert loaded is not None and loaded.per_user == mode
     team = {"issuer": "https://idp.example", "resource": "https://gw.example/mcp"}
     for sign_in, said in (
         ({"clientId": "gw", "clientSecret": "x"}, "clientSecret: is never written"),
@@ -277,3 +294,48 @@ def test_serve_refuses_a_team_gateway_for_per_user_servers_without_sign_in(
     assert ran.returncode == 2, ran.stderr
     assert 'the servers crm are served per user ("perUser")' in ran.stderr
     assert '"signIn"' in ran.stderr
+
+
+async def test_a_token_exchange_server_gets_each_callers_tokens_on_their_behalf(
+    tmp_path: Path,
+) -> None:
+    """``"perUser": "token_exchange"``: a backing server whose AS trusts the team's tokens.
+    Each caller's token to the gateway is traded there (RFC 8693) for one of theirs — no
+    login, no link; the catalog is read with the server's own machine token. The
+    caller's token itself never reaches the backing server, and an expired exchanged
+    token is exchanged again."""
+    secret = "x" * 32
+    async with open_oauth_server() as docs:
+        docs.provider.add_client(
+            "team-gateway-docs",
+            secret,
+            grant_types=["client_credentials", TOKEN_EXCHANGE_GRANT],
+        )
+
+        def more(team: Any, url: str) -> dict[str, Any]:
+            docs.provider.trust_subject_tokens(team.issuer, team.provider.jwt_public_key, url)
+            auth = {"grant": "client_credentials", "clientId": "team-gateway-docs"}
+            auth |= {"clientSecret": secret, "perUser": "token_exchange"}
+            entry = {"type": "http", "url": docs.url, "lazy": False, "autoApprove": True}
+            return {"docs": {**entry, "auth": auth}}
+
+        async with per_user_gateway(tmp_path, more=more) as (team, _, _, sup, url):
+            assert subject_of((await sup.call("docs_whoami", {})).raw) is None  # the machine's
+            for user in ("alice", "bob"):
+                token = token_for(team, user, url)
+                async with http_client(url, mode="legacy", token=token) as client:
+                    with trio.fail_after(CALL_TIMEOUT):
+                        assert subject_of(await client.call_tool("docs_whoami", {})) == user
+                        assert subject_of(await client.call_tool("docs_whoami", {})) == user
+            assert docs.provider.token_exchanges == 2  # one each: then held
+            docs.provider.expire_access_tokens()
+            async with http_client(url, mode="legacy", token=token_for(team, "alice", url)) as a:
+                with trio.fail_after(CALL_TIMEOUT):
+                    assert subject_of(await a.call_tool("docs_whoami", {})) == "alice"
+            assert docs.provider.token_exchanges == 3
+            issued = {token_for(team, s, url) for s in ("alice", "bob")}
+            assert not issued & set(docs.provider.access_tokens)
+            # a library call for a caller the gateway has not seen: no token to trade
+            with trio.fail_after(CALL_TIMEOUT), pytest.raises(AuthRequired) as raised:
+                await sup.call("docs_whoami", {}, caller="carol")
+            assert "token exchange" in str(raised.value) and raised.value.login_url is None

@@ -27,19 +27,23 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import attrs
+import httpx2
 import msgspec
 import trio
 from mcp.client.auth import OAuthClientProvider
-from mcp.shared.auth import AuthorizationCodeResult
+from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
+from mcp.shared.auth import AuthorizationCodeResult, OAuthToken
 from pydantic import AnyUrl
 
 from ..events import _catalog as events
-from ..log import get_logger
+from ..log import get_logger, redact
 from ._backends import TokenStore
 from ._broker import AuthProblem, BrokerState, TokenBroker, _Login, _Renew
+from ._idjag import TOKEN_EXCHANGE, discover_issuer
 from ._login import LOGIN_TIMEOUT, LoginCancelled, Logins, _answer, _page
 from ._store import AuthStore, FileStore
 
@@ -124,6 +128,169 @@ class _UserBroker(TokenBroker):
         super()._problem(exc)
 
 
+#: RFC 8693's token type of an access token (the subject token, and the one asked for).
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+
+
+class _ExchangeBroker(_UserBroker):
+    """A broker for one user of a ``"perUser": "token_exchange"`` server: its tokens are
+    got by trading the user's own token to the gateway (the latest one a request of
+    theirs brought, :meth:`UserLogins.present`) at the server's authorization server
+    (RFC 8693, on behalf of the user), the gateway authenticating as the server's
+    ``clientId``. No login, no refresh token: an expired token is exchanged again —
+    once across the replicas sharing the store, like a refresh."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.grant = "token_exchange"
+        self.subject_token: Callable[[], str | None] = lambda: None
+        self._token_endpoint: str | None = None
+
+    def _make_provider(self) -> Any:  # noqa: ANN401 - none: the exchange is done here
+        return None
+
+    @property
+    def interactive(self) -> bool:
+        return False
+
+    async def token(self) -> str | None:
+        token = await super().token()
+        if token is None:  # none yet: exchanged now, not after the server's 401
+            token = await self._ask(_Renew(None, None))
+        return token
+
+    async def _login(self, message: _Login) -> None:
+        raise AuthProblem(
+            f"MCP server {self.servers[0]!r} needs no login: {self.subject!r}'s tokens for "
+            "it are had by token exchange",
+            needs_login=False,
+        )
+
+    def _login_hint(self) -> str:
+        return (
+            f"MCP server {self.servers[0]!r} trades {self.subject!r}'s own token to the team "
+            "gateway for one of theirs (token exchange), and has not been given one: call "
+            "through the team gateway"
+        )
+
+    async def _renew(self, message: _Renew) -> str:
+        held = self.current()
+        if held is not None and held != message.rejected:
+            return held
+        challenge = message.challenge
+        try:
+            if challenge is not None and challenge.step_up:
+                raise AuthProblem(
+                    f"MCP server {self.servers[0]!r} asks for more scope (403 "
+                    "insufficient_scope) than the token exchange gave; check the scopes "
+                    "in its auth",
+                    needs_login=False,
+                    oauth_error="insufficient_scope",
+                )
+            async with self.credentials.exclusive():
+                await self.credentials.load()
+                self._load()
+                held = self.current()
+                if held is None or held == message.rejected:
+                    self._set_state(BrokerState.AUTHORIZING)
+                    held = await self._exchange(message.rejected)
+        except AuthProblem as exc:
+            self._problem(exc)
+            raise
+        except httpx2.HTTPError as exc:
+            problem = AuthProblem(
+                f"the token exchange for {self.subject!r} could not reach the authorization "
+                f"server: {exc or type(exc).__name__}",
+                needs_login=False,
+            )
+            self._problem(problem)
+            raise problem from exc
+        self.error = None
+        self._set_state(BrokerState.OK)
+        return held
+
+    async def _exchange(self, rejected: str | None) -> str:
+        subject_token = self.subject_token()
+        if subject_token is None:
+            raise AuthProblem(self._login_hint(), needs_login=True)
+        auth = self.auth
+        data = {
+            "grant_type": TOKEN_EXCHANGE,
+            "subject_token": subject_token,
+            "subject_token_type": ACCESS_TOKEN_TYPE,
+            "requested_token_type": ACCESS_TOKEN_TYPE,
+            "resource": self.resource,
+        }
+        if auth.scopes:
+            data["scope"] = " ".join(auth.scopes)
+        basic = None
+        if auth.client_secret is None:
+            data["client_id"] = auth.client_id
+        elif auth.token_endpoint_auth_method == "client_secret_post":
+            data |= {"client_id": auth.client_id, "client_secret": auth.client_secret}
+        else:
+            basic = (auth.client_id, auth.client_secret)
+        async with httpx2.AsyncClient(timeout=30.0) as http:
+            endpoint = await self._endpoint(http)
+            response = await http.post(endpoint, data=data, auth=basic)
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        if response.status_code != 200 or not isinstance(answer, dict):
+            error = answer.get("error") if isinstance(answer, dict) else None
+            said = answer.get("error_description") if isinstance(answer, dict) else None
+            raise AuthProblem(
+                redact(
+                    f"the authorization server refused the token exchange for "
+                    f"{self.subject!r} (HTTP {response.status_code}"
+                    + (f", {error}: {said}" if error else "")
+                    + "); does it trust the team's tokens for this client?"
+                ),
+                needs_login=False,
+                oauth_error=error if isinstance(error, str) else None,
+            )
+        try:
+            tokens = OAuthToken.model_validate(answer)
+        except ValueError:
+            raise AuthProblem(
+                "the token exchange's answer is not a token", needs_login=False
+            ) from None
+        if tokens.access_token == rejected:
+            raise AuthProblem(
+                "the token exchange gave back the token the server refused", needs_login=False
+            )
+        await self.credentials.set_tokens(tokens)  # held by the redactor first (_seen)
+        self._adopt(tokens.access_token)
+        return tokens.access_token
+
+    async def _endpoint(self, http: httpx2.AsyncClient) -> str:
+        """The server's authorization server's token endpoint (its ``issuer``, or the one
+        its protected-resource metadata names; RFC 8414 metadata)."""
+        if self._token_endpoint is not None:
+            return self._token_endpoint
+        issuer = self.auth.issuer or await discover_issuer(http, self.url, self._challenge)
+        if issuer is None:
+            raise AuthProblem(
+                f"{self.url} names no authorization server (no protected-resource "
+                'metadata): set "issuer" in the server\'s auth',
+                needs_login=False,
+            )
+        for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, issuer):
+            response = await http.get(url)
+            try:
+                metadata = response.json() if response.status_code == 200 else None
+            except ValueError:
+                metadata = None
+            if isinstance(metadata, dict) and isinstance(metadata.get("token_endpoint"), str):
+                self.credentials.issuer = issuer
+                self._token_endpoint = str(metadata["token_endpoint"])
+                return self._token_endpoint
+        raise AuthProblem(
+            f"the authorization server {issuer} publishes no token endpoint", needs_login=False
+        )
+
+
 class UserLogins:
     """The per-user brokers of one supervisor's ``perUser`` servers, and the logins the
     team gateway's pages run for them (see the module doc). Until a gateway
@@ -154,6 +321,8 @@ class UserLogins:
         self._nursery: trio.Nursery | None = None
         self._used: dict[str, float] = {}  # ticket nonces taken, with their expiry
         self._flights: dict[str, _Flight] = {}  # the logins waiting here, by state
+        self._exchanges = any(c.auth.per_user == "token_exchange" for c in self.servers.values())
+        self._subject_tokens: dict[str, tuple[str, float | None]] = {}
 
     # -- the gateway's side --------------------------------------------------------------
 
@@ -186,13 +355,17 @@ class UserLogins:
             if len(self._brokers) >= MAX_BROKERS * max(len(self.servers), 1):
                 self._let_go()
             config = self.servers[server]
+            exchange = config.auth.per_user == "token_exchange"
             auth = msgspec.structs.replace(
                 config.auth,
                 account=user_account(subject),
+                # a login is the browser's; an exchange ignores it (_ExchangeBroker)
+                grant=config.auth.grant if exchange else "authorization_code",
                 # no login runs without the gateway's pages: until then, a placeholder
                 redirect_uri=self.callback_url or _NO_CALLBACK,
             )
-            broker = _UserBroker(
+            kind = _ExchangeBroker if exchange else _UserBroker
+            broker = kind(
                 config.url,
                 auth,
                 subject=subject,
@@ -205,7 +378,10 @@ class UserLogins:
                 callback=lambda: None,  # replaced by _point
                 base_dir=self._base_dir,
             )
-            self._point(broker)
+            if isinstance(broker, _ExchangeBroker):
+                broker.subject_token = partial(self.subject_token, subject)
+            else:
+                self._point(broker)
         self._brokers[key] = broker  # the most recently used last
         return broker
 
@@ -233,9 +409,28 @@ class UserLogins:
 
         broker._callback = wait
 
+    def present(self, subject: str, token: str, expires_at: float | None) -> None:
+        """A request of ``subject``'s brought ``token`` (their access token to the
+        gateway): kept, the latest of each, for the token-exchange servers."""
+        if not self._exchanges:
+            return
+        self._subject_tokens.pop(subject, None)
+        if len(self._subject_tokens) >= MAX_BROKERS:
+            del self._subject_tokens[next(iter(self._subject_tokens))]
+        self._subject_tokens[subject] = (token, expires_at)
+
+    def subject_token(self, subject: str) -> str | None:
+        """``subject``'s latest token to the gateway, unless it has expired."""
+        kept = self._subject_tokens.get(subject)
+        if kept is None or (kept[1] is not None and kept[1] <= time.time()):
+            return None
+        return kept[0]
+
     def login_url(self, server: str, subject: str) -> str | None:
         """The gateway's page that starts ``subject``'s login to ``server``; ``None``
-        without a team gateway."""
+        without a team gateway, or for a token-exchange server (it has no login)."""
+        if self.servers[server].auth.per_user == "token_exchange":
+            return None
         if self._base_url is None or self._key is None:
             return None
         expires = int(time.time() + TICKET_SECONDS)

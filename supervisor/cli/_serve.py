@@ -182,7 +182,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                 return EXIT_USAGE
             field = "supervisor.gateway.auth"
             args.resource_gate = ResourceGate.from_config(team, base=base)
-            per_user = [s.name for s in config.servers.values() if s.auth and s.auth.per_user]
+            per_user = [
+                s.name for s in config.servers.values() if s.auth and s.auth.per_user == "login"
+            ]
             if team.sign_in is not None:
                 field = "supervisor.gateway.auth.signIn"
                 args.sign_in = SignIn.from_config(args.resource_gate, team.sign_in, base=base)

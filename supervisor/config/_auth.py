@@ -13,7 +13,6 @@ from urllib.parse import urlsplit
 from ._model import AuthConfig, IdpConfig
 from ._validate import (
     _Bad,
-    _bool,
     _choice,
     _Errors,
     _fields,
@@ -65,6 +64,18 @@ def _metadata_url(value: object) -> str:
     return url
 
 
+def _per_user(value: object) -> str | None:
+    """``true`` (each user logs in), ``"token_exchange"`` (each user's token to the
+    gateway traded for one of theirs, RFC 8693) or ``false``."""
+    if value is True:
+        return "login"
+    if value is False:
+        return None
+    if value in ("token_exchange", "tokenExchange"):
+        return "token_exchange"
+    raise _Bad('must be true, false or "token_exchange"')
+
+
 def _port(value: object) -> int:
     port = _int(value, minimum=1)
     if port > 65535:
@@ -94,7 +105,7 @@ _AUTH_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
     "privateKeyFile": ("private_key_file", _nonempty),
     "signingAlgorithm": ("signing_algorithm", lambda v: _choice(v, _ALGORITHMS)),
     "account": ("account", _nonempty),
-    "perUser": ("per_user", _bool),
+    "perUser": ("per_user", lambda v: _per_user(v)),
     "issuer": ("issuer", _metadata_url),
     "idp": ("idp", lambda v: v),  # an object, parsed by _parse_idp
 }
@@ -223,11 +234,18 @@ def _parse_auth(errors: _Errors, value: object, path: str) -> AuthConfig | None:
         )
     if auth.signing_algorithm and not auth.private_key_file:
         errors.add(_join(path, given["signing_algorithm"]), "needs privateKeyFile")
-    if auth.per_user and auth.grant != "authorization_code":
+    if auth.per_user and auth.grant == "identity_assertion":
         errors.add(
             _join(path, given["per_user"]),
-            "needs the authorization_code grant: each user logs in as themselves (a "
-            f"{auth.grant} token is the client's own, the same for every user)",
+            "does not go with the identity_assertion grant (its tokens are those of the "
+            "one user whose ID token it is given)",
+        )
+    if auth.per_user == "token_exchange" and not auth.client_id:
+        errors.add(
+            _join(path, given["per_user"]),
+            '"token_exchange" needs clientId (and clientSecret for a confidential client): '
+            "the gateway's client at the server's authorization server, which trades each "
+            "caller's token for one of theirs",
         )
     if auth.redirect_uri and auth.callback_port:
         port = urlsplit(auth.redirect_uri).port

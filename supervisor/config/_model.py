@@ -256,9 +256,11 @@ class AuthConfig(msgspec.Struct, frozen=True, kw_only=True):
     signing_algorithm: str | None = None
     #: which account's tokens: two accounts on one server are stored apart
     account: str | None = None
-    #: a team gateway's callers each log in as themselves: their calls go with their own
-    #: tokens (the catalog is read with the server's own login, ``account``)
-    per_user: bool = False
+    #: a team gateway's callers' calls go with their own tokens: ``"login"`` (each logs
+    #: in as themselves), ``"token_exchange"`` (each one's token to the gateway traded
+    #: for one of theirs, RFC 8693), ``None`` (the server's own login for everyone). The
+    #: catalog is read with the server's own (``grant``, ``account``).
+    per_user: Literal["login", "token_exchange"] | None = None
     #: the authorization server's issuer, for the machine grants (else discovered)
     issuer: str | None = None
     idp: IdpConfig | None = None

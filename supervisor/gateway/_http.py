@@ -145,7 +145,7 @@ class _Front:
                 await respond(send, 405, b"{}", _JSON, [(b"allow", b"GET")])
             else:
                 await respond(send, 200, self._resource.metadata, _JSON)
-        elif self._users is not None and path in (LOGIN_ROUTE, CALLBACK_ROUTE, SIGNED_IN_ROUTE):
+        elif self._sign_in is not None and path in (LOGIN_ROUTE, CALLBACK_ROUTE, SIGNED_IN_ROUTE):
             await self._login_page(scope, send, path)
         elif path in _READ_ONLY and scope["method"] != "GET":
             await respond(
@@ -182,6 +182,9 @@ class _Front:
                 await respond(send, refused.status, body, _JSON, extra)
                 return
             scope[CALLER_SCOPE] = caller
+            if self._users is not None:  # for the servers that trade it (token exchange)
+                token = bearer(headers.get("authorization") or "")
+                self._users.present(caller.subject, token, caller.expires_at)
             await self._private(scope, receive, send, path, headers, caller)
         elif self._expected is not None and not _matches(
             headers.get("authorization"), self._expected
@@ -450,9 +453,10 @@ async def serve_http(
     base_url = ""
     if users is not None:
         assert resource is not None
-        if sign_in is None:
+        logins = [name for name, c in users.servers.items() if c.auth.per_user == "login"]
+        if sign_in is None and logins:
             raise ValueError(
-                f"the servers {', '.join(users.servers)} are served per user: a team "
+                f"the servers {', '.join(logins)} are served per user: a team "
                 "gateway needs supervisor.gateway.auth.signIn for their logins (the browser "
                 "that opens a login link signs in first, as the caller it is for)"
             )

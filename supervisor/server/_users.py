@@ -203,6 +203,8 @@ class UserSessions:
                 server=name,
                 oauth_error=problem.oauth_error,
             )
+        if self.server.config.auth.per_user == "token_exchange":
+            return AuthRequired(f"{problem} (nothing was sent)", server=name, user=subject)
         url = self.logins.login_url(name, subject)
         how = (
             f"open {url} in a browser to log in, then call again"

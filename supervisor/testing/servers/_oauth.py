@@ -63,6 +63,7 @@ from ._raw import ASGIApp, Message, Receive, Scope, Send
 
 CLIENT_CREDENTIALS = "client_credentials"
 TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 ID_JAG_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
 ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
 ID_JAG_TYP = "oauth-id-jag+jwt"
@@ -71,7 +72,7 @@ WRONG_ISSUER = "https://wrong-issuer.invalid"
 """The ``iss`` an authorization redirect carries with ``wrong_iss``."""
 
 _ASSERTION_ALGORITHMS = ["ES256", "ES384", "RS256", "RS384", "RS512", "PS256", "EdDSA"]
-_SECRET_FIELDS = frozenset({"client_secret", "client_assertion", "code_verifier"})
+_SECRET_FIELDS = frozenset({"client_secret", "client_assertion", "code_verifier", "subject_token"})
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 _CODE_TTL = 600
 
@@ -229,6 +230,9 @@ class TestAuthProvider:
         self._public_keys: dict[str, str] = {}
         self._assertion_secrets: dict[str, str] = {}
         self._trusted_idps: dict[str, Any] = {}
+        self._trusted_subjects: dict[str, tuple[Any, str]] = {}
+        #: subject tokens exchanged (RFC 8693)
+        self.token_exchanges = 0
         self._seen_jti: set[tuple[str, str]] = set()
         self.registrations = 0
         self.authorizations = 0
@@ -640,6 +644,58 @@ class TestAuthProvider:
         token = self.issue_tokens(client.client_id, scopes, resource=resource, subject=None)
         return token.model_dump(exclude_none=True)
 
+    def trust_subject_tokens(self, issuer: str, public_key: Any, audience: str) -> None:
+        """Take, at the token-exchange grant (RFC 8693), access tokens ``issuer`` signed
+        with `public_key` for `audience` (a team gateway's callers' tokens to it) as the
+        subject tokens of clients acting on their subject's behalf."""
+        self._trusted_subjects[issuer] = (public_key, audience)
+
+    def exchange_subject_token(
+        self, form: dict[str, str], basic: tuple[str, str] | None
+    ) -> dict[str, Any]:
+        """The token-exchange grant (RFC 8693, on behalf of): authenticate the client,
+        check its ``subject_token`` (an access token of a trusted issuer, for its
+        audience), mint an access token for the same subject (counted in
+        ``token_exchanges``; no refresh token)."""
+        client = self._authenticate(form, basic)
+        if TOKEN_EXCHANGE_GRANT not in client.grant_types:
+            raise _TokenFailure(400, "unauthorized_client", "token exchange not allowed")
+        if form.get("subject_token_type") != ACCESS_TOKEN_TYPE:
+            raise _TokenFailure(400, "invalid_request", f"subject_token_type: {ACCESS_TOKEN_TYPE}")
+        token = form.get("subject_token", "")
+        try:
+            issuer = str(jwt.decode(token, options={"verify_signature": False}).get("iss"))
+        except jwt.PyJWTError as error:
+            raise _TokenFailure(400, "invalid_grant", f"subject_token: {error}") from None
+        if issuer not in self._trusted_subjects:
+            raise _TokenFailure(400, "invalid_grant", f"untrusted subject_token issuer {issuer!r}")
+        key, audience = self._trusted_subjects[issuer]
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=["ES256"],
+                audience=audience,
+                issuer=issuer,
+                options={"require": ["exp", "sub", "aud"]},
+            )
+        except jwt.PyJWTError as error:
+            raise _TokenFailure(400, "invalid_grant", f"subject_token: {error}") from None
+        resource = form.get("resource")
+        if not self.resource_ok(resource):
+            raise _TokenFailure(400, "invalid_target", f"unknown resource {resource}")
+        self.token_exchanges += 1
+        scopes = form.get("scope", "").split() or self.default_scopes()
+        minted = self.issue_tokens(
+            client.client_id, scopes, resource=resource, subject=str(claims["sub"])
+        )
+        return {**minted.model_dump(exclude_none=True), "issued_token_type": ACCESS_TOKEN_TYPE}
+
+    @property
+    def jwt_public_key(self) -> Any:  # noqa: ANN401 - a cryptography public key
+        """The public key its JWT access tokens are signed with."""
+        return self._jwt_key.public_key()
+
     def _authenticate(self, form: dict[str, str], basic: tuple[str, str] | None) -> _FixtureClient:
         if "client_assertion" in form or "client_assertion_type" in form:
             client_id, method, secret = self.verify_client_assertion(form), "private_key_jwt", None
@@ -836,8 +892,11 @@ class _Gate:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         try:
             basic = _basic_credentials(headers.get("authorization"))
-            if is_token and form.get("grant_type") == CLIENT_CREDENTIALS:
-                answer = provider.client_credentials(form, basic)
+            if is_token and form.get("grant_type") in (CLIENT_CREDENTIALS, TOKEN_EXCHANGE_GRANT):
+                if form["grant_type"] == CLIENT_CREDENTIALS:
+                    answer = provider.client_credentials(form, basic)
+                else:
+                    answer = provider.exchange_subject_token(form, basic)
                 await _send_json(send, 200, answer, [(b"cache-control", b"no-store")])
                 return
             asserted = None
