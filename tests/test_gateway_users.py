@@ -339,3 +339,63 @@ async def test_a_token_exchange_server_gets_each_callers_tokens_on_their_behalf(
             with trio.fail_after(CALL_TIMEOUT), pytest.raises(AuthRequired) as raised:
                 await sup.call("docs_whoami", {}, caller="carol")
             assert "token exchange" in str(raised.value) and raised.value.login_url is None
+
+
+def test_a_login_link_is_good_once_for_ten_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What docs/gateway.md says of the link: good once, for 10 minutes; and a link this
+    gateway did not make (another key, an edited one) is refused."""
+    from supervisor.auth import _users
+    from supervisor.auth._users import TICKET_SECONDS, UserLogins, _BadTicket
+    from supervisor.config import load_config
+
+    config = load_config({"mcpServers": {"crm": entry("http://127.0.0.1:9/mcp", perUser=True)}})
+    logins = UserLogins(
+        config.servers,
+        store=_users.AuthStore(Path("/nonexistent")),
+        publish=lambda event: None,
+        remember=lambda secret: None,
+        forget=lambda secret: None,
+    )
+    logins.attach("https://gw.example", b"k" * 32, None)  # type: ignore[arg-type]
+    assert TICKET_SECONDS == 600
+
+    def ticket() -> str:
+        url = logins.login_url("crm", "alice")
+        assert url is not None and url.startswith("https://gw.example/auth/login?ticket=")
+        return url.split("ticket=", 1)[1]
+
+    now = _users.time.time()
+    late = ticket()
+    monkeypatch.setattr(_users.time, "time", lambda: now + 601)
+    with pytest.raises(_BadTicket, match="expired"):
+        logins.open_ticket(late)
+    monkeypatch.setattr(_users.time, "time", lambda: now + 599)
+    assert logins.open_ticket(late) == ("crm", "alice")
+    with pytest.raises(_BadTicket, match="used already"):
+        logins.open_ticket(late)
+    body, mac = ticket().split(".")
+    with pytest.raises(_BadTicket, match="not one of this gateway's"):
+        logins.open_ticket(body[:-2] + "xx." + mac)
+    logins.attach("https://gw.example", b"o" * 32, None)  # type: ignore[arg-type]
+    with pytest.raises(_BadTicket, match="not one of this gateway's"):
+        logins.open_ticket(body + "." + mac)
+
+
+async def test_a_callers_session_closes_after_five_idle_minutes(autojump_clock: Any) -> None:
+    """What docs/gateway.md says: a caller's session is closed after five idle minutes,
+    not while a call of theirs is in flight."""
+    from supervisor.server._users import IDLE_SECONDS, _serve_until_idle, _Session
+
+    assert IDLE_SECONDS == 300
+    transport = type("Transport", (), {"closed": trio.Event()})()
+    session = _Session("alice", last_used=trio.current_time())
+    start = trio.current_time()
+    session.in_flight = 1  # a call in flight: kept past the idle time
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_serve_until_idle, session, transport)
+        await trio.sleep(IDLE_SECONDS * 2)
+        session.in_flight, session.last_used = 0, trio.current_time()
+        session.used.set()
+        busy_until = trio.current_time()
+    assert trio.current_time() - busy_until == pytest.approx(IDLE_SECONDS)
+    assert busy_until - start == pytest.approx(IDLE_SECONDS * 2)

@@ -244,7 +244,7 @@ class UserSessions:
                         session.client = client
                         session.ready.set()
                         try:
-                            await self._serve(session, transport)
+                            await _serve_until_idle(session, transport)
                         finally:
                             session.client = None
                 if handshake.cancelled_caught:
@@ -271,12 +271,14 @@ class UserSessions:
             if self._sessions.get(subject) is session:
                 del self._sessions[subject]
 
-    async def _serve(self, session: _Session, transport: Any) -> None:
-        """Until the connection closes, or the session idles :data:`IDLE_SECONDS`."""
-        while not transport.closed.is_set():
-            session.used = trio.Event()
-            idle_at = session.last_used + IDLE_SECONDS
-            with trio.move_on_at(idle_at if session.in_flight == 0 else math.inf):
-                await _first(transport.closed.wait, session.used.wait)
-            if session.in_flight == 0 and trio.current_time() >= idle_at:
-                return
+
+async def _serve_until_idle(session: _Session, transport: Any) -> None:
+    """Until the connection closes, or ``session`` idles :data:`IDLE_SECONDS` (no call in
+    flight, none for that long)."""
+    while not transport.closed.is_set():
+        session.used = trio.Event()
+        idle_at = session.last_used + IDLE_SECONDS
+        with trio.move_on_at(idle_at if session.in_flight == 0 else math.inf):
+            await _first(transport.closed.wait, session.used.wait)
+        if session.in_flight == 0 and trio.current_time() >= session.last_used + IDLE_SECONDS:
+            return
