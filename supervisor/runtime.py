@@ -57,7 +57,7 @@ from .auth._backends import TokenStore
 from .auth._broker import AuthProblem, BrokerInfo, TokenBroker
 from .auth._login import CallbackHandler, RedirectHandler
 from .auth._service import AuthService
-from .auth._store import AuthStore
+from .auth._store import AuthStore, LocalStore
 from .calls._audit import AuditLog
 from .calls._gate import Gate, ServerView, connect
 from .calls._resources import MergedPrompt, MergedResource, MergedResourceTemplate, Resources
@@ -802,7 +802,7 @@ def token_store(given: str | os.PathLike[str] | None, config: Config) -> AuthSto
     :class:`~supervisor.errors.ConfigError` naming the field when it cannot be)."""
     settings = config.settings.token_store
     if settings is None:
-        return AuthStore(_auth_dir(given, config))
+        return LocalStore(_auth_dir(given, config))
     from mcp.client.auth import OAuthTokenError
 
     from .auth._backends import PostgresStore, Sealer, SQLiteStore

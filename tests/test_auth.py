@@ -5,9 +5,11 @@ test_cli_auth.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
+import sqlite3
 import stat
 import time
 from pathlib import Path
@@ -20,6 +22,8 @@ import trio
 from mcp.shared.auth import JWT_BEARER_GRANT_TYPE, AuthorizationCodeResult
 
 from supervisor import log, open_supervisor
+from supervisor.auth._backends import TABLE
+from supervisor.auth._store import AuthStore
 from supervisor.dashboard._feed import feed_message
 from supervisor.errors import (
     AuthorizationFailed,
@@ -99,9 +103,21 @@ def broker(sup: Any, name: str = "remote") -> Any:
     return sup._auth.broker(name)
 
 
+def rows(auth_dir: Path, kind: str = "tokens") -> dict[str, dict[str, Any]]:
+    """The ``kind`` rows of the auth directory's token store (``tokens.db``), by key."""
+    database = auth_dir / "tokens.db"
+    if not database.exists():
+        return {}
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        found = connection.execute(
+            f"SELECT key, data FROM {TABLE} WHERE kind = ?", (kind,)
+        ).fetchall()
+    return {key: json.loads(data) for key, data in found}
+
+
 def stored(auth_dir: Path) -> dict[str, Any]:
-    (path,) = (auth_dir / "tokens").glob("*.json")
-    return json.loads(path.read_text())
+    (row,) = rows(auth_dir).values()
+    return row
 
 
 async def test_first_login_then_stored_tokens_without_a_browser(tmp_path: Path) -> None:
@@ -275,7 +291,7 @@ async def test_pre_registered_client(tmp_path: Path, method: str) -> None:
             await connected(sup)
             assert (await whoami(sup))["client_id"] == "pre-registered"
         assert fx.provider.registrations == 0
-        assert not (tmp_path / "clients").exists()  # the config's client is not copied
+        assert rows(tmp_path, "clients") == {}  # the config's client is not copied
         # The method is the one configured: the other one is refused by the server.
         other = {"client_secret_basic": "client_secret_post"}.get(method, "client_secret_basic")
         async with (
@@ -609,10 +625,9 @@ async def test_modes_and_no_token_in_logs_events_or_status(
             root.handlers[:] = handlers
             root.setLevel(level)
     assert stat.S_IMODE(auth_dir.stat().st_mode) == 0o700
-    for sub in ("tokens", "clients"):
-        assert stat.S_IMODE((auth_dir / sub).stat().st_mode) == 0o700
-        for path in (auth_dir / sub).iterdir():
-            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert rows(auth_dir) and rows(auth_dir, "clients")
+    for path in auth_dir.glob("tokens.db*"):  # the database and its write-ahead log
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     secrets = [t.token for t in fx.provider.access_tokens.values()] + list(
         fx.provider.refresh_tokens
     )
@@ -746,12 +761,10 @@ async def test_two_accounts_on_one_server_and_the_configured_directory(tmp_path:
             assert broker(sup, "work") is not broker(sup, "home")
             work, home = await whoami(sup, "work"), await whoami(sup, "home")
             assert work["subject"] == home["subject"] == "test-user"
-        files = list((tmp_path / "tokens-here" / "tokens").iterdir())
-        assert len(files) == 2
-        accounts = {json.loads(f.read_text())["account"] for f in files}
-        assert accounts == {"work", "home"}
-        tokens = {json.loads(f.read_text())["token"]["access_token"] for f in files}
-        assert len(tokens) == 2
+        found = list(rows(tmp_path / "tokens-here").values())
+        assert len(found) == 2
+        assert {row["account"] for row in found} == {"work", "home"}
+        assert len({row["token"]["access_token"] for row in found}) == 2
 
 
 async def test_an_embedders_callback_handler_replaces_the_listener(tmp_path: Path) -> None:
@@ -790,12 +803,16 @@ async def test_credentials_of_another_issuer_are_not_reused(tmp_path: Path) -> N
     async with open_oauth_server(scopes_supported=SCOPES) as fx:
         async with supervise(fx, tmp_path, Browser()) as sup:
             await connected(sup)
-        (client_file,) = (tmp_path / "clients").iterdir()
-        stored = json.loads(client_file.read_text())
-        assert stored["issuer"] == fx.issuer
-        stored["client"]["issuer"] = stored["issuer"] = "https://moved-away.example"
-        client_file.write_text(json.dumps(stored))
-        (tmp_path / "tokens").joinpath(client_file.name).unlink()  # no tokens either
+        ((key, client),) = rows(tmp_path, "clients").items()
+        assert client["issuer"] == fx.issuer
+        client["client"]["issuer"] = client["issuer"] = "https://moved-away.example"
+        with contextlib.closing(sqlite3.connect(tmp_path / "tokens.db")) as connection:
+            connection.execute(
+                f"UPDATE {TABLE} SET data = ? WHERE kind = 'clients' AND key = ?",
+                (json.dumps(client).encode(), key),
+            )
+            connection.execute(f"DELETE FROM {TABLE} WHERE kind = 'tokens'")  # none either
+            connection.commit()
         async with supervise(fx, tmp_path, Browser()) as sup:
             await connected(sup)
         assert fx.provider.registrations == 2
@@ -842,3 +859,24 @@ async def test_a_legacy_sse_server_logs_in_too(tmp_path: Path) -> None:
             await connected(sup)
             await whoami(sup)
         assert len(browser.opened) == 1 and fx.provider.refreshes == 1
+
+
+async def test_a_login_kept_in_token_files_by_an_earlier_version_is_used(tmp_path: Path) -> None:
+    """An auth directory as earlier versions left it — the tokens and the client
+    registration in files — is taken into the token store at the first start: the
+    server connects with that login, no browser."""
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with supervise(fx, tmp_path, Browser()) as sup:
+            await connected(sup)
+        files = AuthStore(tmp_path)
+        for kind in ("tokens", "clients"):
+            for key, row in rows(tmp_path, kind).items():
+                files.write(kind, key, row)
+        for path in list(tmp_path.glob("tokens.db*")):  # noqa: ASYNC240 - a test's setup
+            path.unlink()
+        unused = Browser()
+        async with supervise(fx, tmp_path, unused) as sup:
+            await connected(sup)
+            assert (await whoami(sup))["subject"] == "test-user"
+        assert unused.opened == [] and fx.provider.authorizations == 1
+        assert not list((tmp_path / "tokens").glob("*.json"))

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from supervisor.auth._backends import PostgresStore, Sealer, SQLiteStore, TokenStore
-from supervisor.auth._store import AuthStore, FileStore
+from supervisor.auth._store import AuthStore, FileStore, LocalStore
 from tests.postgres import needs_postgres, postgres_server
 
 KEY = b"s" * 32
@@ -258,7 +258,8 @@ def test_a_token_store_config_is_checked_and_its_key_read_at_start(
     monkeypatch.setenv("K", "k" * 32)
     store = token_store(None, loaded)
     assert isinstance(store, PostgresStore) and store.location == "postgresql://mcp@db/mcp"
-    assert isinstance(token_store(tmp_path, load_config({"mcpServers": {}})), AuthStore)
+    default = token_store(tmp_path, load_config({"mcpServers": {}}))
+    assert isinstance(default, LocalStore) and default.path == tmp_path / "tokens.db"
     monkeypatch.delenv("K")
     local = load_config(config(url="sqlite:tokens/shared.db"))  # no key: not sealed
     store = token_store(None, local)
@@ -267,3 +268,33 @@ def test_a_token_store_config_is_checked_and_its_key_read_at_start(
         load_config(config(url="sqlite:x.db", keyEnv="K", keyFile="f"))
     with pytest.raises(ConfigError, match="names no file"):
         load_config(config(url="sqlite:"))
+
+
+async def test_the_default_store_takes_in_the_token_files_of_an_earlier_version_once(
+    tmp_path: Path,
+) -> None:
+    """The auth directory's token files (what earlier versions kept) are in the default
+    store (``tokens.db`` there) from its first opening, and gone from the directory; a
+    row logged out later is not brought back by a file put there again."""
+    from supervisor.auth._store import Credentials
+
+    files = AuthStore(tmp_path)
+    files.write("tokens", "crm", {"token": {"access_token": "old-access"}, "account": "default"})
+    files.write("clients", "crm", {"client": {"client_id": "registered-before"}})
+    store = LocalStore(tmp_path)
+    assert (await store.read("tokens", "crm") or {})["token"] == {"access_token": "old-access"}
+    assert (await store.read("clients", "crm") or {})["client"]["client_id"] == "registered-before"
+    assert not list((tmp_path / "tokens").glob("*.json"))
+    assert not list((tmp_path / "clients").glob("*.json"))
+    assert await store.delete("tokens", "crm")  # logged out
+    files.write("tokens", "crm", {"token": {"access_token": "stale"}})
+    again = LocalStore(tmp_path)
+    assert await again.read("tokens", "crm") is None
+    # and the brokers read it as they read the files: a login of an earlier version
+    # is used without a browser
+    credentials = Credentials(again, "https://crm.example/mcp")
+    await again.write("tokens", credentials.key, {"token": {"access_token": "a"}})
+    await credentials.load()
+    stored = credentials.stored()
+    assert stored is not None and stored.token.access_token == "a"
+    assert credentials.location == str(tmp_path / "tokens.db")

@@ -20,6 +20,7 @@ import trio
 from supervisor.testing.servers import open_oauth_server
 
 from . import oauth_browser
+from .test_auth import rows
 
 SCOPES = ["read", "write", "offline_access"]
 
@@ -100,11 +101,8 @@ async def test_login_status_logout(tmp_path: Path) -> None:
         # Stored: 0700 directory, 0600 files; status shows it without the token.
         auth_dir = tmp_path / "auth"
         assert stat.S_IMODE(auth_dir.stat().st_mode) == 0o700
-        tokens = {}
-        for token_file in (auth_dir / "tokens").iterdir():
-            assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
-            stored = json.loads(token_file.read_text())
-            tokens[stored["server"]] = stored["token"]["access_token"]
+        assert stat.S_IMODE((auth_dir / "tokens.db").stat().st_mode) == 0o600
+        tokens = {row["server"]: row["token"]["access_token"] for row in rows(auth_dir).values()}
         status = await cli(env, "auth", "status", "remote", "--config", config, "--json")
         assert status.returncode == 0, status.stderr
         (doc,) = json.loads(status.stdout)
@@ -120,11 +118,15 @@ async def test_login_status_logout(tmp_path: Path) -> None:
         out = await cli(env, "auth", "logout", "remote", "--config", config)
         assert out.returncode == 0 and "remote: logged out" in out.stdout.decode()
         assert "a supervisor already running keeps its connection" in out.stderr.decode()
-        assert len(list((auth_dir / "clients").iterdir())) == 2  # registrations are kept
+        assert len(rows(auth_dir, "clients")) == 2  # registrations are kept
+        out = await cli(env, "auth", "logout", "second", "--forget-client", "--config", config)
+        assert out.returncode == 0, out.stderr
+        assert "second: its client registration forgotten" in out.stdout.decode()
+        assert len(rows(auth_dir, "clients")) == 1
         after = await cli(env, "auth", "status", "--config", config)
         assert after.returncode == 1
         assert "remote: not logged in" in after.stdout.decode()
-        assert "second: logged in" in after.stdout.decode()
+        assert "second: not logged in" in after.stdout.decode()
 
 
 async def test_logout_of_a_server_never_logged_in_says_nothing_was_stored(

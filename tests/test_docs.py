@@ -602,7 +602,7 @@ BLOCKS: dict[tuple[str, str], Exempt | OutputOf | Check] = {
     ("auth.md", "🔑 needs login: mcp-supervisor auth login github"): Exempt(
         "a row of the status table, for GitHub's server; tests/test_cli_auth.py checks it"
     ),
-    ("auth.md", "tokens/<host>-<hash>.json"): Exempt("the token store's layout"),
+    ("auth.md", "SQLite: per resource × account"): Exempt("the token store's layout"),
     ("config.md", "mcpServers.jira.env.JIRA_TOKEN"): Check(_check_errors),
     ("config.md", "mcpServers.github.env.GITHUB_TOKEN"): Check(_unset_variable),
     ("config.md", "mcpServers.b.timeout"): Check(_config_errors),

@@ -34,7 +34,7 @@ from supervisor.gateway._resource import ResourceGate
 from supervisor.gateway._signin import SIGNED_IN_ROUTE, SignIn
 from supervisor.testing.servers import open_oauth_server
 from supervisor.testing.servers._oauth import TOKEN_EXCHANGE_GRANT
-from tests.test_auth import Browser, connected, entry
+from tests.test_auth import Browser, connected, entry, rows
 from tests.test_gateway import http_client
 from tests.test_gateway_team import GROUPS, free_port, token_for
 
@@ -172,9 +172,7 @@ async def test_each_caller_reaches_a_per_user_server_with_their_own_login(
         assert subject_of((await sup.call("crm_whoami", {})).raw) == "gateway-admin"
         issued_by_team = {token_for(team, s, url) for s in ("alice", "bob")}
         assert not issued_by_team & set(crm.provider.access_tokens)
-        stored = {
-            json.loads(p.read_text())["account"] for p in (tmp_path / "auth/tokens").glob("*")
-        }
+        stored = {row["account"] for row in rows(tmp_path / "auth").values()}
         assert {user_account("alice"), user_account("bob")} <= stored
 
 

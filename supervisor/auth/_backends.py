@@ -8,8 +8,8 @@ twice is revoked by many authorization servers), and a ``version`` that changes 
 each write (another process's login or refresh shows there).
 
 - :class:`SQLiteStore` — one machine: a SQLite file (mode 0600 in a 0700 directory),
-  ``tokenStore.url`` ``sqlite:PATH`` (the auth directory's files,
-  :class:`~._store.FileStore`, stay the default);
+  ``tokenStore.url`` ``sqlite:PATH``, or by default the auth directory's ``tokens.db``
+  (:class:`~._store.LocalStore`);
 - :class:`PostgresStore` — replicas: a PostgreSQL database, through psycopg 3's
   synchronous API in ``trio.to_thread`` (no maintained trio-native driver exists); its
   exclusive section is a session advisory lock.

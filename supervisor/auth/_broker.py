@@ -21,7 +21,7 @@ step of OAuth, and adds what clients usually get wrong:
   fails with :class:`~supervisor.errors.AuthRequired` and its server waits in
   ``needs_auth`` — starting the login at once when the embedder gave a redirect handler,
   otherwise until ``handle.login(name)``, ``mcp-supervisor auth login``, or a login by
-  another process that shows up in the token file. The one login that runs inside a
+  another process that shows up in the token store. The one login that runs inside a
   request is a **step-up** (403 ``insufficient_scope`` on a connected server, SEP-835)
   when there is a redirect handler to show it: the request, refused unseen, waits for it
   (within its call's timeout) and is sent once more with the new token.
@@ -98,7 +98,7 @@ class BrokerState(enum.StrEnum):
 
 #: How many step-ups (403 insufficient_scope) in a row before giving up on more scope.
 STEP_UP_LIMIT = 2
-#: How often a broker waiting for a login looks at its token file (seconds).
+#: How often a broker waiting for a login looks at its token store (seconds).
 WATCH_INTERVAL = 2.0
 
 
@@ -379,10 +379,10 @@ class TokenBroker:
         await self.credentials.load()
         self._load()
 
-    async def logout(self) -> bool:
-        """Forget the tokens (kept client registrations are reused at the next login);
-        whether there were any."""
-        had = await self.credentials.forget()
+    async def logout(self, *, client: bool = False) -> bool:
+        """Forget the tokens (kept client registrations are reused at the next login;
+        with ``client``, forgotten too); whether there were any tokens."""
+        had = await self.credentials.forget(client=client)
         self._token = self._expires_at = None
         self._clear_provider()
         self.state = BrokerState.NEEDS_AUTH if self.interactive else BrokerState.UNKNOWN
@@ -390,7 +390,7 @@ class TokenBroker:
 
     async def wait_changed(self, since: str | None) -> None:
         """Return once the broker holds a token other than ``since``: after a login here,
-        or one by another process that wrote the token file (looked at every
+        or one by another process that wrote the token store (looked at every
         :data:`WATCH_INTERVAL` s)."""
         mtime = await self.credentials.tokens_version()
         while True:

@@ -1,7 +1,10 @@
-"""Where OAuth credentials live on disk: private, atomic, one file per thing.
+"""Where OAuth credentials live on disk: the auth directory.
 
-Layout under the auth directory (``~/.mcp-supervisor/auth`` unless
-``$MCP_SUPERVISOR_AUTH_DIR`` or the config's ``supervisor.authDir`` says otherwise)::
+Its default store is :class:`LocalStore`: the SQLite file ``tokens.db`` there (``~/.mcp-
+supervisor/auth`` unless ``$MCP_SUPERVISOR_AUTH_DIR`` or the config's
+``supervisor.authDir`` says otherwise), one row per resource × account and kind. Earlier
+versions kept the same as files, which :class:`AuthStore` reads and writes (and
+:class:`FileStore` serves as a token store, for an embedder that passes one)::
 
     tokens/<key>.json    the tokens of one resource × account (access, refresh, expiry)
     clients/<key>.json   the client registration used for them (client id, secret, issuer)
@@ -9,14 +12,12 @@ Layout under the auth directory (``~/.mcp-supervisor/auth`` unless
 
 Tokens and client registrations are kept apart, so removing one (a logout) never loses
 the other by accident. The key is the resource's host followed by a hash of the resource
-URL and the account name: two accounts on one server never share a file. Every directory
-is 0700 and every file 0600, created with those modes (never loosened afterwards) and
-written atomically — a temporary file in the same directory, flushed to disk, then
-renamed over the old one — so a crash mid-write leaves the old credentials, never half of
-new ones. A rotated refresh token is on disk before the call that uses it is sent.
-
-Reads and writes are small synchronous file operations: the files are a few hundred
-bytes on a local disk, cheaper than handing them to a thread.
+URL and the account name: two accounts on one server never share a row or a file. Every
+directory is 0700 and every file 0600, created with those modes (never loosened
+afterwards); a file is written atomically — a temporary file in the same directory,
+flushed to disk, then renamed over the old one — and a row in one transaction, so a
+crash mid-write leaves the old credentials, never half of new ones. A rotated refresh
+token is stored before the call that uses it is sent.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import trio
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from .._util._files import FILE_MODE, fsync_dir, private_dir, write_atomic
-from ._backends import TokenStore
+from ._backends import TABLE, SQLiteStore, TokenStore, _encode
 
 __all__ = [
     "ENV_AUTH_DIR",
@@ -184,6 +185,50 @@ class FileStore:
         return None
 
 
+class LocalStore(SQLiteStore):
+    """The default token store: the SQLite file ``tokens.db`` in the auth directory
+    (``root``; default: :func:`default_auth_dir`), not sealed — the file, mode 0600 in a
+    0700 directory, guards it as the token files did. Its exclusive section serialises a
+    refresh across the processes of the machine.
+
+    The first time it is opened it takes in the token files an earlier version kept
+    there (``tokens/*.json``, ``clients/*.json``) — once: a row logged out later is not
+    brought back — and removes them (the secrets live in one place)."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        self.files = AuthStore(root)
+        super().__init__(self.files.root / "tokens.db")
+
+    def _prepare(self) -> None:
+        super()._prepare()
+        imported: list[Path] = []
+        with contextlib.closing(self._connect()) as connection:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                done = connection.execute(
+                    f"SELECT 1 FROM {TABLE} WHERE kind = 'meta' AND key = 'imported'"
+                ).fetchone()
+                if done is None:
+                    now = time.time_ns() / 1e9
+                    for kind in ("clients", "tokens"):
+                        for key, data in self.files.entries(kind):
+                            connection.execute(
+                                f"INSERT OR IGNORE INTO {TABLE} VALUES (?, ?, ?, ?)",
+                                (kind, key, _encode(None, kind, key, data), now),
+                            )
+                            imported.append(self.files.path(kind, key))
+                    connection.execute(
+                        f"INSERT INTO {TABLE} VALUES ('meta', 'imported', ?, ?)", (b"{}", now)
+                    )
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        for path in imported:  # in the database now: the files' copies go
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
 class Credentials:
     """The SDK's ``TokenStorage`` for one resource × account, on a token store: the
     auth directory (an :class:`AuthStore`), or one of :mod:`._backends`.
@@ -309,7 +354,7 @@ class Credentials:
 
     @property
     def location(self) -> str:
-        """Where the tokens are: the token file, or the store."""
+        """Where the tokens are: the token file, or the store's file or database."""
         if isinstance(self.store, FileStore):
             return str(self.store.files.path("tokens", self.key))
         return self.store.location

@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._util._printable import printable
@@ -178,11 +179,13 @@ def _cmd_logout(args: argparse.Namespace) -> int:
         done.add(id(broker))
         import trio
 
-        if trio.run(broker.logout):
+        if trio.run(partial(broker.logout, client=args.forget_client)):
             forgot = True
             print(f"{name}: logged out")
         else:
             print(f"{name}: nothing to log out: no tokens were stored for it")
+        if args.forget_client:
+            print(f"{name}: its client registration forgotten (the next login registers anew)")
     if forgot:  # tokens were removed: one may still be in use
         print(
             "(a supervisor already running keeps its connection until the server refuses "
@@ -365,6 +368,11 @@ def register(commands: Commands, parents: Parents) -> None:
         "--no-paste", action="store_true", help="do not read a pasted URL from the terminal"
     )
     status.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    logout.add_argument(
+        "--forget-client",
+        action="store_true",
+        help="forget the dynamic client registration too (the next login registers anew)",
+    )
     login.set_defaults(handler=_cmd_login)
     logout.set_defaults(handler=_cmd_logout)
     status.set_defaults(handler=_cmd_status)
