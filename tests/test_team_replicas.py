@@ -17,7 +17,8 @@ import os
 import signal
 import socket
 import sys
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,45 @@ from tests.test_replicas import (
     needs_haproxy,
     start,
 )
+
+
+@asynccontextmanager
+async def behind_haproxy(
+    tmp_path: Path, config: Path, front: socket.socket
+) -> AsyncIterator[tuple[list[Any], Any]]:
+    """Two ``serve --http --stateless`` replicas of ``config`` (their auth directory
+    unused: ``tmp_path/unused``), and haproxy over them listening on ``front``:
+    ``(replicas, haproxy)``. On the way out each is stopped with SIGTERM, and the
+    replicas must exit as a SIGTERM's (143)."""
+    env = {**os.environ, "MCP_SUPERVISOR_AUTH_DIR": str(tmp_path / "unused")}
+    serve = [sys.executable, "-m", "supervisor", "serve", "--config", str(config)]
+    serve += ["--http", "127.0.0.1:0", "--stateless"]
+    async with trio.open_nursery() as nursery, AsyncExitStack() as stack:
+        replicas = [
+            await stack.enter_async_context(start(nursery, f"r{i}", serve, env=env))
+            for i in range(2)
+        ]
+        ports = []
+        for replica in replicas:
+            found = await replica.wait_for(rb"gateway at http://127\.0\.0\.1:(\d+)/mcp\n")
+            ports.append(int(found[1]))
+        haproxy_cfg = tmp_path / "haproxy.cfg"
+        haproxy_cfg.write_text(haproxy_config(front.fileno(), ports))
+        haproxy = await stack.enter_async_context(
+            start(
+                nursery,
+                "haproxy",
+                [HAPROXY, "-f", str(haproxy_cfg), "-db"],
+                pass_fds=[front.fileno()],
+            )
+        )
+        yield replicas, haproxy
+        for child in (haproxy, *replicas):
+            child.process.send_signal(signal.SIGTERM)
+            with trio.fail_after(EXIT_TIMEOUT):
+                await child.process.wait()
+        assert [r.process.returncode for r in replicas] == [143, 143]
+        nursery.cancel_scope.cancel()
 
 
 def crm_entry(url: str) -> dict[str, Any]:
@@ -101,38 +141,12 @@ async def test_two_team_replicas_behind_haproxy_share_the_backends_login_and_ref
                     }
                 )
             )
-            env = {**os.environ, "MCP_SUPERVISOR_AUTH_DIR": str(tmp_path / "unused")}
-            serve = [sys.executable, "-m", "supervisor", "serve", "--config", str(config)]
-            serve += ["--http", "127.0.0.1:0", "--stateless"]
-            async with trio.open_nursery() as nursery, AsyncExitStack() as stack:
-                replicas = [
-                    await stack.enter_async_context(start(nursery, f"r{i}", serve, env=env))
-                    for i in range(2)
-                ]
-                ports = []
-                for replica in replicas:
-                    found = await replica.wait_for(rb"gateway at http://127\.0\.0\.1:(\d+)/mcp\n")
-                    ports.append(int(found[1]))
-                haproxy_cfg = tmp_path / "haproxy.cfg"
-                haproxy_cfg.write_text(haproxy_config(front.fileno(), ports))
-                haproxy = await stack.enter_async_context(
-                    start(
-                        nursery,
-                        "haproxy",
-                        [HAPROXY, "-f", str(haproxy_cfg), "-db"],
-                        pass_fds=[front.fileno()],
-                    )
-                )
+            async with behind_haproxy(tmp_path, config, front) as (replicas, haproxy):
                 await through_the_balancer(url, team, crm, replicas, haproxy)
                 if check == "introspection":
                     await revoked(url, team)
-                for child in (haproxy, *replicas):
-                    child.process.send_signal(signal.SIGTERM)
-                    with trio.fail_after(EXIT_TIMEOUT):
-                        await child.process.wait()
-                assert [r.process.returncode for r in replicas] == [143, 143]
-                nursery.cancel_scope.cancel()
-    assert not (tmp_path / "unused" / "tokens").exists()  # the store, not the directory
+    unused = tmp_path / "unused"  # the store, not the directory
+    assert not (unused / "tokens").exists() and not (unused / "tokens.db").exists()
 
 
 async def through_the_balancer(
@@ -238,28 +252,7 @@ async def test_team_replicas_reach_per_user_servers_with_each_users_own_login(
                     }
                 )
             )
-            env = {**os.environ, "MCP_SUPERVISOR_AUTH_DIR": str(tmp_path / "unused")}
-            serve = [sys.executable, "-m", "supervisor", "serve", "--config", str(config)]
-            serve += ["--http", "127.0.0.1:0", "--stateless"]
-            async with trio.open_nursery() as nursery, AsyncExitStack() as stack:
-                replicas = [
-                    await stack.enter_async_context(start(nursery, f"r{i}", serve, env=env))
-                    for i in range(2)
-                ]
-                ports = []
-                for replica in replicas:
-                    found = await replica.wait_for(rb"gateway at http://127\.0\.0\.1:(\d+)/mcp\n")
-                    ports.append(int(found[1]))
-                haproxy_cfg = tmp_path / "haproxy.cfg"
-                haproxy_cfg.write_text(haproxy_config(front.fileno(), ports))
-                haproxy = await stack.enter_async_context(
-                    start(
-                        nursery,
-                        "haproxy",
-                        [HAPROXY, "-f", str(haproxy_cfg), "-db"],
-                        pass_fds=[front.fileno()],
-                    )
-                )
+            async with behind_haproxy(tmp_path, config, front) as (replicas, haproxy):
                 seen = (replicas[0].stderr, replicas[1].stderr, haproxy.stderr)
                 for user in ("alice", "bob"):
                     async with client_of(url, token_for(team, user, url), mode="legacy") as client:
@@ -278,12 +271,6 @@ async def test_team_replicas_reach_per_user_servers_with_each_users_own_login(
                         assert subject_of(await alice.call_tool("crm_whoami", {})) == "alice"
                 issued = {token_for(team, s, url) for s in ("alice", "bob")}
                 assert not issued & set(crm.provider.access_tokens)
-                for child in (haproxy, *replicas):
-                    child.process.send_signal(signal.SIGTERM)
-                    with trio.fail_after(EXIT_TIMEOUT):
-                        await child.process.wait()
-                assert [r.process.returncode for r in replicas] == [143, 143]
-                nursery.cancel_scope.cancel()
 
 
 async def needs_login(client: Any, tool: str) -> str:

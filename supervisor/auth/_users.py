@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import attrs
 import httpx2
@@ -478,6 +479,9 @@ class UserLogins:
         ready = trio.Event()
 
         async def redirect(url: str) -> None:
+            # awaited before the browser is sent on: its answer may come back to
+            # another replica at once
+            await self._expect(parse_qs(urlsplit(url).query).get("state", [""])[0])
             shown["url"] = url
             ready.set()
 
@@ -550,8 +554,7 @@ class UserLogins:
         """Wait for the answer to the login ``state`` (:data:`LOGIN_TIMEOUT`), brought
         here or to another replica (then through the store)."""
         rows, key = self._rows, _state_key(state)
-        flight = self._flights[state] = _Flight()
-        await rows.write("logins", key, {"waiting": True, "until": time.time() + LOGIN_TIMEOUT})
+        flight = self._flights.get(state) or await self._expect(state)
         with trio.fail_after(LOGIN_TIMEOUT):
             while flight.answer is None:
                 with trio.move_on_after(POLL_SECONDS):
@@ -564,6 +567,14 @@ class UserLogins:
         if isinstance(flight.answer, LoginCancelled):
             raise flight.answer
         return flight.answer
+
+    async def _expect(self, state: str) -> _Flight:
+        """Wait here for the answer to the login ``state``; say so in the store, for the
+        replica the browser brings it to."""
+        flight = self._flights[state] = _Flight()
+        row = {"waiting": True, "until": time.time() + LOGIN_TIMEOUT}
+        await self._rows.write("logins", _state_key(state), row)
+        return flight
 
     async def _landed(self, state: str | None, error: str | None) -> None:
         """The login of ``state`` ended (``error``: how it failed): tell its callback,
