@@ -13,6 +13,7 @@ for another server; the caller's token to the gateway never reaches a backing se
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -397,3 +398,51 @@ async def test_a_callers_session_closes_after_five_idle_minutes(autojump_clock: 
         busy_until = trio.current_time()
     assert trio.current_time() - busy_until == pytest.approx(IDLE_SECONDS)
     assert busy_until - start == pytest.approx(IDLE_SECONDS * 2)
+
+
+async def test_an_operator_logs_a_user_out_of_a_per_user_server(tmp_path: Path) -> None:
+    """``auth logout crm --user alice`` (alice left the team): her tokens for crm are
+    forgotten; the running gateway does not refresh them back from what it holds — her
+    next call once they expire asks her to log in again."""
+    async with per_user_gateway(tmp_path) as (team, crm, _, sup, url):
+        async with http_client(url, mode="legacy", token=token_for(team, "alice", url)) as alice:
+            link = await needs_login_link(alice, "crm_whoami")
+            page = await open_login(link, team, crm, "alice")
+            assert page.status_code == 200, page.text
+            with trio.fail_after(CALL_TIMEOUT):
+                assert subject_of(await alice.call_tool("crm_whoami", {})) == "alice"
+            config = tmp_path / "mcp.json"
+            servers = {"crm": {"url": crm.url, "auth": {"perUser": True}}}
+            config.write_text(
+                json.dumps(
+                    {"mcpServers": servers, "supervisor": {"authDir": str(tmp_path / "auth")}}
+                )
+            )
+            command = [sys.executable, "-m", "supervisor", "auth", "logout", "crm"]
+            out = await trio.run_process(
+                [*command, "--user", "alice", "--config", str(config)], capture_stdout=True
+            )
+            assert out.stdout.decode() == "crm (alice): logged out\n"
+            assert user_account("alice") not in {
+                row["account"] for row in rows(tmp_path / "auth").values()
+            }
+            crm.provider.expire_access_tokens()
+            await needs_login_link(alice, "crm_whoami")
+            again = await trio.run_process(
+                [*command, "--user", "alice", "--config", str(config)], capture_stdout=True
+            )
+            assert "nothing to log out" in again.stdout.decode()
+            # without a server's name: each one served per user (wiki is not in this config)
+            every = await trio.run_process(
+                [*command[:-1], "--user", "alice", "--config", str(config)], capture_stdout=True
+            )
+            assert every.stdout.decode() == (
+                "crm (alice): nothing to log out: no tokens were stored for that user\n"
+            )
+
+
+async def needs_login_link(client: Any, tool: str) -> str:
+    """The login link a session-based client's call of ``tool`` is answered with."""
+    with trio.fail_after(CALL_TIMEOUT), pytest.raises(MCPError) as raised:
+        await client.call_tool(tool, {})
+    return login_link(raised.value)

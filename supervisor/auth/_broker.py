@@ -479,6 +479,8 @@ class TokenBroker:
         async with self.credentials.exclusive():
             await self.credentials.load()
             self._load()
+            if self.credentials.stored() is None:  # logged out meanwhile (auth logout):
+                self._clear_provider()  # its flow must not refresh with what it holds
             held = self.current()
             if held is not None and held != rejected:
                 self._clear_provider()  # its flow reads the new tokens when next needed

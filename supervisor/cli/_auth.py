@@ -166,19 +166,39 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_logout(args: argparse.Namespace) -> int:
+    import trio
+
     found = _offline(args)
     if found is None:
         return EXIT_USAGE
     service, names = found
     done: set[int] = set()
     forgot = False
+    if args.user is not None:  # a team gateway's caller's own logins
+        per_user = [n for n in names if service.users is not None and n in service.users.servers]
+        if not per_user:
+            print(
+                'mcp-supervisor auth: --user is for servers served per user ("perUser" in '
+                "their auth); " + (f"{names[0]!r} is not" if len(names) == 1 else "none is"),
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        names = per_user
     for name in names:
+        if args.user is not None:
+            assert service.users is not None
+            broker = service.users.broker(name, args.user)
+            shown = f"{name} ({printable(args.user)})"
+            if trio.run(partial(broker.logout, client=args.forget_client)):
+                forgot = True
+                print(f"{shown}: logged out")
+            else:
+                print(f"{shown}: nothing to log out: no tokens were stored for that user")
+            continue
         broker = service.brokers[name]
         if id(broker) in done:
             continue
         done.add(id(broker))
-        import trio
-
         if trio.run(partial(broker.logout, client=args.forget_client)):
             forgot = True
             print(f"{name}: logged out")
@@ -368,6 +388,12 @@ def register(commands: Commands, parents: Parents) -> None:
         "--no-paste", action="store_true", help="do not read a pasted URL from the terminal"
     )
     status.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    logout.add_argument(
+        "--user",
+        metavar="SUBJECT",
+        help="a team gateway's caller (their token's subject): forget their own tokens for "
+        'the servers served per user ("perUser"), as when they leave the team',
+    )
     logout.add_argument(
         "--forget-client",
         action="store_true",
