@@ -31,6 +31,7 @@ from supervisor.auth._users import user_account
 from supervisor.config._model import GatewayAuth
 from supervisor.errors import AuthRequired
 from supervisor.gateway import Gateway, serve_http
+from supervisor.gateway._core import TIMEOUT_META
 from supervisor.gateway._resource import ResourceGate
 from supervisor.gateway._signin import SIGNED_IN_ROUTE, SignIn
 from supervisor.testing.servers import open_oauth_server
@@ -195,7 +196,9 @@ async def test_a_per_user_call_outside_a_team_gateway_says_how_to_log_in(tmp_pat
         assert "team gateway" in str(raised.value)
 
 
-async def per_user_call(tmp_path: Path, faults: list[dict[str, Any]]) -> tuple[Any, Any, list[str]]:
+async def per_user_call(
+    tmp_path: Path, faults: list[dict[str, Any]], meta: dict[str, Any] | None = None
+) -> tuple[Any, Any, list[str]]:
     """alice logs in to crm through the gateway, then calls ``crm_echo`` under the fault
     plan ``faults``: ``(the call's result, crm, the actions injected)``."""
     async with per_user_gateway(tmp_path, faults=faults) as (team, crm, _, sup, url):
@@ -205,7 +208,7 @@ async def per_user_call(tmp_path: Path, faults: list[dict[str, Any]]) -> tuple[A
             page = await open_login(login_link(raised.value), team, crm, "alice")
             assert page.status_code == 200, page.text
             with trio.fail_after(CALL_TIMEOUT):
-                result = await alice.call_tool("crm_echo", {"text": "hi"})
+                result = await alice.call_tool("crm_echo", {"text": "hi"}, meta=meta)
             return result, crm, [fault.action for fault in sup.faults()]
 
 
@@ -446,3 +449,27 @@ async def needs_login_link(client: Any, tool: str) -> str:
     with trio.fail_after(CALL_TIMEOUT), pytest.raises(MCPError) as raised:
         await client.call_tool(tool, {})
     return login_link(raised.value)
+
+
+async def test_a_per_user_call_unanswered_in_time_may_have_taken_effect(tmp_path: Path) -> None:
+    """alice's call ran, its answer never comes: at its timeout it is said to have maybe
+    taken effect, and is not sent again."""
+    hang = {"when": {"tool": "echo", "direction": "to_client"}, "do": "hang"}
+    result, crm, injected = await per_user_call(tmp_path, [hang], {TIMEOUT_META: 1})
+    assert injected == ["hang"]
+    assert result.is_error and "did not answer tool 'echo' within 1" in result.content[0].text
+    assert "may have taken effect" in result.content[0].text
+    assert crm.provider.executions.count(("echo", "alice")) == 1
+
+
+async def test_a_per_user_call_that_never_went_out_says_nothing_was_sent(
+    tmp_path: Path,
+) -> None:
+    """alice's call is held before it reaches the server (a request that never left):
+    at its timeout it is said not to have been sent — not "may have taken effect"."""
+    held = {"when": {"tool": "echo", "direction": "to_server"}, "do": "hang"}
+    result, crm, injected = await per_user_call(tmp_path, [held], {TIMEOUT_META: 1})
+    assert injected == ["hang"]
+    text = result.content[0].text
+    assert result.is_error and "nothing was sent" in text and "may have" not in text, text
+    assert ("echo", "alice") not in crm.provider.executions

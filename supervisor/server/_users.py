@@ -37,6 +37,7 @@ from ..errors import (
     ToolCallTimeout,
 )
 from ..log import get_logger
+from ..tools._validate import invalid_output
 from ..transports._open import open_transport
 from ..transports._receipts import Receipt, connection_closed, delivery
 from ..transports._remote import TransportLike
@@ -97,7 +98,7 @@ class UserSessions:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Send ``message`` on ``subject``'s session, within ``limit`` seconds."""
         name, tool = self.server.name, message.tool
-        sent = False
+        receipt: Receipt | None = None  # the last request's, once one is made
         with trio.move_on_after(limit):
             for attempt in range(2):
                 session = await self._session(subject)
@@ -109,12 +110,11 @@ class UserSessions:
                 session.in_flight += 1
                 token = delivery.set(receipt)
                 try:
-                    sent = True
                     return await _call(client, message)
                 except MCPError as exc:
                     if _session_expired(exc) and attempt == 0:
                         self._drop(session)  # refused unseen: a new session, once
-                        sent = False
+                        receipt = None
                         continue
                     if not connection_closed(exc, receipt):
                         raise ServerRequestError(
@@ -134,12 +134,17 @@ class UserSessions:
                         "before the call went out (nothing ran); try again",
                         server=name,
                     ) from exc
+                except RuntimeError as exc:  # the SDK's check of the tool's output
+                    invalid = invalid_output(tool, exc)
+                    if invalid is None:
+                        raise
+                    raise invalid from exc
                 finally:
                     delivery.reset(token)
                     session.in_flight -= 1
                     session.last_used = trio.current_time()
                     session.used.set()
-        if sent:
+        if receipt is not None and not receipt.withdraw():  # out (or cannot be told)
             raise ToolCallTimeout(
                 f"MCP server {name!r} did not answer tool {tool!r} within {limit} s: it may "
                 "have taken effect (it may still be running there) and was not retried",
