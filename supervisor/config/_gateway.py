@@ -138,21 +138,18 @@ def _parse_gateway_auth(errors: _Errors, value: object, path: str) -> GatewayAut
                 "tokens' audience)"
             )
             errors.add(path, f'needs "{key}": {what}')
-    if "introspection" in got:
-        p = _join(path, "introspection")
-        introspection = _parse_introspection(errors, got["introspection"], p)
-        if introspection is None:
-            del got["introspection"]
-        else:
-            got["introspection"] = introspection
-        if "jwks_url" in got:
-            errors.add(path, 'has "jwksUrl" and "introspection": tokens are checked one way')
-    if "sign_in" in got:
-        sign_in = _parse_sign_in(errors, got["sign_in"], _join(path, "signIn"))
-        if sign_in is None:
-            del got["sign_in"]
-        else:
-            got["sign_in"] = sign_in
+    if "introspection" in got and "jwks_url" in got:
+        errors.add(path, 'has "jwksUrl" and "introspection": tokens are checked one way')
+    for attribute, name, parse in (
+        ("introspection", "introspection", _parse_introspection),
+        ("sign_in", "signIn", _parse_sign_in),
+    ):
+        if attribute in got:  # an object of its own, parsed by its own keys
+            inner = parse(errors, got[attribute], _join(path, name))
+            if inner is None:
+                del got[attribute]
+            else:
+                got[attribute] = inner
     if not {"issuer", "resource"} <= set(got):
         return None
     return GatewayAuth(**got)  # type: ignore[arg-type]

@@ -201,21 +201,13 @@ class JWTVerifier(_Verifier):
         self._keys = {key.key_id: key for key in keys}
 
     async def _jwks_uri(self, http: httpx2.AsyncClient) -> str:
-        """``jwks_uri`` of the issuer's metadata (RFC 8414, then OpenID discovery)."""
-        for url in build_oauth_authorization_server_metadata_discovery_urls(
-            self.issuer, self.issuer
-        ):
-            try:
-                metadata = await _document(http, url, "the issuer's metadata")
-            except (_InvalidToken, _Unreachable):
-                continue
-            if metadata.get("issuer") != self.issuer:
-                continue  # RFC 8414 §3.3: not this issuer's
-            uri = metadata.get("jwks_uri")
-            if isinstance(uri, str) and uri.startswith(("https://", "http://")):
-                self.jwks_url = uri
-                return uri
-        raise _Unreachable(f"the issuer {self.issuer} publishes no jwks_uri")
+        """``jwks_uri`` of the issuer's metadata (:func:`issuer_metadata`)."""
+        metadata = await issuer_metadata(http, self.issuer, ("jwks_uri",))
+        uri = None if metadata is None else metadata["jwks_uri"]
+        if uri is None or not uri.startswith(("https://", "http://")):
+            raise _Unreachable(f"the issuer {self.issuer} publishes no jwks_uri")
+        self.jwks_url = uri
+        return uri
 
 
 @attrs.define
@@ -497,6 +489,24 @@ def _quoted(text: str) -> str:
     backslash, at most 200 characters."""
     kept = "".join(c if " " <= c <= "~" and c not in '"\\' else "?" for c in text)
     return kept[:200]
+
+
+async def issuer_metadata(
+    http: httpx2.AsyncClient, issuer: str, fields: Sequence[str]
+) -> dict[str, Any] | None:
+    """``issuer``'s authorization-server metadata (RFC 8414, then OpenID discovery): the
+    first document that is this issuer's (RFC 8414 §3.3) and names each of ``fields``
+    (strings); ``None`` when none can be had."""
+    for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, issuer):
+        try:
+            metadata = await _document(http, url, "the issuer's metadata")
+        except (_InvalidToken, _Unreachable):
+            continue
+        if metadata.get("issuer") == issuer and all(
+            isinstance(metadata.get(field), str) for field in fields
+        ):
+            return metadata
+    return None
 
 
 def _client(http: httpx2.AsyncClient | None) -> Any:

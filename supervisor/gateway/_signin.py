@@ -24,12 +24,10 @@ import secrets
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 import attrs
 import httpx2
-from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
 
 from .._util._printable import printable
 from .._util._secrets import read_secret
@@ -37,15 +35,7 @@ from ..auth._backends import TokenStore
 from ..auth._users import _BadTicket
 from ..config._model import SignInSettings
 from ..log import get_logger
-from ._resource import (
-    ResourceGate,
-    _client,
-    _document,
-    _InvalidToken,
-    _read,
-    _Refused,
-    _Unreachable,
-)
+from ._resource import ResourceGate, _client, _InvalidToken, _read, _Refused, issuer_metadata
 
 __all__ = ["SIGNED_IN_ROUTE", "SIGN_IN_SECONDS", "SignIn"]
 
@@ -199,25 +189,16 @@ class SignIn:
             return self._endpoints
         issuer = self.gate.issuer
         async with _client(self.gate.verifier.http) as http:
-            for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, issuer):
-                try:
-                    metadata: dict[str, Any] = await _document(http, url, "the issuer's metadata")
-                except (_InvalidToken, _Unreachable):
-                    continue
-                if metadata.get("issuer") != issuer:
-                    continue
-                authorize = metadata.get("authorization_endpoint")
-                token = metadata.get("token_endpoint")
-                methods = metadata.get("code_challenge_methods_supported") or []
-                if not (isinstance(authorize, str) and isinstance(token, str)):
-                    continue
-                if "S256" not in methods:
-                    raise _SignInFailed(
-                        f"the team's authorization server {issuer} does not advertise PKCE "
-                        "with S256; refusing to sign in there"
-                    )
-                self._endpoints = (authorize, token)
-                return self._endpoints
+            fields = ("authorization_endpoint", "token_endpoint")
+            metadata = await issuer_metadata(http, issuer, fields)
+        if metadata is not None:
+            if "S256" not in (metadata.get("code_challenge_methods_supported") or []):
+                raise _SignInFailed(
+                    f"the team's authorization server {issuer} does not advertise PKCE "
+                    "with S256; refusing to sign in there"
+                )
+            self._endpoints = (metadata["authorization_endpoint"], metadata["token_endpoint"])
+            return self._endpoints
         raise _SignInFailed(
             f"the team's authorization server {issuer} publishes no authorization and "
             "token endpoints (its metadata cannot be fetched)"
