@@ -473,3 +473,31 @@ async def test_a_per_user_call_that_never_went_out_says_nothing_was_sent(
     text = result.content[0].text
     assert result.is_error and "nothing was sent" in text and "may have" not in text, text
     assert ("echo", "alice") not in crm.provider.executions
+
+
+async def test_an_authorization_servers_answer_is_size_checked_before_it_is_parsed() -> None:
+    """A token-exchange server's authorization server that answers a megabyte (its
+    metadata, its token) is refused before the JSON is read; a small answer is read."""
+    from supervisor.auth._broker import AuthProblem
+    from supervisor._util._serving import lifespan
+    from supervisor.auth._users import MAX_ANSWER_BYTES, _json_answer
+    from supervisor.testing.servers._http import start_http
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        size = MAX_ANSWER_BYTES * 16 if scope["path"] == "/huge" else 10
+        body = b'{"a": "' + b"x" * (size - 10) + b'"}'
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async with trio.open_nursery() as nursery:
+        served = await start_http(nursery, app)
+        base = served.url.removesuffix("/mcp")
+        async with httpx2.AsyncClient() as http:
+            with pytest.raises(AuthProblem, match=f"more than {MAX_ANSWER_BYTES} bytes"):
+                await _json_answer(http, "GET", base + "/huge")
+            assert await _json_answer(http, "GET", base + "/small") == (200, {"a": ""})
+        nursery.cancel_scope.cancel()

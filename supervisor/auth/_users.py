@@ -40,6 +40,7 @@ from mcp.client.auth.utils import build_oauth_authorization_server_metadata_disc
 from mcp.shared.auth import AuthorizationCodeResult, OAuthToken
 from pydantic import AnyUrl
 
+from .._util._printable import printable
 from ..events import _catalog as events
 from ..log import get_logger, redact
 from ._backends import TokenStore
@@ -233,19 +234,15 @@ class _ExchangeBroker(_UserBroker):
             basic = (auth.client_id, auth.client_secret)
         async with httpx2.AsyncClient(timeout=30.0) as http:
             endpoint = await self._endpoint(http)
-            response = await http.post(endpoint, data=data, auth=basic)
-        try:
-            answer = response.json()
-        except ValueError:
-            answer = None
-        if response.status_code != 200 or not isinstance(answer, dict):
+            status, answer = await _json_answer(http, "POST", endpoint, data=data, auth=basic)
+        if status != 200 or not isinstance(answer, dict):
             error = answer.get("error") if isinstance(answer, dict) else None
             said = answer.get("error_description") if isinstance(answer, dict) else None
             raise AuthProblem(
                 redact(
                     f"the authorization server refused the token exchange for "
-                    f"{self.subject!r} (HTTP {response.status_code}"
-                    + (f", {error}: {said}" if error else "")
+                    f"{self.subject!r} (HTTP {status}"
+                    + (f", {printable(str(error))}: {printable(str(said))}" if error else "")
                     + "); does it trust the team's tokens for this client?"
                 ),
                 needs_login=False,
@@ -278,12 +275,10 @@ class _ExchangeBroker(_UserBroker):
                 needs_login=False,
             )
         for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, issuer):
-            response = await http.get(url)
-            try:
-                metadata = response.json() if response.status_code == 200 else None
-            except ValueError:
-                metadata = None
-            if isinstance(metadata, dict) and isinstance(metadata.get("token_endpoint"), str):
+            status, metadata = await _json_answer(http, "GET", url)
+            if status != 200 or not isinstance(metadata, dict):
+                continue
+            if metadata.get("issuer") == issuer and isinstance(metadata.get("token_endpoint"), str):
                 self.credentials.issuer = issuer
                 self._token_endpoint = str(metadata["token_endpoint"])
                 return self._token_endpoint
@@ -600,6 +595,30 @@ class _Flight:
     via_store: bool = False
     done: trio.Event = attrs.Factory(trio.Event)
     error: str | None = None
+
+
+#: The largest answer taken from an authorization server (token, metadata), in bytes.
+MAX_ANSWER_BYTES = 64 * 1024
+
+
+async def _json_answer(
+    http: httpx2.AsyncClient, method: str, url: str, **options: Any
+) -> tuple[int, Any]:
+    """``(status, the JSON body or None)`` of a request to an authorization server; an
+    answer over :data:`MAX_ANSWER_BYTES` is refused before it is parsed."""
+    async with http.stream(method, url, **options) as response:
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > MAX_ANSWER_BYTES:
+                raise AuthProblem(
+                    f"{printable(url)} answered with more than {MAX_ANSWER_BYTES} bytes",
+                    needs_login=False,
+                )
+    try:
+        return response.status_code, json.loads(body)
+    except ValueError:
+        return response.status_code, None
 
 
 def _state_key(state: str) -> str:
