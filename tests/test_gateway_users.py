@@ -478,8 +478,8 @@ async def test_a_per_user_call_that_never_went_out_says_nothing_was_sent(
 async def test_an_authorization_servers_answer_is_size_checked_before_it_is_parsed() -> None:
     """A token-exchange server's authorization server that answers a megabyte (its
     metadata, its token) is refused before the JSON is read; a small answer is read."""
-    from supervisor.auth._broker import AuthProblem
     from supervisor._util._serving import lifespan
+    from supervisor.auth._broker import AuthProblem
     from supervisor.auth._users import MAX_ANSWER_BYTES, _json_answer
     from supervisor.testing.servers._http import start_http
 
