@@ -131,3 +131,77 @@ async def test_a_client_that_cannot_answer_gets_its_server_the_proper_error() ->
                     said = text(await client.call_tool(tool, {}))
                     assert said.startswith(f"refused: {what} not supported: no client"), said
                     assert "session-based protocol" in said
+
+
+async def test_a_team_gateway_relays_a_question_only_to_the_caller_it_is_for() -> None:
+    """On a team gateway, a backing server's question goes to the caller whose call
+    asked it when theirs is the only call waiting on that server; while another caller's
+    call waits there too, it goes to neither (it might be the other's), and the server
+    is told why — bob is never asked alice's question."""
+    from supervisor.config._model import GatewayAuth
+    from supervisor.gateway._resource import ResourceGate
+    from supervisor.testing.servers import open_oauth_server
+    from tests.test_gateway_team import free_port, token_for
+
+    holding, released, done = trio.Event(), trio.Event(), trio.Event()
+    app = asking_app()
+
+    @app.tool()
+    async def hold() -> str:
+        holding.set()  # bob's call is waiting at the gateway: its relay entry is in
+        await released.wait()
+        return "released"
+
+    asked: list[str] = []
+
+    def answering(who: str) -> object:
+        async def elicitation(context: object, params: types.ElicitRequestParams) -> object:
+            asked.append(who)
+            return types.ElicitResult(action="accept", content={"name": who})
+
+        return elicitation
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    relay = Relay()
+    async with (
+        open_oauth_server(jwt_access_tokens=True, resources=[url]) as team,
+        open_supervisor(
+            {"mcpServers": {}}, apps={"a": app}, mode="legacy", **relay.client_options()
+        ) as sup,
+        trio.open_nursery() as nursery,
+    ):
+        gate = ResourceGate.from_config(GatewayAuth(issuer=team.issuer, resource=url))
+        gateway = Gateway(sup, relay=relay)
+        await nursery.start(gateway.run)
+        await sup.tools()
+        await nursery.start(partial(serve_http, gateway, "127.0.0.1", port, resource=gate))
+        alice_token, bob_token = token_for(team, "alice", url), token_for(team, "bob", url)
+        async with (
+            http_client(
+                url, mode="legacy", token=alice_token, elicitation_callback=answering("alice")
+            ) as alice,
+            http_client(
+                url, mode="legacy", token=bob_token, elicitation_callback=answering("bob")
+            ) as bob,
+        ):
+            with trio.fail_after(30):
+                said = text(await alice.call_tool("a_ask_user", {}))
+            assert said == "user said: accept {'name': 'alice'}" and asked == ["alice"]
+            held: list[str] = []
+
+            async def bob_waits() -> None:
+                held.append(text(await bob.call_tool("a_hold", {})))
+                done.set()
+
+            nursery.start_soon(bob_waits)
+            with trio.fail_after(30):
+                await holding.wait()
+                said = text(await alice.call_tool("a_ask_user", {}))
+            assert said.startswith("refused: Elicitation not supported now: calls of several")
+            assert asked == ["alice"]  # bob was not asked
+            released.set()
+            with trio.fail_after(30):
+                await done.wait()
+            assert held == ["released"]
+        nursery.cancel_scope.cancel()

@@ -551,7 +551,9 @@ class Gateway:
         if self.relay is None:
             return await self._answer_call(ctx, params)
         entry = self.sup.snapshot.named.get(params.name)
-        with self.relay.waiting(ctx, None if entry is None else entry.server):
+        caller = _caller(ctx)
+        server = None if entry is None else entry.server
+        with self.relay.waiting(ctx, server, None if caller is None else caller.subject):
             return await self._answer_call(ctx, params)
 
     async def _answer_call(

@@ -2,13 +2,16 @@
 the gateway's own client.
 
 A backing server asks while one of its tools runs: the request goes to the gateway
-client whose call is waiting (the most recent one, when several are), if that client
-declared the capability and its protocol lets a server ask (the session-based one: the
-2026-07-28 protocol has no server-to-client requests). Its answer goes back to the
-backing server as it is; an elicitation answer is also checked against the requested
-schema and given its defaults on the way, as for any elicitation the supervisor answers.
-Without such a client the backing server gets the error a client without the capability
-gives (``-32600``, "… not supported"), saying why.
+client whose call on that server is waiting (the most recent one, when several are), if
+that client declared the capability and its protocol lets a server ask (the
+session-based one: the 2026-07-28 protocol has no server-to-client requests). On a team
+gateway the calls waiting on a server may be different callers': the request is then
+relayed to none of them (it could be another's question), and a backing server's log
+message to none of them either; unsolicited log messages go to no team caller. The
+answer goes back to the backing server as it is; an elicitation answer is also checked
+against the requested schema and given its defaults on the way, as for any elicitation
+the supervisor answers. Without such a client the backing server gets the error a client
+without the capability gives (``-32600``, "… not supported"), saying why.
 
 The supervisor hands the backing servers' requests to :meth:`Relay.client_options`'s
 callbacks: open the supervisor with them (``open_supervisor(config,
@@ -67,7 +70,10 @@ class Relay:
     """Which gateway clients are waiting on calls, and the callbacks that ask them."""
 
     def __init__(self) -> None:
-        self._waiting: list[tuple[Any, types.RequestId | None, str | None, Any]] = []
+        #: (session, request id, server, connection, caller) of each call waiting
+        self._waiting: list[tuple[Any, types.RequestId | None, str | None, Any, str | None]] = []
+        #: the connections of a team gateway's callers: no unsolicited log goes there
+        self._callers: weakref.WeakSet[Any] = weakref.WeakSet()
         #: the log level each session-based client asked for (``logging/setLevel``), by
         #: its connection: the standalone channel its unsolicited log messages go on
         self._levels: weakref.WeakKeyDictionary[Any, types.LoggingLevel] = (
@@ -79,24 +85,39 @@ class Relay:
         ``elicitation_callback``, ``list_roots_callback`` and ``logging_callback`` (one
         per server, to say which server logged)."""
         return {
-            "sampling_callback": self.sampling,
-            "elicitation_callback": self.elicitation,
-            "list_roots_callback": self.roots,
+            "sampling_callback": per_server(self._sampling_of),
+            "elicitation_callback": per_server(self._elicitation_of),
+            "list_roots_callback": per_server(self._roots_of),
             "logging_callback": per_server(self._logging_of),
         }
 
     @contextmanager
     def waiting(
-        self, ctx: ServerRequestContext[Any, Any], server: str | None = None
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        server: str | None = None,
+        caller: str | None = None,
     ) -> Iterator[None]:
         """While the block runs, the client of ``ctx`` (a tool call, running on the
-        backing server ``server`` if known) may be asked, and hears that server's log."""
-        entry = (ctx.session, ctx.request_id, server, connection_of(ctx))
+        backing server ``server`` if known; for a team gateway's ``caller``) may be asked,
+        and hears that server's log."""
+        connection = connection_of(ctx)
+        if caller is not None and connection is not None:
+            self._callers.add(connection)
+        entry = (ctx.session, ctx.request_id, server, connection, caller)
         self._waiting.append(entry)
         try:
             yield
         finally:
             self._waiting.remove(entry)
+
+    def _on(self, server: str) -> list[tuple[Any, Any, Any, Any, Any]] | None:
+        """The calls waiting on ``server`` (or on a server not known), most recent last;
+        ``None`` when they are different team callers' (none may be told another's)."""
+        found = [entry for entry in self._waiting if entry[2] in (server, None)]
+        if len({entry[4] for entry in found}) > 1:
+            return None
+        return found
 
     # -- logging -----------------------------------------------------------------------
 
@@ -122,7 +143,10 @@ class Relay:
         does not get it; one that cannot take it is skipped."""
         logger = server if not params.logger else f"{server}/{params.logger}"
         level, rank = params.level, _RANK.get(params.level, 0)
-        for session, request_id, on, connection in reversed(self._waiting):
+        waiting = self._on(server)
+        if waiting is None:
+            return  # different callers' calls: it may be any one's
+        for session, request_id, on, connection, _ in reversed(waiting):
             if on != server:
                 continue
             asked = self._levels.get(connection)
@@ -134,14 +158,16 @@ class Relay:
                 )
             return
         for connection, asked in list(self._levels.items()):
-            if rank < _RANK[asked]:
+            if rank < _RANK[asked] or connection in self._callers:
                 continue
             with suppress(Exception), warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the capability's deprecation (2026-07-28)
                 await connection.log(level, params.data, logger)
 
-    def _client(self, capability: types.ClientCapabilities) -> tuple[Any, Any] | None:
-        for session, request_id, _, _ in reversed(self._waiting):
+    def _client(
+        self, capability: types.ClientCapabilities, waiting: list[Any]
+    ) -> tuple[Any, Any] | None:
+        for session, request_id, _, _, _ in reversed(waiting):
             if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
                 continue  # a 2026-07-28 client takes no requests from its server
             if session.check_client_capability(capability):
@@ -150,12 +176,21 @@ class Relay:
 
     async def _ask(
         self,
+        server: str,
         request: types.ServerRequest,
         result_type: type[Any],
         capability: types.ClientCapabilities,
         what: str,
     ) -> Any:
-        found = self._client(capability)
+        waiting = self._on(server)
+        if waiting is None:
+            return types.ErrorData(
+                code=types.INVALID_REQUEST,
+                message=f"{what} not supported now: calls of several of the mcp-supervisor "
+                "gateway's callers are waiting on this server, and the question may not go "
+                "to another caller than the one it is for",
+            )
+        found = self._client(capability, waiting)
         if found is None:
             return types.ErrorData(
                 code=types.INVALID_REQUEST,
@@ -177,16 +212,29 @@ class Relay:
                 message=f"the mcp-supervisor gateway's client did not answer: {exc}",
             )
 
-    async def sampling(self, context: object, params: types.CreateMessageRequestParams) -> Any:
-        """A backing server's ``sampling/createMessage``, asked of the waiting client."""
-        request = types.CreateMessageRequest(params=params)
-        return await self._ask(request, types.CreateMessageResult, _SAMPLING, "Sampling")
+    def _sampling_of(self, server: str) -> Callable[..., Coroutine[Any, Any, Any]]:
+        async def sampling(context: object, params: types.CreateMessageRequestParams) -> Any:
+            """``server``'s ``sampling/createMessage``, asked of the waiting client."""
+            request = types.CreateMessageRequest(params=params)
+            return await self._ask(
+                server, request, types.CreateMessageResult, _SAMPLING, "Sampling"
+            )
 
-    async def elicitation(self, context: object, params: types.ElicitRequestParams) -> Any:
-        """A backing server's ``elicitation/create``, asked of the waiting client."""
-        request = types.ElicitRequest(params=params)
-        return await self._ask(request, types.ElicitResult, _ELICITATION, "Elicitation")
+        return sampling
 
-    async def roots(self, context: object) -> Any:
-        """A backing server's ``roots/list``, asked of the waiting client."""
-        return await self._ask(types.ListRootsRequest(), types.ListRootsResult, _ROOTS, "Roots")
+    def _elicitation_of(self, server: str) -> Callable[..., Coroutine[Any, Any, Any]]:
+        async def elicitation(context: object, params: types.ElicitRequestParams) -> Any:
+            """``server``'s ``elicitation/create``, asked of the waiting client."""
+            request = types.ElicitRequest(params=params)
+            return await self._ask(server, request, types.ElicitResult, _ELICITATION, "Elicitation")
+
+        return elicitation
+
+    def _roots_of(self, server: str) -> Callable[..., Coroutine[Any, Any, Any]]:
+        async def roots(context: object) -> Any:
+            """``server``'s ``roots/list``, asked of the waiting client."""
+            return await self._ask(
+                server, types.ListRootsRequest(), types.ListRootsResult, _ROOTS, "Roots"
+            )
+
+        return roots
