@@ -152,7 +152,19 @@ async def test_a_team_gateway_relays_a_question_only_to_the_caller_it_is_for() -
         await released.wait()
         return "released"
 
+    @app.tool()
+    async def log_it(ctx: Context) -> str:
+        await ctx.info("a note for the caller")
+        return "logged"
+
     asked: list[str] = []
+    heard: list[str] = []
+
+    def hearing(who: str) -> object:
+        async def logged(params: types.LoggingMessageNotificationParams) -> None:
+            heard.append(f"{who}: {params.data}")
+
+        return logged
 
     def answering(who: str) -> object:
         async def elicitation(context: object, params: types.ElicitRequestParams) -> object:
@@ -179,15 +191,26 @@ async def test_a_team_gateway_relays_a_question_only_to_the_caller_it_is_for() -
         alice_token, bob_token = token_for(team, "alice", url), token_for(team, "bob", url)
         async with (
             http_client(
-                url, mode="legacy", token=alice_token, elicitation_callback=answering("alice")
+                url,
+                mode="legacy",
+                token=alice_token,
+                elicitation_callback=answering("alice"),
+                logging_callback=hearing("alice"),
             ) as alice,
             http_client(
-                url, mode="legacy", token=bob_token, elicitation_callback=answering("bob")
+                url,
+                mode="legacy",
+                token=bob_token,
+                elicitation_callback=answering("bob"),
+                logging_callback=hearing("bob"),
             ) as bob,
         ):
             with trio.fail_after(30):
                 said = text(await alice.call_tool("a_ask_user", {}))
             assert said == "user said: accept {'name': 'alice'}" and asked == ["alice"]
+            with trio.fail_after(30):
+                assert text(await alice.call_tool("a_log_it", {})) == "logged"
+            assert heard == ["alice: a note for the caller"]
             held: list[str] = []
 
             async def bob_waits() -> None:
@@ -200,6 +223,9 @@ async def test_a_team_gateway_relays_a_question_only_to_the_caller_it_is_for() -
                 said = text(await alice.call_tool("a_ask_user", {}))
             assert said.startswith("refused: Elicitation not supported now: calls of several")
             assert asked == ["alice"]  # bob was not asked
+            with trio.fail_after(30):
+                assert text(await alice.call_tool("a_log_it", {})) == "logged"
+            assert heard == ["alice: a note for the caller"]  # that log went to neither
             released.set()
             with trio.fail_after(30):
                 await done.wait()
