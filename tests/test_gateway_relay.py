@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import Any
 
 import mcp_types as types
 import pytest
@@ -188,23 +189,18 @@ async def test_a_team_gateway_relays_a_question_only_to_the_caller_it_is_for() -
         await nursery.start(gateway.run)
         await sup.tools()
         await nursery.start(partial(serve_http, gateway, "127.0.0.1", port, resource=gate))
-        alice_token, bob_token = token_for(team, "alice", url), token_for(team, "bob", url)
-        async with (
-            http_client(
+
+        def client_of(who: str) -> Any:
+            """``who``'s session-based client, answering and hearing as ``who``."""
+            return http_client(
                 url,
                 mode="legacy",
-                token=alice_token,
-                elicitation_callback=answering("alice"),
-                logging_callback=hearing("alice"),
-            ) as alice,
-            http_client(
-                url,
-                mode="legacy",
-                token=bob_token,
-                elicitation_callback=answering("bob"),
-                logging_callback=hearing("bob"),
-            ) as bob,
-        ):
+                token=token_for(team, who, url),
+                elicitation_callback=answering(who),
+                logging_callback=hearing(who),
+            )
+
+        async with client_of("alice") as alice, client_of("bob") as bob:
             with trio.fail_after(30):
                 said = text(await alice.call_tool("a_ask_user", {}))
             assert said == "user said: accept {'name': 'alice'}" and asked == ["alice"]
