@@ -73,12 +73,15 @@ def wait_until_gone(pids: set[int]) -> set[int]:
 class Cli:
     """``mcp-supervisor ARGS`` as a child process whose output is read as it comes."""
 
-    def __init__(self, *args: str, stdin: int = subprocess.DEVNULL) -> None:
+    def __init__(
+        self, *args: str, stdin: int = subprocess.DEVNULL, env: dict[str, str] | None = None
+    ) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "supervisor", *args],
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
+            env=None if env is None else {**os.environ, **env},
         )
         assert self.process.stdout is not None and self.process.stderr is not None
         self.out = b""
@@ -105,6 +108,17 @@ class Cli:
             left = deadline - time.monotonic()
             assert left > 0 and self._open, f"no {what}:\n{self.out!r}\n{self.err.decode()}"
             self._read(min(left, 1.0))
+
+    def wait_until(self, ready: Ready, what: str) -> None:
+        """Read only stderr until ``ready(self)`` (standard output left to fill up); fail
+        after :data:`READY_TIMEOUT`."""
+        deadline = time.monotonic() + READY_TIMEOUT
+        stderr = self._open - {self._stdout}
+        while not ready(self):
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {what}:\n{self.err.decode()}"
+            for fd in select.select(list(stderr), [], [], min(left, 0.05))[0]:
+                self.err += os.read(fd, 65536)
 
     def finish(self) -> int:
         """Read to the end of both pipes and return the exit code."""
@@ -313,6 +327,22 @@ class TestRun:
                 raise OSError(5, "Input/output error")
 
         assert run(command) == 129
+
+    @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=str)
+    def test_a_signal_as_the_command_ends_is_its_exit(
+        self, sig: signal.Signals, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A signal that came as the command returned, with no checkpoint left for the
+        watcher to take it (a print blocked on a full pipe, then done), is still the exit
+        — not the signal's default action, which would end the process unannounced."""
+
+        async def command() -> int:
+            os.kill(os.getpid(), sig)  # handed to trio's receiver, never taken from it
+            return 0
+
+        assert run(command) == 128 + sig
+        stopped = {"SIGTERM": "terminated", "SIGHUP": "hung up", "SIGINT": "interrupted"}
+        assert capsys.readouterr().err == f"mcp-supervisor: {stopped[sig.name]}\n"
 
     def test_an_error_without_a_signal_is_raised_as_itself(self) -> None:
         """The command's error comes out as it was raised, not in an exception group."""

@@ -244,6 +244,51 @@ async def test_cancelling_a_hung_start_is_possible(
     assert journal.of("stop") == ["a"]
 
 
+#: The tree is cancelled at the instant a child says it has started: nothing in between
+#: (the window a signal hit while a command's servers connected). Run apart: before the
+#: fix, the child was shielded where nobody would stop it, and the run never ended.
+CANCELLED_AS_IT_STARTS = """
+import trio, trio.testing
+from supervisor.actors import Actor, actor_spec, open_tree
+
+class Child(Actor):
+    async def init(self):
+        scope.cancel()  # no checkpoint after this: started() comes next
+
+    async def handle(self, message):
+        return message
+
+async def main():
+    global scope
+    other = actor_spec("other", Child)
+    with trio.CancelScope() as scope:
+        async with open_tree([actor_spec("first", lambda: Actor()), other]):
+            raise AssertionError("the tree must not report started")
+    print("ended", scope.cancelled_caught)
+
+trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+"""
+
+
+def test_a_start_cancelled_as_the_child_says_it_started_ends() -> None:
+    """A child that says it started after its start was cancelled is cancelled with it,
+    not shielded: the tree ends instead of waiting for ever."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", CANCELLED_AS_IT_STARTS],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the tree never ended: a child started as it was cancelled was shielded")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ended", "True"]
+
+
 # -- intensity ---------------------------------------------------------------------------
 
 

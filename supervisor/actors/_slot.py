@@ -63,19 +63,30 @@ class StartedStatus:
     Until then outside cancellation reaches it (a hung start can be cancelled); from
     then on its scope is shielded, so even a cancelled supervisor stops its children
     itself, each gracefully first.
+
+    A child that says it started after its start was cancelled has not started: trio
+    leaves such a task in ``nursery.start()``'s own nursery, to be cancelled there, and
+    ``start()`` waits for it to end. It is not shielded then (a shielded child nobody
+    will stop would keep ``start()`` waiting for ever) and :attr:`started_ok` stays false.
     """
 
-    __slots__ = ("_inner", "_scope", "_slot", "started_ok")
+    __slots__ = ("_inner", "_scope", "_slot", "_task", "started_ok")
 
     def __init__(self, inner: trio.TaskStatus[None], scope: trio.CancelScope, slot: Slot) -> None:
         self._inner = inner
         self._scope = scope
         self._slot = slot
+        #: the child's task, which ``started()`` moves into the supervisor's nursery
+        self._task = trio.lowlevel.current_task()
         self.started_ok = False
 
     def started(self, value: None = None) -> None:
+        task = self._task
+        waiting_in = task.parent_nursery
+        self._inner.started()
+        if task.parent_nursery is waiting_in and self._inner is not trio.TASK_STATUS_IGNORED:
+            return  # the start was cancelled: see the class's docstring
         self.started_ok = True
         self._scope.shield = True
         self._slot.state = ChildState.RUNNING
         self._slot.started_at = trio.current_time()
-        self._inner.started()

@@ -150,13 +150,32 @@ def run(command: Callable[..., Awaitable[int]], *args: object) -> int:
     """
     import trio
 
-    caught: list[signal.Signals] = []
-    code = trio.run(_stoppable, command, args, caught)
+    caught: list[signal.Signals] = []  # the signal that stopped the command
+    unheard: list[signal.Signals] = []  # those trio's receiver was not there to take
+
+    def not_listening(signum: int, frame: object) -> None:
+        # Before the watcher listens, or as it stops: trio raises again the signals its
+        # receiver still held when it closed. Not the signal's default action (which
+        # would end this process with the servers still running), but noted.
+        unheard.append(signal.Signals(signum))
+
+    previous = {signum: signal.signal(signum, not_listening) for signum in STOP_SIGNALS}
+    try:
+        code = trio.run(_stoppable, command, args, caught, unheard)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if unheard and not caught:  # it came as the command ended: nothing left to stop
+        caught.append(unheard[0])
+        say(f"mcp-supervisor: {_STOPPED[caught[0]]}")
     return 128 + caught[0] if caught else code
 
 
 async def _stoppable(
-    command: Callable[..., Awaitable[int]], args: Sequence[object], caught: list[signal.Signals]
+    command: Callable[..., Awaitable[int]],
+    args: Sequence[object],
+    caught: list[signal.Signals],
+    unheard: list[signal.Signals],
 ) -> int:
     import trio
 
@@ -164,7 +183,7 @@ async def _stoppable(
     error: Exception | None = None
     async with trio.open_nursery() as nursery:
         scope = trio.CancelScope()
-        await nursery.start(_stop_on_signal, scope, caught)
+        await nursery.start(_stop_on_signal, scope, caught, unheard)
         try:
             with scope:  # takes the cancellations it caused out of any error group
                 code = await command(*args)
@@ -181,15 +200,21 @@ async def _stoppable(
 async def _stop_on_signal(
     scope: trio.CancelScope,
     caught: list[signal.Signals],
+    unheard: list[signal.Signals],
     *,
     task_status: trio.TaskStatus[None],
 ) -> None:
-    """Cancel ``scope`` at the first of :data:`STOP_SIGNALS`, noting it in ``caught``;
-    listen (and only say so) until cancelled."""
+    """Cancel ``scope`` at the first of :data:`STOP_SIGNALS` (one that came before this
+    listened included), noting it in ``caught``; listen (and only say so) until
+    cancelled."""
     import trio
 
     with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
         task_status.started()
+        for signum in unheard[:1]:
+            caught.append(signum)
+            say(f"mcp-supervisor: {_STOPPED[signum]}, stopping the servers")
+            scope.cancel()
         async for signum in signals:
             if caught:
                 say("mcp-supervisor: still stopping the servers")
