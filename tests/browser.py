@@ -105,6 +105,25 @@ def find_chromium(executable: str | None = None) -> str:
     return path
 
 
+#: Set (CI sets it to 1) when the Chromium tests must run: without Chromium they then fail
+#: instead of being skipped.
+REQUIRE_BROWSER = "MCP_SUPERVISOR_REQUIRE_BROWSER"
+
+
+def chromium_or_skip(executable: str | None = None) -> str:
+    """The Chromium a browser test runs (:func:`find_chromium`). Without one the test is
+    skipped, saying how to install it; with ``$MCP_SUPERVISOR_REQUIRE_BROWSER`` set (not
+    ``0``) it fails instead."""
+    import pytest
+
+    try:
+        return find_chromium(executable)
+    except BrowserNotFound as exc:
+        if os.environ.get(REQUIRE_BROWSER, "") not in ("", "0"):
+            pytest.fail(f"{exc}; ${REQUIRE_BROWSER} is set: the browser tests must run")
+        pytest.skip(str(exc))
+
+
 @asynccontextmanager
 async def open_browser(
     executable: str | None = None,

@@ -16,6 +16,36 @@ def journal() -> Journal:
     return Journal()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[object]:
+    """A trio test skipped from inside (``pytest.skip(reason)`` in its body) is reported
+    with its reason: pytest-trio 0.8 raises a bare ``pytest.skip()`` in its place, so the
+    summary said only "Skipped", not what is missing and how to install it."""
+    try:
+        return (yield)
+    except pytest.skip.Exception as exc:
+        raise _said(exc) from None
+
+
+def _said(skip: pytest.skip.Exception) -> BaseException:
+    """The skip pytest-trio replaced ``skip`` for (found in the group ``skip`` was raised
+    while handling), or ``skip`` itself."""
+    group = skip.__context__
+    if skip.msg or not isinstance(group, BaseExceptionGroup):
+        return skip
+    leaves: list[BaseException] = []
+    queue: list[BaseException] = [group]
+    while queue:
+        error = queue.pop()
+        if isinstance(error, BaseExceptionGroup):
+            queue.extend(error.exceptions)
+        else:
+            leaves.append(error)
+    if len(leaves) == 1 and isinstance(leaves[0], pytest.skip.Exception):
+        return leaves[0]
+    return skip
+
+
 @pytest.fixture(autouse=True)
 def _logging_left_as_found() -> Iterator[None]:
     """Each test leaves logging as it found it: a test running the CLI in process

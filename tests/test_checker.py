@@ -66,7 +66,7 @@ from supervisor.testing.servers import (
     stdio_params,
 )
 
-from .browser import open_browser
+from .browser import chromium_or_skip, open_browser
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -565,6 +565,7 @@ async def test_the_html_report_in_chromium_has_a_timeline_per_server(
 ) -> None:
     """Self-contained (no script, nothing fetched), escaped, readable: the verdict on
     top, one timeline per server with its state bands, its faults and its calls."""
+    chromium = chromium_or_skip()
     faults = faults_of(run)
     verdict = check(run.history, executions=executions_by_call(run.count_file), faults=faults)
     page = write_html(tmp_path / "report.html", verdict, run.history, faults=faults)
@@ -573,7 +574,7 @@ async def test_the_html_report_in_chromium_has_a_timeline_per_server(
         'xmlns="http://www.w3.org/2000/svg"', ""
     )
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in text
-    async with open_browser(width=1280, height=900) as browser:
+    async with open_browser(chromium, width=1280, height=900) as browser:
         tab = await browser.new_page()
         await tab.navigate(page.as_uri())
         await tab.wait_for("document.querySelector('footer')")

@@ -30,8 +30,8 @@ from supervisor.testing.servers import open_oauth_server, stdio_params
 
 from .browser import (
     CHROMIUM_FLAGS,
-    BrowserNotFound,
-    find_chromium,
+    REQUIRE_BROWSER,
+    chromium_or_skip,
     open_browser,
 )
 from .probes import until
@@ -777,22 +777,6 @@ async def server_pids(info: DashboardInfo) -> dict[str, int | None]:
 
 
 # ------------------------------------------------------------------ real Chromium
-
-#: Set (CI sets it to 1) when the Chromium tests must run: without Chromium they then fail
-#: instead of being skipped.
-REQUIRE_BROWSER = "MCP_SUPERVISOR_REQUIRE_BROWSER"
-
-
-def chromium_or_skip(executable: str | None = None) -> str:
-    """The Chromium a browser test runs (:func:`find_chromium`). Without one the test is
-    skipped, saying how to install it; with ``$MCP_SUPERVISOR_REQUIRE_BROWSER`` set (not
-    ``0``) it fails instead."""
-    try:
-        return find_chromium(executable)
-    except BrowserNotFound as exc:
-        if os.environ.get(REQUIRE_BROWSER, "") not in ("", "0"):
-            pytest.fail(f"{exc}; ${REQUIRE_BROWSER} is set: the browser tests must run")
-        pytest.skip(str(exc))
 
 
 @pytest.fixture

@@ -18,14 +18,13 @@ turn seeing the tools the framework offered it and what the last call answered:
 The loop carries on through all of it, every call goes through the supervisor's gate
 (the call history records each as ok, failed or indefinite), and leaving the block
 leaves no server process. The frameworks are the ``.[interop]`` extra; without them a
-test is skipped, unless ``$MCP_SUPERVISOR_REQUIRE_INTEROP`` is set (CI sets it).
+test is skipped, unless ``$MCP_SUPERVISOR_REQUIRE_INTEROP`` is set (see ``tests/extras.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import json
 import os
 import re
@@ -44,26 +43,17 @@ from supervisor.testing.servers import stdio_params
 from tests.test_asyncio import gone
 from tests.test_gateway_fidelity import REFERENCE
 
+from .extras import require
+
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT = 60.0
-REQUIRE = "MCP_SUPERVISOR_REQUIRE_INTEROP"
 #: What the model reads of each kind of failure.
 MAY_HAVE_RUN = "may have taken effect"
 CHECK = "Check its effect before calling it again."
 NOT_MADE = "The call was not made"
 FIX = "correct the arguments and call it again"
-
-
-def require(module: str, extra: str) -> None:
-    """Skip the test when ``module`` is not installed — fail it instead when
-    ``$MCP_SUPERVISOR_REQUIRE_INTEROP`` is set."""
-    if importlib.util.find_spec(module) is None:
-        message = f"{module} is not installed (pip install -e '.[{extra}]')"
-        if os.environ.get(REQUIRE):
-            pytest.fail(f"{message}, and ${REQUIRE} is set")
-        pytest.skip(message)
 
 
 def config() -> dict[str, object]:

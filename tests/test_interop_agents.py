@@ -35,6 +35,8 @@ import pytest
 
 from supervisor.testing.servers import stdio_params
 
+from .extras import require
+
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "interop-gateway-token-0123456789"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
@@ -167,17 +169,6 @@ def running_gateway(tmp_path: Path) -> Iterator[Gateway]:
         shutil.rmtree(runtime, ignore_errors=True)
 
 
-def installed(module: str, package: str) -> None:
-    """Skip the test, before starting anything, when ``module`` is not installed (the test
-    imports it while its gateway starts) — fail it when ``$MCP_SUPERVISOR_REQUIRE_INTEROP``
-    is set (CI installs the extra)."""
-    if importlib.util.find_spec(module) is None:
-        message = f"{package} is not installed (pip install -e '.[interop]')"
-        if os.environ.get("MCP_SUPERVISOR_REQUIRE_INTEROP"):
-            pytest.fail(f"{message}, and $MCP_SUPERVISOR_REQUIRE_INTEROP is set")
-        pytest.skip(message)
-
-
 def run_snippet_here(imports: str, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run the docs' snippet in this process (it calls ``asyncio.run`` itself)."""
     monkeypatch.setenv("MCP_SUPERVISOR_GATEWAY_TOKEN", TOKEN)
@@ -197,7 +188,7 @@ def test_the_openai_agents_sdk_lists_and_calls_through_the_gateway(
     """The Agents SDK's ``MCPServerStreamableHttp`` with the token header lists the merged
     tools and calls one, as the docs' snippet shows; a call the gateway refuses comes back
     as a result with ``is_error`` and the gateway's reason, text and data."""
-    installed("agents", "openai-agents")
+    require("agents", "interop")  # before starting anything: imported while the gateway runs
 
     async def main(url: str) -> tuple[list[Any], Any]:
         gateway = agents_mcp.MCPServerStreamableHttp(
@@ -225,7 +216,7 @@ def test_pydantic_ai_lists_and_calls_through_the_gateway(
     """PydanticAI's ``MCPToolset`` with the token header lists the merged tools and calls
     one, as the docs' snippet shows; a call the gateway refuses raises ``ModelRetry`` with
     the gateway's reason, which PydanticAI hands back to the model."""
-    installed("pydantic_ai", "pydantic-ai-slim[mcp]")
+    require("pydantic_ai", "interop")
 
     async def main(url: str) -> list[Any]:
         from pydantic_ai.exceptions import ModelRetry
