@@ -15,6 +15,10 @@ imported from it when first used (so ``import supervisor`` itself loads almost n
 - :mod:`supervisor.monitor` — the status table, metrics (:class:`ServerMetrics`), the
   Prometheus text and the session summary (:class:`SessionSummary`);
 - :mod:`supervisor.log` — structlog configuration and secret redaction.
+
+supervisord also imports as ``supervisor``: installed in the same environment, the two
+overwrite each other's files, and importing this package says so on standard error
+(:mod:`supervisor._clash`).
 """
 
 from __future__ import annotations
@@ -66,3 +70,17 @@ if TYPE_CHECKING:
 
 
 __getattr__, __dir__ = attach(__name__)
+
+
+def _beside_supervisord() -> None:
+    """Say so if supervisord's package shares this folder (one ``stat``)."""
+    from os.path import dirname, exists, join  # loaded with the interpreter
+
+    supervisord = join(dirname(__file__), "supervisord.py")
+    if exists(supervisord):
+        from ._clash import say_supervisord
+
+        say_supervisord(supervisord)
+
+
+_beside_supervisord()

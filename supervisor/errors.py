@@ -588,14 +588,18 @@ class ToolArgumentsInvalid(SupervisorError, ValueError):
     """The arguments of a call do not match the tool's ``inputSchema``; the call was not sent.
 
     ``errors`` lists ``(path, message)`` pairs in path order, ``path`` being a JSON path
-    such as ``labels[0].name`` or ``(root)``. The message names the tool, then one error per
-    line::
+    such as ``labels[0].name`` or ``(root)``; ``server`` names the tool's server (``None``
+    when the tool is no server's, such as the gateway's own meta-tools). The message names
+    the tool, then one error per line::
 
         tool 'github_create_issue': title: 42 is not of type 'string'
     """
 
-    def __init__(self, tool: str, errors: Iterable[tuple[str, str]]) -> None:
+    def __init__(
+        self, tool: str, errors: Iterable[tuple[str, str]], *, server: str | None = None
+    ) -> None:
         self.tool = tool
+        self.server = server
         self.errors: list[tuple[str, str]] = list(errors)
         super().__init__(_tool_errors_message(tool, self.errors, "invalid arguments"))
 
@@ -603,11 +607,15 @@ class ToolArgumentsInvalid(SupervisorError, ValueError):
 class ToolOutputInvalid(SupervisorError):
     """A result's ``structuredContent`` does not match the tool's ``outputSchema``.
 
-    ``tool`` and ``errors`` are as for :class:`ToolArgumentsInvalid`. The tool did run.
+    ``tool``, ``errors`` and ``server`` are as for :class:`ToolArgumentsInvalid`. The
+    tool did run.
     """
 
-    def __init__(self, tool: str, errors: Iterable[tuple[str, str]]) -> None:
+    def __init__(
+        self, tool: str, errors: Iterable[tuple[str, str]], *, server: str | None = None
+    ) -> None:
         self.tool = tool
+        self.server = server
         self.errors: list[tuple[str, str]] = list(errors)
         super().__init__(_tool_errors_message(tool, self.errors, "invalid structured output"))
 

@@ -1,6 +1,6 @@
 """A stdlib-only stdio MCP server that meets the ``server/discover`` probe as mcp 1.x does.
 
-Usage: ``python mcp1_server.py [--warn TEXT] [--say-at-list TEXT]``.
+Usage: ``python mcp1_server.py [--warn TEXT] [--say-at-list TEXT] [--levels PATH]``.
 
 An mcp 1.x (Python) server does not know ``server/discover``: it logs a pydantic
 validation error for it on stderr and answers ``-32602 Invalid request parameters``; the
@@ -14,6 +14,8 @@ version asked for and a ``tools`` capability, ``tools/list`` with one tool ``add
 a server that warns of a missing setting while it starts, by when the probe is already in
 its stdin. ``--say-at-list TEXT`` writes TEXT on stderr just before answering
 ``tools/list`` (so a client that has its tools has the line in the pipe).
+``--levels PATH`` declares the ``logging`` capability, as mcp 1.x servers commonly do, and
+answers each ``logging/setLevel`` once it has appended the level asked for (a line) to PATH.
 It serves until stdin closes.
 """
 
@@ -45,6 +47,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--warn")
     parser.add_argument("--say-at-list")
+    parser.add_argument("--levels")
     args = parser.parse_args(argv)
     warned = args.warn is None
     for line in sys.stdin.buffer:
@@ -62,11 +65,18 @@ def main(argv: list[str]) -> int:
             error = {"code": INVALID_PARAMS, "message": "Invalid request parameters", "data": ""}
             reply["error"] = error
         elif method == "initialize":
+            capabilities: dict[str, object] = {"experimental": {}, "tools": {"listChanged": False}}
+            if args.levels is not None:
+                capabilities["logging"] = {}
             reply["result"] = {
                 "protocolVersion": params.get("protocolVersion", "2025-06-18"),
-                "capabilities": {"experimental": {}, "tools": {"listChanged": False}},
+                "capabilities": capabilities,
                 "serverInfo": {"name": "mcp1-like", "version": "1.30.0"},
             }
+        elif method == "logging/setLevel" and args.levels is not None:
+            with open(args.levels, "a", encoding="utf-8") as levels:
+                levels.write(f"{params.get('level')}\n")
+            reply["result"] = {}
         elif method == "tools/list":
             if args.say_at_list is not None:
                 say(args.say_at_list)

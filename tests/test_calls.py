@@ -69,6 +69,7 @@ async def test_results_are_normalised(tmp_path: Path) -> None:
         with pytest.raises(ToolOutputInvalid) as bad:
             await sup.call("r_structured_bad")
         assert bad.value.errors == [("count", "'three' is not of type 'integer'")]
+        assert bad.value.tool == "r_structured_bad" and bad.value.server == "r"
 
         with pytest.raises(ToolError) as failed:
             await sup.call("r_fail", {"message": "no such note"})
@@ -114,7 +115,7 @@ async def test_invalid_arguments_never_reach_the_server(tmp_path: Path) -> None:
     async with open_supervisor({"mcpServers": {"r": rich(runs, approve=False)}}) as sup:
         with pytest.raises(ToolArgumentsInvalid) as wrong:
             await sup.call("r_big_text", {"kib": "lots"})
-        assert wrong.value.tool == "r_big_text"
+        assert wrong.value.tool == "r_big_text" and wrong.value.server == "r"
         assert wrong.value.errors == [("kib", "'lots' is not of type 'integer'")]
         assert str(wrong.value) == "tool 'r_big_text': kib: 'lots' is not of type 'integer'"
         with pytest.raises(ToolArgumentsInvalid, match="'message' is a required property"):

@@ -118,7 +118,7 @@ def test_demo_recovers_a_killed_stdio_server_and_a_lost_http_server() -> None:
         r"calc_add\(a=2, b=40\) sent$",
         r"calc +mcp\.error +#1, retry in 0\.(1[6-9]|20) s",  # 0.2 s, jittered by up to 20%
         r"calc +supervisor\.child\.restarted +restart 1",
-        r"calc +mcp\.connecting +attempt 1 of 5",
+        r"calc +mcp\.connecting +attempt 2 of 6",  # the try after 1 failure; 1 + 5 retries
         r"calc +mcp\.local\.spawned +pid \d+",
         r"calc +mcp\.connected +4 tools",
         r"calc +mcp\.health\.recovered +back after [\d.]+ s down",

@@ -32,7 +32,12 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_resources_lists_resources_and_templates(config: str) -> None:
+def test_resources_lists_resources_and_templates(
+    config: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """resources lists each resource and template; piped, its lines are whole, however
+    narrow ``$COLUMNS`` says the terminal is."""
+    monkeypatch.setenv("COLUMNS", "30")
     done = run("resources", "--config", config, "--json")
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
@@ -41,6 +46,7 @@ def test_resources_lists_resources_and_templates(config: str) -> None:
     assert [t["uri_template"] for t in document["templates"]] == ["note://{title}"]
     table = run("resources", "--config", config).stdout.splitlines()
     assert table[0].split() == ["uri", "server", "type", "description"]
+    assert table[3] == "note://{title}  rich    text/plain  (template)"
     assert table[-1] == "2 resources and 1 template"
 
 

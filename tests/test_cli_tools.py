@@ -117,9 +117,11 @@ def test_tools_search_lists_only_the_matches(tmp_path: pathlib.Path) -> None:
     assert set(tools[0]) == ENTRY_KEYS and tools[0]["input_schema"]["required"] == ["a", "b"]
 
 
-def test_tools_table_and_footer(tmp_path: pathlib.Path) -> None:
+def test_tools_table_and_footer(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """tools prints a table of name, server and description, and a footer counting tools
-    and servers and naming the ones not connected (whose errors go to stderr)."""
+    and servers and naming the ones not connected (whose errors go to stderr). Piped, its
+    lines are whole, however narrow ``$COLUMNS`` says the terminal is."""
+    monkeypatch.setenv("COLUMNS", "30")
     config = write_config(
         tmp_path, {"alpha": fixture("echo"), "broken": fixture("exit-on-start", maxRestarts=0)}
     )

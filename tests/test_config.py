@@ -19,6 +19,7 @@ from supervisor.actors import Backoff, Intensity, Strategy, SupervisorError
 from supervisor.config import Config, ConfigError, FieldError, ServerType, load_config
 from supervisor.config._load import inspect_config
 from supervisor.config._model import DEFAULT_MAX_CONFIG_BYTES, AuthConfig
+from supervisor.config._secrets import command_line
 
 SECRET = "ghp_s3cr3t-t0ken-value"
 
@@ -464,6 +465,41 @@ class TestExpansion:
             {"mcpServers": {"s": {"url": "https://h", "auth": {"clientSecret": "${S}"}}}}
         )
         assert line.startswith("mcpServers.s.auth.clientSecret: ${...} is not expanded here")
+        assert line.endswith("name the variable: clientSecretEnv")
+
+    def test_a_client_secret_is_read_from_the_file_or_variable_it_names(
+        self, tmp_path: Path
+    ) -> None:
+        """``clientSecretFile`` (relative to the config) and ``clientSecretEnv`` give a
+        server's client secret when the config loads — a secret like one written in it;
+        one that cannot be read makes that server invalid, naming where it looked and
+        never a value; two ways at once are refused."""
+        (tmp_path / "docs.secret").write_text("from-the-file\n")
+        grant = {"grant": "client_credentials", "clientId": "me"}
+        servers = {
+            "file": {"url": "https://a/mcp", "auth": {**grant, "clientSecretFile": "docs.secret"}},
+            "env": {"url": "https://b/mcp", "auth": {**grant, "clientSecretEnv": "B_SECRET"}},
+            "unset": {"url": "https://c/mcp", "auth": {**grant, "clientSecretEnv": "C_SECRET"}},
+        }
+        path = tmp_path / "mcp.json"
+        path.write_text(json.dumps({"mcpServers": servers}))
+        config = load_config(path, environ={"B_SECRET": "from-the-env"})
+        loaded = config.servers
+        assert loaded["file"].auth is not None and loaded["env"].auth is not None
+        assert loaded["file"].auth.client_secret == "from-the-file"
+        assert loaded["env"].auth.client_secret == "from-the-env"
+        assert [str(e) for e in loaded["unset"].errors] == [
+            "mcpServers.unset.auth.clientSecretEnv: the client secret: environment "
+            "variable C_SECRET is not set"
+        ]
+        assert sorted(config.secrets()) == ["from-the-env", "from-the-file"]
+        assert "from-the-env" not in repr(loaded["env"])
+        both = {"s": {"url": "https://h", "auth": {**grant, "clientSecret": "x",
+                                                   "clientSecretEnv": "B_SECRET"}}}  # fmt: skip
+        assert errors_of({"mcpServers": both}) == [
+            "mcpServers.s.auth: sets clientSecret and clientSecretEnv: the client secret is "
+            "given once"
+        ]
 
     def test_malformed_references_are_structural_errors(self) -> None:
         """An unterminated, nested or unsupported ${...} makes load_config raise."""
@@ -817,7 +853,7 @@ class TestErrors:
             }
         ) == [
             "mcpServers.a.auth: the client_credentials grant needs clientId, and clientSecret "
-            "or privateKeyFile",
+            "(or clientSecretFile, clientSecretEnv) or privateKeyFile",
             "mcpServers.b.auth.redirectUri: must be an http:// URL on a loopback host "
             "(127.0.0.1, localhost or [::1])",
             "mcpServers.b.auth.callbackPort: must be a port number, 1-65535",
@@ -890,7 +926,8 @@ class TestErrors:
             "mcpServers.c.auth.clientMetadataUrl: must be an https:// URL with a path (a "
             "client ID metadata document)",
             "mcpServers.c.auth.account: must not be empty",
-            "mcpServers.d.auth: the identity_assertion grant needs clientId and clientSecret",
+            "mcpServers.d.auth: the identity_assertion grant needs clientId and clientSecret "
+            "(or clientSecretFile, clientSecretEnv)",
             'mcpServers.d.auth: the identity_assertion grant needs "idp" (the identity provider)',
             'mcpServers.e.auth.idp: has a client secret, and tokenEndpointAuthMethod "none" (a '
             "public client, which has none): drop one of them",
@@ -1093,9 +1130,9 @@ class TestToolNames:
 
 class TestSecrets:
     def test_secrets_are_collected_and_redacted_while_held(self) -> None:
-        """Header values, long or secret-named env values, secret query parameters and
-        option values, and client secrets are secrets; short plain values are not. Loading
-        registers none of them: a redaction scope (open_supervisor's) holds them."""
+        """Header values, secret-named env values, secret query parameters and option
+        values, and client secrets are secrets; other values, short or long, are not.
+        Loading registers none of them: a redaction scope (open_supervisor's) holds them."""
         config = one(
             {
                 "mcpServers": {
@@ -1115,7 +1152,6 @@ class TestSecrets:
         expected = {
             "argsecret1",
             "short",
-            "12345678",
             "querysecret",
             f"Bearer {SECRET}",
             SECRET,
@@ -1128,7 +1164,92 @@ class TestSecrets:
                 assert secret in log.redactor
             assert log.redact(f"token={SECRET}") == "token=***"
         assert "info" not in config.secrets() and "8080" not in config.secrets()
+        assert "12345678" not in config.secrets()  # long, but nothing says it is secret
         assert log.redact(f"token={SECRET}") == f"token={SECRET}"  # released
+
+    def test_a_path_or_a_setting_is_no_secret(self) -> None:
+        """A value is secret by its name, never by its length: one server's long ``env``
+        path (``GIT_BASE_DIR``, ``HOME``) is not registered, so another server's argument
+        that contains it is shown whole; a secret-named value still is registered."""
+        config = one(
+            {
+                "mcpServers": {
+                    "git": {
+                        "command": "uvx",
+                        "args": ["mcp-server-git"],
+                        "env": {
+                            "GIT_BASE_DIR": "/home/me/projects/ws",
+                            "HOME": "/home/me",
+                            "LOG_FORMAT": "json-lines",
+                            "GITLAB_TOKEN": "glpat-s3cret-value",
+                        },
+                    },
+                    "sqlite": {
+                        "command": "npx",
+                        "args": ["-y", "mcp-sqlite", "/home/me/projects/ws/shop.db"],
+                    },
+                }
+            }
+        )
+        assert config.secrets() == ["glpat-s3cret-value"]
+        with log.redacting(config.secrets()):
+            shown = log.redact(command_line(config.servers["sqlite"]))
+            assert shown == "npx -y mcp-sqlite /home/me/projects/ws/shop.db"
+            assert log.redact("token glpat-s3cret-value") == "token ***"
+
+    def test_what_a_secret_named_variable_expanded_to_is_a_secret(self) -> None:
+        """``${NAME}`` with a secret-looking name makes its value a secret wherever it is
+        expanded — an argument of no secret-looking option, an env value of a plain name,
+        a URL's path, with its default too — masked in the command line and ``repr()``;
+        a plain variable's value (a path) is not. So is a URL's password in an argument or
+        an env value."""
+        environ = {"DB_PASSWORD": "hunter2-pw", "ACCESS_TOKEN": "tok-in-path", "DATA": "/srv/d"}
+        dsn = "postgres://me:dsn-pw-1@db/app"
+        config = one(
+            {
+                "mcpServers": {
+                    "db": {
+                        "command": "db-mcp",
+                        "args": ["--db", "${DB_PASSWORD}", "--dir", "${DATA}", "--dsn=" + dsn],
+                        "env": {
+                            "CONN": "${DB_PASSWORD}",
+                            "FALLBACK": "${MISSING_SECRET:-default-secret}",
+                            "DATABASE_URL": "mysql://u:env-pw-22@h:3306/x",
+                        },
+                    },
+                    "api": {"url": "https://h/mcp/${ACCESS_TOKEN}/sse"},
+                }
+            },
+            environ=environ,
+        )
+        secrets = config.secrets()
+        for secret in ("hunter2-pw", "tok-in-path", "default-secret", "dsn-pw-1", "env-pw-22"):
+            assert secret in secrets
+        assert "/srv/d" not in secrets
+        db = config.servers["db"]
+        assert db.secret_values == ("hunter2-pw", "default-secret")
+        assert command_line(db) == "db-mcp --db *** --dir /srv/d --dsn=postgres://me:***@db/app"
+        for text in (repr(db), repr(config.servers["api"])):
+            for secret in secrets:
+                assert secret not in text
+        assert "secret_values=('***', '***')" in repr(db)
+
+    def test_what_add_asked_for_without_echo_is_a_secret(self, tmp_path: Path) -> None:
+        """The values in an env file of ``.mcp-supervisor/`` (where ``add --env KEY``
+        keeps what it asked for without echo) are secrets whatever their names; another
+        env file's values are secret by name only."""
+        (tmp_path / ".mcp-supervisor").mkdir()
+        (tmp_path / ".mcp-supervisor" / "db.env").write_text("CONN=typed-unseen-1\n")
+        (tmp_path / "plain.env").write_text("DATA_DIR=/srv/data\nAPI_KEY=named-secret\n")
+        servers = {
+            "db": {"command": "db-mcp", "envFile": ".mcp-supervisor/db.env"},
+            "fs": {"command": "fs-mcp", "envFile": "plain.env"},
+        }
+        path = tmp_path / "mcp.json"
+        path.write_text(json.dumps({"mcpServers": servers}))
+        config = load_config(path)
+        assert config.servers["db"].env == {"CONN": "typed-unseen-1"}
+        assert sorted(config.secrets()) == ["named-secret", "typed-unseen-1"]
 
     def test_repr_and_str_mask_secrets(self) -> None:
         """repr() and str() of a config never show env or header values or other secrets."""
@@ -1503,3 +1624,56 @@ class TestCheckCommand:
         invalid = run_check("--config", str(path))
         assert invalid.returncode == 2
         assert "invalid JSON at line 1, column 17" in invalid.stderr
+
+
+def test_only_secrets_are_masked_by_check_list_and_status(tmp_path: Path) -> None:
+    """One server's ``env`` path (``GIT_BASE_DIR``) masks nothing of another server: the
+    other's path argument is shown whole by ``check``, ``list``, ``status`` and their
+    ``--json``; a secret-named env value (found again in an argument) and a
+    ``${DB_PASSWORD}`` expansion are masked in all of them."""
+    from supervisor.testing.servers import stdio_params
+
+    workspace = tmp_path / "projects" / "ws"
+    command, args = stdio_params("echo", count_file=workspace / "shop.db")
+    token, password = "glpat-0123456789abcdef", "hunter2-correct-horse"
+    git_command, git_args = stdio_params("echo")
+    path = write(
+        tmp_path / "mcp.json",
+        {
+            "mcpServers": {
+                "git": {
+                    "command": git_command,
+                    "args": git_args,
+                    "env": {"GIT_BASE_DIR": str(workspace), "GITLAB_TOKEN": token},
+                },
+                "sqlite": {"command": command, "args": args},
+                "vault": {
+                    "command": sys.executable,
+                    "args": ["-c", "pass", "--db", "${DB_PASSWORD}", f"--label={token}"],
+                    "disabled": True,
+                },
+            },
+            "supervisor": {"initTimeout": 60},
+        },
+    )
+    environ = {**os.environ, "DB_PASSWORD": password}
+    shown = f"-m supervisor.testing.servers echo --count-file {workspace / 'shop.db'}"
+    outputs = []
+    for command_args in (["check"], ["list"], ["status"]):
+        for json_flag in ([], ["--json"]):
+            done = subprocess.run(
+                [sys.executable, "-m", "supervisor", *command_args, "--config", str(path)]
+                + json_flag,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                env=environ,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+            assert done.returncode == 0, (command_args, done.stderr)
+            assert shown in done.stdout, (command_args, json_flag, done.stdout)
+            assert "--db *** --label=***" in done.stdout, (command_args, done.stdout)
+            outputs.append(done.stdout + done.stderr)
+    for output in outputs:
+        assert token not in output and password not in output

@@ -12,7 +12,10 @@ How a page states what an example prints, and how each is checked:
   ``SESSIONS`` sets up to match the page (the config the page describes, a ``python3``
   that is this interpreter); its standard output and error together are compared;
 - any other ```text (or unmarked) block is in ``BLOCKS``, which says how it is checked —
-  as lines of an example's output, by a check of its own — or why it is not (a diagram).
+  as lines of an example's output, by a check of its own — or why it is not (a diagram);
+- a ```json block is a config, a part of one (a server's entry, the ``supervisor``
+  section) or a fault plan, and loads as written with the real loader — or
+  ``NOT_CONFIGS`` says what else it is (a meta-tool's answer, a command's output).
 
 Parts of an output that differ from run to run (pids, ports, times, jitter, paths) are
 written on the page as a representative run printed them, and matched by the patterns
@@ -626,7 +629,7 @@ BLOCKS: dict[tuple[str, str], Exempt | OutputOf | Check] = {
     ),
     ("servers.md", "first call            handshake done"): Exempt("a diagram"),
     ("servers.md", "server actor fails ──► tree"): Exempt("a diagram"),
-    ("servers.md", "MCP server 'jira' is unavailable after 2 attempts; last error"): OutputOf(
+    ("servers.md", "MCP server 'jira' is unavailable after 3 attempts; last error"): OutputOf(
         "servers.md#2", volatile=(r"pid[ =]\d+",)
     ),
     ("supervision.md", "root = open_tree(tree"): Exempt("a diagram"),
@@ -981,3 +984,109 @@ def _wrong_mentions(text: str) -> list[str]:
             if option.startswith("--") and option not in parsers[command]:
                 wrong.append(f"{command} has no option {option} ({span!r})")
     return wrong
+
+
+# -- config examples ----------------------------------------------------------------------
+
+#: ```json blocks that are not a config, by page and a text only that block contains: what
+#: each is instead. Every other ```json block is loaded by ``test_a_config_example_loads``.
+NOT_CONFIGS: dict[tuple[str, str], str] = {
+    ("gateway.md", '{"type": "ServerUnavailable"'): "a failed call's _meta, as data",
+    ("gateway.md", '{"name": "list"'): "a tool_search meta-tool call's params",
+    ("gateway.md", '"lastError": "MCP server'): "the list meta-tool's answer",
+    ("gateway.md", '{"name": "search"'): "a tool_search meta-tool call's params",
+    ("gateway.md", '"name": "github_list_issues", "server"'): "the search meta-tool's answer",
+    ("gateway.md", '{"name": "load"'): "a tool_search meta-tool call's params",
+    ("gateway.md", '"unknown": ['): "the load meta-tool's answer",
+    ("gateway.md", '{"name": "call"'): "a tool_search meta-tool call's params",
+    ("tools.md", '"search": "count words"'): "the output of tools --json",
+}
+#: The top-level keys of a config's server sections, and of its own section.
+_SERVER_SECTIONS = {"mcpServers", "mcp", "servers"}
+
+
+def _json_blocks() -> list[Block]:
+    return [
+        block
+        for path in PAGES
+        for block in read_blocks(path.name, path.read_text())
+        if block.lang in ("json", "jsonc")
+    ]
+
+
+def _not_config(block: Block) -> list[str]:
+    return [
+        why
+        for (page, marker), why in NOT_CONFIGS.items()
+        if page == block.page and marker in block.text
+    ]
+
+
+JSON_BLOCKS = _json_blocks()
+CONFIG_BLOCKS = [block for block in JSON_BLOCKS if not _not_config(block)]
+
+
+def config_shown(text: str) -> tuple[str, object]:
+    """What a ```json block shows, to load as it is: ``("plan", …)`` for a fault plan, else
+    ``("config", mapping)`` — a whole config; a ``supervisor`` section alone (with no
+    servers); one server's entry (``{"url": …}``), or entries by name (``"crm": {…}``, as a
+    page shows a part of ``mcpServers``), under ``mcpServers``."""
+    try:
+        shown = json.loads(text)
+    except ValueError:
+        return "config", {"mcpServers": json.loads("{" + text + "}")}
+    if isinstance(shown, dict) and "rules" in shown:
+        return "plan", shown
+    assert isinstance(shown, dict), "neither a config, nor a part of one, nor a fault plan"
+    if _SERVER_SECTIONS & shown.keys():
+        return "config", shown
+    if "supervisor" in shown:
+        return "config", {"mcpServers": {}, **shown}
+    assert {"command", "url"} & shown.keys(), "neither a config, nor a part of one"
+    return "config", {"mcpServers": {"example": shown}}
+
+
+@pytest.mark.parametrize(  # by its text: the runs fixture takes a Block for a BLOCKS entry
+    "text", [b.text for b in CONFIG_BLOCKS], ids=[f"{b.page}:{b.line}" for b in CONFIG_BLOCKS]
+)
+def test_a_config_example_loads(text: str, tmp_path: pathlib.Path) -> None:
+    """A config a page shows (whole, or the part it is about) loads as it is written with
+    the real loader — every variable it names set (``${NAME}``, ``"clientSecretEnv":
+    "NAME"``), the ``.env`` file it names there —
+    and no server of it is invalid; a fault plan loads as a plan. Blocks that are no
+    config say what they are in ``NOT_CONFIGS``."""
+    from supervisor.config import load_config
+    from supervisor.faults import load_plan
+
+    kind, shown = config_shown(text)
+    if kind == "plan":
+        load_plan(shown)  # type: ignore[arg-type]
+        return
+    names = re.findall(r"\{(?:env:)?([A-Za-z_]\w*)(?::-[^}]*)?\}", text)
+    names += re.findall(r'"\w+Env":\s*"([A-Za-z_]\w*)"', text)  # clientSecretEnv, keyEnv...
+    environ = {name: f"value-of-{name}" for name in names}
+    (tmp_path / ".env").write_text("")
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps(shown))
+    config = load_config(path, environ=environ)
+    invalid = {name: server.errors for name, server in config.servers.items() if server.errors}
+    assert invalid == {}
+
+
+def test_every_json_block_is_a_config_or_says_what_it_is() -> None:
+    """Each ```json block is read as a config (or a part of one, or a plan), or exactly one
+    ``NOT_CONFIGS`` entry says what else it is; every entry still matches a block."""
+    problems = []
+    for block in JSON_BLOCKS:
+        if len(_not_config(block)) > 1:
+            problems.append(f"{block.page}:{block.line}: more than one NOT_CONFIGS entry")
+    for block in CONFIG_BLOCKS:
+        try:
+            config_shown(block.text)
+        except (AssertionError, ValueError) as exc:
+            problems.append(f"{block.page}:{block.line}: {exc}: add it to NOT_CONFIGS")
+    for page, marker in NOT_CONFIGS:
+        if not any(b.page == page and marker in b.text for b in JSON_BLOCKS):
+            problems.append(f"NOT_CONFIGS entry for a block that is gone: {page}: {marker!r}")
+    assert problems == []
+    assert len(CONFIG_BLOCKS) >= 20  # the pages' configs were found

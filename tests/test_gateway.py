@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from functools import partial
@@ -30,6 +31,7 @@ from supervisor.gateway._http import HttpGatewayInfo
 from supervisor.testing.servers import make_server, stdio_params
 
 TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
+REFERENCE = Path(__file__).with_name("reference_server.py")
 TOKEN = "test-gateway-token-0123456789"
 
 
@@ -121,12 +123,84 @@ async def test_a_stdio_client_uses_tools_resources_and_prompts_of_three_servers(
             assert "Summarize note Ada" in json.dumps(summary.model_dump(mode="json"))
 
 
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # ours
+async def test_a_client_s_log_level_and_log_messages_print_no_python_warning(
+    tmp_path: Path,
+) -> None:
+    """Logging is deprecated by 2026-07-28 and the gateway passes it on on purpose: a
+    session-based client's ``logging/setLevel`` reaches a session-based backing server
+    that declared logging (an mcp 1.x-like one), and the log messages of the call it makes
+    reach it — and ``serve`` prints no Python warning on its stderr for either."""
+    levels = tmp_path / "levels"
+    old = [str(Path(__file__).with_name("mcp1_server.py")), "--levels", str(levels)]
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "old": {"command": sys.executable, "args": old, "lazy": False},
+                    "ref": {"command": sys.executable, "args": [str(REFERENCE)], "lazy": False},
+                }
+            }
+        )
+    )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "supervisor", "serve", "--config", str(config), "--yes"],
+    )
+    logged: list[tuple[str, object]] = []
+
+    async def logging_callback(params: mcp_types.LoggingMessageNotificationParams) -> None:
+        logged.append((params.level, params.data))
+
+    stderr = tmp_path / "stderr"
+    with trio.fail_after(90), stderr.open("w", encoding="utf-8") as errlog:
+        async with Client(
+            stdio_client(params, errlog=errlog), mode="legacy", logging_callback=logging_callback
+        ) as client:
+            assert {"old_add", "ref_chatter"} <= {t.name for t in (await client.list_tools()).tools}
+            await client.set_logging_level("info")
+            assert levels.read_text().split() == ["info"]  # asked before the answer came
+            assert text(await client.call_tool("ref_chatter", {})) == "chattered"
+    assert ("warning", "message 3 at warning") in logged
+    said = stderr.read_text(encoding="utf-8")
+    assert "Warning" not in said, said
+
+
+async def test_a_deprecated_request_is_silenced_only_while_it_is_made() -> None:
+    """``on_purpose`` makes a request the SDK deprecates (its warning is raised when the
+    coroutine is made) without the warning, and leaves the process's warning filters as
+    they were before the request is awaited: under trio another task runs at any
+    checkpoint, so a filter held across one would be that task's too (and two such
+    requests interleaved would leave one behind)."""
+    from mcp.shared.exceptions import MCPDeprecationWarning
+    from typing_extensions import deprecated
+
+    from supervisor._util._deprecated import on_purpose
+
+    seen: list[object] = []
+
+    @deprecated("old", category=MCPDeprecationWarning)
+    async def old_request(value: int) -> int:
+        seen.append(list(warnings.filters))
+        await trio.lowlevel.checkpoint()
+        return value
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        filters = list(warnings.filters)
+        assert await on_purpose(old_request, 7) == 7
+        assert seen == [filters] and warnings.filters == filters
+    assert caught == []
+
+
 async def test_an_http_client_of_either_era_uses_three_servers() -> None:
     """Over HTTP, a 2026-07-28 client and a handshake-era one use the tools of our echo
     and rich fixtures and of ``mcp-server-time`` (a subprocess we did not write), the rich
     one's resources and prompts; a tool's result comes back as the backing server sent it
     (structured content too), stamped with the gateway's server info, not the backing
-    server's, and naming the server that answered."""
+    server's, and naming the server that answered — a read and a prompt are stamped with
+    the gateway's too, as every answer is (on 2026-07-28; no answer is on the other)."""
     apps = {"echo": make_server("echo"), "notes": make_server("rich")}
     time_server = {**TIME_SERVER, "autoApprove": True, "initTimeout": 60}
     config = {"mcpServers": {"time": time_server}}
@@ -144,9 +218,19 @@ async def test_an_http_client_of_either_era_uses_three_servers() -> None:
                 assert client.server_info.name == "mcp-supervisor"  # type: ignore[union-attr]
                 now = await client.call_tool("time_get_current_time", {"timezone": "UTC"})
                 assert json.loads(text(now))["timezone"] == "UTC"
-                assert (await client.read_resource("notes://index")).contents
+                read = await client.read_resource("notes://index")
+                assert read.contents
                 prompt = await client.get_prompt("notes_summarize", {"title": "Ada"})
                 assert "Summarize note Ada" in json.dumps(prompt.model_dump(mode="json"))
+                ours = "mcp-supervisor" if mode == "auto" else None
+                for answer in (result, now, read, prompt, await client.list_prompts()):
+                    assert _stamp(answer) == ours, answer
+
+
+def _stamp(answer: mcp_types.Result) -> object:
+    """The name in an answer's ``io.modelcontextprotocol/serverInfo`` stamp, if it has one."""
+    stamp = (answer.meta or {}).get(mcp_types.SERVER_INFO_META_KEY)
+    return None if stamp is None else stamp["name"]
 
 
 async def test_a_call_that_needs_approval_is_refused_saying_how_to_allow_it() -> None:
@@ -167,6 +251,21 @@ async def test_a_call_that_needs_approval_is_refused_saying_how_to_allow_it() ->
         }
         unknown = await _raises(client.call_tool("asks_ech", {}))
         assert "asks_ech" in unknown and "asks_echo" in unknown  # close matches named
+
+
+async def test_invalid_arguments_are_a_tool_error_naming_the_tool_s_server() -> None:
+    """Arguments that do not fit the tool's schema: a tool error (the call not sent) whose
+    ``_meta`` names the server the tool belongs to, as every other failure's does."""
+    config = {"mcpServers": {"echo": fixture("echo", autoApprove=True)}}
+    async with gateway_over_http(config) as (_, _, info), http_client(info.url) as client:
+        result = await client.call_tool("echo_echo", {"text": 42})
+        assert result.is_error and "echo_echo" in text(result)
+        assert (result.meta or {})[ERROR_META] == {
+            "type": "ToolArgumentsInvalid",
+            "server": "echo",
+            "effect": "not executed",
+            "errors": [{"path": "text", "message": "42 is not of type 'string'"}],
+        }
 
 
 async def _raises(awaitable: object) -> str:

@@ -163,7 +163,7 @@ async def test_call_fails_as_a_direct_call_would() -> None:
         bad = await client.call_tool("call", {"name": "big_tool_0001", "arguments": {"x": "three"}})
         assert error(bad) == {
             "type": "ToolArgumentsInvalid",
-            "server": None,
+            "server": "big",
             "effect": "not executed",
             "errors": [{"path": "x", "message": "'three' is not of type 'integer'"}],
         }
@@ -183,6 +183,7 @@ async def test_call_fails_as_a_direct_call_would() -> None:
 
         too_many = await client.call_tool("search", {"query": "tool", "limit": 500})
         assert error(too_many)["type"] == "ToolArgumentsInvalid"
+        assert error(too_many)["server"] is None  # a meta-tool is the gateway's own
         assert "limit" in text(too_many) and "50" in text(too_many)
         many = await client.call_tool("load", {"names": [f"big_tool_{i:04d}" for i in range(51)]})
         assert error(many)["type"] == "ToolArgumentsInvalid" and "names" in text(many)

@@ -136,7 +136,7 @@ async def test_a_request_without_a_valid_token_is_pointed_to_the_teams_authoriza
         ] == [fx.issuer]
         # The probes need no token; the routes behind it all do.
         assert (await http.get(origin + "/healthz")).status_code == 200
-        for path in ("/status", "/tools", "/events"):
+        for path in ("/status", "/tools", "/resources", "/prompts", "/events"):
             assert (await http.get(origin + path)).status_code == 401
 
         refused = {
@@ -199,6 +199,13 @@ async def test_each_caller_lists_and_calls_only_what_the_policy_grants_them(
             carol_token = {"Authorization": f"Bearer {token_for(fx, 'carol', url)}"}
             status = (await http.get(origin + "/status", headers=carol_token)).json()
             assert status["servers"] == []
+            # resources and prompts come with the whole server: bob's rule names tools
+            alice_token = {"Authorization": f"Bearer {token_for(fx, 'alice', url)}"}
+            for path, key in (("/resources", "resources"), ("/prompts", "prompts")):
+                whole = (await http.get(origin + path, headers=alice_token)).json()
+                assert {entry["server"] for entry in whole[key]} == {"notes"}, whole
+                narrowed = (await http.get(origin + path, headers=bob_token)).json()
+                assert (narrowed[key], narrowed["servers"]) == ([], []), narrowed
 
     lines = [json.loads(line) for line in (tmp_path / "audit").read_text().splitlines()]
     made = [(line["caller"], line["tool"], line["outcome"]) for line in lines]

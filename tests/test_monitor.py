@@ -162,8 +162,8 @@ class TestStatusTable:
         assert status_table(sample_records(), now=NOW) == SAMPLE
 
     def test_the_second_line(self) -> None:
-        """Only what is known; a program's directory left out, quoting kept; the command
-        line cut at 60 columns; the line cut at the width."""
+        """Only what is known; a program's directory left out, quoting kept; a long
+        command line whole without a width."""
         assert about(record("a", "idle")) == "stdio"
         quoted = record("q", "idle", target="'/opt/my tools/srv' --flag 'x y'")
         assert about(quoted) == "stdio · srv --flag 'x y'"
@@ -172,9 +172,68 @@ class TestStatusTable:
         url = record("u", "connected", type="http", target="https://h/mcp", server_name="x")
         assert about(url) == "http · https://h/mcp · x"  # a name without a version
         long = record("l", "idle", target="run " + "x" * 100)
-        assert about(long) == "stdio · run " + "x" * 55 + "…"
-        table = status_table({"l": long}, now=NOW, width=40)
-        assert "      stdio · run xxxxxxxxxxxxxxxxxxxxx…" in table.splitlines()
+        assert about(long) == "stdio · run " + "x" * 100
+        assert f"      stdio · run {'x' * 100}" in status_table({"l": long}, now=NOW).splitlines()
+
+    def test_without_a_width_every_line_is_whole(self) -> None:
+        """No width (a pipe, a file): a long path, the handshake's parts after it, a long
+        error in Details and the whole reason under it are all there, uncut."""
+        path = "/tmp/a/very/long/path/that/goes/on/and/on/mcp-supervisor/supervisor/demo"
+        error = "did not answer initialize within 10s (initTimeout); " + "e" * 150
+        records = {
+            "notes": record("notes", "connected", target=f"python {path}/servers/notes.py",
+                            server_name="notes", protocol_version="2025-11-25",
+                            resource_count=1, prompt_count=1, tool_count=4, last_ok=NOW),
+            "slow": record("slow", "failed", consecutive_failures=5, last_error=error,
+                           target=f"python {path}/servers/slow.py"),
+        }  # fmt: skip
+        lines = status_table(records, now=NOW).splitlines()
+        assert "…" not in "".join(lines)
+        assert lines[5] == (
+            f"      stdio · python {path}/servers/notes.py · notes · MCP 2025-11-25 · "
+            "1 resource, 1 prompt"
+        )
+        assert lines[6].endswith(
+            "gave up after 5 attempts: did not answer initialize within 10s (initTimeout)"
+        )
+        assert lines[8] == "      ↳ " + error
+
+    def test_at_a_width_a_path_is_cut_in_its_middle(self) -> None:
+        """At a terminal's width the second line fits by cutting the command line's middle
+        (``…``): the program, the file name and everything after the path stay."""
+        path = "/tmp/a/very/long/path/that/goes/on/and/on/mcp-supervisor/supervisor/demo"
+        notes = record("notes", "connected", target=f"python {path}/servers/notes.py",
+                       server_name="notes", protocol_version="2025-11-25", resource_count=1,
+                       prompt_count=1, tool_count=4, last_ok=NOW)  # fmt: skip
+        for width in (80, 100, 119):
+            second = status_table({"notes": notes}, now=NOW, width=width).splitlines()[5]
+            assert display_width(second) == width, second
+            head, cut, tail = second.partition("…")
+            assert cut and head.startswith("      stdio · python /t")
+            assert tail.endswith("notes.py · notes · MCP 2025-11-25 · 1 resource, 1 prompt")
+        # Too narrow for all that: the path keeps a few columns, then the end is cut.
+        second = status_table({"notes": notes}, now=NOW, width=40).splitlines()[5]
+        assert display_width(second) == 40 and second.endswith("…")
+        assert second.startswith("      stdio · python /…otes.py · notes")
+        url = record("u", "idle", type="http", target="https://mcp.example.com/" + "p/" * 60)
+        second = status_table({"u": url}, now=NOW, width=60).splitlines()[5]
+        assert display_width(second) == 60 and "…" in second[:-1]
+        assert second.startswith("      http · https://mcp.example") and second.endswith("/p/")
+
+    def test_at_a_width_details_keep_their_retry(self) -> None:
+        """A Details cell cut to the width cuts its error, keeping what comes before and
+        after it (the retry countdown); the whole reason follows, wrapped to the width."""
+        error = "cannot connect to https://mcp.example.com/" + "x" * 80 + ": connection refused"
+        jira = record("jira", "disconnected", type="sse", target="https://h/sse",
+                      last_error=error, retry_attempt=2, max_attempts=5,
+                      next_retry_at=NOW + 8)  # fmt: skip
+        lines = status_table({"jira": jira}, now=NOW, width=90).splitlines()
+        assert display_width(lines[4]) <= 90
+        assert lines[4].endswith("  cannot connect to https://… (retry 2/5 in 8s)")
+        reason = [line.strip() for line in lines[6:-2]]
+        assert reason[0].startswith("↳ cannot connect")
+        assert " ".join(reason)[2:].replace(" ", "") == error.replace(" ", "")
+        assert all(display_width(line) <= 90 for line in lines[6:-2])
 
     def test_every_state(self) -> None:
         """Failed (gave up, or misconfigured), idle, stopped and disabled; one of each,
@@ -678,6 +737,82 @@ async def test_status_prints_the_table(tmp_path: pathlib.Path) -> None:
     assert lines[-1] == "  2 servers configured | 1 connected | 3 tools available"
 
 
+def long_path_servers(tmp_path: pathlib.Path) -> dict[str, object]:
+    """A connected server, and a disabled one whose command line is a long path."""
+    script = tmp_path.joinpath(*["a-rather-long-directory-name"] * 5, "server.py")
+    return {
+        "echo": stdio("echo"),
+        "off": {"command": sys.executable, "args": [str(script), "--verbose"], "disabled": True},
+    }
+
+
+async def test_status_prints_whole_lines_to_a_pipe(tmp_path: pathlib.Path) -> None:
+    """Piped, ``status`` prints every line whole, however narrow ``$COLUMNS`` says the
+    terminal is: a pipe has no width. The second lines keep their long paths and all
+    that follows them."""
+    servers = long_path_servers(tmp_path)
+    config = write_config(tmp_path, servers)
+    done = await trio.run_process(
+        cli("status", "--config", config),
+        capture_stdout=True,
+        capture_stderr=True,
+        env={**os.environ, "COLUMNS": "40"},
+    )
+    lines = done.stdout.decode().splitlines()
+    assert "…" not in done.stdout.decode()
+    assert lines[2] == "  Server       Status  Tools  Last Active    Details"
+    assert re.fullmatch(
+        r"      stdio · python\S* -m supervisor\.testing\.servers echo · fixture-echo · "
+        r"MCP \d{4}-\d\d-\d\d · 0 resources, 0 prompts",
+        lines[5],
+    )
+    script = servers["off"]["args"][0]  # type: ignore[index]
+    assert re.fullmatch(rf"      stdio · python\S* {re.escape(script)} --verbose", lines[7])
+
+
+async def test_status_on_a_terminal_fits_each_line_in_its_width(tmp_path: pathlib.Path) -> None:
+    """On a terminal, ``status`` fits each line in the terminal's width (``$COLUMNS``
+    here): a command line is cut in its middle — its program, its last words and what the
+    handshake said after it stay."""
+    config = write_config(tmp_path, long_path_servers(tmp_path))
+    master, slave = pty.openpty()
+    output = bytearray()
+
+    async def read() -> None:
+        stream = trio.lowlevel.FdStream(master)
+        try:
+            while data := await stream.receive_some():
+                output.extend(data)
+        except (OSError, trio.BrokenResourceError):
+            pass  # EIO: the terminal's other side is closed
+        finally:
+            await stream.aclose()
+
+    environ = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            process = await trio.lowlevel.open_process(
+                cli("status", "--config", config),
+                stdin=subprocess.DEVNULL,
+                stdout=slave,
+                stderr=subprocess.DEVNULL,
+                env=environ,
+            )
+            os.close(slave)
+            assert await process.wait() == 0
+    lines = output.decode().replace("\r\n", "\n").splitlines()
+    assert lines[0] == "MCP Server Status" and lines[-1].startswith("  2 servers configured")
+    assert all(display_width(line) <= 100 for line in lines), lines
+    assert re.fullmatch(
+        r"      stdio · python\S* -m \S*…\S* echo · fixture-echo · "
+        r"MCP \d{4}-\d\d-\d\d · 0 resources, 0 prompts",
+        lines[5],
+    )
+    assert re.fullmatch(r"      stdio · python\S* /\S+…\S+/server\.py --verbose", lines[7])
+    assert display_width(lines[7]) == 100
+
+
 async def test_status_shows_disabled_servers_and_what_each_server_is(
     tmp_path: pathlib.Path,
 ) -> None:
@@ -710,7 +845,8 @@ async def test_status_shows_disabled_servers_and_what_each_server_is(
         lines[5],
     )
     assert lines[6] == "  off          ⚪        —    —              disabled"
-    assert re.match(r"      stdio · python\S* -c 'open\(", lines[7]) and lines[7].endswith("…")
+    assert re.match(r"      stdio · python\S* -c 'open\(", lines[7])
+    assert lines[7].endswith(".close()' --token ***")  # whole: a pipe has no width
     assert "s3cret" not in done.stdout.decode()
     assert lines[8] == "  remote       ⚪        —    —              disabled"
     assert lines[9] == "      http · https://example.com/mcp"

@@ -45,24 +45,24 @@ class Deadline:
         return done
 
 
-def test_an_installed_wheel_runs_the_demo_from_any_directory(tmp_path: Path) -> None:
-    """A wheel built from this tree ships the demo's servers: installed in a fresh venv,
-    `mcp-supervisor demo` run from an unrelated directory uses the installed package, runs
-    the servers it ships, recovers both of them and exits 0."""
-    deadline = Deadline(TIMEOUT)
-    source = shutil.copytree(ROOT, tmp_path / "source", ignore=LEFT_OUT)  # a clean build
-    # Offline: the build backend and the dependencies are the ones installed here.
+def build_wheel(deadline: Deadline, tmp_path: Path) -> Path:
+    """A wheel of this tree, built offline from a clean copy of it: the build backend and
+    the dependencies are the ones installed here."""
+    source = shutil.copytree(ROOT, tmp_path / "source", ignore=LEFT_OUT)
     deadline.run(
         sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
         "-w", tmp_path / "dist", source, cwd=tmp_path,
     )  # fmt: skip
     (wheel,) = (tmp_path / "dist").glob("mcp_supervisor-*.whl")
+    return wheel
 
-    venv = tmp_path / "venv"
-    deadline.run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp_path)
+
+def fresh_venv(deadline: Deadline, venv: Path) -> Path:
+    """A new venv at ``venv`` that has nothing installed of its own; its python."""
+    deadline.run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=venv.parent)
     python = venv / "bin" / "python"
     purelib = deadline.run(
-        python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", cwd=tmp_path
+        python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", cwd=venv.parent
     ).stdout.strip()
     # The venv sees this interpreter's site directories (the dependencies, and pip), after
     # its own: like --system-site-packages, but also when the tests themselves run in a venv.
@@ -70,10 +70,26 @@ def test_an_installed_wheel_runs_the_demo_from_any_directory(tmp_path: Path) -> 
     if site.ENABLE_USER_SITE:
         sites.append(site.getusersitepackages())
     (Path(purelib) / "dependencies.pth").write_text("".join(f"{s}\n" for s in sites))
-    # --ignore-installed: a mcp-supervisor installed here is neither uninstalled nor reused.
+    return python
+
+
+def install(deadline: Deadline, python: Path, wheel: Path) -> None:
+    """``wheel`` installed into ``python``'s venv alone (--ignore-installed: a
+    mcp-supervisor installed here is neither uninstalled nor reused)."""
     deadline.run(
-        python, "-m", "pip", "install", "--no-deps", "--ignore-installed", wheel, cwd=tmp_path
+        python, "-m", "pip", "install", "--no-deps", "--ignore-installed", wheel, cwd=wheel.parent
     )
+
+
+def test_an_installed_wheel_runs_the_demo_from_any_directory(tmp_path: Path) -> None:
+    """A wheel built from this tree ships the demo's servers: installed in a fresh venv,
+    `mcp-supervisor demo` run from an unrelated directory uses the installed package, runs
+    the servers it ships, recovers both of them and exits 0."""
+    deadline = Deadline(TIMEOUT)
+    wheel = build_wheel(deadline, tmp_path)
+    venv = tmp_path / "venv"
+    python = fresh_venv(deadline, venv)
+    install(deadline, python, wheel)
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -99,3 +115,72 @@ def test_an_installed_wheel_runs_the_demo_from_any_directory(tmp_path: Path) -> 
     loaded = {line.split("|")[-1].strip() for line in helped.stderr.splitlines()}
     assert "supervisor.cli" in loaded
     assert not {m.partition(".")[0] for m in loaded} & set(HEAVY)
+
+
+#: supervisord, from PyPI: the other distribution whose package is named ``supervisor``.
+SUPERVISORD = "supervisor==4.3.0"
+#: What the lines about it say to do.
+ADVICE = (
+    "install mcp-supervisor in an environment of its own: pipx install mcp-supervisor, or a venv"
+)
+
+
+def test_supervisord_in_the_same_environment_is_said_in_one_line(tmp_path: Path) -> None:
+    """supervisord's package is also ``supervisor``: with both installed in one venv, in
+    either order, ``mcp-supervisor --help`` still runs and says in one line on stderr what
+    happened and what to do; with ours installed last, so does ``import supervisor`` (once
+    per process, the command line included). With supervisord installed last, its
+    ``__init__.py`` has replaced ours: nothing of ours runs on ``import supervisor``, and
+    the library's names are not there. Uninstalling supervisord then removes that file,
+    which the command line says too. (A wheel build, a download of supervisord's from
+    PyPI and two venvs: some seconds.)"""
+    deadline = Deadline(TIMEOUT)
+    ours = build_wheel(deadline, tmp_path)
+    deadline.env.pop("PIP_NO_INDEX")  # supervisord comes from PyPI
+    download = ("pip", "download", "--no-deps", "-d", tmp_path / "dist", SUPERVISORD)
+    deadline.run(sys.executable, "-m", *download, cwd=tmp_path)
+    (theirs,) = (tmp_path / "dist").glob("supervisor-*.whl")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def installed(name: str, *wheels: Path) -> tuple[Path, Path]:
+        """A venv ``name`` with ``wheels`` installed in that order: its python, and its
+        package ``supervisor``'s folder."""
+        python = fresh_venv(deadline, tmp_path / name)
+        for wheel in wheels:
+            install(deadline, python, wheel)
+        where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+        purelib = deadline.run(python, "-c", where, cwd=elsewhere).stdout.strip()
+        return python, Path(purelib) / "supervisor"
+
+    def stderr(python: Path, *command: str) -> list[str]:
+        return deadline.run(python, *command, cwd=elsewhere).stderr.splitlines()
+
+    def supervisord_said(package: Path) -> str:
+        return (
+            f"mcp-supervisor: supervisord is installed in this environment too "
+            f"({package / 'supervisord.py'}): both import as 'supervisor' and overwrite each "
+            f"other's files, so either may break; {ADVICE}"
+        )
+
+    python, package = installed("ours-last", theirs, ours)  # our __init__.py is there
+    help_ = str(python.parent / "mcp-supervisor"), "--help"
+    assert stderr(python, *help_) == [supervisord_said(package)]
+    assert stderr(python, "-c", "import supervisor") == [supervisord_said(package)]
+
+    python, package = installed("theirs-last", ours, theirs)  # their __init__.py is there
+    help_ = str(python.parent / "mcp-supervisor"), "--help"
+    helped = deadline.run(python, *help_, cwd=elsewhere)
+    assert helped.stdout.startswith("usage: mcp-supervisor")
+    assert helped.stderr.splitlines() == [supervisord_said(package)]
+    assert stderr(python, "-c", "import supervisor") == []
+    assert stderr(python, "-c", "import supervisor.supervisord") == []  # theirs works
+    missing = "import supervisor; assert not hasattr(supervisor, 'open_supervisor')"
+    deadline.run(python, "-c", missing, cwd=elsewhere)
+
+    deadline.run(python, "-m", "pip", "uninstall", "-y", "supervisor", cwd=elsewhere)
+    assert stderr(python, *help_) == [
+        f"mcp-supervisor: {package / '__init__.py'} is missing (another package that imports "
+        "as 'supervisor', such as supervisord, replaced or removed it), so 'import supervisor' "
+        f"does not give this library; {ADVICE}"
+    ]

@@ -127,7 +127,7 @@ async def test_server_down_for_good_fails_after_its_attempts() -> None:
     async with open_supervisor(config) as sup:
         await wait_status(sup, "gone", "failed")
         with trio.fail_after(30):  # a hang guard; waiting would end in a call timeout
-            with pytest.raises(ServerUnavailable, match="unavailable after 2 attempts"):
+            with pytest.raises(ServerUnavailable, match="unavailable after 3 attempts"):
                 await sup.call("gone_echo", {"text": "x"})
         assert (await sup.call("echo_echo", {"text": "y"})).text == "y"
         assert sup.status()["echo"].restarts == 0
@@ -412,24 +412,95 @@ async def test_stopping_a_server_lets_calls_in_flight_finish() -> None:
         assert sup.status()["slow"].status == "stopped"
 
 
-async def test_a_remote_server_dying_mid_call_fails_the_call_promptly() -> None:
-    """An HTTP server that goes away during a call: the call fails at once as
-    may-have-taken-effect, rather than waiting for its timeout."""
+async def test_a_remote_server_dying_mid_call_fails_the_call_promptly(tmp_path) -> None:  # noqa: ANN001
+    """An HTTP server that goes away while a call runs on it (its count file shows the
+    call arrived): the call fails at once as may-have-taken-effect, rather than waiting
+    for its timeout. (Gone before the request went out, the call waits for the server
+    instead: test_a_call_to_a_remote_server_gone_before_it_was_sent_runs_once_it_is_back.)"""
     from supervisor.server import CallMayHaveTakenEffect
+    from supervisor.testing.servers import count_executions
 
+    counts = tmp_path / "counts"
     async with trio.open_nursery() as nursery:
-        web = await start_http(nursery, make_server("slow"))
+        web = await start_http(nursery, make_server("slow", count_file=counts))
         config = {"mcpServers": {"web": {"url": web.url, "type": "http", "approve": False}}}
         async with open_supervisor(config) as sup:
             await sup.connect_all()
 
-            async def stop_soon() -> None:
-                await in_flight(sup, "web")
+            async def stop_once_it_runs() -> None:
+                await until(lambda: count_executions(counts)["hold"] == 1, 20)
                 await web.stop()
 
-            nursery.start_soon(stop_soon)
+            nursery.start_soon(stop_once_it_runs)
             with trio.fail_after(10), pytest.raises(CallMayHaveTakenEffect):
-                await sup.call("web_sleep", {"seconds": 30}, timeout=60)
+                await sup.call("web_hold", {"seconds": 30}, timeout=60)
+
+
+async def test_a_remote_server_killed_mid_call_and_back_ran_the_call_once(tmp_path) -> None:  # noqa: ANN001
+    """kill -9 of a Streamable HTTP server while a call runs on it, then the server again
+    on the same port: the caller is told at once that the call may have taken effect,
+    and nothing sends the request it had written again — neither the supervisor nor
+    the HTTP client, on the restarted server's connections: it ran once."""
+    from supervisor.server import CallMayHaveTakenEffect
+    from supervisor.testing.servers import count_executions
+    from supervisor.testing.servers._procs import open_http_fixture
+
+    counts = tmp_path / "counts"
+    reconnect = {"initial": 0.1, "max": 0.5, "maxAttempts": 100}  # a process to wait for
+    async with open_http_fixture("slow", count_file=counts) as first:
+        server = {"url": first.url, "type": "http", "approve": False, "reconnect": reconnect}
+        async with open_supervisor({"mcpServers": {"web": server}}) as sup:
+            await sup.connect_all()
+            bound = trio.CancelScope()  # from the kill on: promptly, not at the timeout
+
+            async def kill_once_it_runs() -> None:
+                await until(lambda: count_executions(counts)["hold"] == 1, 60)
+                first.kill()
+                bound.deadline = trio.current_time() + 10
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(kill_once_it_runs)
+                with bound, pytest.raises(CallMayHaveTakenEffect):
+                    await sup.call("web_hold", {"seconds": 600}, timeout=300)
+            assert not bound.cancelled_caught, "the call was not failed within 10 s of the kill"
+            port = int(first.url.rsplit(":", 1)[1].split("/", 1)[0])
+            async with open_http_fixture("slow", port=port, count_file=counts):
+                assert (await sup.call("web_add", {"a": 2, "b": 3}, timeout=120)).text == "5"
+                assert sup.status()["web"].status == "connected"
+    assert count_executions(counts) == {"hold": 1, "add": 1}
+
+
+async def test_a_call_to_a_remote_server_gone_before_it_was_sent_runs_once_it_is_back(
+    tmp_path,  # noqa: ANN001
+) -> None:
+    """A Streamable HTTP server stopped, then a call of a tool not safe to run twice: it
+    cannot reach the server (its kept-alive connections are closed, a new one refused),
+    so it is not failed as may-have-taken-effect but waits for the server, and runs once
+    the server is back — once."""
+    from supervisor.testing.servers import count_executions
+
+    counts = tmp_path / "counts"
+    async with trio.open_nursery() as nursery:
+        web = await start_http(nursery, make_server("echo", count_file=counts))
+        reconnect = {"initial": 0.1, "max": 0.2, "maxAttempts": 100}
+        server = {"url": web.url, "type": "http", "approve": False, "reconnect": reconnect}
+        async with open_supervisor({"mcpServers": {"web": server}}) as sup:
+            assert (await sup.call("web_add", {"a": 1, "b": 1})).text == "2"
+            await web.stop()
+            results: list[str] = []
+
+            async def call() -> None:
+                results.append((await sup.call("web_add", {"a": 2, "b": 3}, timeout=60)).text)
+
+            async with trio.open_nursery() as calls:
+                calls.start_soon(call)
+                await wait_status(sup, "web", "disconnected")
+                assert results == []  # it waits for the server: never sent, not failed
+                again = make_server("echo", count_file=counts)
+                web = await start_http(nursery, again, port=web.port)
+            assert results == ["5"]
+        await web.stop()
+    assert count_executions(counts) == {"add": 2}
 
 
 async def test_the_live_catalog_names_routes_and_guards_calls(tmp_path) -> None:  # noqa: ANN001

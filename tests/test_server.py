@@ -35,6 +35,7 @@ class Settings:
     inherit_env: bool = False
     url: str | None = None
     headers: dict[str, str] = attrs.Factory(dict)
+    secret_values: tuple[str, ...] = ()
     lazy: bool = True
     timeout: float = 30.0
     init_timeout: float = 10.0
@@ -169,7 +170,8 @@ async def test_calls_queued_during_a_restart_are_served() -> None:
 
 
 async def test_a_server_that_never_starts_fails_fast_after_its_attempts() -> None:
-    """exit-on-start: after max_attempts restarts the server is failed; calls fail fast."""
+    """exit-on-start: after max_attempts restarts the server is failed; calls fail fast,
+    saying how many tries it had (the first and the restarts), as its events count them."""
     rec = Recorder()
     broken = managed(
         settings(
@@ -188,7 +190,7 @@ async def test_a_server_that_never_starts_fails_fast_after_its_attempts() -> Non
         with pytest.raises(ServerUnavailable) as info:
             await broken.call_tool("echo", {"text": "x"}, None)
         message = str(info.value)
-        assert "MCP server 'jira' is unavailable after 2 attempts; last error:" in message
+        assert "MCP server 'jira' is unavailable after 3 attempts; last error:" in message
         assert "exited with code 3" in message
         # Its sibling never noticed.
         assert (await echo.call_tool("echo", {"text": "fine"}, None)).content[0].text == "fine"
@@ -196,6 +198,9 @@ async def test_a_server_that_never_starts_fails_fast_after_its_attempts() -> Non
     errors = [e for e in rec.events if e.kind == "mcp.error" and e.server == "jira"]
     assert [e.attempt for e in errors] == [1, 2, 3]
     assert errors[-1].retry_in is None and errors[0].retry_in == pytest.approx(0.05)
+    # One numbering: each try is the attempt its failure is, from 1, the last of 1 + 2.
+    tries = [e for e in rec.events if e.kind == "mcp.connecting" and e.server == "jira"]
+    assert [(e.attempt, e.max_attempts) for e in tries] == [(1, 3), (2, 3), (3, 3)]
     # The tree's give-up follows the last mcp.error, which it caused.
     kinds = [e.kind for e in rec.events if getattr(e, "server", None) == "jira"
              or getattr(e, "child", None) == "jira"]

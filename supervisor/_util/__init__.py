@@ -1,7 +1,8 @@
 """Small helpers several parts share and no user calls: making text printable for a
 terminal (:mod:`._printable`), previews and spill files of large results
 (:mod:`._previews`, :mod:`._files`), field paths (:mod:`._fields`), plurals
-(:mod:`._plural`) and serving an ASGI app on bound sockets (:mod:`._serving`).
+(:mod:`._plural`), serving an ASGI app on bound sockets (:mod:`._serving`) and making the
+SDK's deprecated requests on purpose, without its warning (:mod:`._deprecated`).
 
 It has no public names: each is imported from its module.
 """

@@ -172,8 +172,8 @@ class Gate:
             server, original, listed = await self._resolve(call, watches, timeout)
             try:
                 validate_arguments(listed, arguments)
-            except ToolArgumentsInvalid as exc:
-                raise ToolArgumentsInvalid(name, exc.errors) from None  # the name called
+            except ToolArgumentsInvalid as exc:  # the name called, and its server
+                raise ToolArgumentsInvalid(name, exc.errors, server=server.name) from None
             verdict = self.verdict(server, original, listed, name)
             if isinstance(verdict, Decider):  # the policy lets it go ahead
                 call.approval = ApprovalDecision(True, verdict)
@@ -207,7 +207,7 @@ class Gate:
             try:
                 raw = await sending
             except ToolOutputInvalid as exc:
-                raise ToolOutputInvalid(name, exc.errors) from exc.__cause__
+                raise ToolOutputInvalid(name, exc.errors, server=server.name) from exc.__cause__
             if not isinstance(raw, types.CallToolResult):  # a relayed round, or a task
                 result = ToolResult(tool=name, text="", raw=raw)
             else:

@@ -18,7 +18,9 @@ through the library's default.
 :func:`main` configures logging (:func:`~supervisor.log.configure_logging`; importing
 configures nothing) and opens a redaction scope (``args.secrets``, a
 :class:`~supervisor.log.RedactionScope`) for the command: the secrets of the config it
-loads are redacted until the command returns, error messages included.
+loads are redacted until the command returns, error messages included. Before anything
+else it says, in one line on standard error, if supervisord's package (which also imports
+as ``supervisor``) shares this one's folder (:mod:`supervisor._clash`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
+from .._clash import check_command_line
 from ..log import redact, redacting
 from . import _auth, _basics, _chaos, _manage, _resources, _serve, _servers, _tools
 from ._common import (
@@ -126,6 +129,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    check_command_line()  # supervisord's package in ours: say so first, then run as we can
     if argv is None:
         argv = sys.argv[1:]
     parser = build_parser(only=_command_of(argv))

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from .._util._files import FILE_MODE, private_dir, write_atomic
 from .._util._plural import plural
 from .._util._printable import printable
+from ..config._secrets import SECRETS_DIR
 from ..server._status import ServerStatus
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, Parser, say
 from ._trust import DEFAULT_CONFIG, Trusted, TrustStore, add_config_options, digest, trusted_now
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from ..config import Config
 
 #: the directory beside the config that holds the env files ``add`` writes
-ENV_DIR = ".mcp-supervisor"
+ENV_DIR = SECRETS_DIR
 _TRANSPORTS = ("http", "sse", "ws")
 
 

@@ -1,12 +1,19 @@
-"""``status``, ``tools``, ``call`` and ``events`` through a running gateway: a round trip
-instead of a start-up (docs/gateway.md#the-cli-uses-a-running-gateway).
+"""``status``, ``tools``, ``call``, ``events``, ``resources``, ``read``, ``prompts`` and
+``prompt`` through a running gateway: a round trip instead of a start-up
+(docs/gateway.md#the-cli-uses-a-running-gateway).
 
 :func:`find_gateway` says which gateway to ask: ``--connect URL`` (token from
 ``$MCP_SUPERVISOR_GATEWAY_TOKEN``), else the one ``serve`` runs for the same config file
 on this machine (its Unix socket), else none — and the command starts the servers itself,
-as always (``--no-gateway`` asks for that). The ``call`` path loads neither the MCP SDK
-nor trio: what it prints is rendered here from the gateway's JSON answer, the way
-``call`` prints a result it got itself.
+as always (``--no-gateway`` asks for that). These paths load neither the MCP SDK nor trio
+(but for a prompt whose messages are not all text): what they print is rendered from the
+gateway's JSON answer, the way the command prints what it got itself.
+
+The listings (``status``, ``tools``, ``resources``, ``prompts``, ``events``) only read: a
+local gateway that does not answer them is passed over, and the command starts the
+servers itself. A call, a read or a prompt handed to a gateway is never sent another
+way: a server may count reads, or change on them, as on a call. Only a gateway that could
+not be reached (nothing sent) lets the command start the servers itself.
 """
 
 from __future__ import annotations
@@ -25,7 +32,12 @@ __all__ = [
     "call",
     "cold_start",
     "events",
+    "failed",
     "find_gateway",
+    "prompt",
+    "prompts",
+    "read",
+    "resources",
     "status",
     "tools",
 ]
@@ -76,21 +88,23 @@ def find_gateway(args: argparse.Namespace) -> Any:
     return GatewayClient.find(path)
 
 
-def _fail(command: str, message: str) -> int:
+def _fail(command: str, message: str, code: int = EXIT_FAILURE) -> int:
     from .._util._printable import printable
 
     shown = printable(message, keep_lines=True)  # it may quote the gateway's answer
     print(f"mcp-supervisor {command}: {shown}", file=sys.stderr)
-    return EXIT_FAILURE
+    return code
 
 
 # -- call ------------------------------------------------------------------------------------
 
-#: Seconds ``status`` and ``tools`` wait for a gateway's answer; then a local one is
-#: passed over (they only read: the command starts the servers itself).
+#: Seconds ``status``, ``tools``, ``resources`` and ``prompts`` wait for a gateway's
+#: answer; then a local one is passed over (they only list: the command starts the
+#: servers itself).
 READ_TIMEOUT = 30.0
-#: Seconds ``call --timeout S`` waits for a gateway's answer beyond ``S``: the gateway
-#: bounds the call itself by ``S``, and this is for its answer to arrive.
+#: Seconds ``call --timeout S`` (``read``, ``prompt``) waits for a gateway's answer
+#: beyond ``S``: the gateway bounds the request itself by ``S``, and this is for its
+#: answer to arrive.
 ANSWER_MARGIN = 2.0
 
 
@@ -327,3 +341,141 @@ def events(client: Any, pattern: str, duration: float | None) -> int | None:
     except GatewayError as exc:
         return None if client.url is None else _fail("events", str(exc))
     return EXIT_OK
+
+
+# -- resources, read, prompts, prompt ----------------------------------------------------------
+#
+# These only ask: the commands print what they get (:mod:`._resources`), with the printer
+# they print their own servers' answers with. Each returns the gateway's answer; or the
+# exit code, once it said on stderr why there is none; or ``None`` when the local gateway
+# could not be asked (the command starts the servers itself).
+
+
+def resources(client: Any) -> dict[str, Any] | int | None:
+    """The gateway's ``resources`` document (``/resources``)."""
+    return _listing(client, "resources")
+
+
+def prompts(client: Any) -> dict[str, Any] | int | None:
+    """The gateway's ``prompts`` document (``/prompts``)."""
+    return _listing(client, "prompts")
+
+
+def _listing(client: Any, command: str) -> dict[str, Any] | int | None:
+    from ..gateway._local import GatewayError
+
+    client.timeout = READ_TIMEOUT
+    try:
+        document = client.get(f"/{command}")
+    except GatewayError as exc:
+        return None if client.url is None else _fail(command, str(exc))
+    if not isinstance(document, dict):
+        return _fail(command, f"the gateway at {client.where} answered no {command} document")
+    return document
+
+
+def read(
+    client: Any, uri: str, server: str | None, *, timeout: float | None = None
+) -> list[dict[str, Any]] | int | None:
+    """The contents of ``uri`` (from ``server``, if given), read through the gateway as
+    MCP sends them. Once sent, the read is never sent another way (:func:`_handed`)."""
+    meta: dict[str, object] = {} if server is None else {"mcp-supervisor/server": server}
+    answer = _handed(
+        client, "read", f"the read of {uri!r}", "resources/read", {"uri": uri}, meta, timeout
+    )
+    if not isinstance(answer, dict):
+        return answer
+    contents = answer.get("contents")
+    if not isinstance(contents, list) or not all(isinstance(c, dict) for c in contents):
+        return _fail("read", f"the gateway at {client.where} answered no contents")
+    return contents
+
+
+def prompt(
+    client: Any, name: str, arguments: Mapping[str, str], *, timeout: float | None = None
+) -> dict[str, Any] | int | None:
+    """The prompt ``name`` with ``arguments``, got through the gateway: MCP's
+    ``GetPromptResult`` as JSON (its ``messages`` a list of objects). Once sent, it is
+    never sent another way (:func:`_handed`)."""
+    params = {"name": name, "arguments": dict(arguments)}
+    what = f"the prompt {name!r}"
+    answer = _handed(client, "prompt", what, "prompts/get", params, {}, timeout)
+    if not isinstance(answer, dict):
+        return answer
+    messages = answer.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        return _fail("prompt", f"the gateway at {client.where} answered no messages")
+    return answer
+
+
+def failed(command: str, kind: str, message: str, code: int) -> int:
+    """Say on stderr why ``command`` failed (the error's ``kind`` and ``message``, in the
+    command line's words), as it says it whether a gateway answered or its own servers
+    did; return ``code``."""
+    from .._util._printable import printable
+
+    if kind in ("UnknownResource", "UnknownServer"):
+        message = message.replace("pass server= to read", "give --server NAME to read")
+    shown = printable(message, keep_lines=True)
+    print(f"mcp-supervisor {command}: {printable(kind)}: {shown}", file=sys.stderr)
+    return code
+
+
+#: What a gateway refuses for a read or a prompt, the same way on every try: usage errors.
+_ASKED_WRONG = frozenset(
+    {"UnknownResource", "UnknownServer", "UnknownPrompt", "PromptArgumentsInvalid"}
+)
+#: JSON-RPC error code for a resource not found (the MCP specification's).
+_RESOURCE_NOT_FOUND = -32002
+
+
+def _handed(
+    client: Any,
+    command: str,
+    what: str,
+    method: str,
+    params: Mapping[str, object],
+    meta: dict[str, object],
+    timeout: float | None,
+) -> dict[str, Any] | int | None:
+    """Send one request the way ``call`` sends a call: its result; or, said on stderr as
+    the command says it, the exit code (2 for what is asked wrongly: an unknown resource,
+    server or prompt, a missing argument); or ``None`` when the local gateway could not be
+    reached (nothing was sent). Once the request is on its way it belongs to the gateway:
+    a missing answer (the connection closed, no answer within ``timeout`` and
+    :data:`ANSWER_MARGIN`, a signal) is exit 1 (``128 +`` the signal's number), saying
+    that it was not sent again."""
+    from ..gateway._local import (
+        GatewayNoAnswer,
+        GatewayRefused,
+        GatewayRequestError,
+        GatewayUnreachable,
+    )
+
+    if timeout is not None:
+        meta["mcp-supervisor/timeout"] = timeout
+        client.timeout = timeout + ANSWER_MARGIN
+    try:
+        with _stopped_by_signals():
+            return client.request(method, params, meta=meta)
+    except GatewayRequestError as exc:
+        kind = exc.kind
+        if kind is None:  # refused as asked (not found, not served) or failed on the way
+            asked = exc.code in (_RESOURCE_NOT_FOUND, -32602)
+            unknown = "UnknownResource" if method == "resources/read" else "UnknownPrompt"
+            kind = unknown if asked else "ServerRequestError"
+        code = EXIT_USAGE if kind in _ASKED_WRONG else EXIT_FAILURE
+        return failed(command, kind, exc.message, code)
+    except GatewayUnreachable as exc:
+        if client.url is None:
+            return None  # nothing was sent: the command starts the servers itself
+        return _fail(command, f"GatewayUnreachable: {exc}; {what} was not sent")
+    except GatewayRefused as exc:
+        return _fail(command, f"GatewayRefused: {exc}; {what} was not made")
+    except (GatewayNoAnswer, _Stopped) as exc:
+        said = str(exc) if isinstance(exc, GatewayNoAnswer) else exc.said(client.where)
+        message = (
+            f"GatewayNoAnswer: {said}: {what} was handed to it and may have been made; it "
+            "was not sent again"
+        )
+        return _fail(command, message, exc.code if isinstance(exc, _Stopped) else EXIT_FAILURE)

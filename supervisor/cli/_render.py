@@ -50,7 +50,19 @@ __all__ = [
     "print_tools",
     "report_call",
     "signature",
+    "stdout_width",
 ]
+
+
+def stdout_width() -> int | None:
+    """The display columns a table's lines are cut to: the terminal's (``$COLUMNS``
+    first) when standard output is one; ``None`` — whole lines — when it is a pipe or a
+    file, which has no width (as ``ls``, ``git`` and ``ps`` do)."""
+    if not sys.stdout.isatty():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size().columns
 
 
 def call_spill_dir() -> SpillDirectory:
@@ -262,13 +274,11 @@ def print_status(
     if document is not None:
         print(json.dumps(document), flush=True)
     else:
-        import shutil
-
         from ..monitor import status_table
 
         tty = sys.stdout.isatty()
-        width = shutil.get_terminal_size().columns if tty else 120
-        table = status_table(records, color=tty and "NO_COLOR" not in os.environ, width=width)
+        color = tty and "NO_COLOR" not in os.environ
+        table = status_table(records, color=color, width=stdout_width())
         # Home and clear-to-end: the table is redrawn in place, without flicker.
         print(("\x1b[H\x1b[J" if redraw else "") + table, flush=True)
     enabled = [r for r in records.values() if r.status != ServerStatus.DISABLED]
@@ -347,8 +357,6 @@ def signature(params: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _tools_table(tools: Sequence[Mapping[str, Any]]) -> str:
-    import shutil
-
     rows: list[tuple[str, str, str, str, str, str | None]] = [
         ("name", "server", "approval", "hints", "description", None)
     ]
@@ -365,13 +373,13 @@ def _tools_table(tools: Sequence[Mapping[str, Any]]) -> str:
                 printable(params),
             )
         )
-    width = shutil.get_terminal_size((120, 24)).columns
+    width = stdout_width()
     name_w = max(len(r[0]) for r in rows)
     server_w = max(len(r[1]) for r in rows)
     asks_w = max(len(r[2]) for r in rows)
 
     def fit(line: str) -> str:
-        return line if len(line) <= width else line[: width - 1] + "…"
+        return line if width is None or len(line) <= width else line[: width - 1] + "…"
 
     lines = []
     for name, server, asks, hints, description, params in rows:

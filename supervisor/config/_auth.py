@@ -91,6 +91,8 @@ _AUTH_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
     "clientSecret": ("client_secret", _nonempty),
     "CLIENT_SECRET": ("client_secret", _nonempty),
     "client_secret": ("client_secret", _nonempty),
+    "clientSecretFile": ("client_secret_file", _nonempty),
+    "clientSecretEnv": ("client_secret_env", _nonempty),
     "scopes": ("scopes", _scopes),
     "scope": ("scopes", _scopes),  # OpenCode
     "redirectUri": ("redirect_uri", _loopback_http),
@@ -178,6 +180,10 @@ def _parse_idp(errors: _Errors, value: object, path: str) -> IdpConfig | None:
     return IdpConfig(**got)  # type: ignore[arg-type]
 
 
+#: where a server's client secret may be given: one of them at most
+_SECRET_SOURCES = ("client_secret", "client_secret_file", "client_secret_env")
+
+
 def _parse_auth(errors: _Errors, value: object, path: str) -> AuthConfig | None:
     if isinstance(value, bool):
         return AuthConfig(enabled=value)
@@ -195,10 +201,11 @@ def _parse_auth(errors: _Errors, value: object, path: str) -> AuthConfig | None:
             continue
         given[attribute] = key
         if attribute != "idp" and isinstance(item, str) and ("${" in item or "{env:" in item):
+            hint = " — name the variable: clientSecretEnv" if attribute == "client_secret" else ""
             errors.add(
                 p,
                 "${...} is not expanded here (only in command, args, env, envFile, cwd, url "
-                "and headers)",
+                f"and headers){hint}",
             )
             continue
         if attribute == "idp":
@@ -215,19 +222,28 @@ def _parse_auth(errors: _Errors, value: object, path: str) -> AuthConfig | None:
         except _Bad as exc:
             errors.add(p, str(exc))
     auth = AuthConfig(**got)  # type: ignore[arg-type]
+    secrets = [given[a] for a in _SECRET_SOURCES if a in given]
+    if len(secrets) > 1:
+        errors.add(path, f"sets {' and '.join(secrets)}: the client secret is given once")
+    secret = bool(secrets)  # read once the config has loaded (see _build)
     if auth.grant == "client_credentials" and not (
-        auth.client_id and (auth.client_secret or auth.private_key_file)
+        auth.client_id and (secret or auth.private_key_file)
     ):
         errors.add(
             path,
-            "the client_credentials grant needs clientId, and clientSecret or privateKeyFile",
+            "the client_credentials grant needs clientId, and clientSecret (or "
+            "clientSecretFile, clientSecretEnv) or privateKeyFile",
         )
     if auth.grant == "identity_assertion":
-        if not (auth.client_id and auth.client_secret):
-            errors.add(path, "the identity_assertion grant needs clientId and clientSecret")
+        if not (auth.client_id and secret):
+            errors.add(
+                path,
+                "the identity_assertion grant needs clientId and clientSecret (or "
+                "clientSecretFile, clientSecretEnv)",
+            )
         if "idp" not in given:
             errors.add(path, 'the identity_assertion grant needs "idp" (the identity provider)')
-    if auth.private_key_file and auth.client_secret:
+    if auth.private_key_file and secret:
         errors.add(
             _join(path, given["private_key_file"]),
             "is an alternative to clientSecret; set only one of them",

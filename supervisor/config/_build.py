@@ -6,10 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 from types import MappingProxyType
 
+import msgspec
+
+from .._util._secrets import read_secret
 from ..actors import GiveUp, Restart
 from ..errors import FieldError
 from ._expand import _Expander, _keys, _read_env_file
-from ._model import IncludedFile, ServerConfig, Settings
+from ._model import AuthConfig, IncludedFile, ServerConfig, Settings
+from ._secrets import SECRETS_DIR
 from ._server import _Draft
 from ._validate import _join, _url_problem
 
@@ -22,10 +26,14 @@ def _build_server(
     paths resolved against ``base``, defaults from ``settings``."""
     v = draft.values
     problems: list[FieldError] = []
+    secrets: list[str] = []  # what secret-named ${VAR} references expanded to
 
     def expand(attribute: str) -> list[str]:
         opencode = draft.style == "mcp"
-        return [expander.expand(t, p, problems, opencode) for p, t in draft.templates(attribute)]
+        return [
+            expander.expand(t, p, problems, opencode, secrets)
+            for p, t in draft.templates(attribute)
+        ]
 
     def expanded(attribute: str) -> str | None:
         """The one string of a field, or ``None`` if absent or not expandable."""
@@ -44,6 +52,8 @@ def _build_server(
         field = draft.key_path("env_file")
         read, sha256 = _read_env_file(base / env_file, field, limit, problems)
         env.update(read)
+        if (base / env_file).parent.name == SECRETS_DIR:  # what `add --env KEY` asked for
+            secrets += read.values()
         included.append(
             IncludedFile(field=field, name=env_file, path=base / env_file, sha256=sha256)
         )
@@ -64,6 +74,22 @@ def _build_server(
     elif "url" in v:
         url = str(v["url"])
 
+    auth = v.get("auth")
+    if isinstance(auth, AuthConfig) and (auth.client_secret_file or auth.client_secret_env):
+        key = "clientSecretFile" if auth.client_secret_file else "clientSecretEnv"
+        try:
+            secret = read_secret(
+                auth.client_secret_file,
+                auth.client_secret_env,
+                base,
+                "the client secret",
+                environ=expander.environ,
+            )
+        except ValueError as exc:
+            problems.append(FieldError(_join(draft.key_path("auth"), key), str(exc)))
+        else:
+            auth = msgspec.structs.replace(auth, client_secret=secret)
+
     return ServerConfig(
         name=draft.name,
         path=draft.path,
@@ -76,7 +102,7 @@ def _build_server(
         inherit_env=bool(v.get("inherit_env", False)),
         url=url,
         headers=MappingProxyType(headers),
-        auth=v.get("auth"),  # type: ignore[arg-type]
+        auth=auth,  # type: ignore[arg-type]
         prefix=str(v.get("prefix", draft.name)),
         description=v.get("description"),  # type: ignore[arg-type]
         disabled=bool(v.get("disabled", False)),
@@ -95,5 +121,6 @@ def _build_server(
         auto_approve=v.get("auto_approve"),  # type: ignore[arg-type]
         faults=v.get("faults"),  # type: ignore[arg-type]
         included=tuple(included),
+        secret_values=tuple(dict.fromkeys(s for s in secrets if s)),
         errors=tuple(problems),
     )

@@ -6,7 +6,9 @@ and ``headers``; in them ``${NAME}``, ``${NAME:-default}``, ``${env:NAME}``, the
 section) ``{env:NAME}`` are replaced; ``$${`` is a literal ``${``. A malformed reference is
 a structural error (:func:`_parse_template` raises); a variable that is not set is an
 environmental one: :func:`_build_server` records it in :attr:`ServerConfig.errors` and
-leaves that field unexpanded.
+leaves that field unexpanded. What a reference to a variable whose name looks secret
+(``${GITHUB_TOKEN}``, ``${DB_PASSWORD}``) expanded to is recorded too, wherever it went
+(:attr:`ServerConfig.secret_values`): it is a secret.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 import msgspec
 
 from ..errors import FieldError
+from ._secrets import _secretish
 from ._validate import _Bad
 
 _REFERENCE = re.compile(r"\$\$\{|\$\{([^{}]*)\}|\$\{")
@@ -96,10 +99,16 @@ class _Expander:
         }
 
     def expand(
-        self, template: str, path: str, problems: list[FieldError], opencode: bool = False
+        self,
+        template: str,
+        path: str,
+        problems: list[FieldError],
+        opencode: bool = False,
+        secrets: list[str] | None = None,
     ) -> str:
         """``template`` expanded; on a missing variable, a problem is recorded and the
-        template is returned unexpanded."""
+        template is returned unexpanded. What each variable whose name looks secret
+        expanded to (its value, or its default) is appended to ``secrets``."""
         out: list[str] = []
         ok = True
         for part in _parse_template(template, opencode):
@@ -128,6 +137,8 @@ class _Expander:
                     ok = False
                 else:
                     out.append(value)
+                    if secrets is not None and _secretish(part.name):
+                        secrets.append(value)
         return "".join(out) if ok else template
 
 

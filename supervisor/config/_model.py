@@ -19,7 +19,7 @@ from ..actors import Backoff, GiveUp, Intensity, Restart, Strategy
 from ..errors import FieldError
 from ._limits import DEFAULT_MAX_CONFIG_BYTES as DEFAULT_MAX_CONFIG_BYTES
 from ._limits import Limits as Limits
-from ._secrets import _masked_repr, _query, _secret_args, _secretish
+from ._secrets import _masked_repr, _query, _secret_args, _secretish, _url_passwords
 
 if TYPE_CHECKING:
     from ..injection._plan import Plan
@@ -235,7 +235,12 @@ class AuthConfig(msgspec.Struct, frozen=True, kw_only=True):
         "authorization_code"
     )
     client_id: str | None = None
+    #: the client's secret: written in the config, or read while it loads from
+    #: ``client_secret_file`` (relative to the config's directory) or the environment
+    #: variable ``client_secret_env``, which are kept to say where it came from
     client_secret: str | None = None
+    client_secret_file: str | None = None
+    client_secret_env: str | None = None
     #: scopes to request; empty means "what the server's challenge or metadata asks"
     scopes: tuple[str, ...] = ()
     #: where the authorization server sends the browser back: an http loopback URL
@@ -349,6 +354,9 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     app: object | None = None
     #: the files read for this entry while loading (its ``envFile``, its ``faults`` plan)
     included: tuple[IncludedFile, ...] = ()
+    #: what ``${NAME}`` references to variables whose name looks secret expanded to,
+    #: wherever they are (``args``, ``env``, ``url``...): secrets (:meth:`secrets`)
+    secret_values: tuple[str, ...] = ()
     errors: tuple[FieldError, ...] = ()
 
     @property
@@ -371,8 +379,11 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
         found: list[str] = []
         for value in self.headers.values():  # "Bearer xyz": the whole value, and "xyz"
             found += [value, *(w for w in value.split() if len(w) >= 8)]
-        found += [v for k, v in self.env.items() if len(v) >= 8 or _secretish(k)]
+        found += [v for k, v in self.env.items() if _secretish(k)]
         found += _secret_args(self.args)
+        found += self.secret_values
+        for value in (*self.env.values(), *self.args):
+            found += _url_passwords(value)
         if self.url is not None:
             found += [v for k, v in _query(self.url) if _secretish(k)]
         if self.auth is not None and self.auth.client_secret:
@@ -380,7 +391,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
         return [s for s in dict.fromkeys(found) if s]
 
     def __repr__(self) -> str:
-        return _masked_repr(self, {"env", "headers"})
+        return _masked_repr(self, {"env", "headers", "secret_values"}, self.secret_values)
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):
@@ -408,12 +419,16 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
         """Every value in this config treated as a secret, without duplicates.
 
         That is: every header value; every ``env`` value (including those read from an
-        ``envFile``) that is at least 8 characters long or whose name looks secret (it
-        contains TOKEN, KEY, SECRET, PASSWORD, PASS, AUTH, CREDENTIAL, PRIVATE, COOKIE or
-        SESSION, or is PAT); values of URL query parameters with such names; command-line
-        arguments given to an option with such a name (``--api-key X``, ``--token=X``); and
-        OAuth client secrets. :func:`~supervisor.open_supervisor` holds them all for
-        redaction while it runs (:func:`supervisor.log.redacting`); loading registers none.
+        ``envFile``) whose name looks secret (it contains TOKEN, KEY, SECRET, PASSWORD,
+        PASS, AUTH, CREDENTIAL, PRIVATE, COOKIE or SESSION, or is PAT); values of URL query
+        parameters with such names; command-line arguments given to an option with such a
+        name (``--api-key X``, ``--token=X``); what a ``${NAME}`` with such a name expanded
+        to, wherever it is (:attr:`ServerConfig.secret_values`); the password of a URL's
+        user-info in an ``env`` value or an argument (``postgres://me:PASSWORD@db/app``);
+        and OAuth client secrets. Nothing else: a path or a setting (``HOME``,
+        ``GIT_BASE_DIR``, ``--db /srv/shop.db``) is no secret, however long.
+        :func:`~supervisor.open_supervisor` holds them all for redaction while it runs
+        (:func:`supervisor.log.redacting`); loading registers none.
         """
         found: list[str] = []
         for server in self.servers.values():

@@ -2,16 +2,20 @@
 
 A value is secret by its *name*: a variable, header, option or query parameter whose name
 contains TOKEN, KEY, SECRET, PASSWORD, PASS, AUTH, CREDENTIAL, PRIVATE, COOKIE or SESSION,
-or is PAT. This module finds such values and masks them as ``***`` for display
-(:func:`masked_url`, :func:`command_line`, ``repr()`` of the config structs); which values a
-config registers for log redaction is :meth:`Config.secrets`.
+or is PAT — or by what it is: a header's value, a password in a URL's user-info
+(``postgres://me:PASSWORD@db``), what ``${NAME}`` with such a name expanded to, a value
+``add --env KEY`` asked for (the env files in :data:`SECRETS_DIR`). A value is
+never secret by its length or its look: a path or a setting is shown. This module finds
+such values and masks them as ``***`` for display (:func:`masked_url`,
+:func:`command_line`, ``repr()`` of the config structs); which values a config registers
+for log redaction is :meth:`Config.secrets`.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -23,7 +27,12 @@ class _Launch(Protocol):
 
     command: str | None
     args: Sequence[str]
+    secret_values: Sequence[str]
 
+
+#: the directory beside a config file where ``add --env KEY`` keeps the values it asked for
+#: without echo, in an env file per server: every value in those files is a secret
+SECRETS_DIR = ".mcp-supervisor"
 
 _SECRET_WORDS = (
     "TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PASS", "AUTH", "CREDENTIAL",
@@ -72,6 +81,15 @@ def _secret_args(args: Sequence[str]) -> list[str]:
     return [value for _, _, value in _secret_options(args)]
 
 
+#: ``scheme://user:PASSWORD@``: a URL's user-info with a password, anywhere in a value.
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:([^\s/?#@]+)@")
+
+
+def _url_passwords(value: str) -> list[str]:
+    """The passwords of the URLs in ``value`` that carry one in their user-info."""
+    return _URL_PASSWORD.findall(value)
+
+
 def _query(url: str) -> list[tuple[str, str]]:
     try:
         return parse_qsl(urlsplit(url).query, keep_blank_values=False)
@@ -95,24 +113,49 @@ def masked_url(url: str) -> str:
     return urlunsplit(parts._replace(query=query))
 
 
+def _hide(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` in it (of 4 characters or more, as the log
+    redactor's) replaced by ``***``, and the password of each URL in it."""
+    hidden = [*secrets, *_url_passwords(text)]
+    for secret in sorted((s for s in hidden if len(s) >= 4), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
 def command_line(server: _Launch) -> str:
-    """The server's command line for display, secret-looking arguments masked."""
-    words = [shlex.quote(server.command or "")]
-    words += [a if a.endswith("***") else shlex.quote(a) for a in _mask_args(server.args)]
+    """The server's command line for display, secret-looking arguments masked: values of
+    secret-looking options, what a secret-named ``${NAME}`` expanded to, URL passwords."""
+    words = [_quoted(server.command or "", server.secret_values)]
+    for arg in _mask_args(server.args):
+        words.append(arg if arg.endswith("***") else _quoted(arg, server.secret_values))
     return " ".join(words)
 
 
-def _masked_repr(struct: msgspec.Struct, masked_fields: set[str]) -> str:
+def _quoted(word: str, secrets: Sequence[str]) -> str:
+    """``word`` quoted for a shell, each secret in it an unquoted ``***``."""
+    shown = _hide(word, secrets)
+    if shown == word:
+        return shlex.quote(word)
+    return "***".join(shlex.quote(part) if part else "" for part in shown.split("***"))
+
+
+def _masked_repr(
+    struct: msgspec.Struct, masked_fields: set[str], hidden: Sequence[str] = ()
+) -> str:
     parts: list[str] = []
     for name in struct.__struct_fields__:
         value = getattr(struct, name)
         if name in masked_fields and isinstance(value, Mapping):
             value = {k: "***" for k in value}
+        elif name in masked_fields and isinstance(value, tuple):
+            value = tuple("***" for _ in value)
         elif name in masked_fields and value is not None:
             value = "***"
         elif name == "url" and isinstance(value, str):
-            value = masked_url(value)
+            value = _hide(masked_url(value), hidden)
         elif name == "args":
-            value = tuple(_mask_args(value))
+            value = tuple(_hide(a, hidden) for a in _mask_args(value))
+        elif name == "command" and isinstance(value, str):
+            value = _hide(value, hidden)
         parts.append(f"{name}={value!r}")
     return f"{type(struct).__name__}({', '.join(parts)})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -186,7 +187,9 @@ async def run_demo(
                         say(f"  dashboard {info.url}")
                         if dashboard_token is None:  # a chosen one is the user's to know
                             say(f"            log in to restart and stop: {info.login_url}")
-                    await _script(sup, events, say, processes, flaky, color=out.isatty())
+                    tty = out.isatty()  # a pipe or a file has no width: whole lines
+                    width = shutil.get_terminal_size().columns if tty else None
+                    await _script(sup, events, say, processes, flaky, color=tty, width=width)
                     if dashboard is not None:
                         say(f"\nThe dashboard stays at {info.url} until Ctrl-C.")
                         try:
@@ -207,6 +210,7 @@ async def _script(
     flaky: FlakyProcess,
     *,
     color: bool,
+    width: int | None = None,
 ) -> None:
     say("\n1. Connect every server")
     with trio.fail_after(PATIENCE):
@@ -218,7 +222,7 @@ async def _script(
     ]
     if down:
         raise DemoError(f"example servers did not connect: {'; '.join(down)}")
-    say(status_table(sup.status(), color=color))
+    say(status_table(sup.status(), color=color, width=width))
     events.drain()
 
     say("\n2. Calls across servers")
@@ -251,7 +255,7 @@ async def _script(
     def on_error() -> None:  # the first failed reconnection: show the table, then recover
         if not flaky_back:
             flaky_back.append(True)
-            say(status_table(sup.status(), color=color))
+            say(status_table(sup.status(), color=color, width=width))
             processes.start_soon(bring_back)
 
     flaky_back: list[bool] = []
@@ -262,7 +266,7 @@ async def _script(
     await _recovery(sup, events, say, "flaky", since, call, send_first=True, on_error=on_error)
 
     say("\n5. Status after the recovery")
-    say(status_table(sup.status(), color=color))
+    say(status_table(sup.status(), color=color, width=width))
     say("")
     say(summary_text(sup.summary()))
 

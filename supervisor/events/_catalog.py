@@ -122,7 +122,11 @@ class ServerEvent(Event, frozen=True, kw_only=True):
 
 
 class Connecting(ServerEvent, tag="mcp.connecting", kw_only=True):
-    """A connection attempt to ``server`` has begun (attempt 1 is the first)."""
+    """A connection attempt to ``server`` has begun. ``attempt`` counts the tries in a row
+    from 1: the first connection (and the first after a restart on request) is 1, the try
+    after *n* failures in a row *n* + 1 (the loss of a connection that stayed up
+    ``stableAfter`` is failure 1 of a new row). ``max_attempts`` is the last try's number:
+    the first plus the retries the server's config allows (1 when it is not restarted)."""
 
     attempt: int
     max_attempts: int
@@ -145,8 +149,10 @@ class Disconnected(ServerEvent, tag="mcp.disconnected", kw_only=True):
 class ServerErrored(ServerEvent, tag="mcp.error", kw_only=True):
     """A connection attempt or session of ``server`` failed.
 
-    ``retry_in`` is the backoff in seconds before the next attempt, or ``None`` when no
-    retry is scheduled (the server gave up or is not restarted).
+    ``attempt`` is the number of failures in a row, this one included — the number of
+    the try that failed, as :class:`Connecting` counts them; ``retry_in`` is the backoff
+    in seconds before the next attempt, or ``None`` when no retry is scheduled (the
+    server gave up or is not restarted).
     """
 
     error: str

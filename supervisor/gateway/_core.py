@@ -37,7 +37,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import mcp_types as types
 import trio
@@ -67,11 +67,12 @@ from ..errors import (
     ToolError,
     UnknownPrompt,
     UnknownResource,
+    UnknownServer,
     UnknownTool,
 )
 from ..log import get_logger
 from ..monitor._probes import DOWN
-from ..registry._document import tools_document
+from ..registry._document import prompts_document, resources_document, tools_document
 from ..registry._resources import route_resource
 from ..server._messages import InputRound
 from ..server._status import ServerStatus
@@ -101,6 +102,7 @@ if TYPE_CHECKING:
 
     from ..registry import Catalog, Entry
     from ..runtime import SupervisorHandle
+    from ..server import HealthRecord
     from ..server._messages import Progress
 
 __all__ = [
@@ -121,10 +123,12 @@ log = get_logger("supervisor.gateway")
 WITHDRAWN = DOWN
 #: The ``_meta`` key of a failed call's result that says what failed, as data.
 ERROR_META = "mcp-supervisor/error"
-#: The ``_meta`` key of a result that names the backing server which answered.
+#: The ``_meta`` key of a result that names the backing server which answered, and of a
+#: ``resources/read`` request naming the server to read from (``read --server``).
 SERVER_META = "mcp-supervisor/server"
-#: The ``_meta`` key of a ``tools/call`` request bounding the whole call, in seconds
-#: (``call --timeout``): the gateway waits no longer for the server, restarts included.
+#: The ``_meta`` key of a ``tools/call``, ``resources/read`` or ``prompts/get`` request
+#: bounding the whole request, in seconds (``call --timeout``, ``read --timeout``): the
+#: gateway waits no longer for the server, restarts included.
 TIMEOUT_META = "mcp-supervisor/timeout"
 #: The ``_meta`` key of a ``tools/call`` request approving it (``call --yes``); honoured
 #: only on the gateway's local socket (:data:`LOCAL_SCOPE`), ignored over HTTP.
@@ -455,6 +459,44 @@ class Gateway:
         approvals = {e.name: self.sup.approval_reason(e.name) for e in entries}
         return tools_document(entries, catalog, records, approvals, query=query)
 
+    async def resources_document(self, *, caller: Caller | None = None) -> dict[str, object]:
+        """What ``mcp-supervisor resources`` prints of this gateway (``/resources``): the
+        resources and templates it serves, and its servers' statuses, as
+        :func:`~supervisor.registry._document.resources_document` makes them for a command
+        that runs the servers itself; for a team gateway's ``caller``, what their grant
+        covers."""
+        up, records = await self._listed_for(caller)
+        snapshot = self.sup.snapshot
+        resources = [r for r in snapshot.resources if r.server in up]
+        templates = [t for t in snapshot.templates if t.server in up]
+        return resources_document(resources, templates, records)
+
+    async def prompts_document(self, *, caller: Caller | None = None) -> dict[str, object]:
+        """What ``mcp-supervisor prompts`` prints of this gateway (``/prompts``), as
+        :meth:`resources_document` does for resources."""
+        up, records = await self._listed_for(caller)
+        prompts = [p for p in self.sup.snapshot.prompts if p.server in up]
+        return prompts_document(prompts, records)
+
+    async def _listed_for(self, caller: Caller | None) -> tuple[set[str], dict[str, HealthRecord]]:
+        """For a listing once the first connections are made: the servers whose
+        resources and prompts ``caller`` (``None``: anyone let in) is served now, and the
+        records of the servers served to them (a disabled one never started: left out)."""
+        await self.first_listing()
+        host: SearchHost = self
+        if caller is not None:
+            host = Narrowed(self, caller, self.policy.grant(caller), self._narrowed)
+
+        def whole(name: str) -> bool:
+            return host.whole(name) if isinstance(host, Narrowed) else self.serves(name)
+
+        records = {
+            name: record
+            for name, record in self.sup.status().items()
+            if record.status != ServerStatus.DISABLED and whole(name)
+        }
+        return {name for name in self._up() if whole(name)}, records
+
     def _state(self) -> tuple[object, object, object]:
         """What the lists say now, to tell whether they changed (with tool search, the
         tool list is the meta-tools': it never changes)."""
@@ -727,16 +769,30 @@ class Gateway:
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
+        meta: Mapping[str, Any] = params.meta or {}
+        timeout = _timeout(meta.get(TIMEOUT_META))
         try:
             found = apps_backing(uri, self.sup.servers)
             if found is not None:  # a UI resource, under the URI naming its server
                 server, own = found
                 self._refuse_unserved(ctx, server)
-                return contents_served(await self.sup.read_resource(own, server=server), server)
-            owner = self._resource_owner(ctx, uri)
-            return await self.sup.read_resource(uri, server=owner)
+                read = await self.sup.read_resource(own, server=server, timeout=timeout)
+                return _unstamped(contents_served(read, server))
+            named = meta.get(SERVER_META)
+            if isinstance(named, str):  # `read --server NAME`: from that server, listed or not
+                if not self.serves(named):
+                    refused = "not found: not served by this gateway"
+                    raise MCPError(types.INVALID_PARAMS, refused, {"type": "UnknownServer"})
+                self._refuse_unserved(ctx, named)
+                owner: str | None = named
+            else:
+                owner = self._resource_owner(ctx, uri)
+            return _unstamped(await self.sup.read_resource(uri, server=owner, timeout=timeout))
         except UnknownResource as exc:
-            raise MCPError(RESOURCE_NOT_FOUND, str(exc), {"uri": uri}) from None
+            data = {"uri": uri, "type": type(exc).__name__}
+            raise MCPError(RESOURCE_NOT_FOUND, str(exc), data) from None
+        except UnknownServer as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)) from None
         except (SupervisorError, TimeoutError) as exc:
             raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
 
@@ -776,10 +832,12 @@ class Gateway:
     ) -> types.GetPromptResult:
         if self._seen_by(ctx) is not self:
             self._refuse_unserved(ctx, self._prompt_owner(params.name))
+        timeout = _timeout((params.meta or {}).get(TIMEOUT_META))
         try:
-            return await self.sup.get_prompt(params.name, params.arguments or {})
+            prompt = await self.sup.get_prompt(params.name, params.arguments or {}, timeout=timeout)
+            return _unstamped(prompt)
         except (UnknownPrompt, PromptArgumentsInvalid) as exc:
-            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+            raise MCPError(types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)) from None
         except (SupervisorError, TimeoutError) as exc:
             raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
 
@@ -919,9 +977,8 @@ def _relayed_round(
 
 
 def _passed_on(result: types.CallToolResult, server: str | None) -> types.CallToolResult:
-    """The backing server's result, without the protocol's own ``_meta`` stamps (its
-    ``io.modelcontextprotocol/serverInfo``: those describe a hop, and this one is ours),
-    and with the name of the server that answered (:data:`SERVER_META`)."""
+    """The backing server's result, :func:`_unstamped`, with the name of the server that
+    answered (:data:`SERVER_META`)."""
     meta = {k: v for k, v in (result.meta or {}).items() if not k.startswith(_PROTOCOL_META)}
     if server is not None:
         meta[SERVER_META] = server
@@ -929,6 +986,19 @@ def _passed_on(result: types.CallToolResult, server: str | None) -> types.CallTo
 
 
 _PROTOCOL_META = "io.modelcontextprotocol/"
+_Result = TypeVar("_Result", bound=types.Result)
+
+
+def _unstamped(result: _Result) -> _Result:
+    """A backing server's answer as the gateway passes it on (a tool's result, a
+    resource read, a prompt): without the protocol's own ``_meta`` stamps (its
+    ``io.modelcontextprotocol/serverInfo``: those describe a hop, and this one is ours —
+    the SDK stamps the gateway's in their place, as on every other answer)."""
+    meta = result.meta
+    if not meta or not any(key.startswith(_PROTOCOL_META) for key in meta):
+        return result
+    kept = {k: v for k, v in meta.items() if not k.startswith(_PROTOCOL_META)}
+    return result.model_copy(update={"meta": kept or None})
 
 
 def _approval_text(exc: ApprovalRequired) -> str:

@@ -12,8 +12,10 @@ hypercorn under trio.
   (failed, stopped, or waiting for a login), naming it and its last error.
 * ``/metrics``: the Prometheus text of every server's metrics (docs/monitoring.md).
 * ``/status``: the ``status --json`` document; ``/tools?search=Q&limit=N``: the ``tools
-  --json`` one; ``/events?filter=GLOB``: the events as JSON lines, as they come (what
-  ``status``, ``tools`` and ``events`` show when they use this gateway).
+  --json`` one; ``/resources`` and ``/prompts``: the ``resources --json`` and ``prompts
+  --json`` ones, with the servers' statuses; ``/events?filter=GLOB``: the events as JSON
+  lines, as they come (what ``status``, ``tools``, ``resources``, ``prompts`` and
+  ``events`` show when they use this gateway).
 
 ``/healthz``, ``/readyz`` and ``/metrics`` need no token, like the dashboard's: probes
 and scrapers rarely carry one. :func:`serve_local` serves the same routes on a Unix socket
@@ -24,8 +26,8 @@ OAuth access tokens in place of the one static token: it serves its protected-re
 metadata (``/.well-known/oauth-protected-resource/mcp``), answers a request without a
 valid token with the challenge that leads MCP clients there, and hands each request's
 :class:`~._resource.Caller` to the gateway (:data:`~._core.CALLER_SCOPE`), whose policy
-narrows what that caller sees; ``/status``, ``/tools`` and ``/events`` are narrowed the
-same way.
+narrows what that caller sees; ``/status``, ``/tools``, ``/resources``, ``/prompts`` and
+``/events`` are narrowed the same way.
 """
 
 from __future__ import annotations
@@ -243,6 +245,10 @@ class _Front:
             await _json(send, 200, _status(self.sup, self._serves(caller)))
         elif path == "/tools":
             await self._tools(scope, send, caller)
+        elif path == "/resources":
+            await _json(send, 200, await self.gateway.resources_document(caller=caller))
+        elif path == "/prompts":
+            await _json(send, 200, await self.gateway.prompts_document(caller=caller))
         elif path == "/events":
             await self._events(scope, receive, send, caller)
         else:
@@ -319,10 +325,12 @@ class _Front:
             await send({"type": "http.response.body", "body": b""})
 
 
+#: The routes the CLI reads, behind the token like the MCP endpoint.
+_CLI_ROUTES = frozenset({"/status", "/tools", "/resources", "/prompts", "/events"})
 #: The routes behind the token: the MCP endpoint and those the CLI reads.
-_PRIVATE = frozenset({MCP_PATH, "/status", "/tools", "/events"})
+_PRIVATE = frozenset({MCP_PATH, *_CLI_ROUTES})
 #: The routes that only read, and answer GET only (``405`` with ``Allow`` otherwise).
-_READ_ONLY = frozenset({"/healthz", "/readyz", "/metrics", "/status", "/tools", "/events"})
+_READ_ONLY = frozenset({"/healthz", "/readyz", "/metrics", *_CLI_ROUTES})
 
 
 def _status(sup: SupervisorHandle, serves: Any) -> dict[str, object]:

@@ -5,9 +5,10 @@ Every ``serve`` also listens on a Unix socket of its own, named after its config
 real path, in a private directory (``$XDG_RUNTIME_DIR/mcp-supervisor``, else
 ``$MCP_SUPERVISOR_STATE_DIR/run``, else ``~/.mcp-supervisor/run``; 0700, the socket 0600:
 only its user can connect, which is the socket's authentication). ``status``, ``tools``,
-``call`` and ``events`` look for the socket of the config they were given and, when a
-gateway answers there, ask it; ``--connect URL`` names a gateway over HTTP instead (with
-its token from ``$MCP_SUPERVISOR_GATEWAY_TOKEN``).
+``call``, ``events``, ``resources``, ``read``, ``prompts`` and ``prompt`` look for the
+socket of the config they were given and, when a gateway answers there, ask it;
+``--connect URL`` names a gateway over HTTP instead (with its token from
+``$MCP_SUPERVISOR_GATEWAY_TOKEN``).
 
 This module is the standard library only (and the error tree's root, from
 ``supervisor.actors``' errors module, the standard library only too), so that a command
@@ -59,6 +60,9 @@ _CLIENT_INFO = {"name": "mcp-supervisor-cli", "version": "1"}
 
 #: The key of a call's approval among a gateway's ``input_required`` input requests.
 APPROVAL_KEY = "mcp-supervisor/approval"
+#: The methods whose request names what it is about in an ``Mcp-Name`` header, and the
+#: parameter it repeats (the 2026-07-28 protocol's; the SDK's ``NAME_BEARING_METHODS``).
+_NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
 class GatewayError(SupervisorError):
@@ -338,8 +342,9 @@ class GatewayClient:
             "MCP-Protocol-Version": PROTOCOL_VERSION,
             "Mcp-Method": method,
         }
-        if "name" in body and isinstance(body["name"], str):
-            headers["Mcp-Name"] = body["name"]
+        named = _NAME_BEARING.get(method)
+        if named is not None and isinstance(body.get(named), str):
+            headers["Mcp-Name"] = _header_value(body[named])
         status, content_type, data = self._exchange(
             "POST", self._path("/mcp"), json.dumps(message).encode(), headers
         )
@@ -357,7 +362,9 @@ class GatewayClient:
                 continue  # a notification about the request (progress, say)
             if "error" in answer:
                 error = answer["error"]
-                raise GatewayRequestError(error.get("code", 0), error.get("message", ""))
+                raise GatewayRequestError(
+                    error.get("code", 0), error.get("message", ""), error.get("data")
+                )
             return answer.get("result", {})
         raise GatewayNoAnswer(f"the gateway at {self.where} sent no answer to {method}")
 
@@ -461,12 +468,21 @@ class GatewayNoAnswer(GatewayError):
 
 
 class GatewayRequestError(GatewayError):
-    """The gateway answered a request with a JSON-RPC error."""
+    """The gateway answered a request with a JSON-RPC error: its ``code``, ``message``
+    and ``data`` (``None`` when it gave none)."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str, data: object = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.data = data
+
+    @property
+    def kind(self) -> str | None:
+        """The supervisor's name for the error (``data["type"]``: ``UnknownResource``,
+        ``ServerRequestError`` …), when the gateway gave one."""
+        kind = self.data.get("type") if isinstance(self.data, dict) else None
+        return kind if isinstance(kind, str) else None
 
 
 def _messages(content_type: str, data: bytes) -> Iterator[dict[str, Any]]:
@@ -481,6 +497,18 @@ def _messages(content_type: str, data: bytes) -> Iterator[dict[str, Any]]:
         return
     answer = json.loads(data)
     yield from answer if isinstance(answer, list) else [answer]
+
+
+def _header_value(value: str) -> str:
+    """``value`` as an HTTP header carries it: as it is when it is printable ASCII without
+    spaces at its ends, else in the protocol's ``=?base64?…?=`` wrapping (a URI or a name
+    with other characters — a line break cannot end the header early)."""
+    import base64
+
+    plain = all(" " <= c <= "~" for c in value) and value == value.strip()
+    if plain and not (value.startswith("=?base64?") and value.endswith("?=")):
+        return value
+    return f"=?base64?{base64.b64encode(value.encode('utf-8')).decode('ascii')}?="
 
 
 def _said(data: bytes) -> str:

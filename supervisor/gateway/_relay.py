@@ -20,7 +20,6 @@ callbacks: open the supervisor with them (``open_supervisor(config,
 
 from __future__ import annotations
 
-import warnings
 import weakref
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager, suppress
@@ -31,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .._util._deprecated import on_purpose
 from ..log import get_logger
 from ..server._options import per_server
 
@@ -153,16 +153,19 @@ class Relay:
             if asked is not None and rank < _RANK[asked]:
                 return
             with suppress(Exception):  # best effort: a client gone is not our failure
-                await session.send_log_message(
-                    level, params.data, logger, related_request_id=request_id
+                await on_purpose(  # the capability's deprecation (2026-07-28)
+                    session.send_log_message,
+                    level,
+                    params.data,
+                    logger,
+                    related_request_id=request_id,
                 )
             return
         for connection, asked in list(self._levels.items()):
             if rank < _RANK[asked] or connection in self._callers:
                 continue
-            with suppress(Exception), warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the capability's deprecation (2026-07-28)
-                await connection.log(level, params.data, logger)
+            with suppress(Exception):
+                await on_purpose(connection.log, level, params.data, logger)
 
     def _client(
         self, capability: types.ClientCapabilities, waiting: list[Any]

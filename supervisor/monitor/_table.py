@@ -62,8 +62,8 @@ _TOOLS_MIN = 5  # ... under a "Tools" header this wide
 _ACTIVE_MIN = 13  # "Last Active" and room to spare
 _GAP = 2
 _RULE = 57  # the rule's length with the minimum column widths
-_ERROR_MAX = 60  # display columns of the error shown in Details
-_TARGET_MAX = 60  # display columns of the command line or URL on a server's second line
+_ERROR_MIN = 12  # display columns an error keeps in a Details cell cut to fit
+_TARGET_MIN = 16  # display columns a command line or URL keeps when cut in its middle
 _INDENT = "      "  # the second line's, and the reason's (after its "↳ ")
 
 _SERVER_PREFIX = re.compile(r"^MCP server '[^']*'\s*(\(pid \d+\)\s*)?")
@@ -84,18 +84,34 @@ def _pad(text: str, width: int) -> str:
     return text + " " * max(0, width - display_width(text))
 
 
-def _fit(text: str, width: int) -> str:
-    """``text`` cut to ``width`` display columns, ending in ``…`` when cut."""
-    if display_width(text) <= width:
+def _fit(text: str, width: int | None) -> str:
+    """``text`` cut to ``width`` display columns, ending in ``…`` when cut; whole when
+    ``width`` is ``None``."""
+    if width is None or display_width(text) <= width:
         return text
+    return _head(text, width - 1) + "…"
+
+
+def _head(text: str, width: int) -> str:
+    """The longest start of ``text`` at most ``width`` display columns wide."""
     out, used = [], 0
     for char in text:
         w = display_width(char)
-        if used + w > width - 1:
+        if used + w > width:
             break
         out.append(char)
         used += w
-    return "".join(out) + "…"
+    return "".join(out)
+
+
+def _fit_middle(text: str, width: int) -> str:
+    """``text`` cut to ``width`` display columns by taking out its middle (a command
+    line keeps its program and its last argument, a path its file name): ``…`` where
+    the cut is."""
+    if display_width(text) <= width:
+        return text
+    tail = _head(text[::-1], (width - 1) // 2)[::-1]
+    return _head(text, width - 1 - display_width(tail)) + "…" + tail
 
 
 def short_error(error: str | None) -> str:
@@ -104,8 +120,7 @@ def short_error(error: str | None) -> str:
     if not error:
         return ""
     text = _SERVER_PREFIX.sub("", error.strip().splitlines()[0])
-    text = text.split("; ", 1)[0]
-    return _fit(printable(text), _ERROR_MAX)
+    return printable(text.split("; ", 1)[0])
 
 
 def ago(then: float | None, now: float) -> str:
@@ -122,45 +137,60 @@ def ago(then: float | None, now: float) -> str:
     return f"{int(seconds)}s ago"
 
 
-def details(record: HealthRecord, now: float) -> str:
-    """The Details cell: what the server is doing or what went wrong, with retry info."""
+def details(record: HealthRecord, now: float, room: int | None = None) -> str:
+    """The Details cell: what the server is doing or what went wrong, with retry info.
+
+    Cut to ``room`` display columns when given: the error is cut (``…``), what comes
+    before and after it — ``gave up after 3 attempts:``, ``(retry 2/5 in 4s)`` — kept."""
+    lead, error, tail = _details(record, now)
+    text = lead + error + tail
+    if room is None or display_width(text) <= room:
+        return text
+    left = room - display_width(lead) - display_width(tail)
+    if error and left >= _ERROR_MIN:
+        return lead + _fit(error, left) + tail
+    return _fit(text, room)
+
+
+def _details(record: HealthRecord, now: float) -> tuple[str, str, str]:
+    """The Details cell in three parts: what leads, the error, what follows it."""
     status = record.status
     error = short_error(record.last_error)
     if status == ServerStatus.CONNECTING:
-        return f"connecting (attempt {record.retry_attempt + 1})"
+        return f"connecting (attempt {record.retry_attempt + 1})", "", ""
     if status == ServerStatus.DEGRADED:
-        return f"degraded: {error or 'calls time out'}"
+        return "degraded: ", error or "calls time out", ""
     if status == ServerStatus.DISCONNECTED:
-        text = str(error or status)
+        tail = ""
         if record.next_retry_at is not None:
             wait = max(0, math.ceil(record.next_retry_at - now))
-            text += f" (retry {record.retry_attempt}/{record.max_attempts} in {wait}s)"
-        return text
+            tail = f" (retry {record.retry_attempt}/{record.max_attempts} in {wait}s)"
+        return "", str(error or status), tail
     if status == ServerStatus.FAILED:
         if record.retryable is False:
-            return f"not retried: {error or 'no error recorded'}"  # retrying cannot help
+            return "not retried: ", error or "no error recorded", ""  # retrying cannot help
         if record.max_attempts == 0 and record.consecutive_failures == 1:
-            return f"tried once: {error or 'no error recorded'}"  # a one-shot supervisor
+            return "tried once: ", error or "no error recorded", ""  # a one-shot supervisor
         tries = record.consecutive_failures
         if tries:
-            return f"gave up after {plural(tries, 'attempt')}: {error or 'no error recorded'}"
-        return str(error or status)
+            return f"gave up after {plural(tries, 'attempt')}: ", error or "no error recorded", ""
+        return "", str(error or status), ""
     if status == ServerStatus.NEEDS_AUTH:
-        return f"🔑 needs login: mcp-supervisor auth login {printable(record.server)}"
+        return f"🔑 needs login: mcp-supervisor auth login {printable(record.server)}", "", ""
     if status == ServerStatus.REFRESHING:
-        return "refreshing its OAuth token"
+        return "refreshing its OAuth token", "", ""
     if status == ServerStatus.AUTH_FAILED:
-        return f"login refused: {error or 'authorization failed'}"
+        return "login refused: ", error or "authorization failed", ""
     if status == ServerStatus.IDLE:
-        return "not started"
+        return "not started", "", ""
     if status in (ServerStatus.STOPPED, ServerStatus.DISABLED):
-        return str(status)
-    return ""
+        return str(status), "", ""
+    return "", "", ""
 
 
 def short_target(record: HealthRecord) -> str:
     """The command line or URL for the second line: a local server's program without its
-    directory (``/usr/local/bin/uvx …`` is ``uvx …``), at most 60 columns."""
+    directory (``/usr/local/bin/uvx …`` is ``uvx …``)."""
     target = record.target or ""
     if record.type == "stdio":
         try:
@@ -170,25 +200,40 @@ def short_target(record: HealthRecord) -> str:
         quoted = shlex.quote(program)
         if "/" in program.rstrip("/") and target.startswith(quoted):
             target = shlex.quote(posixpath.basename(program.rstrip("/"))) + target[len(quoted) :]
-    return _fit(printable(target), _TARGET_MAX)
+    return printable(target)
 
 
-def about(record: HealthRecord) -> str:
+def about(record: HealthRecord, width: int | None = None) -> str:
     """A server's second line: its transport and command line or URL, then what its last
     handshake said — the server's own name and version, the MCP protocol version — and the
     resources and prompts it listed; what is not known yet is left out. An in-process
-    server (type ``memory``) says ``in-process`` and its server object's name."""
+    server (type ``memory``) says ``in-process`` and its server object's name.
+
+    Whole without ``width``; with it, at most ``width`` display columns: the command line
+    or URL is cut in its middle (``…``) so that the rest fits, and only when that is not
+    enough is the line's end cut."""
     kind = "in-process" if record.type == "memory" else record.type
-    parts = [p for p in (printable(kind), short_target(record)) if p]
+    target = short_target(record)
+    after = []
     if record.server_name:
         said = (record.server_name, record.server_version)
-        parts.append(" ".join(printable(p) for p in said if p))
+        after.append(" ".join(printable(p) for p in said if p))
     if record.protocol_version:
-        parts.append(f"MCP {printable(record.protocol_version)}")
+        after.append(f"MCP {printable(record.protocol_version)}")
     if record.resource_count is not None and record.prompt_count is not None:
         resources = plural(record.resource_count, "resource")
-        parts.append(f"{resources}, {plural(record.prompt_count, 'prompt')}")
-    return " · ".join(parts)
+        after.append(f"{resources}, {plural(record.prompt_count, 'prompt')}")
+
+    def line(target: str) -> str:
+        return " · ".join(p for p in (printable(kind), target, *after) if p)
+
+    text = line(target)
+    if width is None or display_width(text) <= width:
+        return text
+    room = width - (display_width(text) - display_width(target))
+    if target:
+        text = line(_fit_middle(target, max(room, _TARGET_MIN)))
+    return _fit(text, width)
 
 
 def status_table(
@@ -196,7 +241,7 @@ def status_table(
     *,
     now: float | None = None,
     color: bool = False,
-    width: int = 120,
+    width: int | None = None,
 ) -> str:
     """The health records as the ``mcp-supervisor status`` table (docs/monitoring.md).
 
@@ -204,9 +249,11 @@ def status_table(
     which "Last Active" and the seconds until the next retry are counted from. Each
     server's row is followed by its second line (:func:`about`), then — for a server
     down whose Details cell shows only part of the reason — the whole reason. Columns
-    are aligned by display width (an icon takes two columns); lines longer than
-    ``width`` columns are cut with ``…``. ``color`` adds ANSI colours (for a terminal);
-    without it the text is plain. No trailing newline.
+    are aligned by display width (an icon takes two columns). Lines are whole without
+    ``width`` (for a pipe or a file); with it (a terminal's), each fits in ``width``
+    columns: a Details cell's error is cut with ``…``, a command line or URL in its
+    middle, the reason wrapped. ``color`` adds ANSI colours (for a terminal); without it
+    the text is plain. No trailing newline.
     """
     now = time.time() if now is None else now
     rows = []
@@ -241,15 +288,16 @@ def status_table(
             + _pad(tools.rjust(digits), tools_w)
             + _pad(active, active_w)
         )
-        room = width - display_width(head)
+        room = None if width is None else width - display_width(head)
         detail = details(record, now)
-        cut = display_width(detail) > room
-        if room < 1:
+        cut = room is not None and display_width(detail) > room
+        if room is not None and room < 1:
             lines.append(_fit(head.rstrip(), width))
         else:
-            detail = paint(_fit(detail, room), _DETAIL_COLORS.get(record.status, ""))
+            detail = paint(details(record, now, room), _DETAIL_COLORS.get(record.status, ""))
             lines.append((head + detail).rstrip())
-        lines.append(paint(_fit(_INDENT + about(record), width), _DIM))
+        second = about(record, None if width is None else max(1, width - len(_INDENT)))
+        lines.append(paint(_fit(_INDENT + second, width), _DIM))
         lines += [paint(line, _DIM) for line in _full_reason(record, width, cut)]
     connected = [r for r in records.values() if r.status == ServerStatus.CONNECTED]
     disabled = sum(r.status == ServerStatus.DISABLED for r in records.values())
@@ -268,10 +316,11 @@ def status_table(
 _REASON_LINES = 4
 
 
-def _full_reason(record: HealthRecord, width: int, cut: bool) -> list[str]:
-    """The whole reason a server is down, wrapped under its row, when the Details cell
-    shows only part of it: its gist (the first clause: "exited with code 1", say,
-    without the line of stderr that says why), or the cell was ``cut`` to fit."""
+def _full_reason(record: HealthRecord, width: int | None, cut: bool) -> list[str]:
+    """The whole reason a server is down, under its row, when the Details cell shows
+    only part of it: its gist (the first clause: "exited with code 1", say, without the
+    line of stderr that says why), or the cell was ``cut`` to fit. One line without
+    ``width``; wrapped to it (at most four lines) with it."""
     if (
         record.status
         not in (
@@ -287,6 +336,8 @@ def _full_reason(record: HealthRecord, width: int, cut: bool) -> list[str]:
     if full == short_error(record.last_error) and not cut:
         return []
     indent = _INDENT + "↳ "
+    if width is None:
+        return [indent + full]
     lines = textwrap.wrap(
         full,
         width=max(20, width - display_width(indent)),

@@ -1,11 +1,12 @@
 """The ``tools --json`` document: a catalog, its servers and what a call of each tool would
 need — built once, here, for the command that made its own supervisor and for the
-gateway that serves it at ``/tools``, so that both print the same."""
+gateway that serves it at ``/tools``, so that both print the same; and likewise the
+``resources`` and ``prompts`` documents (the gateway's ``/resources`` and ``/prompts``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 import msgspec
@@ -14,7 +15,10 @@ from ..server._status import ServerStatus
 from ..tools import parameters
 from ._catalog import Catalog, Entry
 
-__all__ = ["tools_document"]
+if TYPE_CHECKING:
+    from ._resources import MergedPrompt, MergedResource, MergedResourceTemplate
+
+__all__ = ["prompts_document", "resources_document", "tools_document"]
 
 
 class _Record(Protocol):
@@ -83,3 +87,75 @@ def _annotations(entry: Entry) -> dict[str, object]:
     """The tool's annotations as the server sent them (MCP's names; only those given)."""
     hints = entry.tool.annotations
     return {} if hints is None else hints.model_dump(by_alias=True, exclude_none=True)
+
+
+def resources_document(
+    resources: Iterable[MergedResource],
+    templates: Iterable[MergedResourceTemplate],
+    records: Mapping[str, _Record],
+) -> dict[str, object]:
+    """What ``resources`` prints: ``resources`` (per resource its ``uri``, ``name``,
+    ``server``, ``description``, ``mime_type`` and ``size``), ``templates`` (per template
+    its ``uri_template``, ``name``, ``server``, ``description`` and ``mime_type``), and
+    ``servers``, per server of ``records`` its ``name``, ``status`` and ``error`` (its last
+    error when it is not connected: the command names those servers on stderr; its
+    ``--json`` leaves ``servers`` out)."""
+    return {
+        "resources": [
+            {
+                "uri": r.uri,
+                "name": r.name,
+                "server": r.server,
+                "description": r.description,
+                "mime_type": r.mime_type,
+                "size": r.size,
+            }
+            for r in resources
+        ],
+        "templates": [
+            {
+                "uri_template": t.uri_template,
+                "name": t.name,
+                "server": t.server,
+                "description": t.description,
+                "mime_type": t.mime_type,
+            }
+            for t in templates
+        ],
+        "servers": _servers(records),
+    }
+
+
+def prompts_document(
+    prompts: Iterable[MergedPrompt], records: Mapping[str, _Record]
+) -> dict[str, object]:
+    """What ``prompts`` prints: ``prompts`` (per prompt its ``name``, ``server``,
+    ``original_name``, ``description`` and ``arguments``: ``name``, ``required``,
+    ``description`` each), and ``servers`` as in :func:`resources_document`."""
+    return {
+        "prompts": [
+            {
+                "name": p.name,
+                "server": p.server,
+                "original_name": p.original_name,
+                "description": p.description,
+                "arguments": [
+                    {"name": a.name, "required": bool(a.required), "description": a.description}
+                    for a in p.arguments
+                ],
+            }
+            for p in prompts
+        ],
+        "servers": _servers(records),
+    }
+
+
+def _servers(records: Mapping[str, _Record]) -> list[dict[str, object]]:
+    return [
+        {
+            "name": name,
+            "status": str(record.status),
+            "error": None if record.status == ServerStatus.CONNECTED else record.last_error,
+        }
+        for name, record in records.items()
+    ]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -13,9 +12,10 @@ import attrs
 import mcp_types as types
 import trio
 from mcp import Client
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .._util._deprecated import on_purpose
 from ..actors import Actor, Normal, before_effect
 from ..actors._errors import collapse
 from ..auth._broker import AuthProblem
@@ -72,6 +72,9 @@ PING_TIMEOUT = 10.0
 LOGS_WAIT = 1.0
 #: Requests one connection serves at once; more wait in the mailbox.
 MAX_IN_FLIGHT = 256
+#: A local server's last stderr lines kept with its failure (``mcp.local.crashed``, the
+#: health record's ``stderr_tail``).
+CRASH_TAIL_LINES = 20
 
 
 _T = TypeVar("_T")
@@ -159,9 +162,7 @@ async def _probe(client: Client) -> None:
     if version in MODERN_PROTOCOL_VERSIONS:
         await client.session.send_discover(version)
         return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MCPDeprecationWarning)
-        await client.send_ping()
+    await on_purpose(client.send_ping)
 
 
 def _session_expired(error: MCPError) -> bool:
@@ -728,10 +729,12 @@ class ServerActor(Actor):
             except trio.Cancelled:
                 self._on_stopped(None, connected=False)
                 raise
-        # attempt 0 is the first connection; 1..max_attempts are the retries after it.
+        # Tries in a row, counted from 1 as mcp.error and the status count them: the one
+        # after n failures in a row is n + 1, and the last is the first plus the retries.
+        retries = config.max_attempts if server.retries else 0
         server.emit(
             events.Connecting(
-                server=server.name, attempt=self.state.attempt, max_attempts=config.max_attempts
+                server=server.name, attempt=self.state.attempt + 1, max_attempts=retries + 1
             )
         )
         transport = self.transport = server.transport()
@@ -788,9 +791,11 @@ class ServerActor(Actor):
                         code=error.code,
                     ) from error
             if handshake.cancelled_caught:
+                # (what it wrote meanwhile, and whether it was fetching its package)
+                said = transport.stalled() if isinstance(transport, StdioTransport) else ""
                 raise transport.failure or ConnectTimeout(
                     f"MCP server {server.name!r} did not complete the MCP handshake within "
-                    f"{config.init_timeout} s (initTimeout)",
+                    f"{config.init_timeout} s (initTimeout){said}",
                     server=server.name,
                 )
             raise AssertionError("unreachable")  # pragma: no cover
@@ -904,8 +909,8 @@ class ServerActor(Actor):
             return
         server = self.server
         with trio.move_on_after(server.config.timeout) as scope:
-            try:
-                await client.set_logging_level(level)
+            try:  # the session's own: the client's wrapper of it warns again while awaited
+                await on_purpose(client.session.set_logging_level, level)
                 return
             except MCPError as exc:
                 log.warning("log level refused", server=server.name, level=level, error=exc.message)
@@ -987,14 +992,20 @@ class ServerActor(Actor):
         error = transport.failure or collapse(exc)
         text = redact(describe(error))
         retryable = getattr(error, "retryable", True) is not False
-        self.state.health.failed(text, time.time(), trio.current_time(), retryable=retryable)
+        local = transport if isinstance(transport, StdioTransport) else None
+        if local is not None and local.pid is None:
+            local = None  # it never started: no process to speak of
+        tail = [] if local is None else list(local.stderr_tail)[-CRASH_TAIL_LINES:]
+        self.state.health.failed(
+            text, time.time(), trio.current_time(), retryable=retryable, stderr_tail=tail
+        )
         self.client = None
-        if isinstance(transport, StdioTransport) and transport.pid is not None:
+        if local is not None:
             server.emit(
                 events.LocalCrashed(
                     server=server.name,
-                    exit_code=transport.returncode,
-                    stderr_tail=list(transport.stderr_tail)[-20:],
+                    exit_code=local.returncode,
+                    stderr_tail=tail,
                 )
             )
         if connected:

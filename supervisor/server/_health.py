@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 
 import attrs
 import msgspec
@@ -26,6 +27,9 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
     connected_since: float | None
     last_ok: float | None
     last_error: str | None
+    #: a local server's last stderr lines (at most 20, oldest first) when its process
+    #: failed with ``last_error``; empty for any other error
+    stderr_tail: tuple[str, ...] = ()
     error_count: int
     consecutive_failures: int
     restarts: int
@@ -42,6 +46,10 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
     latency_p50_ms: float | None
     latency_p99_ms: float | None
     pid: int | None
+    #: a running local server's processes: ``pid`` first, then what it started (the
+    #: real server under a launcher such as ``npx``), parents before children; empty
+    #: while it does not run
+    family: tuple[int, ...] = ()
     #: restarts (local) or reconnections (remote) tried in a row before the server is
     #: failed: its config's ``max_attempts`` (0 under ``open_supervisor(retries=False)``)
     max_attempts: int = 0
@@ -199,6 +207,8 @@ class Health:
     outage_since: float | None = None
     last_ok: float | None = None
     last_error: str | None = None
+    #: the local process's last stderr lines, when ``last_error`` is its failure
+    stderr_tail: tuple[str, ...] = ()
     error_count: int = 0
     consecutive_failures: int = 0
     restarts: int = 0
@@ -276,12 +286,22 @@ class Health:
         self.disconnected_at = self.outage_since = None
         return None if began is None else now - began
 
-    def failed(self, error: str, wall: float, now: float, *, retryable: bool = True) -> None:
+    def failed(
+        self,
+        error: str,
+        wall: float,
+        now: float,
+        *,
+        retryable: bool = True,
+        stderr_tail: Sequence[str] = (),
+    ) -> None:
         """A connection attempt failed or the connection was lost, with ``error``;
-        ``retryable`` says whether trying again could help."""
+        ``retryable`` says whether trying again could help; ``stderr_tail``: a local
+        server's last stderr lines."""
         self.status = ServerStatus.DISCONNECTED
         self.connected_since = None
         self.last_error = error
+        self.stderr_tail = tuple(stderr_tail)
         self.retryable = retryable
         self.consecutive_timeouts = 0
         self.degraded_since = None
@@ -301,6 +321,7 @@ class Health:
             self.status = ServerStatus.DEGRADED
             self.degraded_since = now
             self.last_error = reason
+            self.stderr_tail = ()
             return True
         return False
 

@@ -46,7 +46,7 @@ from ..registry._merge import Listing
 from ..transports._errors import safe_url
 from ..transports._open import open_transport
 from ..transports._remote import TransportLike
-from ..transports._stdio import GRACE_SECONDS, KILL_AFTER_SECONDS
+from ..transports._stdio import GRACE_SECONDS, KILL_AFTER_SECONDS, StdioTransport
 from ._actor import PING_TIMEOUT, ServerActor
 from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
 from ._messages import (
@@ -399,6 +399,7 @@ class ServerHandle:
             connected_since=h.connected_since,
             last_ok=h.last_ok,
             last_error=h.last_error,
+            stderr_tail=h.stderr_tail,
             error_count=h.error_count,
             consecutive_failures=h.consecutive_failures,
             restarts=h.restarts,
@@ -413,6 +414,7 @@ class ServerHandle:
             latency_p50_ms=h.percentile(0.50),
             latency_p99_ms=h.percentile(0.99),
             pid=h.pid,
+            family=self._family(),
             max_attempts=self.config.max_attempts if self.retries else 0,
             retryable=h.retryable,
             target=_shown(self.target),
@@ -422,6 +424,12 @@ class ServerHandle:
             resource_count=len(self.resources) if self.listed else None,
             prompt_count=len(self.prompts) if self.listed else None,
         )
+
+    def _family(self) -> tuple[int, ...]:
+        """The pids of the running local server's processes (see ``HealthRecord.family``)."""
+        actor = self.current
+        transport = None if actor is None else actor.transport
+        return tuple(transport.family()) if isinstance(transport, StdioTransport) else ()
 
     def metrics(self) -> ServerMetrics:
         """Uptime, downtime, reconnects, calls and latency (docs/monitoring.md) as of now."""
@@ -678,10 +686,11 @@ class ServerHandle:
                     f"MCP server {self.name!r} failed and is not {self._no_restarts()}; "
                     f"last error: {error}. Fix the cause, then "
                 )
-            else:
+            else:  # its tries, as mcp.connecting counts them: the first and each restart
                 said = (
                     f"MCP server {self.name!r} is unavailable after "
-                    f"{plural(exc.attempts, 'attempt')}; last error: {error}. Fix the cause, then "
+                    f"{plural(exc.attempts + 1, 'attempt')}; last error: {error}. Fix the cause, "
+                    "then "
                 )
             raise ServerUnavailable(
                 f"{said}restart it (handle.restart({self.name!r}))",

@@ -21,16 +21,16 @@ goes on, and the next change or connection asks again.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import anyio
 import trio
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .._util._deprecated import on_purpose
 from ..log import get_logger
 
 if TYPE_CHECKING:
@@ -170,13 +170,14 @@ async def _request(client: Client, method: str, uri: str, server: str, timeout: 
     """Send one ``resources/subscribe`` or ``resources/unsubscribe``; whether it was
     answered without an error."""
     session = client.session
-    with trio.move_on_after(timeout), warnings.catch_warnings():
-        warnings.simplefilter("ignore", MCPDeprecationWarning)  # gone by 2026-07-28: not used there
+    asking = (
+        session.subscribe_resource
+        if method == "resources/subscribe"
+        else session.unsubscribe_resource
+    )
+    with trio.move_on_after(timeout):
         try:
-            if method == "resources/subscribe":
-                await session.subscribe_resource(uri)
-            else:
-                await session.unsubscribe_resource(uri)
+            await on_purpose(asking, uri)  # gone by 2026-07-28: not used there
             return True
         except MCPError as exc:
             log.warning(

@@ -27,7 +27,10 @@ A server runs in its own session and process group, and is stopped through the g
   pid reuse can redirect a signal), and reaped when they are this process's children.
   Only processes of that family are ever signalled or reaped: a child of the embedding
   program is never touched, and no process this module did not find as a server's is
-  waited for (that would steal its exit status from its owner).
+  waited for (that would steal its exit status from its owner). They run at a stop, and
+  when a server exits on its own (what it started may live on: ``npm exec``'s real server).
+- :func:`descendants` lists a running server's processes (its health record's
+  ``family``), from their own ``/proc`` entries.
 
 Elsewhere :func:`open_process` is trio's, and the rest do nothing: a server that ignores
 its stdin closing outlives a supervisor killed with ``SIGKILL``, and a process that left
@@ -36,6 +39,7 @@ the server's session outlives a normal stop (docs/servers.md).
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import itertools
 import os
@@ -302,6 +306,47 @@ def family(process: trio.Process, mark: str | None) -> list[Member]:
             continue
         members.append(Member(stat.pid, pidfd))
     return members
+
+
+def descendants(pid: int) -> list[int]:
+    """The live process ``pid`` and its live descendants (zombies left out), each parent
+    before its children: ``[]`` when ``pid`` is not live, ``[pid]`` off Linux. Reads only
+    the family's own ``/proc`` entries (each process's ``task/*/children``), so it is cheap
+    enough for every health record; where the kernel has no such files, one scan of
+    ``/proc``."""
+    if not LINUX:
+        return [pid]
+    leader = _stat(pid)
+    if leader is None or leader.state == "Z":
+        return []
+    scanned: dict[int, list[int]] | None = None
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+        scanned = {}
+        for stat in _processes():
+            scanned.setdefault(stat.ppid, []).append(stat.pid)
+    found: dict[int, None] = {}  # (ordered)
+    todo = collections.deque([pid])
+    while todo:
+        member = todo.popleft()
+        stat = _stat(member)
+        if stat is None or stat.state == "Z" or member in found:
+            continue
+        found[member] = None
+        todo.extend(_child_pids(member) if scanned is None else scanned.get(member, []))
+    return list(found)
+
+
+def _child_pids(pid: int) -> list[int]:
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    children: list[int] = []
+    for thread in threads:
+        with suppress(OSError, ValueError):
+            with open(f"/proc/{pid}/task/{thread}/children", "rb") as file:
+                children.extend(int(child) for child in file.read().split())
+    return children
 
 
 def _reap(members: Sequence[Member], leader: int, *, group: bool) -> None:

@@ -31,8 +31,12 @@ class _ReceiptTransport(httpx2.AsyncBaseTransport):
     The SDK sends each request from a task that carries the sender's context, so the
     receipt set around ``call_tool`` is visible here. httpcore's trace events tell when
     the request's headers start being written: before that (a refused connection, a
-    cancellation while connecting) the server cannot have seen it. Entering and leaving
-    it enter and leave ``inner``.
+    cancellation while connecting) the server cannot have seen it. A kept-alive
+    connection the server has closed is given up before anything is written on it
+    (httpcore2 2.17 checks just before writing, 2.16 when the pool hands it out) and the
+    request takes a fresh one, or meets the refusal: a server going away as a request
+    leaves may get it or not, and the receipt tells which. Entering and leaving it enter
+    and leave ``inner``.
     """
 
     def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:

@@ -6,9 +6,10 @@ with what the SDK's own lacks: it *reports how the connection ended* (``closed``
 when the process exited, stdout ended or the server broke the protocol, and ``failure``
 says why), so the server actor learns of a death from the transport itself rather than
 from a request that later fails. It spawns the server in its own process group, exposes
-its ``pid``, its exit code and a ring buffer of its stderr lines, and shuts it down in the
-MCP spec's order: close stdin, wait, SIGTERM to the group, wait, SIGKILL. With a fault
-engine (``faults=``) each message in either direction passes through a
+its ``pid``, its process family, its exit code and a ring buffer of its stderr lines (an
+exit's reason names the line that says what went wrong: :mod:`._diagnosis`), and shuts
+it down in the MCP spec's order: close stdin, wait, SIGTERM to the group, wait, SIGKILL.
+With a fault engine (``faults=``) each message in either direction passes through a
 :class:`~supervisor.faults.Link` first, at the transport's fault point (docs/faults.md).
 """
 
@@ -40,6 +41,7 @@ from ..config._limits import (
 from ..errors import ProtocolViolation, ServerExited, TransportError
 from ..log import get_logger, redact
 from . import _children
+from ._diagnosis import downloader, error_line
 from ._errors import translate
 from ._pages import PageGuard, refusal
 from ._receipts import Answers, Receipt, ReceiptStream
@@ -106,6 +108,8 @@ class _Skipped:
 
 #: How long an exit's report waits for the rest of the process's stderr.
 _STDERR_DRAIN_S = 1.0
+#: How many of its last stderr lines a handshake timeout's error shows.
+_STALLED_LINES = 3
 
 
 def child_environment(
@@ -143,8 +147,12 @@ class StdioTransport:
     requests still waiting then fail with the SDK's "Connection closed". Leaving closes
     stdin, waits ``grace`` seconds, sends SIGTERM to the process group, waits
     ``kill_after`` more, then SIGKILL — shielded from cancellation and bounded, so
-    leaving never hangs and leaves no process behind. A transport is entered once; a
-    restart makes a new one. It tracks delivery: see :class:`Receipt`.
+    leaving never hangs and leaves no process behind. A server that exits on its own
+    gets no request from then on, and what it started that lives on (``npm exec``'s real
+    server, when the wrapper died), still holding the pipes, is stopped the same way
+    before the exit is reported: it answers nothing more. :meth:`family` lists the
+    running server's processes. A transport is entered once; a restart makes a new one.
+    It tracks delivery: see :class:`Receipt`.
 
     ``faults``, a :class:`~supervisor.faults.FaultEngine`, injects its plan's faults: a
     ``slow_start`` delays the spawn; each line read from stdout is carried through a
@@ -207,6 +215,8 @@ class StdioTransport:
         self._process: trio.Process | None = None
         self._stack: AsyncExitStack | None = None
         self._stopping = False  # our own shutdown: the exit it causes is no failure
+        self._orphans_ended: trio.Event | None = None  # set once an exit's family is ended
+        self._tail_at_stop: list[str] | None = None  # what it had said when we stopped it
         self._mark = _children.spawn_mark()  # what its descendants inherit (see _children)
         self.faults = faults
         self._fault_point: _FaultPoint | None = None
@@ -282,6 +292,7 @@ class StdioTransport:
                     yield read_stream, write_stream
                 finally:
                     self._stopping = True
+                    self._tail_at_stop = list(self.stderr_tail)
                     if link is not None:
                         link.retire()
                     with trio.CancelScope(shield=True):
@@ -450,6 +461,10 @@ class StdioTransport:
         point = self._fault_point
         try:
             async for receipt, message in from_session:
+                if process.returncode is not None:
+                    # It exited: what it started may live on, holding the pipes (a
+                    # launcher's real server), and gets no request; it is being stopped.
+                    return  # (the request stays undelivered)
                 if receipt is not None and not receipt.deliver():
                     continue  # given up as never sent (and sent again elsewhere): not now
                 self._sending(message)
@@ -502,11 +517,14 @@ class StdioTransport:
         await to_session.aclose()
 
     async def _wait_exit(self, process: trio.Process) -> None:
-        """Wait for the process to exit, then for the rest of its stderr (a process that
-        fails at once says why in its last line, which may still be in the pipe), then
-        report the exit. A grandchild holding stderr open delays it by at most
+        """Wait for the process to exit; unless we stopped it, stop what it leaves
+        running (:meth:`_end_orphans`); then wait for the rest of its stderr (a process
+        that fails at once says why in its last lines, which may still be in the pipe),
+        then report the exit. A grandchild holding stderr open delays it by at most
         :data:`_STDERR_DRAIN_S`."""
         await process.wait()
+        if not self._stopping:
+            await self._end_orphans(process)
         with trio.move_on_after(_STDERR_DRAIN_S):
             await self._stderr_done.wait()
         self._note_exit(process)
@@ -523,12 +541,70 @@ class StdioTransport:
         point = self._fault_point
         if point is not None and point.killed:
             how += " (an injected fault: kill)"
-        last = f"; last stderr line: {self.stderr_tail[-1]!r}" if self.stderr_tail else ""
+        said = error_line(self.stderr_tail)
+        if said is None:
+            last = ""
+        elif said in (self.stderr_tail[-1], self.stderr_tail[-1].strip()):
+            last = f"; last stderr line: {said!r}"
+        else:  # an error further up: a Node stack's "Error: …" before "Node.js v20"
+            last = f"; error on stderr: {said!r}"
         message = f"MCP server {self.name!r} (pid {self.pid}) {how}{last}"
         if self._stopping:
             self.closed.set()
         else:
             self._fail(ServerExited(message, exit_code=code))
+
+    async def _end_orphans(self, process: trio.Process) -> None:
+        """The server exited on its own: stop its family — what it started that lives on
+        (``npm exec``'s real server when the wrapper died), which still holds the pipes
+        and would answer — as a shutdown does: SIGTERM, wait, SIGKILL (on Linux; elsewhere
+        the shutdown that follows stops the group). Once per transport: a second caller
+        waits for the first."""
+        if self._orphans_ended is not None:
+            await self._orphans_ended.wait()
+            return
+        self._orphans_ended = trio.Event()
+        try:
+            if _children.LINUX:
+                members = _children.family(process, self._mark)
+                try:
+                    await _children.end_family(process, members, self.kill_after)
+                finally:
+                    for member in members:
+                        member.close()
+        finally:
+            self._orphans_ended.set()
+
+    def family(self) -> list[int]:
+        """The pids of the server's process family while it runs: its own (:attr:`pid`)
+        first, then its descendants (a launcher's real server: ``npx`` runs ``npm exec``,
+        which runs the server), each parent before its children; ``[]`` once it exited or
+        before it started. Off Linux, its own alone."""
+        process = self._process
+        if process is None or self.closed.is_set() or process.returncode is not None:
+            return []
+        return _children.descendants(process.pid)
+
+    def stalled(self) -> str:
+        """What a handshake that timed out adds to its error: the server's last stderr
+        lines before it was stopped (up to :data:`_STALLED_LINES`) and, when its command
+        is a launcher that fetches its package on a first run (``npx``, ``uvx``,
+        ``pipx run`` …), that it may still have been doing so. Starts with ``"; "``, or
+        is empty."""
+        tail = self.stderr_tail if self._tail_at_stop is None else self._tail_at_stop
+        said = [line for line in tail if line.strip()][-_STALLED_LINES:]
+        text = ""
+        if len(said) == 1:
+            text = f"; last stderr line: {said[0]!r}"
+        elif said:
+            text = "; last stderr lines: " + ", ".join(repr(line) for line in said)
+        launcher = downloader(self.command, self.args)
+        if launcher is not None:
+            text += (
+                f"; {launcher} may still have been fetching the package (a first run "
+                "downloads it): raise initTimeout, or install the package first"
+            )
+        return text
 
     async def _stop(self, process: trio.Process) -> None:
         """Close stdin and wait; then the SDK's escalation for the whole process group
@@ -617,6 +693,8 @@ class _FaultPoint:
         """Write ``line`` (one message, no newline) into the server's stdin."""
         stdin = self.process.stdin
         assert stdin is not None
+        if self.process.returncode is not None:
+            return  # it exited: what it left running gets nothing (see _write_stdin)
         async with self._stdin:
             with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 await stdin.send_all(line + b"\n")
