@@ -21,6 +21,9 @@ from pathlib import Path
 #: a private directory's mode, and a private file's
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+#: the directory beside a config file where ``add --env KEY`` keeps the values it asked
+#: for without echo, an env file per server: every value in those files is a secret
+SECRETS_DIR = ".mcp-supervisor"
 
 
 def private_dir(path: Path) -> Path:

@@ -30,10 +30,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._util._files import FILE_MODE, private_dir, write_atomic
+from .._util._files import FILE_MODE, SECRETS_DIR, private_dir, write_atomic
 from .._util._plural import plural
 from .._util._printable import printable
-from ..config._secrets import SECRETS_DIR
 from ..server._status import ServerStatus
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, Parser, say
 from ._trust import DEFAULT_CONFIG, Trusted, TrustStore, add_config_options, digest, trusted_now

@@ -8,12 +8,12 @@ from types import MappingProxyType
 
 import msgspec
 
+from .._util._files import SECRETS_DIR
 from .._util._secrets import read_secret
 from ..actors import GiveUp, Restart
 from ..errors import FieldError
 from ._expand import _Expander, _keys, _read_env_file
 from ._model import AuthConfig, IncludedFile, ServerConfig, Settings
-from ._secrets import SECRETS_DIR
 from ._server import _Draft
 from ._validate import _join, _url_problem
 

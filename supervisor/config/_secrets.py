@@ -4,7 +4,7 @@ A value is secret by its *name*: a variable, header, option or query parameter w
 contains TOKEN, KEY, SECRET, PASSWORD, PASS, AUTH, CREDENTIAL, PRIVATE, COOKIE or SESSION,
 or is PAT — or by what it is: a header's value, a password in a URL's user-info
 (``postgres://me:PASSWORD@db``), what ``${NAME}`` with such a name expanded to, a value
-``add --env KEY`` asked for (the env files in :data:`SECRETS_DIR`). A value is
+``add --env KEY`` asked for (its env files in ``.mcp-supervisor/``). A value is
 never secret by its length or its look: a path or a setting is shown. This module finds
 such values and masks them as ``***`` for display (:func:`masked_url`,
 :func:`command_line`, ``repr()`` of the config structs); which values a config registers
@@ -29,10 +29,6 @@ class _Launch(Protocol):
     args: Sequence[str]
     secret_values: Sequence[str]
 
-
-#: the directory beside a config file where ``add --env KEY`` keeps the values it asked for
-#: without echo, in an env file per server: every value in those files is a secret
-SECRETS_DIR = ".mcp-supervisor"
 
 _SECRET_WORDS = (
     "TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PASS", "AUTH", "CREDENTIAL",
