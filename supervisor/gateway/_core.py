@@ -977,9 +977,9 @@ def _relayed_round(
 
 
 def _passed_on(result: types.CallToolResult, server: str | None) -> types.CallToolResult:
-    """The backing server's result, :func:`_unstamped`, with the name of the server that
-    answered (:data:`SERVER_META`)."""
-    meta = {k: v for k, v in (result.meta or {}).items() if not k.startswith(_PROTOCOL_META)}
+    """The backing server's result, its ``_meta`` as :func:`_unstamped` leaves it, with
+    the name of the server that answered (:data:`SERVER_META`)."""
+    meta = _own_meta(result.meta)
     if server is not None:
         meta[SERVER_META] = server
     return result.model_copy(update={"meta": meta or None})
@@ -997,8 +997,12 @@ def _unstamped(result: _Result) -> _Result:
     meta = result.meta
     if not meta or not any(key.startswith(_PROTOCOL_META) for key in meta):
         return result
-    kept = {k: v for k, v in meta.items() if not k.startswith(_PROTOCOL_META)}
-    return result.model_copy(update={"meta": kept or None})
+    return result.model_copy(update={"meta": _own_meta(meta) or None})
+
+
+def _own_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``meta`` without the protocol's own stamps (``io.modelcontextprotocol/…``)."""
+    return {k: v for k, v in (meta or {}).items() if not k.startswith(_PROTOCOL_META)}
 
 
 def _approval_text(exc: ApprovalRequired) -> str:
