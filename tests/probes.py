@@ -1,11 +1,14 @@
-"""Shared test helpers: a journal, a controllable probe actor, and a command answered on a
-pseudo-terminal."""
+"""Shared test helpers: a journal, a controllable probe actor, a command answered on a
+pseudo-terminal, whether a process still runs, and a bare socket where the command line
+looks for a gateway."""
 
 from __future__ import annotations
 
 import os
+import pathlib
 import pty
 import select
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -177,3 +180,46 @@ def rest_of_terminal(controller: int) -> bytes:
             break
         rest += chunk
     return rest
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie waiting to be reaped."""
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+async def stand_in_gateway(
+    door: str, config: pathlib.Path, local: pathlib.Path
+) -> tuple[trio.socket.SocketType, list[str]]:
+    """A bare socket listening where the command line looks for ``config``'s gateway —
+    its local socket ``local`` (``door == "local"``), or a port on 127.0.0.1 it is sent to
+    with ``--connect`` — and the options that send a command there."""
+    if door == "local":
+        local.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        listener = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        await listener.bind(str(local))
+        options = ["--config", str(config)]
+    else:
+        listener = trio.socket.socket()
+        await listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+        options = ["--config", str(config), "--connect", f"http://127.0.0.1:{port}/mcp"]
+    listener.listen(8)
+    return listener, options
+
+
+async def close_after_the_request(
+    listener: trio.socket.SocketType, method: bytes, taken: list[bytes]
+) -> None:
+    """Take each connection's bytes up to a request of ``method`` (into ``taken``), then
+    close it unanswered: a gateway that went away with the request."""
+    while True:
+        conn, _ = await listener.accept()
+        with conn:
+            data = b""
+            while method not in data and (chunk := await conn.recv(65536)):
+                data += chunk
+            taken.append(data)

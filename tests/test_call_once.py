@@ -26,6 +26,7 @@ import trio
 
 from supervisor.gateway._local import local_socket
 from supervisor.testing.servers import count_executions, stdio_params
+from tests.probes import close_after_the_request, stand_in_gateway
 from tests.test_gateway_cli import (
     cli,
     runtime_dir,  # noqa: F401 - autouse: a runtime dir of its own
@@ -180,32 +181,11 @@ async def test_a_connection_closed_before_the_answer_is_not_retried(
     call may have taken effect, and the CLI does not start its own server to send it
     again (the config's server would count the execution)."""
     config, counts = write_config(tmp_path)
-    if door == "local":
-        path = local_socket(config)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        listener = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        await listener.bind(str(path))
-        options = ["--config", str(config)]
-    else:
-        listener = trio.socket.socket()
-        await listener.bind(("127.0.0.1", 0))
-        port = listener.getsockname()[1]
-        options = ["--config", str(config), "--connect", f"http://127.0.0.1:{port}/mcp"]
-    listener.listen(8)
+    listener, options = await stand_in_gateway(door, config, local_socket(config))
     taken: list[bytes] = []
     with listener:
         async with trio.open_nursery() as nursery:
-
-            async def close_after_the_request() -> None:
-                while True:
-                    conn, _ = await listener.accept()
-                    with conn:
-                        data = b""
-                        while b"tools/call" not in data and (chunk := await conn.recv(65536)):
-                            data += chunk
-                        taken.append(data)
-
-            nursery.start_soon(close_after_the_request)
+            nursery.start_soon(close_after_the_request, listener, b"tools/call", taken)
             env = {**os.environ, "MCP_SUPERVISOR_GATEWAY_TOKEN": TOKEN}
             done = await cli("call", *options, "echo_add", '{"a": 1, "b": 1}', "--json", env=env)
             nursery.cancel_scope.cancel()

@@ -21,6 +21,8 @@ from supervisor import open_supervisor
 from supervisor.testing.servers import tiny
 from supervisor.transports._children import family, open_process, spawn_mark, subreaper
 
+from .probes import running
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
 #: Generous: this machine may be busy.
@@ -88,15 +90,6 @@ def recorded(pids: pathlib.Path) -> dict[str, int]:
     except FileNotFoundError:
         return {}
     return {word: int(pid) for word, pid in (line.split() for line in lines)}
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie waiting to be reaped."""
-    try:
-        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def environ(pid: int) -> bytes:

@@ -33,6 +33,7 @@ import trio
 
 from supervisor.gateway._local import GatewayClient, GatewayRequestError, local_socket
 from supervisor.testing.servers import count_executions, make_server, stdio_params
+from tests.probes import close_after_the_request, stand_in_gateway
 from tests.test_cli_resources import TWO_IMAGES
 from tests.test_gateway import TOKEN as GATEWAY_TOKEN
 from tests.test_gateway import gateway_over_http
@@ -479,32 +480,12 @@ async def test_a_read_whose_answer_is_lost_is_not_sent_again(
     try:
         config, counts = counted_config(home)
         env = {**os.environ, "XDG_RUNTIME_DIR": str(home), "MCP_SUPERVISOR_GATEWAY_TOKEN": TOKEN}
-        if door == "local":
-            path = local_socket_in(home, config)
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            listener = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            await listener.bind(str(path))
-            options = ["--config", str(config)]
-        else:
-            listener = trio.socket.socket()
-            await listener.bind(("127.0.0.1", 0))
-            port = listener.getsockname()[1]
-            options = ["--config", str(config), "--connect", f"http://127.0.0.1:{port}/mcp"]
-        listener.listen(8)
+        local = local_socket_in(home, config)
+        listener, options = await stand_in_gateway(door, config, local)
         taken: list[bytes] = []
         with listener:
             async with trio.open_nursery() as nursery:
-
-                async def close_after_the_request() -> None:
-                    while True:
-                        conn, _ = await listener.accept()
-                        with conn:
-                            data = b""
-                            while method not in data and (chunk := await conn.recv(65536)):
-                                data += chunk
-                            taken.append(data)
-
-                nursery.start_soon(close_after_the_request)
+                nursery.start_soon(close_after_the_request, listener, method, taken)
                 with trio.fail_after(STEP):
                     done = await trio.run_process(
                         [sys.executable, "-m", "supervisor", *args, *options],
@@ -533,11 +514,8 @@ async def test_a_signal_while_the_gateway_has_the_read_ends_it_unsent_elsewhere(
     try:
         config, counts = counted_config(home)
         env = {**os.environ, "XDG_RUNTIME_DIR": str(home)}
-        path = local_socket_in(home, config)
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        listener = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        await listener.bind(str(path))
-        listener.listen(8)
+        local = local_socket_in(home, config)
+        listener, _ = await stand_in_gateway("local", config, local)
         arrived = trio.Event()
         held: list[trio.socket.SocketType] = []
         out, err = home / "out", home / "err"

@@ -20,6 +20,8 @@ import trio
 from supervisor.cli._common import run
 from supervisor.testing.servers import stdio_params
 
+from .probes import running
+
 #: Generous: this machine may be busy, and connecting a server takes seconds then.
 READY_TIMEOUT = 120
 EXIT_TIMEOUT = 60
@@ -51,15 +53,6 @@ def children(pid: int) -> set[int]:
         if int(fields[1]) == pid:
             found.add(int(stat.parent.name))
     return found
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie waiting to be reaped."""
-    try:
-        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def wait_until_gone(pids: set[int]) -> set[int]:

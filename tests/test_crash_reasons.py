@@ -25,7 +25,7 @@ from supervisor.server._health import Health
 from supervisor.testing.servers import stdio_params
 from supervisor.transports._diagnosis import downloader, error_line
 
-from .probes import until
+from .probes import running, until
 
 #: Generous: this machine may be busy.
 TIMEOUT = 60
@@ -326,15 +326,6 @@ async def test_a_handshake_timeout_shows_what_the_server_said_and_why_it_may_be_
 
 
 WRAPPER = "import subprocess, sys\nsys.exit(subprocess.call(sys.argv[1:]))\n"
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie waiting to be reaped."""
-    try:
-        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def reaped(pid: int) -> bool:
