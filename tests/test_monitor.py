@@ -770,6 +770,18 @@ async def test_status_prints_whole_lines_to_a_pipe(tmp_path: pathlib.Path) -> No
     assert re.fullmatch(rf"      stdio · python\S* {re.escape(script)} --verbose", lines[7])
 
 
+async def read_terminal(master: int, output: bytearray) -> None:
+    """Read what a terminal's other side is shown (``master``) into ``output``, to the end."""
+    stream = trio.lowlevel.FdStream(master)
+    try:
+        while data := await stream.receive_some():
+            output.extend(data)
+    except (OSError, trio.BrokenResourceError):
+        pass  # EIO: the terminal's other side is closed
+    finally:
+        await stream.aclose()
+
+
 async def test_status_on_a_terminal_fits_each_line_in_its_width(tmp_path: pathlib.Path) -> None:
     """On a terminal, ``status`` fits each line in the terminal's width (``$COLUMNS``
     here): a command line is cut in its middle — its program, its last words and what the
@@ -778,20 +790,10 @@ async def test_status_on_a_terminal_fits_each_line_in_its_width(tmp_path: pathli
     master, slave = pty.openpty()
     output = bytearray()
 
-    async def read() -> None:
-        stream = trio.lowlevel.FdStream(master)
-        try:
-            while data := await stream.receive_some():
-                output.extend(data)
-        except (OSError, trio.BrokenResourceError):
-            pass  # EIO: the terminal's other side is closed
-        finally:
-            await stream.aclose()
-
     environ = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(read)
+            nursery.start_soon(read_terminal, master, output)
             process = await trio.lowlevel.open_process(
                 cli("status", "--config", config),
                 stdin=subprocess.DEVNULL,
@@ -894,19 +896,9 @@ async def test_status_shows_progress_on_a_terminal(tmp_path: pathlib.Path) -> No
     master, slave = pty.openpty()
     output = bytearray()
 
-    async def read() -> None:
-        stream = trio.lowlevel.FdStream(master)
-        try:
-            while data := await stream.receive_some():
-                output.extend(data)
-        except (OSError, trio.BrokenResourceError):
-            pass  # EIO: the terminal's other side is closed
-        finally:
-            await stream.aclose()
-
     with trio.fail_after(60):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(read)
+            nursery.start_soon(read_terminal, master, output)
             process = await trio.lowlevel.open_process(
                 cli("status", "--config", config), stdout=subprocess.DEVNULL, stderr=slave
             )
