@@ -58,12 +58,14 @@ def gone(pid: int) -> bool:
     yet has): until its last thread has, its pipes stay open."""
     try:
         threads = list(Path(f"/proc/{pid}/task").iterdir())
-    except FileNotFoundError:
+    except OSError:
         return True
     for thread in threads:
         try:
             stat = (thread / "stat").read_text()
-        except FileNotFoundError:
+        except OSError:
+            # The thread went between the listing and the read (a process being reaped
+            # answers ESRCH to a read of a file it still lists).
             continue
         if stat.rpartition(")")[2].split()[0] != "Z":
             return False
