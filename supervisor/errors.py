@@ -49,6 +49,7 @@ One class per failure mode, under bases that catch whole families::
     ├── ToolArgumentsInvalid          arguments do not match the tool's schema (.tool, .errors)
     ├── ToolOutputInvalid             structuredContent does not match the outputSchema
     ├── PromptArgumentsInvalid        prompt arguments missing or not strings (.prompt, .errors)
+    ├── RequestUnencodable            a request cannot be written as JSON; not sent (.errors)
     ├── ElicitationAnswerInvalid      an elicitation answer does not fit the requested schema
     ├── ToolError                     the tool ran and reported an error (isError; .text)
     ├── ApprovalDenied                the approval callback refused the call
@@ -139,6 +140,7 @@ __all__ = [
     "ProxyEnded",
     "RequestAborted",
     "RequestTimeout",
+    "RequestUnencodable",
     "ResultTooLarge",
     "ServerError",
     "ServerExited",
@@ -335,9 +337,10 @@ class PaginationError(ServerError):
 
 
 class ResultTooLarge(ServerError):
-    """The server's answer to one call was larger than ``maxMessageBytes``: it was read
-    past and dropped, the connection stays up and nothing counts as a crash. ``tool``,
-    ``size`` (bytes) and ``limit`` say which and how big; the call itself did run."""
+    """The server's answer to one call was larger than ``maxMessageBytes`` (or, over
+    legacy SSE, than one event may hold: 1 MiB): it was read past and dropped, the
+    connection stays up and nothing counts as a crash. ``tool``, ``size`` (bytes) and
+    ``limit`` say which and how big; the call itself did run."""
 
     def __init__(self, message: str, *, server: str, tool: str, size: int, limit: int) -> None:
         super().__init__(message, server=server)
@@ -633,6 +636,37 @@ class PromptArgumentsInvalid(SupervisorError, ValueError):
         self.errors: list[tuple[str, str]] = list(errors)
         lines = [f"  {name}: {message}" for name, message in self.errors]
         super().__init__("\n".join([f"prompt {prompt!r}: invalid arguments", *lines]))
+
+
+class RequestUnencodable(SupervisorError, ValueError):
+    """A request holds what JSON text cannot carry, so it was not sent (the connection
+    is untouched): a lone surrogate (``"\\ud800"``, half of a UTF-16 pair, which no UTF-8
+    holds) in a resource URI, a prompt's arguments, a completion's value, an answer
+    relayed with a call… A surrogate in a tool's arguments is refused before, as
+    :class:`ToolArgumentsInvalid`.
+
+    ``method`` is the request's; ``errors`` lists ``(path, message)`` pairs, ``path``
+    the JSON path of the value inside the request's params (``uri``,
+    ``arguments.title``), or ``(root)`` when no one value can be named; ``server``
+    names the server it was for. The message names the request, then one error per
+    line::
+
+        'resources/read' to MCP server 'notes' was not sent: uri: holds a lone surrogate …
+    """
+
+    def __init__(
+        self, method: str, errors: Iterable[tuple[str, str]], *, server: str | None = None
+    ) -> None:
+        self.method = method
+        self.server = server
+        self.errors: list[tuple[str, str]] = list(errors)
+        to = "" if server is None else f" to MCP server {server!r}"
+        head = f"{method!r}{to} was not sent"
+        if len(self.errors) == 1:
+            super().__init__(f"{head}: {self.errors[0][0]}: {self.errors[0][1]}")
+            return
+        lines = [f"  {path}: {message}" for path, message in self.errors]
+        super().__init__("\n".join([f"{head}: it cannot be written as JSON", *lines]))
 
 
 class ElicitationAnswerInvalid(SupervisorError, ValueError):

@@ -11,10 +11,13 @@ hand (``server/discover`` gets "method not found", so a client falls back to
     ``resources/templates/list``, ``prompts/list``, ``resources/read``, ``prompts/get``,
     ``ping``, and every ``tools/list`` after the first. ``tools/list`` first lists
     ``boom``, ``hang`` (never answered: for killing the server mid-call) and ``change``
-    (answers ``ok`` after sending ``notifications/tools/list_changed``).
+    (answers ``ok`` after sending ``notifications/tools/list_changed``). A call of the
+    unlisted ``big`` is answered with ``-32099`` — the code the supervisor's transports
+    give a request whose answer they dropped as too large — and ``data`` not of their shape.
 ``catalog``
     Lists ``N`` tiny tools in one ``tools/list`` page (one line on stdout); prints the
-    page's size in bytes to stderr as ``page N`` first.
+    page's size in bytes to stderr as ``page N`` first. With a third argument ``nan``
+    the page also holds ``"x": NaN`` (not JSON, but the SDK's parser takes it).
 
 The server's message of each -32000 is ``the database is down`` followed by an escape
 sequence (``ESC ] 0 ; owned BEL``), which must never reach a terminal as it is.
@@ -27,6 +30,8 @@ import sys
 
 NOT_FOUND = -32601
 SERVER_ERROR = -32000
+#: the code the supervisor's transports answer a request with whose answer was too large
+TOO_LARGE = -32099
 #: what the server says with each -32000: plain words and a terminal escape sequence
 MESSAGE = "the database is down\x1b]0;owned\x07"
 
@@ -79,6 +84,10 @@ def refuse(request: dict[str, object], listed: list[int]) -> dict[str, object] |
         if name == "change":
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             return result(request, {"content": [{"type": "text", "text": "ok"}]})
+        if name == "big":  # the code the supervisor uses for an answer it dropped
+            answer = error(request, TOO_LARGE, MESSAGE)
+            answer["error"]["data"] = {"size": "a lot", "limit": [1]}  # type: ignore[index]
+            return answer
         return error(request, SERVER_ERROR, MESSAGE)
     if method in (
         "resources/list",
@@ -93,12 +102,12 @@ def refuse(request: dict[str, object], listed: list[int]) -> dict[str, object] |
     return error(request, NOT_FOUND, f"method not found: {method}")
 
 
-def catalog(request: dict[str, object], count: int) -> dict[str, object] | None:
+def catalog(request: dict[str, object], count: int, nan: bool) -> dict[str, object] | None:
     if request["method"] == "tools/list":
-        page = json.dumps(
-            result(request, {"tools": [tool(f"t{i}") for i in range(count)]}),
-            separators=(",", ":"),
-        ).encode()
+        listing: dict[str, object] = {"tools": [tool(f"t{i}") for i in range(count)]}
+        if nan:
+            listing["x"] = float("nan")
+        page = json.dumps(result(request, listing), separators=(",", ":")).encode()
         print(f"page {len(page)}", file=sys.stderr, flush=True)
         sys.stdout.buffer.write(page + b"\n")
         sys.stdout.buffer.flush()
@@ -108,7 +117,7 @@ def catalog(request: dict[str, object], count: int) -> dict[str, object] | None:
     return error(request, NOT_FOUND, f"method not found: {request['method']}")
 
 
-def main(mode: str, count: str = "0") -> int:
+def main(mode: str, count: str = "0", nan: str = "") -> int:
     listed = [0]
     for line in sys.stdin.buffer:
         request = json.loads(line)
@@ -120,7 +129,10 @@ def main(mode: str, count: str = "0") -> int:
         if request["method"] == "server/discover":
             send(error(request, NOT_FOUND, "method not found: server/discover"))
             continue
-        reply = refuse(request, listed) if mode == "refuse" else catalog(request, int(count))
+        if mode == "refuse":
+            reply = refuse(request, listed)
+        else:
+            reply = catalog(request, int(count), nan == "nan")
         if reply is not None:
             send(reply)
     return 0

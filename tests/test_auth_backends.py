@@ -7,7 +7,10 @@ processes: replicas that find a user's token expired together refresh it once.""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import sqlite3
 import stat
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,7 +19,7 @@ from typing import Any
 import pytest
 import trio
 
-from supervisor.auth._backends import PostgresStore, Sealer, SQLiteStore, TokenStore
+from supervisor.auth._backends import TABLE, PostgresStore, Sealer, SQLiteStore, TokenStore
 from supervisor.auth._store import AuthStore, FileStore, LocalStore
 from tests.postgres import needs_postgres, postgres_server
 
@@ -298,3 +301,232 @@ async def test_the_default_store_takes_in_the_token_files_of_an_earlier_version_
     stored = credentials.stored()
     assert stored is not None and stored.token.access_token == "a"
     assert credentials.location == str(tmp_path / "tokens.db")
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "sqlite-sealed", "postgres"])
+async def test_a_claim_is_taken_once_of_all_the_instances_until_it_ends(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """What a login link's ticket needs of a store replicas share: of many claims of one
+    row at once, by two instances (two replicas), one takes it; it stays taken until its
+    end, and a row past its end is taken anew (and removed by the next claim)."""
+    import time
+
+    if kind == "postgres":
+        if needs_postgres.args[0]:
+            pytest.skip(needs_postgres.kwargs["reason"])
+        url = request.getfixturevalue("postgres_url")
+        stores: list[Any] = [PostgresStore(url, Sealer(KEY)), PostgresStore(url, Sealer(KEY))]
+    else:
+        sealer = Sealer(KEY) if kind == "sqlite-sealed" else None
+        path = tmp_path / "tokens.db"
+        stores = [SQLiteStore(path, sealer), SQLiteStore(path, sealer)]
+    first, second = stores
+    key = os.urandom(4).hex()  # tests share the PostgreSQL server
+    later = time.time() + 600
+    taken: list[bool] = []
+    async with trio.open_nursery() as nursery:
+        for store in stores * 8:
+
+            async def claim(store: Any = store) -> None:
+                taken.append(await store.claim("tickets", key, later))
+
+            nursery.start_soon(claim)
+    assert sorted(taken) == [False] * 15 + [True]
+    assert not await first.claim("tickets", key, later + 600)  # still taken
+    assert await first.claim("tickets", f"{key}-ended", time.time() - 1)  # its end is past
+    assert await second.claim("tickets", f"{key}-ended", later)  # free again: taken anew
+    assert await first.claim("tickets", f"{key}-2", time.time() - 1)
+    assert await second.claim("tickets", f"{key}-3", later)  # and the ended row removed
+    assert await first.version("tickets", f"{key}-2") is None
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+async def test_a_sqlite_store_narrows_its_files_and_no_directory_it_did_not_make(
+    tmp_path: Path,
+) -> None:
+    """``sqlite:///tmp/tokens.db``, and a ``sqlite:`` file beside a project's config: the
+    directory keeps its mode (1777, 0755), whatever the umask; the file and SQLite's
+    files beside it are 0600; directories the store makes are 0700; an existing
+    database (and write-ahead log) of mode 0644 is narrowed to 0600."""
+    shared = tmp_path / "tmp"
+    project = tmp_path / "project"
+    for folder, mode in ((shared, 0o1777), (project, 0o755)):
+        folder.mkdir()
+        folder.chmod(mode)
+    old = os.umask(0)
+    try:
+        store = SQLiteStore(shared / "tokens.db")
+        await store.write("tokens", "a", {"access_token": "x"})
+        deeper = SQLiteStore(project / "auth" / "deeper" / "tokens.db")
+        await deeper.write("tokens", "a", {"access_token": "x"})
+        # while a connection is open, SQLite's files beside the database are there too
+        with contextlib.closing(sqlite3.connect(shared / "tokens.db")) as connection:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute(f"INSERT INTO {TABLE} VALUES ('k', 'k', x'00', 0)")
+            beside = {p.name: _mode(p) for p in shared.iterdir()}
+            connection.execute("ROLLBACK")
+    finally:
+        os.umask(old)
+    assert _mode(shared) == 0o1777 and _mode(project) == 0o755
+    assert beside == {"tokens.db": 0o600, "tokens.db-wal": 0o600, "tokens.db-shm": 0o600}
+    assert _mode(project / "auth") == _mode(project / "auth" / "deeper") == 0o700
+    assert _mode(project / "auth" / "deeper" / "tokens.db") == 0o600
+    # made by someone else, or by an earlier version, 0644: narrowed when opened
+    # a database made by SQLite under the umask 022 (0644, and so its write-ahead log
+    # and index), in use by another process: the three narrowed when the store opens it
+    wide = project / "wide.db"
+    old = os.umask(0o022)
+    try:
+        with contextlib.closing(sqlite3.connect(wide)) as connection:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("CREATE TABLE t (x)")
+    finally:
+        os.umask(old)
+    with contextlib.closing(sqlite3.connect(wide)) as connection:
+        connection.execute("SELECT * FROM t")  # open: its log and index are there
+        files = [project / f"wide.db{end}" for end in ("", "-wal", "-shm")]
+        assert [_mode(path) for path in files] == [0o644] * 3
+        assert await SQLiteStore(wide).read("tokens", "a") is None
+        assert [_mode(path) for path in files] == [0o600] * 3
+    assert _mode(project) == 0o755
+
+
+async def test_a_sqlite_store_of_another_user_or_no_file_is_refused(tmp_path: Path) -> None:
+    """A database, or a file SQLite keeps beside it, that belongs to another user (they
+    could read or replace the credentials) is refused, saying what to do, and left as it
+    is; so is what is no file (a FIFO planted there: refused, not waited on)."""
+    fifo = tmp_path / "fifo.db"
+    os.mkfifo(fifo, 0o600)
+    with trio.fail_after(10), pytest.raises(PermissionError, match="fifo.db is not a file"):
+        await SQLiteStore(fifo).read("tokens", "a")
+    if os.geteuid() != 0:
+        pytest.skip("only root can make a file another user's")
+    theirs = tmp_path / "theirs.db"
+    theirs.write_bytes(b"")
+    theirs.chmod(0o644)
+    os.chown(theirs, 65534, 65534)
+    with pytest.raises(PermissionError) as refused:
+        await SQLiteStore(theirs).write("tokens", "a", {"access_token": "x"})
+    said = str(refused.value)
+    assert f"{theirs} belongs to another user (uid 65534)" in said
+    assert "remove it (as its owner), or name another file" in said
+    assert _mode(theirs) == 0o644 and theirs.read_bytes() == b""
+    mine = tmp_path / "mine.db"
+    mine.write_bytes(b"")
+    wal = tmp_path / "mine.db-wal"
+    wal.write_bytes(b"")
+    os.chown(wal, 65534, 65534)
+    with pytest.raises(PermissionError, match="mine.db-wal belongs to another user"):
+        await SQLiteStore(mine).read("tokens", "a")
+
+
+def test_a_sqlite_store_beside_the_config_leaves_its_directory(tmp_path: Path) -> None:
+    """``"url": "sqlite:shared.db"``: the file beside the config, the config's directory
+    (0755) as it was."""
+    from supervisor.config import load_config
+    from supervisor.runtime import token_store
+
+    tmp_path.chmod(0o755)
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        '{"mcpServers": {}, "supervisor": {"tokenStore": {"url": "sqlite:shared.db"}}}'
+    )
+    store = token_store(None, load_config(config))
+    assert isinstance(store, SQLiteStore) and store.path == tmp_path / "shared.db"
+    trio.run(store.read, "tokens", "a")
+    assert _mode(tmp_path) == 0o755 and _mode(tmp_path / "shared.db") == 0o600
+
+
+#: URLs of a PostgreSQL store with a password in them, each in another place libpq reads
+#: one from (the user-info, the query, percent-escaped, a connection string)
+SECRET_URLS = [
+    "postgresql://mcp:hunter2-secret@db.example/mcp",
+    "postgresql://mcp:h@db.example/mcp",  # however short
+    "postgresql://mcp@db.example/mcp?sslmode=require&password=hunter2-secret",
+    "postgresql://mcp@db.example/mcp?sslpassword=hunter2-secret",
+    "postgresql://mcp@db.example/mcp?%70assword=hunter2-secret",
+    "host=db.example user=mcp password='hunter2-secret' dbname=mcp",
+]
+
+
+def test_a_password_in_a_database_url_is_refused_wherever_libpq_would_read_it() -> None:
+    """The config refuses a password in the token store's URL — in its query
+    (``password=``, ``sslpassword=``, percent-escaped or not) as in its user-info —
+    saying where to give it instead and quoting nothing; ``passfile`` (a file's name) is
+    taken."""
+    from supervisor.config import load_config
+    from supervisor.errors import ConfigError
+
+    def refused(url: str) -> str:
+        store = {"url": url, "keyEnv": "K"}
+        with pytest.raises(ConfigError) as raised:
+            load_config({"mcpServers": {}, "supervisor": {"tokenStore": store}})
+        said = str(raised.value)
+        assert "hunter2" not in said and "h@" not in said, said
+        return said
+
+    for url in SECRET_URLS[:3] + SECRET_URLS[4:5]:
+        assert "supervisor.tokenStore.url: has a password in it" in refused(url)
+        assert "$PGPASSWORD or ~/.pgpass" in refused(url)
+    said = refused(SECRET_URLS[3])
+    assert "has a password in it (sslpassword=" in said and "~/.pg_service.conf" in said
+    url = "postgresql://mcp@db.example/mcp?passfile=/etc/mcp/pgpass&sslmode=verify-full"
+    loaded = load_config(
+        {"mcpServers": {}, "supervisor": {"tokenStore": {"url": url, "keyEnv": "K"}}}
+    )
+    assert loaded.settings.token_store is not None and loaded.settings.token_store.url == url
+
+
+async def test_a_password_that_got_into_a_database_url_is_never_shown() -> None:
+    """An embedder's store, whose URL the config did not check: its ``location`` (what
+    ``auth status`` shows), the config struct's ``repr`` and the driver's error quoting
+    the URL, or a part of it, show ``***`` where its password was."""
+    import traceback
+
+    import msgspec
+    import psycopg
+
+    from supervisor.config._model import TokenStoreSettings
+
+    for url in SECRET_URLS:
+        location = PostgresStore(url, Sealer(KEY)).location
+        assert "hunter2" not in location and ":h@" not in location, location
+        assert "***" in location and "db.example" in location, location
+        shown = repr(msgspec.convert({"url": url}, TokenStoreSettings))
+        assert "hunter2" not in shown and ":h@" not in shown and "***" in shown, shown
+    for url in (
+        "postgresql://mcp@[::1/mcp?password=hunter2-secret",  # psycopg quotes it whole
+        "postgresql://mcp@db.example/mcp?password=hunter2-%ZZ",  # and a bad escape in it
+    ):
+        with pytest.raises(psycopg.ProgrammingError) as raised:
+            await PostgresStore(url, Sealer(KEY)).read("tokens", "a")
+        said = "".join(traceback.format_exception(raised.value))
+        assert "hunter2" not in said and "***" in str(raised.value), said
+
+
+@needs_postgres
+async def test_auth_status_names_a_database_without_its_password(postgres_url: str) -> None:
+    """``auth status --json``'s document of a server whose tokens are in a PostgreSQL
+    store reached with a password in its URL (the test's server trusts any): the store
+    is named, its password ``***``."""
+    from supervisor.auth._service import AuthService
+    from supervisor.cli._auth import _document
+    from supervisor.config import load_config
+    from tests.test_auth import entry
+
+    url = postgres_url + "?password=hunter2-secret"
+    config = load_config({"mcpServers": {"remote": entry("http://127.0.0.1:9/mcp")}})
+    service = AuthService(
+        list(config.servers.values()),
+        store=PostgresStore(url, Sealer(KEY)),
+        publish=lambda event: None,
+        remember=lambda secret: None,
+    )
+    await service.load()
+    printed = json.dumps([_document("remote", service.brokers["remote"].info())])
+    assert "hunter2" not in printed
+    assert postgres_url.removeprefix("postgresql://") + "?password=***" in printed

@@ -96,7 +96,7 @@ async def test_login_status_logout(tmp_path: Path) -> None:
         assert err.count("Open this URL to authorize: http://127.0.0.1") == 2
         assert "remote: logged in (account default)" in out
         assert "second: logged in (account default)" in out
-        assert f"issuer   {fx.issuer}" in out and "tools    2: echo, whoami" in out
+        assert f"issuer   {fx.issuer}" in out and "tools    3: ask_name, echo, whoami" in out
         assert opened(tmp_path) == 2
         # Stored: 0700 directory, 0600 files; status shows it without the token.
         auth_dir = tmp_path / "auth"
@@ -212,3 +212,23 @@ def _gone(pid: int) -> bool:
             return stat_file.read().split()[2] == "Z"
     except OSError:
         return True
+
+
+async def test_a_password_in_the_token_stores_url_is_refused_and_never_printed(
+    tmp_path: Path,
+) -> None:
+    """``auth status --json`` with a PostgreSQL token store whose URL's query holds a
+    password (``password=``, or the client key's ``sslpassword=``): a config error (exit
+    2) saying where the password goes instead, quoting nothing of it."""
+    env = environment(tmp_path, STORE_KEY="k" * 40)
+    for parameter, instead in (("password", "$PGPASSWORD"), ("sslpassword", "pg_service.conf")):
+        url = f"postgresql://mcp@127.0.0.1:9/mcp?sslmode=disable&{parameter}=hunter2-secret"
+        config = tmp_path / "mcp.json"
+        store = {"url": url, "keyEnv": "STORE_KEY"}
+        config.write_text(json.dumps({"mcpServers": {}, "supervisor": {"tokenStore": store}}))
+        done = await cli(env, "auth", "status", "--config", str(config), "--json")
+        out, err = done.stdout.decode(), done.stderr.decode()
+        assert done.returncode == 2, (out, err)
+        assert f"supervisor.tokenStore.url: has a password in it ({parameter}=" in err
+        assert instead in err and out == ""
+        assert "hunter2" not in out + err

@@ -1281,3 +1281,30 @@ async def test_another_origin_in_chromium_cannot_read_the_token_or_act(
     assert outcome == {"read": "blocked", "act": "blocked", "blind": "blocked", "ws": "closed 1006"}
     after = {name: (r.pid, r.restarts) for name, r in sup.status().items()}
     assert after == before and {r.status for r in sup.status().values()} == {"connected"}
+
+
+async def test_a_request_body_that_never_finishes_is_answered_408_and_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The dashboard's requests have the body's time every server has (here 1 s): half
+    a body, then nothing, is not held open."""
+    from supervisor._util import _serving
+    from supervisor.dashboard._server import IDLE_TIMEOUT
+
+    assert (IDLE_TIMEOUT, _serving.BODY_TIMEOUT) == (30.0, 60.0)  # what monitoring.md says
+    monkeypatch.setattr(_serving, "BODY_TIMEOUT", 1.0)
+    async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        stream = await trio.open_tcp_stream("127.0.0.1", info.port)
+        async with stream:
+            await stream.send_all(
+                f"POST /api/servers/notes/stop HTTP/1.1\r\nHost: 127.0.0.1:{info.port}\r\n"
+                "Content-Length: 10\r\n\r\nabc".encode()
+            )
+            received = b""
+            with trio.fail_after(30):
+                while chunk := await stream.receive_some(65536):
+                    received += chunk
+        assert received.startswith(b"HTTP/1.1 408 "), received
+        assert sup.status()["notes"].status == "idle"
+        nursery.cancel_scope.cancel()

@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from functools import partial
@@ -335,6 +336,266 @@ async def test_serve_http_with_the_configs_gateway_section_is_a_team_gateway(
             await process.stderr.aclose()
 
 
+class Stderr:
+    """What a process writes to its stderr, read as it comes (:meth:`read`), and waited
+    for (:meth:`shows`)."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.ended = False
+        self._more = trio.lowlevel.ParkingLot()
+
+    async def read(self, stream: trio.abc.ReceiveStream) -> None:
+        async for chunk in stream:
+            self.data += chunk
+            self._more.unpark_all()
+        self.ended = True
+        self._more.unpark_all()
+
+    async def shows(self, text: bytes) -> None:
+        while text not in self.data:
+            assert not self.ended, self.data.decode(errors="replace")
+            await self._more.park()
+
+
+@asynccontextmanager
+async def served_team(
+    tmp_path: Path, fx: Any, url: str, env: dict[str, str] | None = None
+) -> AsyncIterator[Stderr]:
+    """``mcp-supervisor serve --http`` of a team config — ``fx``'s issuer, the gateway at
+    ``url``, the echo fixture server behind it, no policy — in ``env``: its stderr, while
+    it serves; stopped by SIGTERM (exit 143) at the end."""
+    from tests.test_gateway import fixture
+
+    config = tmp_path / "team.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {"echo": fixture("echo", autoApprove=True)},
+                "supervisor": {"gateway": {"auth": {"issuer": fx.issuer, "resource": url}}},
+            }
+        )
+    )
+    address = url.removeprefix("http://").removesuffix("/mcp")
+    command = [sys.executable, "-m", "supervisor", "serve", "--config", str(config)]
+    process = await trio.lowlevel.open_process(
+        [*command, "--http", address], stderr=subprocess.PIPE, env=env
+    )
+    assert process.stderr is not None
+    err = Stderr()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(err.read, process.stderr)
+            with trio.fail_after(60):
+                await err.shows(b"a team gateway for")
+            yield err
+            process.send_signal(signal.SIGTERM)
+            with trio.fail_after(30):
+                assert await process.wait() == 143
+    finally:
+        with suppress(ProcessLookupError):
+            process.kill()
+        await process.stderr.aclose()
+
+
+def bearer_of(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_an_outage_of_the_teams_authorization_server_is_try_again_never_invalid(
+    tmp_path: Path,
+) -> None:
+    """The team's AS answers its JWKS with 503 from the gateway's start: every request —
+    a member's token, made-up key ids — is ``503`` with ``Retry-After``, never ``401``
+    (on which MCP clients drop their tokens and send every user to log in again), and
+    the flood fetches the keys no more than about once a second. Once the AS is back, the
+    gateway sees it within seconds (not after a 30 s throttle); a key id then missing from
+    the keys is ``401 invalid_token``."""
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    tools = url.removesuffix("/mcp") + "/tools"
+    async with (
+        open_oauth_server(
+            jwt_access_tokens=True, resources=[url], groups=GROUPS, jwks_status=503
+        ) as fx,
+        served_team(tmp_path, fx, url) as err,
+        httpx2.AsyncClient(timeout=30) as http,
+    ):
+        alice = token_for(fx, "alice", url)
+        mallory = ec.generate_private_key(ec.SECP256R1())
+        claims = {"iss": fx.issuer, "sub": "mallory", "aud": url, "exp": 2**40}
+        made_up = [
+            jwt.encode(claims, mallory, algorithm="ES256", headers={"kid": f"made-up-{n}"})
+            for n in range(20)
+        ]
+        start = trio.current_time()
+        for token in [alice, *made_up, alice]:
+            answer = await http.get(tools, headers=bearer_of(token))
+            assert answer.status_code == 503, answer.text
+            assert answer.headers["retry-after"] == "5"
+            assert "www-authenticate" not in answer.headers  # not "your token is bad"
+        fx.config.jwks_status = 200
+        with trio.fail_after(20):  # the AS's return seen at the next retry, at most 5 s on
+            for _ in range(1000):
+                answer = await http.get(tools, headers=bearer_of(alice))
+                if answer.status_code != 503:
+                    break
+                await trio.sleep(0.2)  # a client trying again, sooner than it is told
+        assert answer.status_code == 200, answer.text
+        assert {"echo_echo", "echo_add"} <= {tool["name"] for tool in answer.json()["tools"]}
+        elapsed = trio.current_time() - start
+        assert fx.provider.jwks_requests <= 2 + elapsed  # retries 1, 2, 4, 5, 5... s apart
+        refused = await http.get(tools, headers=bearer_of(made_up[0]))
+        assert refused.status_code == 401
+        challenge = refused.headers["www-authenticate"]
+        assert challenge.startswith('Bearer error="invalid_token"')
+        assert "the issuer has no key 'made-up-0'" in challenge
+    assert b"Traceback" not in err.data
+
+
+async def test_a_token_the_team_gateway_cannot_take_is_401_invalid_token_never_500(
+    tmp_path: Path,
+) -> None:
+    """Tokens under the issuer's keys that must not be taken: an RSA algorithm under the
+    kid of the issuer's EC key (PyJWT raised ``TypeError`` there: a 500 and a traceback
+    for anyone), an empty ``sub``, an ``exp`` or ``iat`` that is a string (RFC 9068 §4).
+    Each is ``401`` with ``error="invalid_token"`` and a description saying why."""
+    import jwt
+
+    from tests.test_gateway_resource import RSA_JWK, RSA_KEY
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    tools = url.removesuffix("/mcp") + "/tools"
+    async with (
+        open_oauth_server(
+            jwt_access_tokens=True, resources=[url], groups=GROUPS, more_jwks=[RSA_JWK]
+        ) as fx,
+        served_team(tmp_path, fx, url) as err,
+        httpx2.AsyncClient(timeout=30) as http,
+    ):
+        later = int(time.time()) + 600
+
+        def signed(algorithm: str, kid: str, **claims: Any) -> str:
+            payload = {"iss": fx.issuer, "sub": "alice", "aud": url, "exp": later, **claims}
+            return jwt.encode(payload, RSA_KEY, algorithm=algorithm, headers={"kid": kid})
+
+        ec_kid = fx.provider.jwt_kid
+        refused = {
+            "RS256 under the EC key": (signed("RS256", ec_kid), "is not for"),
+            "PS256 under the EC key": (signed("PS256", ec_kid), "is not for"),
+            "an empty sub": (token_for(fx, "", url), "names no subject"),
+            "exp a string": (signed("RS256", "rsa", exp=str(later)), "exp is not a NumericDate"),
+            "iat a string": (signed("PS256", "rsa", iat=str(later - 600)), "iat is not a"),
+        }
+        for what, (token, why) in refused.items():
+            answer = await http.get(tools, headers=bearer_of(token))
+            assert answer.status_code == 401, (what, answer.status_code, answer.text)
+            challenge = answer.headers["www-authenticate"]
+            assert challenge.startswith('Bearer error="invalid_token"'), what
+            assert why in challenge, (what, challenge)
+        taken = await http.get(tools, headers=bearer_of(signed("PS256", "rsa")))
+        assert taken.status_code == 200, taken.text  # the RSA key itself, rightly used
+    assert b"Traceback" not in err.data
+
+
+async def test_keys_an_issuer_names_on_plain_http_are_never_fetched(tmp_path: Path) -> None:
+    """The team's AS names its ``jwks_uri`` on plain HTTP beyond loopback, and a man in
+    the middle answers there (the gateway's HTTP proxy, here) with a key of its own: a
+    token it signed for ``sub: admin`` is not taken (``503``: the keys cannot be had),
+    nothing is fetched from that URL, and the log names it and the issuer — as the config
+    refuses the same URL as ``jwksUrl``."""
+    import os
+
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    attacker = ec.generate_private_key(ec.SECP256R1())
+    jwk = jwt.algorithms.ECAlgorithm.to_jwk(attacker.public_key(), as_dict=True)
+    keys = json.dumps({"keys": [{**jwk, "kid": "k1", "alg": "ES256"}]}).encode()
+    asked: list[bytes] = []
+
+    async def in_the_middle(stream: trio.SocketStream) -> None:
+        head = b""
+        async with stream:
+            while b"\r\n\r\n" not in head:
+                chunk = await stream.receive_some()
+                if not chunk:
+                    return
+                head += chunk
+            asked.append(head.split(b"\r\n")[0])
+            await stream.send_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(keys), keys)
+            )
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    tools = url.removesuffix("/mcp") + "/tools"
+    jwks_uri = "http://keys.example.test/jwks"
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, in_the_middle, 0, host="127.0.0.1"))
+        proxy = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+        env = {**os.environ, "HTTP_PROXY": proxy, "http_proxy": proxy}
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+        async with (
+            open_oauth_server(
+                jwt_access_tokens=True,
+                resources=[url],
+                metadata_overrides={"jwks_uri": jwks_uri},
+            ) as fx,
+            served_team(tmp_path, fx, url, env) as err,
+            httpx2.AsyncClient(timeout=30) as http,
+        ):
+            claims = {"iss": fx.issuer, "sub": "admin", "aud": url, "exp": time.time() + 600}
+            forged = jwt.encode(claims, attacker, algorithm="ES256", headers={"kid": "k1"})
+            answer = await http.get(tools, headers=bearer_of(forged))
+            assert answer.status_code == 503, answer.text  # was: 200, as admin
+            with trio.fail_after(30):
+                await err.shows(f"names jwks_uri {jwks_uri}".encode())
+            line = next(line for line in err.data.splitlines() if jwks_uri.encode() in line)
+            assert fx.issuer.encode() in line and b"https://" in line, line
+            assert asked == []  # the man in the middle was never asked
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_sign_in_endpoint_the_teams_as_names_on_plain_http_is_not_used(
+    tmp_path: Path,
+) -> None:
+    """The team's AS names its authorization or token endpoint on plain HTTP beyond
+    loopback: the login page sends no browser there (and would post no code there), and
+    says why, naming the URL and the issuer; with both on https (here: loopback) the same
+    page sends the browser on to sign in."""
+    from tests.test_gateway import http_client
+    from tests.test_gateway_users import CALL_TIMEOUT, login_link, per_user_gateway
+
+    async with (
+        per_user_gateway(tmp_path) as (team, _, _, _, url),
+        http_client(url, mode="legacy", token=token_for(team, "alice", url)) as alice,
+        httpx2.AsyncClient(timeout=CALL_TIMEOUT) as browser,
+    ):
+
+        async def login_page() -> httpx2.Response:
+            with trio.fail_after(CALL_TIMEOUT), pytest.raises(MCPError) as raised:
+                await alice.call_tool("crm_whoami", {})
+            return await browser.get(login_link(raised.value))
+
+        for field in ("authorization_endpoint", "token_endpoint"):
+            insecure = f"http://login.example.test/{field}"
+            team.config.metadata_overrides = {field: insecure}
+            page = await login_page()
+            assert page.status_code == 400, (field, page.status_code, page.headers)
+            assert "location" not in page.headers
+            assert insecure in page.text and team.issuer in page.text, page.text
+        team.config.metadata_overrides = {}
+        page = await login_page()
+        assert page.status_code == 302
+        assert page.headers["location"].startswith(team.authorization_endpoint + "?")
+
+
 def test_the_policy_grants_the_union_of_the_rules_for_a_caller() -> None:
     from supervisor.gateway._resource import Caller
 
@@ -614,3 +875,189 @@ def test_a_broken_gateway_section_is_refused_naming_each_field() -> None:
     assert "hunter2-s3cret" not in said  # a secret written where it should not be: not shown
     with pytest.raises(ConfigError, match='needs "auth" beside it'):
         load_config({"mcpServers": {}, "supervisor": {"gateway": {"policy": []}}})
+
+
+async def test_a_session_answers_only_the_caller_who_opened_it(tmp_path: Path) -> None:
+    """bob, holding alice's ``Mcp-Session-Id``, is answered as if it did not exist — a
+    call in it, its stream, its ``DELETE`` — and it stays alice's: her renewed token
+    (another token, the same subject) keeps using it. A 2026-07-28 call (the fast lane's
+    shape) bearing her id is bob's own, sessionless, narrowed to his grant."""
+    from tests.test_gateway_fidelity import raw_call
+    from tests.test_replicas import INITIALIZE, LIST_TOOLS
+
+    async with team(tmp_path) as (fx, _, url), httpx2.AsyncClient(timeout=30) as http:
+        era = {
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+
+        def as_(who: str, session: str | None = None) -> dict[str, str]:
+            headers = {**era, "Authorization": f"Bearer {token_for(fx, who, url)}"}
+            return headers if session is None else {**headers, "Mcp-Session-Id": session}
+
+        opened = await http.post(url, json=INITIALIZE, headers=as_("alice"))
+        assert opened.status_code == 200, opened.text
+        session = opened.headers["mcp-session-id"]
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(url, json=initialized, headers=as_("alice", session))).is_success
+
+        answers = {"list": await http.post(url, json=LIST_TOOLS, headers=as_("bob", session))}
+        with trio.fail_after(30):  # (alice's stream, were it opened to bob, would not end)
+            async with http.stream("GET", url, headers=as_("bob", session)) as stream:
+                answers["stream"] = stream
+                if stream.status_code == 404:
+                    await stream.aread()
+        answers["delete"] = await http.delete(url, headers=as_("bob", session))
+        unknown = await http.post(url, json=LIST_TOOLS, headers=as_("bob", "0" * 32))
+        assert unknown.status_code == 404
+        for what, answer in answers.items():
+            assert (answer.status_code, answer.text) == (404, unknown.text), what
+
+        body, headers = raw_call("ops_echo", {"text": "x"})
+        bob = {"Authorization": f"Bearer {token_for(fx, 'bob', url)}", "Mcp-Session-Id": session}
+        called = await http.post(url, json=body, headers={**headers, **bob})
+        assert "not served by this gateway" in called.text  # bob's grant, not alice's
+
+        renewed = as_("alice", session)  # a new token of alice's
+        listed = await http.post(url, json=LIST_TOOLS, headers=renewed)
+        assert listed.status_code == 200 and "ops_echo" in listed.text
+        assert (await http.delete(url, headers=renewed)).status_code == 200
+        gone = await http.post(url, json=LIST_TOOLS, headers=renewed)
+        assert gone.status_code == 404
+
+
+async def test_events_tell_each_caller_only_what_the_policy_shows_them(tmp_path: Path) -> None:
+    """``/events`` narrowed like ``/tools``: bob (granted ``notes_embedded`` alone) hears
+    of that tool only in a catalog change, of no resource (his rule names tools, not the
+    server whole), nothing of ``ops``, no tool conflict, and no other user's login; alice
+    (granted everything) hears of all that but another user's login."""
+    from supervisor.events import _catalog as events
+
+    async with team(tmp_path) as (fx, sup, url), httpx2.AsyncClient(timeout=30) as http:
+        notes = sorted(name for name in await sup.tools() if name.startswith("notes_"))
+        assert "notes_embedded" in notes and len(notes) > 1
+        origin = url.removesuffix("/mcp")
+
+        def as_(who: str) -> dict[str, str]:
+            return {"Authorization": f"Bearer {token_for(fx, who, url)}"}
+
+        async def until(lines: Any, last: str) -> list[dict[str, Any]]:
+            seen = []
+            with trio.fail_after(30):
+                async for line in lines:
+                    seen.append(json.loads(line))
+                    if seen[-1]["kind"] == last:
+                        return seen
+            raise AssertionError(seen)
+
+        async with (
+            http.stream("GET", origin + "/events", headers=as_("alice")) as alice,
+            http.stream("GET", origin + "/events", headers=as_("bob")) as bob,
+        ):
+            alice_lines, bob_lines = alice.aiter_lines(), bob.aiter_lines()
+            await sup.restart("ops")
+            await sup.restart("notes")
+            heard = await until(alice_lines, "tools.registered")
+            while heard[-1]["server"] != "notes":
+                heard += await until(alice_lines, "tools.registered")
+            for event in (
+                events.ResourceUpdated(server="notes", uri="notes://index"),
+                events.ToolsConflict(name="echo", servers=["notes", "ops"]),
+                *(
+                    events.ChildRestarted(
+                        supervisor=tree, child=child, strategy="one_for_one", restarts=1, reason="x"
+                    )
+                    for tree, child in (("servers", "ops"), ("servers", "notes"), ("root", "bus"))
+                ),
+                events.AuthFailed(server="notes", error="the server's own login failed"),
+                events.AuthFailed(server="notes", error="alice's login failed", user="alice"),
+                events.AuthCompleted(server="notes", user="dave"),
+                events.HealthRecovered(server="notes", downtime=0.0),  # the last one
+            ):
+                sup.bus.publish(event)
+            heard += await until(alice_lines, "mcp.health.recovered")
+            bob_heard = await until(bob_lines, "mcp.health.recovered")
+            # more of ops at once than a stream holds: bob is told he lost events
+            for _ in range(2000):
+                sup.bus.publish(events.HealthStale(server="ops", last_ok=None))
+            sup.bus.publish(events.HealthRecovered(server="notes", downtime=0.0))
+            flooded = await until(bob_lines, "mcp.health.recovered")
+
+    def names(heard: list[dict[str, Any]], kind: str) -> list[list[str]]:
+        return [sorted(e["names"]) for e in heard if e["kind"] == kind and e["server"] == "notes"]
+
+    assert names(bob_heard, "tools.registered") == [["notes_embedded"]]
+    assert names(bob_heard, "tools.deregistered") == [["notes_embedded"]]
+    assert {e.get("server") for e in bob_heard if "server" in e} == {"notes"}
+    assert not {e["kind"] for e in bob_heard} & {"mcp.resource.updated", "tools.conflict"}
+    restarted = [e["child"] for e in bob_heard if e["kind"] == "supervisor.child.restarted"]
+    assert restarted == ["notes", "bus"]  # not ops; the tree's own parts, as /status shows
+    assert flooded[0]["kind"] == "bus.dropped"  # told of the loss, and nothing of ops
+    assert {e["kind"] for e in flooded} == {"bus.dropped", "mcp.health.recovered"}
+    assert [e["error"] for e in bob_heard if e["kind"] == "mcp.auth.failed"] == [
+        "the server's own login failed"
+    ]
+    assert all(e.get("user") is None for e in bob_heard)
+
+    assert names(heard, "tools.registered") == [notes]
+    assert {e.get("server") for e in heard} >= {"notes", "ops"}
+    assert {"mcp.resource.updated", "tools.conflict"} <= {e["kind"] for e in heard}
+    restarted = [e["child"] for e in heard if e["kind"] == "supervisor.child.restarted"]
+    assert restarted == ["ops", "notes", "bus"]
+    assert [e["error"] for e in heard if e["kind"] == "mcp.auth.failed"] == [
+        "the server's own login failed",
+        "alice's login failed",
+    ]
+    assert not [e for e in heard if e.get("user") == "dave"]
+
+
+async def test_a_request_whose_head_or_body_never_finishes_is_closed_in_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """alice's request with half its body, then nothing: answered ``408`` and closed once
+    the body's time (here 1 s) is up — not held open; a head that never finishes is
+    closed at the head's. An event stream open all along (no body) is not cut."""
+    from supervisor.gateway import _http
+
+    assert (_http.IDLE_TIMEOUT, _http.BODY_TIMEOUT) == (5.0, 60.0)  # what gateway.md says
+    monkeypatch.setattr(_http, "BODY_TIMEOUT", 1.0)
+    monkeypatch.setattr(_http, "IDLE_TIMEOUT", 1.0)
+
+    async def until_closed(stream: trio.SocketStream) -> tuple[bytes, float]:
+        """All the gateway sends until it closes the connection, and when it did."""
+        received = b""
+        with trio.fail_after(30):
+            while chunk := await stream.receive_some(65536):
+                received += chunk
+        return received, trio.current_time()
+
+    async with team(tmp_path) as (fx, sup, url), httpx2.AsyncClient(timeout=30) as http:
+        port = int(url.split(":")[2].split("/")[0])
+        token = token_for(fx, "alice", url)
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+        head = (
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            f"MCP-Protocol-Version: 2025-11-25\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode()
+        bearer = {"Authorization": f"Bearer {token}"}
+        stream_url = url.removesuffix("/mcp") + "/events"
+        async with http.stream("GET", stream_url, headers=bearer) as events:
+            began = trio.current_time()
+            slow_body = await trio.open_tcp_stream("127.0.0.1", port)
+            slow_head = await trio.open_tcp_stream("127.0.0.1", port)
+            async with slow_body, slow_head:
+                await slow_body.send_all(head + body[: len(body) // 2])
+                await slow_head.send_all(head[: len(head) // 2])
+                answered, body_closed = await until_closed(slow_body)
+                said, head_closed = await until_closed(slow_head)
+            assert answered.startswith(b"HTTP/1.1 408 "), answered
+            assert b"did not arrive within 1 s" in answered
+            assert said == b""
+            assert body_closed - began >= 1.0 and head_closed - began >= 1.0
+            # the stream, open longer than either bound, still tells what happens
+            await sup.restart("ops")
+            with trio.fail_after(30):
+                async for line in events.aiter_lines():
+                    if json.loads(line).get("server") == "ops":
+                        break

@@ -32,6 +32,7 @@ from supervisor.config._model import GatewayAuth
 from supervisor.errors import AuthRequired
 from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._core import TIMEOUT_META
+from supervisor.gateway._relay import Relay
 from supervisor.gateway._resource import ResourceGate
 from supervisor.gateway._signin import SIGNED_IN_ROUTE, SignIn
 from supervisor.testing.servers import open_oauth_server
@@ -70,11 +71,13 @@ async def per_user_gateway(
     tmp_path: Path,
     faults: list[dict[str, Any]] | None = None,
     more: Callable[[Any, str], dict[str, Any]] | None = None,
+    relay: Relay | None = None,
 ) -> AsyncIterator[tuple[Any, Any, Any, Any, str]]:
     """``(team, crm, wiki, sup, url)``: the team's AS, the two backing servers, the
     supervisor (logged in to both as ``gateway-admin``; crm with the fault plan
-    ``faults``; ``more(team, url)``: more servers' config entries) and its team
-    gateway's URL."""
+    ``faults``; ``more(team, url)``: more servers' config entries; with ``relay``, the
+    backing servers' requests handed to it, over the session-based protocol, where a
+    server asks mid-call) and its team gateway's URL."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     async with (
@@ -95,14 +98,17 @@ async def per_user_gateway(
                 **(more(team, url) if more is not None else {}),
             }
         }
+        options: dict[str, Any] = {}
+        if relay is not None:
+            options = {"mode": "legacy", **relay.client_options()}
         async with (
             open_supervisor(
-                config, auth_dir=tmp_path / "auth", oauth_redirect_handler=Browser()
+                config, auth_dir=tmp_path / "auth", oauth_redirect_handler=Browser(), **options
             ) as sup,
             trio.open_nursery() as nursery,
         ):
             await connected(sup)
-            gateway = Gateway(sup)
+            gateway = Gateway(sup, relay=relay)
             await nursery.start(gateway.run)
             await sup.tools()
             await nursery.start(
@@ -301,49 +307,133 @@ def test_serve_refuses_a_team_gateway_for_per_user_servers_without_sign_in(
 async def test_a_token_exchange_server_gets_each_callers_tokens_on_their_behalf(
     tmp_path: Path,
 ) -> None:
-    """``"perUser": "token_exchange"``: a backing server whose AS trusts the team's tokens.
-    Each caller's token to the gateway is traded there (RFC 8693) for one of theirs — no
-    login, no link; the catalog is read with the server's own machine token. The
-    caller's token itself never reaches the backing server, and an expired exchanged
-    token is exchanged again."""
+    """``"perUser": "token_exchange"``: a backing server whose tokens the team's AS issues
+    (here the team fixture's own MCP endpoint). Each caller's token to the gateway is
+    traded at the team's AS — the one that issued it, and no other (RFC 8693) — for one
+    meant for the server, as that caller: no login, no link; the catalog is read with the
+    server's own machine token. The caller's token itself never reaches the backing
+    server, and an expired exchanged token is exchanged again."""
     secret = "x" * 32
-    async with open_oauth_server() as docs:
-        docs.provider.add_client(
-            "team-gateway-docs",
-            secret,
-            grant_types=["client_credentials", TOKEN_EXCHANGE_GRANT],
+
+    def more(team: Any, url: str) -> dict[str, Any]:
+        team.provider.add_client(
+            "team-gateway-docs", secret, grant_types=["client_credentials", TOKEN_EXCHANGE_GRANT]
         )
+        team.provider.trust_subject_tokens(team.issuer, team.provider.jwt_public_key, url)
+        auth = {"grant": "client_credentials", "clientId": "team-gateway-docs"}
+        auth |= {"clientSecret": secret, "perUser": "token_exchange"}
+        entry = {"type": "http", "url": team.url, "lazy": False, "autoApprove": True}
+        return {"docs": {**entry, "auth": auth}}
+
+    async with per_user_gateway(tmp_path, more=more) as (team, _, _, sup, url):
+        assert subject_of((await sup.call("docs_whoami", {})).raw) is None  # the machine's
+        for user in ("alice", "bob"):
+            token = token_for(team, user, url)
+            async with http_client(url, mode="legacy", token=token) as client:
+                with trio.fail_after(CALL_TIMEOUT):
+                    for _ in range(2):
+                        result = await client.call_tool("docs_whoami", {})
+                        said = json.loads(result.content[0].text)
+                        # a token meant for docs (not the caller's token to the gateway)
+                        assert said["subject"] == user and said["resource"] == team.url
+                        assert said["client_id"] == "team-gateway-docs"
+        assert team.provider.token_exchanges == 2  # one each: then held
+        team.provider.expire_access_tokens()
+        async with http_client(url, mode="legacy", token=token_for(team, "alice", url)) as a:
+            with trio.fail_after(CALL_TIMEOUT):
+                assert subject_of(await a.call_tool("docs_whoami", {})) == "alice"
+        assert team.provider.token_exchanges == 3
+        # a library call for a caller the gateway has not seen: no token to trade
+        with trio.fail_after(CALL_TIMEOUT), pytest.raises(AuthRequired) as raised:
+            await sup.call("docs_whoami", {}, caller="carol")
+        assert "token exchange" in str(raised.value) and raised.value.login_url is None
+
+
+def recording_as(received: list[dict[str, Any]]) -> Any:
+    """An attacker's authorization server (ASGI): notes every request it receives —
+    path, headers, body — and answers as a lenient AS would (its metadata; any token
+    request with a token)."""
+    from supervisor._util._serving import lifespan, respond
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await lifespan(receive, send)
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        received.append({"path": scope["path"], "headers": headers, "body": body.decode()})
+        issuer = f"http://{headers['host']}"
+        if scope["path"] == "/token":
+            answer = {"access_token": "from-the-attacker", "token_type": "Bearer"}
+        else:
+            answer = {"issuer": issuer, "token_endpoint": issuer + "/token"}
+            answer |= {"authorization_endpoint": issuer + "/authorize"}
+        await respond(send, 200, json.dumps(answer).encode(), b"application/json")
+
+    return app
+
+
+def naming_as(issuer: str, app: Any) -> Any:
+    """``app`` (an MCP server's ASGI app, taking any token), whose protected-resource
+    metadata names ``issuer`` as its authorization server."""
+    from supervisor._util._serving import respond
+
+    async def named(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith(
+            "/.well-known/oauth-protected-resource"
+        ):
+            host = dict(scope["headers"])[b"host"].decode()
+            metadata = {"resource": f"http://{host}/mcp", "authorization_servers": [issuer]}
+            await respond(send, 200, json.dumps(metadata).encode(), b"application/json")
+            return
+        await app(scope, receive, send)
+
+    return named
+
+
+async def test_token_exchange_sends_no_callers_token_to_an_as_the_backing_server_names(
+    tmp_path: Path,
+) -> None:
+    """A hostile (or compromised) backing server served ``"perUser": "token_exchange"``
+    whose protected-resource metadata names an attacker's authorization server: alice's
+    token to the gateway — good there until it expires — is never sent to it; nothing
+    reaches the attacker, and alice's call fails (nothing sent), naming the AS the server
+    named and the team's, where tokens are exchanged."""
+    from supervisor.testing.servers import make_server
+    from supervisor.testing.servers._http import start_http
+
+    received: list[dict[str, Any]] = []
+    async with trio.open_nursery() as nursery:
+        attacker = await start_http(nursery, recording_as(received))
+        evil = attacker.url.removesuffix("/mcp")
+        shop = await start_http(nursery, naming_as(evil, make_server("echo").streamable_http_app()))
 
         def more(team: Any, url: str) -> dict[str, Any]:
-            docs.provider.trust_subject_tokens(team.issuer, team.provider.jwt_public_key, url)
-            auth = {"grant": "client_credentials", "clientId": "team-gateway-docs"}
-            auth |= {"clientSecret": secret, "perUser": "token_exchange"}
-            entry = {"type": "http", "url": docs.url, "lazy": False, "autoApprove": True}
-            return {"docs": {**entry, "auth": auth}}
+            auth = {"grant": "client_credentials", "clientId": "gw", "clientSecret": "x" * 32}
+            entry = {"type": "http", "url": shop.url, "lazy": False, "autoApprove": True}
+            return {"shop": {**entry, "auth": {**auth, "perUser": "token_exchange"}}}
 
         async with per_user_gateway(tmp_path, more=more) as (team, _, _, sup, url):
-            assert subject_of((await sup.call("docs_whoami", {})).raw) is None  # the machine's
-            for user in ("alice", "bob"):
-                token = token_for(team, user, url)
-                async with http_client(url, mode="legacy", token=token) as client:
-                    with trio.fail_after(CALL_TIMEOUT):
-                        assert subject_of(await client.call_tool("docs_whoami", {})) == user
-                        assert subject_of(await client.call_tool("docs_whoami", {})) == user
-            assert docs.provider.token_exchanges == 2  # one each: then held
-            docs.provider.expire_access_tokens()
-            async with http_client(url, mode="legacy", token=token_for(team, "alice", url)) as a:
+            alice = token_for(team, "alice", url)
+            async with http_client(url, mode="legacy", token=alice) as client:
                 with trio.fail_after(CALL_TIMEOUT):
-                    assert subject_of(await a.call_tool("docs_whoami", {})) == "alice"
-            assert docs.provider.token_exchanges == 3
-            issued = {token_for(team, s, url) for s in ("alice", "bob")}
-            assert not issued & set(docs.provider.access_tokens)
-            # a library call for a caller the gateway has not seen: no token to trade
-            with trio.fail_after(CALL_TIMEOUT), pytest.raises(AuthRequired) as raised:
-                await sup.call("docs_whoami", {}, caller="carol")
-            assert "token exchange" in str(raised.value) and raised.value.login_url is None
+                    result = await client.call_tool("shop_echo", {"text": "hi"})
+            said = result.content[0].text
+            assert result.is_error and evil in said and team.issuer in said, said
+            assert "nothing was sent" in said
+            assert not [r for r in received if alice in json.dumps(r)]
+            assert received == []
+        nursery.cancel_scope.cancel()
 
 
-def test_a_login_link_is_good_once_for_ten_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_login_link_is_good_once_for_ten_minutes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """What docs/gateway.md says of the link: good once, for 10 minutes; and a link this
     gateway did not make (another key, an edited one) is refused."""
     from supervisor.auth import _users
@@ -370,17 +460,17 @@ def test_a_login_link_is_good_once_for_ten_minutes(monkeypatch: pytest.MonkeyPat
     late = ticket()
     monkeypatch.setattr(_users.time, "time", lambda: now + 601)
     with pytest.raises(_BadTicket, match="expired"):
-        logins.open_ticket(late)
+        await logins.open_ticket(late)
     monkeypatch.setattr(_users.time, "time", lambda: now + 599)
-    assert logins.open_ticket(late) == ("crm", "alice")
+    assert await logins.open_ticket(late) == ("crm", "alice")
     with pytest.raises(_BadTicket, match="used already"):
-        logins.open_ticket(late)
+        await logins.open_ticket(late)
     body, mac = ticket().split(".")
     with pytest.raises(_BadTicket, match="not one of this gateway's"):
-        logins.open_ticket(body[:-2] + "xx." + mac)
+        await logins.open_ticket(body[:-2] + "xx." + mac)
     logins.attach("https://gw.example", b"o" * 32, None)  # type: ignore[arg-type]
     with pytest.raises(_BadTicket, match="not one of this gateway's"):
-        logins.open_ticket(body + "." + mac)
+        await logins.open_ticket(body + "." + mac)
 
 
 async def test_a_callers_session_closes_after_five_idle_minutes(autojump_clock: Any) -> None:
@@ -501,3 +591,246 @@ async def test_an_authorization_servers_answer_is_size_checked_before_it_is_pars
                 await _json_answer(http, "GET", base + "/huge")
             assert await _json_answer(http, "GET", base + "/small") == (200, {"a": ""})
         nursery.cancel_scope.cancel()
+
+
+async def redirected_until(browser: httpx2.AsyncClient, url: str, where: str) -> str:
+    """Follow ``url``'s redirects in ``browser`` (its cookies kept) until one points at
+    ``where``: that location, not opened."""
+    for _ in range(10):
+        page = await browser.get(url)
+        assert page.status_code in (302, 303, 307), page.text
+        url = str(browser.base_url.join(page.headers["location"]))
+        if url.startswith(where):
+            return url
+    raise AssertionError(f"never sent to {where}")
+
+
+async def test_a_forwarded_authorize_url_is_refused_in_another_browser(tmp_path: Path) -> None:
+    """RFC 9700 §4.7: mallory opens his own login link, signs in at the team's AS as
+    himself, stops at the gateway's redirect to crm's AS and sends that URL to alice, who
+    is logged in there. Her browser comes back to the gateway's callback without the
+    cookie his was given when he signed in: refused, nothing stored — her account at crm
+    does not become his. His flight is not ended by it: his own browser finishes his
+    login, as himself."""
+    async with per_user_gateway(tmp_path) as (team, crm, _, sup, url):
+        token = token_for(team, "mallory", url)
+        async with (
+            http_client(url, mode="legacy", token=token) as mallory,
+            httpx2.AsyncClient(timeout=CALL_TIMEOUT) as mallorys_browser,
+            httpx2.AsyncClient(timeout=CALL_TIMEOUT, follow_redirects=True) as alices_browser,
+        ):
+            link = await needs_login_link(mallory, "crm_whoami")
+            team.config.subject = "mallory"
+            authorize = await redirected_until(mallorys_browser, link, crm.issuer)
+            assert mallorys_browser.cookies, "the browser that signed in is given its cookie"
+            crm.config.subject = "alice"  # alice's browser, logged in at crm's AS
+            page = await alices_browser.get(authorize)
+            assert page.status_code == 403, page.text
+            assert "another browser" in page.text, page.text
+            stored = {row["account"] for row in rows(tmp_path / "auth").values()}
+            assert user_account("mallory") not in stored
+            await needs_login_link(mallory, "crm_whoami")  # still not logged in
+            # the honest flow, one browser all the way: his own login, as himself
+            crm.config.subject = "mallory"
+            page = await mallorys_browser.get(authorize, follow_redirects=True)
+            assert page.status_code == 200 and "logged in" in page.text, page.text
+            with trio.fail_after(CALL_TIMEOUT):
+                assert subject_of(await mallory.call_tool("crm_whoami", {})) == "mallory"
+
+
+async def test_the_login_cookie_is_host_only_over_https_and_bound_to_its_login() -> None:
+    """What docs/gateway.md says of the cookie that binds a login to its browser:
+    ``__Host-`` and ``Secure`` over https, neither over plain http (a browser would drop
+    it on a loopback gateway), HttpOnly and SameSite=Lax always; a callback without it,
+    or with another login's, is refused before anything is handed to a login."""
+    from supervisor.auth import _users
+    from supervisor.auth._users import UserLogins
+    from supervisor.config import load_config
+
+    config = load_config({"mcpServers": {"crm": entry("http://127.0.0.1:9/mcp", perUser=True)}})
+    logins = UserLogins(
+        config.servers,
+        store=_users.AuthStore(Path("/nonexistent")),
+        publish=lambda event: None,
+        remember=lambda secret: None,
+        forget=lambda secret: None,
+    )
+
+    def cookie(state: str) -> tuple[str, str, set[str]]:
+        header = logins.binding(f"https://as.example/authorize?client_id=c&state={state}")
+        pair, *attributes = header.decode().split("; ")
+        name, _, value = pair.partition("=")
+        return name, value, set(attributes)
+
+    logins.attach("https://gw.example", b"k" * 32, None)  # type: ignore[arg-type]
+    name, value, attributes = cookie("S1")
+    assert name.startswith("__Host-mcp-supervisor-login-") and len(value) >= 43
+    assert attributes == {"Path=/", "Max-Age=300", "HttpOnly", "SameSite=Lax", "Secure"}
+    other_name, other_value, _ = cookie("S2")
+    assert other_name != name and other_value != value
+    for cookies in (None, "", f"{other_name}={other_value}", f"{name}={other_value}"):
+        status, page, headers = await logins.callback("code=c&state=S1", cookies)
+        assert (status, headers) == (403, []) and b"another browser" in page
+    logins.attach("http://127.0.0.1:8000", b"k" * 32, None)  # type: ignore[arg-type]
+    name, _, attributes = cookie("S1")
+    assert name.startswith("mcp-supervisor-login-")
+    assert attributes == {"Path=/", "Max-Age=300", "HttpOnly", "SameSite=Lax"}
+
+
+async def test_a_per_user_servers_question_goes_to_the_caller_whose_session_it_is(
+    tmp_path: Path,
+) -> None:
+    """crm, served per user, asks the user's name while a call runs (elicitation): on
+    alice's own session the question goes to alice's waiting call, on bob's to bob's —
+    both calls waiting on crm at once, each caller is asked once, their own question,
+    and crm hears each one's answer on that one's session."""
+    async with per_user_gateway(tmp_path, relay=Relay()) as (team, crm, _, sup, url):
+        asked = {"alice": trio.Event(), "bob": trio.Event()}
+        questions: list[tuple[str, str]] = []
+
+        def answering(user: str, other: str) -> Any:
+            async def elicitation(context: object, params: Any) -> types.ElicitResult:
+                questions.append((user, params.message))
+                asked[user].set()
+                with trio.fail_after(CALL_TIMEOUT):
+                    await asked[other].wait()  # the other's call waits on crm too
+                return types.ElicitResult(action="accept", content={"name": user.title()})
+
+            return elicitation
+
+        said: dict[str, Any] = {}
+        async with (
+            http_client(
+                url,
+                mode="legacy",
+                token=token_for(team, "alice", url),
+                elicitation_callback=answering("alice", "bob"),
+            ) as alice,
+            http_client(
+                url,
+                mode="legacy",
+                token=token_for(team, "bob", url),
+                elicitation_callback=answering("bob", "alice"),
+            ) as bob,
+        ):
+            for user, client in (("alice", alice), ("bob", bob)):
+                link = await needs_login_link(client, "crm_whoami")
+                page = await open_login(link, team, crm, user)
+                assert page.status_code == 200, page.text
+
+            async def ask(user: str, client: Any) -> None:
+                with trio.fail_after(CALL_TIMEOUT):
+                    result = await client.call_tool("crm_ask_name", {})
+                assert not result.is_error, result
+                said[user] = json.loads(result.content[0].text)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask, "alice", alice)
+                nursery.start_soon(ask, "bob", bob)
+        assert said == {
+            user: {"subject": user, "action": "accept", "content": {"name": user.title()}}
+            for user in ("alice", "bob")
+        }
+        assert sorted(questions) == [("alice", "Your name?"), ("bob", "Your name?")]
+
+
+def test_a_token_exchange_servers_issuer_can_only_be_the_team_gateways(tmp_path: Path) -> None:
+    """What docs/gateway.md says: a token-exchange server's ``issuer`` may be left out
+    (it is made the team's: its own machine grant goes there too) or be the team's;
+    another is a config error naming both, and ``serve`` exits 2 on it before starting
+    anything."""
+    import subprocess
+
+    from supervisor.config import load_config
+    from supervisor.errors import ConfigError
+
+    team = {"issuer": "https://login.example.com", "resource": "http://127.0.0.1:9/mcp"}
+    auth = {"grant": "client_credentials", "clientId": "c", "clientSecret": "s"}
+
+    def config(issuer: str | None) -> dict[str, Any]:
+        exchange = {**auth, "perUser": "token_exchange"}
+        if issuer is not None:
+            exchange["issuer"] = issuer
+        server = {"url": "https://docs.example/mcp", "auth": exchange}
+        return {"mcpServers": {"docs": server}, "supervisor": {"gateway": {"auth": team}}}
+
+    for issuer in (None, "https://login.example.com", "https://login.example.com/"):
+        loaded = load_config(config(issuer)).servers["docs"].auth
+        assert loaded is not None and loaded.issuer == (issuer or "https://login.example.com")
+    said = "mcpServers.docs.auth.issuer: is https://evil.example, not the team gateway's"
+    with pytest.raises(ConfigError, match=said) as raised:
+        load_config(config("https://evil.example"))
+    assert "https://login.example.com (supervisor.gateway.auth.issuer)" in str(raised.value)
+    path = tmp_path / "team.json"
+    path.write_text(json.dumps(config("https://evil.example")))
+    command = [sys.executable, "-m", "supervisor", "serve", "--config", str(path)]
+    ran = subprocess.run(
+        [*command, "--http", "127.0.0.1:0"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert ran.returncode == 2, ran.stderr
+    assert "https://evil.example" in ran.stderr and "https://login.example.com" in ran.stderr
+
+
+def test_a_callers_own_session_gets_only_the_handlers_made_for_that_caller() -> None:
+    """What docs/servers.md says of ``per_server(factory, for_caller=make)``: a perUser
+    server's session for a caller gets ``make(name, subject)``; a handler not made for
+    callers is left out of it; other options are as for every session."""
+    from supervisor.server import per_server
+    from supervisor.server._options import resolved
+
+    options = {
+        "elicitation_callback": per_server(
+            lambda name: f"{name}'s", for_caller=lambda name, subject: f"{name}'s for {subject}"
+        ),
+        "sampling_callback": per_server(lambda name: f"{name}'s sampling"),
+        "logging_callback": print,
+        "mode": "legacy",
+    }
+    assert resolved(options, "crm") == {
+        "elicitation_callback": "crm's",
+        "sampling_callback": "crm's sampling",
+        "logging_callback": print,
+        "mode": "legacy",
+    }
+    assert resolved(options, "crm", caller="alice") == {
+        "elicitation_callback": "crm's for alice",
+        "mode": "legacy",
+    }
+
+
+async def test_a_callers_own_login_is_told_on_events_to_that_caller_alone(
+    tmp_path: Path,
+) -> None:
+    """alice logs in to crm: her ``/events`` stream hears of it (``user`` names her),
+    bob's — open all along, crm shown to him — hears nothing of it."""
+    async with (
+        per_user_gateway(tmp_path) as (team, crm, _, sup, url),
+        httpx2.AsyncClient(timeout=CALL_TIMEOUT) as http,
+    ):
+        origin = url.removesuffix("/mcp")
+
+        def as_(who: str) -> dict[str, str]:
+            return {"Authorization": f"Bearer {token_for(team, who, url)}"}
+
+        async def until(lines: Any, kind: str, server: str) -> list[dict[str, Any]]:
+            heard = []
+            with trio.fail_after(CALL_TIMEOUT):
+                async for line in lines:
+                    heard.append(json.loads(line))
+                    if (heard[-1]["kind"], heard[-1].get("server")) == (kind, server):
+                        return heard
+            raise AssertionError(heard)
+
+        async with (
+            http.stream("GET", origin + "/events?filter=mcp.*", headers=as_("alice")) as alice,
+            http.stream("GET", origin + "/events?filter=mcp.*", headers=as_("bob")) as bob,
+            http_client(url, mode="legacy", token=token_for(team, "alice", url)) as client,
+        ):
+            link = await needs_login_link(client, "crm_whoami")
+            page = await open_login(link, team, crm, "alice")
+            assert page.status_code == 200 and "logged in" in page.text, page.text
+            hers = await until(alice.aiter_lines(), "mcp.auth.completed", "crm")
+            assert hers[-1]["user"] == "alice"
+            await sup.restart("wiki")  # what bob hears after her login: wiki's own events
+            his = await until(bob.aiter_lines(), "mcp.connected", "wiki")
+    assert not [e for e in his if e.get("user") or e["kind"].startswith("mcp.auth.")], his

@@ -18,6 +18,7 @@ import pytest
 import trio
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
+from structlog.testing import capture_logs
 
 from supervisor.faults import load_plan
 from supervisor.server import (
@@ -74,6 +75,19 @@ async def test_a_tool_answered_with_32000_is_the_servers_error_and_nothing_resta
         assert server.health.calls_failed == 3
     assert "mcp.local.crashed" not in rec.kinds("h")
     assert "supervisor.child.restarted" not in rec.kinds()
+
+
+async def test_a_servers_own_error_of_the_too_large_code_is_its_error() -> None:
+    """A server that answers with -32099 itself (the code our transports give an answer
+    they dropped as too large), its data not theirs: the server's error, not a crash of
+    the call path on data it made up."""
+    server = managed(hostile("h", "refuse"), Recorder())
+    async with open_servers([server]):
+        await until(lambda: server.status() is ServerStatus.CONNECTED, 20.0)
+        with pytest.raises(ServerRequestError) as info:
+            await server.call_tool("big", {}, None)
+        assert info.value.code == -32099 and SAID in str(info.value)
+        assert server.status() is ServerStatus.CONNECTED
 
 
 async def test_the_real_lost_connection_is_still_may_have_taken_effect() -> None:
@@ -141,7 +155,8 @@ async def test_listings_and_pings_answered_with_32000_keep_the_connection() -> N
 
 #: Run in a subprocess of its own: connect to a server listing ``N`` tools in one page and
 #: report the memory it cost (RSS before, at its peak and after; tracemalloc's peak). The
-#: server is ``hostile_server.py`` over stdio, or the WebSocket server at a ``ws://`` URL.
+#: server is ``hostile_server.py`` over stdio, the WebSocket server at a ``ws://`` URL, or
+#: the HTTP one at an ``http://`` URL (legacy SSE if its path is ``/sse``).
 MEASURE = """
 import json, sys, tracemalloc, trio
 from supervisor.server._hook import open_servers
@@ -153,8 +168,9 @@ def vm(key):
         return next(int(line.split()[1]) * 1024 for line in status if line.startswith(key))
 
 async def refused(hostile, count, seen):
-    if hostile.startswith("ws://"):
-        config = Settings(name="big", command="", args=[], type="ws", url=hostile,
+    if hostile.startswith(("ws://", "http://")):
+        kind = "ws" if hostile.startswith("ws:") else "sse" if "/sse" in hostile else "http"
+        config = Settings(name="big", command="", args=[], type=kind, url=hostile,
                           lazy=False, max_attempts=0, init_timeout=600)
     else:
         config = Settings(name="big", command=sys.executable, args=[hostile, "catalog", count],
@@ -363,3 +379,17 @@ async def test_a_catalog_over_the_limits_fails_its_server_at_once_and_no_other()
         assert "retrying cannot help" in said and "lists 1500 tools" in said
         assert "maxToolsPerServer, maxCatalogBytes" in said
         assert other.status() is ServerStatus.CONNECTED and other.health.restarts == 0
+
+
+async def test_a_page_that_is_not_json_is_refused_unparsed() -> None:
+    """A tools/list page of 1500 tools that also holds a NaN (not JSON, so the page
+    guard cannot measure it, but the SDK's parser takes it): refused before it is
+    parsed, with an error saying why; the tools are never built."""
+    rec = Recorder()
+    big = managed(hostile("big", "catalog", "1500", "nan"), rec)
+    with capture_logs() as logs:
+        async with open_servers([big]):
+            await until(lambda: big.health.last_error is not None, 30.0)
+    assert "listing page that could not be measured dropped" in [e["event"] for e in logs]
+    assert "could not be read as JSON to be measured" in str(big.health.last_error)
+    assert big.tools == []

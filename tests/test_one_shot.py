@@ -357,15 +357,15 @@ async def test_a_slow_tool_degrades_and_the_next_answer_recovers() -> None:
 
 def test_the_id_of_a_skipped_line_is_read_from_either_end() -> None:
     """The request a too-big line answered is found at its start or its end."""
-    from supervisor.transports._stdio import _Skipped
+    from supervisor.transports._oversize import Skipped
 
     body = b'"' + b"x" * 20000 + b'"'
-    at_start = _Skipped(b'{"jsonrpc":"2.0","id":7,"result":{"text":' + body[:5000])
+    at_start = Skipped(b'{"jsonrpc":"2.0","id":7,"result":{"text":' + body[:5000])
     at_start.add(body[5000:] + b"}}")
     assert at_start.response_id() == 7 and at_start.size > 20000
-    at_end = _Skipped(b'{"result":{"text":' + body + b'},"id":"req-9","jsonrpc":"2.0"}')
+    at_end = Skipped(b'{"result":{"text":' + body + b'},"id":"req-9","jsonrpc":"2.0"}')
     assert at_end.response_id() == "req-9"
-    notification = _Skipped(b'{"method":"notifications/message","params":' + body + b"}")
+    notification = Skipped(b'{"method":"notifications/message","params":' + body + b"}")
     assert notification.response_id() is None
 
 

@@ -137,3 +137,72 @@ async def test_serves_an_app_until_cancelled_then_frees_the_port() -> None:
     assert line["level"] == "error"
     assert "s3cret" not in out.getvalue()
     assert "boom with ***" in line["exception"]
+
+
+async def test_a_body_that_never_finishes_is_answered_408_and_closed_in_time() -> None:
+    """Every server run through serve_sockets (the gateway, the dashboard, the login
+    listener, the chaos proxy): a body that stops half-way, announced by its length or
+    chunked, is answered ``408`` and its connection closed once *body_timeout* is up; a
+    body that arrives is read whole, and a long answer to a request without a body is not
+    cut by the body's clock."""
+    streaming = trio.Event()
+    finish = trio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:  # noqa: ANN401
+        if scope["type"] == "lifespan":
+            await hello(scope, receive, send)
+            return
+        if scope["path"] == "/stream":  # answers for as long as the test wants
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"one ", "more_body": True})
+            streaming.set()
+            await finish.wait()
+            await send({"type": "http.response.body", "body": b"two"})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+    async def until_closed(stream: trio.SocketStream) -> bytes:
+        received = b""
+        with trio.fail_after(30):
+            while chunk := await stream.receive_some(65536):
+                received += chunk
+        return received
+
+    sockets = await listen("127.0.0.1", 0)
+    port = sockets[0].getsockname()[1]
+    head = f"POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
+    try:
+        async with trio.open_nursery() as nursery:
+            serve = partial(
+                serve_sockets, app, sockets, logger_name="t", graceful_timeout=1.0, body_timeout=1
+            )
+            await nursery.start(serve)
+            async with httpx2.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+                answer = await client.post("/", content=b"all of it")
+                assert (answer.status_code, answer.content) == (200, b"all of it")
+                async with client.stream("GET", "/stream") as stream:
+                    await streaming.wait()
+                    began = trio.current_time()
+                    for half in (
+                        head + b"Content-Length: 10\r\n\r\nabc",
+                        head + b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n",
+                    ):
+                        conn = await trio.open_tcp_stream("127.0.0.1", port)
+                        async with conn:
+                            await conn.send_all(half)
+                            said = await until_closed(conn)
+                        assert said.startswith(b"HTTP/1.1 408 "), said
+                    assert trio.current_time() - began >= 1.0
+                    finish.set()
+                    assert await stream.aread() == b"one two"  # open past the clock
+            nursery.cancel_scope.cancel()
+    finally:
+        for sock in sockets:
+            sock.close()

@@ -8,7 +8,8 @@ replicas use that login. A caller of the team's group calls through the balancer
 reaches both replicas; one the policy grants nothing sees and calls nothing. When the
 backing server's tokens expire, calls through both replicas lead to one refresh. With
 tokens introspected, a user the team's AS revokes is refused at the next call, by either
-replica. No process is left."""
+replica. A caller's login link, good once, is good once across the replicas (their store
+records its use). No process is left."""
 
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import trio
 from mcp.shared.exceptions import MCPError
@@ -31,7 +33,7 @@ from supervisor.gateway._signin import SIGNED_IN_ROUTE
 from supervisor.testing.servers import open_oauth_server
 from tests.postgres import needs_postgres, postgres_server
 from tests.test_auth import Browser, connected, entry
-from tests.test_gateway_team import GROUPS, client_of, token_for
+from tests.test_gateway_team import GROUPS, client_of, free_port, token_for
 from tests.test_gateway_users import login_link, open_login, subject_of
 from tests.test_replicas import (
     CALL_TIMEOUT,
@@ -44,41 +46,54 @@ from tests.test_replicas import (
 
 
 @asynccontextmanager
-async def behind_haproxy(
-    tmp_path: Path, config: Path, front: socket.socket
-) -> AsyncIterator[tuple[list[Any], Any]]:
+async def replicas_of(
+    tmp_path: Path, config: Path, nursery: trio.Nursery, stack: AsyncExitStack
+) -> AsyncIterator[tuple[list[Any], list[int]]]:
     """Two ``serve --http --stateless`` replicas of ``config`` (their auth directory
-    unused: ``tmp_path/unused``), and haproxy over them listening on ``front``:
-    ``(replicas, haproxy)``. On the way out each is stopped with SIGTERM, and the
-    replicas must exit as a SIGTERM's (143)."""
+    unused: ``tmp_path/unused``), run in ``nursery`` (reaped by ``stack``): ``(replicas,
+    their ports)``. On the way out each is stopped with SIGTERM, and must exit as a
+    SIGTERM's (143)."""
     env = {**os.environ, "MCP_SUPERVISOR_AUTH_DIR": str(tmp_path / "unused")}
     serve = [sys.executable, "-m", "supervisor", "serve", "--config", str(config)]
     serve += ["--http", "127.0.0.1:0", "--stateless"]
+    replicas = [
+        await stack.enter_async_context(start(nursery, f"r{i}", serve, env=env)) for i in range(2)
+    ]
+    ports = []
+    for replica in replicas:
+        found = await replica.wait_for(rb"gateway at http://127\.0\.0\.1:(\d+)/mcp\n")
+        ports.append(int(found[1]))
+    yield replicas, ports
+    for child in replicas:
+        child.process.send_signal(signal.SIGTERM)
+        with trio.fail_after(EXIT_TIMEOUT):
+            await child.process.wait()
+    assert [r.process.returncode for r in replicas] == [143, 143]
+
+
+@asynccontextmanager
+async def behind_haproxy(
+    tmp_path: Path, config: Path, front: socket.socket
+) -> AsyncIterator[tuple[list[Any], Any]]:
+    """Two replicas of ``config`` (:func:`replicas_of`), and haproxy over them listening
+    on ``front``: ``(replicas, haproxy)``. On the way out haproxy is stopped with SIGTERM,
+    then the replicas."""
     async with trio.open_nursery() as nursery, AsyncExitStack() as stack:
-        replicas = [
-            await stack.enter_async_context(start(nursery, f"r{i}", serve, env=env))
-            for i in range(2)
-        ]
-        ports = []
-        for replica in replicas:
-            found = await replica.wait_for(rb"gateway at http://127\.0\.0\.1:(\d+)/mcp\n")
-            ports.append(int(found[1]))
-        haproxy_cfg = tmp_path / "haproxy.cfg"
-        haproxy_cfg.write_text(haproxy_config(front.fileno(), ports))
-        haproxy = await stack.enter_async_context(
-            start(
-                nursery,
-                "haproxy",
-                [HAPROXY, "-f", str(haproxy_cfg), "-db"],
-                pass_fds=[front.fileno()],
+        async with replicas_of(tmp_path, config, nursery, stack) as (replicas, ports):
+            haproxy_cfg = tmp_path / "haproxy.cfg"
+            haproxy_cfg.write_text(haproxy_config(front.fileno(), ports))
+            haproxy = await stack.enter_async_context(
+                start(
+                    nursery,
+                    "haproxy",
+                    [HAPROXY, "-f", str(haproxy_cfg), "-db"],
+                    pass_fds=[front.fileno()],
+                )
             )
-        )
-        yield replicas, haproxy
-        for child in (haproxy, *replicas):
-            child.process.send_signal(signal.SIGTERM)
+            yield replicas, haproxy
+            haproxy.process.send_signal(signal.SIGTERM)
             with trio.fail_after(EXIT_TIMEOUT):
-                await child.process.wait()
-        assert [r.process.returncode for r in replicas] == [143, 143]
+                await haproxy.process.wait()
         nursery.cancel_scope.cancel()
 
 
@@ -279,3 +294,99 @@ async def needs_login(client: Any, tool: str) -> str:
     with trio.fail_after(CALL_TIMEOUT), pytest.raises(MCPError) as raised:
         await client.call_tool(tool, {})
     return login_link(raised.value)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_a_login_link_is_good_once_across_the_replicas(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two replicas of a team gateway serving a server per user, sharing one token store
+    (a SQLite file of one machine, or PostgreSQL), each called directly: alice's login
+    link, opened at one replica (which sends the browser on to the team's sign-in), is
+    refused at the other; a new link opened at both at once is taken by one of them."""
+    if kind == "postgres" and needs_postgres.args[0]:
+        pytest.skip(needs_postgres.kwargs["reason"])
+    keys = {"TEAM_KEY": "t" * 40, "STORE_KEY": "s" * 40, "SIGN_IN": "g" * 32}
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+    with ExitStack() as databases:
+        if kind == "postgres":
+            database = databases.enter_context(postgres_server())
+        else:
+            database = f"sqlite:///{tmp_path / 'shared.db'}"
+        url = f"http://127.0.0.1:{free_port()}/mcp"  # a balancer's: nothing listens there
+        base = url.removesuffix("/mcp")
+        async with (
+            open_oauth_server(jwt_access_tokens=True, resources=[url], groups=GROUPS) as team,
+            open_oauth_server(subject="gateway-admin") as crm,
+        ):
+            team.provider.add_client(
+                "team-gateway", keys["SIGN_IN"], redirect_uris=[base + SIGNED_IN_ROUTE]
+            )
+            store = {"url": database, "keyEnv": "STORE_KEY"}
+            # The supervisor's own login (the catalog's), once, into the store.
+            login = {"mcpServers": {"crm": entry(crm.url)}, "supervisor": {"tokenStore": store}}
+            async with open_supervisor(
+                login, auth_dir=tmp_path / "admin", oauth_redirect_handler=Browser()
+            ) as admin:
+                await connected(admin)
+            auth = {
+                "issuer": team.issuer,
+                "resource": url,
+                "signIn": {"clientId": "team-gateway", "clientSecretEnv": "SIGN_IN"},
+            }
+            config = tmp_path / "team.json"
+            config.write_text(
+                json.dumps(
+                    {
+                        "mcpServers": {"crm": {**crm_entry(crm.url), "auth": {"perUser": True}}},
+                        "supervisor": {
+                            "gateway": {"auth": auth, "keyEnv": "TEAM_KEY"},
+                            "tokenStore": store,
+                        },
+                    }
+                )
+            )
+            async with trio.open_nursery() as nursery, AsyncExitStack() as stack:
+                async with replicas_of(tmp_path, config, nursery, stack) as (replicas, ports):
+                    await links_once(team, url, ports, replicas)
+                nursery.cancel_scope.cancel()
+
+
+async def links_once(team: Any, url: str, ports: list[int], replicas: list[Any]) -> None:
+    """alice's link opened at the first replica, then at the second; a new one at both
+    at once (see the test above)."""
+    base = url.removesuffix("/mcp")
+
+    def at(link: str, replica: int) -> str:
+        assert link.startswith(base + "/"), link
+        return link.replace(base, f"http://127.0.0.1:{ports[replica]}", 1)
+
+    def said() -> tuple[str, ...]:
+        return tuple(r.stderr for r in replicas)
+
+    async with (
+        client_of(at(url, 0), token_for(team, "alice", url), mode="legacy") as alice,
+        httpx2.AsyncClient(timeout=CALL_TIMEOUT) as browser,
+    ):
+        link = await needs_login(alice, "crm_whoami")
+        assert link.startswith(base + "/auth/login?ticket="), link
+        with trio.fail_after(CALL_TIMEOUT):
+            first = await browser.get(at(link, 0))
+        assert first.status_code == 302, (first.text, *said())
+        assert first.headers["location"].startswith(team.issuer)  # on to the sign-in
+        with trio.fail_after(CALL_TIMEOUT):
+            again = await browser.get(at(link, 1))
+        assert again.status_code == 400 and "used already" in again.text, (again.text, *said())
+
+        link = await needs_login(alice, "crm_whoami")
+        statuses: list[int] = []
+        with trio.fail_after(CALL_TIMEOUT):
+            async with trio.open_nursery() as race:
+                for replica in (0, 1):
+
+                    async def open_at(replica: int = replica) -> None:
+                        statuses.append((await browser.get(at(link, replica))).status_code)
+
+                    race.start_soon(open_at)
+        assert sorted(statuses) == [302, 400], (statuses, *said())

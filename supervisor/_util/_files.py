@@ -37,6 +37,24 @@ def private_dir(path: Path) -> Path:
     return path
 
 
+def made_private(path: Path) -> Path:
+    """``path`` and those of its parents that are missing made, each 0700 (whatever the
+    umask); a directory that was there already keeps its mode — it may be a shared one
+    (``/tmp``) or a project's, which is not this process's to narrow."""
+    missing = [path, *path.parents]
+    for index, folder in enumerate(missing):
+        if folder.exists():
+            missing = missing[:index]
+            break
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue  # made meanwhile by another process: its mode is its maker's
+        os.chmod(folder, DIR_MODE)
+    return path
+
+
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
     """Hold an exclusive lock for changing ``path``: a ``flock`` on ``.NAME.lock`` beside

@@ -21,11 +21,19 @@ their own). This module is what they share, and so imports nothing of the projec
   messages are off.
 * **Serving.** :func:`serve_sockets` runs hypercorn until cancelled, then shuts it down
   gracefully and within bounds.
+* **Slow requests.** A request's head must arrive within the idle timeout (hypercorn's
+  ``keep_alive_timeout``, which runs from the connection's start, or the previous
+  answer's end, until a head is whole), and its body within *body_timeout* seconds of its
+  head (:data:`BODY_TIMEOUT`): else the request is answered ``408`` and its connection
+  closed. Hypercorn's own ``read_timeout`` is not used: it bounds each read, so a body
+  sent a byte at a time passes it, and it closes a long answer's connection (an event
+  stream) whose client has nothing more to send.
 """
 
 from __future__ import annotations
 
 import errno
+import math
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
@@ -39,6 +47,7 @@ from hypercorn.trio import serve
 from ..log import get_logger
 
 __all__ = [
+    "BODY_TIMEOUT",
     "lifespan",
     "respond",
     "SHUTDOWN_MARGIN",
@@ -54,6 +63,9 @@ STALL_TIMEOUT = 30.0
 #: Seconds a stopping server gets beyond its graceful timeout before what is left of it
 #: is cancelled.
 SHUTDOWN_MARGIN = 2.0
+#: Seconds a request's body may take to arrive whole, from its head: ``408`` and the
+#: connection closed past that.
+BODY_TIMEOUT = 60.0
 
 #: An ASGI application (``scope, receive, send``).
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
@@ -243,19 +255,23 @@ async def serve_sockets(
     idle_timeout: float | None = None,
     graceful_timeout: float,
     websocket_max_message_size: int | None = None,
+    body_timeout: float | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve *app* on *sockets* (which the caller closes) until cancelled; start it with
     ``nursery.start``, which returns once hypercorn is serving.
 
-    The config is :func:`make_config`'s, with these arguments. Hypercorn runs in a cancel
-    scope shielded from this call's cancellation, which sets *stopping* instead (an app
-    can watch it to end long-lived responses, such as a feed): hypercorn stops
-    accepting, closes idle connections and gives open requests *graceful_timeout*
-    seconds; :data:`SHUTDOWN_MARGIN` seconds later, whatever is left is cancelled.
+    The config is :func:`make_config`'s, with these arguments; a request's body must
+    arrive within *body_timeout* seconds of its head (``None``: :data:`BODY_TIMEOUT`).
+    Hypercorn runs in a cancel scope shielded from this call's cancellation, which sets
+    *stopping* instead (an app can watch it to end long-lived responses, such as a feed):
+    hypercorn stops accepting, closes idle connections and gives open requests
+    *graceful_timeout* seconds; :data:`SHUTDOWN_MARGIN` seconds later, whatever is left is
+    cancelled.
     """
     if max_head is not None:
         app = partial(_within_head, app, max_head)
+    app = partial(_within_time, app, BODY_TIMEOUT if body_timeout is None else body_timeout)
     config = make_config(
         sockets,
         logger_name=logger_name,
@@ -295,6 +311,53 @@ async def _within_head(app: ASGIApp, max_head: int, scope: Any, receive: Any, se
         await respond(send, 431, body, b"application/json", [(b"connection", b"close")])
         return
     await app(scope, receive, send)
+
+
+async def _within_time(app: ASGIApp, timeout: float, scope: Any, receive: Any, send: Any) -> None:
+    """*app*, for a request whose body arrives whole within *timeout* seconds; past that,
+    *app* is cancelled and the request answered ``408`` (its connection is then closed:
+    the rest of the body is never read).
+
+    The clock stops once the body is whole, the client is gone, or *app* starts its
+    answer (an answer under way is the app's to end; hypercorn closes the connection
+    after it if the body never came). A request that has no body (HTTP/1.1 without
+    ``Content-Length`` or ``Transfer-Encoding``) has no clock.
+    """
+    if scope["type"] != "http" or not _may_have_body(scope):
+        await app(scope, receive, send)
+        return
+    answered = False
+    clock = trio.CancelScope(deadline=trio.current_time() + timeout)
+
+    async def receiving() -> Any:  # noqa: ANN401 - an ASGI message
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            clock.deadline = math.inf
+        return message
+
+    async def sending(message: Any) -> None:  # noqa: ANN401 - an ASGI message
+        nonlocal answered
+        if message["type"] == "http.response.start":
+            answered = True
+            clock.deadline = math.inf
+        await send(message)
+
+    with clock:
+        await app(scope, receiving, sending)
+    if clock.cancelled_caught and not answered:
+        said = f"the request's body did not arrive within {timeout:g} s".encode()
+        body = b'{"error": "' + said + b'"}'
+        await respond(send, 408, body, b"application/json", [(b"connection", b"close")])
+
+
+def _may_have_body(scope: Any) -> bool:
+    """Whether the request may have a body: over HTTP/1, one its head announces."""
+    if scope.get("http_version") == "2":
+        return True  # a body needs no header there
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
+            return True
+    return False
 
 
 def _head_size(scope: Any) -> int:

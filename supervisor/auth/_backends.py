@@ -5,14 +5,19 @@ A :class:`TokenStore` keeps JSON objects by ``kind`` (``tokens``, ``clients``) a
 what replicas need: :meth:`TokenStore.exclusive`, held around a refresh so that one
 replica refreshes a user's tokens and the others take the result (a refresh token used
 twice is revoked by many authorization servers), and a ``version`` that changes with
-each write (another process's login or refresh shows there).
+each write (another process's login or refresh shows there). Both stores here also
+:meth:`~_Rows.claim` a row: taken by one caller of all the replicas', for a while (a
+login link's ticket, good once).
 
-- :class:`SQLiteStore` — one machine: a SQLite file (mode 0600 in a 0700 directory),
-  ``tokenStore.url`` ``sqlite:PATH``, or by default the auth directory's ``tokens.db``
-  (:class:`~._store.LocalStore`);
+- :class:`SQLiteStore` — one machine: a SQLite file, ``tokenStore.url`` ``sqlite:PATH``,
+  or by default the auth directory's ``tokens.db`` (:class:`~._store.LocalStore`). The
+  file is this user's and 0600 (made so; an existing one narrowed, one of another user's
+  refused), and so are SQLite's files beside it; a directory it makes is 0700, one that
+  was there keeps its mode (``/tmp``, a project's);
 - :class:`PostgresStore` — replicas: a PostgreSQL database, through psycopg 3's
   synchronous API in ``trio.to_thread`` (no maintained trio-native driver exists); its
-  exclusive section is a session advisory lock.
+  exclusive section is a session advisory lock. Its URL is shown (``location``, a
+  driver's error) with any password in it masked.
 
 Both run every database call in ``trio.to_thread`` (a database driver blocks). With a
 :class:`Sealer` every value is encrypted at rest (AES-256-GCM under a key from a file or
@@ -27,6 +32,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -38,7 +44,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from .._util._files import private_dir
+from .._util._files import FILE_MODE, made_private
+from ..config._secrets import database_url_secret_values, masked_database_url
 
 __all__ = ["PostgresStore", "Sealer", "SQLiteStore", "TokenStore"]
 
@@ -48,6 +55,8 @@ LEASE = 60.0
 POLL = 0.05
 #: The table both stores use.
 TABLE = "mcp_supervisor_credentials"
+#: The files SQLite keeps beside a database (write-ahead log, its index, rollback journal).
+SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
 class TokenStore(Protocol):
@@ -190,12 +199,31 @@ class _Rows:
         row = await self._one(f"SELECT version FROM {TABLE} WHERE kind = ? AND key = ?", kind, key)
         return None if row is None else float(row[0])
 
+    async def claim(self, kind: str, key: str, until: float) -> bool:
+        """Take ``kind``/``key`` until ``until`` (unix seconds): ``True`` for the one
+        caller — of this process or any other on the store — that takes it first, ``False``
+        while it is taken. One statement (an insert that does nothing on a row there), so
+        two at once cannot both take it. Such a row's ``version`` is its end: the rows of
+        ``kind`` past theirs are removed here (a row past its end is free again)."""
+        purge = self._sql(f"DELETE FROM {TABLE} WHERE kind = ? AND version < ?")
+        take = self._sql(
+            f"INSERT INTO {TABLE} (kind, key, data, version) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (kind, key) DO NOTHING"
+        )
+        blob = _encode(self._sealer, kind, key, {"until": until})
+
+        def claim(connection: Any) -> bool:  # noqa: ANN401 - the driver's
+            connection.execute(purge, (kind, time.time()))
+            return bool(connection.execute(take, (kind, key, blob, until)).rowcount == 1)
+
+        return bool(await self._run(claim))
+
 
 class SQLiteStore(_Rows):
-    """A SQLite file at ``path`` (its directory made 0700, the file 0600); values sealed
-    with ``sealer`` when given. Its exclusive section is a row of a lock table, taken
-    by one process at a time (looked at again every :data:`POLL` s, taken over after
-    :data:`LEASE` s from a holder that died)."""
+    """A SQLite file at ``path`` (this user's, 0600; a directory it makes 0700, one that
+    was there left as it is); values sealed with ``sealer`` when given. Its exclusive
+    section is a row of a lock table, taken by one process at a time (looked at again
+    every :data:`POLL` s, taken over after :data:`LEASE` s from a holder that died)."""
 
     def __init__(self, path: str | os.PathLike[str], sealer: Sealer | None = None) -> None:
         self.path = Path(path)
@@ -207,9 +235,8 @@ class SQLiteStore(_Rows):
         self._held: dict[str, trio.Lock] = {}
 
     def _prepare(self) -> None:
-        """The directory (0700), the file (0600, made with that mode) and the tables."""
-        private_dir(self.path.parent)
-        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        """The file (:func:`_private_file`) and the tables."""
+        _private_file(self.path)
         with contextlib.closing(self._connect()) as connection:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute(
@@ -277,14 +304,22 @@ class PostgresStore(_Rows):
         self._psycopg = psycopg
         self._url = url
         self._sealer = sealer
-        self.location = _without_password(url)
+        self.location = masked_database_url(url)
         self._ready = False
         self._preparing = trio.Lock()
         #: this process's holders of each exclusive section (they queue here, not by polling)
         self._held: dict[str, trio.Lock] = {}
 
     def _connect(self) -> Any:  # noqa: ANN401 - a psycopg connection
-        return self._psycopg.connect(self._url, autocommit=True, connect_timeout=10)
+        try:
+            return self._psycopg.connect(self._url, autocommit=True, connect_timeout=10)
+        except self._psycopg.Error as exc:  # it may quote the URL, or a part of it
+            said = shown = str(exc)
+            for secret in database_url_secret_values(self._url):
+                shown = shown.replace(secret, "***")
+            if shown == said:
+                raise
+            raise type(exc)(shown) from None
 
     def _prepare(self) -> None:
         with self._connect() as connection:
@@ -342,12 +377,42 @@ def _try_lock(connection: Any, lock: int) -> bool:  # noqa: ANN401 - a psycopg c
     return bool(row[0])
 
 
-def _without_password(url: str) -> str:
-    """``url`` with its password, if any, as ``***``."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+def _private_file(path: Path) -> None:
+    """A SQLite database's file made if missing, in directories made 0700 if missing (one
+    that was there keeps its mode); it and SQLite's files beside it
+    (:data:`SQLITE_SIDE_FILES`, which SQLite makes with the database's mode) this user's
+    own and 0600: a wider mode (a file copied in, an earlier version's) is narrowed, one of
+    another user's is refused with :class:`PermissionError` (they could read or replace
+    the credentials), as is what is no file (opened ``O_NONBLOCK``: a FIFO planted there
+    is refused, not waited on)."""
+    made_private(path.parent)
+    files = [(path, os.O_CREAT), *((Path(f"{path}{end}"), 0) for end in SQLITE_SIDE_FILES)]
+    for file, create in files:
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | create
+        try:
+            fd = os.open(file, flags, FILE_MODE)  # the umask may narrow it: set below
+        except FileNotFoundError:
+            if create:
+                raise
+            continue
+        except PermissionError as exc:
+            raise PermissionError(
+                f"the token store {file} cannot be opened by this user ({exc.strerror}): "
+                "it must be a file of the user's own, in a directory they can write"
+            ) from None
+        try:
+            info = os.fstat(fd)
+            problem = None
+            if not stat.S_ISREG(info.st_mode):
+                problem = "is not a file"
+            elif info.st_uid != os.geteuid():
+                problem = f"belongs to another user (uid {info.st_uid})"
+            if problem is not None:
+                raise PermissionError(
+                    f"the token store {file} {problem}: credentials are kept only in a "
+                    "file of this user's own — remove it (as its owner), or name another file"
+                )
+            if stat.S_IMODE(info.st_mode) != FILE_MODE:
+                os.fchmod(fd, FILE_MODE)
+        finally:
+            os.close(fd)

@@ -187,9 +187,9 @@ class FileStore:
 
 class LocalStore(SQLiteStore):
     """The default token store: the SQLite file ``tokens.db`` in the auth directory
-    (``root``; default: :func:`default_auth_dir`), not sealed — the file, mode 0600 in a
-    0700 directory, guards it as the token files did. Its exclusive section serialises a
-    refresh across the processes of the machine.
+    (``root``; default: :func:`default_auth_dir`), not sealed — the file, mode 0600 (the
+    directory 0700 when the store makes it), guards it as the token files did. Its
+    exclusive section serialises a refresh across the processes of the machine.
 
     The first time it is opened it takes in the token files an earlier version kept
     there (``tokens/*.json``, ``clients/*.json``) — once: a row logged out later is not

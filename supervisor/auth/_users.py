@@ -9,13 +9,23 @@ backing server (the MCP security guidance forbids passing it through).
 A caller who has not logged in to such a server is told so at their call (nothing is
 sent), with the URL of the gateway's login page for it (:meth:`UserLogins.login_url`):
 ``/auth/login?ticket=…``, the ticket naming the server and the subject, sealed with the
-gateway's key and good once, for :data:`TICKET_SECONDS`. Opening it runs the
+gateway's key and good once (its use recorded in the token store, which replicas
+share), for :data:`TICKET_SECONDS`. Opening it runs the
 authorization-code flow with the backing server's authorization server (the SDK's
 provider, PKCE, dynamic registration), with the gateway's ``/auth/callback`` as the
 redirect URI; the tokens land in the store under that user's account. Replicas share
 the store: a callback that reaches another replica than the one that started the login
 is handed over through the store (the login's ``state`` is recorded there when it
 starts, and only an awaited one is taken).
+
+The login is bound to the browser that signed in for it (RFC 9700 §4.7): the redirect to
+the backing server's authorization server sets a cookie (:meth:`UserLogins.binding`)
+whose value is the gateway key's HMAC of the login's ``state``, and the callback is
+taken only from a browser that brings it back (:meth:`UserLogins.callback`). An
+authorization URL forwarded to someone else — who is logged in at that server as
+themselves — thus cannot make their account stand for the link's caller: their browser
+has no such cookie, and its answer is refused unseen by the login (which goes on waiting
+for its own browser). Replicas share the key, so any of them checks the cookie.
 """
 
 from __future__ import annotations
@@ -36,16 +46,21 @@ import httpx2
 import msgspec
 import trio
 from mcp.client.auth import OAuthClientProvider
-from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
+from mcp.client.auth.utils import (
+    build_oauth_authorization_server_metadata_discovery_urls,
+    build_protected_resource_metadata_discovery_urls,
+    extract_resource_metadata_from_www_auth,
+)
 from mcp.shared.auth import AuthorizationCodeResult, OAuthToken
 from pydantic import AnyUrl
 
 from .._util._printable import printable
+from .._util._urls import is_secure_url
 from ..events import _catalog as events
 from ..log import get_logger, redact
-from ._backends import TokenStore
+from ._backends import TokenStore, _Rows
 from ._broker import AuthProblem, BrokerState, TokenBroker, _Login, _Renew
-from ._idjag import TOKEN_EXCHANGE, discover_issuer
+from ._idjag import TOKEN_EXCHANGE
 from ._login import LOGIN_TIMEOUT, LoginCancelled, Logins, _answer, _page
 from ._store import AuthStore, FileStore
 
@@ -79,6 +94,12 @@ MAX_BROKERS = 4096
 #: The redirect URI of a broker made before a gateway serves the login pages (a login
 #: never starts then: :meth:`UserLogins.begin` needs the gateway).
 _NO_CALLBACK = "http://127.0.0.1:9" + CALLBACK_ROUTE
+
+#: The cookie binding a login to the browser that signed in for it (one per login, its
+#: name ending in a digest of the login's ``state``): ``__Host-`` prefixed and
+#: ``Secure`` when the gateway's public URL is https. Over plain http (a gateway on
+#: loopback) a browser takes no ``__Host-`` or ``Secure`` cookie: it is set without them.
+BROWSER_COOKIE = "mcp-supervisor-login-"
 
 
 def user_account(subject: str) -> str:
@@ -129,6 +150,11 @@ class _UserBroker(TokenBroker):
             return
         super()._problem(exc)
 
+    def _emit(self, make: Callable[[str], events.Event]) -> None:
+        """Its ``mcp.auth.*`` events name the user (``user``): a team gateway sends them to
+        that caller alone."""
+        super()._emit(lambda server: msgspec.structs.replace(make(server), user=self.subject))
+
 
 #: RFC 8693's token type of an access token (the subject token, and the one asked for).
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
@@ -137,15 +163,23 @@ ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 class _ExchangeBroker(_UserBroker):
     """A broker for one user of a ``"perUser": "token_exchange"`` server: its tokens are
     got by trading the user's own token to the gateway (the latest one a request of
-    theirs brought, :meth:`UserLogins.present`) at the server's authorization server
-    (RFC 8693, on behalf of the user), the gateway authenticating as the server's
-    ``clientId``. No login, no refresh token: an expired token is exchanged again —
-    once across the replicas sharing the store, like a refresh."""
+    theirs brought, :meth:`UserLogins.present`) at the gateway's own authorization
+    server (RFC 8693, on behalf of the user; :meth:`UserLogins.attach`'s ``exchanger``),
+    for a token meant for the server (its ``resource``), the gateway authenticating as
+    the server's ``clientId``. No login, no refresh token: an expired token is exchanged
+    again — once across the replicas sharing the store, like a refresh.
+
+    The user's token is meant for the gateway: it goes to no other authorization server
+    than the one that issued it — never to one the backing server names. A server whose
+    protected-resource metadata names authorization servers, none of them the gateway's,
+    is refused before anything is sent (its tokens are not the gateway's AS's to give)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.grant = "token_exchange"
         self.subject_token: Callable[[], str | None] = lambda: None
+        #: the gateway's own authorization server (its issuer), where tokens are exchanged
+        self.exchanger: Callable[[], str | None] = lambda: None
         self._token_endpoint: str | None = None
 
     def _make_provider(self) -> Any:  # noqa: ANN401 - none: the exchange is done here
@@ -263,28 +297,60 @@ class _ExchangeBroker(_UserBroker):
         return tokens.access_token
 
     async def _endpoint(self, http: httpx2.AsyncClient) -> str:
-        """The server's authorization server's token endpoint (its ``issuer``, or the one
-        its protected-resource metadata names; RFC 8414 metadata)."""
+        """The token endpoint of the gateway's own authorization server (RFC 8414
+        metadata; https beyond loopback), once the backing server's protected-resource
+        metadata is known not to name other authorization servers only."""
         if self._token_endpoint is not None:
             return self._token_endpoint
-        issuer = self.auth.issuer or await discover_issuer(http, self.url, self._challenge)
+        issuer = self.exchanger()
         if issuer is None:
+            raise AuthProblem(self._login_hint(), needs_login=True)
+        named = await self._named_servers(http)
+        if named and _same_issuer(issuer) not in {_same_issuer(n) for n in named}:
             raise AuthProblem(
-                f"{self.url} names no authorization server (no protected-resource "
-                'metadata): set "issuer" in the server\'s auth',
+                f"MCP server {self.servers[0]!r} names the authorization server "
+                f"{printable(', '.join(named))} (its protected-resource metadata), not the team "
+                f"gateway's {issuer}, where its callers' tokens are exchanged: refusing to "
+                "trade them for it (nothing was sent)",
                 needs_login=False,
             )
         for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, issuer):
             status, metadata = await _json_answer(http, "GET", url)
             if status != 200 or not isinstance(metadata, dict):
                 continue
-            if metadata.get("issuer") == issuer and isinstance(metadata.get("token_endpoint"), str):
+            endpoint = metadata.get("token_endpoint")
+            if metadata.get("issuer") == issuer and isinstance(endpoint, str):
+                if not is_secure_url(endpoint):
+                    raise AuthProblem(
+                        f"the authorization server {issuer} names the token endpoint "
+                        f"{printable(endpoint)}: not an https:// URL (http:// only on "
+                        "loopback); refusing to send callers' tokens there",
+                        needs_login=False,
+                    )
                 self.credentials.issuer = issuer
-                self._token_endpoint = str(metadata["token_endpoint"])
+                self._token_endpoint = endpoint
                 return self._token_endpoint
         raise AuthProblem(
             f"the authorization server {issuer} publishes no token endpoint", needs_login=False
         )
+
+    async def _named_servers(self, http: httpx2.AsyncClient) -> list[str]:
+        """The authorization servers the backing server's protected-resource metadata
+        names (RFC 9728: its challenge's ``resource_metadata``, then the well-known
+        URLs); none without such metadata."""
+        hint = None
+        challenge = self._challenge
+        if challenge is not None and challenge.www_authenticate:
+            probe = httpx2.Response(401, headers={"www-authenticate": challenge.www_authenticate})
+            hint = extract_resource_metadata_from_www_auth(probe)
+        for url in build_protected_resource_metadata_discovery_urls(hint, self.url):
+            status, metadata = await _json_answer(http, "GET", url)
+            if status != 200 or not isinstance(metadata, dict):
+                continue
+            named = metadata.get("authorization_servers")
+            if isinstance(named, list) and named:
+                return [str(n) for n in named]
+        return []
 
 
 class UserLogins:
@@ -314,25 +380,33 @@ class UserLogins:
         self._brokers: dict[tuple[str, str], _UserBroker] = {}
         self._base_url: str | None = None
         self._key: bytes | None = None
+        self._exchanger: str | None = None
         self._nursery: trio.Nursery | None = None
-        self._used: dict[str, float] = {}  # ticket nonces taken, with their expiry
+        #: ticket nonces taken, with their expiry (a store of its own: see :meth:`_take`)
+        self._used: dict[str, float] = {}
         self._flights: dict[str, _Flight] = {}  # the logins waiting here, by state
         self._exchanges = any(c.auth.per_user == "token_exchange" for c in self.servers.values())
         self._subject_tokens: dict[str, tuple[str, float | None]] = {}
 
     # -- the gateway's side --------------------------------------------------------------
 
-    def attach(self, base_url: str, key: bytes, nursery: trio.Nursery) -> None:
+    def attach(
+        self, base_url: str, key: bytes, nursery: trio.Nursery, exchanger: str | None = None
+    ) -> None:
         """A team gateway serves the login pages at ``base_url`` (its public URL without
-        the MCP path), its tickets sealed with ``key``; logins run in ``nursery``."""
+        the MCP path), its tickets sealed with ``key``; logins run in ``nursery``. Its
+        callers' tokens come from the authorization server ``exchanger`` (its issuer):
+        the token-exchange servers' tokens are got there, and nowhere else
+        (:class:`_ExchangeBroker`)."""
         self._base_url = base_url.rstrip("/")
         self._key = key
         self._nursery = nursery
+        self._exchanger = exchanger
         for broker in self._brokers.values():
             self._point(broker)
 
     def detach(self) -> None:
-        self._base_url = self._key = self._nursery = None
+        self._base_url = self._key = self._nursery = self._exchanger = None
 
     @property
     def rows(self) -> TokenStore:
@@ -376,6 +450,7 @@ class UserLogins:
             )
             if isinstance(broker, _ExchangeBroker):
                 broker.subject_token = partial(self.subject_token, subject)
+                broker.exchanger = lambda: self._exchanger
             else:
                 self._point(broker)
         self._brokers[key] = broker  # the most recently used last
@@ -438,9 +513,9 @@ class UserLogins:
         assert self._key is not None
         return hmac.new(self._key, b"mcp-supervisor user login\n" + body, hashlib.sha256).digest()
 
-    def open_ticket(self, ticket: str) -> tuple[str, str]:
-        """The server and subject of a good ``ticket`` (taken: it is good once);
-        :class:`_BadTicket` saying why not."""
+    async def open_ticket(self, ticket: str) -> tuple[str, str]:
+        """The server and subject of a good ``ticket`` (taken: it is good once, by
+        :meth:`_take`); :class:`_BadTicket` saying why not."""
         if self._key is None:
             raise _BadTicket("this gateway serves no logins")
         try:
@@ -455,13 +530,25 @@ class UserLogins:
         now = time.time()
         if not isinstance(expires, int) or expires < now:
             raise _BadTicket("this login link has expired: call the tool again for a new one")
-        self._used = {n: e for n, e in self._used.items() if e >= now}
-        if nonce in self._used:
-            raise _BadTicket("this login link was used already: call the tool again for a new one")
         if server not in self.servers:
             raise _BadTicket("this gateway no longer serves that server per user")
-        self._used[str(nonce)] = expires
+        if not await self._take(str(nonce), expires):
+            raise _BadTicket("this login link was used already: call the tool again for a new one")
         return server, subject
+
+    async def _take(self, nonce: str, expires: int) -> bool:
+        """Whether the ticket ``nonce`` is taken now (``False``: it was before). In a
+        token store of :mod:`._backends` — the one replicas share — its row records it
+        until the ticket expires, taken by one replica of all at once
+        (:meth:`~._backends._Rows.claim`); else in this process (:attr:`_used`)."""
+        if isinstance(self._rows, _Rows):
+            return await self._rows.claim("tickets", _ticket_key(nonce), float(expires))
+        now = time.time()
+        self._used = {n: e for n, e in self._used.items() if e >= now}
+        if nonce in self._used:
+            return False
+        self._used[nonce] = expires
+        return True
 
     async def begin(self, server: str, subject: str) -> str:
         """Start ``subject``'s login to ``server`` (their link's, once the browser that
@@ -476,7 +563,7 @@ class UserLogins:
         async def redirect(url: str) -> None:
             # awaited before the browser is sent on: its answer may come back to
             # another replica at once
-            await self._expect(parse_qs(urlsplit(url).query).get("state", [""])[0])
+            await self._expect(_state_of(url))
             shown["url"] = url
             ready.set()
 
@@ -510,14 +597,70 @@ class UserLogins:
             return str(shown["url"])
         raise shown["error"]
 
-    async def callback(self, query: str) -> tuple[int, bytes]:
+    def binding(self, url: str) -> bytes:
+        """The ``Set-Cookie`` header value that binds the login whose authorization URL
+        is ``url`` (:meth:`begin`'s) to the browser sent there (:data:`BROWSER_COOKIE`):
+        HttpOnly, SameSite=Lax (the authorization server's redirect back is a top-level
+        GET, which takes it along), for as long as the login waits."""
+        name, value = self._cookie(_state_of(url))
+        attributes = f"Path=/; Max-Age={int(LOGIN_TIMEOUT)}; HttpOnly; SameSite=Lax"
+        if name.startswith("__Host-"):
+            attributes += "; Secure"
+        return f"{name}={value}; {attributes}".encode()
+
+    def _cookie(self, state: str) -> tuple[str, str]:
+        """The name and value of the cookie binding the login ``state`` to its browser."""
+        assert self._key is not None and self._base_url is not None
+        secure = self._base_url.startswith("https://")
+        name = ("__Host-" if secure else "") + BROWSER_COOKIE + _state_key(state)[6:22]
+        said = b"mcp-supervisor login browser\n" + state.encode()
+        mac = hmac.new(self._key, said, hashlib.sha256)
+        return name, _b64(mac.digest())
+
+    def _bound(self, state: str, cookies: str | None) -> bool:
+        """Whether the ``Cookie`` header ``cookies`` holds the login ``state``'s cookie."""
+        if self._key is None or self._base_url is None or not cookies:
+            return False
+        name, value = self._cookie(state)
+        for pair in cookies.split(";"):
+            given_name, _, given = pair.strip().partition("=")
+            if given_name == name and hmac.compare_digest(given.encode(), value.encode()):
+                return True
+        return False
+
+    async def callback(
+        self, query: str, cookies: str | None = None
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
         """The authorization server's answer, brought by the browser: handed to the
         login waiting for it, here or (through the store) on another replica; the page
         says how that login ended, once it has (the tokens stored: the user's next call
-        has them, whichever replica takes it). The status and page to show."""
+        has them, whichever replica takes it). Only a browser that brings the login's
+        cookie (``cookies``: its ``Cookie`` header, :meth:`binding`) is heard: another's
+        answer is refused, and the login goes on waiting for its own. The status, page
+        and headers to answer with."""
         state, answer = _answer(query)
         if state is None or answer is None:
-            return 400, _page(False, "This is not an answer to a login.")
+            return 400, _page(False, "This is not an answer to a login."), []
+        if not self._bound(state, cookies):
+            log.warning("a login's answer came from another browser than the one signed in")
+            return (
+                403,
+                _page(
+                    False,
+                    "This answer is for a login started in another browser: only the "
+                    "browser that opened the login link, and signed in, can finish it. If "
+                    "that was you, call the tool again and open its new link in this browser.",
+                ),
+                [],
+            )
+        name, _ = self._cookie(state)
+        secure = "; Secure" if name.startswith("__Host-") else ""
+        cleared = f"{name}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax{secure}".encode()
+        status, page = await self._hand_over(state, answer)
+        return status, page, [(b"set-cookie", cleared)]
+
+    async def _hand_over(self, state: str, answer: Any) -> tuple[int, bytes]:  # noqa: ANN401
+        """Hand ``answer`` to the login ``state`` (see :meth:`callback`)."""
         key = _state_key(state)
         flight = self._flights.get(state)
         outcome: dict[str, Any] | None = None
@@ -623,6 +766,20 @@ async def _json_answer(
 
 def _state_key(state: str) -> str:
     return "login-" + hashlib.sha256(state.encode()).hexdigest()[:40]
+
+
+def _ticket_key(nonce: str) -> str:
+    return "ticket-" + hashlib.sha256(nonce.encode()).hexdigest()[:40]
+
+
+def _same_issuer(issuer: str) -> str:
+    """``issuer`` as compared with another (a URL's trailing ``/`` aside)."""
+    return issuer.rstrip("/")
+
+
+def _state_of(url: str) -> str:
+    """The ``state`` of the authorization URL ``url``."""
+    return parse_qs(urlsplit(url).query).get("state", [""])[0]
 
 
 def _row_of(answer: Any) -> dict[str, Any]:  # noqa: ANN401 - either answer

@@ -11,7 +11,11 @@ reaches a server's connection around it. In order:
 2. a server not connected yet is connected first, to learn the tool's schema and
    annotations;
 3. the arguments are checked against the tool's ``inputSchema``
-   (:class:`~supervisor.errors.ToolArgumentsInvalid`, naming each wrong field);
+   (:class:`~supervisor.errors.ToolArgumentsInvalid`, naming each wrong field), and for
+   text JSON cannot carry — a string or key holding a lone surrogate, ``"\\ud800"``,
+   which a schema may allow but no connection can send (anything else the transport
+   finds it cannot write, an object JSON has no type for, is refused there, unsent:
+   :class:`~supervisor.errors.RequestUnencodable`);
 4. the server's approval policy is applied: the ``approve`` callback decides, and without
    one a call that needs approval fails closed (:class:`~supervisor.errors.ApprovalRequired`;
    a refusal is :class:`~supervisor.errors.ApprovalDenied`). The policy's verdict is

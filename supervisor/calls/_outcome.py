@@ -11,8 +11,9 @@ A call is *invoked*, then ends once, with one outcome:
 ``fail``
     definitely not executed: an unknown tool, invalid arguments, an approval refused,
     required or still being asked, a server failed or stopped (fail-fast, never sent), an
-    MCP error answer (:class:`~supervisor.errors.ServerRequestError`), or the caller
-    cancelled before the call was handed to its server.
+    MCP error answer (:class:`~supervisor.errors.ServerRequestError`), a request that
+    could not be written as JSON (:class:`~supervisor.errors.RequestUnencodable`), or
+    the caller cancelled before the call was handed to its server.
 ``info``
     indefinite — it may have executed: :class:`~supervisor.errors.CallMayHaveTakenEffect`,
     :class:`~supervisor.errors.ToolCallTimeout`, or the caller cancelled (or anything
@@ -30,6 +31,7 @@ from ..errors import (
     ApprovalAsked,
     ApprovalDenied,
     CallMayHaveTakenEffect,
+    RequestUnencodable,
     ResultTooLarge,
     ServerRequestError,
     ServerUnavailable,
@@ -60,6 +62,7 @@ _NOT_EXECUTED = (
     ApprovalAsked,
     ServerUnavailable,
     ServerRequestError,
+    RequestUnencodable,
 )
 #: Errors that leave it open whether the call ran.
 _INDEFINITE = (CallMayHaveTakenEffect, ToolCallTimeout)

@@ -16,6 +16,7 @@ from ._model import (
     SignInSettings,
     TokenStoreSettings,
 )
+from ._secrets import database_url_secrets
 from ._validate import (
     _Bad,
     _Errors,
@@ -231,10 +232,19 @@ def _database_url(value: object) -> str:
         return url
     if parts.scheme not in ("postgresql", "postgres"):
         raise _Bad("must be a postgresql:// URL, or sqlite: and a file's path")
-    if parts.password is not None:
+    # as libpq reads it: a password in the user-info, or in the query (percent-escaped too)
+    secrets = database_url_secrets(url)
+    if parts.password is not None or {"user-info", "password"} & set(secrets):
+        which = "" if parts.password is not None or "user-info" in secrets else " (password=)"
         raise _Bad(
-            "has a password in it: give it in $PGPASSWORD or ~/.pgpass, where libpq "
-            "finds it, not in the config"
+            f"has a password in it{which}: give it in $PGPASSWORD or ~/.pgpass, where "
+            "libpq finds it, not in the config"
+        )
+    if "sslpassword" in secrets:
+        raise _Bad(
+            "has a password in it (sslpassword=, the client key's): give it in a "
+            "connection service file (~/.pg_service.conf, named by service= in the URL), "
+            "where libpq finds it, not in the config"
         )
     return url
 

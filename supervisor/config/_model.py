@@ -19,7 +19,14 @@ from ..actors import Backoff, GiveUp, Intensity, Restart, Strategy
 from ..errors import FieldError
 from ._limits import DEFAULT_MAX_CONFIG_BYTES as DEFAULT_MAX_CONFIG_BYTES
 from ._limits import Limits as Limits
-from ._secrets import _masked_repr, _query, _secret_args, _secretish, _url_passwords
+from ._secrets import (
+    _masked_repr,
+    _query,
+    _secret_args,
+    _secretish,
+    _url_passwords,
+    masked_database_url,
+)
 
 if TYPE_CHECKING:
     from ..injection._plan import Plan
@@ -132,6 +139,11 @@ class TokenStoreSettings(msgspec.Struct, frozen=True, kw_only=True):
     url: str
     key_file: str | None = None
     key_env: str | None = None
+
+    def __repr__(self) -> str:  # a password that got into the URL is never shown
+        shown = masked_database_url(self.url)
+        keys = f"key_file={self.key_file!r}, key_env={self.key_env!r}"
+        return f"TokenStoreSettings(url={shown!r}, {keys})"
 
 
 class GatewaySettings(msgspec.Struct, frozen=True, kw_only=True):

@@ -7,8 +7,9 @@ or is PAT — or by what it is: a header's value, a password in a URL's user-inf
 ``add --env KEY`` asked for (its env files in ``.mcp-supervisor/``). A value is
 never secret by its length or its look: a path or a setting is shown. This module finds
 such values and masks them as ``***`` for display (:func:`masked_url`,
-:func:`command_line`, ``repr()`` of the config structs); which values a config registers
-for log redaction is :meth:`Config.secrets`.
+:func:`masked_database_url` for a token store's, :func:`command_line`, ``repr()`` of the
+config structs); which values a config registers for log redaction is
+:meth:`Config.secrets`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import msgspec
 
@@ -107,6 +108,90 @@ def masked_url(url: str) -> str:
         for k, v in (q.partition("=")[::2] for q in parts.query.split("&"))
     )
     return urlunsplit(parts._replace(query=query))
+
+
+#: libpq's connection parameters whose values are secrets (a URI's query may give them;
+#: ``passfile`` names a file, and is none)
+LIBPQ_SECRETS = ("password", "sslpassword")
+#: ``key = value`` of a libpq connection string (a value quoted or one word)
+_CONNINFO_PAIR = re.compile(r"([A-Za-z_]+)(\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s']*)")
+
+
+def _database_userinfo(url: str) -> tuple[int, int] | None:
+    """Where the password of a database URI's user-info is (``[start, end)`` in ``url``),
+    ``None`` without one. The user-info ends at the last ``@`` before the first ``/``
+    after ``://``: as libpq reads it (its first ``@``) and as urllib does (its last before
+    ``/?#``), whichever is wider."""
+    start = url.find("://")
+    if start < 0:
+        return None
+    start += 3
+    end = url.find("/", start)
+    at = url.rfind("@", start, len(url) if end < 0 else end)
+    colon = url.find(":", start, at) if at >= 0 else -1
+    return None if colon < 0 else (colon + 1, at)
+
+
+def _database_query(url: str) -> tuple[int, list[tuple[str, str, str]]]:
+    """Where a database URI's query starts (``len(url)`` without one), and its
+    ``(name, "=", value)`` pairs as written."""
+    userinfo = _database_userinfo(url)
+    start = url.find("?", url.find("://") + 3 if userinfo is None else userinfo[1])
+    if start < 0:
+        return len(url), []
+    return start, [pair.partition("=") for pair in url[start + 1 :].split("&")]
+
+
+def database_url_secrets(url: str) -> list[str]:
+    """What is written in ``url`` (a PostgreSQL URI) that is a secret: ``"user-info"``
+    for a password there (``postgresql://me:PASSWORD@db``), and each of
+    :data:`LIBPQ_SECRETS` its query gives (its name read as libpq reads it: percent-escapes
+    decoded) — never the values."""
+    found = ["user-info"] if _database_userinfo(url) is not None else []
+    for name, _, _ in _database_query(url)[1]:
+        if unquote(name) in LIBPQ_SECRETS and unquote(name) not in found:
+            found.append(unquote(name))
+    return found
+
+
+def masked_database_url(url: str) -> str:
+    """``url`` — where a token store is: a PostgreSQL URI or ``key=value`` connection
+    string, or ``sqlite:PATH`` — for display: the password of its user-info and the values
+    of its secret-looking parameters (``password``, ``sslpassword``, anything
+    :func:`_secretish`, its name's percent-escapes read) as ``***``, however short."""
+    if "://" not in url:  # a connection string: host=db password=… (or a SQLite path)
+        return _CONNINFO_PAIR.sub(
+            lambda m: f"{m[1]}{m[2]}***" if _secretish(m[1]) and m[3] else m[0], url
+        )
+    userinfo = _database_userinfo(url)
+    if userinfo is not None:
+        url = url[: userinfo[0]] + "***" + url[userinfo[1] :]
+    start, pairs = _database_query(url)
+    if not pairs:
+        return url
+    query = "&".join(
+        f"{name}=***" if value and _secretish(unquote(name)) else name + sep + value
+        for name, sep, value in pairs
+    )
+    return f"{url[:start]}?{query}"
+
+
+def database_url_secret_values(url: str) -> list[str]:
+    """The passwords written in ``url`` (a PostgreSQL URI or connection string: its
+    user-info's, and the values of :data:`LIBPQ_SECRETS`), each as written and
+    percent-decoded, longest first: what a message quoting a part of the URL (a driver's
+    error) must not show."""
+    values: list[str] = []
+    if "://" not in url:
+        pairs = _CONNINFO_PAIR.finditer(url)
+        values = [m[3].strip("'") for m in pairs if m[1] in LIBPQ_SECRETS]
+    else:
+        userinfo = _database_userinfo(url)
+        if userinfo is not None:
+            values.append(url[userinfo[0] : userinfo[1]])
+        values += [v for k, _, v in _database_query(url)[1] if unquote(k) in LIBPQ_SECRETS]
+    values += [unquote(v) for v in values]
+    return sorted({v for v in values if v}, key=len, reverse=True)
 
 
 def _hide(text: str, secrets: Iterable[str]) -> str:

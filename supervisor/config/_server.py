@@ -13,11 +13,13 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 
+import msgspec
+
 from ..actors import Backoff, GiveUp, Restart
 from ._auth import _parse_auth
 from ._expand import _is_literal, _parse_template
 from ._faults import check_plan, read_faults
-from ._model import IncludedFile, ServerType, Settings, ToolPolicy
+from ._model import AuthConfig, IncludedFile, ServerType, Settings, ToolPolicy
 from ._settings import _BACKOFF_FIELDS, _backoff
 from ._validate import (
     _Bad,
@@ -168,6 +170,7 @@ class _Draft:
             except _Bad as exc:
                 errors.add(p, str(exc))
         draft._check(errors)
+        draft._exchanged_at(errors, settings)
         draft._attempts(errors, settings)
         return draft
 
@@ -348,6 +351,28 @@ class _Draft:
         plan = v.get("faults")
         if plan is not None:
             errors.items.extend(check_plan(plan, self.type, self.key_path("faults")))  # type: ignore[arg-type]
+
+    def _exchanged_at(self, errors: _Errors, settings: Settings) -> None:
+        """A ``"perUser": "token_exchange"`` server's callers' tokens to the team gateway
+        are exchanged at the gateway's own authorization server, and go to no other: its
+        ``issuer``, if written, is that one; left out, it is made that one (where the
+        server's own machine grant is made too, not where the server's metadata says)."""
+        auth = self.values.get("auth")
+        team = settings.gateway.auth if settings.gateway is not None else None
+        if not isinstance(auth, AuthConfig) or auth.per_user != "token_exchange":
+            return
+        if team is None:
+            return
+        if auth.issuer is None:
+            self.values["auth"] = msgspec.structs.replace(auth, issuer=team.issuer)
+        elif auth.issuer.rstrip("/") != team.issuer.rstrip("/"):
+            errors.add(
+                _join(self.key_path("auth"), "issuer"),
+                f"is {auth.issuer}, not the team gateway's authorization server "
+                f'{team.issuer} (supervisor.gateway.auth.issuer): with "perUser": '
+                '"token_exchange" each caller\'s token to the gateway is exchanged at that '
+                'one, and sent to no other; leave "issuer" out',
+            )
 
     def _attempts(self, errors: _Errors, settings: Settings) -> None:
         """The backoff and attempts: the type's defaults, then this server's fields.

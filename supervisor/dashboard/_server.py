@@ -12,8 +12,10 @@ page's feed closes with code 1001 (``_live``), open requests get
 
 The dashboard's limits: a request head larger than :data:`MAX_HEAD` bytes is ``431``;
 the head of a request must arrive, and an idle keep-alive connection is kept,
-:data:`IDLE_TIMEOUT` seconds; a message from a page larger than :data:`MAX_WS_MESSAGE`
-bytes closes its feed (1009). Its sockets have ``TCP_USER_TIMEOUT`` =
+:data:`IDLE_TIMEOUT` seconds, and its body within
+:data:`~supervisor._util._serving.BODY_TIMEOUT` seconds of its head (``408`` then); a
+message from a page larger than :data:`MAX_WS_MESSAGE` bytes closes its feed (1009). Its
+sockets have ``TCP_USER_TIMEOUT`` =
 :data:`~supervisor._serving.STALL_TIMEOUT`, so a page that stopped reading its feed
 cannot hold it, or the shutdown, forever. Hypercorn's warnings and errors are logged as
 ``supervisor.dashboard.http`` (secrets redacted); there is no ``Server`` header.

@@ -19,10 +19,10 @@ The kinds, their classes and their fields (besides ``kind`` and ``ts``)::
     mcp.local.spawned            LocalSpawned       server, pid
     mcp.local.crashed            LocalCrashed       server, exit_code, stderr_tail
     mcp.local.shutdown           LocalShutdown      server
-    mcp.auth.started             AuthStarted        server, grant
-    mcp.auth.completed           AuthCompleted      server, issuer, scopes, expires_at
-    mcp.auth.failed              AuthFailed         server, error
-    mcp.auth.refreshed           AuthRefreshed      server, expires_at
+    mcp.auth.started             AuthStarted        server, grant, user
+    mcp.auth.completed           AuthCompleted      server, issuer, scopes, expires_at, user
+    mcp.auth.failed              AuthFailed         server, error, user
+    mcp.auth.refreshed           AuthRefreshed      server, expires_at, user
     mcp.resource.updated         ResourceUpdated    server, uri
     tools.registered             ToolsRegistered    server, names
     tools.deregistered           ToolsDeregistered  server, names
@@ -210,9 +210,12 @@ class LocalShutdown(ServerEvent, tag="mcp.local.shutdown", kw_only=True):
 
 class AuthStarted(ServerEvent, tag="mcp.auth.started", kw_only=True):
     """A browser login for ``server`` has begun: the authorization URL was shown.
-    ``grant`` is the OAuth grant (``authorization_code``)."""
+    ``grant`` is the OAuth grant (``authorization_code``). ``user``, on each ``mcp.auth.*``
+    event: the team gateway's caller whose own login to a ``perUser`` server it is
+    about (their subject); ``None`` for the server's own login."""
 
     grant: str = "authorization_code"
+    user: str | None = None
 
 
 class AuthCompleted(ServerEvent, tag="mcp.auth.completed", kw_only=True):
@@ -223,6 +226,7 @@ class AuthCompleted(ServerEvent, tag="mcp.auth.completed", kw_only=True):
     issuer: str | None = None
     scopes: list[str] = msgspec.field(default_factory=list)
     expires_at: float | None = None
+    user: str | None = None
 
 
 class AuthRefreshed(ServerEvent, tag="mcp.auth.refreshed", kw_only=True):
@@ -230,12 +234,14 @@ class AuthRefreshed(ServerEvent, tag="mcp.auth.refreshed", kw_only=True):
     the new one expires at ``expires_at`` (unix seconds; ``None``: not said)."""
 
     expires_at: float | None = None
+    user: str | None = None
 
 
 class AuthFailed(ServerEvent, tag="mcp.auth.failed", kw_only=True):
     """``server``'s OAuth flow failed; ``error`` says why."""
 
     error: str
+    user: str | None = None
 
 
 class ResourceUpdated(ServerEvent, tag="mcp.resource.updated", kw_only=True):

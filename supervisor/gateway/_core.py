@@ -61,6 +61,7 @@ from ..errors import (
     ApprovalRequired,
     AuthRequired,
     PromptArgumentsInvalid,
+    RequestUnencodable,
     ServerRequestError,
     SupervisorError,
     ToolArgumentsInvalid,
@@ -791,7 +792,7 @@ class Gateway:
         except UnknownResource as exc:
             data = {"uri": uri, "type": type(exc).__name__}
             raise MCPError(RESOURCE_NOT_FOUND, str(exc), data) from None
-        except UnknownServer as exc:
+        except (UnknownServer, RequestUnencodable) as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)) from None
         except (SupervisorError, TimeoutError) as exc:
             raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
@@ -805,6 +806,8 @@ class Gateway:
             await self.resource_subscriptions.subscribe(connection_of(ctx), uri)
         except UnknownResource as exc:
             raise MCPError(RESOURCE_NOT_FOUND, str(exc), {"uri": uri}) from None
+        except RequestUnencodable as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)) from None
         return types.EmptyResult()
 
     async def _unsubscribe(
@@ -836,7 +839,7 @@ class Gateway:
         try:
             prompt = await self.sup.get_prompt(params.name, params.arguments or {}, timeout=timeout)
             return _unstamped(prompt)
-        except (UnknownPrompt, PromptArgumentsInvalid) as exc:
+        except (UnknownPrompt, PromptArgumentsInvalid, RequestUnencodable) as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)) from None
         except (SupervisorError, TimeoutError) as exc:
             raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
@@ -856,6 +859,8 @@ class Gateway:
             return await self.sup.complete(params.ref, argument, context)
         except (UnknownPrompt, UnknownResource) as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+        except RequestUnencodable as exc:
+            raise MCPError(types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)) from None
         except ServerRequestError as exc:
             if exc.code == types.METHOD_NOT_FOUND:  # that server completes nothing
                 return types.CompleteResult(completion=types.Completion(values=[]))

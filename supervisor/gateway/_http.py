@@ -27,7 +27,9 @@ metadata (``/.well-known/oauth-protected-resource/mcp``), answers a request with
 valid token with the challenge that leads MCP clients there, and hands each request's
 :class:`~._resource.Caller` to the gateway (:data:`~._core.CALLER_SCOPE`), whose policy
 narrows what that caller sees; ``/status``, ``/tools``, ``/resources``, ``/prompts`` and
-``/events`` are narrowed the same way.
+``/events`` are narrowed the same way. A session is its caller's: the SDK's session
+manager, told who each request's caller is, answers another caller's request in it
+``404``, as for a session it does not know.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import attrs
 import trio
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 
 from .._util._printable import printable
 from .._util._serving import listen, respond, serve_sockets
@@ -57,6 +61,7 @@ from ..monitor import prometheus_text
 from ..monitor._probes import readiness
 from ._core import CALLER_SCOPE, LOCAL_SCOPE, Gateway
 from ._fast import FastLane
+from ._policy import Narrowed
 from ._resource import RETRY_AFTER, Caller, ResourceGate, _Refused
 from ._sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, Sessions
 from ._signin import SIGNED_IN_ROUTE, SignIn
@@ -74,7 +79,15 @@ GRACEFUL_TIMEOUT = 2.0
 MCP_PATH = "/mcp"
 #: The largest request head (request line and headers) in bytes: ``431`` beyond.
 MAX_HEAD = 16 * 1024
+#: Seconds a request head may take to arrive (from the connection's start, or the previous
+#: answer's end), and an idle kept-alive connection is kept: then it is closed.
+IDLE_TIMEOUT = 5.0
+#: Seconds a request's body may take to arrive whole, from its head: then ``408``, and
+#: the connection is closed.
+BODY_TIMEOUT = 60.0
 _JSON = b"application/json"
+#: Session owners kept (:meth:`_Front._owner`; past that, it forgets them all).
+_OWNERS = 1024
 _METRICS = b"text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -128,6 +141,8 @@ class _Front:
         self._stopping = stopping
         self._listener = listener
         self._sessions = sessions
+        #: the session owner of each caller's subject (:meth:`_owner`)
+        self._owners: dict[str, AuthenticatedUser] = {}
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -199,7 +214,8 @@ class _Front:
         """A caller's own login to a ``perUser`` server: its link (which has the browser
         sign in at the team's authorization server, :mod:`._signin`), the sign-in's
         answer (the browser must be the link's caller: then on to the backing server's
-        authorization server), and that server's answer (:mod:`supervisor.auth._users`).
+        authorization server, with the cookie that binds the login to this browser), and
+        that server's answer, taken from that browser only (:mod:`supervisor.auth._users`).
         Public: the browser has no token; the link's ticket says whose login it is."""
         users, sign_in = self._users, self._sign_in
         assert users is not None and sign_in is not None
@@ -208,17 +224,22 @@ class _Front:
             return
         query = scope.get("query_string", b"").decode("latin-1")
         if path == CALLBACK_ROUTE:
-            status, page = await users.callback(query)
-            await respond(send, status, page, _HTML, _PRIVATE_PAGE)
+            cookies = "; ".join(  # HTTP/2 may send them in several fields
+                v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"cookie"
+            )
+            status, page, extra = await users.callback(query, cookies)
+            await respond(send, status, page, _HTML, [*extra, *_PRIVATE_PAGE])
             return
+        bound: list[tuple[bytes, bytes]] = []
         try:
             if path == LOGIN_ROUTE:
                 ticket = parse_qs(query).get("ticket", [""])[0]
-                server, subject = users.open_ticket(ticket)
+                server, subject = await users.open_ticket(ticket)
                 url = await sign_in.start(users.rows, self._base_url, server, subject)
             else:
                 server, subject = await sign_in.finish(users.rows, self._base_url, query)
                 url = await users.begin(server, subject)
+                bound.append((b"set-cookie", users.binding(url)))
         except _BadTicket as exc:
             status = 403 if path == SIGNED_IN_ROUTE else 400
             await respond(send, status, _page(False, str(exc)), _HTML, _PRIVATE_PAGE)
@@ -228,7 +249,8 @@ class _Front:
             said = "the authorization server did not answer in time; try the link again"
             await respond(send, 504, _page(False, said), _HTML, _PRIVATE_PAGE)
         else:
-            await respond(send, 302, b"", _HTML, [(b"location", url.encode()), *_PRIVATE_PAGE])
+            location = [(b"location", url.encode()), *bound]
+            await respond(send, 302, b"", _HTML, [*location, *_PRIVATE_PAGE])
 
     async def _private(
         self,
@@ -254,10 +276,26 @@ class _Front:
         else:
             if self._local:  # the local socket: its requests say so
                 scope = {**scope, LOCAL_SCOPE: True}
+            elif caller is not None:  # whose the sessions it opens are (the SDK checks it)
+                scope["user"] = self._owner(caller)
             if self.fast is not None and path == MCP_PATH and FastLane.wanted(scope, headers):
                 await self.fast(scope, receive, send, headers, self.app)
             else:
                 await self.app(scope, receive, send)
+
+    def _owner(self, caller: Caller) -> AuthenticatedUser:
+        """``caller`` as the SDK's session manager knows who opened a session: a session
+        is its opener's — another caller's request in it is answered ``404``, as for a
+        session that does not exist. By subject alone: a renewed token, or another client
+        of the same caller, keeps the session."""
+        owner = self._owners.get(caller.subject)
+        if owner is None:
+            token = AccessToken(token="", client_id="", scopes=[], subject=caller.subject)
+            owner = AuthenticatedUser(token)
+            if len(self._owners) >= _OWNERS:
+                self._owners.clear()
+            self._owners[caller.subject] = owner
+        return owner
 
     def _serves(self, caller: Caller | None) -> Any:
         """Whether a server is served to ``caller`` (``None``: to everyone let in)."""
@@ -283,23 +321,27 @@ class _Front:
         await _json(send, 200, await self.gateway.tools_document(search, limit, caller=caller))
 
     async def _events(self, scope: Any, receive: Any, send: Any, caller: Caller | None) -> None:
-        """The events matching ``?filter=GLOB`` (all by default) as JSON lines, until the
-        client goes or the gateway stops — for a team gateway's caller under a policy,
-        only those of servers the caller may use."""
+        """The events matching ``?filter=GLOB`` (all by default) as JSON lines, from the
+        moment the answer starts until the client goes or the gateway stops — for a team
+        gateway's caller, each narrowed to what the caller may see, or left out
+        (:meth:`~._policy.Narrowed.event`)."""
         from urllib.parse import parse_qs
 
         from ..events._catalog import encode
 
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         pattern = query.get("filter", ["*"])[0] or "*"
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [(b"content-type", b"application/jsonl")],
-            }
-        )
+        view = None
+        if caller is not None:
+            view = Narrowed(self.gateway, caller, self.gateway.policy.grant(caller))
         async with self.sup.subscribe(pattern) as events, trio.open_nursery() as nursery:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/jsonl")],
+                }
+            )
 
             async def until_gone() -> None:
                 while (await receive())["type"] != "http.disconnect":
@@ -312,14 +354,11 @@ class _Front:
 
             nursery.start_soon(until_gone)
             nursery.start_soon(until_stopping)
-            serves = self._serves(caller)
-            narrowed = caller is not None and not self.gateway.policy.grant(caller).everything
             async for event in events:
-                if narrowed:
-                    server = getattr(event, "server", None)
-                    if not isinstance(server, str) or not serves(server):
-                        continue
-                body = encode(event) + b"\n"
+                told = event if view is None else view.event(event)
+                if told is None:
+                    continue
+                body = encode(told) + b"\n"
                 await send({"type": "http.response.body", "body": body, "more_body": True})
         with suppress(Exception):  # the client may be gone
             await send({"type": "http.response.body", "body": b""})
@@ -468,6 +507,19 @@ async def serve_http(
                 "gateway needs supervisor.gateway.auth.signIn for their logins (the browser "
                 "that opens a login link signs in first, as the caller it is for)"
             )
+        elsewhere = [
+            f"{name} ({c.auth.issuer})"
+            for name, c in users.servers.items()
+            if c.auth.per_user == "token_exchange"
+            and c.auth.issuer is not None
+            and c.auth.issuer.rstrip("/") != resource.issuer.rstrip("/")
+        ]
+        if elsewhere:
+            raise ValueError(
+                f"the servers {', '.join(elsewhere)} exchange callers' tokens at another "
+                f"authorization server than the team gateway's ({resource.issuer}): a "
+                "caller's token to the gateway goes to no other; leave out their issuer"
+            )
         base_url = resource.resource.rstrip("/").removesuffix(MCP_PATH)
     sockets = await listen(host, port)
     try:
@@ -484,7 +536,8 @@ async def serve_http(
         with redacting([token] if token else []):
             async with checking, trio.open_nursery() as nursery:
                 if users is not None:
-                    users.attach(base_url, gateway.key, nursery)
+                    assert resource is not None
+                    users.attach(base_url, gateway.key, nursery, exchanger=resource.issuer)
                 await nursery.start(
                     partial(
                         serve_sockets,
@@ -507,6 +560,8 @@ async def serve_http(
                         max_head=MAX_HEAD,
                         stopping=stopping,
                         graceful_timeout=GRACEFUL_TIMEOUT,
+                        idle_timeout=IDLE_TIMEOUT,
+                        body_timeout=BODY_TIMEOUT,
                     )
                 )
                 log.info("gateway listening", url=info.url, stateless=stateless)
@@ -560,6 +615,8 @@ async def serve_local(
                     max_head=MAX_HEAD,
                     stopping=stopping,
                     graceful_timeout=GRACEFUL_TIMEOUT,
+                    idle_timeout=IDLE_TIMEOUT,
+                    body_timeout=BODY_TIMEOUT,
                 )
             )
             log.info("gateway listening for the CLI", path=str(path))

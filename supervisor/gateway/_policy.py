@@ -11,6 +11,10 @@ whole server — by a rule for it that names no ``tools``; a rule naming tools g
 those tools alone. A server no rule names is not shown at all (status, events). Without
 a policy every caller may use everything served.
 
+Events (``/events``) are narrowed alike, each kind by what it tells
+(:meth:`Narrowed.event`): a caller is told of the tools, resources and servers they may
+see, and of no other user's logins.
+
 :class:`Narrowed` is the gateway as one caller sees it — what the handlers of a request
 with a caller, and the tool-search meta-tools, are given in place of the gateway.
 """
@@ -22,8 +26,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import msgspec
 
 from ..errors import UnknownTool
+from ..events import _catalog as events
 from ._resource import Caller
 from ._search import SearchHost
 
@@ -39,6 +45,11 @@ __all__ = ["Grant", "Narrowed", "Policy"]
 
 #: Grants a policy keeps, by subject and groups (past that, it forgets them all).
 MAX_GRANTS = 1024
+#: The supervisor of the servers in the supervision tree (its ``supervisor.*`` events'
+#: ``child`` is a server), and the name a ``tools.conflict`` gives an embedder's tool.
+SERVERS_TREE = "servers"
+BUILT_IN = "<built-in>"
+_TOOLS_EVENTS = (events.ToolsRegistered, events.ToolsDeregistered, events.ToolsUpdated)
 
 
 @attrs.frozen
@@ -145,6 +156,55 @@ class Narrowed:
     def whole(self, server: str) -> bool:
         """Whether the caller may use ``server``'s resources, prompts and completions."""
         return self.host.serves(server) and self.grant.server(server)
+
+    def event(self, event: events.Event) -> events.Event | None:
+        """``event`` as the caller may be told of it on ``/events``, or ``None`` when it
+        tells what they may not see:
+
+        * an ``mcp.auth.*`` event of a caller's own login to a ``perUser`` server
+          (``user`` set): to that caller alone (another user's login, its failure text
+          included, is theirs);
+        * ``tools.registered``, ``deregistered``, ``updated``: ``names`` narrowed to the
+          tools granted, dropped when none is;
+        * ``mcp.resource.updated``: with the server's resources (the whole server);
+        * any other event of a server (its connection, health, process, its own login):
+          when the server is shown, as ``/status`` shows it;
+        * ``supervisor.*`` of the servers' supervisor: when the server ``child`` is shown;
+          of the rest of the tree (the bus, the registry), to every caller, as
+          ``/status``'s actors;
+        * ``tools.conflict`` (a tool's own name, the servers that offer it): to a caller
+          granted each of those servers whole;
+        * ``bus.dropped``: always — it is about the caller's own stream.
+        """
+        if isinstance(event, events.ServerEvent):
+            server = event.server
+            user = getattr(event, "user", None)
+            if user is not None and user != self.caller.subject:
+                return None
+            if isinstance(event, _TOOLS_EVENTS):
+                return self._names(event)
+            if isinstance(event, events.ResourceUpdated):
+                return event if self.whole(server) else None
+            return event if self.serves(server) else None
+        if isinstance(event, events.ChildRestarted | events.ChildGaveUp | events.Escalated):
+            if event.supervisor == SERVERS_TREE:
+                return event if self.serves(event.child) else None
+            return event
+        if isinstance(event, events.ToolsConflict):
+            named = [server for server in event.servers if server != BUILT_IN]
+            return event if all(map(self.whole, named)) else None
+        return event if isinstance(event, events.BusDropped) else None
+
+    def _names(
+        self, event: events.ToolsRegistered | events.ToolsDeregistered | events.ToolsUpdated
+    ) -> events.Event | None:
+        """A ``tools.*`` event with only the granted tools' names (``None``: none is)."""
+        kept = [name for name in event.names if self.serves(event.server, name)]
+        if not kept:
+            return None
+        if len(kept) == len(event.names):
+            return event
+        return msgspec.structs.replace(event, names=kept)
 
     def catalog(self) -> Catalog:
         served = self.host.catalog()

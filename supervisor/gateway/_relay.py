@@ -7,11 +7,15 @@ that client declared the capability and its protocol lets a server ask (the
 session-based one: the 2026-07-28 protocol has no server-to-client requests). On a team
 gateway the calls waiting on a server may be different callers': the request is then
 relayed to none of them (it could be another's question), and a backing server's log
-message to none of them either; unsolicited log messages go to no team caller. The
-answer goes back to the backing server as it is; an elicitation answer is also checked
-against the requested schema and given its defaults on the way, as for any elicitation
-the supervisor answers. Without such a client the backing server gets the error a client
-without the capability gives (``-32600``, "… not supported"), saying why.
+message to none of them either; unsolicited log messages go to no team caller. A
+``perUser`` server's session of one caller (:mod:`supervisor.server._users`) asks that
+caller only: its requests go to that caller's call waiting on the server (the most recent,
+when several are), and its log messages to that call alone — never to another caller's,
+whatever else waits there. The answer goes back to the backing server as it is; an
+elicitation answer is also checked against the requested schema and given its defaults on
+the way, as for any elicitation the supervisor answers. Without such a client the
+backing server gets the error a client without the capability gives (``-32600``, "… not
+supported"), saying why.
 
 The supervisor hands the backing servers' requests to :meth:`Relay.client_options`'s
 callbacks: open the supervisor with them (``open_supervisor(config,
@@ -83,12 +87,15 @@ class Relay:
     def client_options(self) -> dict[str, object]:
         """The callbacks to open the supervisor with: ``sampling_callback``,
         ``elicitation_callback``, ``list_roots_callback`` and ``logging_callback`` (one
-        per server, to say which server logged)."""
+        per server, to say which server logged; and one per caller of a ``perUser``
+        server, to ask that caller only)."""
         return {
-            "sampling_callback": per_server(self._sampling_of),
-            "elicitation_callback": per_server(self._elicitation_of),
-            "list_roots_callback": per_server(self._roots_of),
-            "logging_callback": per_server(self._logging_of),
+            "sampling_callback": per_server(self._sampling_of, for_caller=self._sampling_of),
+            "elicitation_callback": per_server(
+                self._elicitation_of, for_caller=self._elicitation_of
+            ),
+            "list_roots_callback": per_server(self._roots_of, for_caller=self._roots_of),
+            "logging_callback": per_server(self._logging_of, for_caller=self._logging_of),
         }
 
     @contextmanager
@@ -111,10 +118,15 @@ class Relay:
         finally:
             self._waiting.remove(entry)
 
-    def _on(self, server: str) -> list[tuple[Any, Any, Any, Any, Any]] | None:
-        """The calls waiting on ``server`` (or on a server not known), most recent last;
-        ``None`` when they are different team callers' (none may be told another's)."""
+    def _on(
+        self, server: str, caller: str | None = None
+    ) -> list[tuple[Any, Any, Any, Any, Any]] | None:
+        """The calls waiting on ``server`` (or on a server not known), most recent last:
+        ``caller``'s only, for their own session with it; else ``None`` when they are
+        different team callers' (none may be told another's)."""
         found = [entry for entry in self._waiting if entry[2] in (server, None)]
+        if caller is not None:
+            return [entry for entry in found if entry[4] == caller]
         if len({entry[4] for entry in found}) > 1:
             return None
         return found
@@ -128,22 +140,28 @@ class Relay:
         return min(self._levels.values(), key=_RANK.__getitem__)
 
     def _logging_of(
-        self, server: str
+        self, server: str, caller: str | None = None
     ) -> Callable[[types.LoggingMessageNotificationParams], Coroutine[Any, Any, None]]:
         async def logged(params: types.LoggingMessageNotificationParams) -> None:
-            await self.log(server, params)
+            await self.log(server, params, caller)
 
         return logged
 
-    async def log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
+    async def log(
+        self,
+        server: str,
+        params: types.LoggingMessageNotificationParams,
+        caller: str | None = None,
+    ) -> None:
         """A backing server's log message, passed on with its logger named after it
         (``server`` or ``server/logger``): to the client whose call runs on that server
         (the most recent, when several do), else to every session-based client that
-        asked for that level or a lower one. A client that asked for a higher level
-        does not get it; one that cannot take it is skipped."""
+        asked for that level or a lower one — or, from ``caller``'s own session with
+        it, to that caller's call alone. A client that asked for a higher level does
+        not get it; one that cannot take it is skipped."""
         logger = server if not params.logger else f"{server}/{params.logger}"
         level, rank = params.level, _RANK.get(params.level, 0)
-        waiting = self._on(server)
+        waiting = self._on(server, caller)
         if waiting is None:
             return  # different callers' calls: it may be any one's
         for session, request_id, on, connection, _ in reversed(waiting):
@@ -161,6 +179,8 @@ class Relay:
                     related_request_id=request_id,
                 )
             return
+        if caller is not None:
+            return  # from a caller's own session: theirs, and nobody else's
         for connection, asked in list(self._levels.items()):
             if rank < _RANK[asked] or connection in self._callers:
                 continue
@@ -184,8 +204,9 @@ class Relay:
         result_type: type[Any],
         capability: types.ClientCapabilities,
         what: str,
+        caller: str | None = None,
     ) -> Any:
-        waiting = self._on(server)
+        waiting = self._on(server, caller)
         if waiting is None:
             return types.ErrorData(
                 code=types.INVALID_REQUEST,
@@ -215,29 +236,37 @@ class Relay:
                 message=f"the mcp-supervisor gateway's client did not answer: {exc}",
             )
 
-    def _sampling_of(self, server: str) -> Callable[..., Coroutine[Any, Any, Any]]:
+    def _sampling_of(
+        self, server: str, caller: str | None = None
+    ) -> Callable[..., Coroutine[Any, Any, Any]]:
         async def sampling(context: object, params: types.CreateMessageRequestParams) -> Any:
             """``server``'s ``sampling/createMessage``, asked of the waiting client."""
             request = types.CreateMessageRequest(params=params)
             return await self._ask(
-                server, request, types.CreateMessageResult, _SAMPLING, "Sampling"
+                server, request, types.CreateMessageResult, _SAMPLING, "Sampling", caller
             )
 
         return sampling
 
-    def _elicitation_of(self, server: str) -> Callable[..., Coroutine[Any, Any, Any]]:
+    def _elicitation_of(
+        self, server: str, caller: str | None = None
+    ) -> Callable[..., Coroutine[Any, Any, Any]]:
         async def elicitation(context: object, params: types.ElicitRequestParams) -> Any:
             """``server``'s ``elicitation/create``, asked of the waiting client."""
             request = types.ElicitRequest(params=params)
-            return await self._ask(server, request, types.ElicitResult, _ELICITATION, "Elicitation")
+            return await self._ask(
+                server, request, types.ElicitResult, _ELICITATION, "Elicitation", caller
+            )
 
         return elicitation
 
-    def _roots_of(self, server: str) -> Callable[..., Coroutine[Any, Any, Any]]:
+    def _roots_of(
+        self, server: str, caller: str | None = None
+    ) -> Callable[..., Coroutine[Any, Any, Any]]:
         async def roots(context: object) -> Any:
             """``server``'s ``roots/list``, asked of the waiting client."""
             return await self._ask(
-                server, types.ListRootsRequest(), types.ListRootsResult, _ROOTS, "Roots"
+                server, types.ListRootsRequest(), types.ListRootsResult, _ROOTS, "Roots", caller
             )
 
         return roots

@@ -3,13 +3,19 @@
 by the team's authorization server.
 
 A token is taken when its signature is by a key of the issuer's JWKS (an asymmetric
-algorithm of those allowed, never ``none`` nor a shared secret), its ``iss`` is the
-issuer, its ``aud`` names the gateway's resource URL, and it has not expired (with a small
-leeway); its ``sub`` is the caller. Everything the token says is untrusted until then:
-its size is checked before it is parsed, and its header only picks the key. The JWKS is
-fetched once (from ``jwks_uri`` of the issuer's metadata when not given) and again when a
-token names a key it does not hold — a rotation — at most once per ``min_refetch``
-seconds, so a flood of made-up key ids costs no flood of fetches.
+algorithm of those allowed and one that key is for, never ``none`` nor a shared secret),
+its ``iss`` is the issuer, its ``aud`` names the gateway's resource URL, it has not expired
+(with a small leeway), its ``exp``, ``nbf`` and ``iat`` are numbers (RFC 7519
+NumericDates, not strings) and its ``sub`` — the caller — is not empty. Everything the
+token says is untrusted until then: its size is checked before it is parsed, its header
+only picks the key, and whatever it holds, it is taken or refused, never an error of the
+gateway. The JWKS is fetched once (from ``jwks_uri`` of the issuer's metadata when not
+given: an ``https://`` URL, ``http://`` on a loopback host only) and again when a token
+names a key it does not hold — a rotation — at most once per ``min_refetch`` seconds, so
+a flood of made-up key ids costs no flood of fetches. A fetch that fails (the
+authorization server down, at start-up or during a rotation) is tried again a second
+later, then after waits doubling to :data:`RETRY_AFTER` seconds: meanwhile a token whose
+key is not held is neither taken nor called invalid — its holder is told to try again.
 
 :class:`IntrospectionVerifier` asks the authorization server instead (RFC 7662), for
 opaque tokens or to refuse a revoked token at once. :class:`ResourceGate` is what the
@@ -37,7 +43,9 @@ import trio
 from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
 from mcp.server.auth.provider import AccessToken
 
+from .._util._printable import printable
 from .._util._secrets import read_secret
+from .._util._urls import SECURE_URL, is_secure_url
 from ..dashboard._security import bearer
 from ..log import get_logger
 
@@ -54,6 +62,14 @@ ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES
 MAX_TOKEN_BYTES = 16 * 1024
 #: Larger JWKS or metadata documents are refused unread.
 MAX_DOCUMENT_BYTES = 256 * 1024
+#: The algorithms an RSA key whose JWK names none is for (RFC 7518 §3.3, §3.5).
+RSA_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512")
+#: Seconds before a failed fetch of the issuer's keys is tried again; the wait doubles
+#: after each failure in a row, up to :data:`RETRY_AFTER`.
+FIRST_RETRY = 1.0
+#: The largest NumericDate (``exp``, ``nbf``, ``iat``) taken: 2**53 seconds, exact as a
+#: float (some 285 million years).
+MAX_NUMERIC_DATE = 2**53
 
 
 class _InvalidToken(Exception):
@@ -90,6 +106,15 @@ class Caller:
         )
 
 
+@attrs.frozen
+class _Key:
+    """A signing key of the issuer's JWKS and the algorithms it verifies: the one its JWK
+    names (``alg``), else every RSA algorithm for an RSA key, its curve's for an EC key."""
+
+    jwk: jwt.PyJWK
+    algorithms: frozenset[str]
+
+
 class _Verifier:
     """What both checks share: the SDK's ``TokenVerifier`` over :meth:`check`."""
 
@@ -108,7 +133,8 @@ class _Verifier:
 class JWTVerifier(_Verifier):
     """Checks access tokens of ``issuer`` meant for ``audience`` (the gateway's resource
     URL). ``jwks_url``: where the issuer's keys are (default: its metadata's
-    ``jwks_uri``). ``groups_claim``: the claim listing the caller's groups."""
+    ``jwks_uri``). ``groups_claim``: the claim listing the caller's groups. ``clock``
+    (monotonic seconds) times the refetches and the retries of a failed fetch."""
 
     issuer: str
     audience: str
@@ -119,8 +145,14 @@ class JWTVerifier(_Verifier):
     min_refetch: float = 30.0
     http: httpx2.AsyncClient | None = None
     clock: Callable[[], float] = time.monotonic
-    _keys: dict[str | None, jwt.PyJWK] = attrs.field(factory=dict, init=False)
+    _keys: dict[str | None, _Key] = attrs.field(factory=dict, init=False)
+    #: when the keys were last fetched (``None``: never yet)
     _fetched_at: float | None = attrs.field(default=None, init=False)
+    #: why the last fetch failed (``None``: it did not), when to try again, and the wait
+    #: after the next failure
+    _failure: str | None = attrs.field(default=None, init=False)
+    _retry_at: float | None = attrs.field(default=None, init=False)
+    _retry: float = attrs.field(default=FIRST_RETRY, init=False)
     _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
     fetches: int = attrs.field(default=0, init=False)
 
@@ -137,10 +169,14 @@ class JWTVerifier(_Verifier):
             raise _InvalidToken(f"the token is signed with {algorithm!r}, not one allowed")
         kid = header.get("kid")
         key = await self._key(kid if isinstance(kid, str) else None)
+        if algorithm not in key.algorithms:  # RS256 under an EC key's kid, ES384 under P-256
+            raise _InvalidToken(
+                f"the token is signed with {algorithm!r}, which the issuer's key {kid!r} is not for"
+            )
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
-                key.key,
+                key.jwk.key,
                 algorithms=[algorithm],
                 audience=self.audience,
                 issuer=self.issuer,
@@ -149,6 +185,12 @@ class JWTVerifier(_Verifier):
             )
         except jwt.PyJWTError as exc:
             raise _InvalidToken(f"the token is refused: {exc}") from None
+        for name in ("exp", "nbf", "iat"):  # RFC 9068 §4: "2000000000" is no NumericDate
+            if name in claims and not _numeric_date(claims[name]):
+                raise _InvalidToken(f"the token's {name} is not a NumericDate (seconds since 1970)")
+        subject = claims["sub"]
+        if not isinstance(subject, str) or not subject.strip():
+            raise _InvalidToken("the token names no subject (sub)")
         scope = claims.get("scope")
         scopes = scope.split() if isinstance(scope, str) else []
         groups = claims.get(self.groups_claim)
@@ -158,56 +200,104 @@ class JWTVerifier(_Verifier):
             scopes=scopes,
             expires_at=int(claims["exp"]),
             resource=self.audience,
-            subject=str(claims["sub"]),
+            subject=subject,
             claims={
                 "iss": claims["iss"],
                 "groups": [str(g) for g in groups] if isinstance(groups, list) else [],
             },
         )
 
-    async def _key(self, kid: str | None) -> jwt.PyJWK:
+    async def _key(self, kid: str | None) -> _Key:
         """The issuer's key ``kid`` (the only one, for a token naming none), fetching the
-        JWKS when it is not held — again at most once per ``min_refetch`` seconds."""
+        JWKS when it is not held: again at most once per ``min_refetch`` seconds after a
+        fetch that worked, and after one that failed once its retry wait has passed. A key
+        not held because the keys cannot be had is :class:`_Unreachable`; one missing from
+        the keys fetched, :class:`_InvalidToken`."""
         key = self._pick(kid)
         if key is not None:
             return key
         async with self._lock:
             key = self._pick(kid)  # fetched meanwhile, by the task that held the lock
-            now = self.clock()
-            if key is None and (
-                self._fetched_at is None or now - self._fetched_at >= self.min_refetch
-            ):
+            if key is None and self._may_fetch(self.clock()):
                 await self._fetch()
                 key = self._pick(kid)
-        if key is None:
-            raise _InvalidToken(f"the issuer has no key {kid!r}")
-        return key
+        if key is not None:
+            return key
+        if self._failure is not None:
+            raise _Unreachable(f"the keys of {self.issuer} cannot be fetched: {self._failure}")
+        raise _InvalidToken(f"the issuer has no key {kid!r}")
 
-    def _pick(self, kid: str | None) -> jwt.PyJWK | None:
+    def _pick(self, kid: str | None) -> _Key | None:
         if kid is None and len(self._keys) == 1:
             return next(iter(self._keys.values()))
         return self._keys.get(kid)
 
+    def _may_fetch(self, now: float) -> bool:
+        if self._failure is not None or self._fetched_at is None:
+            return self._retry_at is None or now >= self._retry_at
+        return now - self._fetched_at >= self.min_refetch
+
     async def _fetch(self) -> None:
-        self._fetched_at = self.clock()
+        """The issuer's keys, fetched; a failure is kept, with when to try again (timed
+        from its end: a fetch that hangs until its timeout is not tried again at once)."""
         self.fetches += 1
-        async with _client(self.http) as http:
-            url = self.jwks_url or await self._jwks_uri(http)
-            document = await _document(http, url, "the issuer's JWKS")
         try:
-            keys = jwt.PyJWKSet.from_dict(document).keys
-        except jwt.PyJWTError as exc:
-            raise _InvalidToken(f"the issuer's JWKS cannot be read: {exc}") from None
-        self._keys = {key.key_id: key for key in keys}
+            async with _client(self.http) as http:
+                url = self.jwks_url or await self._jwks_uri(http)
+                document = await _document(http, url, "the issuer's JWKS")
+            keys = _key_set(document, f"the issuer's JWKS at {url}")
+        except (_InvalidToken, _Unreachable) as exc:
+            self._failure = str(exc)
+            self._retry_at = self.clock() + self._retry
+            self._retry = min(self._retry * 2, RETRY_AFTER)
+            return
+        self._keys = keys
+        self._fetched_at = self.clock()
+        self._failure = self._retry_at = None
+        self._retry = FIRST_RETRY
 
     async def _jwks_uri(self, http: httpx2.AsyncClient) -> str:
         """``jwks_uri`` of the issuer's metadata (:func:`issuer_metadata`)."""
         metadata = await issuer_metadata(http, self.issuer, ("jwks_uri",))
-        uri = None if metadata is None else metadata["jwks_uri"]
-        if uri is None or not uri.startswith(("https://", "http://")):
+        if metadata is None:
             raise _Unreachable(f"the issuer {self.issuer} publishes no jwks_uri")
-        self.jwks_url = uri
-        return uri
+        self.jwks_url = metadata["jwks_uri"]
+        return metadata["jwks_uri"]
+
+
+def _key_set(document: dict[str, Any], what: str) -> dict[str | None, _Key]:
+    """The signing keys of a JWKS by ``kid`` (:class:`_Key`): a key of a kind not taken —
+    a shared secret, an unknown type, curve or algorithm — is skipped, as PyJWT's own
+    ``PyJWKSet`` skips it; :class:`_InvalidToken` when none is left."""
+    entries = document.get("keys")
+    if not isinstance(entries, list):
+        raise _InvalidToken(f"{what} has no keys")
+    keys: dict[str | None, _Key] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.get("kty") == "oct":
+            continue
+        declared, kid = entry.get("alg"), entry.get("kid")
+        if not isinstance(declared, str | None) or not isinstance(kid, str | None):
+            continue
+        try:
+            jwk = jwt.PyJWK(entry)
+        except jwt.PyJWTError:
+            continue
+        if declared is None and entry.get("kty") == "RSA":
+            keys[kid] = _Key(jwk, frozenset(RSA_ALGORITHMS))
+        else:
+            keys[kid] = _Key(jwk, frozenset({jwk.algorithm_name}))
+    if not keys:
+        raise _InvalidToken(f"{what} has no key that can be used")
+    return keys
+
+
+def _numeric_date(value: object) -> bool:
+    """Whether ``value`` is a NumericDate (RFC 7519 §2): a JSON number — not a string,
+    nor a boolean — within :data:`MAX_NUMERIC_DATE` of 1970."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return -MAX_NUMERIC_DATE <= value <= MAX_NUMERIC_DATE  # NaN and infinities: False
 
 
 @attrs.define
@@ -496,7 +586,10 @@ async def issuer_metadata(
 ) -> dict[str, Any] | None:
     """``issuer``'s authorization-server metadata (RFC 8414, then OpenID discovery): the
     first document that is this issuer's (RFC 8414 §3.3) and names each of ``fields``
-    (strings); ``None`` when none can be had."""
+    (URLs); ``None`` when none can be had. A URL it names must be as secure as the config's
+    own (:func:`~supervisor._util._urls.is_secure_url`): one on plain HTTP beyond loopback
+    is :class:`_Unreachable`, naming it and the issuer — never fetched, posted to or sent a
+    browser to."""
     for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, issuer):
         try:
             metadata = await _document(http, url, "the issuer's metadata")
@@ -505,6 +598,12 @@ async def issuer_metadata(
         if metadata.get("issuer") == issuer and all(
             isinstance(metadata.get(field), str) for field in fields
         ):
+            for field in fields:
+                if not is_secure_url(metadata[field]):
+                    raise _Unreachable(
+                        f"the issuer {issuer} names {field} {printable(metadata[field])} in "
+                        f"its metadata, which is not {SECURE_URL}: it is not used"
+                    )
             return metadata
     return None
 
@@ -515,7 +614,9 @@ def _client(http: httpx2.AsyncClient | None) -> Any:
 
 
 async def _document(http: httpx2.AsyncClient, url: str, what: str) -> dict[str, Any]:
-    """The JSON object at ``url``, within :data:`MAX_DOCUMENT_BYTES`."""
+    """The JSON object at ``url``, within :data:`MAX_DOCUMENT_BYTES`; ``url`` may be a
+    server's word (a ``jwks_uri``): one httpx cannot ask (``https://a..b/``) is
+    :class:`_Unreachable` too."""
     try:
         async with http.stream("GET", url) as response:
             if response.status_code >= 500:
@@ -525,6 +626,8 @@ async def _document(http: httpx2.AsyncClient, url: str, what: str) -> dict[str, 
             body = await _read(response, f"{what} at {url}")
     except httpx2.HTTPError as exc:
         raise _Unreachable(f"{what} at {url} cannot be fetched: {exc}") from None
+    except (httpx2.InvalidURL, UnicodeError) as exc:  # the host cannot be encoded (IDNA)
+        raise _Unreachable(f"{what} at {url} is no URL that can be fetched: {exc}") from None
     return _object(body, f"{what} at {url}")
 
 

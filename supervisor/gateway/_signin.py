@@ -35,7 +35,15 @@ from ..auth._backends import TokenStore
 from ..auth._users import _BadTicket
 from ..config._model import SignInSettings
 from ..log import get_logger
-from ._resource import ResourceGate, _client, _InvalidToken, _read, _Refused, issuer_metadata
+from ._resource import (
+    ResourceGate,
+    _client,
+    _InvalidToken,
+    _read,
+    _Refused,
+    _Unreachable,
+    issuer_metadata,
+)
 
 __all__ = ["SIGNED_IN_ROUTE", "SIGN_IN_SECONDS", "SignIn"]
 
@@ -184,13 +192,18 @@ class SignIn:
 
     async def _metadata(self) -> tuple[str, str]:
         """The team's authorization and token endpoints (RFC 8414, then OpenID
-        discovery); it must do PKCE with S256."""
+        discovery: ``https://`` URLs, ``http://`` on a loopback host only); it must do
+        PKCE with S256."""
         if self._endpoints is not None:
             return self._endpoints
         issuer = self.gate.issuer
         async with _client(self.gate.verifier.http) as http:
             fields = ("authorization_endpoint", "token_endpoint")
-            metadata = await issuer_metadata(http, issuer, fields)
+            try:
+                metadata = await issuer_metadata(http, issuer, fields)
+            except _Unreachable as exc:  # an endpoint on plain HTTP beyond loopback
+                log.warning("the team's authorization server is refused", error=str(exc))
+                raise _SignInFailed(str(exc)) from None
         if metadata is not None:
             if "S256" not in (metadata.get("code_challenge_methods_supported") or []):
                 raise _SignInFailed(

@@ -4,11 +4,15 @@ by trio (the SDK's own stdio server wraps the files in worker threads).
 Standard output is the protocol's alone: while the gateway serves, file descriptor 1 is
 pointed at standard error, so a stray ``print`` from anywhere in the process lands there
 instead of corrupting a message, and the messages go to a private duplicate of the
-original descriptor. The client closing standard input ends the session.
+original descriptor. The client closing standard input ends the session. A line is read
+as the SDK's 2026-07-28 HTTP transport reads a body, a lone surrogate escape
+(``"\\ud800"``) included; a message that cannot be written back as JSON fails alone
+(:mod:`supervisor.transports._encoding`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
@@ -20,9 +24,14 @@ from mcp.shared._context_streams import create_context_streams
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
+from ..errors import RequestUnencodable
+from ..log import get_logger
+from ..transports._encoding import encode
 from ._core import Gateway
 
 __all__ = ["DRAIN_TIMEOUT", "MAX_LINE_BYTES", "serve_stdio", "stdio_streams"]
+
+log = get_logger("supervisor.gateway")
 
 #: Seconds the last messages get to be written out when the session ends.
 DRAIN_TIMEOUT = 5.0
@@ -69,8 +78,15 @@ async def stdio_streams(
         async with from_session:
             with suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
                 async for message in from_session:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                    await writer.send_all(data.encode() + b"\n")
+                    try:  # one that cannot be written fails alone, not the writer
+                        encoded = encode(message)
+                    except RequestUnencodable as exc:
+                        log.warning(
+                            "a request that cannot be written as JSON dropped", error=str(exc)
+                        )
+                        continue
+                    if encoded is not None:
+                        await writer.send_all(encoded[1].encode() + b"\n")
 
     try:
         async with trio.open_nursery() as nursery:
@@ -96,7 +112,20 @@ def _parse(line: bytes) -> SessionMessage | Exception:
     try:
         return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:
-        return exc
+        refused = exc
+    # pydantic's parser refuses a lone surrogate escape ("\ud800"), which JSON's grammar
+    # allows and the SDK's 2026-07-28 HTTP transport takes (it reads bodies with
+    # json.loads): read as that reads it, such a request is answered — its arguments
+    # refused by the gate — not dropped unanswered.
+    try:
+        value = json.loads(line, parse_constant=_no_constant)
+        return SessionMessage(types.jsonrpc_message_adapter.validate_python(value, by_name=False))
+    except (ValueError, RecursionError):
+        return refused
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
 
 
 async def serve_stdio(gateway: Gateway, stdin: int = 0, stdout: int = 1) -> None:

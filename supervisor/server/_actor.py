@@ -39,9 +39,10 @@ from ..events import _catalog as events
 from ..log import get_logger, redact
 from ..tools._validate import invalid_output
 from ..transports._errors import safe_url
+from ..transports._oversize import RESULT_TOO_LARGE
 from ..transports._receipts import Receipt, connection_closed, delivery
 from ..transports._remote import TransportLike
-from ..transports._stdio import RESULT_TOO_LARGE, StdioTransport
+from ..transports._stdio import StdioTransport
 from . import _tasks as tasks
 from ._elicitation import checked_elicitation
 from ._listing import Listings, describe
@@ -400,9 +401,10 @@ class ServerActor(Actor):
             health.call_failed()
             if lost:
                 raise CallMayHaveTakenEffect.during(server.name, message.tool) from exc
-            if exc.code == RESULT_TOO_LARGE:
+            too_large = _too_large(server.name, message.tool, exc)
+            if too_large is not None:
                 health.alive(time.time())  # it answered; the answer was too big
-                raise _too_large(server.name, message.tool, exc) from exc
+                raise too_large from exc
             raise ServerRequestError(
                 f"MCP server {server.name!r} refused tool {message.tool!r}: {exc.message} "
                 f"(MCP error {exc.code})",
@@ -1025,14 +1027,20 @@ class ServerActor(Actor):
         server.changed()
 
 
-def _too_large(server: str, tool: str, exc: MCPError) -> ResultTooLarge:
+def _too_large(server: str, tool: str, exc: MCPError) -> ResultTooLarge | None:
+    """The call's answer was dropped as too large by the transport (its error, with the
+    sizes as ints) — ``None`` for anything else, a server's own error of that code too."""
     data = exc.data if isinstance(exc.data, dict) else {}
-    size, limit = int(data.get("size", 0)), int(data.get("limit", 0))
+    size, limit = data.get("size"), data.get("limit")
+    if exc.code != RESULT_TOO_LARGE or type(size) is not int or type(limit) is not int:
+        return None
+    over, remedy = "maxMessageBytes", ", or raise supervisor.limits.maxMessageBytes in the config"
+    if data.get("bound") == "sse":  # the SDK's bound on one legacy SSE event, the smaller
+        over, remedy = "a legacy SSE event may hold", ""
     return ResultTooLarge(
         f"MCP server {server!r} answered tool {tool!r} with {size} bytes, more than "
-        f"maxMessageBytes ({limit}): the answer was dropped and the connection kept. "
-        "Ask for less (a smaller range or page), or raise supervisor.limits."
-        "maxMessageBytes in the config",
+        f"{over} ({limit}): the answer was dropped and the connection kept. "
+        f"Ask for less (a smaller range or page){remedy}",
         server=server,
         tool=tool,
         size=size,

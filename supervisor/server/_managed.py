@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 import trio
 
+from .._util._jsontext import unencodable
 from .._util._plural import plural
 from ..actors import (
     ActorStopped,
@@ -34,6 +35,7 @@ from ..errors import (
     AuthRequired,
     CallMayHaveTakenEffect,
     RequestTimeout,
+    RequestUnencodable,
     ServerRequestError,
     ServerUnavailable,
     ToolCallTimeout,
@@ -262,7 +264,9 @@ class ServerHandle:
         it announces is published as ``mcp.resource.updated`` (see
         :mod:`supervisor.server._subscriptions`). Returns once a live connection has
         asked its server (at most the request timeout), or at once when none is live.
-        Subscribing twice is subscribing once."""
+        Subscribing twice is subscribing once. A URI JSON cannot carry is refused
+        (:class:`~supervisor.errors.RequestUnencodable`): no connection could ask for it."""
+        self._sendable("resources/subscribe", {"uri": uri})
         if self.subscribed.add(uri):
             await self.subscribed.settled(self.config.timeout)
 
@@ -748,8 +752,10 @@ class ServerHandle:
         Reading is read-only: a read in flight when the connection dies is sent once more
         on the next connection. Raises :class:`ServerUnavailable` at once for a failed or
         stopped server, :class:`RequestTimeout`, and :class:`ServerRequestError` for an
-        MCP error answer (an unknown URI, say) or a second lost connection.
+        MCP error answer (an unknown URI, say) or a second lost connection; a URI JSON
+        cannot carry is :class:`~supervisor.errors.RequestUnencodable`, sent nothing.
         """
+        self._sendable("resources/read", {"uri": uri})
         message = ReadResource(uri)
         return await self._request(message, f"resource {uri!r}", timeout)  # type: ignore[return-value]
 
@@ -805,6 +811,16 @@ class ServerHandle:
         message = TaskRequest(method, dict(params))
         what = f"{method} of task {params.get('taskId')!r}"
         return await self._request(message, what, timeout)  # type: ignore[return-value]
+
+    def _sendable(self, method: str, params: Mapping[str, object]) -> None:
+        """Refuse a request whose ``params`` hold text JSON cannot carry (a lone
+        surrogate) before it is made: every transport refuses to send it
+        (:mod:`supervisor.transports._encoding`), but the SDK's client writes some of it
+        into headers first (a read's URI in ``Mcp-Name``), and a subscription would be
+        asked again of every connection."""
+        errors = unencodable(params)
+        if errors:
+            raise RequestUnencodable(method, errors, server=self.name)
 
     async def _request(
         self,

@@ -8,6 +8,12 @@ session instead: a Streamable HTTP session whose requests carry the caller's own
 incarnation's nursery (it ends with it), and closed after :data:`IDLE_SECONDS` without a
 call, or to make room past :data:`MAX_SESSIONS`.
 
+What the server asks while a call of the caller's runs (sampling, elicitation, roots) and
+the log messages it sends go to the handlers the supervisor was opened with that are made
+for that caller (:func:`~._options.per_server`'s ``for_caller``: a team gateway's relay
+asks that caller's waiting call, never another's); a handler that cannot tell callers
+apart is not given the session, and the server is told what a client without it says.
+
 A call is sent once, as on the server's own connection: a request refused unseen (a
 session the server forgot, a token it refused and the broker renewed) is sent again; a
 caller who must log in first is told so before anything is sent
@@ -42,7 +48,9 @@ from ..transports._open import open_transport
 from ..transports._receipts import Receipt, connection_closed, delivery
 from ..transports._remote import TransportLike
 from ._actor import _call, _first, _session_expired
+from ._elicitation import checked_elicitation
 from ._messages import CallTool
+from ._options import resolved
 
 __all__ = ["IDLE_SECONDS", "MAX_SESSIONS", "UserSessions"]
 
@@ -225,6 +233,16 @@ class UserSessions:
             login_url=url,
         )
 
+    def _options(self, subject: str) -> dict[str, Any]:
+        """The client options of ``subject``'s session: the supervisor's, its handlers
+        only those made for that caller (:func:`~._options.resolved`), an elicitation
+        answer checked as on the server's own connection."""
+        options = resolved(self.server.client_options, self.server.name, caller=subject)
+        elicit: Any = options.get("elicitation_callback")
+        if elicit is not None:
+            options["elicitation_callback"] = checked_elicitation(elicit, self.server.name)
+        return options
+
     async def _run(self, session: _Session) -> None:
         """Open ``session`` and keep it until it idles out, its connection closes, or it
         is dropped."""
@@ -244,7 +262,8 @@ class UserSessions:
                 )
                 deadline = trio.current_time() + config.init_timeout
                 with trio.CancelScope(deadline=deadline) as handshake:
-                    async with Client(transport) as client:  # type: ignore[arg-type]
+                    options = self._options(subject)
+                    async with Client(transport, **options) as client:  # type: ignore[arg-type]
                         handshake.deadline = math.inf
                         session.client = client
                         session.ready.set()

@@ -2,7 +2,9 @@
 
 :func:`validate_arguments` checks a call's arguments against the tool's ``inputSchema``
 (JSON Schema Draft 2020-12 unless the schema declares another ``$schema``) before anything
-is sent, and raises :class:`~supervisor.errors.ToolArgumentsInvalid` naming each bad path.
+is sent, and raises :class:`~supervisor.errors.ToolArgumentsInvalid` naming each bad path
+— a string or key holding a lone surrogate (``"\\ud800"``, which JSON text cannot carry)
+among them, whatever the schema says.
 Validators are compiled once per :func:`fingerprint` and kept in a bounded LRU cache
 (:class:`ArgumentValidator`). :func:`invalid_output` translates the SDK client's own
 ``outputSchema`` check.
@@ -11,9 +13,8 @@ Validators are compiled once per :func:`fingerprint` and kept in a bounded LRU c
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TypeAlias
 
 import attrs
@@ -22,6 +23,8 @@ import mcp_types as types
 import msgspec
 import referencing.exceptions
 
+from .._util._jsontext import json_path as _path
+from .._util._jsontext import unencodable
 from ..errors import ToolArgumentsInvalid, ToolOutputInvalid, ToolSchemaInvalid
 from ._quickcheck import quick_check
 
@@ -103,13 +106,22 @@ class ArgumentValidator:
 
     def validate(self, tool: types.Tool, arguments: Mapping[str, object]) -> None:
         """Raise :class:`~supervisor.errors.ToolArgumentsInvalid` listing every error if
-        ``arguments`` does not match the tool's ``inputSchema``; return ``None`` if it does.
+        ``arguments`` does not match the tool's ``inputSchema``, or holds text that JSON
+        cannot carry (a lone surrogate: :func:`~supervisor._util._jsontext.unencodable`);
+        return ``None`` if it is fine.
         """
         instance = dict(arguments) if isinstance(arguments, Mapping) else arguments
+        unsendable = unencodable(instance)  # a schema cannot say it: it would be sent
         # The call path: a tool object seen before (a listed tool is never changed in
         # place) with a quick check that accepts these arguments costs no hashing at all.
         seen = self._seen.get(id(tool))
-        if seen is not None and seen[0] is tool and seen[1] is not None and seen[1](instance):
+        if (
+            not unsendable
+            and seen is not None
+            and seen[0] is tool
+            and seen[1] is not None
+            and seen[1](instance)
+        ):
             return
         key = fingerprint(tool)
         validator = self._validator(key, tool.name, tool.input_schema, "inputSchema")
@@ -120,9 +132,11 @@ class ArgumentValidator:
         if len(self._seen) >= self._maxsize:
             self._seen.clear()  # rebuilt as tools are used again
         self._seen[id(tool)] = (tool, quick)
-        if quick is not None and quick(instance):
+        if not unsendable and quick is not None and quick(instance):
             return  # valid: the full validator would find nothing
         errors = _errors(validator, instance, tool.name, "inputSchema")
+        if unsendable:
+            errors = sorted(dict.fromkeys([*errors, *unsendable]))
         if errors:
             raise ToolArgumentsInvalid(tool.name, errors)
 
@@ -202,21 +216,6 @@ def invalid_output(tool: str, error: RuntimeError) -> ToolOutputInvalid | None:
     if said.startswith("Invalid schema for tool"):
         return ToolOutputInvalid(tool, [("(root)", f"the outputSchema is unusable: {said}")])
     return None
-
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-
-
-def _path(parts: Iterable[str | int]) -> str:
-    out = ""
-    for part in parts:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif _IDENTIFIER.match(part):
-            out += f".{part}" if out else part
-        else:
-            out += f"[{part!r}]"
-    return out or "(root)"
 
 
 def _short(message: str) -> str:

@@ -3,7 +3,9 @@
 :func:`http_transport` wraps the SDK's Streamable HTTP client; it is where HTTP enters,
 so ``httpx2``'s errors leave it as ours (:func:`~supervisor.transports._errors.http_errors`).
 Its client (:func:`http_client`) tracks delivery: the receipt transport marks a request's
-:class:`~supervisor.transports._receipts.Receipt` once it starts going out on the wire.
+:class:`~supervisor.transports._receipts.Receipt` once it starts going out on the wire. And
+it bounds what the server sends (:mod:`supervisor.transports._bodies`): each body and
+event within ``maxMessageBytes``, each listing's page within the catalog limits.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import mcp_types as types
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 
-from ._errors import http_errors
+from ..config._limits import Limits
+from ._bodies import bounded
+from ._errors import http_errors, safe_url
 from ._receipts import delivery
 
 if TYPE_CHECKING:
@@ -81,11 +85,16 @@ def http_client(
     auth: httpx2.Auth | None = None,
     on_status: Callable[[int], None] | None = None,
     faults: FaultEngine | None = None,
+    limits: Limits | None = None,
+    server: str = "remote",
 ) -> httpx2.AsyncClient:
     """The HTTP client a remote transport uses: headers, timeouts and auth in one place.
 
     It tracks delivery (see :class:`Receipt`): a request that could not even connect is
     known not to have reached the server. ``on_status`` sees every response's status.
+    What the server sends is bounded by ``limits`` (its ``max_message_bytes`` and catalog
+    limits; the defaults without): see :class:`~._bodies.BoundedTransport`; ``server``
+    names it in the log.
     With ``faults``, every exchange goes through that engine's fault plan
     (:class:`~supervisor.faults.FaultyHTTPTransport`, docs/faults.md): a request a fault
     keeps from the server counts as not delivered, and ``on_status`` sees injected
@@ -98,7 +107,7 @@ def http_client(
             on_status(response.status_code)
 
         hooks["response"] = [record]
-    wire: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport()
+    wire: httpx2.AsyncBaseTransport = bounded(httpx2.AsyncHTTPTransport(), limits, server)
     if faults is not None:
         from ..injection._http import FaultyHTTPTransport
 
@@ -138,8 +147,12 @@ async def http_transport(
     auth: httpx2.Auth | None = None,
     on_status: Callable[[int], None] | None = None,
     faults: FaultEngine | None = None,
+    limits: Limits | None = None,
+    server: str | None = None,
 ) -> AsyncIterator[TransportStreams]:
-    """The SDK's Streamable HTTP client transport, with our headers and timeouts.
+    """The SDK's Streamable HTTP client transport, with our headers and timeouts, and
+    what the server sends bounded by ``limits`` (see :func:`http_client`; ``server``
+    names it in the log, its URL without).
 
     An ``httpx2`` error that ends the connection leaves as an
     :class:`~supervisor.errors.HTTPError` (see
@@ -155,7 +168,15 @@ async def http_transport(
         auth=auth,
         on_status=on_status,
         faults=faults,
+        limits=limits,
+        server=server or safe_url(url),
     )
+    # Its events are bounded underneath (by maxMessageBytes): the SDK's own bound, 1 MiB
+    # by default, would end the connection over a smaller one.
+    biggest = (limits or Limits()).max_message_bytes
     with http_errors(url):
-        async with client, streamable_http_client(url, http_client=client) as streams:
+        async with (
+            client,
+            streamable_http_client(url, http_client=client, max_sse_event_size=biggest) as streams,
+        ):
             yield streams

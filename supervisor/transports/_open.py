@@ -71,7 +71,9 @@ def open_transport(
         )
     if config.type == "memory":  # a fresh session with the same in-process server object
         memory = memory_transport(config.app)  # type: ignore[attr-defined]
-        return Remote(memory) if faults is None else _faulty(config.name, memory, faults)
+        if faults is None:
+            return Remote(memory, name=config.name)
+        return _faulty(config.name, memory, faults)
     url = config.url
     assert url is not None
     if config.type == "ws":
@@ -85,7 +87,7 @@ def open_transport(
             max_catalog_bytes=limits.max_catalog_bytes,
         )
         if faults is None:
-            return Remote(socket)
+            return Remote(socket, name=config.name)
         shown = safe_url(url)
 
         def frame(line: bytes) -> object:  # an unparseable line is a bad frame's error
@@ -93,15 +95,22 @@ def open_transport(
 
         return _faulty(config.name, socket, faults, parse=frame)
     if config.type == "sse" or sse:
-        remote = Remote(None)
+        remote = Remote(None, name=config.name)
         remote._inner = sse_transport(
             url,
             headers=config.headers,
             timeout=config.timeout,
             auth=_oauth(remote, broker, auth_error),
+            limits=limits,
+            server=config.name,
         )
         return remote
-    remote = Remote(None, tracks_delivery=True, made_by_client=streamable_http_abandoned)
+    remote = Remote(
+        None,
+        tracks_delivery=True,
+        made_by_client=streamable_http_abandoned,
+        name=config.name,
+    )
     remote._inner = http_transport(
         url,
         headers=config.headers,
@@ -109,6 +118,8 @@ def open_transport(
         auth=_oauth(remote, broker, auth_error),
         on_status=remote.saw_status,
         faults=faults,
+        limits=limits,
+        server=config.name,
     )
     return remote
 
@@ -116,7 +127,7 @@ def open_transport(
 def _faulty(name: str, inner: Any, faults: FaultEngine, **options: Any) -> Remote:
     """A message-level transport (in-memory, WebSocket) with the fault plan between it
     and the session; a fault that loses the connection closes the transport."""
-    remote = Remote(None)
+    remote = Remote(None, name=name)
     remote._inner = FaultyTransport(inner, faults, name=name, lost=remote.lose, **options)
     return remote
 

@@ -9,12 +9,16 @@ small object per item, the items themselves skipped) and measures them as the se
 wrote them. A page over ``max_tools`` items, or over ``max_catalog_bytes``, is replaced
 by a JSON-RPC error for that request (code :data:`CATALOG_TOO_LARGE`, its ``data`` the
 counts), which the listing raises as :class:`~supervisor.errors.CatalogTooLarge` naming
-the limits; the page's bytes are dropped then and there.
+the limits; the page's bytes are dropped then and there. A listing's answer that msgspec
+cannot read — ``NaN`` or ``Infinity``, which JSON does not allow but the SDK's parser
+takes, or nesting too deep — cannot be measured, so it is refused too (a JSON-RPC parse
+error for that request, :data:`UNREADABLE`).
 
 The listing counts its pages together again once they are models (the limits hold for
 the whole listing, over every page); this check only keeps one page from costing more
-than its own bytes. The transports that read raw messages (stdio, WebSocket) use it;
-:func:`refusal` is the message each hands its session instead of a refused page.
+than its own bytes. Every transport that reads raw messages uses it (stdio, WebSocket,
+and the bodies and events of Streamable HTTP and SSE); :func:`refusal` is the message
+each hands its session instead of a refused page (:func:`refusal_json`, as JSON).
 """
 
 from __future__ import annotations
@@ -26,12 +30,21 @@ import msgspec
 from mcp.shared.message import SessionMessage
 
 from ..log import get_logger
+from ._oversize import Skipped
 
 log = get_logger(__name__)
 
 #: The JSON-RPC error code a listing request gets when its page was over the catalog
 #: limits and was dropped (in the range JSON-RPC leaves to implementations).
 CATALOG_TOO_LARGE = -32098
+
+#: What a listing's answer that could not be measured is refused with.
+UNREADABLE = {
+    "code": types.PARSE_ERROR,
+    "message": "the page could not be read as JSON to be measured against the catalog "
+    "limits (it holds NaN or Infinity, say, or nests too deep); it was dropped",
+    "data": {},
+}
 
 #: The listing requests, and the field of their result that holds the page's items.
 LISTINGS = {
@@ -43,6 +56,10 @@ LISTINGS = {
 
 
 _NONE = msgspec.Raw(b"")
+
+#: ``answering`` for :meth:`PageGuard.check`: a response answers whichever listing is
+#: waiting (its id is not the one the client will see).
+ANY = object()
 
 
 class _Items(msgspec.Struct):
@@ -88,7 +105,14 @@ class PageGuard:
     back (its raw bytes, or a WebSocket text frame's text), before it is parsed: for a
     page over the limits it returns the request's id and the error to hand the session
     instead (a JSON-RPC error object, as a dict), else ``None``. Costs nothing while no
-    listing is waiting for its answer.
+    listing is waiting for its answer (:attr:`waiting`).
+
+    A response is taken as the answer to the request its id names, unless ``answering``
+    says otherwise: a request's id, for a message the client will take as that request's
+    answer whatever id it names (the SDK's Streamable HTTP client puts the request's own
+    id on the response that comes on the request's event stream), or :data:`ANY` for one
+    that may answer any listing waiting (a stream resumed after it broke off: the SDK puts
+    the id of the request it resumes on it).
     """
 
     def __init__(self, *, max_items: int, max_bytes: int) -> None:
@@ -101,17 +125,35 @@ class PageGuard:
         if field is not None:
             self._waiting[_key(request_id)] = field
 
-    def check(self, raw: bytes | str) -> tuple[int | str, dict[str, Any]] | None:
+    @property
+    def waiting(self) -> bool:
+        """Whether a listing's answer is awaited (else :meth:`check` has nothing to do)."""
+        return bool(self._waiting)
+
+    def check(
+        self, raw: bytes | bytearray | memoryview | str, *, answering: object = None
+    ) -> tuple[int | str, dict[str, Any]] | None:
         if not self._waiting:
             return None
         try:
             answer = _answer.decode(raw)
-        except msgspec.DecodeError:
+        except msgspec.ValidationError:
             return None  # not a listing's answer of the usual shape: the parser says why
+        except (msgspec.DecodeError, RecursionError):
+            return self._unreadable(raw, answering)
         request_id = answer.id
-        if request_id is None or answer.method is not None:
+        if answer.method is not None or (request_id is None and answering is None):
             return None  # a notification, or a request from the server
-        field = self._waiting.pop(_key(request_id), None)
+        if answering is ANY:  # the first field of a waiting listing that it holds
+            waited = set(self._waiting.values())
+            field = next(
+                (f for f in LISTINGS.values() if f in waited and getattr(answer.result, f, None)),
+                None,
+            )
+        else:
+            if answering is not None:
+                request_id = answering  # type: ignore[assignment] - a request's id
+            field = self._waiting.pop(_key(request_id), None)
         if field is None or answer.result is None:
             return None
         items = getattr(answer.result, field)
@@ -126,23 +168,54 @@ class PageGuard:
         del answer, items
         if count <= self.max_items and size <= self.max_bytes:
             return None
-        return request_id, {
+        return request_id, {  # type: ignore[return-value] - ANY's may have no id
             "code": CATALOG_TOO_LARGE,
             "message": f"the page listed {count} items ({size} bytes), over the catalog "
             f"limits ({self.max_items} items, {self.max_bytes} bytes); it was dropped",
             "data": {"count": count, "size": size},
         }
 
+    def _unreadable(
+        self, raw: bytes | bytearray | memoryview | str, answering: object
+    ) -> tuple[int | str, dict[str, Any]] | None:
+        """A message msgspec cannot read (not JSON, or JSON it refuses): refused if it is
+        a waiting listing's answer — its id read from either end, as for a message over
+        the size limit, or ``answering``'s."""
+        ends = Skipped(raw.encode(errors="replace") if isinstance(raw, str) else raw)
+        request_id = ends.response_id()
+        if answering is ANY:
+            return (request_id, UNREADABLE) if self._waiting else None  # type: ignore[return-value]
+        if answering is not None:
+            request_id = answering  # type: ignore[assignment] - a request's id
+        if request_id is None or self._waiting.pop(_key(request_id), None) is None:
+            return None  # not a listing's answer: the parser says what is wrong with it
+        return request_id, UNREADABLE
+
 
 def refusal(refused: tuple[int | str, dict[str, Any]], *, server: str) -> SessionMessage:
     """The message a transport hands *server*'s session instead of a refused page (what
     :meth:`PageGuard.check` returned): the error for its request, logged."""
     request_id, error = refused
+    _logged(refused, server)
+    message = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(**error))
+    return SessionMessage(message)
+
+
+def refusal_json(refused: tuple[int | str, dict[str, Any]], *, server: str) -> bytes:
+    """:func:`refusal` as the JSON-RPC message's bytes, for a transport whose client
+    parses what it is handed (HTTP)."""
+    request_id, error = refused
+    _logged(refused, server)
+    return msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
+def _logged(refused: tuple[int | str, dict[str, Any]], server: str) -> None:
+    request_id, error = refused
     log.warning(
-        "listing page over the catalog limits dropped",
+        "listing page over the catalog limits dropped"
+        if error["code"] == CATALOG_TOO_LARGE
+        else "listing page that could not be measured dropped",
         server=server,
         request_id=request_id,
         **error["data"],
     )
-    message = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(**error))
-    return SessionMessage(message)

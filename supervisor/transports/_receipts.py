@@ -19,6 +19,8 @@ from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
+from ._encoding import encode
+
 
 class Receipt:
     """Whether a request reached the server, and whether its answer came back, as far as
@@ -205,22 +207,30 @@ class Answers:
 
 
 class ReceiptStream:
-    """A write stream that remembers, with each message, the sender's receipt."""
+    """A write stream that remembers, with each message, the sender's receipt — and its
+    JSON text, written in the sender's task (:func:`~._encoding.encode`: a request that
+    cannot be written raises there, unsent; ``server`` names the server in errors)."""
 
     def __init__(
         self,
-        inner: anyio.abc.ObjectSendStream[tuple[Receipt | None, SessionMessage]],
+        inner: anyio.abc.ObjectSendStream[tuple[Receipt | None, SessionMessage, str]],
         answers: Answers,
+        server: str | None = None,
     ):
         self._inner = inner
         self._answers = answers
+        self._server = server
 
     async def send(self, item: SessionMessage) -> None:
+        encoded = encode(item, server=self._server)
+        if encoded is None:
+            return  # a notification that cannot be written: dropped
+        item, text = encoded
         receipt = delivery.get()
         if receipt is not None:
             receipt.delivered = False
         self._answers.sent(item)
-        await self._inner.send((receipt, item))
+        await self._inner.send((receipt, item, text))
 
     async def aclose(self) -> None:
         await self._inner.aclose()

@@ -14,6 +14,7 @@ import anyio
 import trio
 
 from ..errors import TransportError
+from ._encoding import encode
 from ._receipts import Answers
 
 if TYPE_CHECKING:
@@ -37,7 +38,10 @@ class TransportLike(Protocol):
 class Remote:
     """Adapts an SDK-style remote transport: its end is seen when its read stream ends,
     and each request's answer as it comes in (``answers``; ``made_by_client`` as for
-    :class:`~supervisor.transports._receipts.Answers`)."""
+    :class:`~supervisor.transports._receipts.Answers`). Each message is tried as JSON in
+    its sender's task before the transport gets it (:func:`~._encoding.encode`): one
+    that cannot be written fails alone there, never in the transport's writer;
+    ``name`` is the server's, for those errors."""
 
     def __init__(
         self,
@@ -45,8 +49,10 @@ class Remote:
         *,
         tracks_delivery: bool = False,
         made_by_client: Callable[[types.ErrorData], bool] | None = None,
+        name: str | None = None,
     ) -> None:
         self._inner = inner
+        self.name = name
         self.tracks_delivery = tracks_delivery
         self.closed = trio.Event()
         self.failure: TransportError | None = None
@@ -60,7 +66,7 @@ class Remote:
 
     async def __aenter__(self) -> TransportStreams:
         read, write = await self._inner.__aenter__()
-        return _Watched(read, self), _Sending(write, self.answers)
+        return _Watched(read, self), _Sending(write, self.answers, self.name)
 
     async def __aexit__(self, *exc: object) -> bool | None:
         return await self._inner.__aexit__(*exc)
@@ -115,17 +121,28 @@ class _Watched:
 
 
 class _Sending:
-    """A transport's write stream that shows each request to :class:`Answers` first (in
-    the sender's task, where its receipt is)."""
+    """A transport's write stream that tries each message as JSON, then shows each
+    request to :class:`Answers` (in the sender's task, where its receipt is)."""
 
-    def __init__(self, inner, answers: Answers) -> None:  # noqa: ANN001 - an SDK WriteStream
+    def __init__(
+        self,
+        inner,  # noqa: ANN001 - an SDK WriteStream
+        answers: Answers,
+        server: str | None = None,
+    ) -> None:
         self._inner = inner
         self._answers = answers
+        self._server = server
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._inner, name)
 
     async def send(self, item: SessionMessage) -> None:
+        # The transport writes it again: the text is not kept, only its failure is caught.
+        encoded = encode(item, server=self._server)
+        if encoded is None:
+            return  # a notification that cannot be written: dropped
+        item = encoded[0]
         self._answers.sent(item)
         await self._inner.send(item)
 

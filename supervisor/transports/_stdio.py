@@ -15,9 +15,7 @@ With a fault engine (``faults=``) each message in either direction passes throug
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -43,6 +41,7 @@ from ..log import get_logger, redact
 from . import _children
 from ._diagnosis import downloader, error_line
 from ._errors import translate
+from ._oversize import Skipped, too_large
 from ._pages import PageGuard, refusal
 from ._receipts import Answers, Receipt, ReceiptStream
 from ._stderr import PROBE_METHOD, StderrTail, pending
@@ -65,45 +64,8 @@ _PREVIEW = 120
 _ToSession = anyio.abc.ObjectSendStream[SessionMessage | Exception]
 
 
-#: The JSON-RPC error code a request gets when its answer was over ``maxMessageBytes``
-#: and was dropped (in the range JSON-RPC leaves to implementations).
-RESULT_TOO_LARGE = -32099
-
 #: Bytes read from a server's stdout at a time.
 _READ_CHUNK = 65536
-#: Bytes kept of each end of a line that is skipped for its size, to find its id.
-_SKIP_KEEP = 4096
-_ID = rb'(-?\d+|"(?:[^"\\]|\\.)*")'
-#: a response's id near its start ({"jsonrpc": "2.0", "id": 7, "result": …}) ...
-_ID_AT_START = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID)
-#: ... or near its end ({"result": …, "id": 7, "jsonrpc": "2.0"})
-_ID_AT_END = re.compile(rb'"id"\s*:\s*' + _ID + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\.0"\s*)?\}\s*$')
-
-
-class _Skipped:
-    """A stdout line over the size limit, read past: its size and both ends."""
-
-    def __init__(self, first: bytes) -> None:
-        self.head = first[:_SKIP_KEEP]
-        self.tail = first[-_SKIP_KEEP:]
-        self.size = len(first)
-
-    def add(self, more: bytes) -> None:
-        self.size += len(more)
-        if len(self.head) < _SKIP_KEEP:
-            self.head += more[: _SKIP_KEEP - len(self.head)]
-        self.tail = (self.tail + more)[-_SKIP_KEEP:]
-
-    def response_id(self) -> int | str | None:
-        """The id of the response this line was, if one can be read from either end."""
-        found = _ID_AT_START.match(self.head) or _ID_AT_END.search(self.tail)
-        if found is None:
-            return None
-        try:
-            value = json.loads(found.group(1))
-        except ValueError:
-            return None
-        return value if isinstance(value, int | str) else None
 
 
 #: How long an exit's report waits for the rest of the process's stderr.
@@ -139,8 +101,8 @@ class StdioTransport:
     :class:`ProtocolViolation` that closes the connection. A line longer than
     ``max_message_bytes`` is skipped (read and dropped up to its end, never held in
     memory) and the connection stays up: if it was the answer to a request,
-    that request gets an error instead (code :data:`RESULT_TOO_LARGE`, naming the limit
-    and its size), which the supervisor raises as
+    that request gets an error instead (code :data:`~._oversize.RESULT_TOO_LARGE`,
+    naming the limit and its size), which the supervisor raises as
     :class:`~supervisor.errors.ResultTooLarge`. ``closed`` is set when the
     connection is gone (exit, end of stdout, violation; a process that closes its stdout
     but does not exit within ``grace`` seconds is a failure) and ``failure`` holds why;
@@ -273,9 +235,9 @@ class StdioTransport:
         # No await until the nursery is entered: a cancellation here would leak it.
         to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         raw_write, from_session = anyio.create_memory_object_stream[
-            tuple[Receipt | None, SessionMessage]
+            tuple[Receipt | None, SessionMessage, str]
         ](0)
-        write_stream = ReceiptStream(raw_write, self.answers)
+        write_stream = ReceiptStream(raw_write, self.answers, self.name)
         try:
             async with trio.open_nursery() as nursery:
                 link = None
@@ -311,7 +273,7 @@ class StdioTransport:
         point = self._fault_point
         buffer = bytearray()
         limit = self.max_message_bytes
-        skipping: _Skipped | None = None  # a line over the limit, being read past
+        skipping: Skipped | None = None  # a line over the limit, being read past
         try:
             while True:
                 chunk = await process.stdout.receive_some(_READ_CHUNK)
@@ -333,7 +295,7 @@ class StdioTransport:
                         line = bytes(view[:end])
                     del buffer[: end + 1]
                     if len(line) > limit:
-                        await self._skipped(_Skipped(line), to_session)
+                        await self._skipped(Skipped(line), to_session)
                     elif not line.strip():
                         continue
                     elif link is None:
@@ -348,7 +310,7 @@ class StdioTransport:
                             return  # a violation or an injected close ended the read side
                     line = b""
                 if len(buffer) > limit:
-                    skipping = _Skipped(bytes(buffer))
+                    skipping = Skipped(bytes(buffer))
                     buffer.clear()
                 if buffer.__alloc__() > 2 * _READ_CHUNK and len(buffer) <= _READ_CHUNK:
                     buffer = bytearray(buffer)  # a long line was read: give its room back
@@ -380,7 +342,7 @@ class StdioTransport:
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             await to_session.aclose()
 
-    async def _skipped(self, skipped: _Skipped, to_session: _ToSession) -> None:
+    async def _skipped(self, skipped: Skipped, to_session: _ToSession) -> None:
         """A line over ``max_message_bytes`` was read past: answer its request with an
         error, if it was a response whose id can be found; otherwise only log it."""
         limit = self.max_message_bytes
@@ -394,12 +356,7 @@ class StdioTransport:
         )
         if request_id is None:
             return
-        error = types.ErrorData(
-            code=RESULT_TOO_LARGE,
-            message=f"the answer was {skipped.size} bytes, more than maxMessageBytes "
-            f"({limit}); it was dropped, the connection kept",
-            data={"size": skipped.size, "limit": limit},
-        )
+        error = too_large(skipped.size, limit)
         await to_session.send(
             SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
         )
@@ -454,13 +411,15 @@ class StdioTransport:
     async def _write_stdin(
         self,
         process: trio.Process,
-        from_session: anyio.abc.ObjectReceiveStream[tuple[Receipt | None, SessionMessage]],
+        from_session: anyio.abc.ObjectReceiveStream[tuple[Receipt | None, SessionMessage, str]],
         link: Link | None = None,
     ) -> None:
+        # Each message comes written as JSON by its sender (ReceiptStream): one that
+        # cannot be failed there, alone, and never reaches this task.
         assert process.stdin is not None
         point = self._fault_point
         try:
-            async for receipt, message in from_session:
+            async for receipt, message, data in from_session:
                 if process.returncode is not None:
                     # It exited: what it started may live on, holding the pipes (a
                     # launcher's real server), and gets no request; it is being stopped.
@@ -468,7 +427,6 @@ class StdioTransport:
                 if receipt is not None and not receipt.deliver():
                     continue  # given up as never sent (and sent again elsewhere): not now
                 self._sending(message)
-                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                 if link is not None:
                     assert point is not None  # the link is the server's side of the pipe
                     await link.carry(_TO_SERVER, data.encode(), point.to_server, point.to_client)

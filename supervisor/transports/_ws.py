@@ -57,6 +57,7 @@ from ..config._limits import (
     DEFAULT_MAX_TOOLS_PER_SERVER,
 )
 from ..errors import (
+    RequestUnencodable,
     WebSocketClosed,
     WebSocketConnectError,
     WebSocketError,
@@ -64,6 +65,7 @@ from ..errors import (
     WebSocketSubprotocolError,
 )
 from ..log import get_logger
+from ._encoding import encode
 from ._errors import translate
 from ._pages import PageGuard, refusal
 
@@ -431,6 +433,7 @@ class _Bridge:
         guard: PageGuard | None = None,
     ) -> None:
         self._ws = ws
+        self._peer = peer
         # anyio streams, not trio channels: the SDK's dispatcher catches anyio's errors.
         read_writer, self._read_stream = anyio.create_memory_object_stream[
             SessionMessage | Exception
@@ -448,7 +451,7 @@ class _Bridge:
         self, source: MemoryObjectReceiveStream[SessionMessage], guard: PageGuard | None
     ) -> None:
         try:
-            await _pump_out(self._ws, source, guard)
+            await _pump_out(self._ws, source, self._peer, guard)
         finally:
             self._writer_done.set()
 
@@ -503,16 +506,26 @@ async def _pump_in(
 async def _pump_out(
     ws: trio_websocket.WebSocketConnection,
     source: MemoryObjectReceiveStream[SessionMessage],
+    peer: str,
     guard: PageGuard | None,
 ) -> None:
     """Items → text frames, until the session closes its write stream or the socket dies;
-    each request is shown to *guard* first."""
+    each request is shown to *guard* first. A message that cannot be written as JSON
+    (:func:`~._encoding.encode`) is not sent — an answer is replaced by an error — and the
+    rest go on (a client's were tried by its sender already: :mod:`._remote`)."""
     async with source:
         async for item in source:
+            try:
+                encoded = encode(item, server=peer)
+            except RequestUnencodable as exc:
+                log.warning("a request that cannot be written as JSON dropped", error=str(exc))
+                continue
+            if encoded is None:
+                continue
+            item, text = encoded
             request = item.message
             if guard is not None and isinstance(request, mcp_types.JSONRPCRequest):
                 guard.sent(request.method, request.id)
-            text = item.message.model_dump_json(by_alias=True, exclude_unset=True)
             try:
                 await ws.send_message(text)
             except trio_websocket.ConnectionClosed:

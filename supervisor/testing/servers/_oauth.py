@@ -49,8 +49,9 @@ from mcp.server.auth.provider import (
     construct_redirect_uri,
 )
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.auth import InvalidScopeError, OAuthClientInformationFull, OAuthToken
+from mcp.shared.exceptions import MCPError
 from pydantic import AnyUrl, PrivateAttr
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -146,6 +147,12 @@ class OAuthConfig:
     """Other resources (RFC 8707) this AS issues tokens for: a team gateway's URL."""
     groups: dict[str, list[str]] = attrs.field(factory=dict)
     """Each subject's groups, in its tokens' ``groups`` claim and introspection answers."""
+    jwks_status: int = 200
+    """The status ``/jwks`` answers; another than 200 (an outage: 503) with no keys."""
+    more_jwks: list[dict[str, Any]] = attrs.field(factory=list)
+    """Public keys (JWKs) ``/jwks`` serves beside the AS's own: ones a test signs with."""
+    metadata_overrides: dict[str, Any] = attrs.field(factory=dict)
+    """AS metadata fields set over the served ones (a ``jwks_uri`` on plain HTTP)."""
 
     def needed_scopes(self) -> list[str]:
         """Every scope ``/mcp`` needs now: required ones first, then step-up ones sorted."""
@@ -249,6 +256,8 @@ class TestAuthProvider:
         self._introspectors: dict[str, str] = {}
         #: introspection requests that reached the provider
         self.introspections = 0
+        #: requests for ``/jwks``, answered or not (``config.jwks_status``)
+        self.jwks_requests = 0
 
     @property
     def token_endpoint(self) -> str:
@@ -534,7 +543,8 @@ class TestAuthProvider:
 
     def jwks(self) -> dict[str, Any]:
         jwk = jwt.algorithms.ECAlgorithm.to_jwk(self._jwt_key.public_key(), as_dict=True)
-        return {"keys": [{**jwk, "kid": self.jwt_kid, "alg": "ES256", "use": "sig"}]}
+        own = {**jwk, "kid": self.jwt_kid, "alg": "ES256", "use": "sig"}
+        return {"keys": [own, *self.config.more_jwks]}
 
     def rotate_jwt_key(self) -> None:
         """Sign tokens from now on with a new key (the JWKS serves only the new one)."""
@@ -813,7 +823,11 @@ class _Gate:
         elif path in ("/token", "/revoke") and method == "POST":
             await self._token(scope, receive, send)
         elif path == "/jwks" and method == "GET" and config.jwt_access_tokens:
-            await _send_json(send, 200, self.provider.jwks(), [])
+            self.provider.jwks_requests += 1
+            if config.jwks_status != 200:
+                await _send_json(send, config.jwks_status, {"error": "unavailable"}, [])
+            else:
+                await _send_json(send, 200, self.provider.jwks(), [])
         elif path == "/introspect" and method == "POST" and config.jwt_access_tokens:
             await self._introspect(scope, receive, send)
         elif path == "/mcp":
@@ -841,6 +855,7 @@ class _Gate:
         if config.jwt_access_tokens:
             doc["jwks_uri"] = self.provider.issuer + "/jwks"
             doc["introspection_endpoint"] = self.provider.issuer + "/introspect"
+        doc.update(config.metadata_overrides)
 
     def _edit_resource_metadata(self, doc: dict[str, Any]) -> None:
         scopes = self.provider.config.resource_scopes_supported
@@ -1252,11 +1267,15 @@ class TestIdP:
 
 
 def make_oauth_server(provider: TestAuthProvider) -> MCPServer:
-    """The ``MCPServer`` behind `provider`: AS + RS, tools ``whoami()`` and ``echo(text)``.
+    """The ``MCPServer`` behind `provider`: AS + RS, tools ``whoami()``, ``echo(text)``
+    and ``ask_name()``.
 
     ``whoami`` answers the calling token's ``client_id``, ``scopes``, ``subject`` and
-    ``resource``. Serve ``streamable_http_app()`` wrapped by the gate (``open_oauth_server``
-    does both); `provider` must already know its issuer and resource.
+    ``resource``; ``ask_name`` asks its client's user their name (``elicitation/create``,
+    on a session-based connection) and answers the calling token's ``subject`` with what
+    it was told (``action``, ``content``) or why not (``refused``). Serve
+    ``streamable_http_app()`` wrapped by the gate (``open_oauth_server`` does both);
+    `provider` must already know its issuer and resource.
     """
     config = provider.config
     auth = AuthSettings(
@@ -1297,7 +1316,27 @@ def make_oauth_server(provider: TestAuthProvider) -> MCPServer:
         provider.executions.append(("echo", None if token is None else token.subject))
         return text
 
+    @server.tool()
+    async def ask_name(ctx: Context) -> dict[str, Any]:
+        """Ask the user their name; answer it with the calling token's subject."""
+        token = get_access_token()
+        subject = None if token is None else token.subject
+        provider.executions.append(("ask_name", subject))
+        try:
+            answer = await ctx.session.elicit_form("Your name?", _NAME_SCHEMA, ctx.request_id)
+        except MCPError as exc:
+            return {"subject": subject, "refused": exc.error.message}
+        return {"subject": subject, "action": answer.action, "content": answer.content}
+
     return server
+
+
+#: What ``ask_name`` asks for.
+_NAME_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}},
+    "required": ["name"],
+}
 
 
 class _Deferred:
