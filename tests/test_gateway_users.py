@@ -431,23 +431,31 @@ async def test_token_exchange_sends_no_callers_token_to_an_as_the_backing_server
         nursery.cancel_scope.cancel()
 
 
-async def test_a_login_link_is_good_once_for_ten_minutes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """What docs/gateway.md says of the link: good once, for 10 minutes; and a link this
-    gateway did not make (another key, an edited one) is refused."""
+def unattached_logins() -> Any:
+    """The per-user logins of one ``perUser`` server no gateway serves yet: no store, no
+    events, no secrets kept."""
     from supervisor.auth import _users
-    from supervisor.auth._users import TICKET_SECONDS, UserLogins, _BadTicket
     from supervisor.config import load_config
 
     config = load_config({"mcpServers": {"crm": entry("http://127.0.0.1:9/mcp", perUser=True)}})
-    logins = UserLogins(
+    return _users.UserLogins(
         config.servers,
         store=_users.AuthStore(Path("/nonexistent")),
         publish=lambda event: None,
         remember=lambda secret: None,
         forget=lambda secret: None,
     )
+
+
+async def test_a_login_link_is_good_once_for_ten_minutes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What docs/gateway.md says of the link: good once, for 10 minutes; and a link this
+    gateway did not make (another key, an edited one) is refused."""
+    from supervisor.auth import _users
+    from supervisor.auth._users import TICKET_SECONDS, _BadTicket
+
+    logins = unattached_logins()
     logins.attach("https://gw.example", b"k" * 32, None)  # type: ignore[arg-type]
     assert TICKET_SECONDS == 600
 
@@ -643,18 +651,8 @@ async def test_the_login_cookie_is_host_only_over_https_and_bound_to_its_login()
     ``__Host-`` and ``Secure`` over https, neither over plain http (a browser would drop
     it on a loopback gateway), HttpOnly and SameSite=Lax always; a callback without it,
     or with another login's, is refused before anything is handed to a login."""
-    from supervisor.auth import _users
-    from supervisor.auth._users import UserLogins
-    from supervisor.config import load_config
 
-    config = load_config({"mcpServers": {"crm": entry("http://127.0.0.1:9/mcp", perUser=True)}})
-    logins = UserLogins(
-        config.servers,
-        store=_users.AuthStore(Path("/nonexistent")),
-        publish=lambda event: None,
-        remember=lambda secret: None,
-        forget=lambda secret: None,
-    )
+    logins = unattached_logins()
 
     def cookie(state: str) -> tuple[str, str, set[str]]:
         header = logins.binding(f"https://as.example/authorize?client_id=c&state={state}")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from types import TracebackType
+from typing import Self
 
 import httpx2
 import mcp_types as types
@@ -65,7 +66,30 @@ class _Sent(msgspec.Struct):
 _sent = msgspec.json.Decoder(_Sent)
 
 
-class BoundedTransport(httpx2.AsyncBaseTransport):
+class Layer(httpx2.AsyncBaseTransport):
+    """An ``httpx2`` transport over another, ``inner``: entering, leaving and closing it
+    enter, leave and close ``inner``."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def __aenter__(self) -> Self:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        await self._inner.__aexit__(exc_type, exc_value, traceback)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class BoundedTransport(Layer):
     """An ``httpx2`` transport that bounds every answer of ``inner`` (see the module):
     each body and event at most ``max_message_bytes``, each listing's page within
     ``pages``. ``server`` names the server in the log; with ``sse_event`` the limit is the
@@ -81,26 +105,11 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         pages: PageGuard,
         sse_event: bool = False,
     ) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.server = server
         self.limit = max_message_bytes
         self.pages = pages
         self.sse_event = sse_event
-
-    async def __aenter__(self) -> BoundedTransport:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None = None,
-        exc_value: BaseException | None = None,
-        traceback: TracebackType | None = None,
-    ) -> None:
-        await self._inner.__aexit__(exc_type, exc_value, traceback)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         request.headers["accept-encoding"] = "identity"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 import httpx2
@@ -21,7 +20,7 @@ from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 
 from ..config._limits import Limits
-from ._bodies import bounded
+from ._bodies import Layer, bounded
 from ._errors import http_errors, safe_url
 from ._receipts import delivery
 
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
     from ..injection._engine import FaultEngine
 
 
-class _ReceiptTransport(httpx2.AsyncBaseTransport):
+class _ReceiptTransport(Layer):
     """Marks the sender's :class:`Receipt` when a request starts going out on the wire.
 
     The SDK sends each request from a task that carries the sender's context, so the
@@ -42,21 +41,6 @@ class _ReceiptTransport(httpx2.AsyncBaseTransport):
     leaves may get it or not, and the receipt tells which. Entering and leaving it enter
     and leave ``inner``.
     """
-
-    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
-        self._inner = inner
-
-    async def __aenter__(self) -> _ReceiptTransport:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None = None,
-        exc_value: BaseException | None = None,
-        traceback: TracebackType | None = None,
-    ) -> None:
-        await self._inner.__aexit__(exc_type, exc_value, traceback)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         receipt = delivery.get()
