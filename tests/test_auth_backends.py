@@ -303,6 +303,39 @@ async def test_the_default_store_takes_in_the_token_files_of_an_earlier_version_
     assert credentials.location == str(tmp_path / "tokens.db")
 
 
+async def test_a_store_opening_a_sqlite_file_another_is_writing_waits_its_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Replicas starting together on one SQLite file: each puts it in WAL mode as it opens
+    it, which SQLite refuses at once ("database is locked", no busy wait) while another
+    connection writes to it — the store asks again until it can, and opens it."""
+    import threading
+
+    from supervisor.auth import _backends
+
+    path = tmp_path / "shared.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE other (x)")
+    other.execute("BEGIN IMMEDIATE")  # another replica, mid-write (not in WAL mode yet)
+    other.execute("INSERT INTO other VALUES (1)")
+    refused = threading.Event()
+
+    def pause(seconds: float) -> None:
+        refused.set()  # the store was refused, and waits to ask again
+        threading.Event().wait(seconds)
+
+    monkeypatch.setattr(_backends, "_pause", pause)
+    store = SQLiteStore(path)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.write, "tokens", "k", {"n": 1})
+        with trio.fail_after(30):
+            await trio.to_thread.run_sync(refused.wait, abandon_on_cancel=True)
+        other.execute("COMMIT")
+    assert await store.read("tokens", "k") == {"n": 1}
+    other.close()
+    await store.aclose()
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "sqlite-sealed", "postgres"])
 async def test_a_claim_is_taken_once_of_all_the_instances_until_it_ends(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path

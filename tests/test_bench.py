@@ -52,6 +52,7 @@ TINY = {
     "startup_64_ratio": 4,
     "startup_64_restarts": 4,
     "recovery_s": 1,
+    "recovery_ratio": 1,
     "recovery_connect_s": 1,
     "rss_per_server_kb": 2,
     "asyncio_call_ratio": 4,
@@ -110,23 +111,25 @@ async def test_a_process_suite_measures_each_key_on_a_tiny_round_and_leaves_no_p
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
-async def test_recovery_includes_the_initial_backoff() -> None:
-    """recovery_s starts at the kill, so it is at least the 1 s initial backoff; the
-    connect time it reports (recovery_connect_s) is the restarted server's, well below
-    the total. The new server is a child of ours (so the process check above sees them)."""
+async def test_recovery_restarts_at_once_and_includes_the_connect() -> None:
+    """Each recovery round's crash is a first one, restarted with no delay; recovery_s
+    starts at the kill, so it includes the restarted server's connect time
+    (recovery_connect_s); recovery_ratio is recovery_s over the bare client's cold call.
+    The new server is a child of ours (so the process check above sees them)."""
     before = _children()
     with trio.fail_after(120):  # a hang guard: connecting may retry on a loaded machine
         async with _servers.RECOVERIES.open() as round_:
-            figures = await round_({_servers.RECOVERY: 1})
+            figures = await round_({_servers.RECOVERY: 1, _servers.RECOVERY_RATIO: 1})
             assert len(_children() - before) == 1
-    assert _servers.recovery_backoff_initial() == 1.0
-    assert figures[_servers.RECOVERY] >= 1.0
+    assert _servers.recovery_restart_delay() == 0.0
     assert 0 < figures[_servers.RECOVERY_CONNECT] < figures[_servers.RECOVERY]
+    assert 0 < figures[_servers.RECOVERY_RATIO] < math.inf
 
 
-def test_recovery_target_is_backoff_initial_plus_one_and_a_half_connects() -> None:
-    """The documented target: recovery_s ≤ backoff_initial + 1.5 × connect, from the medians."""
-    assert _servers._recovery_target({_servers.RECOVERY_CONNECT: 0.5}) == "<= 1.750"
+def test_recovery_target_is_the_restart_delay_plus_one_and_a_half_connects() -> None:
+    """The documented target: recovery_s ≤ restart delay (0) + 1.5 × connect, from the
+    medians."""
+    assert _servers._recovery_target({_servers.RECOVERY_CONNECT: 0.5}) == "<= 0.750"
     assert _servers._recovery_target({}) is None
 
 
@@ -237,6 +240,7 @@ def test_every_registered_key_has_a_design_target_or_is_marked_informative() -> 
     assert targets["shutdown_8_ratio"] == "<= 1.1"
     assert targets["rss_per_server_kb"] == "<= 300"
     assert callable(targets["recovery_s"])
+    assert targets["recovery_ratio"] == "<= 1.5"
     assert targets["recovery_connect_s"] is None
     assert targets["cli_help_ms"] == "<= 200"
     assert targets["cli_help_baseline_ms"] is None

@@ -259,6 +259,10 @@ def test_status_is_the_same_table_and_document(gateway: tuple[Path, dict[str, st
     assert json.loads(through.stdout).keys() == json.loads(own.stdout).keys()
 
 
+#: The events whose fields ``events`` prints the same with a gateway as without.
+KINDS = ("mcp.connected", "mcp.local.spawned", "mcp.connecting")
+
+
 async def test_events_are_the_same_lines(gateway: tuple[Path, dict[str, str]]) -> None:
     """``events``: JSON lines of the same events, each kind with the same fields — the
     servers' start without a gateway, a restart through it (``mcp.connected`` and
@@ -266,9 +270,10 @@ async def test_events_are_the_same_lines(gateway: tuple[Path, dict[str, str]]) -
     config, env = gateway
 
     async def watch(*extra: str, until: int, kill_echo: bool = False) -> list[dict[str, object]]:
-        """The events an ``events`` process prints until ``until`` ``mcp.connected`` came;
-        with ``kill_echo``, the gateway's ``echo`` server is killed (again, until the
-        stream shows it coming back: the stream's opening cannot be seen from outside)."""
+        """The events an ``events`` process prints until ``until`` ``mcp.connected`` came
+        (and one of each kind compared); with ``kill_echo``, the gateway's ``echo`` server
+        is killed (again, until the stream shows a whole restart: the stream's opening
+        cannot be seen from outside, and a first crash restarts at once)."""
         command = [sys.executable, "-m", "supervisor", "events", "--config", str(config)]
         process = await trio.lowlevel.open_process(
             [*command, "--filter", "mcp.*", *extra], env=env, stdout=subprocess.PIPE
@@ -285,7 +290,8 @@ async def test_events_are_the_same_lines(gateway: tuple[Path, dict[str, str]]) -
                         data += chunk
                         *lines, data = data.split(b"\n")
                         events.extend(json.loads(line) for line in lines)
-                        if sum(e["kind"] == "mcp.connected" for e in events) >= until:
+                        kinds = [e["kind"] for e in events]
+                        if kinds.count("mcp.connected") >= until and set(KINDS) <= set(kinds):
                             seen.set()
 
                 nursery.start_soon(read)
@@ -311,7 +317,7 @@ async def test_events_are_the_same_lines(gateway: tuple[Path, dict[str, str]]) -
     def keys(events: list[dict[str, object]], kind: str) -> set[str]:
         return {k for e in events if e["kind"] == kind for k in e}
 
-    for kind in ("mcp.connected", "mcp.local.spawned", "mcp.connecting"):
+    for kind in KINDS:
         assert keys(through, kind) == keys(own, kind) != set(), kind
 
 

@@ -62,8 +62,9 @@ def test_agent_loop_falls_back_on_a_crash_and_uses_the_server_again_after_its_re
     restarted = first(r"event  flaky: restarted by the supervisor \(restart 1\)", crashed)
     connected = first(r"event  flaky: connected: 3 tools", restarted)
     first(r"event  flaky: back up after [\d.]+ s down", connected)
-    first(r"^round +\d+ \| echo: flaky ok ", connected)  # served by the new process
-    assert fell_back < restarted
+    # served by the new process, after the call the crash cut off had fallen back (the
+    # restart itself is at once: it may be told before or after that fallback)
+    assert first(r"^round +\d+ \| echo: flaky ok ", max(connected, fell_back))
     summary = lines[first(r"^summary: 80 rounds")]
     assert "failed: 0" in summary and "fallbacks: 0" not in summary
     assert re.search(r"errors by type: CallMayHaveTakenEffect \d+", done.stdout)

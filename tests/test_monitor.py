@@ -930,23 +930,34 @@ async def test_status_watch_redraws_until_ctrl_c(tmp_path: pathlib.Path) -> None
 
 async def test_retry_details_are_there_as_soon_as_the_error_is_announced() -> None:
     """When ``mcp.error`` says "retry in", ``status()`` says so too (before the tree has
-    scheduled the restart), and the table shows it."""
+    scheduled the restart), and the table shows it. (The first crash is restarted at
+    once; the second in a row waits the initial backoff.)"""
     config = {
         "mcpServers": {"calc": stdio("echo", lazy=False)},
-        "supervisor": {"backoff": {"local": {"initial": 5, "maxAttempts": 3}}},
+        "supervisor": {"backoff": {"local": {"initial": 5, "jitter": 0, "maxAttempts": 3}}},
     }
-    async with open_supervisor(config) as sup, sup.subscribe("mcp.error") as errors:
+    async with (
+        open_supervisor(config) as sup,
+        sup.subscribe("mcp.error", "mcp.connected") as events,
+    ):
         await sup.connect_all()
+        events.drain()
+        os.kill(sup.status()["calc"].pid, signal.SIGKILL)
+        with trio.fail_after(60):
+            first = await events.receive()
+            assert (first.kind, first.retry_in) == ("mcp.error", 0)
+            assert (await events.receive()).kind == "mcp.connected"
         os.kill(sup.status()["calc"].pid, signal.SIGKILL)
         with trio.fail_after(10):
-            event = await errors.receive()
+            event = await events.receive()
+        assert event.kind == "mcp.error"
         record = sup.status()["calc"]
-        assert (record.status, record.retry_attempt, record.max_attempts) == ("disconnected", 1, 3)
+        assert (record.status, record.retry_attempt, record.max_attempts) == ("disconnected", 2, 3)
         assert record.next_retry_at is not None and event.retry_in is not None
         # When the retry is due, as announced: not how long this test took to look.
         assert record.next_retry_at == pytest.approx(event.ts + event.retry_in, abs=1)
         table = status_table({"calc": record}, now=record.next_retry_at - event.retry_in)
-        assert "(retry 1/3 in 5s)" in table
+        assert "(retry 2/3 in 5s)" in table
 
 
 # -- the recent calls the dashboard's strips draw ------------------------------------------

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import pathlib
 import random
+import signal
 import sys
 
 import attrs
@@ -19,6 +22,7 @@ from supervisor.runtime import open_supervisor
 from supervisor.server import ServerStatus
 from supervisor.server._hook import open_servers
 from supervisor.server._managed import ServerHandle
+from supervisor.testing.servers import stdio_params
 from supervisor.transports._remote import Remote
 
 from .probes import until
@@ -109,7 +113,8 @@ def test_announced_retry_in_is_the_delay_the_tree_waited(
     for (t_error, error), t_next in zip(errors, attempts[1:], strict=False):
         assert error.retry_in is not None
         assert t_next - t_error == pytest.approx(error.retry_in, abs=1e-9)
-        plain = min(initial * 2 ** (error.attempt - 1), 20)
+        # The first restart is at once; from the second, initial × 2^(n-2).
+        plain = 0.0 if error.attempt == 1 else min(initial * 2 ** (error.attempt - 2), 20)
         assert plain * (1 - jitter) - 1e-9 <= error.retry_in <= plain + 1e-9
 
 
@@ -217,3 +222,54 @@ def test_the_stdio_stop_delays_are_injectable() -> None:
     assert (transport.grace, transport.kill_after) == (0.1, 0.2)  # type: ignore[attr-defined]
     default = ServerHandle(config, publish=lambda event: None).transport()
     assert (default.grace, default.kill_after) == (2.0, 2.0)  # type: ignore[attr-defined]
+
+
+# -- a restart counts as up once it can take calls ---------------------------------------------
+
+
+async def test_a_restarted_server_serves_calls_before_its_resources_are_listed(
+    tmp_path: pathlib.Path,
+) -> None:
+    """kill -9 of a server: the new process is shown connected and answers a call while its
+    resource, template and prompt listings are still unanswered (held by the fixture); the
+    lists of the process before are served meanwhile, and replaced once the new ones are in.
+    (Its first connection lists them before it counts as connected.)"""
+    hold = tmp_path / "hold"
+    command, args = stdio_params("rich")
+    server = {
+        "command": command,
+        "args": [*args, "--hold-lists", str(hold)],
+        "approve": False,
+        "lazy": False,
+        "initTimeout": 120,  # a loaded machine may take seconds to start Python
+        "timeout": 300,  # a held listing is not given up on while the test runs
+    }
+    config = {"mcpServers": {"rich": server}}
+
+    def uris() -> set[str]:
+        return {r.uri for r in sup.snapshot.resources}
+
+    async with open_supervisor(config) as sup, sup.subscribe("mcp.connected") as connected:
+        with trio.fail_after(120):
+            await sup.connect_all()
+            assert "notes://index" in uris()  # listed before it counted as connected
+            # A resource only this process has: its successor does not list it.
+            await sup.call("rich_add_note", {"title": "gone"})
+            await until(lambda: "notes://gone" in uris(), timeout=60)
+            first = sup.status()["rich"].pid
+            assert first is not None
+            connected.drain()
+        hold.touch()
+        os.kill(first, signal.SIGKILL)
+        # Up well before the held listing could end (the server's timeout, 300 s).
+        with trio.fail_after(60):
+            await connected.receive()
+            record = sup.status()["rich"]
+            assert (record.status, record.restarts) == (ServerStatus.CONNECTED, 1)
+            assert record.pid != first
+            assert (await sup.call("rich_echo", {"text": "back"})).text == "back"
+        assert "notes://gone" in uris()  # still the lists of the process before
+        hold.unlink()
+        await until(lambda: "notes://gone" not in uris(), timeout=60)
+        assert "notes://index" in uris()
+        assert {p.name for p in sup.snapshot.prompts} == {"rich_summarize", "rich_greet"}

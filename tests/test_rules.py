@@ -106,9 +106,10 @@ def test_window_reset() -> None:
 
 
 def test_backoff_doubles_up_to_the_cap() -> None:
-    """Delays double from initial and stop growing at maximum."""
+    """The first restart is at once; from the second, delays double from initial and stop
+    growing at maximum."""
     b = Backoff(initial=1, maximum=30)
-    assert [backoff_delay(b, n) for n in range(1, 8)] == [1, 2, 4, 8, 16, 30, 30]
+    assert [backoff_delay(b, n) for n in range(1, 9)] == [0, 1, 2, 4, 8, 16, 30, 30]
     assert backoff_delay(b, 10_000) == 30
 
 
@@ -121,7 +122,7 @@ def test_backoff_jitter_stays_within_bounds() -> None:
     """Jitter only shortens a delay, by at most its fraction."""
     b = Backoff(initial=4, maximum=60, jitter=0.25)
     rng = random.Random(7)
-    delays = [backoff_delay(b, 2, rng) for _ in range(200)]
+    delays = [backoff_delay(b, 3, rng) for _ in range(200)]
     assert all(6.0 <= d <= 8.0 for d in delays)
     assert len(set(delays)) > 100  # actually random
 
@@ -134,6 +135,9 @@ def test_backoff_rejects_nonsense(bad: dict[str, float]) -> None:
 
 
 def test_no_delay_before_the_first_attempt() -> None:
-    """Attempt 0 (or less) waits nothing, whatever the backoff."""
-    assert backoff_delay(Backoff(initial=1, maximum=30), 0) == 0.0
-    assert backoff_delay(Backoff(initial=1, maximum=30), 1) == 1.0
+    """Attempt 0 (or less) and the first restart wait nothing, whatever the backoff (the
+    jitter included); the second waits ``initial``."""
+    b = Backoff(initial=1, maximum=30, jitter=0.5)
+    assert backoff_delay(b, 0, random.Random(1)) == 0.0
+    assert backoff_delay(b, 1, random.Random(1)) == 0.0
+    assert backoff_delay(Backoff(initial=1, maximum=30), 2) == 1.0

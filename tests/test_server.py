@@ -161,6 +161,12 @@ async def test_calls_queued_during_a_restart_are_served() -> None:
 
     async with open_servers([echo]):
         await wait_for(lambda: echo.status() is ServerStatus.CONNECTED)
+        first = echo.health.pid
+        os.kill(first, signal.SIGKILL)  # type: ignore[arg-type]
+        # The first crash is restarted at once; the second in a row waits the backoff.
+        await wait_for(
+            lambda: echo.status() is ServerStatus.CONNECTED and echo.health.pid != first
+        )
         os.kill(echo.health.pid, signal.SIGKILL)  # type: ignore[arg-type]
         await wait_for(lambda: echo.status() is ServerStatus.DISCONNECTED)
         async with trio.open_nursery() as nursery:
@@ -197,7 +203,8 @@ async def test_a_server_that_never_starts_fails_fast_after_its_attempts() -> Non
         assert echo.health.restarts == 0
     errors = [e for e in rec.events if e.kind == "mcp.error" and e.server == "jira"]
     assert [e.attempt for e in errors] == [1, 2, 3]
-    assert errors[-1].retry_in is None and errors[0].retry_in == pytest.approx(0.05)
+    assert errors[-1].retry_in is None and errors[0].retry_in == 0  # the first: at once
+    assert errors[1].retry_in == pytest.approx(0.05)
     # One numbering: each try is the attempt its failure is, from 1, the last of 1 + 2.
     tries = [e for e in rec.events if e.kind == "mcp.connecting" and e.server == "jira"]
     assert [(e.attempt, e.max_attempts) for e in tries] == [(1, 3), (2, 3), (3, 3)]

@@ -204,6 +204,8 @@ async def test_restart_delays_are_jittered_and_announced_as_waited(
                     recorder.seen.append((trio.current_time(), event))
                     if event.kind == "mcp.error":
                         record = sup.status()["a"]
+                        if event.retry_in == 0:  # a first failure: restarted at once
+                            continue  # (maybe already: no retry is pending any more)
                         assert record.next_retry_at is not None
                         announced.append((event.retry_in, record.next_retry_at - event.ts))
 
@@ -216,10 +218,12 @@ async def test_restart_delays_are_jittered_and_announced_as_waited(
     assert [e.attempt for _, e in errors] == [1, 2, 3, 4]
     delays = [e.retry_in for _, e in errors]
     for (t_error, error), t_next in zip(errors, attempts[1:], strict=True):
-        plain = 2.0 ** (error.attempt - 1)  # 1, 2, 4, 8 s
+        plain = 0.0 if error.attempt == 1 else 2.0 ** (error.attempt - 2)  # 0, 1, 2, 4 s
         assert 0.8 * plain - 1e-9 <= error.retry_in <= plain + 1e-9
         assert t_next - t_error == pytest.approx(error.retry_in, abs=1e-9)
-    assert delays != [1.0, 2.0, 4.0, 8.0]  # jittered, not the plain delays
+    assert delays[0] == 0.0  # the first restart is at once
+    assert delays[1:] != [1.0, 2.0, 4.0]  # jittered, not the plain delays
+    assert len(announced) == 3  # every delayed retry, as announced
     for retry_in, until in announced:
         assert until == pytest.approx(retry_in, abs=0.05)
 

@@ -436,8 +436,9 @@ async def test_an_escalating_childs_own_limit_is_reported_as_its_own(journal: Jo
 async def test_a_sibling_waiting_out_a_longer_backoff_is_not_restarted_early(
     journal: Journal, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """rest_for_one: c waits 8 s after its crash; a crash of a one second later restarts
-    a and b after a's 1 s backoff, and c still at 8 s, not earlier."""
+    """rest_for_one: c's second crash in a row waits 8 s; a's two crashes a second later
+    (the first restarted at once) restart a and b after a's 1 s backoff, and c still at
+    8 s, not earlier."""
     a = spec(journal, "a", backoff=Backoff(initial=1, maximum=1))
     c = spec(journal, "c", backoff=Backoff(initial=8, maximum=8))
     notices = Notices()
@@ -446,8 +447,15 @@ async def test_a_sibling_waiting_out_a_longer_backoff_is_not_restarted_early(
         children, strategy=Strategy.REST_FOR_ONE, intensity=GENEROUS, notify=notices
     ):
         c.address.cast("crash")
+        await c.address.call("whoami")  # restarted at once
+        c.address.cast("crash")
         await trio.testing.wait_all_tasks_blocked()
         await trio.sleep(1)
+        a.address.cast("crash")
+        await a.address.call("whoami")  # restarted at once, b with it; c keeps waiting
+        await children[1].address.call("whoami")
+        assert journal.times("start", "a")[-1] == pytest.approx(1)
+        assert journal.times("start", "b")[-1] == pytest.approx(1)
         a.address.cast("crash")
         await trio.testing.wait_all_tasks_blocked()
         await c.address.call("whoami")
@@ -456,15 +464,19 @@ async def test_a_sibling_waiting_out_a_longer_backoff_is_not_restarted_early(
         assert journal.times("start", "c")[-1] == pytest.approx(8)
     scheduled = [(d.child, d.cause, d.at) for d in notices.decisions
                  if isinstance(d, RestartScheduled)]
-    assert scheduled == [("c", "c", 8), ("a", "a", 2), ("b", "a", 2), ("c", "a", 8)]
-    first_a = next(d for d in notices.decisions if isinstance(d, RestartScheduled)
-                   and d.child == "a")
-    assert first_a == RestartScheduled(
-        supervisor="root", child="a", cause="a", strategy=Strategy.REST_FOR_ONE, attempt=1,
+    assert scheduled == [
+        ("c", "c", 0), ("c", "c", 8),
+        ("a", "a", 1), ("b", "a", 1), ("c", "a", 8),
+        ("a", "a", 2), ("b", "a", 2), ("c", "a", 8),
+    ]
+    second_a = [d for d in notices.decisions if isinstance(d, RestartScheduled)
+                and d.child == "a"][1]
+    assert second_a == RestartScheduled(
+        supervisor="root", child="a", cause="a", strategy=Strategy.REST_FOR_ONE, attempt=2,
         delay=pytest.approx(1), at=pytest.approx(2), reason="Boom: a crashed",
     )
     sibling_c = [d for d in notices.decisions if isinstance(d, RestartScheduled)][-1]
-    assert (sibling_c.attempt, sibling_c.delay) == (1, pytest.approx(7))  # its own count
+    assert (sibling_c.attempt, sibling_c.delay) == (2, pytest.approx(7))  # its own count
 
 
 async def test_escalating_child_with_its_own_limit(journal: Journal) -> None:
@@ -528,26 +540,52 @@ async def test_nested_give_ups_exhaust_the_parent(journal: Journal) -> None:
 async def test_backoff_sequence_and_reset(
     journal: Journal, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """Restart delays double up to the cap, and start over once the child was stable."""
+    """The first restart is at once, the next ones double from initial up to the cap, and
+    the sequence starts over once the child was stable."""
     child = spec(
         journal, "a", backoff=Backoff(initial=1, maximum=8, stable_after=50), intensity=GENEROUS
     )
     async with open_tree([child], intensity=Intensity(100, 1000)) as sup:
-        for _ in range(5):
+        for _ in range(6):
             await child.address.call("whoami")  # wait for the restart to happen
             child.address.cast("crash")
         await child.address.call("whoami")
         starts = journal.times("start", "a")
         assert [round(b - a, 6) for a, b in zip(starts, starts[1:], strict=False)] == [
-            1, 2, 4, 8, 8
+            0, 1, 2, 4, 8, 8
         ]
-        assert sup.statistics().children[0].attempt == 5
+        assert sup.statistics().children[0].attempt == 6
         await trio.sleep(50)  # stable now
         child.address.cast("crash")
         await child.address.call("whoami")
         starts = journal.times("start", "a")
-        assert starts[-1] - starts[-2] == pytest.approx(50 + 1)
+        assert starts[-1] - starts[-2] == pytest.approx(50)  # at once again
         assert sup.statistics().children[0].attempt == 1
+        child.address.cast("crash")  # soon after: backoff again
+        await child.address.call("whoami")
+        starts = journal.times("start", "a")
+        assert starts[-1] - starts[-2] == pytest.approx(1)
+        assert sup.statistics().children[0].attempt == 2
+
+
+async def test_the_first_crash_restarts_at_once_the_next_waits_initial(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """OTP restarts at once: a child's first crash is restarted with no delay (the
+    decision says so); a second crash in a row waits ``initial``, then ``initial ×
+    multiplier`` — a child that exits at once every time does not spin."""
+    notices = Notices()
+    child = spec(journal, "a", backoff=Backoff(initial=3, maximum=30), intensity=GENEROUS)
+    async with open_tree([child], intensity=Intensity(100, 1000), notify=notices):
+        await trio.sleep(10)
+        for _ in range(3):
+            child.address.cast("crash")
+            await child.address.call("whoami")
+    starts = journal.times("start", "a")
+    assert starts == [0, pytest.approx(10), pytest.approx(13), pytest.approx(19)]
+    scheduled = [(d.attempt, d.delay) for d in notices.decisions
+                 if isinstance(d, RestartScheduled)]
+    assert scheduled == [(1, 0), (2, pytest.approx(3)), (3, pytest.approx(6))]
 
 
 async def test_backoff_jitter_applies(
@@ -556,12 +594,13 @@ async def test_backoff_jitter_applies(
     """With jitter each delay lies between (1 - jitter) and 1 times the plain delay."""
     child = spec(journal, "a", backoff=Backoff(initial=4, maximum=4, jitter=0.5))
     async with open_tree([child], intensity=Intensity(100, 1), rng=random.Random(1)):
-        for _ in range(6):
+        for _ in range(7):
             await child.address.call("whoami")
             child.address.cast("crash")
         await child.address.call("whoami")
     starts = journal.times("start", "a")
-    delays = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    first, *delays = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert first == 0  # the first restart is at once, jitter or not
     assert all(2 <= d <= 4 for d in delays)
     assert len({round(d, 6) for d in delays}) > 1
 
@@ -572,6 +611,8 @@ async def test_restart_statistics_while_waiting(
     """statistics() shows a child waiting out its backoff and when it is due."""
     child = spec(journal, "a", backoff=Backoff(initial=7))
     async with open_tree([child]) as sup:
+        child.address.cast("crash")
+        await child.address.call("whoami")  # the first restart is at once
         child.address.cast("crash")
         await trio.testing.wait_all_tasks_blocked()
         (stats,) = sup.statistics().children
@@ -609,7 +650,7 @@ async def test_mark_unavailable_child_failing_to_start_is_retried(
     async with open_tree([spec(journal, "a"), flaky, spec(journal, "c")], notify=notices):
         assert journal.of("start") == ["a", "c"]
         assert await flaky.address.call("whoami", timeout=10) == ("b", 3)
-        assert journal.times("start", "b")[0] == pytest.approx(1 + 2)
+        assert journal.times("start", "b")[0] == pytest.approx(0 + 1)
     first = next(d for d in notices.decisions if isinstance(d, RestartScheduled))
     assert (first.child, first.reason) == ("b", "Boom: b failed to start")
 
@@ -715,7 +756,7 @@ async def test_every_decision_is_logged_once_with_its_facts(
             "child": "b",
             "reason": "Boom: b crashed",
             "attempt": 1,
-            "delay": 2.0,
+            "delay": 0.0,  # the first restart is at once
         },
         {
             "event": "child gave up; marked unavailable",
@@ -942,7 +983,7 @@ async def test_failed_restarts_are_not_stable(
         journal.fail_starts["f"] = 10**6
         flaky.address.cast("crash")
         await until(lambda: sup.statistics().children[0].state is ChildState.UNAVAILABLE)
-        assert trio.current_time() == pytest.approx(100 + 1 + 2 + 4)
+        assert trio.current_time() == pytest.approx(100 + 0 + 1 + 2)
 
 
 async def test_a_nested_supervisors_shutdown_timeout_bounds_its_children(
@@ -1068,6 +1109,8 @@ async def test_statistics_describe_the_supervisor_and_each_child(
         assert (child.restart, child.state, child.next_restart_at) == (
             Restart.TRANSIENT, ChildState.RUNNING, None
         )
+        a.address.cast("crash")
+        await a.address.call("whoami")  # the first restart is at once
         a.address.cast("crash")
         await trio.testing.wait_all_tasks_blocked()
         (child,) = sup.statistics().children

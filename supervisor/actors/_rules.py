@@ -66,11 +66,15 @@ class RestartWindow:
 
 
 def backoff_delay(backoff: Backoff, attempt: int, rng: random.Random | None = None) -> float:
-    """Seconds to wait before consecutive restart number ``attempt`` (1-based)."""
-    if attempt < 1 or backoff.initial == 0:
+    """Seconds to wait before consecutive restart number ``attempt`` (1-based).
+
+    The first restart (after a stable run, or the very first exit) is at once, as OTP
+    restarts; the second waits ``initial``, each later one ``multiplier`` times longer.
+    """
+    if attempt < 2 or backoff.initial == 0:
         return 0.0
     # Cap the exponent so a long crash loop never overflows a float.
-    delay = min(backoff.initial * backoff.multiplier ** min(attempt - 1, 64), backoff.maximum)
+    delay = min(backoff.initial * backoff.multiplier ** min(attempt - 2, 64), backoff.maximum)
     if backoff.jitter and rng is not None:
         delay *= 1.0 - backoff.jitter * rng.random()
     return delay

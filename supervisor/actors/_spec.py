@@ -120,11 +120,14 @@ class Intensity:
 class Backoff:
     """Delay before each restart: exponential, capped, optionally jittered, reset when stable.
 
-    The n-th consecutive restart of a child waits ``initial * multiplier ** (n - 1)``
-    seconds, at most ``maximum``. With ``jitter`` j each delay is multiplied by a random
+    The first restart of a child (its first exit, or the first after it stayed up
+    ``stable_after`` seconds) is at once, as OTP restarts; backoff is for a child that
+    exits again soon: the n-th consecutive restart (n ≥ 2) waits
+    ``initial * multiplier ** (n - 2)`` seconds, at most ``maximum`` — 0, ``initial``,
+    ``initial * multiplier``, …. With ``jitter`` j each delay is multiplied by a random
     factor in ``[1 - j, 1]``, so it never exceeds the unjittered delay. A child that
-    stayed up at least ``stable_after`` seconds starts again from the first delay.
-    ``Backoff.none()`` restarts immediately, as OTP itself does.
+    stayed up at least ``stable_after`` seconds starts again from the first (immediate)
+    restart. ``Backoff.none()`` restarts immediately every time, as OTP itself does.
     """
 
     initial: float = attrs.field(default=1.0, validator=attrs.validators.ge(0))

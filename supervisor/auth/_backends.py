@@ -55,6 +55,10 @@ LEASE = 60.0
 POLL = 0.05
 #: The table both stores use.
 TABLE = "mcp_supervisor_credentials"
+#: Seconds a SQLite statement waits for a lock another connection holds, and how a
+#: worker thread waits before asking again where SQLite does not wait itself.
+_BUSY_SECONDS = 30.0
+_pause = time.sleep
 #: The files SQLite keeps beside a database (write-ahead log, its index, rollback journal).
 SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
@@ -219,6 +223,24 @@ class _Rows:
         return bool(await self._run(claim))
 
 
+def _write_ahead(connection: sqlite3.Connection) -> None:
+    """Put the database in WAL mode (once per file: it stays so). Changing the mode takes
+    the whole file, and SQLite answers "database is locked" at once, without waiting, to
+    a connection asking while another holds it — another process (a replica) or store
+    preparing the same file at the same moment: asked again until it is done, for as
+    long as a busy statement would wait."""
+    deadline = time.monotonic() + _BUSY_SECONDS
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            _pause(0.05)  # in a worker thread (trio.to_thread), as every statement is
+        else:
+            return
+
+
 class SQLiteStore(_Rows):
     """A SQLite file at ``path`` (this user's, 0600; a directory it makes 0700, one that
     was there left as it is); values sealed with ``sealer`` when given. Its exclusive
@@ -238,7 +260,7 @@ class SQLiteStore(_Rows):
         """The file (:func:`_private_file`) and the tables."""
         _private_file(self.path)
         with contextlib.closing(self._connect()) as connection:
-            connection.execute("PRAGMA journal_mode=WAL")
+            _write_ahead(connection)
             connection.execute(
                 f"CREATE TABLE IF NOT EXISTS {TABLE} (kind TEXT, key TEXT, data BLOB, "
                 "version REAL, PRIMARY KEY (kind, key))"
@@ -249,7 +271,7 @@ class SQLiteStore(_Rows):
             )
 
     def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        return sqlite3.connect(self.path, timeout=_BUSY_SECONDS, isolation_level=None)
 
     @contextlib.asynccontextmanager
     async def exclusive(self, kind: str, key: str) -> AsyncIterator[None]:

@@ -41,6 +41,7 @@ from ._servers import (
     RECOVERIES,
     RECOVERY,
     RECOVERY_CONNECT,
+    RECOVERY_RATIO,
     SHUTDOWN,
     STARTUP,
     STARTUP_64,
@@ -201,8 +202,18 @@ MEASUREMENTS: Sequence[Measurement] = (
         quick_size=1,
         digits=3,
         note="from kill -9 of a connected stdio server until the call made as soon as "
-        "mcp.local.crashed arrives is answered; default initial backoff; target = "
-        "backoff_initial + 1.5 × recovery_connect_s",
+        "mcp.local.crashed arrives is answered; default backoff (a first crash is restarted "
+        "at once); target = restart delay (0) + 1.5 × recovery_connect_s",
+    ),
+    RECOVERIES.measurement(
+        RECOVERY_RATIO,
+        target="<= 1.5",
+        unit="ratio",
+        size=1,
+        quick_size=1,
+        digits=3,
+        note="recovery_s ÷ a bare mcp.Client's cold connect (spawn, handshake) and first "
+        "call to the same stdio echo fixture, timed in the same rounds",
     ),
     RECOVERIES.measurement(
         RECOVERY_CONNECT,

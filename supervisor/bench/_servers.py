@@ -15,6 +15,7 @@ from functools import partial
 import trio
 from mcp.client.stdio import StdioServerParameters
 
+from ..actors._rules import backoff_delay
 from ..config import load_config
 from ..runtime import open_supervisor
 from ._alternate import alternate, blocks
@@ -41,6 +42,7 @@ STARTUP_64 = "startup_64_ratio"
 STARTUP_64_RESTARTS = "startup_64_restarts"
 SHUTDOWN = "shutdown_8_ratio"
 RECOVERY = "recovery_s"
+RECOVERY_RATIO = "recovery_ratio"
 RECOVERY_CONNECT = "recovery_connect_s"
 
 #: Untimed calls through each contender once connected (first-use costs, caches).
@@ -50,7 +52,8 @@ _SEQ_BLOCK = 50
 #: A concurrent round times this many batches of ``n`` calls per contender, alternately.
 _CONCURRENT_BATCHES = 2
 #: Each recovery round kills the server; the configuration makes every crash count as the
-#: first (a connection is "stable" at once), so every round waits the *initial* backoff.
+#: first after a stable run (a connection is "stable" at once), so every round is restarted
+#: at once, as a crash of a server that had been up is.
 _RECOVERY_SETTINGS: Mapping[str, object] = {"backoff": {"local": {"stableAfter": 0}}}
 
 
@@ -217,19 +220,30 @@ def _recovery_config() -> dict[str, object]:
     return _echo_config(["echo"], **_RECOVERY_SETTINGS)
 
 
-def recovery_backoff_initial() -> float:
-    """The restart delay every recovery round waits: the local servers' default initial
-    backoff, as the recovery benchmark's config has it."""
-    return load_config(_recovery_config()).servers["echo"].backoff.initial
+def recovery_restart_delay() -> float:
+    """The restart delay every recovery round waits: that of a first restart under the
+    recovery benchmark's config (the local servers' default backoff) — none."""
+    return backoff_delay(load_config(_recovery_config()).servers["echo"].backoff, 1)
 
 
 def _recovery_target(medians: Mapping[str, float]) -> str | None:
-    """``recovery_s ≤ backoff_initial + 1.5 × connect``, with the connect time
-    measured in the same rounds."""
+    """``recovery_s ≤ restart delay + 1.5 × connect``, with the connect time measured in
+    the same rounds (the delay of a first restart is 0)."""
     connect = medians.get(RECOVERY_CONNECT)
     if connect is None:
         return None
-    return f"<= {recovery_backoff_initial() + 1.5 * connect:.3f}"
+    return f"<= {recovery_restart_delay() + 1.5 * connect:.3f}"
+
+
+async def _bare_cold_call() -> float:
+    """Seconds a bare SDK ``mcp.Client`` takes from nothing to its first echo call to the
+    echo fixture answered: spawn, handshake, the call (leaving it is not timed)."""
+    with trio.fail_after(_SERVER_TIMEOUT):
+        start = time.perf_counter()
+        async with _bare_client() as bare:
+            _check_echo(await bare.call_tool("echo", _ECHO_ARGS), "to the bare client")
+            answered = time.perf_counter()
+    return answered - start
 
 
 @asynccontextmanager
@@ -238,10 +252,14 @@ async def _open_recovery() -> AsyncIterator[RoundFn]:
 
     A round's ``recovery_s`` starts at the kill and ends when the ``n`` calls made as soon
     as the crash is noticed (``mcp.local.crashed``) are all answered: it includes noticing
-    the death, the restart delay (the initial backoff, 1 s by default), starting and
-    connecting a new process, and the call itself. ``recovery_connect_s`` is that new
-    connection's connect time (spawn to tool list), as the health record reports it.
+    the death, the restart delay (none: the first crash of a server that had been up is
+    restarted at once), starting and connecting a new process, and the call itself.
+    ``recovery_connect_s`` is that new connection's connect time (spawn to tool list), as
+    the health record reports it. ``recovery_ratio`` is ``recovery_s`` ÷ a bare SDK
+    client's cold connect and first call to the same fixture, timed in the same round
+    (before or after the kill, alternately).
     """
+    parity = itertools.count()
     async with open_supervisor(_recovery_config()) as sup:
         await _connect_all(sup)
         _check_echo(await sup.call("echo_echo", _ECHO_ARGS), "through the supervisor")
@@ -251,6 +269,8 @@ async def _open_recovery() -> AsyncIterator[RoundFn]:
 
         async def round_(sizes: Mapping[str, int]) -> dict[str, float]:
             n = max(sizes.values())
+            bare_first = next(parity) % 2 == 1
+            bare = await _bare_cold_call() if bare_first else 0.0
             pid = sup.status()["echo"].pid
             if pid is None:
                 raise BenchError("the recovery server has no pid")
@@ -268,7 +288,14 @@ async def _open_recovery() -> AsyncIterator[RoundFn]:
             record = sup.status()["echo"]
             if record.pid == pid or record.connect_time is None:
                 raise BenchError(f"the recovery server did not restart: {record}")
-            return {RECOVERY: answered - killed, RECOVERY_CONNECT: record.connect_time}
+            if not bare_first:
+                bare = await _bare_cold_call()
+            recovery = answered - killed
+            return {
+                RECOVERY: recovery,
+                RECOVERY_RATIO: recovery / bare,
+                RECOVERY_CONNECT: record.connect_time,
+            }
 
         yield round_
 
@@ -318,3 +345,9 @@ async def recovery_s(n: int) -> float:
     """Seconds from kill -9 of a connected stdio server until the ``n`` calls made as soon
     as the crash is noticed are answered (one in the bench)."""
     return await RECOVERIES.measure(RECOVERY, n)
+
+
+async def recovery_ratio(n: int) -> float:
+    """``recovery_s`` ÷ a bare SDK client's cold connect and first call to the same fixture,
+    in the same rounds."""
+    return await RECOVERIES.measure(RECOVERY_RATIO, n)

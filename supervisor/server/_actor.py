@@ -710,7 +710,7 @@ class ServerActor(Actor):
     async def _session(self) -> str | None:
         """Connect and serve one session; why it must be started over, else it raises.
 
-        Connecting (spawn, handshake, first listing) holds one of the server's start
+        Connecting (spawn, handshake, tool listing) holds one of the server's start
         slots, if it has them: it waits its turn first, and ``initTimeout`` runs from then.
         """
         turn = self._turn if self._turn is not None else self._take_turn()
@@ -757,7 +757,13 @@ class ServerActor(Actor):
                             connected = True
                             if turn is not None:
                                 turn.close()  # listed: the next server may start
-                            await self.listings.extras(client, ("resources", "prompts"))
+                            # The first connection lists resources and prompts before it
+                            # counts as connected; a later one (a restart) is up as soon as
+                            # it can take calls, and lists them right after (see below),
+                            # the lists of the connection before served meanwhile.
+                            relist = self.state.listed
+                            if not relist:
+                                await self.listings.extras(client, ("resources", "prompts"))
                             if server.log_level is not None:  # before any call is sent
                                 await self._ask_log_level(client, server.log_level)
                             await watchers.start(  # before any call is sent, too
@@ -768,6 +774,8 @@ class ServerActor(Actor):
                                 config.timeout,
                             )
                             self._on_connected(client, tools, trio.current_time() - began)
+                            if relist:
+                                watchers.start_soon(self.listings.extras_after_connect, client)
                             watchers.start_soon(self._ping, client)
                             await _first(transport.closed.wait, self._lost.wait, self._renew.wait)
                             watchers.cancel_scope.cancel()

@@ -267,6 +267,28 @@ class Listings:
         )
         return (server.resources, server.resource_templates, server.prompts) != before
 
+    async def extras_after_connect(self, client: Client) -> None:
+        """List resources (with templates) and prompts on a connection that already counts
+        as connected (its tools are in: a restart is up as soon as it can take calls).
+        What was listed before is kept, and served, until the new lists are in; a change
+        is published (``server.changed()``); a failure is logged and keeps them, as in
+        :meth:`extras`. A change notice that comes meanwhile has its kind fetched again
+        once this is done, coalesced as :meth:`refetch` coalesces them."""
+        kinds: tuple[Listing, ...] = ("resources", "prompts")
+        which = [what for what in kinds if what not in self._refetching]
+        self._refetch_again.update(what for what in kinds if what not in which)
+        if not which:
+            return
+        self._refetching.update(which)
+        try:
+            if await self.extras(client, which):
+                self.server.changed()
+        finally:
+            self._refetching.difference_update(which)
+        for what in which:
+            if what in self._refetch_again:
+                self._nursery.start_soon(self.refetch, what)
+
     async def refetch(self, what: Listing) -> None:
         """Fetch resources (and templates) or prompts again after a change notice;
         coalesced like :meth:`relist`: at most one fetch running and one more queued."""

@@ -31,7 +31,9 @@ class Receipt:
     that can sets it to ``False`` when the request is queued and ``True`` once it has been
     handed to the server (for stdio: written into its stdin pipe). A request still
     ``False`` when the connection dies never reached the server, so sending it again is
-    safe.
+    safe. A transport may also set ``True`` back to ``False`` as the connection dies, for a
+    request it finds the server never read (stdio, on Linux: all its bytes still unread in
+    the dead server's stdin pipe), before it reports the end of the connection.
 
     Deciding that a request never reached the server, to send it again elsewhere, is
     :meth:`withdraw`: it also keeps the transport from handing it over later (a writer

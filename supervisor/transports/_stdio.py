@@ -15,9 +15,12 @@ With a fault engine (``faults=``) each message in either direction passes throug
 
 from __future__ import annotations
 
+import errno
 import os
+import select
 import signal
 import subprocess
+import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from types import TracebackType
@@ -114,7 +117,11 @@ class StdioTransport:
     server, when the wrapper died), still holding the pipes, is stopped the same way
     before the exit is reported: it answers nothing more. :meth:`family` lists the
     running server's processes. A transport is entered once; a restart makes a new one.
-    It tracks delivery: see :class:`Receipt`.
+    It tracks delivery: see :class:`Receipt`. On Linux, a request whose bytes are all
+    still unread in the stdin pipe once the server and what it started are gone (or that
+    was written once the server was being killed, when it started nothing that lives on)
+    was never received: its receipt goes back to not delivered, so it can be sent again;
+    one the server read even a byte of may have taken effect.
 
     ``faults``, a :class:`~supervisor.faults.FaultEngine`, injects its plan's faults: a
     ``slow_start`` delays the spawn; each line read from stdout is carried through a
@@ -182,6 +189,15 @@ class StdioTransport:
         self._mark = _children.spawn_mark()  # what its descendants inherit (see _children)
         self.faults = faults
         self._fault_point: _FaultPoint | None = None
+        #: bytes written into its stdin so far, and where each request's first byte went
+        #: (by its receipt): what is still unread once it is gone was never received
+        self._stdin_written = 0
+        self._stdin_starts: weakref.WeakKeyDictionary[Receipt, int] = weakref.WeakKeyDictionary()
+        #: requests written when the server was already being killed (see _dying), and
+        #: whether it left processes of its own behind, which may have read them
+        self._stdin_late: weakref.WeakSet[Receipt] = weakref.WeakSet()
+        self._left_family = False
+        self._unread_counted = False
 
     def __repr__(self) -> str:
         return f"<StdioTransport {self.name!r} pid={self.pid}>"
@@ -418,6 +434,8 @@ class StdioTransport:
         # cannot be failed there, alone, and never reaches this task.
         assert process.stdin is not None
         point = self._fault_point
+        # Its /proc status, held open: read again for each request (see _dying).
+        status = _status_fd(process.pid) if _children.LINUX and link is None else None
         try:
             async for receipt, message, data in from_session:
                 if process.returncode is not None:
@@ -431,14 +449,85 @@ class StdioTransport:
                     assert point is not None  # the link is the server's side of the pipe
                     await link.carry(_TO_SERVER, data.encode(), point.to_server, point.to_client)
                     continue
+                start = self._stdin_written
+                if receipt is not None:  # a listing's pages: where the first one went
+                    self._stdin_starts.setdefault(receipt, start)
+                    if status is not None and _dying(status):
+                        self._stdin_late.add(receipt)
                 try:
-                    await process.stdin.send_all(data.encode() + b"\n")
+                    await self._send_line(process.stdin, data.encode() + b"\n")
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    if receipt is not None:  # the pipe refused it: no whole line went in
+                    # The pipe refused it. None of it went in: never received. Some of it
+                    # (on Linux, where what is left unread is counted once the process
+                    # is gone: _count_unread): the server may have read that part.
+                    if receipt is not None and (
+                        self._stdin_written == start or not _children.LINUX
+                    ):
                         receipt.delivered = False
                     raise
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass  # the process is gone: its exit is reported by _watch_exit
+        finally:
+            if status is not None:
+                os.close(status)
+
+    async def _send_line(self, stdin: trio.abc.SendStream, line: bytes) -> None:
+        """Write ``line`` into stdin as ``send_all`` does, counting each byte as it goes in
+        (a write the pipe refuses half-way leaves the count exact)."""
+        if not isinstance(stdin, trio.lowlevel.FdStream):
+            await stdin.send_all(line)
+            self._stdin_written += len(line)
+            return
+        fd = stdin.fileno()
+        await trio.lowlevel.checkpoint()
+        with memoryview(line) as view:
+            sent = 0
+            while sent < len(line):
+                try:
+                    with view[sent:] as rest:
+                        count = os.write(fd, rest)
+                except BlockingIOError:
+                    await trio.lowlevel.wait_writable(fd)  # closed meanwhile: ClosedResourceError
+                    continue
+                except OSError as exc:
+                    if exc.errno == errno.EBADF:
+                        raise trio.ClosedResourceError("stdin was closed") from None
+                    raise trio.BrokenResourceError from exc
+                sent += count
+                self._stdin_written += count
+
+    def _count_unread(self, process: trio.Process) -> None:
+        """The server and what it started are gone (it exited on its own): each request
+        whose bytes are all still unread in its stdin pipe was never received — its
+        receipt goes back to not delivered, so it may be sent again. A request it read
+        even a byte of stays delivered. Counted once, on Linux (``FIONREAD`` on the pipe's
+        write end), and only when nothing holds the pipe's read end any more (then no
+        byte more can be read, nor written); elsewhere, or with a fault link between,
+        nothing changes."""
+        if self._unread_counted or self._stopping or self._fault_point is not None:
+            return
+        self._unread_counted = True
+        stdin = process.stdin
+        if not _children.LINUX or not isinstance(stdin, trio.lowlevel.FdStream):
+            return
+        try:
+            fd = stdin.fileno()
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+            events = poller.poll(0)
+        except (OSError, ValueError):
+            return
+        if not any(mask & select.POLLERR for _, mask in events):
+            return  # a reader is left (something it started that escaped): it may read on
+        first_unread = self._stdin_written - pending(fd)
+        for receipt, start in list(self._stdin_starts.items()):
+            if start >= first_unread and receipt.delivered:
+                receipt.delivered = False
+        if not self._left_family:
+            # Written once it was being killed: the bytes may have gone into a read its
+            # thread was blocked in, but no code of its own ran after that read.
+            for receipt in list(self._stdin_late):
+                receipt.delivered = False
 
     async def _read_stderr(self, process: trio.Process) -> None:
         assert process.stderr is not None
@@ -483,6 +572,7 @@ class StdioTransport:
         await process.wait()
         if not self._stopping:
             await self._end_orphans(process)
+            self._count_unread(process)  # before the exit is reported: see Receipt
         with trio.move_on_after(_STDERR_DRAIN_S):
             await self._stderr_done.wait()
         self._note_exit(process)
@@ -525,6 +615,7 @@ class StdioTransport:
         try:
             if _children.LINUX:
                 members = _children.family(process, self._mark)
+                self._left_family = bool(members)
                 try:
                     await _children.end_family(process, members, self.kill_after)
                 finally:
@@ -604,6 +695,41 @@ class StdioTransport:
         if self.pid is not None:
             with suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.pid, sig)
+
+
+def _status_fd(pid: int) -> int | None:
+    """An open ``/proc/PID/status`` of process ``pid`` for :func:`_dying` (``None`` when
+    it cannot be opened): read again from its start, it tells the process's state then."""
+    try:
+        return os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+#: SIGKILL's bit in the pending-signal masks of ``/proc/PID/status``.
+_KILL_BIT = 1 << (signal.SIGKILL - 1)
+
+
+def _dying(status: int) -> bool:
+    """Whether the process whose ``/proc/PID/status`` is open as ``status`` is being
+    killed (Linux): SIGKILL is pending for it (``SigPnd``, or ``ShdPnd`` for the whole
+    process). It runs no code of its own from then on — not even to handle what a read one
+    of its threads was blocked in returns. ``False`` when that cannot be told."""
+    try:
+        text = os.pread(status, 4096, 0)  # about 1.5 KiB: its whole state, made anew
+    except OSError:
+        return False  # gone (reaped): its exit is reported, and counted, elsewhere
+    for field in (b"\nSigPnd:", b"\nShdPnd:"):
+        at = text.find(field)
+        end = text.find(b"\n", at + 1)
+        if at < 0 or end < 0:
+            return False
+        try:
+            if int(text[at + len(field) : end], 16) & _KILL_BIT:
+                return True
+        except ValueError:
+            return False
+    return False
 
 
 #: The directions a message travels (as :mod:`supervisor.faults` names them).

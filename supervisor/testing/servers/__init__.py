@@ -2,8 +2,8 @@
 
 Run one with ``python -m supervisor.testing.servers KIND [--transport stdio|http|sse]
 [--host H] [--port N] [--crash-after N] [--count-file PATH] [--stderr-line TEXT]
-[--garbage MODE] [--exit-code N]``, or in-process under trio with ``make_server`` and
-``serve_http``. The kinds:
+[--garbage MODE] [--exit-code N] [--hold-lists PATH]``, or in-process under trio with
+``make_server`` and ``serve_http``. The kinds:
 
 ``echo``
     Tools ``echo(text)`` (annotated read-only, idempotent), ``add(a, b)`` (integers, not
@@ -52,7 +52,9 @@ Run one with ``python -m supervisor.testing.servers KIND [--transport stdio|http
     (``image/png`` blob), the template ``note://{title}`` (``note <title>``; each read is
     recorded as the execution ``note``, so ``--crash-after`` can crash a read); prompts
     ``summarize(title)`` (a user message ``Summarize note <title>``) and ``greet()``.
-    Its handshake advertises ``resources.listChanged`` and ``prompts.listChanged``.
+    Its handshake advertises ``resources.listChanged`` and ``prompts.listChanged``. With
+    ``--hold-lists PATH`` its resource, template and prompt listings are answered only
+    once no file is at ``PATH``: a listing a test holds as long as it wants.
 ``big``
     A low-level ``Server`` (stdio or Streamable HTTP) listing ``--tools N`` numbered tools
     ``tool_0000`` … (default 1000; ``x: integer``) in pages of ``--page-size`` (100), each

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import TypeVar
 
 import anyio
 from mcp.server.lowlevel import NotificationOptions
@@ -15,6 +17,8 @@ from ._names import MCP_SERVER_KINDS, MCPServerKind
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True)
 
+_T = TypeVar("_T")
+
 
 def make_server(
     kind: MCPServerKind,
@@ -22,6 +26,7 @@ def make_server(
     crash_after: int | None = None,
     count_file: str | os.PathLike[str] | None = None,
     exit_code: int = 1,
+    hold_lists: str | os.PathLike[str] | None = None,
 ) -> MCPServer:
     """Build the fixture ``MCPServer`` of `kind`.
 
@@ -45,7 +50,10 @@ def make_server(
       MCP progress), then answers ``"slept <seconds>"``; ``hold(seconds)`` records its
       execution first, then sleeps, then answers ``"held <seconds>"``.
     - ``rich``: every kind of content, structured output, resources and prompts (see the
-      package docstring and ``_rich.add_rich_features``).
+      package docstring and ``_rich.add_rich_features``). With `hold_lists`, its
+      ``resources/list``, ``resources/templates/list`` and ``prompts/list`` are answered
+      only once no file is at that path (looked for every 20 ms): a listing held for as
+      long as a test wants.
 
     `crash_after` applies to any kind, so an ``echo`` server can crash too. With
     `count_file`, every execution appends its tool name as one line *before* answering
@@ -106,7 +114,28 @@ def make_server(
         from ._rich import add_rich_features
 
         add_rich_features(server, recorder)
+        if hold_lists is not None:
+            _hold_lists(server, os.fspath(hold_lists))
     return server
+
+
+def _hold_lists(server: MCPServer, path: str) -> None:
+    """Answer the server's resource, template and prompt listings only once ``path`` is gone."""
+
+    hold = anyio.Path(path)
+
+    def held(listing: Callable[[], Awaitable[_T]]) -> Callable[[], Awaitable[_T]]:
+        async def wait_then_list() -> _T:
+            while await hold.exists():  # noqa: ASYNC110 - a file is what a test can hold
+                await anyio.sleep(0.02)
+            return await listing()
+
+        return wait_then_list
+
+    # Its list handlers call these public methods on each request.
+    server.list_resources = held(server.list_resources)  # type: ignore[method-assign]
+    server.list_resource_templates = held(server.list_resource_templates)  # type: ignore[method-assign]
+    server.list_prompts = held(server.list_prompts)  # type: ignore[method-assign]
 
 
 def _add_changing_tools(server: MCPServer, recorder: ExecutionRecorder) -> None:

@@ -63,6 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--exit-code", type=int, default=1, help="exit code of exit-on-start and crashes"
     )
+    parser.add_argument(
+        "--hold-lists",
+        metavar="PATH",
+        help="rich: answer resources/list, resources/templates/list and prompts/list only "
+        "once no file is at PATH",
+    )
     big = parser.add_argument_group("big", "options of the big kind")
     big.add_argument("--tools", type=int, metavar="N", help="numbered tools (default 1000)")
     big.add_argument("--page-size", type=int, metavar="N", help="tools/list page size (100)")
@@ -91,6 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--tools, --page-size, --invalid and --extra-tool apply to big only")
     if kind == "big" and transport == "sse":
         parser.error("big serves stdio and Streamable HTTP only")
+    if args.hold_lists is not None and kind != "rich":
+        parser.error("--hold-lists applies to the rich kind only")
 
     if kind == "exit-on-start":
         if args.stderr_line is not None:
@@ -123,6 +131,7 @@ def _build(kind: ServerKind, count_file: str | None, args: argparse.Namespace) -
         crash_after=args.crash_after,
         count_file=count_file,
         exit_code=args.exit_code,
+        hold_lists=args.hold_lists,
     )
 
 
