@@ -50,6 +50,19 @@ def _request(request_id: int, text: str) -> SessionMessage:
     )
 
 
+def reading_child(child: str) -> tuple[StdioTransport, trio.Event]:
+    """A transport to a Python ``child`` script, and the event set when it says ``read``
+    on stderr (once it has read what it reads of its stdin)."""
+    read = trio.Event()
+    transport = StdioTransport(
+        sys.executable,
+        ["-c", child],
+        on_stderr=lambda line: read.set() if line == "read" else None,
+        kill_after=1.0,
+    )
+    return transport, read
+
+
 @pytest.mark.parametrize("read_of_the_second", [0, 10])
 async def test_only_requests_left_wholly_unread_in_the_pipe_were_never_received(
     read_of_the_second: int,
@@ -66,13 +79,7 @@ async def test_only_requests_left_wholly_unread_in_the_pipe_were_never_received(
         "sys.stderr.write('read\\n'); sys.stderr.flush()\n"
         "import time; time.sleep(600)\n"
     )
-    read = trio.Event()
-    transport = StdioTransport(
-        sys.executable,
-        ["-c", child],
-        on_stderr=lambda line: read.set() if line == "read" else None,
-        kill_after=1.0,
-    )
+    transport, read = reading_child(child)
     receipts = [Receipt(), Receipt(), Receipt()]
 
     async def send(receipt: Receipt, message: SessionMessage) -> None:
@@ -115,13 +122,7 @@ async def test_a_request_bigger_than_the_pipe_was_never_received_only_if_wholly_
         "sys.stderr.write('read\\n'); sys.stderr.flush()\n"
         "time.sleep(600)\n"
     )
-    read = trio.Event()
-    transport = StdioTransport(
-        sys.executable,
-        ["-c", child],
-        on_stderr=lambda line: read.set() if line == "read" else None,
-        kill_after=1.0,
-    )
+    transport, read = reading_child(child)
     big = Receipt()
     big.delivered = False
     with trio.fail_after(WAIT):
