@@ -1058,7 +1058,7 @@ class TestRestartDefaults:
             initial=1, maximum=60, multiplier=2, jitter=0.2, stable_after=30
         )
         assert remote.max_attempts == 10
-        assert (local.timeout, local.init_timeout, local.ping_interval) == (30, 10, 300)
+        assert (local.timeout, local.init_timeout, local.ping_interval) == (30, 10, 10)
         assert local.lazy and not local.disabled and not local.inherit_env
 
     def test_overrides(self) -> None:

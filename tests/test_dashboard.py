@@ -23,10 +23,13 @@ import trio_websocket
 
 from supervisor.dashboard import DashboardInfo, serve_dashboard
 from supervisor.dashboard._address import parse_address
+from supervisor.dashboard._strips import STATUS_STATES
 from supervisor.errors import ToolArgumentsInvalid, ToolCallTimeout, ToolError
 from supervisor.events._catalog import make_event
 from supervisor.runtime import SupervisorHandle, open_supervisor
+from supervisor.server import ServerStatus
 from supervisor.testing.servers import open_oauth_server, stdio_params
+from supervisor.timeline._draw import STATES
 
 from .browser import (
     CHROMIUM_FLAGS,
@@ -268,11 +271,13 @@ def parse_prometheus(text: str) -> dict[str, float]:
 
 
 async def test_metrics_are_prometheus_text() -> None:
-    """`/metrics` parses as Prometheus text and says which servers are up."""
+    """`/metrics` parses as Prometheus text and says which servers are up, and when each
+    was last heard from (the call's answer, at the latest)."""
     async with open_supervisor(config()) as sup, trio.open_nursery() as nursery:
         info = await start(nursery, sup)
         await sup.connect_all()
         await sup.call("notes_echo", {"text": "hi"})
+        answered = time.time()
         reply = await http(info, "GET", "/metrics")
         assert reply.status == 200
         assert reply.headers["content-type"].startswith("text/plain; version=0.0.4")
@@ -281,6 +286,9 @@ async def test_metrics_are_prometheus_text() -> None:
         assert len(up) == 2 and set(up.values()) == {1.0}, up
         calls = [v for k, v in samples.items() if "calls" in k and 'server="notes"' in k]
         assert sum(calls) >= 1, samples
+        heard = samples['mcp_supervisor_server_last_heard_timestamp_seconds{server="notes"}']
+        assert answered - 60 < heard <= answered + 1, (heard, answered)
+        assert samples['mcp_supervisor_server_probes_missed_total{server="notes"}'] == 0
         nursery.cancel_scope.cancel()
 
 
@@ -576,6 +584,71 @@ async def test_the_page_is_served_with_its_state_and_the_feed_carries_the_strips
                         break
         assert [p[1]["class"] for p in points] == ["call ok"]  # type: ignore[index]
         assert elements(update["strips"]["calc"], "circle") == []
+        nursery.cancel_scope.cancel()
+
+
+def test_every_status_has_a_band_and_a_dot() -> None:
+    """Each status is drawn deliberately on the page: a state band on the strips (an
+    unverified server's its own, not connected's) and a dot colour in the table (only
+    connected's green)."""
+    assert set(STATUS_STATES) == set(ServerStatus)
+    assert all(state in STATES for state in STATUS_STATES.values())
+    assert STATUS_STATES[ServerStatus.UNVERIFIED] == "unverified"
+    script = (ROOT / "supervisor" / "dashboard" / "static" / "app.js").read_text()
+    found = re.search(r"const HEALTH = \{(.*?)\};", script, re.S)
+    assert found is not None
+    dots = dict(re.findall(r"(\w+): \"(\w+)\"", found.group(1)))
+    assert set(dots) == {str(s) for s in ServerStatus}
+    assert [s for s, colour in dots.items() if colour == "green"] == ["connected"]
+
+
+def health_marks(strip: object) -> list[tuple[str, str]]:
+    """A strip's health marks: (kind, title), in time order."""
+    return [
+        (m[1]["data-mark"], m[2][0][2][0])  # type: ignore[index]
+        for m in elements(strip, "polygon")
+        if "data-mark" in m[1]  # type: ignore[operator]
+    ]
+
+
+async def test_the_strips_mark_what_health_watching_found() -> None:
+    """A server stopped with SIGSTOP misses a probe — a "stale" mark, its band
+    degraded — then the next: "found down"; restarted, it is marked "recovered". Each
+    mark is a titled triangle above the state lane, kept in the strip; the legend has
+    the three."""
+    settings = {
+        "mcpServers": {"notes": stdio_echo(lazy=False, pingInterval=0.2)},
+        # Long enough that a loaded machine answers every probe before the SIGSTOP.
+        "supervisor": {"pingTimeout": 2.0, "backoff": {"local": {"initial": 0.2, "jitter": 0}}},
+    }
+    async with open_supervisor(settings) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        await sup.connect_all()
+        pid = sup.status()["notes"].pid
+        assert pid is not None
+        async with open_feed(info, origin(info)) as ws:
+            hello = json.loads(await ws.get_message())
+            assert health_marks(hello["strips"]["notes"]) == []
+            legend = json.dumps(hello["legend"])
+            assert all(label in legend for label in ("stale (degraded)", "found down", "recovered"))
+            os.kill(pid, signal.SIGSTOP)
+            states: set[str] = set()
+            with trio.fail_after(60):
+                while True:
+                    strip = json.loads(await ws.get_message())["strips"]["notes"]
+                    states.update(bands(strip))
+                    marks = health_marks(strip)
+                    if "recovered" in [kind for kind, _ in marks]:
+                        break
+        assert [kind for kind, _ in marks] == ["stale", "down", "recovered"], marks
+        stale, down, recovered = (title for _, title in marks)
+        assert re.match(r"stale, degraded: no answer to a \S+ probe within 2", stale)
+        assert down.startswith("found down by its probe: ")
+        assert re.fullmatch(r"recovered after \d+\.\d s, (just now|\d+s ago)", recovered)
+        assert "degraded" in states
+        shapes = [m for m in elements(strip, "polygon") if "data-mark" in m[1]]  # type: ignore[operator]
+        assert [m[1]["fill"] for m in shapes] == ["#fb8f44", "#cf222e", "#2da44e"]  # type: ignore[index]
+        assert sup.status()["notes"].pid != pid
         nursery.cancel_scope.cancel()
 
 
@@ -1122,6 +1195,53 @@ async def test_the_strips_in_chromium_turn_red_on_a_kill_and_show_each_call_by_o
             assert any(STDERR_MARKUP in t for t in ticks), ticks  # type: ignore[union-attr]
             assert await page.evaluate("document.querySelectorAll('img').length") == 0
             assert await page.evaluate("window.parsed === undefined")
+            problems = [line for line in page.console if not line.startswith("console.log")]
+            assert problems == [], problems
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_page_in_chromium_says_when_each_server_was_last_heard_from(
+    chromium: str,
+) -> None:
+    """Beside each strip's name, and on hovering its status, the page says when the
+    server was last heard from and how its last probe went (method, milliseconds); a
+    probe it missed is a mark on its strip, in its colour, and counted beside the name."""
+    settings = {
+        "mcpServers": {"notes": stdio_echo(lazy=False, pingInterval=0.2)},
+        # Long enough that a loaded machine answers every probe before the SIGSTOP.
+        "supervisor": {"pingTimeout": 2.0, "backoff": {"local": {"initial": 0.2, "jitter": 0}}},
+    }
+    async with open_supervisor(settings) as sup, trio.open_nursery() as nursery:
+        info = await start(nursery, sup)
+        await sup.connect_all()
+        await until(lambda: sup.status()["notes"].last_probe_ms is not None, timeout=30)
+        async with open_browser(chromium) as browser:
+            page = await browser.new_page()
+            await page.navigate(info.url)
+            await page.wait_for("document.body.dataset.feed === 'live'")
+            strip = _STRIP.format(name=json.dumps("notes"))
+            row = _ROW.format(name=json.dumps("notes"))
+            heard = await page.wait_for(
+                f"(() => {{ const t = {strip} && {strip}.querySelector('h3 .heard').textContent;"
+                " return /ms$/.test(t) && t; })()"
+            )
+            said = r"heard \d+s ago · (ping|server/discover) \d+(\.\d)? ms"
+            assert isinstance(heard, str) and re.fullmatch(said, heard), heard
+            hover = await page.evaluate(f"{row}.querySelector('.status-text').title")
+            assert isinstance(hover, str) and re.fullmatch(said, hover), hover
+            pid = sup.status()["notes"].pid
+            assert pid is not None
+            os.kill(pid, signal.SIGSTOP)
+            colour = await page.wait_for(
+                f"(() => {{ const m = {strip}.querySelector('polygon.mark[data-mark=stale]');"
+                " return m && getComputedStyle(m).fill; })()",
+                timeout=30,
+            )
+            assert colour == "rgb(251, 143, 68)"
+            await page.wait_for(
+                f"/probes missed$/.test({strip}.querySelector('h3 .heard').textContent)",
+                timeout=30,
+            )
             problems = [line for line in page.console if not line.startswith("console.log")]
             assert problems == [], problems
         nursery.cancel_scope.cancel()

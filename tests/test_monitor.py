@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+from types import SimpleNamespace
 from typing import get_args
 
 import pytest
@@ -34,7 +35,8 @@ from supervisor.monitor import (
 )
 from supervisor.monitor._calls import KINDS
 from supervisor.monitor._metrics import STATUSES, status_document
-from supervisor.monitor._table import about, display_width
+from supervisor.monitor._probes import readiness
+from supervisor.monitor._table import _DETAIL_COLORS, ICONS, about, display_width
 from supervisor.runtime import open_supervisor
 from supervisor.server import HealthRecord, ServerStatus
 from supervisor.server._health import LATENCY_BOUNDS, REPORTED_BOUNDS, Health, LatencyHistogram
@@ -260,7 +262,7 @@ class TestStatusTable:
         expected = """\
 MCP Server Status
 ───────────────────────────────────────────────────────────
-  Server         Status  Tools  Last Active    Details
+  Server         Status  Tools  Last Heard     Details
 ───────────────────────────────────────────────────────────
   notes          🔴        —    2h ago         gave up after 6 attempts: exited with code 1
       stdio
@@ -289,7 +291,7 @@ MCP Server Status
         }
         assert status_table(records, now=NOW).splitlines()[1:] == [
             "─" * 58,
-            "  Server       Status  Tools   Last Active    Details",
+            "  Server       Status  Tools   Last Heard     Details",
             "─" * 58,
             "  big          🟢      100000  59s ago",
             "      stdio",
@@ -321,7 +323,7 @@ MCP Server Status
         header, rows = lines[2], [line for line in lines[4:-2] if line[2] != " "]
         assert len(rows) == 7
         tools_end = display_width(header[: header.index("Tools")]) + 3  # right-aligned digits
-        active = display_width(header[: header.index("Last Active")])
+        active = display_width(header[: header.index("Last Heard")])
         details = display_width(header[: header.index("Details")])
         for row in rows:
             # (start, end) display columns of each cell, in order
@@ -347,6 +349,47 @@ MCP Server Status
     def test_progress_line(self) -> None:
         """Servers settled (connected, failed or stopped) of all enabled ones."""
         assert progress_line(sample_records()) == "connecting 3/6…"  # disabled: not counted
+        unheard = {"quiet": record("quiet", "unverified"), "lazy": record("lazy", "idle")}
+        assert progress_line(unheard) == "connecting 1/2…"  # unverified: it did connect
+
+    def test_every_status_has_an_icon_and_a_colour(self) -> None:
+        """Each status is drawn deliberately: an icon, and a colour unless it is
+        connected; only connected is green, unverified is orange."""
+        assert set(ICONS) == set(ServerStatus)
+        assert set(_DETAIL_COLORS) == set(ServerStatus) - {ServerStatus.CONNECTED}
+        assert [s for s, icon in ICONS.items() if icon == "🟢"] == [ServerStatus.CONNECTED]
+        assert ICONS[ServerStatus.UNVERIFIED] == "🟠"
+
+    def test_last_heard_and_unverified(self) -> None:
+        """The Last Heard column is when the connection last heard from the server (its last
+        good exchange when that is not known); a connected server not heard from within
+        its window is unverified: orange, not counted as connected, saying for how long
+        it has not been heard from — in yellow on a terminal."""
+        records = {
+            "busy": record(
+                "busy", "connected", tool_count=2, last_ok=NOW - 300, last_heard=NOW - 2
+            ),
+            "quiet": record(
+                "quiet", "unverified", tool_count=1, last_ok=NOW - 90, last_heard=NOW - 42
+            ),
+            "older": record("older", "connected", tool_count=1, last_ok=NOW - 61),
+        }
+        assert status_table(records, now=NOW).splitlines()[4:] == [
+            "  busy         🟢        2    2s ago",
+            "      stdio",
+            "  quiet        🟠        1    42s ago        not heard from for 42s",
+            "      stdio",
+            "  older        🟢        1    1m ago",
+            "      stdio",
+            "─" * 57,
+            "  3 servers configured | 2 connected | 3 tools available",
+        ]
+        coloured = status_table(records, now=NOW, color=True)
+        assert "\x1b[33mnot heard from for 42s" in coloured
+        assert "\x1b[33m2 connected" in coloured  # not every server is up
+        assert display_width("🟠") == 2
+        never = {"new": record("new", "unverified", tool_count=1)}
+        assert "not heard from yet" in status_table(never, now=NOW)
 
 
 # -- the latency estimator ----------------------------------------------------------------
@@ -589,6 +632,9 @@ FAMILIES = {
     "mcp_supervisor_server_restarts_total": "counter",
     "mcp_supervisor_server_reconnects_total": "counter",
     "mcp_supervisor_server_reconnect_seconds_total": "counter",
+    "mcp_supervisor_server_probes_total": "counter",
+    "mcp_supervisor_server_probes_missed_total": "counter",
+    "mcp_supervisor_server_last_heard_timestamp_seconds": "gauge",
     "mcp_supervisor_server_calls_total": "counter",
     "mcp_supervisor_server_call_duration_seconds": "histogram",
 }
@@ -695,6 +741,81 @@ def test_prometheus_text_parses_line_by_line() -> None:
     assert by[("mcp_supervisor_server_call_duration_seconds_count", (notes,))] == 5
 
 
+def test_prometheus_unverified_is_not_up_and_says_when_last_heard() -> None:
+    """An unverified server (connected, not heard from within its window) is not up; a
+    degraded one is. Each server heard from has its last-heard time; one never heard from
+    has no sample. Probes sent and missed are counters."""
+    metrics = [
+        metrics_for("quiet", status="unverified", last_heard=NOW - 42, probes=7, probes_missed=1),
+        metrics_for("slow", status="degraded", last_heard=NOW - 3, probes=4, probes_missed=1),
+        metrics_for("lazy", status="idle"),
+    ]
+    types, samples = parse_prometheus(prometheus_text(metrics))
+    assert types == FAMILIES
+    by = {(name, labels["server"]): value for name, labels, value in samples if len(labels) == 1}
+    assert by[("mcp_supervisor_server_up", "quiet")] == 0.0
+    assert by[("mcp_supervisor_server_up", "slow")] == 1.0
+    heard = "mcp_supervisor_server_last_heard_timestamp_seconds"
+    assert (by[(heard, "quiet")], by[(heard, "slow")]) == (NOW - 42, NOW - 3)
+    assert (heard, "lazy") not in by
+    assert by[("mcp_supervisor_server_probes_total", "quiet")] == 7
+    assert by[("mcp_supervisor_server_probes_missed_total", "quiet")] == 1
+    assert by[("mcp_supervisor_server_probes_total", "lazy")] == 0
+    state = {
+        labels["status"]: value
+        for name, labels, value in samples
+        if name == "mcp_supervisor_server_status" and labels["server"] == "quiet"
+    }
+    assert state["unverified"] == 1.0 and sum(state.values()) == 1.0
+
+
+class _Supervised:
+    """What readiness reads of a supervisor: its servers' configs and health records."""
+
+    def __init__(self, records: dict[str, HealthRecord], required: set[str]) -> None:
+        self._records = records
+        self.servers = {
+            name: SimpleNamespace(config=SimpleNamespace(required=name in required))
+            for name in records
+        }
+
+    def status(self) -> dict[str, HealthRecord]:
+        return self._records
+
+
+def test_readiness_counts_an_unverified_required_server_as_not_ready() -> None:
+    """A required server connected or degraded is ready; unverified (not heard from
+    within its window) is not, and is named with its status; an optional one never
+    matters."""
+    up = {"db": record("db", "connected"), "search": record("search", "unverified")}
+    assert readiness(_Supervised(up, {"db"})) == (200, {"status": "ready"})
+    slow = {"db": record("db", "degraded", last_error="calls time out")}
+    assert readiness(_Supervised(slow, {"db"}))[0] == 200
+    quiet = {"db": record("db", "unverified"), "search": record("search", "connected")}
+    code, document = readiness(_Supervised(quiet, {"db"}))
+    assert code == 503
+    assert document == {
+        "status": "not ready",
+        "required_servers_down": {"db": {"status": "unverified", "last_error": None}},
+    }
+
+
+def test_readiness_counts_a_lost_required_server_as_not_ready() -> None:
+    """A required server whose connection was lost is not ready while it reconnects —
+    disconnected, then connecting again after that failure — though a first connection
+    (connecting, no failure yet) and a lazy server not started (idle) are."""
+    lost = {"db": record("db", "disconnected", last_error="gone", consecutive_failures=1)}
+    assert readiness(_Supervised(lost, {"db"}))[0] == 503
+    again = {"db": record("db", "connecting", last_error="gone", consecutive_failures=1)}
+    code, document = readiness(_Supervised(again, {"db"}))
+    assert code == 503
+    assert document["required_servers_down"] == {
+        "db": {"status": "connecting", "last_error": "gone"}
+    }
+    for first in (record("db", "connecting"), record("db", "idle")):
+        assert readiness(_Supervised({"db": first}, {"db"}))[0] == 200
+
+
 # -- the status command --------------------------------------------------------------------
 
 
@@ -728,7 +849,7 @@ async def test_status_prints_the_table(tmp_path: pathlib.Path) -> None:
     assert "\x1b" not in out
     lines = out.splitlines()
     assert lines[:4] == ["MCP Server Status", "─" * 57, lines[2], "─" * 57]
-    assert lines[2].split() == ["Server", "Status", "Tools", "Last", "Active", "Details"]
+    assert lines[2].split() == ["Server", "Status", "Tools", "Last", "Heard", "Details"]
     assert re.fullmatch(r"  alpha {8}🟢 {8}3 {4}(just now|\d+s ago)", lines[4])
     second = r"      stdio · python\S* -m supervisor\.testing\.servers echo · fixture-echo · .+"
     assert re.fullmatch(second, lines[5])
@@ -760,7 +881,7 @@ async def test_status_prints_whole_lines_to_a_pipe(tmp_path: pathlib.Path) -> No
     )
     lines = done.stdout.decode().splitlines()
     assert "…" not in done.stdout.decode()
-    assert lines[2] == "  Server       Status  Tools  Last Active    Details"
+    assert lines[2] == "  Server       Status  Tools  Last Heard     Details"
     assert re.fullmatch(
         r"      stdio · python\S* -m supervisor\.testing\.servers echo · fixture-echo · "
         r"MCP \d{4}-\d\d-\d\d · 0 resources, 0 prompts",

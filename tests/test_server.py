@@ -321,7 +321,8 @@ async def test_idempotent_tools_are_resent_only_with_the_opt_in(tmp_path) -> Non
 
 
 async def test_a_server_that_stops_answering_pings_is_restarted() -> None:
-    """A stopped (SIGSTOP) server misses its ping: stale, restarted, usable again."""
+    """A stopped (SIGSTOP) server misses a probe (degraded), then the next (down):
+    restarted, usable again."""
     rec = Recorder()
     config = settings("frozen", "echo", lazy=False, ping_interval=0.2)
     # Long enough that a loaded machine answers every ping before the SIGSTOP.
@@ -332,12 +333,17 @@ async def test_a_server_that_stops_answering_pings_is_restarted() -> None:
         assert pid is not None
         os.kill(pid, signal.SIGSTOP)
         await wait_for(lambda: "mcp.health.stale" in rec.kinds())
+        assert frozen.status() is ServerStatus.DEGRADED  # one miss: slow is not dead
+        await wait_for(lambda: "mcp.health.down" in rec.kinds())
         assert (await frozen.call_tool("echo", {"text": "back"}, None)).content[0].text == "back"
         assert frozen.health.pid != pid and frozen.health.restarts == 1
     assert not alive(pid)
     stale = next(e for e in rec.events if e.kind == "mcp.health.stale")
     assert stale.last_ok is not None
-    assert "did not answer a ping within 2.0 s" in (frozen.health.last_error or "")
+    assert "within 2.0 s (pingTimeout)" in (stale.reason or "")
+    down = next(e for e in rec.events if e.kind == "mcp.health.down")
+    assert down.found_by == "probe"
+    assert "answered neither of two probes" in (frozen.health.last_error or "")
 
 
 async def test_pings_keep_a_healthy_connection() -> None:

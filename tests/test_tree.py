@@ -1158,3 +1158,48 @@ def test_a_supervisors_defaults() -> None:
     assert sup.backoff == Backoff.none()
     assert (sup._ordered, sup._close_on_exit) == (False, False)
     assert Supervisor([], backoff=Backoff(initial=3)).backoff == Backoff(initial=3)
+
+
+async def test_a_restart_waiting_out_its_backoff_is_hurried_by_its_spec(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A child's ``hurry`` returning while it waits out a 30 s backoff restarts it at
+    once (a server's port that opened again); one that does not return leaves the delay
+    as it was, and a hurry awaited for an earlier wait is forgotten once it restarted."""
+    import attrs
+
+    ready = trio.Event()
+    hurries = 0
+
+    async def hurry() -> None:
+        nonlocal hurries
+        hurries += 1
+        await ready.wait()
+
+    a = attrs.evolve(spec(journal, "a", backoff=Backoff(initial=30, maximum=30)), hurry=hurry)
+    with trio.fail_after(100):  # a stop waiting on a pending hurry would hang
+        async with open_tree([a], intensity=GENEROUS):
+            a.address.cast("crash")
+            await a.address.call("whoami")  # the first crash: restarted at once, no hurry
+            assert hurries == 0
+            a.address.cast("crash")  # the second waits 30 s ...
+            await trio.testing.wait_all_tasks_blocked()
+            assert hurries == 1
+            await trio.sleep(5)
+            ready.set()  # ... unless its hurry returns
+            await a.address.call("whoami")
+            assert journal.times("start", "a")[-1] == pytest.approx(5)
+            ready = trio.Event()
+            a.address.cast("crash")  # the third: 30 s again, and nothing hurries it
+            await a.address.call("whoami")
+            assert journal.times("start", "a")[-1] == pytest.approx(35)
+            assert hurries == 2
+            ready.set()  # the forgotten wait's event: no restart of a running child
+            await trio.testing.wait_all_tasks_blocked()
+            assert len(journal.times("start", "a")) == 4
+            ready = trio.Event()
+            a.address.cast("crash")  # left waiting, its hurry pending: the tree still stops
+            await trio.testing.wait_all_tasks_blocked()
+            assert hurries == 3
+            stopping = trio.current_time()
+        assert trio.current_time() - stopping < 30  # not after the delay, nor never

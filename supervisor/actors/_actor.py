@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Final, Generic, TypeVar
 
 import trio
@@ -305,11 +305,13 @@ def actor_spec(
     intensity: Intensity | None = None,
     backoff: Backoff | None = None,
     address: Address | None = None,
+    hurry: Callable[[], Awaitable[None]] | None = None,
 ) -> ChildSpec:
     """A child spec for an actor: ``factory()`` makes each incarnation.
 
     The spec's :class:`Address` (made here unless given) is the actor's mailbox for
-    every incarnation; send to it with ``spec.address.call(...)``.
+    every incarnation; send to it with ``spec.address.call(...)``. ``hurry``: see
+    :class:`ChildSpec`.
     """
     addr = address if address is not None else Address(id, mailbox)
     return ChildSpec(
@@ -321,6 +323,7 @@ def actor_spec(
         intensity=intensity,
         backoff=backoff,
         addresses=(addr,),
+        hurry=hurry,
     )
 
 

@@ -28,6 +28,8 @@ class Slot:
     started_at: float = 0.0
     restart_at: float | None = None
     last_exit: ExitReason | None = None
+    #: the task awaiting ``spec.hurry`` while the child waits out its backoff
+    hurrying: trio.CancelScope | None = None
 
     @property
     def id(self) -> str:
@@ -41,11 +43,25 @@ class Slot:
         for address in self.spec.addresses:
             address.close_stopped()
 
+    def calm(self) -> None:
+        """No more hurrying its restart: it started, or will not restart by itself."""
+        if self.hurrying is not None:
+            self.hurrying.cancel()
+            self.hurrying = None
+
     def start_over(self) -> None:
         """Start the backoff and the child's own restart count over."""
         self.attempt = 0
         if self.window is not None:
             self.window.reset()
+
+
+@attrs.frozen
+class Hurried:
+    """A restarting child's ``spec.hurry`` returned: what its supervisor's loop receives."""
+
+    slot: Slot
+    restart_at: float
 
 
 @attrs.frozen

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -175,6 +175,9 @@ class ChildSpec:
     serves — an actor's own, or those of every actor below a nested supervisor: they
     outlive incarnations, stay open (calls queue) while the child restarts, and are
     closed (calls fail fast) when the supervisor stops it for good or gives up on it.
+    ``hurry``, if given, is awaited while the child waits out a backoff delay: when it
+    returns (the child looks able to start again — a server's port that opened), the
+    restart happens at once; the restart counts as any other.
     """
 
     id: str
@@ -185,6 +188,7 @@ class ChildSpec:
     intensity: Intensity | None = None
     backoff: Backoff | None = None
     addresses: tuple[Address, ...] = ()
+    hurry: Callable[[], Awaitable[None]] | None = None
 
     @property
     def address(self) -> Address:

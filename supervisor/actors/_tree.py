@@ -36,7 +36,7 @@ from ._rules import (
     jitter_rng,
     should_restart,
 )
-from ._slot import LIVE, Exited, Slot, StartedStatus
+from ._slot import LIVE, Exited, Hurried, Slot, StartedStatus
 from ._spec import (
     Backoff,
     Child,
@@ -264,6 +264,10 @@ class Supervisor:
                     and slot in self._slots
                 ):
                     await self._exited(slot, item.reason)
+            elif isinstance(item, Hurried):
+                slot = item.slot
+                if slot.state is ChildState.RESTARTING and slot.restart_at == item.restart_at:
+                    slot.restart_at = trio.current_time()
             elif isinstance(item, Envelope):
                 await self._serve_request(item)
             await self._restart_due()
@@ -293,6 +297,7 @@ class Supervisor:
     async def _start(self, slot: Slot) -> None:
         """Start one incarnation; raises StartFailed if it fails before it is ready."""
         assert self._nursery is not None
+        slot.calm()
         slot.generation += 1
         slot.stopping = False
         slot.state = ChildState.STARTING
@@ -400,6 +405,7 @@ class Supervisor:
                         nursery.start_soon(self._stop_for_good, slot)
         finally:
             for slot in self._slots:
+                slot.calm()
                 if slot.scope is not None:
                     slot.scope.cancel()
                 if self._close_on_exit or slot.spec.id not in self._initial_ids:
@@ -407,6 +413,7 @@ class Supervisor:
 
     def _retire(self, slot: Slot) -> None:
         """The child will not run again by itself."""
+        slot.calm()
         slot.state = ChildState.STOPPED
         slot.restart_at = None
         slot.close_addresses()
@@ -530,6 +537,7 @@ class Supervisor:
             delay=delay,
         )
         self._scheduled(slot, spec.id, now, reason)
+        self._hurry(slot)
         live = [s.spec.id for s in self._slots if s.state in LIVE]
         victims = [self._slot(id) for id in children_to_restart(self.strategy, live, spec.id)]
         for other in reversed(victims):
@@ -546,6 +554,27 @@ class Supervisor:
         for other in victims:
             if other is not slot and other.state is ChildState.RESTARTING:
                 self._scheduled(other, spec.id, now, reason)
+
+    def _hurry(self, slot: Slot) -> None:
+        """Await the child's ``spec.hurry`` while it waits out its delay (see ChildSpec)."""
+        hurry, restart_at = slot.spec.hurry, slot.restart_at
+        if hurry is None or restart_at is None or restart_at <= trio.current_time():
+            return
+        assert self._nursery is not None and self._control is not None
+        slot.calm()
+        scope = slot.hurrying = trio.CancelScope()
+        control = self._control
+
+        async def hurrying() -> None:
+            with scope:
+                try:
+                    await hurry()
+                except Exception:
+                    log.exception("hurrying a restart failed", supervisor=self.name, child=slot.id)
+                    return
+                control.send_nowait(Hurried(slot, restart_at))
+
+        self._nursery.start_soon(hurrying)
 
     def _scheduled(self, slot: Slot, cause: str, now: float, reason: ExitReason) -> None:
         """Report that ``slot`` will restart at its ``restart_at`` because ``cause`` exited."""
@@ -597,6 +626,7 @@ class Supervisor:
 
     def _mark_unavailable(self, slot: Slot, reason: ExitReason, permanent: bool = False) -> None:
         assert slot.window is not None
+        slot.calm()
         slot.state = ChildState.UNAVAILABLE
         slot.restart_at = None
         attempts = slot.attempt - 1

@@ -175,7 +175,7 @@ def _remote_backoff() -> Backoff:
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """The ``supervisor`` section: tree-wide policy and the defaults servers inherit.
 
-    Times are in seconds; a ``ping_interval`` of 0 disables periodic pings.
+    Times are in seconds; a ``ping_interval`` of 0 disables health probes.
     """
 
     strategy: Strategy = Strategy.ONE_FOR_ONE
@@ -191,7 +191,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     limits: Limits = msgspec.field(default_factory=Limits)
     request_timeout: float = 30.0
     init_timeout: float = 10.0
-    ping_interval: float = 300.0
+    #: seconds a connected server may be silent before it is probed (0: never)
+    ping_interval: float = 10.0
+    #: seconds a probe may go unanswered before the server is ``degraded`` (two in a
+    #: row: its connection is ended)
     ping_timeout: float = 10.0
     #: servers that connect at once (spawn, handshake, first listing), restarts
     #: included; the others wait their turn, and their ``init_timeout`` starts with it
@@ -344,8 +347,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     #: seconds one request may take (JSON ``timeout`` / ``timeoutMs``)
     timeout: float = 30.0
     init_timeout: float = 10.0
-    #: seconds between pings of an idle connection; 0 disables them
-    ping_interval: float = 300.0
+    #: seconds a connected server may be silent before it is probed; 0 disables probes
+    ping_interval: float = 10.0
     #: calls in a row that time out before the server is ``degraded`` and probed at once
     degraded_after: int = 3
     backoff: Backoff = msgspec.field(default_factory=_local_backoff)

@@ -223,6 +223,8 @@ class DashboardApp:
     async def _healthz(self, request: Request) -> Response:
         statuses = {name: r.status for name, r in self.sup.status().items()}
         values = set(statuses.values()) - {ServerStatus.DISABLED}  # never started: not a problem
+        # Only a server heard from within its window is up: `unverified` (like `degraded`)
+        # makes it "degraded" beside a connected server, "unavailable" without one.
         if values <= {ServerStatus.CONNECTED, ServerStatus.IDLE}:
             state, code = "ok", 200
         elif ServerStatus.CONNECTED in values:

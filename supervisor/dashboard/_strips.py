@@ -3,19 +3,25 @@ its restarts and its calls — drawn as the fault report draws its timelines
 (:mod:`supervisor.timeline`), on one scale for all. A dashboard younger than that spans
 the time since it started, so that its first minutes are not squeezed against "now".
 
-- **States** are the servers' own statuses, what the table shows (``disconnected`` is
+- **States** are the servers' own statuses, what the table shows (``unverified``
+  included: connected, not heard from within its window; ``disconnected`` is
   drawn as ``down``, ``refreshing`` as ``connecting``, ``auth_failed`` as ``failed``,
   ``disabled`` as ``idle``; :data:`STATUS_STATES`), looked at when an event names the
   server, every :data:`SAMPLE_INTERVAL` seconds, and whenever the strips are drawn. A
   band starts when the dashboard saw its status first; before the dashboard started
   there is none.
 - **Restarts** are the ``supervisor.child.restarted`` events.
+- **Health marks** are what health watching found (:data:`HEALTH_EVENTS`): a probe, or
+  calls in a row, went unanswered (``mcp.health.stale``), the connection was found dead,
+  by its port's watch or by probes (``mcp.health.down``), the server answered again
+  (``mcp.health.recovered``).
 - **Calls** are those of the :class:`~supervisor.monitor.CallWindow` the dashboard
   keeps (``SupervisorHandle.recent_calls``): each a point at its invocation, as high as
   its latency, coloured by its outcome.
 
 Memory is bounded: what is older than the window is dropped, and at most
-:data:`MAX_CHANGES` state changes and :data:`MAX_RESTARTS` restarts are kept per server.
+:data:`MAX_CHANGES` state changes, :data:`MAX_RESTARTS` restarts and :data:`MAX_MARKS`
+health marks are kept per server.
 """
 
 from __future__ import annotations
@@ -27,15 +33,18 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from ..events._catalog import ChildRestarted, Event
+from .._util._printable import printable
+from ..events._catalog import ChildRestarted, Event, HealthDown, HealthRecovered, HealthStale
 from ..monitor import CallWindow
 from ..monitor._table import ago
 from ..server._status import ServerStatus
 from ..timeline._draw import (
+    HEALTH_MARKS,
     OUTCOMES,
     STATES,
     Band,
     Layout,
+    Mark,
     Point,
     Scale,
     Tick,
@@ -48,7 +57,7 @@ from ..timeline._element import Element
 if TYPE_CHECKING:
     from ..runtime import SupervisorHandle
 
-__all__ = ["LAYOUT", "SAMPLE_INTERVAL", "STATUS_STATES", "WINDOW", "Strips"]
+__all__ = ["HEALTH_EVENTS", "LAYOUT", "SAMPLE_INTERVAL", "STATUS_STATES", "WINDOW", "Strips"]
 
 #: How far back a strip goes, in seconds.
 WINDOW = 300.0
@@ -59,6 +68,7 @@ REUSE = 0.5
 #: State changes and restarts kept per server, at most.
 MAX_CHANGES = 1000
 MAX_RESTARTS = 200
+MAX_MARKS = 200
 
 #: A strip's lanes: the states and a low latency plot.
 LAYOUT = Layout(plot_height=52.0)
@@ -70,6 +80,7 @@ STATUS_STATES: dict[ServerStatus, str] = {
     ServerStatus.REFRESHING: "connecting",
     ServerStatus.CONNECTED: "connected",
     ServerStatus.DEGRADED: "degraded",
+    ServerStatus.UNVERIFIED: "unverified",
     ServerStatus.DISCONNECTED: "down",
     ServerStatus.NEEDS_AUTH: "needs_auth",
     ServerStatus.FAILED: "failed",
@@ -82,6 +93,24 @@ STATUS_STATES: dict[ServerStatus, str] = {
 #: (a call in flight is no point yet, so none is ``lost``).
 LEGEND_STATES = tuple(state for state in STATES if state in STATUS_STATES.values())
 LEGEND_KINDS = tuple(kind for kind in OUTCOMES if kind != "lost")
+
+#: The health events marked on a strip, and the mark (a key of
+#: :data:`supervisor.timeline.HEALTH_MARKS`) each is.
+HEALTH_EVENTS: dict[type[Event], str] = {
+    HealthStale: "stale",
+    HealthDown: "down",
+    HealthRecovered: "recovered",
+}
+
+
+def _mark_title(event: Event) -> str:
+    """What a health mark's title says of its event (before when it was)."""
+    if isinstance(event, HealthStale):
+        return f"stale, degraded: {printable(event.reason or 'no answer')}"
+    if isinstance(event, HealthDown):
+        return f"found down by its {event.found_by}: {printable(event.reason)}"
+    assert isinstance(event, HealthRecovered)
+    return f"recovered after {event.downtime:.1f} s"
 
 
 class Strips:
@@ -103,6 +132,7 @@ class Strips:
         self._began = clock()
         self._changes: dict[str, deque[tuple[float, str]]] = {}
         self._restarts: dict[str, deque[tuple[float, str]]] = {}
+        self._marks: dict[str, deque[Mark]] = {}
         # the last drawings: when, after how many state changes, and them
         self._drawn: tuple[float, int, dict[str, Element]] | None = None
         self._changed = 0  # state changes seen so far
@@ -111,11 +141,16 @@ class Strips:
     # -- what is seen --------------------------------------------------------------------
 
     def observe(self, event: Event) -> None:
-        """An event from the bus: a restart is a tick; the status of the server an event
-        names is looked at."""
+        """An event from the bus: a restart is a tick, a health event a mark; the status
+        of the server an event names is looked at."""
         if isinstance(event, ChildRestarted):
             ticks = self._restarts.setdefault(event.child, deque(maxlen=MAX_RESTARTS))
             ticks.append((event.ts, f"restart {event.restarts} ({event.strategy}): {event.reason}"))
+        kind = HEALTH_EVENTS.get(type(event))
+        if kind is not None:
+            server: str = event.server  # type: ignore[attr-defined]
+            marks = self._marks.setdefault(server, deque(maxlen=MAX_MARKS))
+            marks.append(Mark(event.ts, kind, _mark_title(event)))
         name = getattr(event, "server", None) or getattr(event, "child", None)
         view = self._sup.servers.get(name) if isinstance(name, str) else None
         if view is not None:
@@ -186,6 +221,11 @@ class Strips:
                 for t, title in self._restarts.get(name, ())
                 if t >= start
             ]
+            marks = [
+                Mark(t, kind, f"{title}, {ago(t, now)}")
+                for t, kind, title in self._marks.get(name, ())
+                if t >= start
+            ]
             strips[name] = draw_timeline(
                 name,
                 scale,
@@ -194,6 +234,7 @@ class Strips:
                 when=when,
                 restarts=restarts,
                 calls=points,
+                marks=marks,
             )
         self._drawn = (now, self._changed, strips)
         return strips
@@ -210,7 +251,7 @@ class Strips:
     @staticmethod
     def legend() -> Element:
         """The key to the strips' colours."""
-        return legend(LEGEND_STATES, LEGEND_KINDS)
+        return legend(LEGEND_STATES, LEGEND_KINDS, marks=HEALTH_MARKS)
 
 
 #: The steps of a strip's time grid, in seconds: the first that makes at most 8 of them.

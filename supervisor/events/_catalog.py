@@ -14,8 +14,10 @@ The kinds, their classes and their fields (besides ``kind`` and ``ts``)::
     mcp.connected                Connected          server, tool_count, connect_time
     mcp.disconnected             Disconnected       server, reason, was_clean
     mcp.error                    ServerErrored      server, error, retry_in, attempt
-    mcp.health.stale             HealthStale        server, last_ok
+    mcp.health.stale             HealthStale        server, last_ok, reason
     mcp.health.recovered         HealthRecovered    server, downtime
+    mcp.health.down              HealthDown         server, reason, found_by, last_ok
+    mcp.health.probe_changed     HealthProbeChanged server, method, reason
     mcp.local.spawned            LocalSpawned       server, pid
     mcp.local.crashed            LocalCrashed       server, exit_code, stderr_tail
     mcp.local.shutdown           LocalShutdown      server
@@ -66,6 +68,8 @@ __all__ = [
     "Disconnected",
     "Escalated",
     "Event",
+    "HealthDown",
+    "HealthProbeChanged",
     "HealthRecovered",
     "HealthStale",
     "LocalCrashed",
@@ -164,13 +168,36 @@ class ServerErrored(ServerEvent, tag="mcp.error", kw_only=True):
 
 
 class HealthStale(ServerEvent, tag="mcp.health.stale", kw_only=True):
-    """A health ping to ``server`` failed or timed out — or calls in a row timed out on
-    its connection, which made it ``degraded`` (its health record says why).
+    """``server`` is ``degraded``: a health probe went unanswered — or calls in a row
+    timed out on its connection. It is probed again at once; ``reason`` says what
+    happened (its health record too).
 
     ``last_ok`` is the unix time of its last successful communication, ``None`` if never.
     """
 
     last_ok: float | None
+    reason: str | None = None
+
+
+class HealthDown(ServerEvent, tag="mcp.health.down", kw_only=True):
+    """Health watching found ``server``'s connection dead while nothing was being asked
+    of it: ``found_by`` is ``watch`` (the connection held to its port closed, and the
+    port refused a new one) or ``probe`` (two probes in a row went unanswered).
+    ``reason`` says which; the connection is ended and reconnection starts (an
+    ``mcp.disconnected`` follows). ``last_ok``: the unix time it was last heard from."""
+
+    reason: str
+    found_by: str
+    last_ok: float | None
+
+
+class HealthProbeChanged(ServerEvent, tag="mcp.health.probe_changed", kw_only=True):
+    """``server`` does not answer ``ping`` (it said so, or let one go unanswered while
+    answering another request): it is probed with ``method`` instead from now on, for
+    as long as the supervisor runs. ``reason`` says what it did."""
+
+    method: str
+    reason: str
 
 
 class HealthRecovered(ServerEvent, tag="mcp.health.recovered", kw_only=True):
@@ -350,6 +377,8 @@ AnyEvent: TypeAlias = (
     | ServerErrored
     | HealthStale
     | HealthRecovered
+    | HealthDown
+    | HealthProbeChanged
     | LocalSpawned
     | LocalCrashed
     | LocalShutdown

@@ -114,6 +114,18 @@ _PER_SERVER: tuple[tuple[str, str, str, Callable[[ServerMetrics], float]], ...] 
         "Seconds from each failure to the reconnection that ended it, summed.",
         lambda m: (m.reconnect_avg_s or 0.0) * m.reconnects,
     ),
+    (
+        "probes_total",
+        "counter",
+        "Health probes sent to the MCP server's idle connection.",
+        lambda m: m.probes,
+    ),
+    (
+        "probes_missed_total",
+        "counter",
+        "Health probes the MCP server left unanswered.",
+        lambda m: m.probes_missed,
+    ),
 )
 
 
@@ -132,6 +144,11 @@ def _server(m: ServerMetrics, *more: tuple[str, str]) -> str:
 def _up_samples(servers: list[ServerMetrics]) -> list[_Sample]:
     up = (ServerStatus.CONNECTED, ServerStatus.DEGRADED)
     return [("", _server(m), int(m.status in up)) for m in servers]
+
+
+def _heard_samples(servers: list[ServerMetrics]) -> list[_Sample]:
+    """A sample for each server heard from on its connection (none for the others)."""
+    return [("", _server(m), m.last_heard) for m in servers if m.last_heard is not None]
 
 
 def _status_samples(servers: list[ServerMetrics]) -> list[_Sample]:
@@ -171,6 +188,8 @@ def prometheus_text(metrics: Mapping[str, ServerMetrics] | Iterable[ServerMetric
     ``_server_status``, ``_server_tools``, ``_server_uptime_seconds_total``,
     ``_server_downtime_seconds_total``, ``_server_restarts_total``,
     ``_server_reconnects_total``, ``_server_reconnect_seconds_total``,
+    ``_server_probes_total``, ``_server_probes_missed_total``,
+    ``_server_last_heard_timestamp_seconds`` (only for a server heard from),
     ``_server_calls_total`` (``result="ok|tool_error|failed"``) and the histogram
     ``_server_call_duration_seconds``. Ends with a newline.
     """
@@ -179,7 +198,8 @@ def prometheus_text(metrics: Mapping[str, ServerMetrics] | Iterable[ServerMetric
     out = _family(
         f"{p}_up",
         "gauge",
-        "1 if the MCP server is connected (degraded included), else 0.",
+        "1 if the MCP server is connected or degraded, else 0 (0 while unverified: "
+        "connected, but not heard from within its window).",
         _up_samples(servers),
     )
     out += _family(
@@ -190,6 +210,12 @@ def prometheus_text(metrics: Mapping[str, ServerMetrics] | Iterable[ServerMetric
     )
     for name, kind, help, value in _PER_SERVER:
         out += _family(f"{p}_{name}", kind, help, [("", _server(m), value(m)) for m in servers])
+    out += _family(
+        f"{p}_last_heard_timestamp_seconds",
+        "gauge",
+        "Unix time the MCP server last sent anything on its connection.",
+        _heard_samples(servers),
+    )
     out += _family(
         f"{p}_calls_total",
         "counter",

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from ..server import HealthRecord
 from ..server._status import ServerStatus
 
-__all__ = ["DOWN", "readiness"]
+__all__ = ["DOWN", "NOT_READY", "readiness"]
 
 #: The statuses of a server that serves nothing: failed, stopped, waiting for a login that
 #: nobody gives, or disabled. A gateway withdraws such a server's tools.
@@ -23,6 +23,19 @@ DOWN = frozenset(
     }
 )
 
+#: The statuses that make a ``required`` server not ready: down, lost (``disconnected``,
+#: and connecting again after that), or connected but not heard from within its window
+#: (``unverified``) — calls to it wait or may not be answered, and a balancer had better
+#: send its callers to a replica whose connection is known to live.
+NOT_READY = DOWN | {ServerStatus.DISCONNECTED, ServerStatus.UNVERIFIED}
+
+
+def _not_ready(record: HealthRecord) -> bool:
+    if record.status in NOT_READY:
+        return True
+    # Connecting again after a failure (not a first connection): still lost.
+    return record.status == ServerStatus.CONNECTING and record.consecutive_failures > 0
+
 
 class Supervised(Protocol):
     """What readiness reads of a supervisor (a ``SupervisorHandle``)."""
@@ -35,11 +48,12 @@ class Supervised(Protocol):
 
 def readiness(sup: Supervised) -> tuple[int, dict[str, object]]:
     """``/readyz``'s status code and document: ``503`` naming each server marked
-    ``required: true`` that is down, with its status and last error; else ``200``."""
+    ``required: true`` that is down, lost or unverified (:data:`NOT_READY`), with its
+    status and last error; else ``200``."""
     down = {
         name: {"status": record.status, "last_error": record.last_error}
         for name, record in sup.status().items()
-        if getattr(sup.servers[name].config, "required", False) and record.status in DOWN
+        if getattr(sup.servers[name].config, "required", False) and _not_ready(record)
     }
     if down:
         return 503, {"status": "not ready", "required_servers_down": down}

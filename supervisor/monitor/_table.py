@@ -21,9 +21,11 @@ from .._util._printable import printable
 from ..server import HealthRecord
 from ..server._status import ServerStatus
 
-#: The icon of each status: connected, on the way, down, not running (or disabled).
+#: The icon of each status: connected, on the way, down, not running (or disabled); a
+#: connected server not heard from within its window is orange, never green.
 ICONS: Mapping[ServerStatus, str] = {
     ServerStatus.CONNECTED: "🟢",
+    ServerStatus.UNVERIFIED: "🟠",
     ServerStatus.CONNECTING: "🟡",
     ServerStatus.DEGRADED: "🟡",
     ServerStatus.DISCONNECTED: "🔴",
@@ -45,6 +47,7 @@ _YELLOW = "\x1b[33m"
 _DETAIL_COLORS: Mapping[ServerStatus, str] = {
     ServerStatus.CONNECTING: _YELLOW,
     ServerStatus.DEGRADED: _YELLOW,
+    ServerStatus.UNVERIFIED: _YELLOW,
     ServerStatus.DISCONNECTED: _RED,
     ServerStatus.FAILED: _RED,
     ServerStatus.NEEDS_AUTH: _YELLOW,
@@ -59,7 +62,7 @@ _NAME_MIN = 11  # display columns before the gap: "custom-api" and a little more
 _STATUS_WIDTH = 8  # "Status" and its gap; an icon is two columns wide
 _TOOLS_DIGITS = 3  # tool counts are right-aligned in this many columns ...
 _TOOLS_MIN = 5  # ... under a "Tools" header this wide
-_ACTIVE_MIN = 13  # "Last Active" and room to spare
+_HEARD_MIN = 13  # "Last Heard" and room to spare
 _GAP = 2
 _RULE = 57  # the rule's length with the minimum column widths
 _ERROR_MIN = 12  # display columns an error keeps in a Details cell cut to fit
@@ -137,6 +140,12 @@ def ago(then: float | None, now: float) -> str:
     return f"{int(seconds)}s ago"
 
 
+def last_heard(record: HealthRecord) -> float | None:
+    """When the server was last heard from (unix seconds): anything its connection
+    received from it, else its last successful communication; ``None`` for never."""
+    return record.last_heard if record.last_heard is not None else record.last_ok
+
+
 def details(record: HealthRecord, now: float, room: int | None = None) -> str:
     """The Details cell: what the server is doing or what went wrong, with retry info.
 
@@ -160,6 +169,11 @@ def _details(record: HealthRecord, now: float) -> tuple[str, str, str]:
         return f"connecting (attempt {record.retry_attempt + 1})", "", ""
     if status == ServerStatus.DEGRADED:
         return "degraded: ", error or "calls time out", ""
+    if status == ServerStatus.UNVERIFIED:
+        heard = last_heard(record)
+        if heard is None:
+            return "not heard from yet", "", ""
+        return f"not heard from for {int(max(0.0, now - heard))}s", "", ""
     if status == ServerStatus.DISCONNECTED:
         tail = ""
         if record.next_retry_at is not None:
@@ -246,7 +260,7 @@ def status_table(
     """The health records as the ``mcp-supervisor status`` table (docs/monitoring.md).
 
     A pure function of ``records`` and ``now`` (unix seconds, default the current time),
-    which "Last Active" and the seconds until the next retry are counted from. Each
+    which "Last Heard" and the seconds until the next retry are counted from. Each
     server's row is followed by its second line (:func:`about`), then — for a server
     down whose Details cell shows only part of the reason — the whole reason. Columns
     are aligned by display width (an icon takes two columns). Lines are whole without
@@ -259,13 +273,14 @@ def status_table(
     rows = []
     for r in records.values():
         tools = "—" if r.tool_count is None else str(r.tool_count)
-        rows.append((r, printable(r.server), ICONS.get(r.status, "?"), tools, ago(r.last_ok, now)))
+        heard = ago(last_heard(r), now)
+        rows.append((r, printable(r.server), ICONS.get(r.status, "?"), tools, heard))
     name_w = max([_NAME_MIN, *(display_width(row[1]) for row in rows)]) + _GAP
     digits = max([_TOOLS_DIGITS, *(display_width(row[3]) for row in rows)])
     tools_w = max(_TOOLS_MIN, digits) + _GAP
-    active_w = max([_ACTIVE_MIN, *(display_width(row[4]) for row in rows)]) + _GAP
+    heard_w = max([_HEARD_MIN, *(display_width(row[4]) for row in rows)]) + _GAP
     rule_w = _RULE + (name_w - _NAME_MIN - _GAP) + (tools_w - _TOOLS_MIN - _GAP)
-    rule_w += active_w - _ACTIVE_MIN - _GAP
+    rule_w += heard_w - _HEARD_MIN - _GAP
 
     def paint(text: str, *codes: str) -> str:
         return "".join(codes) + text + _RESET if color and codes and text else text
@@ -276,17 +291,17 @@ def status_table(
         + _pad("Server", name_w)
         + _pad("Status", _STATUS_WIDTH)
         + _pad("Tools", tools_w)
-        + _pad("Last Active", active_w)
+        + _pad("Last Heard", heard_w)
         + "Details"
     )
     lines = [paint("MCP Server Status", _BOLD), rule, paint(_fit(header, width), _BOLD), rule]
-    for record, name, icon, tools, active in rows:
+    for record, name, icon, tools, heard in rows:
         head = (
             "  "
             + _pad(name, name_w)
             + _pad(icon, _STATUS_WIDTH)
             + _pad(tools.rjust(digits), tools_w)
-            + _pad(active, active_w)
+            + _pad(heard, heard_w)
         )
         room = None if width is None else width - display_width(head)
         detail = details(record, now)
@@ -353,6 +368,7 @@ def _full_reason(record: HealthRecord, width: int | None, cut: bool) -> list[str
 _SETTLED = frozenset(
     {
         ServerStatus.CONNECTED,
+        ServerStatus.UNVERIFIED,
         ServerStatus.FAILED,
         ServerStatus.STOPPED,
         ServerStatus.NEEDS_AUTH,

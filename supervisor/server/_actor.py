@@ -29,7 +29,6 @@ from ..errors import (
     ResultTooLarge,
     ServerExited,
     ServerRequestError,
-    StaleConnection,
     TaskFailed,
     ToolCallTimeout,
     TransportError,
@@ -58,6 +57,7 @@ from ._messages import (
     _NotSent,
 )
 from ._options import resolved
+from ._probes import keep_probing, watch_connection
 from ._startup import Turn
 from ._subscriptions import keep_subscriptions
 
@@ -66,7 +66,7 @@ log = get_logger("supervisor.server")
 #: The errors an OAuth problem ends a connection with.
 AuthError = AuthRequired | AuthorizationFailed
 
-#: How long a ping may take before the connection counts as stale.
+#: How long a probe may take before it counts as unanswered.
 PING_TIMEOUT = 10.0
 #: Seconds an answered call waits for the log messages that came before its answer to
 #: be handled by the logging callback.
@@ -157,15 +157,6 @@ async def _relist(client: Client, tool: str) -> None:
             return
 
 
-async def _probe(client: Client) -> None:
-    """The cheapest request the connection's protocol version has: any answer is life."""
-    version = client.protocol_version
-    if version in MODERN_PROTOCOL_VERSIONS:
-        await client.session.send_discover(version)
-        return
-    await on_purpose(client.send_ping)
-
-
 def _session_expired(error: MCPError) -> bool:
     """The server does not know our (legacy Streamable HTTP) session: it restarted.
 
@@ -218,6 +209,8 @@ class ServerActor(Actor):
         self._ended = False
         self.transport: TransportLike | None = None
         self._turn: Turn | None = None  # a start slot queued for at init, not yet used
+        #: an idle connection is held to the server's port (see :mod:`._probes`)
+        self.watched = False
 
     async def init(self) -> None:
         server = self.server
@@ -524,7 +517,7 @@ class ServerActor(Actor):
         if not health.timed_out(reason, limit, trio.current_time()):
             return
         log.warning("server degraded", server=server.name, reason=reason)
-        server.emit(events.HealthStale(server=server.name, last_ok=health.last_ok))
+        server.emit(events.HealthStale(server=server.name, last_ok=health.last_ok, reason=reason))
         self.probe()
         server.changed()
 
@@ -776,7 +769,10 @@ class ServerActor(Actor):
                             self._on_connected(client, tools, trio.current_time() - began)
                             if relist:
                                 watchers.start_soon(self.listings.extras_after_connect, client)
-                            watchers.start_soon(self._ping, client)
+                            watchers.start_soon(keep_probing, self, client, transport)
+                            address = getattr(transport, "watch_at", None)
+                            if address is not None:
+                                watchers.start_soon(watch_connection, self, transport, address)
                             await _first(transport.closed.wait, self._lost.wait, self._renew.wait)
                             watchers.cancel_scope.cancel()
                         if not (transport.closed.is_set() or self._lost.is_set()):
@@ -929,46 +925,23 @@ class ServerActor(Actor):
             log.warning("log level not answered", server=server.name, level=level)
 
     def probe(self) -> None:
-        """Probe the connection now (calls in a row timed out): no answer restarts it."""
+        """Probe the connection now (calls in a row timed out, or its watch is in doubt):
+        see :mod:`._probes`."""
         self._probe_now.set()
 
-    async def _ping(self, client: Client) -> None:
-        """Probe the server every ``pingInterval`` (0: never by the clock), and at once when
-        :meth:`probe` asks; no answer within the timeout is stale.
+    def lost(self) -> None:
+        """The connection is found dead: no call is sent on it from now on."""
+        self._lost.set()
 
-        Handshake-era servers get ``ping``; 2026-07-28 servers (which dropped it) get a
-        ``server/discover``. Any answer counts, an MCP error included: it proves the
-        server is there.
-        """
-        server = self.server
-        interval = server.config.ping_interval
-        while True:
-            with trio.move_on_after(interval if interval > 0 else math.inf):
-                await self._probe_now.wait()
-            self._probe_now = trio.Event()
-            answered = False
-            receipt = Receipt()
-            token = delivery.set(receipt)
-            try:
-                with trio.move_on_after(server.ping_timeout):
-                    try:
-                        await _probe(client)
-                        answered = True
-                    except MCPError as exc:
-                        answered = not connection_closed(exc, receipt)
-            finally:
-                delivery.reset(token)
-            if not answered:
-                self._lost.set()  # from now on no call is sent on this connection
-                server.emit(
-                    events.HealthStale(server=server.name, last_ok=self.state.health.last_ok)
-                )
-                raise StaleConnection(
-                    f"MCP server {server.name!r} did not answer a ping within "
-                    f"{server.ping_timeout} s",
-                    server=server.name,
-                )
-            self.state.health.alive(time.time())
+    async def probe_asked(self) -> None:
+        """Return when :meth:`probe` is next called."""
+        await self._probe_now.wait()
+        self._probe_now = trio.Event()
+
+    def heard(self) -> float | None:
+        """When (trio's clock) the live connection last heard from the server."""
+        transport = self.transport
+        return None if transport is None or self.client is None else transport.answers.heard
 
     def spawned(self, pid: int) -> None:
         """This incarnation's connection started the local server as process ``pid``."""

@@ -69,6 +69,20 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
     #: connection listed them, 0 when it does not offer them
     resource_count: int | None = None
     prompt_count: int | None = None
+    #: when the server last sent anything on its connection (an answer, a notification),
+    #: unix seconds; ``None`` while it has none
+    last_heard: float | None = None
+    #: how the live connection is probed when idle (``ping``, ``server/discover``, or
+    #: ``tools/list`` for a server that does not answer ``ping``); ``None`` while not
+    #: connected, or not probed (``pingInterval`` 0)
+    probe_method: str | None = None
+    #: probes sent, and those that went unanswered, over the server's life
+    probes: int = 0
+    probes_missed: int = 0
+    #: how long the last answered probe took, in milliseconds
+    last_probe_ms: float | None = None
+    #: an idle connection is held to the server's port, so that its closing is seen at once
+    watched: bool = False
 
 
 # -- latency: a fixed log-bucket histogram ------------------------------------------------
@@ -194,6 +208,11 @@ class ServerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     #: ``(upper bound s, calls at or below it)`` at :data:`REPORTED_BOUNDS`, cumulative
     latency_buckets: tuple[tuple[float, int], ...]
     tool_count: int | None
+    #: when the server last sent anything on its connection (unix seconds), ``None``
+    #: while it has none; its probes sent, and those that went unanswered
+    last_heard: float | None = None
+    probes: int = 0
+    probes_missed: int = 0
 
 
 @attrs.define
@@ -230,6 +249,10 @@ class Health:
     #: answered with the tool's own error (``isError``): the server worked, the tool did not
     calls_tool_error: int = 0
     pid: int | None = None
+    #: the connection's probes: how many, how many unanswered, the last one's time
+    probes: int = 0
+    probes_missed: int = 0
+    last_probe_ms: float | None = None
     latency: LatencyHistogram = attrs.Factory(LatencyHistogram)
     # Up and down time, on trio's clock: the open interval's start, and the closed ones.
     up_since: float | None = None
@@ -325,6 +348,25 @@ class Health:
             return True
         return False
 
+    def probe_missed(self, reason: str, now: float) -> bool:
+        """A probe went unanswered (at ``now``, trio's clock): a live connection is now
+        ``degraded``, with ``reason``. True when that changed its status."""
+        self.probes += 1
+        self.probes_missed += 1
+        if self.status is not ServerStatus.CONNECTED:
+            return False
+        self.status = ServerStatus.DEGRADED
+        self.degraded_since = now
+        self.last_error = reason
+        self.stderr_tail = ()
+        return True
+
+    def probed(self, took: float, wall: float) -> None:
+        """A probe was answered in ``took`` seconds (at ``wall``)."""
+        self.probes += 1
+        self.last_probe_ms = took * 1000
+        self.last_ok = wall
+
     def answered(self, now: float) -> float | None:
         """A call was answered (at ``now``, trio's clock): the timeouts in a row end.
         Returns how long the server was degraded (seconds) if this ends that."""
@@ -399,8 +441,11 @@ class Health:
         """Seconds down after failures so far, the current outage included."""
         return self.downtime_total + (0.0 if self.down_since is None else now - self.down_since)
 
-    def metrics(self, server: str, status: ServerStatus, now: float) -> ServerMetrics:
-        """The figures as of ``now`` (trio time)."""
+    def metrics(
+        self, server: str, status: ServerStatus, now: float, *, last_heard: float | None = None
+    ) -> ServerMetrics:
+        """The figures as of ``now`` (trio time); ``last_heard``: when the connection
+        last heard from the server (unix seconds)."""
         worked = self.calls_ok + self.calls_tool_error
         calls = worked + self.calls_failed
         return ServerMetrics(
@@ -421,4 +466,7 @@ class Health:
             latency_sum_s=self.latency.sum,
             latency_buckets=self.latency.cumulative(),
             tool_count=self.tool_count,
+            last_heard=last_heard,
+            probes=self.probes,
+            probes_missed=self.probes_missed,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,7 @@ from ..transports._errors import safe_url
 from ..transports._open import open_transport
 from ..transports._remote import TransportLike
 from ..transports._stdio import GRACE_SECONDS, KILL_AFTER_SECONDS, StdioTransport
+from ..transports._watch import RETURN_EVERY, port_reopened, watched_address
 from ._actor import PING_TIMEOUT, ServerActor
 from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
 from ._messages import (
@@ -62,6 +64,7 @@ from ._messages import (
     TaskRequest,
     _NotSent,
 )
+from ._probes import probe_method
 from ._startup import StartSlots
 from ._state import ServerState
 from ._subscriptions import Subscribed
@@ -208,6 +211,7 @@ class ServerHandle:
             intensity=Intensity(max_restarts=config.max_attempts, within_seconds=math.inf),
             backoff=config.backoff,
             shutdown_timeout=config.shutdown_timeout,
+            hurry=self._returned if self._returns_to() is not None else None,
         )
         #: the server's fault engine, if its config has a ``faults`` plan
         self.fault_engine: FaultEngine | None = None
@@ -334,6 +338,40 @@ class ServerHandle:
         return self.state.tool(name)
 
     def status(self) -> ServerStatus:
+        """The server's status as shown: a connected server not heard from within its
+        window (:meth:`window`) is ``unverified``."""
+        status = self.live_status()
+        if status is ServerStatus.CONNECTED and self._unheard() is not None:
+            return ServerStatus.UNVERIFIED
+        return status
+
+    def window(self) -> float | None:
+        """Seconds a connected server may go unheard from and still be shown up: its
+        probe interval and two probes' timeouts (a probe, and the one after a miss),
+        plus a second; ``None`` when it is not probed (``pingInterval`` 0)."""
+        interval = self.config.ping_interval
+        return None if interval <= 0 else interval + 2 * self.ping_timeout + 1.0
+
+    def _heard(self) -> float | None:
+        """When (trio's clock) the live connection last heard from the server."""
+        actor = self.current
+        return None if actor is None else actor.heard()
+
+    def _unheard(self) -> float | None:
+        """Seconds since the live connection heard from the server, when that is longer
+        than its window; ``None`` otherwise (or outside trio)."""
+        window, heard = self.window(), self._heard()
+        if window is None or heard is None:
+            return None
+        try:
+            silent = trio.current_time() - heard
+        except RuntimeError:  # not in trio's thread: nothing to say
+            return None
+        return silent if silent > window else None
+
+    def live_status(self) -> ServerStatus:
+        """The server's status as its actor and the tree left it (never ``unverified``):
+        what decides whether its tools are offered."""
         state = self.address.state
         if self.error is not None or state is AddressState.UNAVAILABLE:
             return ServerStatus.FAILED
@@ -427,7 +465,35 @@ class ServerHandle:
             protocol_version=h.protocol_version,
             resource_count=len(self.resources) if self.listed else None,
             prompt_count=len(self.prompts) if self.listed else None,
+            last_heard=self._last_heard(),
+            probe_method=self._probing(),
+            probes=h.probes,
+            probes_missed=h.probes_missed,
+            last_probe_ms=h.last_probe_ms,
+            watched=self._watched(),
         )
+
+    def _probing(self) -> str | None:
+        """How the live connection is probed when idle, if it is."""
+        actor = self.current
+        client = None if actor is None else actor.client
+        if client is None or self.config.ping_interval <= 0:
+            return None
+        return probe_method(client, self.state.probe_fallback)
+
+    def _watched(self) -> bool:
+        actor = self.current
+        return actor is not None and actor.client is not None and actor.watched
+
+    def _last_heard(self) -> float | None:
+        """:meth:`_heard` in unix seconds."""
+        heard = self._heard()
+        if heard is None:
+            return None
+        try:
+            return time.time() - (trio.current_time() - heard)
+        except RuntimeError:
+            return None
 
     def _family(self) -> tuple[int, ...]:
         """The pids of the running local server's processes (see ``HealthRecord.family``)."""
@@ -437,7 +503,9 @@ class ServerHandle:
 
     def metrics(self) -> ServerMetrics:
         """Uptime, downtime, reconnects, calls and latency (docs/monitoring.md) as of now."""
-        return self.health.metrics(self.name, self.status(), trio.current_time())
+        return self.health.metrics(
+            self.name, self.status(), trio.current_time(), last_heard=self._last_heard()
+        )
 
     # -- fault injection ---------------------------------------------------------------
 
@@ -479,6 +547,22 @@ class ServerHandle:
             detail=fault.detail,
         )
 
+    def _returns_to(self) -> tuple[str, int] | None:
+        """The host and port a down remote server's return is looked for at (while it is
+        probed: ``pingInterval`` is not 0), if any."""
+        config = self.config
+        if config.type in ("stdio", "memory") or config.url is None or config.ping_interval <= 0:
+            return None
+        return watched_address(config.url)
+
+    async def _returned(self) -> None:
+        """Return once the down server's port, found closed, opens again: its restart is
+        then not left to wait out the rest of its backoff (see ChildSpec.hurry)."""
+        address = self._returns_to()
+        assert address is not None
+        host, port = address
+        await port_reopened(host, port, every=RETURN_EVERY, connect_timeout=self.ping_timeout)
+
     def transport(self) -> TransportLike:
         """A fresh transport for one connection attempt (with the fault plan, if any)."""
         return open_transport(
@@ -509,7 +593,7 @@ class ServerHandle:
             server=self.name,
             prefix=self.config.prefix,
             listing=self.listing,
-            connected=self.status() in (ServerStatus.CONNECTED, ServerStatus.DEGRADED),
+            connected=self.live_status() in (ServerStatus.CONNECTED, ServerStatus.DEGRADED),
             resources=tuple(self.resources),
             templates=tuple(self.resource_templates),
             prompts=tuple(self.prompts),

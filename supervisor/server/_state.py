@@ -74,6 +74,8 @@ class ServerState:
         #: how long each of its listings may be cached, and by whom (2026-07-28's
         #: ``ttlMs``, ``cacheScope``; the session-based protocol says nothing: 0, private)
         self.cache_hints: dict[str, tuple[int, str]] = {}
+        #: how it is probed instead of ``ping``, which it does not answer (for its life)
+        self.probe_fallback: str | None = None
 
     # -- reading -----------------------------------------------------------------------
 
@@ -155,6 +157,10 @@ class ServerState:
         if prompts is not None:
             self.prompts = list(prompts)
         self.listed = True
+
+    def probe_latched(self, method: str) -> None:
+        """The server does not answer ``ping``: it is probed with ``method`` from now on."""
+        self.probe_fallback = method
 
     def connecting(self) -> None:
         """A connection attempt begins."""

@@ -23,8 +23,12 @@ class ServerStatus(enum.StrEnum):
     IDLE = "idle"
     CONNECTING = "connecting"
     CONNECTED = "connected"
-    #: connected, but calls in a row time out: probed, restarted if the probe fails
+    #: connected, but a probe, or calls in a row, went unanswered: probed again at once,
+    #: its connection ended if that goes unanswered too
     DEGRADED = "degraded"
+    #: connected, but not heard from within its window (see docs/servers.md): not shown
+    #: as up, though calls still go to it
+    UNVERIFIED = "unverified"
     DISCONNECTED = "disconnected"
     FAILED = "failed"
     STOPPED = "stopped"

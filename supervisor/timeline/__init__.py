@@ -4,7 +4,8 @@ dashboard's live strips.
 A timeline is one server on a time axis, in lanes from top to bottom:
 
 - ``state``: bands coloured by the server's state (``STATES``), a tick at each
-  restart;
+  restart, and above the bands a small triangle at each thing health watching found
+  (``HEALTH_MARKS``: stale, found down, recovered);
 - ``faults`` (when the ``Layout`` has it): a marker at each injected fault, and a
   faint line down through the calls;
 - ``lost`` (when the layout has it): calls that never got an outcome, as crosses;

@@ -12,11 +12,13 @@ from ._element import Element
 
 __all__ = [
     "FAULT_COLOUR",
+    "HEALTH_MARKS",
     "OUTCOMES",
     "STATES",
     "TIMELINE_CSS",
     "Band",
     "Layout",
+    "Mark",
     "Marker",
     "Point",
     "Scale",
@@ -33,6 +35,7 @@ STATES: dict[str, tuple[str, str]] = {
     "connecting": ("#d4a72c", "connecting"),
     "connected": ("#2da44e", "connected"),
     "degraded": ("#fb8f44", "degraded"),
+    "unverified": ("#ffd8b5", "unverified (not heard from)"),
     "down": ("#cf222e", "down"),
     "needs_auth": ("#a475f9", "needs login"),
     "failed": ("#82071e", "failed"),
@@ -46,6 +49,16 @@ OUTCOMES: dict[str, tuple[str, str]] = {
     "fail": ("#bc4c00", "fail (not executed)"),
     "info": ("#8250df", "info (may have executed)"),
     "lost": ("#cf222e", "lost (no outcome)"),
+}
+
+#: What health watching found, marked above the state lane: a probe, or calls in a row,
+#: went unanswered (``mcp.health.stale``), the connection was found dead
+#: (``mcp.health.down``), the server answered again (``mcp.health.recovered``); their
+#: colours and what a legend calls them.
+HEALTH_MARKS: dict[str, tuple[str, str]] = {
+    "stale": ("#fb8f44", "stale (degraded)"),
+    "down": ("#cf222e", "found down"),
+    "recovered": ("#2da44e", "recovered"),
 }
 
 #: The colour of an injected fault's marker.
@@ -82,6 +95,15 @@ class Tick(NamedTuple):
     """A restart at ``t``, with its title."""
 
     t: float
+    title: str
+
+
+class Mark(NamedTuple):
+    """What health watching found at ``t`` (``kind``: a key of :data:`HEALTH_MARKS`),
+    with its title."""
+
+    t: float
+    kind: str
     title: str
 
 
@@ -313,11 +335,13 @@ def draw_timeline(
     restarts: Iterable[Tick] = (),
     calls: Iterable[Point] = (),
     markers: Iterable[Marker] = (),
+    marks: Iterable[Mark] = (),
 ) -> Element:
     """Server *name*'s timeline (an ``<svg class="tl">``) on *scale*: the time grid at
     *ticks* (``(time, label)``), its state *bands* (titled with *when*, which says a
-    time for people), its *restarts*, its *calls* and, with a faults lane, *markers*.
-    Lost calls need a layout with a lost lane."""
+    time for people), its *restarts*, its health *marks* (a small triangle above the
+    state lane), its *calls* and, with a faults lane, *markers*. Lost calls need a
+    layout with a lost lane."""
     layout = scale.layout
     width, left, right = layout.width, layout.left, layout.right
     inner = width - left - right
@@ -416,6 +440,12 @@ def draw_timeline(
                 },
             )
         )
+    for t, kind, title in marks:
+        x, tip = scale.x(t), layout.state_y - 1
+        points = f"{_n(x - 4)},{_n(tip - 6)} {_n(x + 4)},{_n(tip - 6)} {_n(x)},{_n(tip)}"
+        colour = HEALTH_MARKS[kind][0]
+        attributes = {"class": f"mark {kind}", "data-mark": kind, "points": points}
+        add(_titled("polygon", title, {**attributes, "fill": colour}))
     # Faults.
     top, bottom = layout.fault_y, layout.fault_y + layout.fault_h
     for t, action, title in markers:
@@ -466,10 +496,16 @@ def draw_timeline(
 
 
 def legend(
-    states: Iterable[str], kinds: Iterable[str], *, faults: bool = False, restarts: bool = True
+    states: Iterable[str],
+    kinds: Iterable[str],
+    *,
+    faults: bool = False,
+    restarts: bool = True,
+    marks: Iterable[str] = (),
 ) -> Element:
     """The key to a timeline's colours: *states* (keys of :data:`STATES`), call outcome
-    *kinds* (keys of :data:`OUTCOMES`), the fault marker and the restart tick."""
+    *kinds* (keys of :data:`OUTCOMES`), the fault marker, the restart tick and health
+    *marks* (keys of :data:`HEALTH_MARKS`)."""
     items: list[Element | str] = []
     for state in states:
         colour, label = STATES[state]
@@ -485,4 +521,8 @@ def legend(
     if restarts:
         tick = _el("line", class_="restart", x1="3", y1="0", x2="3", y2="14")
         items.append(_el("span", [_el("svg", [tick], width="6", height="14"), "restart"]))
+    for kind in marks:
+        colour, label = HEALTH_MARKS[kind]
+        mark = _el("polygon", points="1,3 11,3 6,11", fill=colour)
+        items.append(_el("span", [_el("svg", [mark], width="12", height="14"), label]))
     return _el("div", items, class_="legend", aria_label="legend")

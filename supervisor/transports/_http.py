@@ -75,7 +75,8 @@ def http_client(
     """The HTTP client a remote transport uses: headers, timeouts and auth in one place.
 
     It tracks delivery (see :class:`Receipt`): a request that could not even connect is
-    known not to have reached the server. ``on_status`` sees every response's status.
+    known not to have reached the server, and its receipt keeps its response's status.
+    ``on_status`` sees every response's status.
     What the server sends is bounded by ``limits`` (its ``max_message_bytes`` and catalog
     limits; the defaults without): see :class:`~._bodies.BoundedTransport`; ``server``
     names it in the log.
@@ -84,13 +85,15 @@ def http_client(
     keeps from the server counts as not delivered, and ``on_status`` sees injected
     statuses.
     """
-    hooks: dict[str, list[Callable[[httpx2.Response], Awaitable[None]]]] = {}
-    if on_status is not None:
 
-        async def record(response: httpx2.Response) -> None:
+    async def record(response: httpx2.Response) -> None:
+        # (the hook runs in the sending task, where the request's receipt is)
+        if (receipt := delivery.get()) is not None:
+            receipt.http_status = response.status_code
+        if on_status is not None:
             on_status(response.status_code)
 
-        hooks["response"] = [record]
+    hooks: dict[str, list[Callable[[httpx2.Response], Awaitable[None]]]] = {"response": [record]}
     wire: httpx2.AsyncBaseTransport = bounded(httpx2.AsyncHTTPTransport(), limits, server)
     if faults is not None:
         from ..injection._http import FaultyHTTPTransport

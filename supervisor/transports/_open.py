@@ -14,6 +14,7 @@ from ._memory import memory_transport
 from ._remote import Remote, TransportLike
 from ._sse import sse_transport
 from ._stdio import GRACE_SECONDS, KILL_AFTER_SECONDS, StdioTransport
+from ._watch import watched_address
 
 if TYPE_CHECKING:
     from ..config._limits import Limits
@@ -111,6 +112,7 @@ def open_transport(
         made_by_client=streamable_http_abandoned,
         name=config.name,
     )
+    remote.watch_at = watched_address(url)  # its port is watched while connected
     remote._inner = http_transport(
         url,
         headers=config.headers,

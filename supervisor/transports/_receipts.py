@@ -52,6 +52,7 @@ class Receipt:
         "answer_code",
         "answered",
         "delivered",
+        "http_status",
         "logs_before",
         "progress_done",
         "progress_seen",
@@ -63,6 +64,9 @@ class Receipt:
         self.withdrawn = False
         self.answered = False
         self.answer_code: int | None = None
+        #: the HTTP status its response came with, on an HTTP transport (the last, if
+        #: it took more than one: an OAuth retry)
+        self.http_status: int | None = None
         #: log messages the connection had brought in when the answer came
         self.logs_before = 0
         #: progress notifications for the request that came in before its answer, and
@@ -142,6 +146,10 @@ class Answers:
     transport's own client code puts on the read stream in place of an answer that can
     never come (the SDK's Streamable HTTP client does, for a response stream that ended
     without one): those answer nothing.
+
+    ``heard`` is when (trio's clock) the server last sent anything — an answer, a
+    notification, a request of its own: the connection's proof of life, which health
+    probes are skipped for while it is recent (``None`` until the first).
     """
 
     def __init__(self, made_by_client: Callable[[types.ErrorData], bool] | None = None) -> None:
@@ -154,6 +162,7 @@ class Answers:
         self.logs = 0
         self.logs_done = 0
         self._log_handled = trio.lowlevel.ParkingLot()
+        self.heard: float | None = None
 
     def log_handled(self) -> None:
         """The client's logging callback is done with one log message."""
@@ -177,6 +186,8 @@ class Answers:
     def received(self, item: object) -> None:
         message = item.message if isinstance(item, SessionMessage) else None
         if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            if message is not None:
+                self.heard = trio.current_time()
             if isinstance(message, types.JSONRPCNotification):
                 if message.method == "notifications/message":
                     self.logs += 1
@@ -191,6 +202,7 @@ class Answers:
             and self._made_by_client(message.error)
         ):
             return
+        self.heard = trio.current_time()
         receipt = self._waiting.pop(coerce_request_id(message.id), None)
         if receipt is not None:
             receipt.answered = True

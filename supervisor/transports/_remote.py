@@ -59,6 +59,9 @@ class Remote:
         self.answers = Answers(made_by_client)
         #: HTTP status of the first response, for the legacy-SSE fallback
         self.first_status: int | None = None
+        #: the host and port a connection is held to while connected, to see the server
+        #: go at once (:mod:`~supervisor.transports._watch`); ``None``: not watched
+        self.watch_at: tuple[str, int] | None = None
 
     def saw_status(self, status: int) -> None:
         if self.first_status is None:

@@ -9,7 +9,8 @@
 
 (() => {
   const HEALTH = {
-    connected: "green", connecting: "yellow", degraded: "yellow", disconnected: "red", failed: "red",
+    connected: "green", connecting: "yellow", degraded: "yellow", unverified: "yellow",
+    disconnected: "red", failed: "red",
     needs_auth: "yellow", refreshing: "yellow", auth_failed: "red",
     idle: "grey", stopped: "grey", disabled: "grey",
   };
@@ -17,11 +18,12 @@
     "mcp.connected", "mcp.health.recovered", "mcp.auth.completed", "mcp.auth.refreshed",
   ]);
   const BAD = new Set([
-    "mcp.error", "mcp.local.crashed", "mcp.disconnected", "mcp.health.stale",
+    "mcp.error", "mcp.local.crashed", "mcp.disconnected", "mcp.health.stale", "mcp.health.down",
     "mcp.auth.failed", "supervisor.child.gave_up", "supervisor.escalated",
   ]);
   const WARN = new Set([
     "mcp.connecting", "mcp.auth.started", "supervisor.child.restarted", "bus.dropped",
+    "mcp.health.probe_changed",
   ]);
   const KEEP = 300; // events kept per timeline
 
@@ -29,7 +31,7 @@
   // What a drawing may contain: these elements, these attributes (no URL, no handler).
   const SVG_TAGS = new Set(["svg", "g", "rect", "line", "circle", "polygon", "path", "text", "title"]);
   const HTML_TAGS = new Set(["div", "span"]);
-  const ATTRIBUTE = /^(class|role|aria-label|viewBox|width|height|x|y|x1|y1|x2|y2|cx|cy|r|d|points|fill|fill-opacity|stroke|stroke-width|stroke-opacity|stroke-dasharray|text-anchor|transform|data-(state|action))$/;
+  const ATTRIBUTE = /^(class|role|aria-label|viewBox|width|height|x|y|x1|y1|x2|y2|cx|cy|r|d|points|fill|fill-opacity|stroke|stroke-width|stroke-opacity|stroke-dasharray|text-anchor|transform|data-(state|action|mark))$/;
 
   const $ = (id) => document.getElementById(id);
   const tbody = $("servers").tBodies[0];
@@ -68,11 +70,31 @@
       return `retry ${r.retry_attempt + 1} in ${wait.toFixed(wait < 10 ? 1 : 0)}s`;
     }
     if (r.status === "connecting" && r.retry_attempt > 0) return `attempt ${r.retry_attempt + 1}`;
+    if (r.status === "unverified") {
+      const heard = lastHeard(r);
+      return heard == null ? "not heard from yet" : `not heard from for ${duration(now() - heard)}`;
+    }
     if (r.status === "needs_auth") return `needs login: mcp-supervisor auth login ${r.server}`;
     if (r.status === "refreshing") return "refreshing its OAuth token";
     if (r.status === "idle") return "not started";
     if (r.status === "disabled") return "not started: disabled in the config";
     return "";
+  }
+
+  // When the server last sent anything on its connection, else its last good exchange.
+  function lastHeard(r) {
+    return r.last_heard != null ? r.last_heard : r.last_ok;
+  }
+
+  // "heard 3s ago · ping 2.1 ms": when it was last heard from and its last probe.
+  function heardLine(r) {
+    const heard = lastHeard(r);
+    const parts = [heard == null ? "never heard from" : `heard ${duration(now() - heard)} ago`];
+    if (r.probe_method && r.last_probe_ms != null) {
+      parts.push(`${r.probe_method} ${ms(r.last_probe_ms)} ms`);
+    }
+    if (r.probes_missed) parts.push(`${r.probes_missed} of ${r.probes} probes missed`);
+    return parts.join(" · ");
   }
 
   function el(tag, className, text) {
@@ -141,6 +163,7 @@
       cells.type.textContent = r.type;
       cells.statusText.textContent = r.status;
       cells.detail.textContent = statusDetail(r);
+      cells.statusText.title = heardLine(r);
       cells.tools.textContent = r.tool_count == null ? "—" : String(r.tool_count);
       cells.restarts.textContent = String(r.restarts);
       // A tool's own error is not the server failing: counted apart, shown when any.
@@ -275,9 +298,13 @@
       if (!strip) {
         strip = el("div", "strip");
         strip.dataset.server = name;
-        strip.append(el("h3", "", name));
+        const title = el("h3", "", name);
+        title.append(" ", el("span", "heard"));
+        strip.append(title);
         strips.set(name, strip);
       }
+      const record = servers.find((r) => r.server === name);
+      strip.querySelector(".heard").textContent = record ? heardLine(record) : "";
       const drawing = paint(drawings[name]);
       if (strip.children.length > 1) strip.lastChild.replaceWith(drawing);
       else strip.append(drawing);

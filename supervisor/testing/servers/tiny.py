@@ -10,7 +10,12 @@ tens of milliseconds, where an SDK fixture server spends about half a second on 
 
 Launch it by path, not with ``-m`` (that would import ``supervisor``)::
 
-    python -S -I path/to/tiny.py [--name NAME] [--log PATH]
+    python -S -I path/to/tiny.py [--name NAME] [--log PATH] [--ping HOW]
+
+``--ping HOW`` is how it treats health probes: ``answer`` (the default); ``unsupported``
+answers ``ping`` "method not found"; ``ignore`` never answers ``ping`` (but answers the
+rest); ``mute`` never answers ``ping``, nor any ``tools/list`` after its first (a server
+that answers calls but no probe).
 
 ``--log PATH`` records how many
 start at once: ``start <pid>`` is appended to PATH (one ``O_APPEND`` write) when the
@@ -55,12 +60,15 @@ _METHOD_NOT_FOUND = -32601
 
 
 def tiny_server(
-    *, name: str = "tiny", log: str | os.PathLike[str] | None = None
+    *, name: str = "tiny", log: str | os.PathLike[str] | None = None, ping: str = "answer"
 ) -> dict[str, object]:
-    """A config entry (``mcpServers`` style, ``lazy: false``) that runs this server."""
+    """A config entry (``mcpServers`` style, ``lazy: false``) that runs this server
+    (``ping``: its ``--ping``)."""
     args = ["-S", "-I", PATH, "--name", name]
     if log is not None:
         args += ["--log", os.fspath(log)]
+    if ping != "answer":
+        args += ["--ping", ping]
     return {"command": sys.executable, "args": args, "lazy": False}
 
 
@@ -86,10 +94,12 @@ def _record(log: str | None, word: str) -> None:
         os.close(fd)
 
 
-def _answer(request: dict[str, object], name: str) -> dict[str, object]:
+def _answer(request: dict[str, object], name: str, ping: str) -> dict[str, object]:
     method = request.get("method")
     params = request.get("params")
     params = params if isinstance(params, dict) else {}
+    if method == "ping" and ping == "unsupported":
+        return {"error": {"code": _METHOD_NOT_FOUND, "message": "Method not found: ping"}}
     if method == "initialize":
         return {
             "result": {
@@ -120,6 +130,7 @@ def main(argv: list[str]) -> int:
     options = dict(zip(argv[::2], argv[1::2], strict=False))
     name = options.get("--name", "tiny")
     log = options.get("--log")
+    ping = options.get("--ping", "answer")
     _record(log, "start")
     listed = False
     out = sys.stdout.buffer
@@ -130,8 +141,13 @@ def main(argv: list[str]) -> int:
             continue
         if not isinstance(request, dict) or "id" not in request:
             continue  # a notification (or a response): nothing to answer
-        answer = _answer(request, name)
-        if request.get("method") == "tools/list" and not listed:
+        method = request.get("method")
+        if method == "ping" and ping in ("ignore", "mute"):
+            continue  # left unanswered
+        if method == "tools/list" and listed and ping == "mute":
+            continue
+        answer = _answer(request, name, ping)
+        if method == "tools/list" and not listed:
             listed = True
             _record(log, "end")
         out.write(json.dumps({"jsonrpc": "2.0", "id": request["id"], **answer}).encode() + b"\n")
