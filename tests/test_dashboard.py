@@ -611,16 +611,21 @@ def health_marks(strip: object) -> list[tuple[str, str]]:
     ]
 
 
+def probed_notes() -> dict[str, object]:
+    """One eager echo server probed every 0.2 s of silence, restarted 0.2 s after a loss."""
+    return {
+        "mcpServers": {"notes": stdio_echo(lazy=False, pingInterval=0.2)},
+        # Long enough that a loaded machine answers every probe before the SIGSTOP.
+        "supervisor": {"pingTimeout": 2.0, "backoff": {"local": {"initial": 0.2, "jitter": 0}}},
+    }
+
+
 async def test_the_strips_mark_what_health_watching_found() -> None:
     """A server stopped with SIGSTOP misses a probe — a "stale" mark, its band
     degraded — then the next: "found down"; restarted, it is marked "recovered". Each
     mark is a titled triangle above the state lane, kept in the strip; the legend has
     the three."""
-    settings = {
-        "mcpServers": {"notes": stdio_echo(lazy=False, pingInterval=0.2)},
-        # Long enough that a loaded machine answers every probe before the SIGSTOP.
-        "supervisor": {"pingTimeout": 2.0, "backoff": {"local": {"initial": 0.2, "jitter": 0}}},
-    }
+    settings = probed_notes()
     async with open_supervisor(settings) as sup, trio.open_nursery() as nursery:
         info = await start(nursery, sup)
         await sup.connect_all()
@@ -1206,11 +1211,7 @@ async def test_the_page_in_chromium_says_when_each_server_was_last_heard_from(
     """Beside each strip's name, and on hovering its status, the page says when the
     server was last heard from and how its last probe went (method, milliseconds); a
     probe it missed is a mark on its strip, in its colour, and counted beside the name."""
-    settings = {
-        "mcpServers": {"notes": stdio_echo(lazy=False, pingInterval=0.2)},
-        # Long enough that a loaded machine answers every probe before the SIGSTOP.
-        "supervisor": {"pingTimeout": 2.0, "backoff": {"local": {"initial": 0.2, "jitter": 0}}},
-    }
+    settings = probed_notes()
     async with open_supervisor(settings) as sup, trio.open_nursery() as nursery:
         info = await start(nursery, sup)
         await sup.connect_all()
