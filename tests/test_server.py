@@ -335,6 +335,8 @@ async def test_a_server_that_stops_answering_pings_is_restarted() -> None:
         await wait_for(lambda: "mcp.health.stale" in rec.kinds())
         assert frozen.status() is ServerStatus.DEGRADED  # one miss: slow is not dead
         await wait_for(lambda: "mcp.health.down" in rec.kinds())
+        # Shown down at once, though stopping the hung process takes seconds.
+        assert frozen.status() is ServerStatus.DISCONNECTED and alive(pid)
         assert (await frozen.call_tool("echo", {"text": "back"}, None)).content[0].text == "back"
         assert frozen.health.pid != pid and frozen.health.restarts == 1
     assert not alive(pid)

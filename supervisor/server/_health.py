@@ -361,6 +361,12 @@ class Health:
         self.stderr_tail = ()
         return True
 
+    def found_down(self) -> None:
+        """Health watching found the live connection dead (it is being ended): shown
+        ``disconnected`` from now on, before the failure itself is recorded."""
+        if self.status in (ServerStatus.CONNECTED, ServerStatus.DEGRADED):
+            self.status = ServerStatus.DISCONNECTED
+
     def probed(self, took: float, wall: float) -> None:
         """A probe was answered in ``took`` seconds (at ``wall``)."""
         self.probes += 1

@@ -252,12 +252,14 @@ def _recovered(actor: ServerActor) -> None:
 def _down(actor: ServerActor, why: str, *, found_by: str) -> None:
     server = actor.server
     actor.lost()  # from now on no call is sent on this connection
+    actor.state.health.found_down()  # (its end, a hung process's stop, may take seconds)
     log.warning("server down", server=server.name, reason=why, found_by=found_by)
     server.emit(
         events.HealthDown(
             server=server.name, reason=why, found_by=found_by, last_ok=actor.state.health.last_ok
         )
     )
+    server.changed()
 
 
 async def watch_connection(
