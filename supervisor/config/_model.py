@@ -342,7 +342,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     description: str | None = None
     disabled: bool = False
     lazy: bool = True
-    #: the gateway is not ready (``/readyz`` answers 503) while this server is failed
+    #: the gateway is not ready (``/readyz`` answers 503) while this server is down:
+    #: failed, stopped, waiting for a login, lost (reconnecting) or unverified
     required: bool = False
     #: seconds one request may take (JSON ``timeout`` / ``timeoutMs``)
     timeout: float = 30.0
