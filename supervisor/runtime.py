@@ -28,10 +28,11 @@ the bus, however the block is left; then every subscription's iteration ends.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from types import MappingProxyType
@@ -41,6 +42,7 @@ import mcp_types as types
 import msgspec
 import trio
 
+from ._reload import Audits, Maker, reconfigure, with_overrides
 from .actors import (
     ChildSpec,
     GiveUp,
@@ -63,6 +65,7 @@ from .calls._gate import Gate, ServerView, connect
 from .calls._resources import MergedPrompt, MergedResource, MergedResourceTemplate, Resources
 from .config import Config, load_config
 from .config._apps import with_apps
+from .config._diff import ConfigChange
 from .config._faults import check_plan, load_faults
 from .errors import (
     ConfigError,
@@ -71,14 +74,13 @@ from .errors import (
     UnknownTool,
 )
 from .events._bus import Bus, Subscription
-from .events._catalog import Event
 from .injection._engine import Injected
 from .injection._plan import Plan
 from .log import RedactionScope, configure_default_logging, get_logger, redacting, redactor
 from .monitor import CallWindow, SessionSummary
 from .monitor._metrics import summarize
 from .registry import Catalog, NamingPolicy, Summary
-from .registry._live import Offer, Registry, RegistryStatistics, Snapshot
+from .registry._live import Registry, RegistryStatistics, Snapshot
 from .server import HealthRecord, ServerMetrics
 from .server._hook import tree_hook
 from .server._managed import ServerHandle, disabled_record
@@ -111,20 +113,26 @@ class SupervisorHandle:
         config: Config,
         bus: Bus,
         root: Supervisor,
-        servers: Mapping[str, ServerHandle],
+        servers: dict[str, ServerHandle],
         registry: Registry,
         *,
+        maker: Maker,
         approve: ApprovalCallback | None = None,
         spill_dir: str | os.PathLike[str] | None = None,
         history: CallHistory | None = None,
         auth: AuthService | None = None,
         audit: AuditLog | None = None,
     ) -> None:
+        #: the running config (a reconfiguration replaces it)
         self.config = config
         self._auth = auth
         self.bus = bus
         self._root = root
-        self._servers = dict(servers)
+        # The servers by name, in config order: the one dict the gate, the resources
+        # and the tree's decisions read, which a reconfiguration changes in place.
+        self._servers = servers
+        self._maker = maker
+        self._reconfiguring = trio.Lock()
         self._registry = registry
         #: the call history every tool call is recorded in, if any
         self.history = history
@@ -141,9 +149,49 @@ class SupervisorHandle:
             audit=audit,
         )
         self._resources = Resources(self._servers, registry, self.connect_all)
-        self._views = {name: ServerView(s, self._gate) for name, s in self._servers.items()}
+        self._views: dict[str, ServerView] = {}
+        self._rebuild_views()
         self._opened_at = trio.current_time()
         self._summary: SessionSummary | None = None
+
+    def _rebuild_views(self) -> None:
+        old, gate = self._views, self._gate
+        self._views = {
+            name: old[name] if name in old and old[name]._server is server
+            else ServerView(server, gate)
+            for name, server in self._servers.items()
+        }
+
+    # -- the config --------------------------------------------------------------------
+
+    async def reconfigure(
+        self, config: Config | Mapping[str, object] | str | os.PathLike[str] | None = None
+    ) -> ConfigChange:
+        """Take ``config`` (a path, a mapping or a :class:`~supervisor.config.Config`;
+        by default the running config's own file, read again) in place of the running
+        config, live, and return what changed
+        (:class:`~supervisor.config.ConfigChange`).
+
+        Servers are compared by name: unchanged ones are not touched (connections,
+        sessions, calls queued or in flight, restart counts); added ones start as at
+        start-up; removed ones take no new call, finish those in flight within their
+        ``shutdownTimeout`` and stop, their tools withdrawn; a change of what runs or
+        how it is reached (command, args, env, cwd, url, headers, auth, transport)
+        replaces the server — calls queued meanwhile are served by the new one — and a
+        change of policy only (``prefix``, ``timeout``, ``approve``...) is applied in
+        place. ``supervisor`` settings apply to what comes next; ``authDir`` and
+        ``tokenStore`` are listed in ``needs_restart``. The in-process ``apps`` and
+        ``faults`` plans given to :func:`open_supervisor` are kept.
+
+        All or nothing: a config that does not load, or names a missing variable a
+        server did not already lack, or adds or changes a ``perUser`` server, raises
+        :class:`~supervisor.errors.ConfigError` and changes nothing
+        (``supervisor.config.rejected``). Applied, it publishes
+        ``supervisor.config.reloaded``. Reconfigurations run one at a time; none counts
+        as a crash. See docs/config.md, "Changing the config while it runs".
+        """
+        async with self._reconfiguring:
+            return await reconfigure(self, config)
 
     # -- OAuth -------------------------------------------------------------------------
 
@@ -635,26 +683,32 @@ async def open_supervisor(
         callback=oauth_callback_handler,
         base_dir=cfg.path.parent if cfg.path is not None else None,
     )
-    servers = _server_handles(
-        cfg,
-        enabled,
+    audits = Audits()
+    maker = Maker(
         publish=publish,
         report=registry.report,
         auth=auth,
         client_options=client_options,
         retry_idempotent=retry_idempotent,
         retries=retries,
+        start_slots=StartSlots(settings.startup_concurrency),
+        secrets=secrets,
+        audits=audits,
+        complete=with_overrides(apps, faults),
     )
+    # One handle per enabled server, by name, in config order.
+    servers = {name: maker.handle(cfg, name) for name in enabled}
     try:
         # The config's secrets and the default spill directory belong to this session.
         with (
             secrets,
             redacting(cfg.secrets()),
             _spill_directory(spill_dir, cfg) as spill,
-            _audit_log(cfg) as audit,
+            contextlib.closing(audits),
             # Orphans below a server are re-parented here, not to init (on Linux).
             subreaper(),
         ):
+            audit = audits.open(cfg)
             async with open_tree(
                 _tree(cfg, bus, registry, auth, servers),
                 name="root",
@@ -668,6 +722,7 @@ async def open_supervisor(
                     root,
                     servers,
                     registry,
+                    maker=maker,
                     approve=approve,
                     spill_dir=spill,
                     history=history,
@@ -700,40 +755,6 @@ def _session_config(
     if faults:
         cfg = _with_faults(cfg, faults)
     return cfg
-
-
-def _server_handles(
-    cfg: Config,
-    enabled: list[str],
-    *,
-    publish: Callable[[Event], None],
-    report: Callable[[Offer], None],
-    auth: AuthService,
-    client_options: Mapping[str, object],
-    retry_idempotent: bool,
-    retries: bool,
-) -> dict[str, ServerHandle]:
-    """One server handle per enabled server, by name, in config order; they share one
-    queue of start slots (at most ``startupConcurrency`` connect at once)."""
-    settings = cfg.settings
-    start_slots = StartSlots(settings.startup_concurrency)
-    return {
-        name: ServerHandle(
-            cfg.servers[name],
-            publish=publish,
-            client_options=client_options,
-            limits=settings.limits,
-            error=cfg.servers[name].error,
-            ping_timeout=settings.ping_timeout,
-            retry_idempotent=retry_idempotent,
-            report=report,
-            retries=retries,
-            broker=auth.broker(name),
-            start_slots=start_slots,
-            users=auth.users if auth.users is not None and name in auth.users.servers else None,
-        )
-        for name in enabled
-    }
 
 
 def _tree(
@@ -781,19 +802,6 @@ def _with_faults(config: Config, faults: Mapping[str, object]) -> Config:
     if problems:
         raise ConfigError(problems)
     return msgspec.structs.replace(config, servers=servers)
-
-
-@contextmanager
-def _audit_log(config: Config) -> Iterator[AuditLog | None]:
-    """The config's audit log (``supervisor.audit``), open for the block; ``None``
-    without one."""
-    settings = config.settings.audit
-    if settings is None:
-        yield None
-        return
-    base = config.path.parent if config.path is not None else None
-    with AuditLog.from_settings(settings, base) as audit:
-        yield audit
 
 
 def token_store(given: str | os.PathLike[str] | None, config: Config) -> AuthStore | TokenStore:

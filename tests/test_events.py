@@ -78,6 +78,14 @@ SAMPLES: dict[str, dict[str, object]] = {
         "restarts": 5,
         "reason": "Crashed(OSError)",
     },
+    "supervisor.config.reloaded": {
+        "added": ["tasks"],
+        "removed": [],
+        "replaced": ["gh"],
+        "changed": ["web"],
+        "needs_restart": ["auth_dir"],
+    },
+    "supervisor.config.rejected": {"errors": ["mcpServers.gh.command: must be a string"]},
     "bus.dropped": {"count": 7},
 }
 
@@ -105,6 +113,8 @@ DOCUMENTED_KINDS = [
     "supervisor.child.restarted",
     "supervisor.child.gave_up",
     "supervisor.escalated",
+    "supervisor.config.reloaded",
+    "supervisor.config.rejected",
     "bus.dropped",
 ]
 

@@ -909,6 +909,76 @@ async def test_dynamic_children_stop_with_the_tree(journal: Journal) -> None:
     assert journal.of("stop") == ["b", "a"]
 
 
+async def test_a_replaced_child_serves_the_calls_queued_meanwhile(
+    journal: Journal, autojump_clock: trio.abc.Clock
+) -> None:
+    """replace_child lets the running incarnation finish its call (a graceful stop) while
+    a call made meanwhile waits at the same address, for the new incarnation."""
+    async with open_tree([spec(journal, "a")]) as sup:
+        address = sup.address("a")
+        answers: dict[str, object] = {}
+
+        async def ask(key: str, message: object) -> None:
+            answers[key] = await address.call(message)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, "in flight", ("sleep", 1.0))
+            await trio.sleep(0.1)
+            nursery.start_soon(sup.replace_child, spec(journal, "a", address=address))
+            await trio.sleep(0.1)
+            nursery.start_soon(ask, "queued", "whoami")
+        assert answers == {"in flight": ("a", 1), "queued": ("a", 2)}
+        assert journal.of("stop") == ["a"] and journal.of("start") == ["a", "a"]
+        with pytest.raises(ValueError, match="same addresses"):
+            await sup.replace_child(spec(journal, "a"))
+
+
+async def test_replacing_a_child_is_never_counted_as_a_restart(journal: Journal) -> None:
+    """Replacements report a start over and count nothing: more of them than the
+    intensity allows restarts give nothing up."""
+    notices = Notices()
+    strict = Intensity(max_restarts=0, within_seconds=60)
+    async with open_tree([spec(journal, "a")], intensity=strict, notify=notices) as sup:
+        address = sup.address("a")
+        for _ in range(3):
+            await sup.replace_child(spec(journal, "a", address=address))
+        assert await address.call("whoami") == ("a", 4)
+        assert sup.statistics().restarts == 0
+    assert [type(d).__name__ for d in notices.decisions] == ["StartedOver"] * 3
+
+
+async def test_an_updated_child_spec_decides_its_next_exit(
+    journal: Journal, autojump_clock: trio.abc.Clock
+) -> None:
+    """update_child changes how the running child is treated from its next exit on,
+    without stopping it."""
+    async with open_tree([spec(journal, "a"), spec(journal, "b")]) as sup:
+        address = sup.address("a")
+        await sup.update_child(spec(journal, "a", address=address, restart=Restart.TEMPORARY))
+        assert journal.of("stop") == []
+        address.cast("crash")
+        await until(lambda: journal.of("stop") == ["a"])
+        await until(lambda: [id for id, *_ in sup.which_children()] == ["b"])
+        assert journal.of("start") == ["a", "b"]  # not restarted: temporary now
+
+
+async def test_the_order_and_the_strategy_change_live(
+    journal: Journal, autojump_clock: trio.abc.Clock
+) -> None:
+    """arrange puts the children in a new order and set_policy a new strategy: a crash
+    then restarts them by the new strategy, in the new order."""
+    async with open_tree([spec(journal, "a"), spec(journal, "b")], intensity=GENEROUS) as sup:
+        await sup.start_child(spec(journal, "c"))
+        await sup.arrange(["c", "a", "b"])
+        assert [id for id, *_ in sup.which_children()] == ["c", "a", "b"]
+        await sup.set_policy(Strategy.REST_FOR_ONE, GENEROUS)
+        journal.clear()
+        sup.address("c").cast("crash")
+        await until(lambda: len(journal.of("start")) == 3)
+        assert journal.of("stop") == ["c", "b", "a"]  # the crashed one, then those after it
+        assert journal.of("start") == ["c", "a", "b"]
+
+
 # -- events ------------------------------------------------------------------------------
 
 

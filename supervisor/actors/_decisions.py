@@ -105,8 +105,9 @@ class Terminated:
 
 @attrs.frozen
 class StartedOver:
-    """``child`` starts again on request (``restart_child``) with a fresh count: its
-    ``attempt`` and ``restarts`` are started over (0). Reported before it starts."""
+    """``child`` starts again on request (``restart_child``, or ``replace_child`` with a
+    new spec) with a fresh count: its ``attempt`` and ``restarts`` are started over (0).
+    Reported before it starts."""
 
     supervisor: str
     child: str

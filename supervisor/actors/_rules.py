@@ -64,6 +64,10 @@ class RestartWindow:
     def reset(self) -> None:
         self._times.clear()
 
+    def adopt(self, other: RestartWindow) -> None:
+        """Count the restarts ``other`` counted (a new limit for the same child)."""
+        self._times = collections.deque(other._times)
+
 
 def backoff_delay(backoff: Backoff, attempt: int, rng: random.Random | None = None) -> float:
     """Seconds to wait before consecutive restart number ``attempt`` (1-based).

@@ -114,6 +114,7 @@ class Supervisor:
         self._notify = notify
         self._rng = rng  # None: the parent's, or a fresh one at run()
         self._close_on_exit = close_on_exit
+        self._ordered_shutdown = ordered_shutdown
         self._ordered = ordered_shutdown or strategy is Strategy.REST_FOR_ONE
         self._window = RestartWindow(self.intensity)
         self._restarts = 0
@@ -197,6 +198,36 @@ class Supervisor:
     async def delete_child(self, id: str) -> None:
         """Forget a child that is stopped or unavailable."""
         await request(self._control, self.name, "delete_child", id)
+
+    # Beyond OTP: what a reconfiguration does to a running tree. None of it is a crash,
+    # and none of it is counted against a restart intensity.
+
+    async def replace_child(self, spec: ChildSpec) -> None:
+        """Put ``spec`` in the place of the child of its id, and start it: the running
+        incarnation (if any) is stopped gracefully first, as for a shutdown. The spec must
+        serve the same addresses, which stay open throughout: calls queued meanwhile are
+        served by the new incarnation. The child's counts start over (reported as
+        :class:`StartedOver`). A new incarnation that fails to start is handled as a
+        crash of the child.
+        """
+        await request(self._control, self.name, "replace_child", spec)
+
+    async def update_child(self, spec: ChildSpec) -> None:
+        """Take ``spec`` for the child of its id from its next decision on (restart type,
+        backoff, give-up, own intensity — its restarts so far still count — and shutdown
+        timeout), without stopping it. The spec must serve the same addresses."""
+        await request(self._control, self.name, "update_child", spec)
+
+    async def arrange(self, ids: Sequence[str]) -> None:
+        """Put the children in the order of ``ids`` (those not named keep their order,
+        after them): the order ``rest_for_one`` and ``one_for_all`` restart in, and the
+        reverse of the order they stop in."""
+        await request(self._control, self.name, "arrange", tuple(ids))
+
+    async def set_policy(self, strategy: Strategy, intensity: Intensity) -> None:
+        """Use ``strategy`` and ``intensity`` for the decisions from now on (the restarts
+        already counted still count against the new intensity)."""
+        await request(self._control, self.name, "set_policy", (strategy, intensity))
 
     # -- running -----------------------------------------------------------------------
 
@@ -468,6 +499,65 @@ class Supervisor:
         slot = self._idle_slot(id, "terminate it before deleting it")
         slot.close_addresses()
         self._slots.remove(slot)
+
+    def _same_addresses(self, slot: Slot, spec: ChildSpec) -> None:
+        if spec.addresses != slot.spec.addresses:
+            raise ValueError(
+                f"child {spec.id!r} of supervisor {self.name!r}: a spec in its place must "
+                "serve the same addresses"
+            )
+
+    def _own_window(self, slot: Slot, spec: ChildSpec) -> RestartWindow | None:
+        """The child's own restart window under ``spec``, its restarts so far kept."""
+        own = spec.intensity
+        if own is None and spec.give_up is GiveUp.MARK_UNAVAILABLE:
+            own = self.intensity
+        if own is None:
+            return None
+        window = RestartWindow(own)
+        if slot.window is not None:
+            window.adopt(slot.window)
+        return window
+
+    async def _op_replace_child(self, spec: ChildSpec) -> None:
+        slot = self._slot(spec.id)
+        self._same_addresses(slot, spec)
+        if slot.state in (ChildState.STARTING, ChildState.RUNNING):
+            await self._stop(slot)
+        slot.calm()
+        slot.spec = spec
+        slot.window = self._own_window(slot, spec)
+        slot.restarts = 0
+        slot.start_over()
+        slot.last_exit = None
+        self._emit(
+            StartedOver(
+                supervisor=self.name, child=spec.id, attempt=slot.attempt, restarts=slot.restarts
+            )
+        )
+        try:
+            await self._start(slot)
+        except StartFailed as exc:
+            await self._exited(slot, Crashed(collapse(exc.__cause__ or exc)))
+
+    async def _op_update_child(self, spec: ChildSpec) -> None:
+        slot = self._slot(spec.id)
+        self._same_addresses(slot, spec)
+        slot.window = self._own_window(slot, spec)
+        slot.spec = spec
+
+    async def _op_arrange(self, ids: tuple[str, ...]) -> None:
+        rank = {id: i for i, id in enumerate(ids)}
+        self._slots.sort(key=lambda s: rank.get(s.spec.id, len(rank)))  # stable
+
+    async def _op_set_policy(self, policy: tuple[Strategy, Intensity]) -> None:
+        strategy, intensity = policy
+        self.strategy = strategy
+        self._ordered = self._ordered_shutdown or strategy is Strategy.REST_FOR_ONE
+        if intensity != self.intensity:
+            window = RestartWindow(intensity)
+            window.adopt(self._window)
+            self.intensity, self._window = intensity, window
 
     def _idle_slot(self, id: str, hint: str) -> Slot:
         """Child ``id``, which must be stopped or unavailable (else ``hint`` says what to do)."""

@@ -85,24 +85,60 @@ class AuthService:
             )
         self.brokers: dict[str, TokenBroker] = {}
         self._unique: list[TokenBroker] = []
-        for configs in by_key.values():
-            first = configs[0]
-            broker = TokenBroker(
-                first.url,
-                first.auth or _default_auth(),
-                store=store,
-                logins=self.logins,
-                servers=[c.name for c in configs],
-                publish=publish,
-                remember=remember,
-                forget=forget,
-                redirect=self._redirect_handler if redirect is not None else None,
-                callback=callback,
-                base_dir=base_dir,
-            )
-            self._unique.append(broker)
+        self._by_key: dict[tuple[str, str], TokenBroker] = {}
+        self._made = (publish, remember, forget, callback, base_dir)
+        for key, configs in by_key.items():
+            broker = self._broker_for(key, configs)
             for config in configs:
                 self.brokers[config.name] = broker
+
+    def _broker_for(self, key: tuple[str, str], configs: list[Any]) -> TokenBroker:
+        publish, remember, forget, callback, base_dir = self._made
+        first = configs[0]
+        broker = TokenBroker(
+            first.url,
+            first.auth or _default_auth(),
+            store=self.store,
+            logins=self.logins,
+            servers=[c.name for c in configs],
+            publish=publish,
+            remember=remember,
+            forget=forget,
+            redirect=self._redirect_handler if self._redirect is not None else None,
+            callback=callback,
+            base_dir=base_dir,
+        )
+        self._unique.append(broker)
+        self._by_key[key] = broker
+        return broker
+
+    def adopt(self, config: Any) -> tuple[TokenBroker | None, list[ChildSpec]]:
+        """The broker of server ``config``, which a reconfiguration adds or replaces:
+        the one already serving its resource and account, else a new one; and the
+        actors to start for it in the supervision tree (none when it shares one).
+        Raises ``ValueError`` for a ``perUser`` server: its callers' logins are set up
+        when the supervisor starts."""
+        self.brokers.pop(config.name, None)
+        if not uses_oauth(config):
+            return None, []
+        auth = config.auth or _default_auth()
+        if auth.per_user:
+            raise ValueError(
+                "a perUser server's callers log in through the gateway's own routes, set up "
+                "when it starts: restart serve to add or change one"
+            )
+        key = (resource_url_from_server_url(config.url), auth.account or "default")
+        broker = self._by_key.get(key)
+        specs: list[ChildSpec] = []
+        if broker is None:
+            if not self._unique:  # the first: the listener too
+                specs.append(self._listener())
+            broker = self._broker_for(key, [config])
+            specs.append(broker.spec)
+        elif config.name not in broker.servers:
+            broker.servers = (*broker.servers, config.name)
+        self.brokers[config.name] = broker
+        return broker, specs
 
     async def load(self) -> None:
         """Read every broker's stored tokens (outside a supervisor: ``auth status``)."""
@@ -116,8 +152,10 @@ class AuthService:
         """The listener's and the brokers' actors, for the supervision tree."""
         if not self._unique:
             return []
-        listener = actor_spec("auth-listener", lambda: _Holder(self), shutdown_timeout=2.0)
-        return [listener, *(b.spec for b in self._unique)]
+        return [self._listener(), *(b.spec for b in self._unique)]
+
+    def _listener(self) -> ChildSpec:
+        return actor_spec("auth-listener", lambda: _Holder(self), shutdown_timeout=2.0)
 
     def browser_handler(self) -> RedirectHandler:
         """Print the URL and open the browser (``$BROWSER`` honoured)."""

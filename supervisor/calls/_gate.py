@@ -103,11 +103,15 @@ class Gate:
         # one question to the approval callback at a time (trio's lock is fair: FIFO)
         self._asking = trio.Lock()
 
+    def forget(self, server: str) -> None:
+        """Forget what was decided about ``server``'s tools: its config changed."""
+        self._verdicts = {k: v for k, v in self._verdicts.items() if k[0] != server}
+
     def resolve(self, name: str) -> tuple[ServerHandle, str]:
         """The server and its own tool name for a merged tool name (step 1 above)."""
         named = self._registry.snapshot.named
         entry = named.get(name)
-        if entry is not None:
+        if entry is not None and entry.server in self._servers:  # (not one just removed)
             return self._servers[entry.server], entry.original_name
         unknown = [s for s in self._servers.values() if not s.tools]
         found = self._registry.policy.parse(name, ((s.name, s.config.prefix) for s in unknown))

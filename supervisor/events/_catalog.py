@@ -63,6 +63,8 @@ __all__ = [
     "BusDropped",
     "ChildGaveUp",
     "ChildRestarted",
+    "ConfigRejected",
+    "ConfigReloaded",
     "Connected",
     "Connecting",
     "Disconnected",
@@ -357,6 +359,26 @@ class Escalated(Event, tag="supervisor.escalated", kw_only=True):
     reason: str
 
 
+class ConfigReloaded(Event, tag="supervisor.config.reloaded", kw_only=True):
+    """A new config was applied to the running supervisor (``reconfigure``, a changed
+    file under ``serve``, ``mcp-supervisor reload``): servers by name ``added``,
+    ``removed``, ``replaced`` (a new incarnation took over) and ``changed`` in place, and
+    the ``supervisor`` settings that take a restart to apply (``needs_restart``)."""
+
+    added: list[str]
+    removed: list[str]
+    replaced: list[str]
+    changed: list[str]
+    needs_restart: list[str]
+
+
+class ConfigRejected(Event, tag="supervisor.config.rejected", kw_only=True):
+    """A new config was refused whole (it does not load, or cannot be applied live):
+    nothing changed. ``errors`` are its field-path errors, as ``check`` prints them."""
+
+    errors: list[str]
+
+
 # --- the bus itself -------------------------------------------------------------------
 
 
@@ -394,6 +416,8 @@ AnyEvent: TypeAlias = (
     | ChildRestarted
     | ChildGaveUp
     | Escalated
+    | ConfigReloaded
+    | ConfigRejected
     | BusDropped
 )
 """Union of every concrete event type; a msgspec decoder picks the class by ``kind``."""

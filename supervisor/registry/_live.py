@@ -112,9 +112,21 @@ class _Report:
     offer: Offer
 
 
+@attrs.frozen
+class _Arranged:
+    """A new config's servers (``order``: config order) and naming ``policy``, as cast to
+    the registry's address: the offers of servers not named are dropped."""
+
+    seq: int
+    order: tuple[str, ...]
+    policy: NamingPolicy
+
+
 def _server_of(report: object) -> str:
     """The coalescing key of the registry's mailbox: a server's newer report replaces its
-    older one still waiting."""
+    older one still waiting (and a newer arrangement an older one)."""
+    if isinstance(report, _Arranged):
+        return "\0arranged"  # no server's name: config names are never empty
     return report.offer.server  # type: ignore[attr-defined, no-any-return]
 
 
@@ -152,8 +164,14 @@ class _Merged:
         """Whether a report taken in is not merged yet."""
         return self.merged < self.taken
 
-    def take(self, report: _Report) -> None:
-        self.offers[report.offer.server] = report.offer
+    def take(self, report: _Report | _Arranged) -> None:
+        if isinstance(report, _Arranged):
+            self.order = list(report.order)
+            self.policy = report.policy
+            named = set(report.order)
+            self.offers = {n: o for n, o in self.offers.items() if n in named}
+        else:
+            self.offers[report.offer.server] = report.offer
         self.taken = report.seq
 
     def refresh(self) -> None:
@@ -251,7 +269,18 @@ class Registry:
         """Take in what one server offers now. Never blocks; merged soon (by the actor,
         one merge per burst) or at once when no actor runs."""
         self._reported += 1
-        report = _Report(self._reported, offer)
+        self._cast(_Report(self._reported, offer))
+
+    def arrange(self, order: Sequence[str], policy: NamingPolicy | None = None) -> None:
+        """Take a new config's servers (``order``: config order; what other servers
+        offered is forgotten) and naming ``policy`` (default: the current one). Never
+        blocks; merged like a report, after the reports made before it."""
+        if policy is not None:
+            self.policy = policy
+        self._reported += 1
+        self._cast(_Arranged(self._reported, tuple(order), self.policy))
+
+    def _cast(self, report: _Report | _Arranged) -> None:
         address = self.address
         if address.serving:
             address.cast(report)

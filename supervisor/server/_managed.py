@@ -200,33 +200,78 @@ class ServerHandle:
         self.state = ServerState(config.name, self.limits, error=error)
         # Where what it offers is reported (the registry's mailbox), if anywhere.
         self._report = report
+        self.spec: ChildSpec = self._spec(None)
+        #: the server's fault engine, if its config has a ``faults`` plan
+        self.fault_engine = self._fault_engine()
+
+    def _spec(self, address: Any) -> ChildSpec:
+        """The server's child spec under its config (serving ``address``, else a new one)."""
+        config = self.config
         # The attempt budget: max_attempts restarts in a row (the count starts over once
         # the server stayed up backoff.stable_after), then give_up.
-        self.spec: ChildSpec = actor_spec(
+        return actor_spec(
             self.name,
             lambda: ServerActor(self),
             mailbox=MAILBOX,
-            restart=config.restart if retries else Restart.TEMPORARY,
+            restart=config.restart if self.retries else Restart.TEMPORARY,
             give_up=config.give_up,
             intensity=Intensity(max_restarts=config.max_attempts, within_seconds=math.inf),
             backoff=config.backoff,
             shutdown_timeout=config.shutdown_timeout,
             hurry=self._returned if self._returns_to() is not None else None,
+            address=address,
         )
-        #: the server's fault engine, if its config has a ``faults`` plan
-        self.fault_engine: FaultEngine | None = None
-        plan = getattr(config, "faults", None)
-        if plan is not None:
-            kind = str(config.type)
-            plan.check_supported(f"a {kind} server", http=kind in ("http", "sse"))
-            self.fault_engine = FaultEngine(plan, server=self.name, on_inject=self._injected)
-            with contextlib.suppress(RuntimeError):  # outside trio: its clock starts later
-                self.fault_engine.start()  # the servers of one supervisor share a start
-            if kind == "sse":
-                log.warning(
-                    "fault plan not applied: legacy SSE servers do not inject faults",
-                    server=self.name,
-                )
+
+    def _fault_engine(self) -> FaultEngine | None:
+        plan = getattr(self.config, "faults", None)
+        if plan is None:
+            return None
+        kind = str(self.config.type)
+        plan.check_supported(f"a {kind} server", http=kind in ("http", "sse"))
+        engine = FaultEngine(plan, server=self.name, on_inject=self._injected)
+        with contextlib.suppress(RuntimeError):  # outside trio: its clock starts later
+            engine.start()  # the servers of one supervisor share a start
+        if kind == "sse":
+            log.warning(
+                "fault plan not applied: legacy SSE servers do not inject faults",
+                server=self.name,
+            )
+        return engine
+
+    # -- a reconfiguration (see SupervisorHandle.reconfigure) ----------------------------
+
+    def reconfigured(self, config: ServerConfig) -> ChildSpec:
+        """Take ``config``, whose changes are policy only (see ``config._diff``): read
+        from now on, by the next call, probe or decision. Returns the server's new child
+        spec (same mailbox), for the tree to take in place of the old one."""
+        self.config = config
+        self.target = target(config)
+        self.spec = self._spec(self.address)
+        return self.spec
+
+    def replaced(self, config: ServerConfig, broker: TokenBroker | None) -> ChildSpec:
+        """Take ``config``, which changes what runs or how it is reached: the next
+        incarnation runs it (the tree replaces the running one with the spec returned,
+        same mailbox). What was learnt of the old one's transport is forgotten."""
+        self.broker = broker
+        spec = self.reconfigured(config)
+        self.fault_engine = self._fault_engine()
+        self.state.replaced()
+        return spec
+
+    def settings_changed(self, limits: Limits, ping_timeout: float) -> None:
+        """The ``supervisor`` settings changed: ``limits`` for the next connection and
+        listing, ``ping_timeout`` for the next probe."""
+        self.limits = limits
+        self.ping_timeout = ping_timeout
+        self.state.limited(limits)
+
+    def withdraw(self, why: str) -> None:
+        """The server leaves the supervisor (a reconfiguration removed or disabled it):
+        calls that reach it from now on fail saying ``why``, and it reports nothing more
+        to the registry."""
+        self.state.withdrawn(why)
+        self._report = None
 
     @property
     def address(self):  # noqa: ANN201 - the spec's Address
@@ -785,6 +830,8 @@ class ServerHandle:
                 server=self.name,
                 cli_message=f"{said}run the command again: each run starts its servers afresh",
             ) from None
+        if isinstance(exc, ActorStopped) and self.state.withdrawn_why is not None:
+            raise ServerUnavailable(self.state.withdrawn_why, server=self.name) from None
         if isinstance(exc, ActorStopped) and self.health.status is ServerStatus.FAILED:
             said = self.health.last_error or "unknown error"
             if not said.startswith(f"MCP server {self.name!r}"):

@@ -74,6 +74,13 @@ class StartSlots:
         self._admit()
         return turn
 
+    def resize(self, limit: int) -> None:
+        """Let ``limit`` turns hold a slot at once from now on (those holding one keep it)."""
+        if limit < 1:
+            raise ValueError(f"start slots: limit must be at least 1, not {limit}")
+        self.limit = limit
+        self._admit()
+
     def statistics(self) -> tuple[int, int]:
         """``(holding, waiting)``: slots held now, and turns waiting for one."""
         return self._holding, len(self._queue)

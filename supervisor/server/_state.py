@@ -76,6 +76,8 @@ class ServerState:
         self.cache_hints: dict[str, tuple[int, str]] = {}
         #: how it is probed instead of ``ping``, which it does not answer (for its life)
         self.probe_fallback: str | None = None
+        #: why calls fail once a reconfiguration took the server out (``None``: it is in)
+        self.withdrawn_why: str | None = None
 
     # -- reading -----------------------------------------------------------------------
 
@@ -191,6 +193,22 @@ class ServerState:
         """A new token came: the server connects again."""
         self.auth_problem = None
         self.health.status = ServerStatus.CONNECTING
+
+    # -- a reconfiguration's writes ------------------------------------------------------
+
+    def limited(self, limits: Limits) -> None:
+        """The config's limits changed: the next listing is checked against ``limits``."""
+        self._limits = limits
+
+    def replaced(self) -> None:
+        """What runs, or how it is reached, changed: what was learnt of the old one's
+        transport (legacy SSE, the probe it answers) is forgotten."""
+        self.use_sse = False
+        self.probe_fallback = None
+
+    def withdrawn(self, why: str) -> None:
+        """A reconfiguration took the server out: its calls fail saying ``why``."""
+        self.withdrawn_why = why
 
     # -- the tree's decisions ----------------------------------------------------------
 

@@ -1,0 +1,343 @@
+"""A running supervisor takes a new config: what ``SupervisorHandle.reconfigure`` does.
+
+The new config is loaded and checked whole first; a config that does not load, or that
+could not be applied live, is refused (``supervisor.config.rejected``) and nothing
+changes. Then it is compared with the running one (:func:`supervisor.config._diff.compare`)
+and the difference applied, server by server, as dynamic children of the ``servers``
+supervisor (OTP's ``start_child`` / ``terminate_child`` / ``delete_child``, and a
+replacement that keeps the child's mailbox):
+
+* **unchanged** servers are not touched (nothing of theirs is even read again);
+* **removed** (or newly disabled) servers are withdrawn: their calls fail from then on
+  naming the reconfiguration, those in flight finish within their ``shutdownTimeout``,
+  then they stop and leave the tree, the catalog and the handle;
+* **added** (or newly enabled) servers are made and started as at start-up (lazy or eager);
+* **replaced** servers (what runs, or how it is reached, changed) keep their mailbox: the
+  running incarnation drains as at shutdown while calls queue, then the new one serves
+  them, its counts started over;
+* servers **changed in place** (policy only) read their new config from the next call,
+  probe or decision; a new prefix renames their tools (``list_changed``);
+* ``supervisor`` settings apply to what comes next (the tree's next decision, the next
+  call or connection, the next merge); ``authDir`` and ``tokenStore`` need a restart.
+
+None of it is a crash: nothing is counted against a restart intensity. One
+reconfiguration runs at a time; the event ``supervisor.config.reloaded`` says what it did.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from .auth._service import AuthService, uses_oauth
+from .calls._audit import AuditLog
+from .config import Config, load_config
+from .config._apps import with_apps
+from .config._diff import ConfigChange, compare
+from .errors import AuditLogError, ConfigError, FieldError
+from .events import _catalog as events
+from .log import RedactionScope, get_logger
+from .registry import NamingPolicy
+from .registry._live import Offer
+from .server._managed import ServerHandle
+from .server._startup import StartSlots
+
+if TYPE_CHECKING:
+    from .runtime import SupervisorHandle
+
+log = get_logger("supervisor.runtime")
+
+__all__ = ["Audits", "Maker", "reconfigure"]
+
+
+class Audits:
+    """The session's audit log (``supervisor.audit``), which a reconfiguration may swap:
+    the new one is opened before anything else changes, the old one closed after."""
+
+    def __init__(self) -> None:
+        self._open: AbstractContextManager[AuditLog | None] | None = None
+        self.audit: AuditLog | None = None
+
+    def open(self, config: Config) -> AuditLog | None:
+        """Open ``config``'s audit log (``None`` without one) and hold it; raises
+        :class:`~supervisor.errors.AuditLogError` when it cannot be opened."""
+        opened = audit_log(config)
+        audit = opened.__enter__()
+        self.close()
+        self._open, self.audit = opened, audit
+        return audit
+
+    def close(self) -> None:
+        opened, self._open, self.audit = self._open, None, None
+        if opened is not None:
+            opened.__exit__(None, None, None)
+
+
+@contextmanager
+def audit_log(config: Config) -> Iterator[AuditLog | None]:
+    """The config's audit log (``supervisor.audit``), open for the block; ``None``
+    without one."""
+    settings = config.settings.audit
+    if settings is None:
+        yield None
+        return
+    base = config.path.parent if config.path is not None else None
+    with AuditLog.from_settings(settings, base) as audit:
+        yield audit
+
+
+class Maker:
+    """What a supervisor makes its servers' handles with, at start-up and when a
+    reconfiguration adds or replaces one; and what its configs are completed with (the
+    in-process ``apps`` and the ``faults`` plans given to ``open_supervisor``)."""
+
+    def __init__(
+        self,
+        *,
+        publish: Callable[[events.Event], None],
+        report: Callable[[Offer], None],
+        auth: AuthService,
+        client_options: Mapping[str, object],
+        retry_idempotent: bool,
+        retries: bool,
+        start_slots: StartSlots,
+        secrets: RedactionScope,
+        audits: Audits,
+        complete: Callable[[Config], Config],
+    ) -> None:
+        self.publish = publish
+        self.report = report
+        self.auth = auth
+        self.client_options = client_options
+        self.retry_idempotent = retry_idempotent
+        self.retries = retries
+        self.start_slots = start_slots
+        self.secrets = secrets
+        self.audits = audits
+        self.complete = complete
+
+    def handle(self, cfg: Config, name: str) -> ServerHandle:
+        """Server ``name``'s handle under ``cfg`` (its broker already made)."""
+        settings, auth = cfg.settings, self.auth
+        return ServerHandle(
+            cfg.servers[name],
+            publish=self.publish,
+            client_options=self.client_options,
+            limits=settings.limits,
+            error=cfg.servers[name].error,
+            ping_timeout=settings.ping_timeout,
+            retry_idempotent=self.retry_idempotent,
+            report=self.report,
+            retries=self.retries,
+            broker=auth.broker(name),
+            start_slots=self.start_slots,
+            users=auth.users if auth.users is not None and name in auth.users.servers else None,
+        )
+
+
+def _enabled(cfg: Config) -> list[str]:
+    return [name for name, c in cfg.servers.items() if not c.disabled]
+
+
+def _load(
+    handle: SupervisorHandle, config: Config | Mapping[str, object] | str | os.PathLike[str] | None
+) -> Config:
+    """The new config, loaded and completed as the running one was; raises ConfigError."""
+    if config is None:
+        if handle.config.path is None:
+            raise ValueError(
+                "this supervisor's config was not read from a file: give reconfigure() "
+                "the new config (a path, a mapping or a Config)"
+            )
+        config = handle.config.path
+    cfg = config if isinstance(config, Config) else load_config(config)
+    return handle._maker.complete(cfg)
+
+
+def _refusals(old: Config, new: Config, change: ConfigChange) -> list[FieldError]:
+    """Why ``new`` cannot be applied live, if it cannot: a server that could not be
+    completed (a missing variable) which the running config did not already lack, or a
+    ``perUser`` server added or replaced."""
+    problems: list[FieldError] = []
+    for name, server in new.servers.items():
+        if server.disabled or not server.errors:
+            continue
+        before = old.servers.get(name)
+        if before is None or before.errors != server.errors:
+            problems += server.errors
+    for name in (*change.added, *change.replaced):
+        server = new.servers[name]
+        if server.disabled or not uses_oauth(server):
+            continue
+        auth = server.auth
+        if auth is not None and auth.per_user:
+            problems.append(
+                FieldError(
+                    f"{server.path}.auth.perUser",
+                    "a perUser server cannot be added or changed while the gateway runs "
+                    "(its callers' logins are set up when it starts): restart serve",
+                )
+            )
+    return problems
+
+
+async def reconfigure(
+    handle: SupervisorHandle,
+    config: Config | Mapping[str, object] | str | os.PathLike[str] | None,
+) -> ConfigChange:
+    """See :meth:`SupervisorHandle.reconfigure`."""
+    maker = handle._maker
+    try:
+        try:
+            new = _load(handle, config)
+        except UnicodeError as exc:  # a file that is not text
+            raise ConfigError([FieldError("", f"cannot read the config: {exc}")]) from None
+        old = handle.config
+        change = compare(old, new)
+        problems = _refusals(old, new, change)
+        if problems:
+            raise ConfigError(problems, path=None if new.path is None else str(new.path))
+        if "audit" in change.settings:
+            try:
+                audit = maker.audits.open(new)
+            except AuditLogError as exc:
+                raise ConfigError([FieldError("supervisor.audit", str(exc))]) from None
+            handle.audit = audit
+            handle._gate.observers = tuple(o for o in (handle.history, audit) if o is not None)
+    except ConfigError as exc:
+        maker.publish(events.ConfigRejected(errors=[str(e) for e in exc.errors]))
+        log.error(
+            "new config refused; the running one is kept", errors=[str(e) for e in exc.errors]
+        )
+        raise
+    await _apply(handle, old, new, change)
+    maker.publish(
+        events.ConfigReloaded(
+            added=list(change.added),
+            removed=list(change.removed),
+            replaced=list(change.replaced),
+            changed=list(change.changed),
+            needs_restart=list(change.needs_restart),
+        )
+    )
+    log.info(
+        "config reloaded",
+        added=list(change.added),
+        removed=list(change.removed),
+        replaced=list(change.replaced),
+        changed=list(change.changed),
+        settings=list(change.settings),
+        needs_restart=list(change.needs_restart),
+    )
+    return change
+
+
+async def _apply(handle: SupervisorHandle, old: Config, new: Config, change: ConfigChange) -> None:
+    maker, servers, tree = handle._maker, handle._servers, handle._tree
+    settings = new.settings
+    maker.secrets.add(*new.secrets())
+    now = _enabled(new)
+
+    # Settings, for what comes next.
+    if change.settings:
+        if (
+            settings.strategy != old.settings.strategy
+            or settings.intensity != old.settings.intensity
+        ):
+            await tree.set_policy(settings.strategy, settings.intensity)
+        maker.start_slots.resize(settings.startup_concurrency)
+        for server in servers.values():
+            server.settings_changed(settings.limits, settings.ping_timeout)
+
+    # The catalog first: what leaves is no longer offered, names follow the new policy.
+    registry = handle._registry
+    registry.arrange(now, NamingPolicy(settings.tool_name_template, settings.tool_clash))
+
+    # Out: removed, or disabled now.
+    leaving = [name for name in servers if name not in now]
+    async with trio.open_nursery() as nursery:
+        for name in leaving:
+            why = (
+                f"MCP server {name!r} was removed from the configuration (reloaded); "
+                "its calls in flight were finished"
+                if name not in new.servers
+                else f"MCP server {name!r} was disabled in the configuration (reloaded)"
+            )
+            nursery.start_soon(_withdraw, handle, servers[name], why)
+
+    # Changed in place, and replaced.
+    for name, server in list(servers.items()):
+        if name in change.changed and name in now:
+            spec = server.reconfigured(new.servers[name])
+            if server.error is None:
+                await tree.update_child(spec)
+            handle._gate.forget(name)
+            server.changed()  # a new prefix renames its tools
+    for name in change.replaced:
+        server = servers.get(name)
+        if server is None or name not in now:
+            continue
+        handle._gate.forget(name)
+        if server.error is not None:  # never started: made afresh below
+            del servers[name]
+            continue
+        broker, specs = maker.auth.adopt(new.servers[name])
+        for spec in specs:
+            await handle._root.start_child(spec)
+        await tree.replace_child(server.replaced(new.servers[name], broker))
+
+    # In: added, enabled now, or made afresh.
+    for name in now:
+        if name in servers:
+            continue
+        _, specs = maker.auth.adopt(new.servers[name])
+        for spec in specs:
+            await handle._root.start_child(spec)
+        server = servers[name] = maker.handle(new, name)
+        if server.error is None:
+            await tree.start_child(server.spec)
+
+    # Config order everywhere.
+    order = {name: servers[name] for name in now}
+    servers.clear()
+    servers.update(order)
+    handle._rebuild_views()
+    await tree.arrange([name for name, s in servers.items() if s.error is None])
+    handle.config = new
+    await registry.settled()  # the catalog as of the new config, when this returns
+
+
+async def _withdraw(handle: SupervisorHandle, server: ServerHandle, why: str) -> None:
+    """Take ``server`` out: no new call, those in flight finished (its shutdown timeout),
+    stopped, forgotten by the tree, the gate and the handle."""
+    server.withdraw(why)
+    handle._gate.forget(server.name)
+    if server.error is None:
+        tree = handle._tree
+        await tree.terminate_child(server.name)
+        await tree.delete_child(server.name)
+    handle._servers.pop(server.name, None)
+
+
+def with_overrides(
+    apps: Mapping[str, object] | None, faults: Mapping[str, Any] | None
+) -> Callable[[Config], Config]:
+    """How a session completes each config it runs: the in-process ``apps`` and the
+    ``faults`` plans given to ``open_supervisor`` (those of servers it has)."""
+
+    def complete(cfg: Config) -> Config:
+        from .runtime import _with_faults
+
+        if apps:
+            cfg = with_apps(cfg, apps)
+        if faults:
+            mine = {name: plan for name, plan in faults.items() if name in cfg.servers}
+            if mine:
+                cfg = _with_faults(cfg, mine)
+        return cfg
+
+    return complete
