@@ -309,3 +309,26 @@ def test_a_reader_that_falls_behind_loses_the_oldest_events_and_is_told() -> Non
         return kinds
 
     assert run("asyncio", main)[-1] == "bus.dropped"
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_an_asyncio_program_reconfigures_its_supervisor(loop: str) -> None:
+    """``await sup.reconfigure(config)`` from asyncio: the added server's tool is
+    called, the unchanged one kept its process; a bad config raises ConfigError."""
+    from supervisor.errors import ConfigError
+
+    command, args = stdio_params("echo")
+    one = {"mcpServers": {"a": {"command": command, "args": args, "approve": False}}}
+    two = {"mcpServers": {**one["mcpServers"], "b": one["mcpServers"]["a"]}}
+
+    async def main() -> tuple[Any, ...]:
+        async with open_supervisor(one) as sup:
+            await sup.connect_all()
+            before = (await sup.status())["a"].pid
+            change = await sup.reconfigure(two)
+            text = (await sup.call("b_echo", {"text": "added"})).text
+            with pytest.raises(ConfigError):
+                await sup.reconfigure({"mcpServers": {"a": {"command": 3}}})
+            return change.added, text, before == (await sup.status())["a"].pid
+
+    assert run(loop, main) == (("b",), "added", True)

@@ -236,3 +236,18 @@ def test_a_notebook_keeps_the_supervisor_from_cell_to_cell(kernel: Kernel, tmp_p
     assert kernel.run("(await sup.call('notes_echo', {'text': 'again'})).text") == "'again'\n"
     assert kernel.run(close) == ""
     assert gone(restarted)
+
+
+def test_a_blocking_supervisor_reconfigures() -> None:
+    """``sup.reconfigure(config)`` from plain code: a removed server's tools are gone,
+    its process stopped; what stayed is answered as before."""
+    command, args = stdio_params("echo")
+    entry = {"command": command, "args": args, "approve": False}
+    with Supervisor({"mcpServers": {"notes": entry, "extra": entry}}) as sup:
+        sup.connect_all()
+        extra = sup.status()["extra"].pid
+        change = sup.reconfigure({"mcpServers": {"notes": entry}})
+        assert change.removed == ("extra",)
+        assert extra is not None and gone(extra)
+        assert "extra_echo" not in [e.name for e in sup.tools().values()]
+        assert sup.call("notes_echo", {"text": "kept"}).text == "kept"

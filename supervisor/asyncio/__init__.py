@@ -128,6 +128,13 @@ class AsyncSupervisor:
     async def restart(self, name: str) -> None:
         await self._bridge.run(self.trio_handle.restart, name)
 
+    async def reconfigure(self, config: Any = None) -> Any:
+        """``SupervisorHandle.reconfigure``: take a new config live (a path, a mapping
+        or a ``Config``; by default the running config's file, read again) and return
+        what changed; a config that cannot be applied raises ``ConfigError`` and changes
+        nothing."""
+        return await self._bridge.run(self.trio_handle.reconfigure, config)
+
     async def stop(self, name: str) -> None:
         """``SupervisorHandle.stop``: the server stopped, its calls failing fast (and its
         tools out of the catalog) until :meth:`restart`."""

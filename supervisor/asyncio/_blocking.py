@@ -130,5 +130,9 @@ class Supervisor:
     def restart(self, name: str) -> None:
         self._run(self.handle.restart(name))
 
+    def reconfigure(self, config: Any = None) -> Any:
+        """Take a new config live and return what changed (see the asyncio handle's)."""
+        return self._run(self.handle.reconfigure(config))
+
     def stop(self, name: str) -> None:
         self._run(self.handle.stop(name))
