@@ -1273,3 +1273,28 @@ async def test_a_restart_waiting_out_its_backoff_is_hurried_by_its_spec(
             assert hurries == 3
             stopping = trio.current_time()
         assert trio.current_time() - stopping < 30  # not after the delay, nor never
+
+
+async def test_a_sibling_restarts_while_a_child_is_stopped_on_request(
+    journal: Journal, autojump_clock: trio.abc.Clock
+) -> None:
+    """Stopping a child on request (terminate, replace) waits for its call in flight —
+    up to its shutdown timeout — without holding up the tree: a sibling that crashes
+    meanwhile is restarted at once, not after the stop."""
+    async with open_tree(
+        [spec(journal, "slow", shutdown_timeout=30.0), spec(journal, "b")],
+        intensity=GENEROUS,
+    ) as sup:
+        slow = sup.address("slow")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(slow.call, ("sleep", 20.0))
+            await trio.sleep(1)
+            nursery.start_soon(sup.terminate_child, "slow")
+            nursery.start_soon(sup.terminate_child, "slow")  # a second request waits too
+            await trio.sleep(1)
+            sup.address("b").cast("crash")
+            await until(lambda: journal.of("start").count("b") == 2)
+            restarted_at = trio.current_time()
+        stopped_at = journal.times("stop", "slow")[0]
+        assert restarted_at < 5 < stopped_at  # the call in flight finished at 21 s
+        assert [s for id, s, _ in sup.which_children() if id == "slow"] == [ChildState.STOPPED]

@@ -30,6 +30,8 @@ class Slot:
     last_exit: ExitReason | None = None
     #: the task awaiting ``spec.hurry`` while the child waits out its backoff
     hurrying: trio.CancelScope | None = None
+    #: requests (terminate, replace) stopping it while its siblings carry on
+    leaving: int = 0
 
     @property
     def id(self) -> str:

@@ -6,6 +6,7 @@ import math
 import random
 from collections.abc import Sequence
 
+import attrs
 import trio
 
 from ..log import get_logger
@@ -24,6 +25,7 @@ from ._errors import (
     StartFailed,
     SupervisorError,
     SupervisorGaveUp,
+    SupervisorNotRunning,
     collapse,
     collapsing,
 )
@@ -55,6 +57,18 @@ from ._stats import ChildState, ChildStatistics, SupervisorStatistics
 log = get_logger("supervisor.actors")
 
 _STOP = object()
+#: Requests that stop a running child first: in a task of their own (see _drain_first).
+_DRAIN_FIRST = frozenset({"terminate_child", "replace_child"})
+
+
+@attrs.frozen(eq=False)
+class _Drained:
+    """A child a request stopped first (``_drain_first``) has stopped: serve the request."""
+
+    env: Envelope
+    op: str
+    arg: object
+    slot: Slot
 
 
 class Supervisor:
@@ -301,6 +315,8 @@ class Supervisor:
                     slot.restart_at = trio.current_time()
             elif isinstance(item, Envelope):
                 await self._serve_request(item)
+            elif isinstance(item, _Drained):
+                await self._serve_drained(item)
             await self._restart_due()
 
     def _next_restart_at(self) -> float:
@@ -458,7 +474,47 @@ class Supervisor:
             return
         op, arg = env.message  # type: ignore[misc]
         try:
+            if op in _DRAIN_FIRST and self._drain_first(env, op, arg):
+                return  # served once the child has stopped (see _serve_drained)
             await getattr(self, "_op_" + op)(arg)
+        except (SupervisorError, ValueError) as exc:
+            env.fail(exc)
+        else:
+            env.reply(None)
+
+    def _drain_first(self, env: Envelope, op: str, arg: object) -> bool:
+        """Stop the running child ``op`` (``terminate_child``, ``replace_child``) is
+        about in a task of its own — up to its ``shutdown_timeout`` — while this loop
+        goes on serving its siblings' exits and restarts; the operation is served once
+        it has stopped. Whether it was started (``False``: nothing runs to stop)."""
+        spec = arg if isinstance(arg, ChildSpec) else None
+        slot = self._slot(spec.id if spec is not None else arg)  # type: ignore[arg-type]
+        if spec is not None:
+            self._same_addresses(slot, spec)
+        if slot.state not in (ChildState.STARTING, ChildState.RUNNING):
+            return False
+        assert self._nursery is not None and self._control is not None
+        slot.leaving += 1  # (a second request waits for the same stop)
+        control = self._control
+
+        async def drain() -> None:
+            try:
+                await self._stop(slot)
+            finally:
+                try:
+                    control.send_nowait(_Drained(env, op, arg, slot))
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    slot.leaving -= 1  # the supervisor stopped meanwhile
+                    env.fail(SupervisorNotRunning(f"supervisor {self.name!r} stopped"))
+
+        self._nursery.start_soon(drain)
+        return True
+
+    async def _serve_drained(self, drained: _Drained) -> None:
+        drained.slot.leaving -= 1
+        env = drained.env
+        try:
+            await getattr(self, "_op_" + drained.op)(drained.arg)
         except (SupervisorError, ValueError) as exc:
             env.fail(exc)
         else:
@@ -628,7 +684,8 @@ class Supervisor:
         )
         self._scheduled(slot, spec.id, now, reason)
         self._hurry(slot)
-        live = [s.spec.id for s in self._slots if s.state in LIVE]
+        # (A child being stopped on request is not restarted with its siblings.)
+        live = [s.spec.id for s in self._slots if s.state in LIVE and not s.leaving]
         victims = [self._slot(id) for id in children_to_restart(self.strategy, live, spec.id)]
         for other in reversed(victims):
             if other is slot:
