@@ -253,21 +253,25 @@ async def _apply(handle: SupervisorHandle, old: Config, new: Config, change: Con
         for server in servers.values():
             server.settings_changed(settings.limits, settings.ping_timeout)
 
-    # The catalog first: what leaves is no longer offered, names follow the new policy.
+    # Out: removed, or disabled now. No new call from here on; then the catalog (what
+    # leaves is no longer offered, names follow the new policy); then they drain and stop.
+    leaving = [servers[name] for name in servers if name not in now]
+    for server in leaving:
+        why = (
+            "removed from the configuration"
+            if server.name not in new.servers
+            else "disabled in the configuration"
+        )
+        why = f"MCP server {server.name!r} was {why} when it was reloaded"
+        handle._departed[server.name] = why
+        handle._gate.withdraw(server.name, why)
+        handle._gate.forget(server.name)
+        server.withdraw(why)
     registry = handle._registry
     registry.arrange(now, NamingPolicy(settings.tool_name_template, settings.tool_clash))
-
-    # Out: removed, or disabled now.
-    leaving = [name for name in servers if name not in now]
     async with trio.open_nursery() as nursery:
-        for name in leaving:
-            why = (
-                f"MCP server {name!r} was removed from the configuration (reloaded); "
-                "its calls in flight were finished"
-                if name not in new.servers
-                else f"MCP server {name!r} was disabled in the configuration (reloaded)"
-            )
-            nursery.start_soon(_withdraw, handle, servers[name], why)
+        for server in leaving:
+            nursery.start_soon(_withdraw, handle, server)
 
     # Changed in place, and replaced.
     for name, server in list(servers.items()):
@@ -298,6 +302,8 @@ async def _apply(handle: SupervisorHandle, old: Config, new: Config, change: Con
         for spec in specs:
             await handle._root.start_child(spec)
         server = servers[name] = maker.handle(new, name)
+        handle._gate.returned(name)
+        handle._departed.pop(name, None)
         if server.error is None:
             await tree.start_child(server.spec)
 
@@ -311,11 +317,9 @@ async def _apply(handle: SupervisorHandle, old: Config, new: Config, change: Con
     await registry.settled()  # the catalog as of the new config, when this returns
 
 
-async def _withdraw(handle: SupervisorHandle, server: ServerHandle, why: str) -> None:
-    """Take ``server`` out: no new call, those in flight finished (its shutdown timeout),
-    stopped, forgotten by the tree, the gate and the handle."""
-    server.withdraw(why)
-    handle._gate.forget(server.name)
+async def _withdraw(handle: SupervisorHandle, server: ServerHandle) -> None:
+    """Stop ``server``, withdrawn: those in flight finished (its shutdown timeout), then
+    forgotten by the tree and the handle."""
     if server.error is None:
         tree = handle._tree
         await tree.terminate_child(server.name)

@@ -133,6 +133,8 @@ class SupervisorHandle:
         self._servers = servers
         self._maker = maker
         self._reconfiguring = trio.Lock()
+        # Servers a reconfiguration took out, and why (see departed()).
+        self._departed: dict[str, str] = {}
         self._registry = registry
         #: the call history every tool call is recorded in, if any
         self.history = history
@@ -161,6 +163,11 @@ class SupervisorHandle:
             else ServerView(server, gate)
             for name, server in self._servers.items()
         }
+
+    def departed(self, name: str) -> str | None:
+        """Why server ``name`` is no longer served, if a reconfiguration took it out
+        (removed from the config, or disabled); ``None`` otherwise."""
+        return self._departed.get(name) if name not in self._servers else None
 
     # -- the config --------------------------------------------------------------------
 

@@ -148,6 +148,21 @@ async def test_a_task_of_a_restarted_server_answers_that_it_is_lost() -> None:
     assert "may have been done" in message
 
 
+async def test_a_task_of_a_server_removed_by_a_reload_answers_why_it_is_lost() -> None:
+    """A reconfiguration that removes the server that made a task: the task's requests
+    are answered saying so (and that the work may have been done)."""
+    async with gateway() as (sup, url):
+        async with http_client(url, extensions=[tasks.CLIENT]) as client:
+            created = await made(client, "ref_job", {"ask": True})
+            await sup.reconfigure({"mcpServers": {}})
+            with pytest.raises(MCPError) as lost:
+                await tasks.get(client, created.task_id)
+    assert lost.value.code == types.INVALID_PARAMS
+    message = lost.value.error.message
+    assert "'ref/job-1' is lost" in message and "removed from the configuration" in message
+    assert "may have been done" in message
+
+
 async def test_task_requests_need_the_extension_and_a_served_server() -> None:
     """``tasks/get`` from a request that did not declare the extension is refused with
     the protocol's missing-capability error (-32021, naming it); an id that names no

@@ -113,8 +113,9 @@ async def test_a_removed_server_finishes_its_calls_then_stops(tmp_path: Path) ->
             assert change.removed == ("s",)
             assert len(answered) == 1, answered  # the call in flight was answered
             assert not alive(slow_pid)  # stopped, and waited for: no process left behind
-            with pytest.raises(UnknownTool):
+            with pytest.raises(UnknownTool, match="'s' was removed from the configuration"):
                 await sup.call("s_echo", {"text": "x"})
+            assert "removed" in (sup.departed("s") or "") and sup.departed("a") is None
             assert list(sup.status()) == ["a"] and "s" not in sup.servers
             assert [id for id, *_ in sup._tree.which_children()] == ["a"]
             assert not [name for name in sup.catalog if name.startswith("s_")]

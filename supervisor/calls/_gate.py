@@ -71,6 +71,9 @@ if TYPE_CHECKING:
 
 log = get_logger("supervisor.gate")
 
+#: Tool names of servers a reconfiguration took out that a call of is answered with why.
+WITHDRAWN_KEPT = 4096
+
 
 class Gate:
     """Tool calls to ``servers`` (by name, in config order), named by ``registry``,
@@ -102,10 +105,29 @@ class Gate:
         self._verdicts: dict[tuple[str, str, str], tuple[types.Tool, ApprovalReason | Decider]] = {}
         # one question to the approval callback at a time (trio's lock is fair: FIFO)
         self._asking = trio.Lock()
+        #: merged tool names of servers a reconfiguration took out: (server, why), oldest
+        #: first
+        self.withdrawn: dict[str, tuple[str, str]] = {}
 
     def forget(self, server: str) -> None:
         """Forget what was decided about ``server``'s tools: its config changed."""
         self._verdicts = {k: v for k, v in self._verdicts.items() if k[0] != server}
+
+    def withdraw(self, server: str, why: str) -> None:
+        """``server`` left (a reconfiguration): a call of one of the tools it offered
+        says ``why`` rather than only that no such tool exists (the latest
+        :data:`WITHDRAWN_KEPT` names are remembered)."""
+        withdrawn = self.withdrawn
+        for entry in self._registry.snapshot.named.values():
+            if entry.server == server:
+                withdrawn.pop(entry.name, None)
+                withdrawn[entry.name] = (server, why)
+        while len(withdrawn) > WITHDRAWN_KEPT:
+            del withdrawn[next(iter(withdrawn))]
+
+    def returned(self, server: str) -> None:
+        """``server`` is back (a reconfiguration added it again)."""
+        self.withdrawn = {k: v for k, v in self.withdrawn.items() if v[0] != server}
 
     def resolve(self, name: str) -> tuple[ServerHandle, str]:
         """The server and its own tool name for a merged tool name (step 1 above)."""
@@ -117,6 +139,9 @@ class Gate:
         found = self._registry.policy.parse(name, ((s.name, s.config.prefix) for s in unknown))
         if found is not None:
             return self._servers[found[0]], found[1]
+        gone = self.withdrawn.get(name)
+        if gone is not None:
+            raise UnknownTool(f"no tool named {name!r}: {gone[1]}")
         raise named.unknown([name])
 
     def merged_name(self, server: ServerHandle, original: str) -> str:

@@ -138,6 +138,13 @@ class GatewayTasks:
         unsealed = self._unsealed(task_id, caller)  # another caller's: as if there were none
         name, _, own = (unsealed or "").partition(SEPARATOR)
         view = self.sup.servers.get(name)
+        departed = self.sup.departed(name) if own and serves(name) else None
+        if departed is not None:
+            raise MCPError(
+                types.INVALID_PARAMS,
+                f"task {task_id!r} is lost: {departed}. Its work may have been done, in "
+                "part; call the tool again only if that is safe",
+            )
         if not own or view is None or not serves(name):
             raise MCPError(
                 types.INVALID_PARAMS,
