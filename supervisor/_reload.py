@@ -29,8 +29,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+import msgspec
 import trio
 
 from .auth._service import AuthService, uses_oauth
@@ -38,7 +39,8 @@ from .calls._audit import AuditLog
 from .config import Config, load_config
 from .config._apps import with_apps
 from .config._diff import ConfigChange, compare
-from .errors import AuditLogError, ConfigError, FieldError
+from .config._faults import check_plan, load_faults
+from .errors import AuditLogError, ConfigError, FieldError, UnknownServer
 from .events import _catalog as events
 from .log import RedactionScope, get_logger
 from .registry import NamingPolicy
@@ -47,11 +49,35 @@ from .server._managed import ServerHandle
 from .server._startup import StartSlots
 
 if TYPE_CHECKING:
-    from .runtime import SupervisorHandle
+    from .actors import Supervisor
+    from .calls._gate import Gate
+    from .calls._observer import History
+    from .registry._live import Registry
+
+
+class Running(Protocol):
+    """What a reconfiguration reads and changes of a running supervisor: its
+    ``SupervisorHandle`` (the module it is in imports this one)."""
+
+    config: Config
+    audit: AuditLog | None
+    history: History | None
+    _maker: Maker
+    _servers: dict[str, ServerHandle]
+    _departed: dict[str, str]
+    _gate: Gate
+    _registry: Registry
+    _root: Supervisor
+
+    @property
+    def _tree(self) -> Supervisor: ...
+
+    def _rebuild_views(self) -> None: ...
+
 
 log = get_logger("supervisor.runtime")
 
-__all__ = ["Audits", "Maker", "reconfigure"]
+__all__ = ["Audits", "Maker", "Running", "reconfigure", "with_faults", "with_overrides"]
 
 
 class Audits:
@@ -144,7 +170,7 @@ def _enabled(cfg: Config) -> list[str]:
 
 
 def _load(
-    handle: SupervisorHandle, config: Config | Mapping[str, object] | str | os.PathLike[str] | None
+    handle: Running, config: Config | Mapping[str, object] | str | os.PathLike[str] | None
 ) -> Config:
     """The new config, loaded and completed as the running one was; raises ConfigError."""
     if config is None:
@@ -186,7 +212,7 @@ def _refusals(old: Config, new: Config, change: ConfigChange) -> list[FieldError
 
 
 async def reconfigure(
-    handle: SupervisorHandle,
+    handle: Running,
     config: Config | Mapping[str, object] | str | os.PathLike[str] | None,
 ) -> ConfigChange:
     """See :meth:`SupervisorHandle.reconfigure`."""
@@ -236,10 +262,11 @@ async def reconfigure(
     return change
 
 
-async def _apply(handle: SupervisorHandle, old: Config, new: Config, change: ConfigChange) -> None:
+async def _apply(handle: Running, old: Config, new: Config, change: ConfigChange) -> None:
     maker, servers, tree = handle._maker, handle._servers, handle._tree
     settings = new.settings
-    maker.secrets.add(*new.secrets())
+    for name in (*change.added, *change.replaced, *change.changed):  # the others' are known
+        maker.secrets.add(*new.servers[name].secrets())
     now = _enabled(new)
 
     # Settings, for what comes next.
@@ -252,6 +279,7 @@ async def _apply(handle: SupervisorHandle, old: Config, new: Config, change: Con
         maker.start_slots.resize(settings.startup_concurrency)
         for server in servers.values():
             server.settings_changed(settings.limits, settings.ping_timeout)
+            server.state.limited(settings.limits)  # the next listing is checked by them
 
     # Out: removed, or disabled now. No new call from here on; then the catalog (what
     # leaves is no longer offered, names follow the new policy); then they drain and stop.
@@ -266,7 +294,8 @@ async def _apply(handle: SupervisorHandle, old: Config, new: Config, change: Con
         handle._departed[server.name] = why
         handle._gate.withdraw(server.name, why)
         handle._gate.forget(server.name)
-        server.withdraw(why)
+        server.state.withdrawn(why)  # its calls from now on fail saying so
+        server.detach()
     registry = handle._registry
     registry.arrange(now, NamingPolicy(settings.tool_name_template, settings.tool_clash))
     async with trio.open_nursery() as nursery:
@@ -292,6 +321,7 @@ async def _apply(handle: SupervisorHandle, old: Config, new: Config, change: Con
         broker, specs = maker.auth.adopt(new.servers[name])
         for spec in specs:
             await handle._root.start_child(spec)
+        server.state.replaced()  # what was learnt of the old one's transport is forgotten
         await tree.replace_child(server.replaced(new.servers[name], broker))
 
     # In: added, enabled now, or made afresh.
@@ -308,16 +338,18 @@ async def _apply(handle: SupervisorHandle, old: Config, new: Config, change: Con
             await tree.start_child(server.spec)
 
     # Config order everywhere.
-    order = {name: servers[name] for name in now}
+    running = {name: servers[name] for name in now}
     servers.clear()
-    servers.update(order)
+    servers.update(running)
     handle._rebuild_views()
-    await tree.arrange([name for name, s in servers.items() if s.error is None])
+    order = [name for name, s in servers.items() if s.error is None]
+    if order != [id for id, *_ in tree.which_children()]:
+        await tree.arrange(order)
     handle.config = new
     await registry.settled()  # the catalog as of the new config, when this returns
 
 
-async def _withdraw(handle: SupervisorHandle, server: ServerHandle) -> None:
+async def _withdraw(handle: Running, server: ServerHandle) -> None:
     """Stop ``server``, withdrawn: those in flight finished (its shutdown timeout), then
     forgotten by the tree and the handle."""
     if server.error is None:
@@ -334,14 +366,33 @@ def with_overrides(
     ``faults`` plans given to ``open_supervisor`` (those of servers it has)."""
 
     def complete(cfg: Config) -> Config:
-        from .runtime import _with_faults
-
         if apps:
             cfg = with_apps(cfg, apps)
         if faults:
             mine = {name: plan for name, plan in faults.items() if name in cfg.servers}
             if mine:
-                cfg = _with_faults(cfg, mine)
+                cfg = with_faults(cfg, mine)
         return cfg
 
     return complete
+
+
+def with_faults(config: Config, faults: Mapping[str, object]) -> Config:
+    """``config`` with these servers' fault plans (``open_supervisor(faults=...)``)."""
+    servers = dict(config.servers)
+    problems: list[FieldError] = []
+    for name, source in faults.items():
+        if name not in servers:
+            known = ", ".join(sorted(servers)) or "none"
+            raise UnknownServer(
+                f"faults for {name!r}, but no MCP server has that name (configured: {known})"
+            )
+        path = f"faults.{name}"
+        plan, found = load_faults(source, path, None)
+        if plan is not None:
+            found = check_plan(plan, servers[name].type, path)
+            servers[name] = msgspec.structs.replace(servers[name], faults=plan)
+        problems += found
+    if problems:
+        raise ConfigError(problems)
+    return msgspec.structs.replace(config, servers=servers)

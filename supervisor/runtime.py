@@ -39,10 +39,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
-import msgspec
 import trio
 
-from ._reload import Audits, Maker, reconfigure, with_overrides
+from ._reload import Audits, Maker, reconfigure, with_faults, with_overrides
 from .actors import (
     ChildSpec,
     GiveUp,
@@ -66,7 +65,6 @@ from .calls._resources import MergedPrompt, MergedResource, MergedResourceTempla
 from .config import Config, load_config
 from .config._apps import with_apps
 from .config._diff import ConfigChange
-from .config._faults import check_plan, load_faults
 from .errors import (
     ConfigError,
     FieldError,
@@ -159,7 +157,8 @@ class SupervisorHandle:
     def _rebuild_views(self) -> None:
         old, gate = self._views, self._gate
         self._views = {
-            name: old[name] if name in old and old[name]._server is server
+            name: old[name]
+            if name in old and old[name]._server is server
             else ServerView(server, gate)
             for name, server in self._servers.items()
         }
@@ -760,7 +759,7 @@ def _session_config(
     if apps:
         cfg = with_apps(cfg, apps)
     if faults:
-        cfg = _with_faults(cfg, faults)
+        cfg = with_faults(cfg, faults)
     return cfg
 
 
@@ -788,27 +787,6 @@ def _tree(
             child_intensity=Intensity(max_restarts=0, within_seconds=math.inf),
         ),
     ]
-
-
-def _with_faults(config: Config, faults: Mapping[str, object]) -> Config:
-    """``config`` with these servers' fault plans (``open_supervisor(faults=...)``)."""
-    servers = dict(config.servers)
-    problems: list[FieldError] = []
-    for name, source in faults.items():
-        if name not in servers:
-            known = ", ".join(sorted(servers)) or "none"
-            raise UnknownServer(
-                f"faults for {name!r}, but no MCP server has that name (configured: {known})"
-            )
-        path = f"faults.{name}"
-        plan, found = load_faults(source, path, None)
-        if plan is not None:
-            found = check_plan(plan, servers[name].type, path)
-            servers[name] = msgspec.structs.replace(servers[name], faults=plan)
-        problems += found
-    if problems:
-        raise ConfigError(problems)
-    return msgspec.structs.replace(config, servers=servers)
 
 
 def token_store(given: str | os.PathLike[str] | None, config: Config) -> AuthStore | TokenStore:

@@ -12,7 +12,17 @@ from pathlib import Path
 import pytest
 import trio
 
-from supervisor.bench import _alternate, _inprocess, _memory, _registry, _run, _servers, _suite
+from supervisor.bench import (
+    _alternate,
+    _inprocess,
+    _memory,
+    _registry,
+    _reloads,
+    _run,
+    _servers,
+    _suite,
+)
+from supervisor.runtime import open_supervisor
 
 
 def _children() -> set[int]:
@@ -54,6 +64,10 @@ TINY = {
     "recovery_s": 1,
     "recovery_ratio": 1,
     "recovery_connect_s": 1,
+    "reload_ms": 1,
+    "reload_add_ms": 1,
+    "reload_alone_ms": 1,
+    "reload_p99_ratio": 20,
     "rss_per_server_kb": 2,
     "asyncio_call_ratio": 4,
     "langchain_tool_ratio": 4,
@@ -124,6 +138,64 @@ async def test_recovery_restarts_at_once_and_includes_the_connect() -> None:
     assert _servers.recovery_restart_delay() == 0.0
     assert 0 < figures[_servers.RECOVERY_CONNECT] < figures[_servers.RECOVERY]
     assert 0 < figures[_servers.RECOVERY_RATIO] < math.inf
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+async def test_a_reload_round_times_an_addition_against_a_lone_start_and_leaves_the_32() -> None:
+    """A reload round's reload_ms is the additions' time over the lone starts' (each
+    figure the round's mean, ms); the added server is removed again after each, so the
+    supervisor's 32 servers keep running, the same processes, and nothing else is left
+    running once the suite closes."""
+    before = _children()
+    with trio.fail_after(120):  # a hang guard: connecting may retry on a loaded machine
+        async with _reloads.RELOADS.open() as round_:
+            running = _children() - before
+            assert len(running) == _reloads.RUNNING
+            figures = await round_({_reloads.RELOAD: 2, _reloads.RELOAD_P99: 10})
+            assert _children() - before == running
+    add, alone = figures[_reloads.RELOAD_ADD], figures[_reloads.RELOAD_ALONE]
+    assert 0 < add < math.inf and 0 < alone < math.inf
+    assert figures[_reloads.RELOAD] == pytest.approx(add / alone)
+    assert 0 < figures[_reloads.RELOAD_P99] < math.inf
+    assert not await _no_new_children(before)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+async def test_calls_while_reloading_span_an_addition_and_a_removal_at_least() -> None:
+    """The calls of reload_p99_ratio's reload phase go on, however few were asked for,
+    until an addition and a removal have ended meanwhile; the reloads never stop half way
+    and leave the added server removed; the calls all went to the unchanged servers, whose
+    processes are the same throughout."""
+    done: list[str] = []
+
+    class Logged(_reloads._Reloads):
+        async def add(self) -> None:
+            await super().add()
+            done.append("add")
+
+        async def remove(self) -> None:
+            await super().remove()
+            done.append("remove")
+
+    base, added, _ = _reloads._configs()
+    with trio.fail_after(120):  # a hang guard: connecting may retry on a loaded machine
+        async with open_supervisor(base) as sup:
+            await sup.connect_all()
+            pids = {name: record.pid for name, record in sup.status().items()}
+            latencies = await Logged(sup, base, added).calls_while_reloading(1)
+            assert {name: record.pid for name, record in sup.status().items()} == pids
+            assert sum(m.calls_ok for m in sup.metrics().values()) == len(latencies)
+    assert len(latencies) > 1
+    assert done[:2] == ["add", "remove"] and len(done) % 2 == 0
+    assert done == ["add", "remove"] * (len(done) // 2)
+
+
+def test_the_p99_is_the_nearest_rank_at_or_above_the_99th_percent() -> None:
+    """``_p99`` of 1..100 is the 100th value (rank 99 counting from 0), of 1..1000 the
+    991st; of a single latency, that one; the order given does not matter."""
+    assert _reloads._p99([float(i) for i in range(100, 0, -1)]) == 100.0
+    assert _reloads._p99([float(i) for i in range(1, 1001)]) == 991.0
+    assert _reloads._p99([0.5]) == 0.5
 
 
 def test_recovery_target_is_the_restart_delay_plus_one_and_a_half_connects() -> None:
@@ -242,6 +314,10 @@ def test_every_registered_key_has_a_design_target_or_is_marked_informative() -> 
     assert callable(targets["recovery_s"])
     assert targets["recovery_ratio"] == "<= 1.5"
     assert targets["recovery_connect_s"] is None
+    assert targets["reload_ms"] == "<= 1.2"
+    assert targets["reload_add_ms"] is None
+    assert targets["reload_alone_ms"] is None
+    assert targets["reload_p99_ratio"] == "<= 1.1"
     assert targets["cli_help_ms"] == "<= 200"
     assert targets["cli_help_baseline_ms"] is None
     assert targets["asyncio_call_ratio"] == "<= 1.1"

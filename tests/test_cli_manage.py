@@ -102,7 +102,7 @@ def test_add_then_remove_changes_only_the_entry(
     assert main(["remove", "new", "--config", str(path)]) == 0
     assert path.read_bytes().decode() == original
     out = capsys.readouterr().out
-    assert "This stops nothing already running" in out
+    assert "running gateway" not in out  # none runs: nothing more to say
 
 
 def test_add_creates_the_default_file_and_lists_it(

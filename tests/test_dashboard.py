@@ -1429,3 +1429,33 @@ async def test_a_request_body_that_never_finishes_is_answered_408_and_closed(
         assert received.startswith(b"HTTP/1.1 408 "), received
         assert sup.status()["notes"].status == "idle"
         nursery.cancel_scope.cancel()
+
+
+async def test_the_strips_show_a_reload_and_its_servers() -> None:
+    """A reload of the config, through the feed: the added server gets a strip, the
+    removed one loses its own, and each server the reload added or changed is marked
+    "config reloaded" (how, in its title); the event list gets the event."""
+    notes, calc = stdio_echo(), stdio_echo()
+    async with open_supervisor({"mcpServers": {"notes": notes, "calc": calc}}) as sup:
+        async with trio.open_nursery() as nursery:
+            info = await start(nursery, sup)
+            await sup.connect_all()
+            async with open_feed(info, origin(info)) as ws:
+                hello = json.loads(await ws.get_message())
+                assert set(hello["strips"]) == {"notes", "calc"}
+                assert "config reloaded" in json.dumps(hello["legend"])
+                servers = {"notes": {**notes, "timeout": 7}, "tasks": stdio_echo()}
+                await sup.reconfigure({"mcpServers": servers})
+                seen: list[str] = []
+                with trio.fail_after(30):
+                    while True:
+                        update = json.loads(await ws.get_message())
+                        seen += [e["kind"] for e in update.get("events", ())]
+                        strips = update["strips"]
+                        if "tasks" in strips and health_marks(strips["tasks"]):
+                            break
+            assert set(strips) == {"notes", "tasks"}
+            assert health_marks(strips["notes"])[-1][1].startswith("config reloaded: changed")
+            assert health_marks(strips["tasks"])[-1][1].startswith("config reloaded: added")
+            assert "supervisor.config.reloaded" in seen
+            nursery.cancel_scope.cancel()

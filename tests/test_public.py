@@ -20,6 +20,7 @@ import pytest
 
 import supervisor
 from supervisor._lazy import table
+from supervisor.events._catalog import EVENT_TYPES
 
 from .extras import require_module
 
@@ -126,7 +127,9 @@ def documented() -> dict[tuple[str, str], set[str]]:
             if module == "supervisor":
                 continue  # config keys (``supervisor.intensity``), events, spans: the
                 # top level's names are documented by the code blocks' imports
-            if dotted in CONFIG_PATHS or _is_module(dotted) or not _is_module(module):
+            if dotted in CONFIG_PATHS or dotted in EVENT_TYPES:
+                continue  # a config key, or an event's kind (``supervisor.config.reloaded``)
+            if _is_module(dotted) or not _is_module(module):
                 continue  # a module itself, or no Python name (an event, a config key)
             found.setdefault((module, name), set()).add(page.name)
     return found

@@ -33,6 +33,7 @@ from ._inprocess import (
     mailbox_call_timeout_us,
 )
 from ._memory import MEMORY, RSS
+from ._reloads import RELOAD, RELOAD_ADD, RELOAD_ALONE, RELOAD_P99, RELOADS, RUNNING
 from ._servers import (
     _CONCURRENT_BATCHES,
     CALL_CONCURRENT,
@@ -224,6 +225,51 @@ MEASUREMENTS: Sequence[Measurement] = (
         digits=3,
         note="connect time (spawn to tool list) of the restarted server in the recovery "
         "rounds, from its health record",
+    ),
+    RELOADS.measurement(
+        RELOAD,
+        target="<= 1.2",
+        unit="ratio",
+        size=10,
+        quick_size=3,
+        digits=3,
+        note="SupervisorHandle.reconfigure adding one tiny stdio server to a supervisor "
+        f"running {RUNNING} (the fixture of startup_64_ratio), until the new server is "
+        "connected ÷ entering open_supervisor with just that server (eager) until it is "
+        "connected; n of each per round, alternating, the added server removed again "
+        "(untimed) after each",
+    ),
+    RELOADS.measurement(
+        RELOAD_ADD,
+        target=None,
+        unit="ms",
+        size=10,
+        quick_size=3,
+        digits=1,
+        note="that addition, ms (mean of the round's n)",
+    ),
+    RELOADS.measurement(
+        RELOAD_ALONE,
+        target=None,
+        unit="ms",
+        size=10,
+        quick_size=3,
+        digits=1,
+        note="that lone start, ms (mean of the round's n)",
+    ),
+    RELOADS.measurement(
+        RELOAD_P99,
+        target="<= 1.1",
+        unit="ratio",
+        size=2000,
+        quick_size=500,
+        digits=3,
+        note=f"the 99th percentile latency of n sequential echo calls to the {RUNNING} "
+        "unchanged servers in turn while one server is added and removed by reconfigure, "
+        "a reload a second (about the most often serve's file watch applies one; the calls "
+        "go on until three reloads have ended, if n end sooner) ÷ that of n such calls with "
+        "no reload; "
+        "the two alternate in order from round to round",
     ),
     MEMORY.measurement(
         RSS,

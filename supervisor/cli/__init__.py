@@ -34,7 +34,7 @@ from typing import Any, cast
 
 from .._clash import check_command_line
 from ..log import redact, redacting
-from . import _auth, _basics, _chaos, _manage, _resources, _serve, _servers, _tools
+from . import _auth, _basics, _chaos, _manage, _reload, _resources, _serve, _servers, _tools
 from ._common import (
     EPILOG,
     EXIT_BROKEN_PIPE,
@@ -117,6 +117,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _tools.register(adding, parents)
     _resources.register(adding, parents)
     _serve.register(adding, parents)
+    _reload.register(adding, parents)
     _chaos.register(adding, parents)
     _auth.register(adding, parents)
     _basics.register_bench(adding, parents)

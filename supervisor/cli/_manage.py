@@ -16,6 +16,12 @@ holding a ``.gitignore`` of ``*`` so that git never commits it); the config refe
 file, never holds the secret. ``--env KEY=VALUE`` is stored in the entry's ``env`` as
 typed (a value typed on the command line is already in the shell's history).
 
+When a ``mcp-supervisor serve`` of the file runs on this machine, ``add`` and ``remove``
+then ask it to apply the file at once (:mod:`._reload`) and say what it did: the server
+added to it (connected, with its tools) or removed from it. ``add`` then starts no server
+of its own: the gateway's is the one. Without a gateway, ``add`` starts the new server
+alone, once, to list its tools.
+
 ``list`` imports no MCP machinery: it reads the file and prints.
 """
 
@@ -35,6 +41,7 @@ from .._util._plural import plural
 from .._util._printable import printable
 from ..server._status import ServerStatus
 from ._common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Commands, Parents, Parser, say
+from ._reload import Answer, ask_gateway, refusal
 from ._trust import DEFAULT_CONFIG, Trusted, TrustStore, add_config_options, digest, trusted_now
 
 if TYPE_CHECKING:
@@ -201,9 +208,46 @@ def _cmd_add(args: argparse.Namespace) -> int:
                 f"{prefix}: note: {key} is stored in {label} as typed; `--env {key}` "
                 "(no value) asks for it and keeps it in an env file instead"
             )
+    answer = ask_gateway(label, [args.name])
+    if answer is not None:  # a serve of this file runs: it starts the server itself
+        return _added_to_gateway(args.name, answer, replaced=replaced)
     if args.no_connect:
         return EXIT_OK
     return _connect_once(args, label, alone)
+
+
+def _added_to_gateway(name: str, answer: Answer, *, replaced: bool) -> int:
+    """Say what the running gateway did with the server ``add`` wrote: started it (its
+    tools), or why not. Exit 0 once it runs it (or it is disabled); 1 it did not start; 2
+    the gateway refused the file."""
+    prefix = "mcp-supervisor add"
+    if not answer.applied:
+        code = refusal(answer, prefix)
+        say(f"{prefix}: {name} is in the file, not in the running gateway")
+        return code
+    assert answer.document is not None
+    server = (answer.document.get("servers") or {}).get(name) or {}
+    where = "in" if replaced else "to"
+    done = f"{name}: {'replaced' if replaced else 'added'} {where} the running gateway"
+    if not server.get("configured"):
+        say(f"{prefix}: the running gateway reloaded without {name}: is it still in the file?")
+        return EXIT_FAILURE
+    status = server.get("status")
+    tools = [t for t in server.get("tools") or () if isinstance(t, dict)]
+    if status == ServerStatus.DISABLED:
+        print(f"{done}, disabled: not started")
+        return EXIT_OK
+    if status != ServerStatus.CONNECTED:
+        why = server.get("error") or status
+        print(f"{done}, which could not start it")
+        say(f"{prefix}: {name} did not start: {why}")
+        return EXIT_FAILURE
+    print(f"{done}, {plural(len(tools), 'tool')}")
+    width = max((len(str(t.get("name", ""))) for t in tools), default=0)
+    for t in tools:
+        tool, first = printable(str(t.get("name", ""))), printable(str(t.get("description", "")))
+        print(f"  {tool:<{width}}  {first}".rstrip())
+    return EXIT_OK
 
 
 def _ask_secrets(name: str, keys: Sequence[str]) -> dict[str, str] | None:
@@ -362,10 +406,19 @@ def _cmd_remove(args: argparse.Namespace) -> int:
             print(f"  deleted its env file {path.parent / env_file}")
         elif secret.is_file():
             print(f"  its env file {path.parent / env_file} is left as it is")
-    print(
-        "This stops nothing already running: a `mcp-supervisor serve` (or other client) "
-        "using this file keeps the server until it restarts or reloads the file."
-    )
+    answer = ask_gateway(label, [args.name])
+    if answer is None:  # no serve of this file runs
+        return EXIT_OK
+    if not answer.applied:
+        code = refusal(answer, prefix)
+        say(f"{prefix}: {args.name} is out of the file, still in the running gateway")
+        return code
+    assert answer.document is not None
+    server = (answer.document.get("servers") or {}).get(args.name) or {}
+    if server.get("configured"):
+        say(f"{prefix}: the running gateway still runs {args.name}: is it back in the file?")
+        return EXIT_FAILURE
+    print(f"{args.name}: removed from the running gateway")
     return EXIT_OK
 
 
@@ -422,7 +475,9 @@ def register(commands: Commands, parents: Parents) -> None:
         description="Add server NAME to the config file (default ./.mcp.json, created if "
         "missing) in the file's own format (mcpServers, OpenCode's mcp, VS Code's "
         "servers), changing nothing else in it; then start that server alone, once, and "
-        "print its tools, or the error and how to fix it. --env KEY without a value asks "
+        "print its tools, or the error and how to fix it; when a `mcp-supervisor serve` "
+        "of the file runs, it is asked to apply the file at once, and it starts the server "
+        "(its tools are printed) in place of a start here. --env KEY without a value asks "
         "for it without echo and keeps it in .mcp-supervisor/NAME.env beside the config "
         "(0600, ignored by git), which the entry names as its envFile. Exit 0 connected; "
         "1 the server did not start (the entry stays added); 2 a usage error, a name "
@@ -457,7 +512,10 @@ def register(commands: Commands, parents: Parents) -> None:
         "--force", action="store_true", help="replace a server already configured as NAME"
     )
     add.add_argument(
-        "--no-connect", action="store_true", help="only edit the file: do not start the server"
+        "--no-connect",
+        action="store_true",
+        help="only edit the file: do not start the server here (a running serve of the "
+        "file still applies it)",
     )
     add.set_defaults(handler=_cmd_add)
 
@@ -466,9 +524,11 @@ def register(commands: Commands, parents: Parents) -> None:
         parents=parents,
         help="remove a server from the config file",
         description="Remove server NAME from the config file (default ./.mcp.json), "
-        "changing nothing else in it, and the env file add made for it. This stops "
-        "nothing that is running: a serve using the file keeps the server until it "
-        "restarts. Exit 0; 2 if there is no such server.",
+        "changing nothing else in it, and the env file add made for it. When a "
+        "`mcp-supervisor serve` of the file runs, it is asked to apply the file at once: "
+        "it stops the server and its tools leave its catalog. Exit 0; 1 the running "
+        "gateway could not be asked; 2 if there is no such server, or the running "
+        "gateway refused the file.",
     )
     remove.add_argument("name", metavar="NAME", help="the server's name")
     add_config_options(remove, trust=False)

@@ -161,6 +161,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         token = _token(args)
         if token is None:
             return EXIT_USAGE
+    args.config_chosen = args.config is not None  # else ./.mcp.json: reloaded while trusted
     config = load(args)
     if config is None:
         return EXIT_USAGE
@@ -249,7 +250,9 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
     from ..gateway._relay import Relay
     from ..runtime import open_supervisor
     from ..tools import Approver, Decider
+    from ._reload import Reloader
     from ._tools import approve_all
+    from ._watch import watch_files
 
     approve = Approver(approve_all, Decider.CLI_YES) if args.yes else None
     settings = config.settings.gateway  # type: ignore[attr-defined]
@@ -271,8 +274,14 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
             key=args.gateway_key,
         )
         await nursery.start(gateway.run)  # which connects every server
-        # Where status, tools, call and events find this gateway for this config.
-        await nursery.start(serve_local, gateway, args.config)
+        # The config file applied live: when it (or a file it pulls in) changes and
+        # settles, and when `mcp-supervisor reload` asks on the local socket.
+        reloader = Reloader(
+            sup, args.config, chosen=args.config_chosen, secrets=args.secrets, gateway=gateway
+        )
+        await nursery.start(watch_files, reloader.watched, reloader.file_changed)
+        # Where status, tools, call, events and reload find this gateway for this config.
+        await nursery.start(partial(serve_local, gateway, args.config, reload=reloader.answer))
         if args.stdio or (args.http is None and args.dashboard is None):
             await serve_stdio(gateway)  # until the client closes standard input
             nursery.cancel_scope.cancel()
@@ -327,7 +336,10 @@ def register(commands: Commands, parents: Parents) -> None:
         "stdio until the client closes it (exit 0), or over Streamable HTTP at --http "
         "HOST:PORT until Ctrl-C, SIGTERM or SIGHUP; then stop the servers and exit 130, "
         "143 or 129. Stdio is the default unless --http or --dashboard is given: "
-        "--dashboard alone serves the web dashboard only. Exit 1 if the supervisor gives "
+        "--dashboard alone serves the web dashboard only. A change to the config file "
+        "(or a file it pulls in) is applied live once it settles, as `mcp-supervisor "
+        "reload` applies it (a ./.mcp.json found without --config only while trusted); "
+        "SIGHUP stops serve, as it stops every command. Exit 1 if the supervisor gives "
         "up, 2 for a usage or config error.",
     )
     add_config_options(serve)

@@ -15,6 +15,8 @@ the time since it started, so that its first minutes are not squeezed against "n
   calls in a row, went unanswered (``mcp.health.stale``), the connection was found dead,
   by its port's watch or by probes (``mcp.health.down``), the server answered again
   (``mcp.health.recovered``).
+- **Reload marks** are the config's reloads that added, replaced or changed the server
+  (``supervisor.config.reloaded``); a server a reload removed has no strip from then on.
 - **Calls** are those of the :class:`~supervisor.monitor.CallWindow` the dashboard
   keeps (``SupervisorHandle.recent_calls``): each a point at its invocation, as high as
   its latency, coloured by its outcome.
@@ -34,7 +36,14 @@ from typing import TYPE_CHECKING
 import trio
 
 from .._util._printable import printable
-from ..events._catalog import ChildRestarted, Event, HealthDown, HealthRecovered, HealthStale
+from ..events._catalog import (
+    ChildRestarted,
+    ConfigReloaded,
+    Event,
+    HealthDown,
+    HealthRecovered,
+    HealthStale,
+)
 from ..monitor import CallWindow
 from ..monitor._table import ago
 from ..server._status import ServerStatus
@@ -151,6 +160,17 @@ class Strips:
             server: str = event.server  # type: ignore[attr-defined]
             marks = self._marks.setdefault(server, deque(maxlen=MAX_MARKS))
             marks.append(Mark(event.ts, kind, _mark_title(event)))
+        if isinstance(event, ConfigReloaded):
+            for how, names in (
+                ("added", event.added),
+                ("replaced", event.replaced),
+                ("changed in place", event.changed),
+            ):
+                for name in names:
+                    marks = self._marks.setdefault(name, deque(maxlen=MAX_MARKS))
+                    marks.append(Mark(event.ts, "reloaded", f"config reloaded: {how}"))
+                    if (view := self._sup.servers.get(name)) is not None:
+                        self._note(name, view.status(), event.ts)
         name = getattr(event, "server", None) or getattr(event, "child", None)
         view = self._sup.servers.get(name) if isinstance(name, str) else None
         if view is not None:

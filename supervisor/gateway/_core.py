@@ -298,6 +298,17 @@ class Gateway:
 
     # -- what is served ------------------------------------------------------------------
 
+    def set_policy(self, policy: Policy) -> None:
+        """Narrow each caller by ``policy`` from its next request on (a reloaded config's
+        ``gateway.policy``)."""
+        self.policy = policy
+        self._narrowed.clear()
+
+    def _listed_server(self, name: str) -> str | None:
+        """The server of the tool ``name`` in the catalog now (``None``: not listed)."""
+        entry = self.sup.snapshot.named.get(name)
+        return None if entry is None else entry.server
+
     def serves(self, server: str, name: str | None = None) -> bool:
         """Whether this gateway serves ``server`` (and its tool ``name``) at all."""
         if self._only and server not in self._only:
@@ -620,6 +631,10 @@ class Gateway:
             takes_tasks = declared(ctx.session.client_capabilities)
             rounds = InputRound(responses, state.get("backing"), takes_tasks)
         host = self._seen_by(ctx)
+        # Named before the call: a reconfiguration may rename the tool or remove its
+        # server meanwhile, and a round it asks for still comes from that server.
+        called = arguments.get("name") if self.search is not None and name in self.search else name
+        served_by = self._listed_server(called) if isinstance(called, str) else None
         if self.search is not None and name in self.search:
             search = self.search if host is self else self.search.seen_by(host)
             try:
@@ -631,7 +646,8 @@ class Gateway:
             except SupervisorError as exc:  # nothing was run: a meta-tool's own refusal
                 return _error_result(exc, str(exc), sent=False)
             if isinstance(answer, types.InputRequiredResult):  # the tool ``call`` called
-                return _relayed_round(ctx, answer, self.sup.resolve(arguments["name"])[0])
+                owner = served_by or self.sup.resolve(arguments["name"])[0]
+                return _relayed_round(ctx, answer, owner)
             return answer
         timeout = _timeout(meta.get(TIMEOUT_META))
         try:
@@ -652,7 +668,7 @@ class Gateway:
         except AuthRequired as exc:  # the caller's own login to a perUser server, first
             return login_required(exc, modern=modern)
         if isinstance(result, types.InputRequiredResult):
-            return _relayed_round(ctx, result, self.sup.resolve(name)[0])
+            return _relayed_round(ctx, result, served_by or self.sup.resolve(name)[0])
         if meta.get(LIMITS_META) is True:
             result = _with_limits(result, self._limits())
         return result
@@ -691,6 +707,9 @@ class Gateway:
         entry = self.sup.snapshot.named.get(name)
         if entry is not None and not self.serves(entry.server, name):
             raise UnknownTool(f"tool {name!r} is not served by this gateway")
+        # Named before the call: a reconfiguration may rename the tool or remove its
+        # server while the call runs, and its answer still comes from that server.
+        served_by = self._listed_server(name)
         try:
             result = await self.sup.call(
                 name,
@@ -719,7 +738,7 @@ class Gateway:
             return _error_result(exc, str(exc))
         if isinstance(result.raw, types.InputRequiredResult):
             return result.raw
-        server = self.sup.resolve(name)[0]
+        server = served_by or self.sup.resolve(name)[0]  # one not listed before: now it is
         if isinstance(result.raw, CreatedTask):  # for the client to follow, through us
             return self.tasks.served(result.raw, server, caller)  # type: ignore[return-value]
         if result.raw is not None:

@@ -19,7 +19,9 @@ hypercorn under trio.
 
 ``/healthz``, ``/readyz`` and ``/metrics`` need no token, like the dashboard's: probes
 and scrapers rarely carry one. :func:`serve_local` serves the same routes on a Unix socket
-only its user can reach, without a token.
+only its user can reach, without a token, and one more when ``serve`` gives it a
+``reload``: ``POST /reload`` applies the config file now (``mcp-supervisor reload``),
+which no TCP listener serves (``404`` there).
 
 A team gateway (``resource``: a :class:`~._resource.ResourceGate`) takes its callers'
 OAuth access tokens in place of the one static token: it serves its protected-resource
@@ -38,7 +40,7 @@ import hmac
 import json
 import secrets
 import socket
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import nullcontext, suppress
 from functools import partial
 from pathlib import Path
@@ -124,8 +126,11 @@ class _Front:
         users: UserLogins | None = None,
         sign_in: SignIn | None = None,
         base_url: str = "",
+        reload: Reload | None = None,
     ) -> None:
         self.app = app
+        #: the local socket's ``POST /reload`` (:func:`serve_local`'s ``reload``)
+        self._reload = reload
         self._sign_in = sign_in
         self._base_url = base_url
         #: a team gateway's callers' own logins to its ``perUser`` servers (their pages)
@@ -164,6 +169,12 @@ class _Front:
                 await respond(send, 200, self._resource.metadata, _JSON)
         elif self._sign_in is not None and path in (LOGIN_ROUTE, CALLBACK_ROUTE, SIGNED_IN_ROUTE):
             await self._login_page(scope, send, path)
+        elif path == RELOAD_PATH and self._reload is not None:
+            if scope["method"] != "POST":
+                body = json.dumps({"error": f"{path} answers POST only"}).encode()
+                await respond(send, 405, body, _JSON, [(b"allow", b"POST")])
+            else:
+                await _json(send, *await self._reload(await _body(receive)))
         elif path in _READ_ONLY and scope["method"] != "GET":
             await respond(
                 send,
@@ -364,6 +375,14 @@ class _Front:
             await send({"type": "http.response.body", "body": b""})
 
 
+#: The local socket's route that applies the config file now (``mcp-supervisor reload``).
+RELOAD_PATH = "/reload"
+#: What ``POST /reload`` runs (``serve``'s): given the request's JSON document (``{}``
+#: when it sent none, or not an object), the answer's status and JSON document.
+Reload = Callable[[Mapping[str, Any]], Awaitable[tuple[int, object]]]
+#: The largest ``POST /reload`` body read, in bytes.
+_MAX_BODY = 64 * 1024
+
 #: The routes the CLI reads, behind the token like the MCP endpoint.
 _CLI_ROUTES = frozenset({"/status", "/tools", "/resources", "/prompts", "/events"})
 #: The routes behind the token: the MCP endpoint and those the CLI reads.
@@ -401,6 +420,26 @@ def _same_origin(headers: Mapping[str, str]) -> bool:
     if origin is None:
         return True
     return urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
+
+
+async def _body(receive: Any) -> Mapping[str, Any]:
+    """A small request's JSON object (``{}`` when it is empty, too large, not JSON or
+    not an object)."""
+    data = b""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return {}
+        data += message.get("body", b"")
+        if len(data) > _MAX_BODY:
+            return {}
+        if not message.get("more_body", False):
+            break
+    try:
+        document = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    return document if isinstance(document, dict) else {}
 
 
 async def _json(send: Any, status: int, document: object) -> None:
@@ -577,11 +616,14 @@ async def serve_local(
     gateway: Gateway,
     config_path: str,
     *,
+    reload: Reload | None = None,
     task_status: trio.TaskStatus[Path | None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``gateway`` on the Unix socket of ``config_path`` (:func:`local_socket`), for
     the CLI's commands, until cancelled; then remove the socket. Reports its path, or
-    ``None`` — and returns — when another gateway already serves that config."""
+    ``None`` — and returns — when another gateway already serves that config. With
+    ``reload``, ``POST /reload`` runs it and answers what it returns (``serve``'s: the
+    config file applied now); without, that route is not served."""
     from ._local import bind_local, local_socket
 
     path = local_socket(config_path)
@@ -609,7 +651,7 @@ async def serve_local(
             await nursery.start(
                 partial(
                     serve_sockets,
-                    _Front(app, gateway, None, stopping, fast=fast),
+                    _Front(app, gateway, None, stopping, fast=fast, reload=reload),
                     [sock],
                     logger_name="supervisor.gateway.local",
                     max_head=MAX_HEAD,

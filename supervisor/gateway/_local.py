@@ -8,7 +8,9 @@ only its user can connect, which is the socket's authentication). ``status``, ``
 ``call``, ``events``, ``resources``, ``read``, ``prompts`` and ``prompt`` look for the
 socket of the config they were given and, when a gateway answers there, ask it;
 ``--connect URL`` names a gateway over HTTP instead (with its token from
-``$MCP_SUPERVISOR_GATEWAY_TOKEN``).
+``$MCP_SUPERVISOR_GATEWAY_TOKEN``). ``reload`` (and ``add`` and ``remove``) ask the
+gateway on that socket to apply its config file now (``POST /reload``, a route only the
+socket serves).
 
 This module is the standard library only (and the error tree's root, from
 ``supervisor.actors``' errors module, the standard library only too), so that a command
@@ -378,6 +380,20 @@ class GatewayClient:
             return json.loads(data)
         except ValueError as exc:
             raise GatewayNoAnswer(f"the gateway at {self.where} sent no JSON: {exc}") from exc
+
+    def post(self, route: str, document: Mapping[str, Any] | None = None) -> tuple[int, Any]:
+        """``POST`` ``document`` (as JSON) to one of the gateway's own routes
+        (``/reload``): the answer's HTTP status and its JSON, whatever the status (a
+        refusal says why in it). :class:`GatewayUnreachable` when it could not be sent,
+        :class:`GatewayNoAnswer` when no whole JSON answer came."""
+        headers = {**self._headers(), "Content-Type": "application/json"}
+        body = json.dumps(dict(document or {})).encode()
+        status, _, data = self._exchange("POST", self._path(route), body, headers)
+        try:
+            return status, json.loads(data)
+        except ValueError as exc:
+            said = f"the gateway at {self.where} answered HTTP {status} without JSON"
+            raise GatewayNoAnswer(f"{said}: {exc}") from exc
 
     def stream(self, route: str, *, duration: float | None = None) -> Iterator[bytes]:
         """``GET`` a route that streams lines (``/events``), line by line, for

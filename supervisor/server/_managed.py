@@ -252,25 +252,21 @@ class ServerHandle:
     def replaced(self, config: ServerConfig, broker: TokenBroker | None) -> ChildSpec:
         """Take ``config``, which changes what runs or how it is reached: the next
         incarnation runs it (the tree replaces the running one with the spec returned,
-        same mailbox). What was learnt of the old one's transport is forgotten."""
+        same mailbox), with ``broker`` and a fault engine of its own."""
         self.broker = broker
         spec = self.reconfigured(config)
         self.fault_engine = self._fault_engine()
-        self.state.replaced()
         return spec
 
     def settings_changed(self, limits: Limits, ping_timeout: float) -> None:
-        """The ``supervisor`` settings changed: ``limits`` for the next connection and
-        listing, ``ping_timeout`` for the next probe."""
+        """The ``supervisor`` settings changed: ``limits`` for the next connection,
+        ``ping_timeout`` for the next probe."""
         self.limits = limits
         self.ping_timeout = ping_timeout
-        self.state.limited(limits)
 
-    def withdraw(self, why: str) -> None:
+    def detach(self) -> None:
         """The server leaves the supervisor (a reconfiguration removed or disabled it):
-        calls that reach it from now on fail saying ``why``, and it reports nothing more
-        to the registry."""
-        self.state.withdrawn(why)
+        it reports nothing more to the registry."""
         self._report = None
 
     @property

@@ -2,8 +2,10 @@
 incarnation, with one writer.
 
 A :class:`ServerState` is written by the server's actor (:mod:`supervisor.server._actor`,
-its listings included) and by the supervision tree's decisions (the tree hook calls
-:meth:`ServerState.decided`); every write is one of its named methods. Everything else —
+its listings included), by the supervision tree's decisions (the tree hook calls
+:meth:`ServerState.decided`) and by a reconfiguration of the running supervisor
+(:mod:`supervisor._reload`: new limits, a replaced or withdrawn server); every write is
+one of its named methods. Everything else —
 the server's handle and its call paths, ``open_supervisor``'s handle, the gate — reads it.
 """
 

@@ -53,12 +53,14 @@ OUTCOMES: dict[str, tuple[str, str]] = {
 
 #: What health watching found, marked above the state lane: a probe, or calls in a row,
 #: went unanswered (``mcp.health.stale``), the connection was found dead
-#: (``mcp.health.down``), the server answered again (``mcp.health.recovered``); their
-#: colours and what a legend calls them.
+#: (``mcp.health.down``), the server answered again (``mcp.health.recovered``); and a
+#: reload of the config that added, replaced or changed the server
+#: (``supervisor.config.reloaded``); their colours and what a legend calls them.
 HEALTH_MARKS: dict[str, tuple[str, str]] = {
     "stale": ("#fb8f44", "stale (degraded)"),
     "down": ("#cf222e", "found down"),
     "recovered": ("#2da44e", "recovered"),
+    "reloaded": ("#0969da", "config reloaded"),
 }
 
 #: The colour of an injected fault's marker.

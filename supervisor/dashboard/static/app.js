@@ -20,6 +20,7 @@
   const BAD = new Set([
     "mcp.error", "mcp.local.crashed", "mcp.disconnected", "mcp.health.stale", "mcp.health.down",
     "mcp.auth.failed", "supervisor.child.gave_up", "supervisor.escalated",
+    "supervisor.config.rejected",
   ]);
   const WARN = new Set([
     "mcp.connecting", "mcp.auth.started", "supervisor.child.restarted", "bus.dropped",
