@@ -272,25 +272,35 @@ class Member:
 def family(process: trio.Process, mark: str | None) -> list[Member]:
     """The live processes of the server ``process`` other than itself: its descendants
     (while it has not been reaped: after that its pid may be another's), and this
-    process's children marked ``mark`` and their descendants. Empty off Linux. One scan
-    of ``/proc``."""
+    process's children marked ``mark`` and their descendants. Empty off Linux. Reads the
+    ``task/*/children`` files of this process and of the family only (a few dozen small
+    reads, not one per process on the machine); where the kernel has none, one scan of
+    ``/proc``."""
     if not LINUX:
         return []
     me = os.getpid()
-    # Read before the scan: nothing reaps it meanwhile (no await here), so while this says
+    # Read before looking: nothing reaps it meanwhile (no await here), so while this says
     # it runs, its pid is its own.
     leader = process.pid if process.returncode is None else None
-    children: dict[int, list[_Stat]] = {}
-    for stat in _processes():
-        children.setdefault(stat.ppid, []).append(stat)
+    scanned: dict[int, list[_Stat]] | None = None
+    if not os.path.exists(f"/proc/{me}/task/{me}/children"):
+        scanned = {}
+        for stat in _processes():
+            scanned.setdefault(stat.ppid, []).append(stat)
+
+    def children(pid: int) -> list[_Stat]:
+        if scanned is not None:
+            return scanned.get(pid, [])
+        return [stat for child in _child_pids(pid) if (stat := _stat(child)) is not None]
+
     found = {}
     if mark is not None:
-        for stat in children.get(me, []):
+        for stat in children(me):
             if stat.pid != leader and stat.state != "Z" and _marked(stat.pid, mark):
                 found[stat.pid] = stat
     todo = [*found] if leader is None else [leader, *found]
     while todo:
-        for stat in children.get(todo.pop(), []):
+        for stat in children(todo.pop()):
             if stat.pid not in found and stat.pid != leader:
                 found[stat.pid] = stat
                 todo.append(stat.pid)
