@@ -28,6 +28,7 @@ One class per failure mode, under bases that catch whole families::
     │   ├── CatalogTooLarge           more tools (or bytes) than the limits allow
     │   ├── PaginationError           a listing repeated a cursor or took over maxListPages
     │   ├── ResultTooLarge            one answer was over maxMessageBytes; dropped, connection kept
+    │   ├── ResultInvalid             an answer that does not fit the protocol (.request, .errors)
     │   ├── CallMayHaveTakenEffect    the connection died during the call; not retried
     │   │   └── TaskFailed            the server's task for the call failed, or was lost
     │   ├── ToolCallTimeout           the call took longer than its timeout
@@ -97,6 +98,7 @@ from collections.abc import Iterable, Mapping
 
 import msgspec
 
+from ._util._printable import printable
 from .actors import ActorStopped as ActorStopped
 from .actors import ActorUnavailable as ActorUnavailable
 from .actors import CallTimeout as CallTimeout
@@ -141,6 +143,7 @@ __all__ = [
     "RequestAborted",
     "RequestTimeout",
     "RequestUnencodable",
+    "ResultInvalid",
     "ResultTooLarge",
     "ServerError",
     "ServerExited",
@@ -347,6 +350,44 @@ class ResultTooLarge(ServerError):
         self.tool = tool
         self.size = size
         self.limit = limit
+
+
+class ResultInvalid(ServerError):
+    """The server answered with a result that does not fit the MCP protocol it speaks —
+    a 2026-07-28 tool result without ``resultType``, ``content`` that is not a list: the
+    server's fault, not the caller's. The request reached it (a tool did run) and was not
+    sent again; the connection is kept.
+
+    ``request`` says what was asked (``tool 'add'``, ``resource 'notes://index'``),
+    ``protocol`` the protocol version of the connection; ``errors`` lists ``(path,
+    message)`` pairs, ``path`` the JSON path inside the result (``resultType``,
+    ``content``, ``(root)``). The message names the server, then one error per line, what
+    the server sent made printable (never obeyed by a terminal)::
+
+        MCP server 'calc' answered tool 'add' with an invalid result (2026-07-28): 2 problems
+          resultType: Field required
+          content: Input should be a valid list
+    """
+
+    def __init__(
+        self,
+        *,
+        server: str,
+        request: str,
+        protocol: str | None,
+        errors: Iterable[tuple[str, str]],
+    ) -> None:
+        self.request = request
+        self.protocol = protocol
+        self.errors = [(printable(path), printable(problem)) for path, problem in errors]
+        version = "" if protocol is None else f" ({protocol})"
+        head = f"MCP server {server!r} answered {request} with an invalid result{version}"
+        if len(self.errors) == 1:
+            message = f"{head}: {self.errors[0][0]}: {self.errors[0][1]}"
+        else:
+            lines = [f"  {path}: {problem}" for path, problem in self.errors]
+            message = "\n".join([f"{head}: {len(lines)} problems", *lines])
+        super().__init__(message, server=server)
 
 
 class CallMayHaveTakenEffect(ServerError):

@@ -356,7 +356,11 @@ class SupervisorHandle:
 
     async def connect_all(self, timeout: float | None = None) -> None:
         """Connect every server that is not connected yet, concurrently; return once each
-        is connected or has failed (or ``timeout`` passed). Errors are in ``status()``."""
+        is connected or has failed (or ``timeout`` passed: by default each server's
+        ``initTimeout + timeout``). A server in ``needs_auth`` while a login for it is
+        shown (through the redirect handler, or by :meth:`login`) is waited for until the
+        login ends; one waiting for a login nobody started is not. Errors are in
+        ``status()``."""
 
         async with trio.open_nursery() as nursery:
             for server in self._servers.values():
@@ -488,7 +492,8 @@ class SupervisorHandle:
 
     async def tools(self) -> Catalog:
         """The merged catalog, once every server has connected or failed (lazy servers are
-        connected to find out what they offer); see :attr:`catalog`."""
+        connected to find out what they offer, and a login in progress is waited for, as
+        :meth:`connect_all` does); see :attr:`catalog`."""
         await self.connect_all()
         return (await self._registry.settled()).current
 

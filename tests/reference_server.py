@@ -30,7 +30,10 @@ Built on the SDK's low-level ``Server`` (the high-level one declares no logging)
   2026-07-28; the tool ``touch`` announces that its ``uri`` changed;
 * headers — ``touch``'s ``uri`` travels in ``Mcp-Param-Uri`` (2026-07-28 over HTTP);
   after ``rename_header``, in ``Mcp-Param-Where``, and the server says nothing of it
-  (a stale schema at its clients, which it refuses with ``-32020``);
+  (a stale schema at its clients, which it refuses with ``-32020``); ``arguments``
+  answers, as JSON, the arguments it got and the ``Mcp-Param-*`` headers they came with
+  (over HTTP): its ``region`` and optional ``verbose`` are mirrored, as in the
+  conformance suite's ``http-custom-headers`` scenario;
 * caching — its tool list may be cached a minute by anyone, its prompts half a
   minute privately (``ttlMs``, ``cacheScope`` on 2026-07-28);
 * completions — of the prompt ``greet``'s argument ``name`` and of the resource
@@ -57,6 +60,7 @@ mute-subscriptions`` for one that never acknowledges a resource subscription on
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from collections.abc import AsyncIterator
@@ -168,6 +172,20 @@ _TOOLS = [
         name="job_status",
         description='The status of the task of that id ("unknown" for none).',
         input_schema={"type": "object", "properties": {"id": {"type": "string"}}},
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
+        name="arguments",
+        description="Answer the arguments it got and the Mcp-Param headers they came with.",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "verbose": {"type": "boolean", "x-mcp-header": "Verbose"},
+                "query": {"type": "string"},
+            },
+            "required": ["region", "query"],
+        },
         annotations=_READ_ONLY,
     ),
     types.Tool(
@@ -318,6 +336,13 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
                 await connection.send_resource_updated(uri)
             await bus.publish(ResourceUpdated(uri=uri))
             return types.CallToolResult(content=[types.TextContent(type="text", text="touched")])
+        if params.name == "arguments":
+            headers = getattr(ctx.request, "headers", None) or {}
+            mirrored = {
+                k.lower(): v for k, v in headers.items() if k.lower().startswith("mcp-param-")
+            }
+            said = json.dumps({"arguments": params.arguments, "headers": mirrored}, sort_keys=True)
+            return types.CallToolResult(content=[types.TextContent(type="text", text=said)])
         if params.name == "announce_later":
             session = ctx.session
 

@@ -19,6 +19,7 @@ import httpx2
 import pytest
 import structlog
 import trio
+import trio.testing
 from mcp.shared.auth import JWT_BEARER_GRANT_TYPE, AuthorizationCodeResult
 
 from supervisor import log, open_supervisor
@@ -91,7 +92,7 @@ async def whoami(sup: Any, server: str = "remote") -> dict[str, Any]:
 
 async def connected(sup: Any, *names: str, timeout: float = 20) -> None:
     """Wait (on events) until every one of ``names`` (default: all) is connected: an
-    automatic login ends with a connection, while ``connect_all`` returns at once."""
+    automatic login ends with a connection."""
     names = names or tuple(sup.servers)
     with trio.fail_after(timeout):
         async with sup.subscribe("*") as events:
@@ -360,15 +361,100 @@ async def test_client_credentials_with_a_private_key_jwt(tmp_path: Path) -> None
         assert fx.provider.token_requests["client_credentials"] == 1
 
 
-async def connect_as_alice_through_the_idp(fx: Any, tmp_path: Path, idp: dict[str, str]) -> None:
-    """Register the MCP client ``enterprise`` for the jwt-bearer grant, give alice an ID
-    token, and connect with the identity-assertion grant through ``idp`` (its
-    ``idTokenFile`` added): the server sees enterprise acting for alice."""
+@pytest.mark.parametrize("method", ["client_secret_basic", "client_secret_post"])
+async def test_client_credentials_authenticate_as_the_authorization_server_lists(
+    tmp_path: Path, method: str
+) -> None:
+    """Without ``tokenEndpointAuthMethod``, the client authenticates with its secret as
+    the authorization server's metadata lists (``token_endpoint_auth_methods_supported``):
+    one that takes only ``client_secret_post`` gets the secret in the body."""
+    async with open_oauth_server(
+        scopes_supported=SCOPES, token_endpoint_auth_methods=[method]
+    ) as fx:
+        fx.provider.add_client(
+            "machine",
+            "m-secret-value",
+            token_endpoint_auth_method=method,
+            grant_types=["client_credentials"],
+        )
+        cfg = config(
+            fx.url, grant="client_credentials", clientId="machine", clientSecret="m-secret-value"
+        )
+        async with open_supervisor(cfg, auth_dir=tmp_path) as sup:
+            await sup.connect_all()
+            assert (await whoami(sup))["client_id"] == "machine"
+        assert fx.provider.token_requests["client_credentials"] == 1
+
+
+@pytest.mark.parametrize("method", ["client_secret_basic", "client_secret_post"])
+async def test_the_jwt_bearer_grant_authenticates_as_the_authorization_server_lists(
+    tmp_path: Path, method: str
+) -> None:
+    """The identity-assertion grant too: an authorization server that takes only
+    ``client_secret_basic`` is not sent the secret in the body (it would answer 401
+    ``invalid_client``), and one that takes only ``client_secret_post`` gets it there."""
+    async with open_oauth_server(
+        scopes_supported=SCOPES, idp=True, token_endpoint_auth_methods=[method]
+    ) as fx:
+        assert fx.idp is not None
+        fx.idp.add_client("cli-app", None, mcp_client_id="enterprise")
+        idp = {"tokenEndpoint": fx.idp.token_endpoint, "clientId": "cli-app"}
+        await connect_as_alice_through_the_idp(fx, tmp_path, idp, method)
+        assert fx.provider.token_requests[JWT_BEARER_GRANT_TYPE] == 1
+
+
+async def test_a_pre_registered_client_authenticates_as_the_authorization_server_lists(
+    tmp_path: Path,
+) -> None:
+    """The browser login's pre-registered client with a secret as well, at the code
+    exchange and at each refresh; an explicit ``tokenEndpointAuthMethod`` still wins."""
+    async with open_oauth_server(
+        scopes_supported=SCOPES, token_endpoint_auth_methods=["client_secret_post"]
+    ) as fx:
+        redirect = f"http://127.0.0.1:{free_port()}/callback"
+        fx.provider.add_client(
+            "pre-registered",
+            "s3cret-value",
+            token_endpoint_auth_method="client_secret_post",
+            redirect_uris=[redirect],
+        )
+        auth = {
+            "clientId": "pre-registered",
+            "clientSecret": "s3cret-value",
+            "redirectUri": redirect,
+            "callbackPort": None,
+        }
+        async with supervise_config(config(fx.url, **auth), tmp_path / "a") as sup:
+            await connected(sup)
+            fx.provider.expire_access_tokens()
+            assert (await whoami(sup))["client_id"] == "pre-registered"
+        assert fx.provider.token_requests["authorization_code"] == 1
+        assert fx.provider.refreshes == 1
+        explicit = config(fx.url, **auth, tokenEndpointAuthMethod="client_secret_basic")
+        async with (
+            supervise_config(explicit, tmp_path / "b") as sup,
+            capture_events(sup, "mcp.auth.failed") as seen,
+        ):
+            failed = await seen.wait_for("mcp.auth.failed", timeout=20)
+            assert "invalid_client" in failed.error
+
+
+def supervise_config(cfg: dict[str, Any], auth_dir: Path) -> Any:
+    return open_supervisor(cfg, auth_dir=auth_dir, oauth_redirect_handler=Browser())
+
+
+async def connect_as_alice_through_the_idp(
+    fx: Any, tmp_path: Path, idp: dict[str, str], method: str = "client_secret_basic"
+) -> None:
+    """Register the MCP client ``enterprise`` for the jwt-bearer grant (authenticating by
+    ``method``: the default is Basic, the first the fixture's authorization server
+    lists), give alice an ID token, and connect with the identity-assertion grant through
+    ``idp`` (its ``idTokenFile`` added): the server sees enterprise acting for alice."""
     fx.provider.add_client(
         "enterprise",
         "ent-secret-value",
         grant_types=[JWT_BEARER_GRANT_TYPE],
-        token_endpoint_auth_method="client_secret_post",  # the SDK provider's default
+        token_endpoint_auth_method=method,
     )
     id_token = tmp_path / "id_token"
     id_token.write_text(fx.idp.issue_id_token("alice", audience=idp["clientId"]))
@@ -575,6 +661,117 @@ async def test_two_concurrent_logins_share_the_one_listener(tmp_path: Path) -> N
             == b.provider.redirect_uris
             == [f"http://127.0.0.1:{port}/callback"]
         )
+
+
+def patient(url: str) -> dict[str, Any]:
+    """A config whose one server connects within ten minutes (``connect_all`` and
+    ``tools()`` would wait that long for it)."""
+    cfg = config(url)
+    cfg["mcpServers"]["remote"]["timeout"] = 600
+    return cfg
+
+
+async def release_once_waited_on(release: trio.Event) -> None:
+    """Set ``release`` once every other task waits (the caller's ``tools()`` among them)."""
+    await trio.testing.wait_all_tasks_blocked()
+    release.set()
+
+
+@pytest.mark.parametrize("ask", ["tools", "connect_all"])
+async def test_tools_waits_for_the_login_it_started(tmp_path: Path, ask: str) -> None:
+    """With a redirect handler, the login a server starts itself is waited for by
+    ``tools()`` and ``connect_all()`` (they return once every server has connected or
+    failed): a login still being shown when they are called ends with the server's tools
+    in the catalog, not an empty one."""
+    shown, release = trio.Event(), trio.Event()
+    browser = Browser()
+
+    async def slow_browser(url: str) -> None:
+        shown.set()
+        await release.wait()  # the person takes their time
+        await browser(url)
+
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with open_supervisor(
+            patient(fx.url), auth_dir=tmp_path, oauth_redirect_handler=slow_browser
+        ) as sup:
+            with trio.fail_after(20):
+                await shown.wait()
+            assert sup.status()["remote"].status == "needs_auth"
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(release_once_waited_on, release)
+                with trio.fail_after(30):
+                    if ask == "tools":
+                        names = set(await sup.tools())
+                    else:
+                        await sup.connect_all()
+                        names = {f"remote_{tool.name}" for tool in sup.server("remote").tools}
+            assert {"remote_whoami", "remote_echo"} <= names
+            assert sup.status()["remote"].status == "connected"
+            assert len(browser.opened) == 1
+
+
+async def test_tools_waits_for_a_login_handle_login_shows(tmp_path: Path) -> None:
+    """Without a redirect handler of its own, the supervisor's ``tools()`` waits for the
+    login ``handle.login`` is showing meanwhile, as for one it started itself."""
+    shown, release = trio.Event(), trio.Event()
+    browser = Browser()
+
+    async def slow_browser(url: str) -> None:
+        shown.set()
+        await release.wait()
+        await browser(url)
+
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with open_supervisor(patient(fx.url), auth_dir=tmp_path) as sup:
+            await sup.connect_all()  # nobody logs in yet: at once
+            assert sup.status()["remote"].status == "needs_auth"
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sup.login, "remote", slow_browser)
+                with trio.fail_after(20):
+                    await shown.wait()
+                nursery.start_soon(release_once_waited_on, release)
+                with trio.fail_after(30):
+                    names = set(await sup.tools())
+            assert {"remote_whoami", "remote_echo"} <= names
+            assert len(browser.opened) == 1
+
+
+async def test_tools_returns_once_the_login_it_waited_for_fails(tmp_path: Path) -> None:
+    """A login that fails ends the wait: ``tools()`` returns with the server
+    ``auth_failed``, long before its timeout."""
+    shown, release = trio.Event(), trio.Event()
+
+    async def closed_window(url: str) -> None:
+        shown.set()
+        await release.wait()
+        raise RuntimeError("the person closed the window")
+
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with open_supervisor(
+            patient(fx.url), auth_dir=tmp_path, oauth_redirect_handler=closed_window
+        ) as sup:
+            with trio.fail_after(20):
+                await shown.wait()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(release_once_waited_on, release)
+                with trio.fail_after(30):
+                    catalog = await sup.tools()
+            assert len(catalog) == 0
+            record = sup.status()["remote"]
+            assert record.status == "auth_failed"
+            assert "redirect handler raised" in (record.last_error or "")
+
+
+async def test_tools_does_not_wait_for_a_login_nobody_started(tmp_path: Path) -> None:
+    """Without a redirect handler nobody is logging in: ``tools()`` returns at once
+    (not at the server's ten-minute timeout) with the server in ``needs_auth``."""
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with open_supervisor(patient(fx.url), auth_dir=tmp_path) as sup:
+            with trio.fail_after(30):
+                catalog = await sup.tools()
+            assert len(catalog) == 0
+            assert sup.status()["remote"].status == "needs_auth"
 
 
 async def test_twenty_calls_on_an_expired_token_refresh_once(tmp_path: Path) -> None:

@@ -1677,3 +1677,33 @@ def test_only_secrets_are_masked_by_check_list_and_status(tmp_path: Path) -> Non
             outputs.append(done.stdout + done.stderr)
     for output in outputs:
         assert token not in output and password not in output
+
+
+class TestProtocol:
+    """A server's ``protocol`` field: the era its connections speak, in every format."""
+
+    @pytest.mark.parametrize(
+        "document",
+        [
+            {"mcpServers": {"s": {"command": "x", "protocol": "2025-11-25"}}},
+            {"mcp": {"s": {"type": "local", "command": ["x"], "protocol": "2025-11-25"}}},
+            {"mcp": {"servers": {"s": {"type": "local", "command": ["x"], "protocol": "legacy"}}}},
+            {"servers": {"s": {"type": "http", "url": "http://h/mcp", "protocol": "legacy"}}},
+        ],
+        ids=["mcpServers", "opencode", "opencode-v2", "vscode"],
+    )
+    def test_it_pins_the_handshake_era_in_every_format(self, document: dict[str, object]) -> None:
+        """``2025-11-25`` (or ``legacy``, the same) is read from each client's section."""
+        assert one(document).servers["s"].protocol == "2025-11-25"
+
+    def test_it_is_auto_by_default_and_may_say_so(self) -> None:
+        servers = one(
+            {"mcpServers": {"a": {"command": "x"}, "b": {"command": "x", "protocol": "auto"}}}
+        ).servers
+        assert (servers["a"].protocol, servers["b"].protocol) == ("auto", "auto")
+
+    @pytest.mark.parametrize("value", ["2026-07-28", "2024-11-05", "latest", 2025])
+    def test_anything_else_is_an_error_naming_the_choices(self, value: object) -> None:
+        (line,) = errors_of({"mcpServers": {"s": {"command": "x", "protocol": value}}})
+        assert line.startswith("mcpServers.s.protocol: ")
+        assert '"auto", "2025-11-25", "legacy"' in line or "must be a string" in line

@@ -125,3 +125,13 @@ def test_settings_applied_live_and_those_that_take_a_restart() -> None:
     assert change.needs_restart == ("auth_dir",)
     assert set(change.changed) == {"calc", "notes", "web", "old"}
     assert all(fields == ("timeout",) for fields in change.changed.values())
+
+
+def test_a_changed_protocol_replaces_its_server() -> None:
+    """A server pinned to the handshake era (or no longer) is reached another way: it is
+    replaced. ``legacy`` and ``2025-11-25`` are one value: nothing to do between them."""
+    pinned = changed(web={"url": "http://127.0.0.1:8931/mcp", "protocol": "2025-11-25"})
+    change = compare(load_config(BASE), load_config(pinned))
+    assert change.replaced == {"web": ("protocol",)} and change.changed == {}
+    legacy = changed(web={"url": "http://127.0.0.1:8931/mcp", "protocol": "legacy"})
+    assert compare(load_config(pinned), load_config(legacy)).empty

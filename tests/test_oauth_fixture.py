@@ -403,6 +403,29 @@ async def test_client_credentials_basic_post_and_private_key_jwt() -> None:
         assert provider.token_requests["client_credentials"] == 7
 
 
+async def test_token_endpoint_auth_methods_knob() -> None:
+    """``token_endpoint_auth_methods``: the metadata lists exactly those, and the token
+    endpoint refuses a client authenticating another way, whatever it registered for."""
+    knob = ["client_secret_basic"]
+    async with (
+        open_oauth_server(scopes_supported=SCOPES, token_endpoint_auth_methods=knob) as fx,
+        httpx2.AsyncClient() as http,
+    ):
+        meta = (await http.get(fx.metadata_url)).json()
+        assert meta["token_endpoint_auth_methods_supported"] == knob
+        grants = ["client_credentials"]
+        fx.provider.add_client("svc-basic", "s1", grant_types=grants)
+        fx.provider.add_client(
+            "svc-post", "s2", token_endpoint_auth_method="client_secret_post", grant_types=grants
+        )
+        cc = {"grant_type": "client_credentials", "resource": fx.url}
+        assert "access_token" in await token(http, fx, cc, basic("svc-basic", "s1"))
+        posted = {**cc, "client_id": "svc-post", "client_secret": "s2"}
+        refused = await token(http, fx, posted, status=401)
+        assert refused["error"] == "invalid_client"
+        assert "client_secret_post" in refused["error_description"]
+
+
 async def test_private_key_jwt_for_the_code_grant() -> None:
     async with open_oauth_server(scopes_supported=SCOPES) as fx, httpx2.AsyncClient() as http:
         private_pem, public_pem = generate_key_pair()

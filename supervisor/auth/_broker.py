@@ -44,7 +44,7 @@ import time
 import warnings
 from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
 import attrs
@@ -52,8 +52,18 @@ import httpx2
 import trio
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.exceptions import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
-from mcp.client.auth.utils import extract_field_from_www_auth
-from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from mcp.client.auth.utils import (
+    build_oauth_authorization_server_metadata_discovery_urls,
+    create_oauth_metadata_request,
+    extract_field_from_www_auth,
+    handle_auth_metadata_response,
+)
+from mcp.shared.auth import (
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthMetadata,
+    OAuthToken,
+)
 from mcp.shared.auth_utils import resource_url_from_server_url
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
@@ -203,8 +213,9 @@ async def _legacy_issuer(http: httpx2.AsyncClient, url: str) -> str | None:
     """How a server without protected-resource metadata offers OAuth (2025-03-26): the
     issuer its origin's authorization-server metadata declares — it was found at the
     server's own origin, so that is the issuer expected of it — or ``""`` when there is
-    no metadata but the fallback token endpoint (``/token`` at the origin) answers as an
-    OAuth token endpoint does (an OAuth error); ``None`` when neither."""
+    no metadata, so that version's default endpoints (``/authorize``, ``/token`` and
+    ``/register`` at the origin) are used, as it says: the server has them unless its
+    ``/token`` is not there at all (:func:`_token_endpoint_there`); ``None`` then."""
     origin = "/".join(url.split("/", 3)[:3])
     answer = await http.get(origin + "/.well-known/oauth-authorization-server")
     if answer.status_code == 200 and "json" in answer.headers.get("content-type", ""):
@@ -214,24 +225,64 @@ async def _legacy_issuer(http: httpx2.AsyncClient, url: str) -> str | None:
             issuer = None
         return issuer if isinstance(issuer, str) and issuer.startswith("http") else ""
     answer = await http.post(origin + "/token", data={})
-    try:
-        said = answer.json()
-    except ValueError:
-        return None
-    if (
-        answer.status_code in (400, 401)
-        and isinstance(said, dict)
-        and said.get("error") in _TOKEN_ENDPOINT_ERRORS
-    ):
-        return ""
-    return None
+    return "" if _token_endpoint_there(answer) else None
 
 
-#: What an OAuth token endpoint answers an empty request with (RFC 6749 §5.2) — not what
-#: a server that checks a bearer token on every path says (RFC 6750's ``invalid_token``).
+def _token_endpoint_there(answer: httpx2.Response) -> bool:
+    """Whether ``answer``, to an empty ``POST /token``, shows a token endpoint there. It
+    does not when it is: nothing at that path (404, 405, 410, 501); a redirect (a token
+    endpoint never redirects); the refusal a server that wants credentials gives on
+    every path (401 or 403 without a token endpoint's error of RFC 6749 §5.2 — say
+    RFC 6750's ``invalid_token``); or a success that is not JSON (a page served for any
+    path). Anything else does: a token endpoint's refusal, or a lax one's token."""
+    status = answer.status_code
+    if status in (401, 403):
+        try:
+            said = answer.json()
+        except ValueError:
+            return False
+        return isinstance(said, dict) and said.get("error") in _TOKEN_ENDPOINT_ERRORS
+    if 200 <= status < 300:
+        return "json" in answer.headers.get("content-type", "")
+    return status >= 400 and status not in (404, 405, 410, 501)
+
+
+#: What an OAuth token endpoint refuses a request with (RFC 6749 §5.2) — not what a
+#: server that checks a bearer token on every path says (RFC 6750's ``invalid_token``).
 _TOKEN_ENDPOINT_ERRORS = frozenset(
     {"invalid_request", "invalid_client", "invalid_grant", "unsupported_grant_type"}
 )
+
+SecretMethod = Literal["client_secret_basic", "client_secret_post"]
+
+#: How a client with a secret authenticates at the token endpoint, in the order taken
+#: among those the authorization server lists: Basic first, the one RFC 6749 (§2.3.1)
+#: has every server support and recommends over the secret in the body.
+_SECRET_METHODS: tuple[SecretMethod, ...] = ("client_secret_basic", "client_secret_post")
+
+
+def secret_method(supported: Sequence[str] | None) -> SecretMethod:
+    """How a client with a secret authenticates at a token endpoint whose authorization
+    server lists ``supported`` (its metadata's ``token_endpoint_auth_methods_supported``):
+    ``client_secret_basic`` when listed — or when nothing is, RFC 8414's default — else
+    ``client_secret_post`` when listed, else ``client_secret_basic``."""
+    if not supported:
+        return "client_secret_basic"
+    return next((m for m in _SECRET_METHODS if m in supported), "client_secret_basic")
+
+
+async def _server_metadata(
+    http: httpx2.AsyncClient, issuer: str | None, url: str
+) -> OAuthMetadata | None:
+    """The authorization-server metadata of ``issuer`` (RFC 8414 and OpenID discovery,
+    path-aware; ``None``: the 2025-03-26 place, ``url``'s origin), if it publishes any."""
+    for candidate in build_oauth_authorization_server_metadata_discovery_urls(issuer, url):
+        response = await http.send(create_oauth_metadata_request(candidate))
+        await response.aread()
+        go_on, metadata = await handle_auth_metadata_response(response)
+        if metadata is not None or not go_on:
+            return metadata
+    return None
 
 
 class _Provider(OAuthClientProvider):
@@ -305,10 +356,15 @@ class TokenBroker:
         self._interactive = False
         self._login_state: str | None = None
         self._changed = trio.Event()
+        #: set (and replaced by a fresh one) at each change of :attr:`state`
+        self.state_changed = trio.Event()
         self._speaks: bool | None = None
         #: a 2025-03-26 server's (no protected-resource metadata): the issuer its origin's
         #: authorization-server metadata declares, ``""`` when it has none (the fallback)
         self._legacy_issuer: str | None = None
+        #: how the client authenticates with its secret, as the authorization server's
+        #: metadata lists (``None``: not looked up yet); ``tokenEndpointAuthMethod`` wins
+        self._secret_method: SecretMethod | None = None
         self._load()
         self.provider = self._make_provider()
         self.spec = actor_spec(
@@ -532,6 +588,7 @@ class TokenBroker:
         self, *, rejected: str | None, challenge: _Challenge | None, fresh: bool = False
     ) -> str:
         """Run the provider's flow once (see the module doc); the new token."""
+        await self._follow_metadata(challenge, fresh)
         provider = self.provider
         context = getattr(provider, "context", None)
         if provider is not None and context is not None:
@@ -588,6 +645,34 @@ class TokenBroker:
         self._changed.set()
         self._changed = trio.Event()
         return token
+
+    async def _follow_metadata(self, challenge: _Challenge | None, fresh: bool) -> None:
+        """A client with a secret and no ``tokenEndpointAuthMethod`` authenticates at the
+        token endpoint as its authorization server lists (:func:`secret_method` of the
+        metadata's ``token_endpoint_auth_methods_supported``), whatever the grant: looked
+        up before the first flow, and again at each one from the start; the provider is
+        made again when that changes the method. An authorization server that cannot be
+        reached is left to the flow to report."""
+        a = self.auth
+        if a.token_endpoint_auth_method or not a.client_id or not a.client_secret:
+            return
+        if self._secret_method is not None and not fresh:
+            return
+        async with httpx2.AsyncClient(timeout=30.0) as http:
+            try:
+                issuer = a.issuer or (
+                    self.credentials.issuer if self.grant == "identity_assertion" else None
+                )
+                if not issuer:
+                    issuer = await discover_issuer(http, self.url, challenge or self._challenge)
+                metadata = await _server_metadata(http, issuer, self.url)
+            except httpx2.HTTPError as exc:
+                log.debug("no authorization-server metadata", url=self.url, error=str(exc))
+                return
+        method = secret_method(metadata.token_endpoint_auth_methods_supported if metadata else None)
+        if method != self._secret_method:
+            self._secret_method = method
+            self.provider = self._make_provider()
 
     async def _flow(self, rejected: str | None, challenge: _Challenge | None, fresh: bool) -> str:
         probe = httpx2.Request(
@@ -693,9 +778,10 @@ class TokenBroker:
     async def _speaks_oauth(self, challenge: _Challenge | None) -> bool:
         """Whether the server's refusal can be answered with OAuth at all: it publishes
         protected-resource metadata (RFC 9728), or — a 2025-03-26 server — authorization-
-        server metadata at its origin, or has that version's fallback endpoints there (a
-        token endpoint that answers as one). Asked once; a server that does none of these
-        is refused as a plain HTTP 401 (wrong or missing credentials in its headers)."""
+        server metadata at its origin, or else that version's default endpoints are used
+        (unless its ``/token`` is not there at all). Asked once; a server that does none
+        of these is refused as a plain HTTP 401 (wrong or missing credentials in its
+        headers)."""
         if self._speaks is None:
             if self.grant == "identity_assertion":
                 self._speaks = True
@@ -754,7 +840,7 @@ class TokenBroker:
             response_types=["code"],
             token_endpoint_auth_method=(
                 a.token_endpoint_auth_method
-                or ("client_secret_basic" if a.client_secret else "none")
+                or ((self._secret_method or "client_secret_basic") if a.client_secret else "none")
             ),
             scope=scope,
         )
@@ -796,6 +882,7 @@ class TokenBroker:
                     a.client_id,
                     a.client_secret,
                     token_endpoint_auth_method=a.token_endpoint_auth_method
+                    or self._secret_method
                     or "client_secret_basic",
                     scope=scope,
                     issuer=a.issuer,
@@ -840,7 +927,9 @@ class TokenBroker:
             issuer,
             assertion,
             scope=scope,
-            token_endpoint_auth_method=a.token_endpoint_auth_method or "client_secret_post",
+            token_endpoint_auth_method=(
+                a.token_endpoint_auth_method or self._secret_method or "client_secret_post"
+            ),
         )
 
     async def _discover_issuer(self, http: httpx2.AsyncClient) -> None:
@@ -912,6 +1001,8 @@ class TokenBroker:
 
     def _set_state(self, state: BrokerState) -> None:
         self.state = state
+        self.state_changed.set()
+        self.state_changed = trio.Event()
 
     def _problem(self, exc: AuthProblem) -> None:
         self.error = str(exc)

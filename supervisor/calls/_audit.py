@@ -99,8 +99,9 @@ AuditOutcome: TypeAlias = Literal[
 
 ``ok`` a result; ``tool_error`` the tool ran and reported failure (``isError``);
 ``invalid_output`` it ran but its answer was unusable (structured content against its
-schema, or too large); ``indefinite`` it may have run (the connection died during the
-call, it timed out, or the caller cancelled after it was sent); ``failed`` it was not run
+schema, too large, or not of the protocol's shape); ``indefinite`` it may have run (the
+connection died during the call, it timed out, or the caller cancelled after it was
+sent); ``failed`` it was not run
 (the server unavailable, an MCP error answer, the audit log itself unwritable);
 ``refused`` approval was refused or could not be asked for; ``invalid_arguments`` and
 ``unknown_tool`` refused before anything else; ``cancelled`` the caller cancelled before

@@ -15,7 +15,10 @@ reaches a server's connection around it. In order:
    text JSON cannot carry — a string or key holding a lone surrogate, ``"\\ud800"``,
    which a schema may allow but no connection can send (anything else the transport
    finds it cannot write, an object JSON has no type for, is refused there, unsent:
-   :class:`~supervisor.errors.RequestUnencodable`);
+   :class:`~supervisor.errors.RequestUnencodable`). A ``null`` given for an optional
+   parameter whose schema does not take ``null`` is left out of what is sent, as the
+   MCP specification has a client do (a null and an absent parameter mean the same);
+   a ``null`` for a required one is refused like any other wrong field;
 4. the server's approval policy is applied: the ``approve`` callback decides, and without
    one a call that needs approval fails closed (:class:`~supervisor.errors.ApprovalRequired`;
    a refusal is :class:`~supervisor.errors.ApprovalDenied`). The policy's verdict is
@@ -49,17 +52,24 @@ import trio
 
 from ..actors import SupervisorError
 from ..actors._mailbox import AddressState
-from ..errors import ServerUnavailable, ToolArgumentsInvalid, ToolOutputInvalid, UnknownTool
+from ..auth._broker import BrokerState
+from ..errors import (
+    AuthRequired,
+    ServerUnavailable,
+    ToolArgumentsInvalid,
+    ToolOutputInvalid,
+    UnknownTool,
+)
 from ..injection._engine import Injected
 from ..log import get_logger
 from ..registry._live import Registry
-from ..server import HealthRecord, ServerMetrics
+from ..server import HealthRecord, ServerMetrics, ServerStatus
 from ..server._managed import ServerHandle
 from ..server._messages import InputRound, Progress
 from ..tools import ApprovalCallback, ApprovalRequest, Decider, ToolResult
 from ..tools._approval import ApprovalDecision, ApprovalReason, decide_approval, policy_verdict
 from ..tools._results import normalize_result
-from ..tools._validate import validate_arguments
+from ..tools._validate import prepare_arguments
 from . import _tracing as tracing
 from ._audit import audit_outcome
 from ._observer import Call, CallObserver, CallWatch
@@ -204,7 +214,7 @@ class Gate:
                 watch.admit(call)  # an audit log that cannot be written refuses the call
             server, original, listed = await self._resolve(call, watches, timeout)
             try:
-                validate_arguments(listed, arguments)
+                arguments = prepare_arguments(listed, arguments)  # what is sent
             except ToolArgumentsInvalid as exc:  # the name called, and its server
                 raise ToolArgumentsInvalid(name, exc.errors, server=server.name) from None
             verdict = self.verdict(server, original, listed, name)
@@ -357,16 +367,61 @@ class Gate:
 
 async def connect(server: ServerHandle, timeout: float | None) -> None:
     """Connect ``server`` if it can be; return once connected, failed, or at ``timeout``
-    (default: its handshake plus request timeout). Errors are in its health record."""
+    (default: its handshake plus request timeout). A server in ``needs_auth`` while a
+    login for it runs (the one it started itself through the redirect handler, or
+    ``handle.login``'s) is waited for within that time, and connected once the login
+    is done; one waiting for a login nobody started returns at once. Errors are in its
+    health record."""
     if server.error is not None or server.address.state is not AddressState.OPEN:
         return
     limit = timeout
     if limit is None:
         limit = server.config.init_timeout + server.config.timeout
-    try:
-        await server.list_tools(timeout=limit)
-    except SupervisorError as exc:
-        log.debug("connect failed", server=server.name, error=str(exc))
+    with trio.move_on_after(limit) as scope:
+        while True:
+            try:
+                await server.list_tools(timeout=max(scope.deadline - trio.current_time(), 0.0))
+                return
+            except SupervisorError as exc:
+                # Taken before the state is looked at: no change in between is missed.
+                changes = _auth_changes(server)
+                if server.auth_problem is None and isinstance(exc, AuthRequired):
+                    continue  # the login ended just now: it connects again
+                if not _logging_in(server):
+                    log.debug("connect failed", server=server.name, error=str(exc))
+                    return
+            await _first(changes)
+
+
+def _logging_in(server: ServerHandle) -> bool:
+    """Whether ``server`` waits in ``needs_auth`` for a login that is running: its own
+    (a redirect handler shows it), or one ``handle.login`` started."""
+    broker, problem = server.broker, server.auth_problem
+    if broker is None or problem is None or not problem.needs_login:
+        return False
+    if server.health.status is not ServerStatus.NEEDS_AUTH:
+        return False  # its own login failed (auth_failed)
+    return broker.redirect is not None or broker.state is BrokerState.AUTHORIZING
+
+
+def _auth_changes(server: ServerHandle) -> tuple[trio.Event, ...]:
+    """The events set at the next change of ``server``'s login state, or its broker's."""
+    broker = server.broker
+    if broker is None:
+        return (server.state.auth_changed,)
+    return (server.state.auth_changed, broker.state_changed)
+
+
+async def _first(events: tuple[trio.Event, ...]) -> None:
+    """Return once one of ``events`` is set."""
+    async with trio.open_nursery() as nursery:
+
+        async def wait(event: trio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        for event in events:
+            nursery.start_soon(wait, event)
 
 
 class ServerView:

@@ -7,7 +7,8 @@ A call is *invoked*, then ends once, with one outcome:
     the server answered: a result — a tool's own failure (``isError``, raised as
     :class:`~supervisor.errors.ToolError`) included, since the tool ran — or an answer
     the supervisor could not use (:class:`~supervisor.errors.ToolOutputInvalid`,
-    :class:`~supervisor.errors.ResultTooLarge`): executed.
+    :class:`~supervisor.errors.ResultTooLarge`, :class:`~supervisor.errors.ResultInvalid`):
+    executed.
 ``fail``
     definitely not executed: an unknown tool, invalid arguments, an approval refused,
     required or still being asked, a server failed or stopped (fail-fast, never sent), an
@@ -32,6 +33,7 @@ from ..errors import (
     ApprovalDenied,
     CallMayHaveTakenEffect,
     RequestUnencodable,
+    ResultInvalid,
     ResultTooLarge,
     ServerRequestError,
     ServerUnavailable,
@@ -53,7 +55,7 @@ FAIL: Outcome = "fail"
 INFO: Outcome = "info"
 
 #: Errors that mean the server answered (the tool ran), though not with a usable result.
-_ANSWERED = (ToolError, ToolOutputInvalid, ResultTooLarge)
+_ANSWERED = (ToolError, ToolOutputInvalid, ResultTooLarge, ResultInvalid)
 #: Errors that mean the call was never executed.
 _NOT_EXECUTED = (
     UnknownTool,

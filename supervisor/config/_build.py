@@ -103,6 +103,7 @@ def _build_server(
         url=url,
         headers=MappingProxyType(headers),
         auth=auth,  # type: ignore[arg-type]
+        protocol=v.get("protocol", "auto"),  # type: ignore[arg-type]
         prefix=str(v.get("prefix", draft.name)),
         description=v.get("description"),  # type: ignore[arg-type]
         disabled=bool(v.get("disabled", False)),

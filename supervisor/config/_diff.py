@@ -35,6 +35,7 @@ REPLACING: frozenset[str] = frozenset(
         "url",
         "headers",
         "auth",
+        "protocol",  # the era its connections speak
         "app",
         "faults",  # its fault engine lives as long as the server
     }

@@ -313,6 +313,11 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
 
     ``remote_fallback`` (``type: remote``, or a ``url`` without a ``type``) means: Streamable
     HTTP, falling back to legacy SSE when the first POST is answered with a 4xx.
+    ``protocol`` pins the protocol era its connections speak: ``"auto"`` (the default)
+    asks for 2026-07-28 (``server/discover``) and falls back to the ``initialize``
+    handshake; ``"2025-11-25"`` (or ``"legacy"`` in the file) goes straight to the handshake,
+    offering 2025-11-25 (the server may answer an earlier version), whatever
+    ``open_supervisor(mode=...)`` says.
     ``max_attempts`` is how many restarts (local) or reconnections (remote) are tried, with
     ``backoff`` between them, before the server is marked failed; 0 means never. It is
     the one field for what the config says with ``restartOnCrash`` and ``maxRestarts``
@@ -338,6 +343,8 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     url: str | None = None
     headers: Mapping[str, str] = msgspec.field(default_factory=lambda: MappingProxyType({}))
     auth: AuthConfig | None = None
+    #: the protocol era its connections speak (see above)
+    protocol: Literal["auto", "2025-11-25"] = "auto"
     prefix: str = ""
     description: str | None = None
     disabled: bool = False

@@ -103,6 +103,7 @@ _SERVER_KEYS = {
     "approve": "approve",
     "autoApprove": "auto_approve",
     "faults": "faults",
+    "protocol": "protocol",
 }
 _LOCAL_ONLY = ("args", "env", "env_file", "cwd", "inherit_env", "restart_on_crash", "max_restarts")
 _REMOTE_ONLY = ("headers", "auth", "reconnect")
@@ -250,6 +251,9 @@ class _Draft:
             v[attribute] = _tool_policy(errors, value, path)
         elif attribute == "auth":
             v["auth"] = _parse_auth(errors, value, path)
+        elif key == "protocol":
+            era = _choice(value, ["auto", "2025-11-25", "legacy"])
+            v["protocol"] = "2025-11-25" if era == "legacy" else era
         elif key == "faults":
             plan, problems, read = read_faults(value, path, self.base)
             errors.items.extend(problems)

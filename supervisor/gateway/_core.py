@@ -142,7 +142,8 @@ LIMITS_META = "mcp-supervisor/limits"
 LOCAL_SCOPE = "mcp-supervisor.local"
 #: The ASGI scope key where a team gateway's front puts the request's :class:`Caller`.
 CALLER_SCOPE = "mcp-supervisor.caller"
-#: JSON-RPC error code for a resource not found (the MCP specification's).
+#: JSON-RPC error code for a resource not found on the session-based protocol (its
+#: specification's); 2026-07-28 retired it for ``-32602`` (see :func:`_not_found_code`).
 RESOURCE_NOT_FOUND = -32002
 #: Seconds a listing made at start waits for the servers' first connections.
 FIRST_LISTING_WAIT = 15.0
@@ -810,9 +811,13 @@ class Gateway:
             return _unstamped(await self.sup.read_resource(uri, server=owner, timeout=timeout))
         except UnknownResource as exc:
             data = {"uri": uri, "type": type(exc).__name__}
-            raise MCPError(RESOURCE_NOT_FOUND, str(exc), data) from None
+            raise MCPError(_not_found_code(ctx), str(exc), data) from None
         except (UnknownServer, RequestUnencodable) as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)) from None
+        except ServerRequestError as exc:
+            # the backing server's own "not found" (either era's code): the caller's era's
+            code = _not_found_code(ctx) if exc.code in _NOT_FOUND else types.INTERNAL_ERROR
+            raise MCPError(code, str(exc), _error_data(exc)) from None
         except (SupervisorError, TimeoutError) as exc:
             raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
 
@@ -824,7 +829,7 @@ class Gateway:
             self._resource_owner(ctx, uri)
             await self.resource_subscriptions.subscribe(connection_of(ctx), uri)
         except UnknownResource as exc:
-            raise MCPError(RESOURCE_NOT_FOUND, str(exc), {"uri": uri}) from None
+            raise MCPError(_not_found_code(ctx), str(exc), {"uri": uri}) from None
         except RequestUnencodable as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)) from None
         return types.EmptyResult()
@@ -920,6 +925,19 @@ def _timeout(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if 0 < value < float("inf") else None
+
+
+#: The codes a backing server says "resource not found" with: the session-based
+#: protocol's, and 2026-07-28's (SEP-2164: invalid params).
+_NOT_FOUND = frozenset({RESOURCE_NOT_FOUND, types.INVALID_PARAMS})
+
+
+def _not_found_code(ctx: ServerRequestContext[Any, Any]) -> int:
+    """The code of a resource not found for the request's caller, in its own protocol's
+    terms: ``-32602`` on 2026-07-28 (which retired ``-32002``), else ``-32002``."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return types.INVALID_PARAMS
+    return RESOURCE_NOT_FOUND
 
 
 def _log_level(value: object) -> types.LoggingLevel | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -14,8 +15,10 @@ import trio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from .._util._deprecated import on_purpose
+from .._util._jsontext import json_path
 from ..actors import Actor, Normal, before_effect
 from ..actors._errors import collapse
 from ..auth._broker import AuthProblem
@@ -26,6 +29,7 @@ from ..errors import (
     CallMayHaveTakenEffect,
     ConnectTimeout,
     HTTPStatusError,
+    ResultInvalid,
     ResultTooLarge,
     ServerExited,
     ServerRequestError,
@@ -44,7 +48,7 @@ from ..transports._remote import TransportLike
 from ..transports._stdio import StdioTransport
 from . import _tasks as tasks
 from ._elicitation import checked_elicitation
-from ._listing import Listings, describe
+from ._listing import Listings, describe, listen_ack_wait
 from ._messages import (
     CALL_ID_META,
     CallTool,
@@ -56,7 +60,7 @@ from ._messages import (
     TaskRequest,
     _NotSent,
 )
-from ._options import resolved
+from ._options import pinned, resolved
 from ._probes import keep_probing, watch_connection
 from ._startup import Turn
 from ._subscriptions import keep_subscriptions
@@ -128,6 +132,46 @@ async def _call(
         return await client.call_tool(
             message.tool, arguments, progress_callback=message.progress, meta=meta
         )
+
+
+def _invalid_result(server: str, what: str, client: Client, exc: ValidationError) -> ResultInvalid:
+    """The SDK client's refusal of an answer that does not fit the protocol (a pydantic
+    ``ValidationError``, which would otherwise read as the caller's invalid request) as
+    :class:`~supervisor.errors.ResultInvalid`: the server's fault, each problem's path in
+    the result. Of a union's arms (a tool's result, or an ``input_required`` one; the
+    kinds of content), only the first arm's problems are said: the one asked for first."""
+    problems: list[tuple[str, str]] = []
+    chosen: dict[tuple[object, ...], object] = {}  # the arm said, by where its union is
+    for problem in exc.errors(include_url=False, include_input=False, include_context=False):
+        loc = problem["loc"]
+        path: list[str | int] = []
+        for i, part in enumerate(loc):
+            if isinstance(part, str) and _ARM.match(part):
+                if chosen.setdefault(tuple(loc[:i]), part) != part:
+                    break  # another arm's
+            else:
+                path.append(part)
+        else:
+            problems.append((json_path(path), _short(problem["msg"])))
+    errors = problems[:_MAX_PROBLEMS]
+    if len(problems) > _MAX_PROBLEMS:
+        errors.append(("…", f"{len(problems) - _MAX_PROBLEMS} more"))
+    return ResultInvalid(
+        server=server, request=what, protocol=client.protocol_version, errors=errors
+    )
+
+
+#: A union arm in a pydantic error's path: a model's name (``CallToolResult``), or a
+#: tagged arm (``tagged-union[…]``, ``function-after[…]``)
+_ARM = re.compile(r"[A-Z]\w*\Z|[a-z-]+\[")
+#: The problems of an invalid result said, at most (the rest counted).
+_MAX_PROBLEMS = 5
+#: Characters of one problem said, at most.
+_MAX_PROBLEM = 200
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= _MAX_PROBLEM else text[: _MAX_PROBLEM - 1] + "…"
 
 
 def _counted(progress: Progress, receipt: Receipt) -> Progress:
@@ -314,6 +358,9 @@ class ServerActor(Actor):
                         raise
                     # Rejected unseen: renew the session, send it once more.
                     result = await send(await self._new_session(client))
+        except ValidationError as exc:  # the SDK's check of the answer: the server's fault
+            self.state.health.alive(time.time())  # it answered; the answer was wrong
+            raise _invalid_result(server.name, what, client, exc) from exc
         except MCPError as exc:
             if connection_closed(exc, receipt):
                 self._lost.set()  # the connection is dead: this incarnation ends
@@ -404,6 +451,10 @@ class ServerActor(Actor):
                 server=server.name,
                 code=exc.code,
             ) from exc
+        except ValidationError as exc:  # the SDK's check of the answer: the server's fault
+            health.call_failed()
+            health.alive(time.time())  # the server answered; the answer was wrong
+            raise _invalid_result(server.name, f"tool {message.tool!r}", client, exc) from exc
         except RuntimeError as exc:
             health.call_failed()
             invalid = invalid_output(message.tool, exc)
@@ -743,8 +794,14 @@ class ServerActor(Actor):
                     async with self._client(transport) as client:
                         async with trio.open_nursery() as watchers:
                             # Listen for changes before listing: none can slip in between.
+                            # The stream is optional: not acknowledged within a short
+                            # wait of its own, the server is connected without it.
                             if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                                await watchers.start(self.listings.listen_for_changes, client)
+                                await watchers.start(
+                                    self.listings.listen_for_changes,
+                                    client,
+                                    listen_ack_wait(config.init_timeout),
+                                )
                             tools = await self.listings.all_tools(client)
                             handshake.deadline = math.inf
                             connected = True
@@ -855,7 +912,11 @@ class ServerActor(Actor):
 
     @asynccontextmanager
     async def _client(self, transport: TransportLike) -> AsyncIterator[Client]:
-        options = resolved(self.server.client_options, self.server.name)
+        server = self.server
+        options = pinned(
+            resolved(server.client_options, server.name),
+            getattr(server.config, "protocol", "auto"),
+        )
         user_handler = options.pop("message_handler", None)
         logging_callback: Any = options.get("logging_callback")
         answers = getattr(transport, "answers", None)

@@ -3,9 +3,11 @@ pages within the server's limits, and again — coalesced — when it says they 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeVar
 
+import anyio
 import mcp_types as types
 import trio
 from mcp import Client
@@ -30,6 +32,27 @@ _T = TypeVar("_T")
 
 Listing = Literal["resources", "prompts"]
 """What a ``list_changed`` notice asks to fetch again (resources include templates)."""
+
+#: Seconds a 2026-07-28 connection waits for its change notice stream (``subscriptions/
+#: listen``) to be acknowledged before it goes on without it: at most a third of the
+#: server's ``initTimeout`` (see :func:`listen_ack_wait`).
+LISTEN_ACK_WAIT = 3.0
+#: Seconds before a change notice stream that failed is opened again, doubled after each
+#: failure in a row up to :data:`RELISTEN_MOST`.
+RELISTEN_FIRST = 1.0
+RELISTEN_MOST = 60.0
+#: What the log says of a connection without change notices (the reason with it).
+NO_CHANGE_NOTICES = (
+    "no change notices: its lists are fetched when it connects, and again once the "
+    "stream opens (tried again in the background)"
+)
+
+
+def listen_ack_wait(init_timeout: float) -> float:
+    """How long a connection waits for its change notice stream's acknowledgement: well
+    under its ``initTimeout``, so that a stream that is never acknowledged cannot keep
+    the server from being connected."""
+    return min(LISTEN_ACK_WAIT, init_timeout / 3)
 
 
 def describe(error: BaseException) -> str:
@@ -62,11 +85,14 @@ class Listings:
         self._refetching: set[Listing] = set()
         self._refetch_again: set[Listing] = set()
 
-    async def all_tools(self, client: Client) -> list[types.Tool]:
+    async def all_tools(
+        self, client: Client, cache_mode: Literal["use", "refresh"] = "use"
+    ) -> list[types.Tool]:
+        """Every page of the tool list; ``"refresh"``: none from the client's cache."""
         hint = _Hint()
 
         async def page(cursor: str | None) -> tuple[list[types.Tool], str | None]:
-            got = await client.list_tools(cursor=cursor)
+            got = await client.list_tools(cursor=cursor, cache_mode=cache_mode)
             hint.page(got)
             return got.tools, got.next_cursor
 
@@ -75,8 +101,9 @@ class Listings:
         return tools
 
     async def relist(self) -> None:
-        """Fetch the tool list again after a change notice. A burst of notices costs at
-        most two fetches: one running, and one more for everything that came meanwhile."""
+        """Fetch the tool list again after a change notice, or after a gap in them (none
+        from the client's cache). A burst of notices costs at most two fetches: one
+        running, and one more for everything that came meanwhile."""
         if self._relisting:
             self._relist_again = True
             return
@@ -87,7 +114,7 @@ class Listings:
                 receipt = Receipt()
                 token = delivery.set(receipt)
                 try:
-                    tools = await self.all_tools(client)
+                    tools = await self.all_tools(client, "refresh")
                 except MCPError as exc:
                     if connection_closed(exc, receipt):
                         # The connection died under the fetch: the session reports why
@@ -307,37 +334,91 @@ class Listings:
             self._refetching.discard(what)
 
     async def listen_for_changes(
-        self, client: Client, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self,
+        client: Client,
+        ack_wait: float = LISTEN_ACK_WAIT,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """On 2026-07-28 connections change notices come on a `subscriptions/listen`
         stream; open it (and again, if it drops while the connection lives). Reports
-        started once the first subscription is acknowledged (or refused)."""
+        started once the first is acknowledged — or refused, or not acknowledged within
+        ``ack_wait`` seconds: the stream is optional, so the connection goes on without
+        it (logged once, as a warning) and it is opened again in the background, after
+        :data:`RELISTEN_FIRST` seconds, doubled after each failure in a row up to
+        :data:`RELISTEN_MOST`. A stream that opens after a gap has the lists fetched
+        again: a change made meanwhile was announced to no one. A server that does not
+        know the method (``-32601``) is not asked again on this connection."""
+        name = self.server.name
         capabilities = client.server_capabilities
+        delay = RELISTEN_FIRST
+        missing = False  # without change notices now: said once, until they are back
+        gap = False  # a stream was open before, or failed to: changes may have gone unheard
         while True:
+            acknowledged = False
             try:
-                async with client.listen(
-                    tools_list_changed=True,
-                    resources_list_changed=capabilities.resources is not None,
-                    prompts_list_changed=capabilities.prompts is not None,
-                ) as subscription:
-                    task_status.started()
-                    task_status = trio.TASK_STATUS_IGNORED
-                    async for event in subscription:
-                        if isinstance(event, ToolsListChanged):
-                            self._nursery.start_soon(self.relist)
-                        elif isinstance(event, ResourcesListChanged):
-                            self._nursery.start_soon(self.refetch, "resources")
-                        elif isinstance(event, PromptsListChanged):
-                            self._nursery.start_soon(self.refetch, "prompts")
-                return  # closed gracefully
-            except (ListenNotSupportedError, MCPError) as exc:
-                log.debug("no change notices", server=self.server.name, reason=str(exc))
+                with trio.move_on_after(ack_wait) as waiting:
+                    async with client.listen(
+                        tools_list_changed=True,
+                        resources_list_changed=capabilities.resources is not None,
+                        prompts_list_changed=capabilities.prompts is not None,
+                    ) as subscription:
+                        waiting.deadline = math.inf
+                        acknowledged = True
+                        task_status.started()
+                        task_status = trio.TASK_STATUS_IGNORED
+                        if missing:
+                            log.info("change notices back", server=name)
+                            missing = False
+                        if gap:
+                            self._fetch_all_again(client)
+                        gap = True
+                        delay = RELISTEN_FIRST
+                        async for event in subscription:
+                            if isinstance(event, ToolsListChanged):
+                                self._nursery.start_soon(self.relist)
+                            elif isinstance(event, ResourcesListChanged):
+                                self._nursery.start_soon(self.refetch, "resources")
+                            elif isinstance(event, PromptsListChanged):
+                                self._nursery.start_soon(self.refetch, "prompts")
+                if not waiting.cancelled_caught:
+                    return  # closed gracefully: the server will send no more
+            except ListenNotSupportedError as exc:  # (only 2026-07-28 connections listen)
+                log.info(NO_CHANGE_NOTICES, server=name, reason=str(exc))
                 task_status.started()
                 return
-            except SubscriptionLost:
-                task_status.started()
-                task_status = trio.TASK_STATUS_IGNORED
-                await trio.sleep(1.0)
+            except MCPError as exc:
+                why = f"it refused subscriptions/listen: {exc.message} (MCP error {exc.code})"
+                if exc.code == types.METHOD_NOT_FOUND:
+                    log.info(NO_CHANGE_NOTICES, server=name, reason=why)
+                    task_status.started()
+                    return
+            except TimeoutError:  # the client's own read timeout (a client option)
+                why = "it did not acknowledge subscriptions/listen within the read timeout"
+            except (SubscriptionLost, anyio.BrokenResourceError):
+                why = "its subscriptions/listen stream ended before it was acknowledged"
+            else:
+                why = f"it did not acknowledge subscriptions/listen within {ack_wait:g} s"
+            task_status.started()
+            task_status = trio.TASK_STATUS_IGNORED
+            gap = True
+            if acknowledged:  # it was open, and dropped: opened again soon
+                log.debug("change notice stream dropped", server=name, again_in=delay)
+            elif not missing:
+                missing = True
+                log.warning(NO_CHANGE_NOTICES, server=name, reason=why, again_in=delay)
+            else:
+                log.debug(NO_CHANGE_NOTICES, server=name, reason=why, again_in=delay)
+            await trio.sleep(delay)
+            if not acknowledged:
+                delay = min(delay * 2, RELISTEN_MOST)
+
+    def _fetch_all_again(self, client: Client) -> None:
+        """Fetch every list again, coalesced with any fetch already under way."""
+        self._nursery.start_soon(self.relist)
+        if client.server_capabilities.resources is not None:
+            self._nursery.start_soon(self.refetch, "resources")
+        if client.server_capabilities.prompts is not None:
+            self._nursery.start_soon(self.refetch, "prompts")
 
 
 class _Hint:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-__all__ = ["PerServer", "per_server", "resolved"]
+__all__ = ["PerServer", "per_server", "pinned", "resolved"]
 
 #: The client options that hand what a server sends to someone: a caller's own session
 #: gets them only when made for that caller (:func:`per_server`'s ``for_caller``).
@@ -80,3 +80,13 @@ def resolved(
         elif key not in CALLBACKS:
             made[key] = value.factory(server) if isinstance(value, PerServer) else value
     return made
+
+
+def pinned(options: dict[str, object], protocol: str) -> dict[str, object]:
+    """``options`` with the SDK ``mode`` a server's ``protocol`` field pins:
+    ``"2025-11-25"`` goes straight to the ``initialize`` handshake (``mode="legacy"``);
+    ``"auto"`` keeps the supervisor's (``open_supervisor(mode=...)``, else the SDK's
+    ``"auto"``: ``server/discover``, falling back to the handshake)."""
+    if protocol == "2025-11-25":
+        options["mode"] = "legacy"
+    return options

@@ -58,6 +58,9 @@ class ServerState:
         self.listed = False
         #: why the server waits for an OAuth login (or was refused), while it does
         self.auth_problem: AuthProblem | None = None
+        #: set (and replaced by a fresh one) at each change of :attr:`auth_problem`:
+        #: who waits for a login to end takes it before looking at the state
+        self.auth_changed = trio.Event()
         #: a ``type: remote`` server that turned out to speak only legacy SSE
         self.use_sse = False
         #: incarnations started so far
@@ -184,17 +187,24 @@ class ServerState:
         needs = problem.needs_login
         self.health.status = ServerStatus.NEEDS_AUTH if needs else ServerStatus.AUTH_FAILED
         self.health.last_error = error
+        self._auth_moved()
 
     def auth_failed(self, problem: AuthProblem) -> None:
         """A login started for the server failed with ``problem``."""
         self.auth_problem = problem
         self.health.status = ServerStatus.AUTH_FAILED
         self.health.last_error = str(problem)
+        self._auth_moved()
 
     def logged_in(self) -> None:
         """A new token came: the server connects again."""
         self.auth_problem = None
         self.health.status = ServerStatus.CONNECTING
+        self._auth_moved()
+
+    def _auth_moved(self) -> None:
+        self.auth_changed.set()
+        self.auth_changed = trio.Event()
 
     # -- a reconfiguration's writes ------------------------------------------------------
 

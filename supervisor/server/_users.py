@@ -50,7 +50,7 @@ from ..transports._remote import TransportLike
 from ._actor import _call, _first, _session_expired
 from ._elicitation import checked_elicitation
 from ._messages import CallTool
-from ._options import resolved
+from ._options import pinned, resolved
 
 __all__ = ["IDLE_SECONDS", "MAX_SESSIONS", "UserSessions"]
 
@@ -237,7 +237,11 @@ class UserSessions:
         """The client options of ``subject``'s session: the supervisor's, its handlers
         only those made for that caller (:func:`~._options.resolved`), an elicitation
         answer checked as on the server's own connection."""
-        options = resolved(self.server.client_options, self.server.name, caller=subject)
+        server = self.server
+        options = pinned(
+            resolved(server.client_options, server.name, caller=subject),
+            getattr(server.config, "protocol", "auto"),
+        )
         elicit: Any = options.get("elicitation_callback")
         if elicit is not None:
             options["elicitation_callback"] = checked_elicitation(elicit, self.server.name)

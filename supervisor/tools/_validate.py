@@ -5,6 +5,9 @@
 is sent, and raises :class:`~supervisor.errors.ToolArgumentsInvalid` naming each bad path
 — a string or key holding a lone surrogate (``"\\ud800"``, which JSON text cannot carry)
 among them, whatever the schema says.
+:func:`prepare_arguments` is what a call sends: the same check, but a ``null`` given for
+an optional parameter whose schema does not take ``null`` is left out instead of refused
+(a null and an absent parameter mean the same: SEP-2243 has the client omit it).
 Validators are compiled once per :func:`fingerprint` and kept in a bounded LRU cache
 (:class:`ArgumentValidator`). :func:`invalid_output` translates the SDK client's own
 ``outputSchema`` check.
@@ -140,6 +143,49 @@ class ArgumentValidator:
         if errors:
             raise ToolArgumentsInvalid(tool.name, errors)
 
+    def prepare(self, tool: types.Tool, arguments: Mapping[str, object]) -> Mapping[str, object]:
+        """The arguments to send for a call of ``tool``: ``arguments`` themselves when they
+        pass :meth:`validate`; otherwise, when each top-level ``null`` the schema refuses is
+        for an optional parameter (not in the schema's ``required``), ``arguments`` without
+        those keys — a null and an absent parameter mean the same, and the MCP
+        specification has a client omit it (SEP-2243) — provided what is left passes.
+        Otherwise it raises what :meth:`validate` raises for ``arguments`` as given
+        (:class:`~supervisor.errors.ToolArgumentsInvalid`, every error named as ever); so
+        a ``null`` for a required parameter stays an error, and a ``null`` the schema
+        takes (``"type": ["boolean", "null"]``) is sent as it is.
+        """
+        try:
+            self.validate(tool, arguments)
+        except ToolArgumentsInvalid as exc:
+            omitted = self._refused_nulls(tool, arguments)
+            if not omitted:
+                raise
+            kept = {key: value for key, value in arguments.items() if key not in omitted}
+            try:
+                self.validate(tool, kept)
+            except ToolArgumentsInvalid:
+                raise exc from None
+            return kept
+        return arguments
+
+    def _refused_nulls(self, tool: types.Tool, arguments: Mapping[str, object]) -> set[str]:
+        """The optional top-level parameters ``arguments`` gives as ``null`` that the
+        schema refuses as such (an error found at that key itself)."""
+        if not isinstance(arguments, Mapping):
+            return set()
+        nulls = {key for key, value in arguments.items() if value is None}
+        required = tool.input_schema.get("required")
+        if isinstance(required, list):
+            nulls.difference_update(key for key in required if isinstance(key, str))
+        if not nulls:
+            return set()
+        validator = self._validator(fingerprint(tool), tool.name, tool.input_schema, "inputSchema")
+        return {
+            path[0]
+            for error in validator.iter_errors(dict(arguments))
+            if len(path := error.absolute_path) == 1 and path[0] in nulls
+        }
+
     def validate_output(self, tool: str, schema: JSONSchema, structured: object) -> None:
         """Raise :class:`~supervisor.errors.ToolOutputInvalid` if ``structured`` does not
         match ``schema`` (the tool's ``outputSchema``)."""
@@ -222,9 +268,10 @@ def _short(message: str) -> str:
     return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 1] + "…"
 
 
-# The process-wide validator behind validate_arguments() and normalize_result(): it outlives
-# every supervisor, so it is bounded — at most DEFAULT_CACHE_SIZE compiled validators
-# (LRU), quick checks evicted with them, and at most as many tool objects remembered.
+# The process-wide validator behind validate_arguments(), prepare_arguments() and
+# normalize_result(): it outlives every supervisor, so it is bounded — at most
+# DEFAULT_CACHE_SIZE compiled validators (LRU), quick checks evicted with them, and at most
+# as many tool objects remembered.
 _default_validator = ArgumentValidator()
 
 
@@ -232,3 +279,9 @@ def validate_arguments(tool: types.Tool, arguments: Mapping[str, object]) -> Non
     """Check ``arguments`` against ``tool.input_schema`` with the process-wide
     :class:`ArgumentValidator`; see :meth:`ArgumentValidator.validate`."""
     _default_validator.validate(tool, arguments)
+
+
+def prepare_arguments(tool: types.Tool, arguments: Mapping[str, object]) -> Mapping[str, object]:
+    """The arguments to send for a call of ``tool``, checked with the process-wide
+    :class:`ArgumentValidator`; see :meth:`ArgumentValidator.prepare`."""
+    return _default_validator.prepare(tool, arguments)

@@ -136,6 +136,10 @@ class OAuthConfig:
     as_metadata: bool = True
     """False: no authorization-server metadata at the origin either (404): only the
     2025-03-26 fallback endpoints, ``/authorize``, ``/token``, ``/register``."""
+    lax_token_endpoint: bool = False
+    """``/token`` answers a request that names no ``grant_type`` (an empty one) with a
+    token (200), not an RFC 6749 error — as the MCP conformance suite's 2025-03-26 server
+    does, which issues a token for any request (this one is good for nothing)."""
     as_issuer_path: str = ""
     """A path the AS metadata's ``issuer`` (and the redirect's ``iss``) adds to the
     origin where the metadata is served (``/oauth``: ``http://HOST:PORT/oauth``)."""
@@ -153,6 +157,10 @@ class OAuthConfig:
     """Public keys (JWKs) ``/jwks`` serves beside the AS's own: ones a test signs with."""
     metadata_overrides: dict[str, Any] = attrs.field(factory=dict)
     """AS metadata fields set over the served ones (a ``jwks_uri`` on plain HTTP)."""
+    token_endpoint_auth_methods: list[str] | None = None
+    """The AS metadata's ``token_endpoint_auth_methods_supported``, exactly (None: the
+    SDK's, with ``private_key_jwt`` and ``none``); the token endpoint then refuses a client
+    authenticating another way (401 ``invalid_client``), whatever it was registered for."""
 
     def needed_scopes(self) -> list[str]:
         """Every scope ``/mcp`` needs now: required ones first, then step-up ones sorted."""
@@ -844,8 +852,11 @@ class _Gate:
         grants = doc.setdefault("grant_types_supported", [])
         if CLIENT_CREDENTIALS not in grants:
             grants.append(CLIENT_CREDENTIALS)
-        methods = doc.setdefault("token_endpoint_auth_methods_supported", [])
-        methods.extend(m for m in ("private_key_jwt", "none") if m not in methods)
+        if config.token_endpoint_auth_methods is not None:
+            doc["token_endpoint_auth_methods_supported"] = list(config.token_endpoint_auth_methods)
+        else:
+            methods = doc.setdefault("token_endpoint_auth_methods_supported", [])
+            methods.extend(m for m in ("private_key_jwt", "none") if m not in methods)
         doc["token_endpoint_auth_signing_alg_values_supported"] = list(_ASSERTION_ALGORITHMS)
         doc["authorization_response_iss_parameter_supported"] = config.advertise_iss
         if config.client_id_metadata_documents:
@@ -904,9 +915,20 @@ class _Gate:
             provider.token_requests[form.get("grant_type", "")] += 1
             params = {k: v for k, v in form.items() if k not in _SECRET_FIELDS}
             provider.token_params.append(params)
+        if is_token and provider.config.lax_token_endpoint and not form.get("grant_type"):
+            answer = {"access_token": secrets.token_urlsafe(16), "token_type": "Bearer"}
+            await _send_json(send, 200, answer, [(b"cache-control", b"no-store")])
+            return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         try:
             basic = _basic_credentials(headers.get("authorization"))
+            accepted = provider.config.token_endpoint_auth_methods
+            if is_token and accepted is not None and _auth_method(form, basic) not in accepted:
+                raise _TokenFailure(
+                    401,
+                    "invalid_client",
+                    f"client authentication {_auth_method(form, basic)} is not supported here",
+                )
             if is_token and form.get("grant_type") in (CLIENT_CREDENTIALS, TOKEN_EXCHANGE_GRANT):
                 if form["grant_type"] == CLIENT_CREDENTIALS:
                     answer = provider.client_credentials(form, basic)
@@ -1026,6 +1048,15 @@ def _with_header(
 ) -> list[tuple[bytes, bytes]]:
     kept = [(k, v) for k, v in headers if k.lower() != name]
     return [*kept, (name, str(len(body)).encode())]
+
+
+def _auth_method(form: dict[str, str], basic: tuple[str, str] | None) -> str:
+    """How a token request's client authenticates (RFC 6749 §2.3, RFC 7523)."""
+    if "client_assertion" in form or "client_assertion_type" in form:
+        return "private_key_jwt"
+    if basic is not None:
+        return "client_secret_basic"
+    return "client_secret_post" if "client_secret" in form else "none"
 
 
 def _basic_credentials(header: str | None) -> tuple[str, str] | None:
