@@ -446,11 +446,13 @@ class RequestTimeout(ServerError, TimeoutError):
 
 
 class ServerRequestError(ServerError):
-    """The server answered a request with an MCP error (``code``, ``message``)."""
+    """The server answered a request with an MCP error (``code``, ``message``, and its
+    ``data`` as the server gave it, if any)."""
 
-    def __init__(self, message: str, *, server: str, code: int) -> None:
+    def __init__(self, message: str, *, server: str, code: int, data: object = None) -> None:
         super().__init__(message, server=server)
         self.code = code
+        self.data = data
 
 
 # -- transports -----------------------------------------------------------------------

@@ -36,7 +36,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import mcp_types as types
 import trio
@@ -394,6 +394,12 @@ class SupervisorHandle:
         ``resources``, ``templates`` and ``prompts``. Never waits."""
         return self._registry.snapshot
 
+    async def snapshot_after(self, since: Snapshot) -> Snapshot:
+        """The registry's snapshot once it is a later merge than ``since`` (one
+        :attr:`snapshot` gave): what the servers offer — tools, resources, templates,
+        prompts — or which are up may have changed. A follower of the lists waits here."""
+        return await self._registry.after(since)
+
     @property
     def catalog(self) -> Catalog:
         """The merged catalog of the connected servers' tools (see :mod:`supervisor.registry`)."""
@@ -511,12 +517,63 @@ class SupervisorHandle:
         """Every server's prompts under their merged names, like :meth:`resources`."""
         return await self._resources.prompts()
 
+    @overload
     async def read_resource(
-        self, uri: str, *, server: str | None = None, timeout: float | None = None
-    ) -> types.ReadResourceResult:
+        self,
+        uri: str,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+        rounds: None = None,
+    ) -> types.ReadResourceResult: ...
+
+    @overload
+    async def read_resource(
+        self,
+        uri: str,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+        rounds: InputRound,
+    ) -> types.ReadResourceResult | types.InputRequiredResult: ...
+
+    async def read_resource(
+        self,
+        uri: str,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+        rounds: InputRound | None = None,
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         """Read ``uri`` from the server that offers it, or from ``server``; see
-        :meth:`supervisor.resources.Resources.read_resource`."""
-        return await self._resources.read_resource(uri, server=server, timeout=timeout)
+        :meth:`supervisor.resources.Resources.read_resource`. ``rounds`` is for a front
+        end that relays 2026-07-28's multi-round-trip requests to its own client, as
+        :meth:`call`'s is: a server's ``input_required`` answer is then returned as it
+        is, and the next round carries the client's answers and the server's
+        ``requestState`` untouched."""
+        return await self._resources.read_resource(
+            uri, server=server, timeout=timeout, rounds=rounds
+        )
+
+    @overload
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+        rounds: None = None,
+    ) -> types.GetPromptResult: ...
+
+    @overload
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+        rounds: InputRound,
+    ) -> types.GetPromptResult | types.InputRequiredResult: ...
 
     async def get_prompt(
         self,
@@ -524,10 +581,12 @@ class SupervisorHandle:
         arguments: Mapping[str, str] | None = None,
         *,
         timeout: float | None = None,
-    ) -> types.GetPromptResult:
+        rounds: InputRound | None = None,
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         """Get a prompt by its merged name; see
-        :meth:`supervisor.resources.Resources.get_prompt`."""
-        return await self._resources.get_prompt(name, arguments, timeout=timeout)
+        :meth:`supervisor.resources.Resources.get_prompt` (``rounds``: as
+        :meth:`read_resource`'s)."""
+        return await self._resources.get_prompt(name, arguments, timeout=timeout, rounds=rounds)
 
     async def subscribe_resource(self, uri: str, *, server: str | None = None) -> str:
         """Subscribe to changes of the resource ``uri``, at the server that offers it (or

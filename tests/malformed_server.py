@@ -9,8 +9,8 @@ It lists four tools, every one without arguments:
 ``fine``
     a valid result, ``ok`` (with ``resultType`` on 2026-07-28);
 ``no_result_type``
-    ``ok`` without ``resultType`` — which a 2026-07-28 server must send, and which the
-    session-based protocol does not have (a valid result there);
+    ``ok`` without ``resultType`` — which a 2026-07-28 client must take as ``complete``
+    (the protocol's default), and which the session-based protocol does not have;
 ``content_not_list``
     ``content`` an object rather than a list (in both eras, invalid);
 ``escape``

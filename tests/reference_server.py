@@ -18,7 +18,9 @@ Built on the SDK's low-level ``Server`` (the high-level one declares no logging)
 * input asked for — ``confirm`` asks its client to confirm: an elicitation request on
   the session-based protocol, an ``input_required`` round on 2026-07-28 (``requestState``
   :data:`CONFIRM_STATE`), and answers the action (``accept``; on 2026-07-28 ``accept
-  after round-1``, the state as it came back);
+  after round-1``, the state as it came back); so do the prompt ``confirm_prompt`` (one
+  message, the answer) and the resource :data:`SECRET` (one text, the answer) — the
+  other ``note:///…`` read as ``a note on TOPIC``;
 * sampling — ``sample`` asks its client's model for a haiku (``sampling/createMessage``
   on the session-based protocol, an ``input_required`` round on 2026-07-28) and
   answers what it wrote;
@@ -34,6 +36,12 @@ Built on the SDK's low-level ``Server`` (the high-level one declares no logging)
   answers, as JSON, the arguments it got and the ``Mcp-Param-*`` headers they came with
   (over HTTP): its ``region`` and optional ``verbose`` are mirrored, as in the
   conformance suite's ``http-custom-headers`` scenario;
+* a capability required — ``needs_sampling`` refuses a 2026-07-28 request that did not
+  declare sampling (``-32021``, ``requiredCapabilities`` naming it), as the suite's
+  ``server-stateless`` scenario asks;
+* capabilities — ``capabilities`` (and a read of ``note:///capabilities``) answers, as
+  JSON, the client capabilities its request came with (on 2026-07-28 each request
+  declares them; on the session-based protocol, those of the handshake);
 * caching — its tool list may be cached a minute by anyone, its prompts half a
   minute privately (``ttlMs``, ``cacheScope`` on 2026-07-28);
 * completions — of the prompt ``greet``'s argument ``name`` and of the resource
@@ -86,6 +94,10 @@ NAMES = ("Ada", "Alan", "Grace", "Greta")
 CONFIRM_STATE = "round-1"
 #: that of ``sample``'s
 SAMPLE_STATE = "haiku-1"
+#: the resource that asks its reader to confirm, as ``confirm`` does (a ``note:///…``)
+SECRET = "note:///secret"
+#: The resource whose read answers the client capabilities the read came with.
+CAPABILITIES = "note:///capabilities"
 #: seconds ``ask_briefly`` waits for its question's answer
 ASK_FOR = 0.5
 #: how long its lists may be cached (2026-07-28's ``ttlMs``): tools by anyone, prompts
@@ -101,6 +113,9 @@ CHATTER_LEVELS: tuple[types.LoggingLevel, ...] = ("debug", "info", "warning")
 _RANK = {level: rank for rank, level in enumerate(("debug", "info", "notice", "warning"))}
 
 _READ_ONLY = types.ToolAnnotations(read_only_hint=True)
+_CONFIRM_PROMPT = types.Prompt(
+    name="confirm_prompt", description="Ask the client to confirm; a prompt of what it said."
+)
 _TOOLS = [
     types.Tool(
         name="chatter",
@@ -191,6 +206,18 @@ _TOOLS = [
     types.Tool(
         name="announce_later",
         description="Answer at once; log one notice unsolicited a moment later.",
+        input_schema={"type": "object", "properties": {}},
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
+        name="needs_sampling",
+        description="Refuse a 2026-07-28 request that did not declare sampling (-32021).",
+        input_schema={"type": "object", "properties": {}},
+        annotations=_READ_ONLY,
+    ),
+    types.Tool(
+        name="capabilities",
+        description="Answer the client capabilities this request came with, as JSON.",
         input_schema={"type": "object", "properties": {}},
         annotations=_READ_ONLY,
     ),
@@ -315,20 +342,9 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
                 answer = "answered"
             return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])
         if params.name == "confirm":
-            form = {"type": "object", "properties": {}}
-            if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-                said = await ctx.session.elicit_form("Confirm?", form, ctx.request_id)  # type: ignore[arg-type]
-                answer = said.action
-            elif params.input_responses is None:  # the first round: ask
-                ask = types.ElicitRequest(
-                    params=types.ElicitRequestFormParams(message="Confirm?", requested_schema=form)  # type: ignore[arg-type]
-                )
-                return types.InputRequiredResult(  # type: ignore[return-value]
-                    input_requests={"confirm": ask}, request_state=CONFIRM_STATE
-                )
-            else:  # asked again with the answer, and the state it was given
-                said = params.input_responses["confirm"]
-                answer = f"{getattr(said, 'action', None)} after {params.request_state}"
+            answer = await confirmed(ctx, params)
+            if isinstance(answer, types.InputRequiredResult):
+                return answer  # type: ignore[return-value]
             return types.CallToolResult(content=[types.TextContent(type="text", text=answer)])
         if params.name == "touch":
             uri = str((params.arguments or {}).get("uri"))
@@ -343,6 +359,20 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
             }
             said = json.dumps({"arguments": params.arguments, "headers": mirrored}, sort_keys=True)
             return types.CallToolResult(content=[types.TextContent(type="text", text=said)])
+        if params.name == "needs_sampling":
+            declared = ctx.session.client_capabilities
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and (
+                declared is None or declared.sampling is None
+            ):
+                required = {"requiredCapabilities": {"sampling": {}}}
+                raise MCPError(
+                    types.MISSING_REQUIRED_CLIENT_CAPABILITY, "this tool needs sampling", required
+                )
+            return types.CallToolResult(content=[types.TextContent(type="text", text="sampled")])
+        if params.name == "capabilities":
+            declared = ctx.session.client_capabilities
+            said = "{}" if declared is None else declared.model_dump_json(exclude_none=True)
+            return types.CallToolResult(content=[types.TextContent(type="text", text=said)])
         if params.name == "announce_later":
             session = ctx.session
 
@@ -355,6 +385,25 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=f"no tool {params.name}")], is_error=True
         )
+
+    async def confirmed(ctx: ServerRequestContext[Any, Any], params: Any) -> Any:
+        """Ask the request's client to confirm (``params``: a tool call's, a prompt's or a
+        resource read's): what it said — or, on 2026-07-28, the first round's
+        ``input_required`` result."""
+        form = {"type": "object", "properties": {}}
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            said = await ctx.session.elicit_form("Confirm?", form, ctx.request_id)  # type: ignore[arg-type]
+            return said.action
+        if params.input_responses is None:  # the first round: ask
+            ask = types.ElicitRequest(
+                params=types.ElicitRequestFormParams(message="Confirm?", requested_schema=form)  # type: ignore[arg-type]
+            )
+            return types.InputRequiredResult(
+                input_requests={"confirm": ask}, request_state=CONFIRM_STATE
+            )
+        # asked again with the answer, and the state it was given
+        said = params.input_responses["confirm"]
+        return f"{getattr(said, 'action', None)} after {params.request_state}"
 
     async def job(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> Any:
         arguments = params.arguments or {}
@@ -454,14 +503,40 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
         argument = types.PromptArgument(name="name", required=True)
-        return types.ListPromptsResult(prompts=[types.Prompt(name="greet", arguments=[argument])])
+        greet = types.Prompt(name="greet", arguments=[argument])
+        return types.ListPromptsResult(prompts=[greet, _CONFIRM_PROMPT])
 
     async def get_prompt(
         ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        if params.name == _CONFIRM_PROMPT.name:
+            said = await confirmed(ctx, params)
+            if isinstance(said, types.InputRequiredResult):
+                return said
+            return _said("prompt", said)  # type: ignore[return-value]
         name = (params.arguments or {}).get("name", "you")
         content = types.TextContent(type="text", text=f"Hello, {name}!")
         return types.GetPromptResult(messages=[types.PromptMessage(role="user", content=content)])
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        uri = str(params.uri)
+        if uri == SECRET:
+            said = await confirmed(ctx, params)
+            if isinstance(said, types.InputRequiredResult):
+                return said
+            return _said("resource", said)  # type: ignore[return-value]
+        if not uri.startswith("note:///"):
+            raise MCPError(types.INVALID_PARAMS, f"no resource {uri}")
+        if uri == CAPABILITIES:  # what the client declared, as the ``capabilities`` tool
+            declared = ctx.session.client_capabilities
+            said = "{}" if declared is None else declared.model_dump_json(exclude_none=True)
+            contents = types.TextResourceContents(uri=uri, text=said)
+            return types.ReadResourceResult(contents=[contents])
+        topic = uri.removeprefix("note:///")
+        contents = types.TextResourceContents(uri=uri, text=f"a note on {topic}")
+        return types.ReadResourceResult(contents=[contents])
 
     async def list_templates(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -515,6 +590,7 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
         on_set_logging_level=set_level,
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
+        on_read_resource=read_resource,
         on_list_resources=list_resources,
         on_list_resource_templates=list_templates,
         on_completion=complete,
@@ -531,6 +607,15 @@ def build(*, mute_subscriptions: bool = False) -> Server[Any]:
     server.add_request_handler("tasks/update", _TaskParams, update_task)
     server.add_request_handler("tasks/cancel", _TaskParams, cancel_task)
     return server
+
+
+def _said(kind: str, said: str) -> types.GetPromptResult | types.ReadResourceResult:
+    """What ``confirm_prompt`` (``kind`` ``"prompt"``) or :data:`SECRET` (``"resource"``)
+    answers once its client said ``said``."""
+    if kind == "prompt":
+        content = types.TextContent(type="text", text=said)
+        return types.GetPromptResult(messages=[types.PromptMessage(role="user", content=content)])
+    return types.ReadResourceResult(contents=[types.TextResourceContents(uri=SECRET, text=said)])
 
 
 class _TaskParams(types.RequestParams):

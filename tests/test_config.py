@@ -862,7 +862,7 @@ class TestErrors:
             "mcpServers.d.oauth: applies to remote servers only",
             "mcpServers.e.auth.scopes: must be a string or an array of strings, not a number",
             'mcpServers.e.auth.grant: must be one of "authorization_code", '
-            '"client_credentials", "identity_assertion"',
+            '"client_credentials", "identity_assertion", "workload_identity"',
             "mcpServers.e.auth.x: unknown field",
         ]
 

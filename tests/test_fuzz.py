@@ -108,7 +108,7 @@ SERVER_KEYS = (
 AUTH_KEYS = (
     "grant", "clientId", "CLIENT_ID", "client_id", "clientSecret", "scopes", "scope",
     "redirectUri", "callbackPort", "tokenEndpointAuthMethod", "authServerMetadataUrl",
-    "clientName", "secret",
+    "clientName", "secret", "assertionFile", "assertionEnv",
 )  # fmt: skip
 WHEN_KEYS = ("method", "tool", "nth", "every", "times", "probability", "direction", "after_s")
 ACTIONS = (

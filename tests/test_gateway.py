@@ -567,3 +567,31 @@ async def test_an_expired_backing_session_is_renewed_behind_the_clients_session(
             inner.cancel_scope.cancel()
         nursery.cancel_scope.cancel()
     assert count_executions(count) == {"echo": 3}
+
+
+async def test_a_change_of_prompts_alone_reaches_clients_of_both_eras() -> None:
+    """A backing server announcing a new prompt, its tools unchanged: the gateway fetches
+    its prompts again and tells its own clients that the prompt list changed — a
+    notification on a handshake-era session, an event on a 2026-07-28 listen stream —
+    without waiting for some other change to carry it."""
+    apps = {"live": make_server("changing")}
+    async with gateway_over_http({"mcpServers": {}}, apps=apps) as (_, _, info):
+        notified = trio.Event()
+
+        async def handler(message: object) -> None:
+            if isinstance(message, mcp_types.PromptListChangedNotification):
+                notified.set()
+
+        async with (
+            http_client(info.url, mode="legacy", message_handler=handler) as legacy,
+            http_client(info.url) as modern,
+        ):
+            await legacy.list_prompts()
+            async with modern.listen(prompts_list_changed=True) as events:
+                await legacy.call_tool("live_add_prompt", {"name": "late"})
+                with trio.fail_after(10):
+                    event = await events.__anext__()
+                    await notified.wait()
+            assert type(event).__name__ == "PromptsListChanged"
+            names = {p.name for p in (await modern.list_prompts(cache_mode="refresh")).prompts}
+            assert "live_late" in names

@@ -9,6 +9,7 @@ compares the answers (the gateway's log messages name the server in their logger
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -24,6 +25,7 @@ import pytest
 import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ResourceUpdated
 
 from supervisor import open_supervisor
@@ -32,7 +34,14 @@ from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._relay import Relay
 from supervisor.server import per_server
 from supervisor.testing.servers import start_http
-from tests.reference_server import CONFIRM_STATE, PROMPTS_TTL_MS, TOOLS_TTL_MS, build
+from tests.reference_server import (
+    CAPABILITIES,
+    CONFIRM_STATE,
+    PROMPTS_TTL_MS,
+    SECRET,
+    TOOLS_TTL_MS,
+    build,
+)
 from tests.test_gateway import TOKEN, fixture, http_client, text
 
 # Logging is deprecated by 2026-07-28 (SEP-2577); it is still a feature to pass on.
@@ -42,7 +51,8 @@ REFERENCE = Path(__file__).with_name("reference_server.py")
 WAIT = 10.0
 AUTO_APPROVED = [
     *("chatter", "announce_later", "echo", "wait", "cancelled", "touch", "ask_briefly"),
-    *("confirm", "job", "job_status", "rename_header", "sample", "count"),
+    *("confirm", "job", "job_status", "rename_header", "sample", "count", "capabilities"),
+    "needs_sampling",
 ]
 NEWS, GARDEN = "note:///news", "note:///garden"
 
@@ -304,7 +314,7 @@ async def test_completions_are_the_server_s_own_through_the_gateway(
         async with gateway_client(entry, mode, mode) as c:
             assert c.server_capabilities.completions is not None
             prompts = [p.name for p in (await c.list_prompts()).prompts]
-            assert prompts == ["ref_greet"]
+            assert prompts == ["ref_greet", "ref_confirm_prompt"]
             prompt = types.PromptReference(type="ref/prompt", name="ref_greet")
             for ref, value, context in ((prompt, "G", None), (template, "g", {"style": "formal"})):
                 got = await c.complete(ref, {"name": "x", "value": value}, context)
@@ -713,8 +723,8 @@ async def test_input_a_server_asks_for_is_answered_by_the_client_as_directly(
     elicitation handler answers it, directly and through the gateway alike, whichever
     era on either side: a 2026-07-28 client answers the round itself (the server's
     ``requestState`` back to it untouched), a session-based one is asked by the
-    gateway. The one pair that cannot meet: a session-based server's request to a
-    2026-07-28 client, which takes no requests — a tool error says so."""
+    gateway; a session-based server's request to a 2026-07-28 client (which takes no
+    requests) is asked of it in a round while the call is held."""
     asked: list[str] = []
 
     async def elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -729,11 +739,6 @@ async def test_input_a_server_asks_for_is_answered_by_the_client_as_directly(
             answers.append(text(await c.call_tool("ref_confirm", {})))
     expected = "accept" if backing_mode == "legacy" else f"accept after {CONFIRM_STATE}"
     assert direct == expected
-    if backing_mode == "legacy" and mode == "auto":
-        [said] = answers
-        assert "Elicitation not supported" in said and "session-based protocol" in said
-        assert asked == ["Confirm?"]
-        return
     assert answers == [expected]
     assert asked == ["Confirm?", "Confirm?"]
 
@@ -746,8 +751,8 @@ async def test_a_server_s_sampling_is_answered_by_the_client_s_model_as_directly
 ) -> None:
     """``sample`` asks its client's model for a haiku — ``sampling/createMessage`` on
     the session-based protocol, an ``input_required`` round on 2026-07-28 — and answers
-    what it wrote: directly and through the gateway alike, but for the pair that cannot
-    meet (a session-based server's request to a 2026-07-28 client), which says so."""
+    what it wrote: directly and through the gateway alike, whichever era on either
+    side (a session-based server's request to a 2026-07-28 client asked in a round)."""
     asked: list[str] = []
 
     async def sample(
@@ -766,10 +771,6 @@ async def test_a_server_s_sampling_is_answered_by_the_client_s_model_as_directly
         async with gateway_client(entry, backing_mode, mode, sampling_callback=sample) as c:
             through = text(await c.call_tool("ref_sample", {}))
     assert direct == "old pond, a frog"
-    if backing_mode == "legacy" and mode == "auto":
-        assert "Sampling not supported" in through and "session-based protocol" in through
-        assert asked == ["A haiku, please."]
-        return
     assert through == direct
     assert asked == ["A haiku, please."] * 2
 
@@ -810,6 +811,103 @@ async def test_input_a_client_did_not_declare_is_not_asked_of_it() -> None:
     assert "did not declare (elicitation)" in text(result)
 
 
+async def asked_through(client: Client, prefix: str) -> tuple[str, str]:
+    """What ``confirm_prompt`` and :data:`SECRET` answer ``client`` (the prompt under
+    ``prefix``): the text of the prompt's message, and of the resource."""
+    prompt = await client.get_prompt(f"{prefix}confirm_prompt")
+    read = await client.read_resource(SECRET)
+    [message] = prompt.messages
+    [contents] = read.contents
+    return getattr(message.content, "text", ""), getattr(contents, "text", "")
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("backing_mode", ["legacy", "auto"])
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_input_a_prompt_or_a_read_asks_for_is_answered_by_the_client_as_directly(
+    transport: str, backing_mode: str, mode: str
+) -> None:
+    """``confirm_prompt`` and the resource ``note:///secret`` ask their client to
+    confirm, as ``confirm`` does: directly and through the gateway alike, whichever era
+    on either side, the client's elicitation handler answers — a 2026-07-28 client the
+    server's round itself (``prompts/get`` and ``resources/read`` are passed on as
+    ``tools/call`` is), a session-based one asked by the gateway, and a session-based
+    server's request to a 2026-07-28 client asked of it in a round while the request is
+    held."""
+    asked: list[str] = []
+
+    async def elicit(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept")
+
+    async with backing(transport) as entry:
+        async with direct_client(entry, backing_mode, elicitation_callback=elicit) as c:
+            direct = await asked_through(c, "")
+        async with gateway_client(entry, backing_mode, mode, elicitation_callback=elicit) as c:
+            through = await asked_through(c, "ref_")
+    expected = "accept" if backing_mode == "legacy" else f"accept after {CONFIRM_STATE}"
+    assert direct == (expected, expected)
+    assert through == direct
+    assert asked == ["Confirm?"] * 4
+
+
+async def test_a_prompt_s_round_reaches_a_2026_client_sealed_and_bound_to_it() -> None:
+    """The round of ``confirm_prompt`` a 2026-07-28 client gets through the gateway has
+    the server's input request as it is and the gateway's own ``requestState`` (sealed:
+    not the server's ``round-1``); answered with it, the prompt is the server's; the
+    same state on a read of the secret (another request) is refused, as is one
+    tampered with."""
+    confirm = {"confirm": types.ElicitResult(action="accept")}
+
+    async def unasked(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("the rounds are this test's own")
+
+    async with (
+        backing("stdio") as entry,
+        gateway_client(entry, "auto", "auto", elicitation_callback=unasked) as c,
+    ):
+        first = await c.session.get_prompt("ref_confirm_prompt", allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.request_state is not None and CONFIRM_STATE not in first.request_state
+        [(key, request)] = (first.input_requests or {}).items()
+        assert key == "confirm" and request.method == "elicitation/create"
+        got = await c.session.get_prompt(
+            "ref_confirm_prompt",
+            input_responses=confirm,  # type: ignore[arg-type]
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(got, types.GetPromptResult)
+        assert getattr(got.messages[0].content, "text", "") == f"accept after {CONFIRM_STATE}"
+        for uri, state in ((SECRET, first.request_state), (SECRET, "v1.forged")):
+            with pytest.raises(MCPError) as caught:
+                await c.session.read_resource(
+                    uri,
+                    input_responses=confirm,  # type: ignore[arg-type]
+                    request_state=state,
+                    allow_input_required=True,
+                )
+            assert caught.value.code == types.INVALID_PARAMS
+            assert "requestState" in str(caught.value)
+
+
+async def test_input_a_client_did_not_declare_is_not_asked_of_it_for_a_prompt_or_read() -> None:
+    """A 2026-07-28 client without elicitation is not handed the round of a prompt or a
+    resource read either: the protocol's missing-capability error (-32021) names what
+    it lacks."""
+    async with backing("stdio") as entry, gateway_client(entry, "auto", "auto") as c:
+        for request in (
+            partial(c.get_prompt, "ref_confirm_prompt"),
+            partial(c.read_resource, SECRET),
+        ):
+            with pytest.raises(MCPError) as caught:
+                await request()
+            assert caught.value.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+            assert "did not declare (elicitation)" in str(caught.value)
+            data = caught.value.error.data or {}
+            assert data["requiredCapabilities"] == {"elicitation": {}}
+
+
 async def test_input_rounds_pass_through_tool_search_s_call_too() -> None:
     """With ``--tool-search`` a 2026-07-28 client calls ``ref_confirm`` through the
     meta-tool ``call``: the server's round reaches it, and its answer the server, as
@@ -826,3 +924,141 @@ async def test_input_rounds_pass_through_tool_search_s_call_too() -> None:
         ):
             result = await c.call_tool("call", {"name": "ref_confirm", "arguments": {}})
     assert text(result) == f"accept after {CONFIRM_STATE}"
+
+
+async def _no_model(context: object, params: types.CreateMessageRequestParams) -> Any:
+    return types.ErrorData(code=types.INVALID_REQUEST, message="no model here")
+
+
+async def _no_form(context: object, params: types.ElicitRequestParams) -> Any:
+    return types.ElicitResult(action="decline")
+
+
+async def _no_roots(context: object) -> Any:
+    return types.ListRootsResult(roots=[])
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+@pytest.mark.parametrize(
+    "declared",
+    [
+        {},
+        {"elicitation_callback": _no_form},
+        {"sampling_callback": _no_model, "list_roots_callback": _no_roots},
+        {"sampling_callback": _no_model, "elicitation_callback": _no_form},
+    ],
+    ids=["nothing", "elicitation", "sampling+roots", "sampling+elicitation"],
+)
+async def test_a_2026_server_is_told_the_caller_s_capabilities_as_directly(
+    transport: str, mode: str, declared: dict[str, Any]
+) -> None:
+    """Under 2026-07-28 each request declares its client's capabilities: a call through
+    the gateway declares its caller's (of those the gateway can relay), not the
+    gateway's own — the server sees what it would see of that client directly, so it
+    asks only for what the caller can give; and the tasks extension, which the gateway
+    follows itself for a caller that does not. The caller's era does not matter."""
+    async with backing(transport) as entry:
+        async with direct_client(entry, "auto", **declared) as c:
+            direct = json.loads(text(await c.call_tool("capabilities", {})))
+        async with gateway_client(entry, "auto", mode, **declared) as c:
+            through = json.loads(text(await c.call_tool("ref_capabilities", {})))
+    assert set(through.pop("extensions")) == {"io.modelcontextprotocol/tasks"}
+    assert set(through) == {
+        {"sampling_callback": "sampling", "elicitation_callback": "elicitation"}.get(
+            option, "roots"
+        )
+        for option in declared
+    }
+    assert through == direct
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_read_declares_the_caller_s_capabilities_too(mode: str) -> None:
+    """A resource read (as a prompt got) through the gateway declares its caller's
+    capabilities to a 2026-07-28 server, as a call does."""
+    declared = {"elicitation_callback": _no_form}
+    async with backing("stdio") as entry:
+        async with direct_client(entry, "auto", **declared) as c:
+            direct = json.loads((await c.read_resource(CAPABILITIES)).contents[0].text)
+        async with gateway_client(entry, "auto", mode, **declared) as c:
+            read = await c.read_resource(CAPABILITIES)
+            through = json.loads(read.contents[0].text)  # type: ignore[union-attr]
+    assert set(through.pop("extensions")) == {"io.modelcontextprotocol/tasks"}
+    assert through == direct == {"elicitation": direct["elicitation"]}
+
+
+async def test_a_session_based_server_is_told_the_gateway_s_own_capabilities() -> None:
+    """The session-based protocol declares capabilities once, at the handshake: the
+    gateway's own (all it can relay), whoever calls; a caller that cannot answer what
+    the server then asks gets the error its relay says (see the tests above)."""
+    async with backing("stdio") as entry, gateway_client(entry, "legacy", "auto") as c:
+        seen = json.loads(text(await c.call_tool("ref_capabilities", {})))
+    assert {"sampling", "elicitation", "roots"} <= set(seen)
+
+
+def test_only_what_both_declare_is_passed_on_as_the_caller_declared_it() -> None:
+    """Of the gateway's own capabilities, each the caller declared too, as the caller
+    declared it; of the named maps (extensions, experimental), the names both have, as
+    the gateway declares them."""
+    from supervisor.transports._encoding import passed_capabilities
+
+    own = {
+        "sampling": {},
+        "elicitation": {"form": {}, "url": {}},
+        "roots": {"listChanged": True},
+        "extensions": {"io.modelcontextprotocol/tasks": {}, "io.modelcontextprotocol/ui": {}},
+    }
+    caller = {
+        "sampling": {"tools": {}},
+        "elicitation": {"form": {}},
+        "experimental": {"x": {}},
+        "extensions": {"io.modelcontextprotocol/tasks": {"v": 1}, "com.example/other": {}},
+    }
+    assert passed_capabilities(own, caller) == {
+        "sampling": {"tools": {}},
+        "elicitation": {"form": {}},
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
+    }
+    assert passed_capabilities(own, {}) == {}
+
+
+async def test_answers_a_caller_brings_without_a_round_s_state_reach_the_server() -> None:
+    """A 2026-07-28 caller may bring answers (``inputResponses``) with no
+    ``requestState`` — the server gave none, or the caller answers ahead: they are its
+    own, and reach the server as they would directly (``confirm`` takes them: "accept
+    after None"), not dropped for the server to ask again. The gateway's own approval
+    answer is not among what is passed on."""
+    answer = {"confirm": {"action": "accept"}, "mcp-supervisor/approval": {"action": "decline"}}
+    body, headers = raw_call(
+        "ref_confirm", {}, capabilities={"elicitation": {}}, inputResponses=answer
+    )
+    async with backing("stdio") as entry:
+        servers = {"ref": {**entry, "autoApprove": AUTO_APPROVED}}
+        async with gateway_url(servers, "auto") as url, httpx2.AsyncClient() as http:
+            said = (await http.post(url, json=body, headers=headers)).json()
+    assert said["result"]["content"][0]["text"] == "accept after None"
+
+
+@pytest.mark.parametrize("declared", [False, True])
+async def test_a_capability_the_server_requires_is_the_caller_s_error_as_directly(
+    declared: bool,
+) -> None:
+    """A 2026-07-28 server that refuses a call for a capability its caller did not
+    declare (``-32021``, ``requiredCapabilities``) is heard by that caller as directly: the
+    protocol's error, HTTP 400, the server's data with it — not a tool result; declared,
+    the call runs."""
+    capabilities: dict[str, object] = {"sampling": {}} if declared else {}
+    body, headers = raw_call("ref_needs_sampling", {}, capabilities=capabilities)
+    async with backing("stdio") as entry:
+        servers = {"ref": {**entry, "autoApprove": AUTO_APPROVED}}
+        async with gateway_url(servers, "auto") as url, httpx2.AsyncClient() as http:
+            answer = await http.post(url, json=body, headers=headers)
+    if declared:
+        assert answer.json()["result"]["content"][0]["text"] == "sampled"
+        return
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["code"] == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert error["data"] == {"requiredCapabilities": {"sampling": {}}}
+    assert "needs sampling" in error["message"]

@@ -364,3 +364,22 @@ def test_the_flow_in_the_docs_fits_the_meta_tools() -> None:
             assert schema is not None
             jsonschema.Draft202012Validator(schema).validate(block)
     assert asked == META
+
+
+async def test_null_for_an_optional_meta_tool_argument_is_left_out() -> None:
+    """A client's ``null`` for an optional argument of a meta-tool (``list``'s ``server``,
+    ``search``'s ``limit``, ``call``'s ``arguments``) is as if it were left out, as for
+    any tool; a ``null`` for a required one is still refused."""
+    async with (
+        gateway_over_http({"mcpServers": {}}, apps=big_apps(), tool_search=True) as (_, _, info),
+        http_client(info.url) as client,
+    ):
+        listed = await answer(client, "list", {"server": None})
+        assert {row["name"] for row in listed["servers"]} == {"big", "e"}
+        found = await answer(client, "search", {"query": "weather", "limit": None})
+        assert found["tools"][0]["name"] == "big_weather_forecast"
+        called = await client.call_tool("call", {"name": "e_add", "arguments": None})
+        assert called.is_error  # e_add's own arguments are required: its refusal
+        assert "ToolArgumentsInvalid" in str(error(called))
+        refused = await client.call_tool("search", {"query": None})
+        assert refused.is_error and "query" in text(refused)

@@ -3,8 +3,10 @@
 Every connection to a remote server asks its broker for a token (:class:`BrokerAuth`, the
 ``httpx2.Auth`` on the connection's HTTP client). The broker runs the SDK's OAuth
 provider itself — ``OAuthClientProvider`` for browser logins, the client-credentials and
-private-key-JWT providers, ``IdentityAssertionOAuthProvider`` — never re-implementing a
-step of OAuth, and adds what clients usually get wrong:
+private-key-JWT providers, ``IdentityAssertionOAuthProvider``, and for workload identity
+a subclass of the first whose authorization step is the jwt-bearer grant
+(:mod:`._workload`) — never re-implementing a step of OAuth, and adds what clients
+usually get wrong:
 
 * **One refresh for all.** A valid token is handed out at once. Renewing one (ahead of
   its expiry, or after the server answered 401) is a request to the broker's actor, whose
@@ -27,6 +29,9 @@ step of OAuth, and adds what clients usually get wrong:
   (within its call's timeout) and is sent once more with the new token.
 * **PKCE S256 or nothing**: an authorization server that does not advertise it is
   refused before the browser opens.
+* **DPoP when the server's ``auth`` asks** (:mod:`._dpop`): a proof on every token
+  request the provider makes and on every request of the connections, the key kept with
+  the tokens, the nonces an authorization server or a server asks for followed.
 
 The flow is driven with a probe request to the server's URL that is never sent: the
 provider is given the server's real challenge (its ``WWW-Authenticate``) as the probe's
@@ -38,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import json
 import logging
 import math
 import time
@@ -75,6 +81,7 @@ from ..events import _catalog as events
 from ..log import get_logger, redact
 from ..transports._receipts import delivery
 from ._backends import TokenStore
+from ._dpop import Nonces, nonce_asked
 from ._idjag import discover_issuer, fetch_id_jag, read_secret
 from ._login import CALLBACK_PATH, DEFAULT_CALLBACK_PORT, EXTRA_PORTS, LoginCancelled, Logins
 from ._store import AuthStore, Credentials
@@ -170,8 +177,10 @@ def _challenge_header(challenge: _Challenge | None, scopes: Sequence[str]) -> di
 
 
 def _params(header: str) -> list[str]:
-    """The ``key=value`` parameters of a Bearer challenge (quoted values kept whole)."""
-    body = header.split(" ", 1)[1] if header.lower().startswith("bearer") else header
+    """The ``key=value`` parameters of a challenge, ``Bearer`` or ``DPoP`` (quoted
+    values kept whole)."""
+    scheme, _, rest = header.partition(" ")
+    body = rest if scheme and "=" not in scheme else header
     out, current, quoted = [], "", False
     for ch in body:
         if ch == '"':
@@ -341,8 +350,17 @@ class TokenBroker:
         self._callback = callback
         self._base_dir = base_dir
         self.credentials = Credentials(
-            store, self.resource, self.account, server=self.servers[0], on_tokens=self._seen
+            store,
+            self.resource,
+            self.account,
+            server=self.servers[0],
+            on_tokens=self._seen,
+            dpop=bool(getattr(auth, "dpop", False)),
         )
+        #: the latest DPoP nonce of each endpoint (the token endpoint's, the server's)
+        self._nonces = Nonces()
+        #: the DPoP key secret last registered with the redactor
+        self._dpop_secret: str | None = None
         self.clock = clock
         self.state = BrokerState.UNKNOWN
         self.error: str | None = None
@@ -365,6 +383,8 @@ class TokenBroker:
         #: how the client authenticates with its secret, as the authorization server's
         #: metadata lists (``None``: not looked up yet); ``tokenEndpointAuthMethod`` wins
         self._secret_method: SecretMethod | None = None
+        #: where the ``workload_identity`` grant's JWT is (made with its first provider)
+        self._assertions: Any = None
         self._load()
         self.provider = self._make_provider()
         self.spec = actor_spec(
@@ -420,6 +440,36 @@ class TokenBroker:
         token, renewed once for everyone who was refused the same one. Raises
         :class:`AuthProblem` when none can be had without a person (or at all)."""
         return await self._ask(_Renew(token, _Challenge.of(response)))
+
+    def presenting(self, method: str, url: httpx2.URL, token: str) -> dict[str, str]:
+        """The headers that present ``token`` on a request to the server: ``Authorization:
+        Bearer``, or for a DPoP-bound token ``Authorization: DPoP`` and a fresh proof of
+        this request (with the server's latest nonce; see :mod:`._dpop`)."""
+        if not self.credentials.dpop_bound:
+            return {"Authorization": f"Bearer {token}"}
+        return {
+            "Authorization": f"DPoP {token}",
+            "DPoP": self._proof(method, url, access_token=token),
+        }
+
+    def nonce_asked(self, url: httpx2.URL, response: httpx2.Response) -> bool:
+        """Note the DPoP nonce the server's answer gives; whether the answer refuses the
+        request for want of one (401 ``use_dpop_nonce``, RFC 9449 §9)."""
+        if self.credentials.dpop_key is None:
+            return False
+        self._nonces.heard(url, response)
+        return response.status_code == 401 and nonce_asked(response)
+
+    def _proof(self, method: str, url: httpx2.URL, *, access_token: str | None = None) -> str:
+        """A DPoP proof with the key the tokens are bound to (its private half held by
+        the redactor first), with the endpoint's latest nonce."""
+        key = self.credentials.dpop_key
+        assert key is not None
+        secret = key.secret
+        if secret != self._dpop_secret:
+            self._remember(secret)
+            self._dpop_secret = secret
+        return key.proof(method, url, access_token=access_token, nonce=self._nonces.get(url))
 
     async def login(self, redirect: Callable[[str], Any] | None = None) -> None:
         """Authorize from the start now (a browser login for the authorization-code
@@ -712,8 +762,7 @@ class TokenBroker:
                             request=probe,
                         )
                     else:
-                        response = await http.send(outgoing)
-                        await response.aread()
+                        response = await self._send(http, outgoing)
                         refresh = b"grant_type=refresh_token" in (outgoing.content or b"")
                         if refresh and response.status_code == 200:
                             self.refreshes += 1  # counted once it worked
@@ -727,6 +776,45 @@ class TokenBroker:
                 return token
             finally:
                 await flow.aclose()
+
+    async def _send(self, http: httpx2.AsyncClient, outgoing: httpx2.Request) -> httpx2.Response:
+        """Send one of the provider's requests, read. A DPoP client's token request
+        carries a proof (with the token endpoint's latest nonce) and is sent once more
+        with the nonce its refusal asks for (400 ``use_dpop_nonce``, RFC 9449 §8); a
+        DPoP-bound token in the answer is noted bound and handed to the provider as a
+        Bearer one (the only ``token_type`` the SDK reads)."""
+        content = outgoing.content or b""
+        token_request = outgoing.method == "POST" and b"grant_type=" in content
+        if self.credentials.dpop_key is None or not token_request:
+            response = await http.send(outgoing)
+            await response.aread()
+            return response
+        for attempt in range(2):
+            outgoing.headers["DPoP"] = self._proof("POST", outgoing.url)
+            response = await http.send(outgoing)
+            await response.aread()
+            self._nonces.heard(outgoing.url, response)
+            if attempt or not nonce_asked(response):
+                break
+        if response.status_code != 200:
+            return response
+        try:
+            answer = json.loads(response.content)
+        except ValueError:
+            return response  # the provider reports it
+        if not isinstance(answer, dict) or not isinstance(answer.get("token_type"), str):
+            return response
+        bound = answer["token_type"].lower() == "dpop"
+        self.credentials.dpop_bound = bound
+        if not bound:
+            return response  # a Bearer token after all: presented as one
+        answer["token_type"] = "Bearer"
+        headers = [
+            (k, v)
+            for k, v in response.headers.multi_items()
+            if k.lower() not in ("content-length", "content-encoding", "transfer-encoding")
+        ]
+        return httpx2.Response(200, headers=headers, json=answer, request=outgoing)
 
     # -- the SDK provider's handlers ----------------------------------------------------
 
@@ -833,6 +921,8 @@ class TokenBroker:
             return self._machine_provider(scope)
         if self.grant == "identity_assertion":
             return self._identity_assertion(scope)
+        if self.grant == "workload_identity":
+            return self._workload_identity(scope)
         metadata = OAuthClientMetadata(
             redirect_uris=self._redirect_uris(),  # type: ignore[arg-type]
             client_name=a.client_name or "mcp-supervisor",
@@ -930,6 +1020,34 @@ class TokenBroker:
             token_endpoint_auth_method=(
                 a.token_endpoint_auth_method or self._secret_method or "client_secret_post"
             ),
+        )
+
+    def _workload_identity(self, scope: str | None) -> httpx2.Auth:
+        """The jwt-bearer grant with the workload's own JWT (SEP-1933,
+        :mod:`._workload`), read from its file or variable at each token request."""
+        # Loaded only for the servers that use it (PyJWT): every command imports this.
+        from ._workload import AssertionSource, WorkloadIdentityOAuthProvider
+
+        a = self.auth
+        if self._assertions is None:
+            self._assertions = AssertionSource(
+                a.assertion_file,
+                a.assertion_env,
+                self._base_dir,
+                remember=self._remember,
+                forget=self._forget,
+            )
+        secret = a.client_secret
+        return WorkloadIdentityOAuthProvider(
+            self.url,
+            self.credentials,
+            a.client_id,
+            self._assertions,
+            client_secret=secret,
+            token_endpoint_auth_method=a.token_endpoint_auth_method
+            or ((self._secret_method or "client_secret_basic") if secret else "none"),
+            scope=scope,
+            issuer=a.issuer,
         )
 
     async def _discover_issuer(self, http: httpx2.AsyncClient) -> None:
@@ -1063,6 +1181,10 @@ class BrokerAuth(httpx2.Auth):
         self.broker = broker
         self._on_problem = on_problem
 
+    def _present(self, request: httpx2.Request, token: str) -> None:
+        request.headers.pop("DPoP", None)  # a proof is good for one sending
+        request.headers.update(self.broker.presenting(request.method, request.url, token))
+
     async def async_auth_flow(
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
@@ -1072,8 +1194,15 @@ class BrokerAuth(httpx2.Auth):
             self._on_problem(exc)
             raise
         if token is not None:
-            request.headers["Authorization"] = f"Bearer {token}"
+            self._present(request, token)
         response = yield request
+        if token is not None and self.broker.nonce_asked(request.url, response):
+            # Refused unseen for want of the server's DPoP nonce (RFC 9449 §9): the same
+            # request once more, with a proof carrying it — the retry the protocol asks
+            # for, not a second delivery (the server did not process the first).
+            await response.aread()
+            self._present(request, token)
+            response = yield request
         refused = response.status_code == 401 or (
             response.status_code == 403
             and extract_field_from_www_auth(response, "error") == "insufficient_scope"
@@ -1091,5 +1220,5 @@ class BrokerAuth(httpx2.Auth):
                 receipt.delivered = False  # refused unseen (401/403): it did not run
             self._on_problem(exc)
             raise
-        request.headers["Authorization"] = f"Bearer {token}"
+        self._present(request, token)
         yield request

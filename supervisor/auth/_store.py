@@ -39,6 +39,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from .._util._files import FILE_MODE, fsync_dir, private_dir, write_atomic
 from ._backends import TABLE, SQLiteStore, TokenStore, _encode
+from ._dpop import DpopKey
 
 __all__ = [
     "ENV_AUTH_DIR",
@@ -238,6 +239,12 @@ class Credentials:
 
     ``on_tokens`` sees every token set the SDK stores (the broker registers them with the
     log redactor there, before anything else can print them).
+
+    With ``dpop`` the tokens are DPoP-bound (:mod:`._dpop`): :attr:`dpop_key` is the key
+    they are bound to, written in their row (``dpop.key``, a private JWK) with them and
+    taken from it when the row is loaded; a new one is made while there is none.
+    :attr:`dpop_bound` says whether the stored access token is bound (the authorization
+    server answered ``token_type`` ``DPoP``) — it is presented with the ``DPoP`` scheme.
     """
 
     def __init__(
@@ -249,6 +256,7 @@ class Credentials:
         server: str | None = None,
         on_tokens: object = None,
         clock: Callable[[], float] = time.time,
+        dpop: bool = False,
     ) -> None:
         self.store: TokenStore = FileStore(store) if isinstance(store, AuthStore) else store
         self.resource = resource
@@ -263,6 +271,9 @@ class Credentials:
         self._on_tokens = on_tokens
         #: the clock expiries are computed on (the broker's)
         self.clock = clock
+        self.dpop_key: DpopKey | None = DpopKey.generate() if dpop else None
+        self.dpop_bound = False
+        self._take_dpop()
 
     # -- the SDK's TokenStorage protocol ------------------------------------------------
 
@@ -285,6 +296,8 @@ class Credentials:
             "expires_at": expires_at,
             "token": tokens.model_dump(mode="json", exclude_none=True),
         }
+        if self.dpop_key is not None:
+            row["dpop"] = {"key": self.dpop_key.to_jwk(), "bound": self.dpop_bound}
         await self.store.write("tokens", self.key, row)
         self._row = row
 
@@ -320,6 +333,18 @@ class Credentials:
         """Read the tokens' row from the store again (another process may have written
         it)."""
         self._row = await self.store.read("tokens", self.key)
+        self._take_dpop()
+
+    def _take_dpop(self) -> None:
+        """Use the DPoP key of the row loaded, and say whether its token is bound to it
+        (a row without one: the key held stays, for the next tokens)."""
+        if self.dpop_key is None:
+            return
+        data = self._row.get("dpop") if self._row is not None else None
+        stored = DpopKey.from_jwk(data.get("key")) if isinstance(data, dict) else None
+        if stored is not None:
+            self.dpop_key = stored
+        self.dpop_bound = stored is not None and data.get("bound") is True  # type: ignore[union-attr]
 
     def stored(self) -> StoredTokens | None:
         """The stored tokens with their expiry, ``None`` without (or with damaged) ones:

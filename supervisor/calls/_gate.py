@@ -485,6 +485,12 @@ class ServerView:
         ``stopped``."""
         return self._server.status().value
 
+    @property
+    def protocol_version(self) -> str | None:
+        """The MCP protocol version its connection speaks (the last one's; ``None``
+        before the first)."""
+        return self._server.health.protocol_version
+
     def record(self) -> HealthRecord:
         """Its health record as of now."""
         return self._server.record()

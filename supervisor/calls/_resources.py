@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Awaitable, Callable, Mapping
+from typing import overload
 
 import mcp_types as types
 
@@ -51,6 +52,7 @@ from ..registry._resources import (
     template_matches,
 )
 from ..server._managed import ServerHandle
+from ..server._messages import InputRound
 
 __all__ = [
     "MergedPrompt",
@@ -125,12 +127,41 @@ class Resources:
         await self._connect_all()
         return self._known_prompts()
 
+    @overload
     async def read_resource(
-        self, uri: str, *, server: str | None = None, timeout: float | None = None
-    ) -> types.ReadResourceResult:
+        self,
+        uri: str,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+        rounds: None = None,
+    ) -> types.ReadResourceResult: ...
+
+    @overload
+    async def read_resource(
+        self,
+        uri: str,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+        rounds: InputRound,
+    ) -> types.ReadResourceResult | types.InputRequiredResult: ...
+
+    async def read_resource(
+        self,
+        uri: str,
+        *,
+        server: str | None = None,
+        timeout: float | None = None,
+        rounds: InputRound | None = None,
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         """Read ``uri`` from the server that offers it (see the module docstring for the
         routing), or from ``server``; returns the SDK's ``ReadResourceResult`` as the
         server sent it (``contents``: ``TextResourceContents`` / ``BlobResourceContents``).
+        ``rounds`` relays a multi-round-trip read (2026-07-28) for a front end whose own
+        client answers the server's input requests: its ``input_required`` answer is
+        then returned as it is (see :meth:`ServerHandle.read_resource
+        <supervisor.server.ServerHandle.read_resource>`).
 
         The read waits while that server connects or restarts, within ``timeout`` (default:
         the server's request timeout), and is sent once more if the connection dies with
@@ -141,7 +172,7 @@ class Resources:
         ``RequestTimeout``, ``ServerRequestError`` (the server's own error answer).
         """
         owner = await self._owner(uri, server)
-        return await self._servers[owner].read_resource(uri, timeout)
+        return await self._servers[owner].read_resource(uri, timeout, rounds=rounds)
 
     async def subscribe_resource(self, uri: str, *, server: str | None = None) -> str:
         """Subscribe to changes of ``uri`` at the server that offers it (routed as
@@ -196,15 +227,37 @@ class Resources:
             uri=uri,
         )
 
+    @overload
     async def get_prompt(
         self,
         name: str,
         arguments: Mapping[str, str] | None = None,
         *,
         timeout: float | None = None,
-    ) -> types.GetPromptResult:
+        rounds: None = None,
+    ) -> types.GetPromptResult: ...
+
+    @overload
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+        rounds: InputRound,
+    ) -> types.GetPromptResult | types.InputRequiredResult: ...
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        timeout: float | None = None,
+        rounds: InputRound | None = None,
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         """Get a prompt by its merged name from its server; returns the SDK's
-        ``GetPromptResult`` (``description``, ``messages``) as the server sent it.
+        ``GetPromptResult`` (``description``, ``messages``) as the server sent it
+        (``rounds``: relayed as :meth:`read_resource` relays a read's).
 
         Raises, without sending, :class:`~supervisor.errors.UnknownPrompt` (naming close
         matches) and :class:`~supervisor.errors.PromptArgumentsInvalid` when a required
@@ -224,7 +277,7 @@ class Resources:
             raise UnknownPrompt(f"no prompt named {name!r}{hint}", name=name)
         checked = check_prompt_arguments(prompt, arguments)
         server = self._servers[prompt.server]
-        return await server.get_prompt(prompt.original_name, checked, timeout)
+        return await server.get_prompt(prompt.original_name, checked, timeout, rounds=rounds)
 
     async def complete(
         self,

@@ -22,10 +22,11 @@ remembered in ``trusted-configs.json`` in the state directory (``~/.mcp-supervis
 file's real path. The same config and included files are not asked about again; once any
 of them changes it is, naming which. An included file that was missing when trusted is
 remembered as missing: one that appears later is a change too. Files read only later, when
-a server authenticates (``privateKeyFile``, an ``idp``'s ``clientSecretFile`` and
-``idTokenFile``), are credentials, not instructions: they say who the supervisor is, not
-what it runs, and are rotated by their owners, so they are not part of it (their paths,
-in the config, are). Nor are the programs a server runs, or the files those read.
+a server authenticates (``privateKeyFile``, ``assertionFile``, an ``idp``'s
+``clientSecretFile`` and ``idTokenFile``), are credentials, not instructions: they say who
+the supervisor is, not what it runs, and are rotated by their owners, so they are not part
+of it (their paths, in the config, are). Nor are the programs a server runs, or the files
+those read.
 
 ``check``, ``list``, ``add`` and ``remove`` start nothing from the file (``add`` starts
 only the server just typed, with default settings unless the file is trusted), so they

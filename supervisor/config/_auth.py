@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from ._model import AuthConfig, IdpConfig
 from ._validate import (
     _Bad,
+    _bool,
     _choice,
     _Errors,
     _fields,
@@ -26,7 +27,7 @@ from ._validate import (
     _want,
 )
 
-_GRANTS = ("authorization_code", "client_credentials", "identity_assertion")
+_GRANTS = ("authorization_code", "client_credentials", "identity_assertion", "workload_identity")
 _ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
 _AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -110,6 +111,9 @@ _AUTH_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
     "perUser": ("per_user", lambda v: _per_user(v)),
     "issuer": ("issuer", _metadata_url),
     "idp": ("idp", lambda v: v),  # an object, parsed by _parse_idp
+    "dpop": ("dpop", _bool),
+    "assertionFile": ("assertion_file", _nonempty),
+    "assertionEnv": ("assertion_env", _nonempty),
 }
 
 _IDP_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
@@ -250,6 +254,7 @@ def _parse_auth(errors: _Errors, value: object, path: str) -> AuthConfig | None:
         )
     if auth.signing_algorithm and not auth.private_key_file:
         errors.add(_join(path, given["signing_algorithm"]), "needs privateKeyFile")
+    _workload_rules(errors, auth, given, path, secret)
     if auth.per_user and auth.grant == "identity_assertion":
         errors.add(
             _join(path, given["per_user"]),
@@ -263,8 +268,65 @@ def _parse_auth(errors: _Errors, value: object, path: str) -> AuthConfig | None:
             "the gateway's client at the server's authorization server, which trades each "
             "caller's token for one of theirs",
         )
+    if auth.dpop and auth.per_user == "token_exchange":
+        errors.add(
+            _join(path, given["dpop"]),
+            'does not go with "perUser": "token_exchange" (the tokens it trades for are '
+            "Bearer ones)",
+        )
     if auth.redirect_uri and auth.callback_port:
         port = urlsplit(auth.redirect_uri).port
         if port is not None and port != auth.callback_port:
             errors.add(_join(path, given["callback_port"]), "does not match redirectUri's port")
     return auth
+
+
+def _workload_rules(
+    errors: _Errors, auth: AuthConfig, given: dict[str, str], path: str, secret: bool
+) -> None:
+    """The ``workload_identity`` grant (SEP-1933): ``clientId``, and the workload's JWT
+    from exactly one of ``assertionFile`` and ``assertionEnv`` — which no other grant
+    takes; a client secret may authenticate the client, a private key may not."""
+    sources = [given[a] for a in ("assertion_file", "assertion_env") if a in given]
+    if auth.grant != "workload_identity":
+        for key in sources:
+            errors.add(
+                _join(path, key),
+                'is for the workload_identity grant only ("grant": "workload_identity")',
+            )
+        return
+    if not auth.client_id:
+        errors.add(
+            path,
+            "the workload_identity grant needs clientId (the client the "
+            "authorization server knows the workload as)",
+        )
+    if not sources:
+        errors.add(
+            path,
+            "the workload_identity grant needs assertionFile or assertionEnv "
+            "(where the workload's JWT is)",
+        )
+    elif len(sources) > 1:
+        errors.add(
+            path, "sets assertionFile and assertionEnv: the workload's JWT is read from one of them"
+        )
+    for attribute in ("private_key_file", "idp", "per_user"):
+        if attribute in given:
+            errors.add(_join(path, given[attribute]), _NOT_WITH_WORKLOAD[attribute])
+    if secret and auth.token_endpoint_auth_method == "none":
+        errors.add(
+            _join(path, given["token_endpoint_auth_method"]),
+            'is "none" (a public client), and a client secret is given: drop one of them',
+        )
+
+
+_NOT_WITH_WORKLOAD = {
+    "private_key_file": "does not go with the workload_identity grant (the workload's JWT "
+    "is the grant; a client secret, if the authorization server wants one, authenticates "
+    "the client)",
+    "idp": "is for the identity_assertion grant; the workload_identity grant needs no "
+    "identity provider (the workload's own JWT is the grant)",
+    "per_user": "does not go with the workload_identity grant (its tokens are the "
+    "workload's own, not each caller's)",
+}

@@ -246,9 +246,9 @@ class AuthConfig(msgspec.Struct, frozen=True, kw_only=True):
     """
 
     enabled: bool = True
-    grant: Literal["authorization_code", "client_credentials", "identity_assertion"] = (
-        "authorization_code"
-    )
+    grant: Literal[
+        "authorization_code", "client_credentials", "identity_assertion", "workload_identity"
+    ] = "authorization_code"
     client_id: str | None = None
     #: the client's secret: written in the config, or read while it loads from
     #: ``client_secret_file`` (relative to the config's directory) or the environment
@@ -284,6 +284,14 @@ class AuthConfig(msgspec.Struct, frozen=True, kw_only=True):
     #: the authorization server's issuer, for the machine grants (else discovered)
     issuer: str | None = None
     idp: IdpConfig | None = None
+    #: DPoP (RFC 9449): tokens bound to a key of the client's, each request proving it
+    dpop: bool = False
+    #: the ``workload_identity`` grant's JWT (SEP-1933: RFC 7523's jwt-bearer grant with
+    #: the workload's own token): the file a platform writes and rotates (relative to the
+    #: config's directory), or the environment variable holding it; read at each token
+    #: request, never here
+    assertion_file: str | None = None
+    assertion_env: str | None = None
 
     def __repr__(self) -> str:
         return _masked_repr(self, {"client_secret"})

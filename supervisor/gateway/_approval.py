@@ -63,7 +63,8 @@ log = get_logger("supervisor.gateway")
 APPROVAL_META = "mcp-supervisor/approval"
 #: The gateway's own ``requestState`` (sealed by the SDK): ``{"asked": true}`` after it
 #: asked for an approval; ``{"approved": true, "backing": STATE}`` after it relayed a
-#: backing server's ``input_required`` round (``STATE``: that server's, untouched).
+#: backing server's ``input_required`` round (``STATE``: that server's, untouched) —
+#: ``{"backing": STATE}`` for a prompt's or a resource read's.
 ASKED = "asked"
 #: Characters of the arguments' JSON shown in the question; longer is cut, marked ``…``.
 ARGUMENTS_SHOWN = 400
@@ -101,9 +102,13 @@ def _form(request: ApprovalRequest) -> types.ElicitRequestFormParams:
     )
 
 
-def round_state(params: types.CallToolRequestParams) -> dict[str, Any]:
-    """The gateway's own state of a call made again (verified by the SDK's boundary:
-    minted here, for this very call), or ``{}``."""
+def round_state(
+    params: types.CallToolRequestParams
+    | types.GetPromptRequestParams
+    | types.ReadResourceRequestParams,
+) -> dict[str, Any]:
+    """The gateway's own state of a call (or prompt got, resource read) made again
+    (verified by the SDK's boundary: minted here, for this very request), or ``{}``."""
     if params.request_state is None:
         return {}
     try:

@@ -35,8 +35,8 @@ import json
 import os
 import warnings
 import weakref
-from collections.abc import Callable, Collection, Mapping, Sequence
-from contextlib import suppress
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import mcp_types as types
@@ -80,7 +80,10 @@ from ..server._status import ServerStatus
 from ..server._tasks import EXTENSION_ID as TASKS
 from ..server._tasks import CreatedTask, declared
 from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider
+from ..transports._encoding import caller_capabilities
 from ._approval import (
+    APPROVAL_KEY,
+    LOGIN_KEY,
     client_approver,
     input_required,
     login_required,
@@ -90,6 +93,7 @@ from ._approval import (
 from ._apps import EXTENSION_ID as APPS
 from ._apps import backing as apps_backing
 from ._apps import contents_served, resource_served
+from ._held import HOLD_FOR, Held, HeldCalls, Question
 from ._policy import Narrowed, Policy
 from ._relay import LEVELS, Relay, connection_of
 from ._resource import Caller
@@ -248,6 +252,8 @@ class Gateway:
         self._narrowed: dict[Any, Any] = {}  # the catalog of each grant (:class:`Narrowed`)
         #: who answers backing servers' requests (the client whose call waits)
         self.relay = relay
+        #: 2026-07-28 callers' calls held while their session-based server asks them
+        self.held = HeldCalls()
         self._globs = tuple(tools)
         self._only = frozenset(servers)
         self._served: tuple[Catalog, frozenset[str], Catalog] | None = None
@@ -398,6 +404,35 @@ class Gateway:
     def _prompt_owner(self, name: str) -> str | None:
         return next((p.server for p in self.sup.snapshot.prompts if p.name == name), None)
 
+    def _read_from(self, uri: str, meta: Mapping[str, Any]) -> str | None:
+        """The server a ``resources/read`` of ``uri`` goes to (its ``_meta`` naming one,
+        :data:`SERVER_META`, or not), as far as the catalog tells now."""
+        found = apps_backing(uri, self.sup.servers)
+        if found is not None:
+            return found[0]
+        named = meta.get(SERVER_META)
+        if isinstance(named, str):
+            return named
+        snapshot = self.sup.snapshot
+        return route_resource(uri, snapshot.resources, snapshot.templates)
+
+    @contextmanager
+    def _asking(self, ctx: ServerRequestContext[Any, Any], server: str | None) -> Iterator[None]:
+        """While the block runs (a prompt got, a resource read), the backing ``server``'s
+        requests — elicitation, sampling, roots — may be relayed to the client of ``ctx``
+        (:attr:`relay`), as during a tool call (``None``: a server not known yet), and
+        its requests declare the client's capabilities, as a call's do."""
+        passing = caller_capabilities.set(_declared(ctx))  # (for a 2026-07-28 server)
+        try:
+            if self.relay is None:
+                yield
+                return
+            caller = _caller(ctx)
+            with self.relay.waiting(ctx, server, None if caller is None else caller.subject):
+                yield
+        finally:
+            caller_capabilities.reset(passing)
+
     def _cache_hint(self, kind: str, servers: Collection[str]) -> dict[str, Any]:
         """``ttl_ms`` and ``cache_scope`` of a merged ``kind`` listing of ``servers``: the
         shortest of their lists' TTLs, ``public`` only when every one is (a list none
@@ -536,10 +571,20 @@ class Gateway:
             self._announced = self._state()
             nursery.start_soon(self._connect_all)
             await nursery.start(self.resource_subscriptions.run)
+            await nursery.start(self.held.run)
+            nursery.start_soon(self._follow_lists)
             task_status.started()
             async for _ in events:
                 events.drain()
                 await self.announce()
+
+    async def _follow_lists(self) -> None:
+        """Announce each merge of the registry that changed a list: a change of resources
+        or prompts alone comes with no event."""
+        snapshot = self.sup.snapshot
+        while True:
+            snapshot = await self.sup.snapshot_after(snapshot)
+            await self.announce()
 
     async def _connect_all(self) -> None:
         try:
@@ -603,13 +648,18 @@ class Gateway:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        if self.relay is None:
-            return await self._answer_call(ctx, params)
-        entry = self.sup.snapshot.named.get(params.name)
-        caller = _caller(ctx)
-        server = None if entry is None else entry.server
-        with self.relay.waiting(ctx, server, None if caller is None else caller.subject):
-            return await self._answer_call(ctx, params)
+        # The call declares to a 2026-07-28 server what it can of the caller's capabilities
+        passing = caller_capabilities.set(_declared(ctx))
+        try:
+            if self.relay is None:
+                return await self._answer_call(ctx, params)
+            entry = self.sup.snapshot.named.get(params.name)
+            caller = _caller(ctx)
+            server = None if entry is None else entry.server
+            with self.relay.waiting(ctx, server, None if caller is None else caller.subject):
+                return await self._answer_call(ctx, params)
+        finally:
+            caller_capabilities.reset(passing)
 
     async def _answer_call(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -622,13 +672,16 @@ class Gateway:
         approve = _CLI_YES if meta.get(APPROVE_META) is True and local else None
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         state = round_state(params) if modern else {}
+        if "held" in state:  # the caller's answers to its held call's questions
+            return await self._answered(ctx, state["held"], params.input_responses, _held_gone)
         if approve is None and self.sup.approver is None:  # asked through elicitation
             approve = round_trip_approver(ctx, params, state) if modern else client_approver(ctx)
         # A 2026-07-28 client answers a server's input requests itself, round by round.
         rounds = None
         if modern:  # and one that declared tasks follows a task the server makes itself
-            relayed = "backing" in state
-            responses = params.input_responses if relayed else None
+            # the caller's answers to the server's round (with its state, or none: the
+            # server gave none, or they come ahead), passed on; the gateway's own, not
+            responses = _theirs(params.input_responses)
             takes_tasks = declared(ctx.session.client_capabilities)
             rounds = InputRound(responses, state.get("backing"), takes_tasks)
         host = self._seen_by(ctx)
@@ -651,28 +704,99 @@ class Gateway:
                 return _relayed_round(ctx, answer, owner)
             return answer
         timeout = _timeout(meta.get(TIMEOUT_META))
+
+        async def made() -> types.CallToolResult | types.InputRequiredResult:
+            try:
+                result = await host.call(  # type: ignore[call-arg]
+                    name,
+                    arguments,
+                    progress,
+                    timeout=timeout,
+                    approve=approve,
+                    for_cli=local,
+                    log_level=_log_level(meta.get(types.LOG_LEVEL_META_KEY)),
+                    rounds=rounds,
+                )
+            except UnknownTool as exc:
+                raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+            except ApprovalAsked as exc:  # nothing was sent: the client answers, then again
+                return input_required(exc.request)  # type: ignore[arg-type]
+            except AuthRequired as exc:  # the caller's own login to a perUser server, first
+                return login_required(exc, modern=modern)
+            if isinstance(result, types.InputRequiredResult):
+                return _relayed_round(ctx, result, served_by or self.sup.resolve(name)[0])
+            if meta.get(LIMITS_META) is True:
+                result = _with_limits(result, self._limits())
+            return result
+
+        if modern and served_by is not None and self._asks_by_request(served_by):
+            return await self._held_call(ctx, served_by, made, _held_gone)
+        return await made()
+
+    # -- calls held across round trips (:mod:`._held`) -----------------------------------
+
+    def _asks_by_request(self, server: str) -> bool:
+        """Whether ``server`` would ask its client by sending it requests (it speaks the
+        session-based protocol to the gateway), which a 2026-07-28 caller can answer only
+        through a held call, if one can be held now."""
+        view = self.sup.servers.get(server)
+        if view is None or self.relay is None or not self.held.ready():
+            return False
+        version = view.protocol_version
+        return version is not None and version not in MODERN_PROTOCOL_VERSIONS
+
+    async def _held_call(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        server: str,
+        made: Callable[[], Awaitable[_Answer]],
+        gone: Callable[[str | None], _Answer],
+    ) -> _Answer | types.InputRequiredResult:
+        """``made`` — a request of the 2026-07-28 caller of ``ctx`` to ``server``: a call,
+        a prompt got, a resource read — made in a task of the gateway's: its answer, or
+        the server's first question to the caller, as a round. ``gone`` answers a round
+        whose request is no longer held (or raises)."""
+        assert self.relay is not None
+        caller = _caller(ctx)
+        held: Held[_Answer] = Held(server, _principal(ctx))
+        relay = self.relay
+
+        async def asked() -> _Answer:
+            subject = None if caller is None else caller.subject
+            with relay.waiting(ctx, server, subject, held=held):
+                return await made()
+
+        self.held.start(held, asked)
+        return await self._next_of(held, gone)
+
+    async def _next_of(
+        self, held: Held[_Answer], gone: Callable[[str | None], _Answer]
+    ) -> _Answer | types.InputRequiredResult:
+        """What comes next of ``held``: its answer, or its server's question, a round."""
         try:
-            result = await host.call(  # type: ignore[call-arg]
-                name,
-                arguments,
-                progress,
-                timeout=timeout,
-                approve=approve,
-                for_cli=local,
-                log_level=_log_level(meta.get(types.LOG_LEVEL_META_KEY)),
-                rounds=rounds,
-            )
-        except UnknownTool as exc:
-            raise MCPError(types.INVALID_PARAMS, str(exc)) from None
-        except ApprovalAsked as exc:  # nothing was sent: the client answers, then asks again
-            return input_required(exc.request)  # type: ignore[arg-type]
-        except AuthRequired as exc:  # the caller's own login to a perUser server, first
-            return login_required(exc, modern=modern)
-        if isinstance(result, types.InputRequiredResult):
-            return _relayed_round(ctx, result, served_by or self.sup.resolve(name)[0])
-        if meta.get(LIMITS_META) is True:
-            result = _with_limits(result, self._limits())
-        return result
+            outcome = await held.next()
+        except trio.EndOfChannel:
+            return gone(held.server)
+        if isinstance(outcome, Question):
+            return _held_round(held)
+        return outcome
+
+    async def _answered(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        held_id: object,
+        responses: Any,
+        gone: Callable[[str | None], _Answer],
+    ) -> _Answer | types.InputRequiredResult:
+        """The caller's answers to its held request's questions: handed to the server,
+        and what comes next of the request (or the questions still unanswered, asked
+        again)."""
+        held: Held[_Answer] | None = self.held.get(held_id, _principal(ctx))
+        if held is None:
+            return gone(None)
+        if held.answer(responses):
+            return _held_round(held)
+        return await self._next_of(held, gone)
 
     async def call(
         self,
@@ -735,6 +859,10 @@ class Gateway:
             return _error_result(exc, exc.text or str(exc))
         except ApprovalRequired as exc:
             return _error_result(exc, exc.cli_message if for_cli else _approval_text(exc))
+        except ServerRequestError as exc:
+            if exc.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:  # for the caller: its own
+                raise MCPError(exc.code, str(exc), exc.data) from None  # declaration fell short
+            return _error_result(exc, str(exc))
         except (SupervisorError, TimeoutError) as exc:
             return _error_result(exc, str(exc))
         if isinstance(result.raw, types.InputRequiredResult):
@@ -788,38 +916,64 @@ class Gateway:
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         uri = str(params.uri)
         meta: Mapping[str, Any] = params.meta or {}
         timeout = _timeout(meta.get(TIMEOUT_META))
-        try:
-            found = apps_backing(uri, self.sup.servers)
-            if found is not None:  # a UI resource, under the URI naming its server
-                server, own = found
-                self._refuse_unserved(ctx, server)
-                read = await self.sup.read_resource(own, server=server, timeout=timeout)
-                return _unstamped(contents_served(read, server))
-            named = meta.get(SERVER_META)
-            if isinstance(named, str):  # `read --server NAME`: from that server, listed or not
-                if not self.serves(named):
-                    refused = "not found: not served by this gateway"
-                    raise MCPError(types.INVALID_PARAMS, refused, {"type": "UnknownServer"})
-                self._refuse_unserved(ctx, named)
-                owner: str | None = named
-            else:
-                owner = self._resource_owner(ctx, uri)
-            return _unstamped(await self.sup.read_resource(uri, server=owner, timeout=timeout))
-        except UnknownResource as exc:
-            data = {"uri": uri, "type": type(exc).__name__}
-            raise MCPError(_not_found_code(ctx), str(exc), data) from None
-        except (UnknownServer, RequestUnencodable) as exc:
-            raise MCPError(types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)) from None
-        except ServerRequestError as exc:
-            # the backing server's own "not found" (either era's code): the caller's era's
-            code = _not_found_code(ctx) if exc.code in _NOT_FOUND else types.INTERNAL_ERROR
-            raise MCPError(code, str(exc), _error_data(exc)) from None
-        except (SupervisorError, TimeoutError) as exc:
-            raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
+        held = _held_of(ctx, params)
+        if held is not None:  # the caller's answers to its held request's questions
+            return await self._answered(ctx, held, params.input_responses, _request_gone)
+        rounds = _rounds(ctx, params)
+        # the server it goes to, named before the read: its requests may go to this caller
+        backing = self._read_from(uri, meta)
+        what = f"resource {uri!r}"
+
+        async def made() -> types.ReadResourceResult | types.InputRequiredResult:
+            try:
+                found = apps_backing(uri, self.sup.servers)
+                if found is not None:  # a UI resource, under the URI naming its server
+                    server, own = found
+                    self._refuse_unserved(ctx, server)
+                    with self._asking(ctx, server):
+                        read = await self.sup.read_resource(
+                            own, server=server, timeout=timeout, rounds=rounds
+                        )
+                    if isinstance(read, types.InputRequiredResult):
+                        return _request_round(ctx, read, server, what)
+                    return _unstamped(contents_served(read, server))
+                named = meta.get(SERVER_META)
+                if isinstance(named, str):  # `read --server NAME`: from that server, listed or not
+                    if not self.serves(named):
+                        refused = "not found: not served by this gateway"
+                        raise MCPError(types.INVALID_PARAMS, refused, {"type": "UnknownServer"})
+                    self._refuse_unserved(ctx, named)
+                    owner: str | None = named
+                else:
+                    owner = self._resource_owner(ctx, uri)
+                with self._asking(ctx, backing):
+                    read = await self.sup.read_resource(
+                        uri, server=owner, timeout=timeout, rounds=rounds
+                    )
+                if isinstance(read, types.InputRequiredResult):
+                    return _request_round(ctx, read, backing or self._read_from(uri, meta), what)
+                return _unstamped(read)
+            except UnknownResource as exc:
+                data = {"uri": uri, "type": type(exc).__name__}
+                raise MCPError(_not_found_code(ctx), str(exc), data) from None
+            except (UnknownServer, RequestUnencodable) as exc:
+                raise MCPError(
+                    types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)
+                ) from None
+            except ServerRequestError as exc:
+                # the backing server's own "not found" (either era's code): the caller's era's
+                code = _not_found_code(ctx) if exc.code in _NOT_FOUND else types.INTERNAL_ERROR
+                raise MCPError(code, str(exc), _error_data(exc)) from None
+            except (SupervisorError, TimeoutError) as exc:
+                raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
+
+        if rounds is not None and backing is not None and self._asks_by_request(backing):
+            return await self._held_call(ctx, backing, made, _request_gone)
+        return await made()
 
     async def _subscribe(
         self, ctx: ServerRequestContext[Any, Any], params: types.SubscribeRequestParams
@@ -856,17 +1010,36 @@ class Gateway:
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        name = params.name
+        backing = self._prompt_owner(name)  # (``None``: not listed yet)
         if self._seen_by(ctx) is not self:
-            self._refuse_unserved(ctx, self._prompt_owner(params.name))
+            self._refuse_unserved(ctx, backing)
         timeout = _timeout((params.meta or {}).get(TIMEOUT_META))
-        try:
-            prompt = await self.sup.get_prompt(params.name, params.arguments or {}, timeout=timeout)
-            return _unstamped(prompt)
-        except (UnknownPrompt, PromptArgumentsInvalid, RequestUnencodable) as exc:
-            raise MCPError(types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)) from None
-        except (SupervisorError, TimeoutError) as exc:
-            raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
+        held = _held_of(ctx, params)
+        if held is not None:  # the caller's answers to its held request's questions
+            return await self._answered(ctx, held, params.input_responses, _request_gone)
+        rounds = _rounds(ctx, params)
+
+        async def made() -> types.GetPromptResult | types.InputRequiredResult:
+            try:
+                with self._asking(ctx, backing):
+                    prompt = await self.sup.get_prompt(
+                        name, params.arguments or {}, timeout=timeout, rounds=rounds
+                    )
+                if isinstance(prompt, types.InputRequiredResult):
+                    server = backing or self._prompt_owner(name)
+                    return _request_round(ctx, prompt, server, f"prompt {name!r}")
+                return _unstamped(prompt)
+            except (UnknownPrompt, PromptArgumentsInvalid, RequestUnencodable) as exc:
+                data = _error_data(exc, sent=False)
+                raise MCPError(types.INVALID_PARAMS, str(exc), data) from None
+            except (SupervisorError, TimeoutError) as exc:
+                raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
+
+        if rounds is not None and backing is not None and self._asks_by_request(backing):
+            return await self._held_call(ctx, backing, made, _request_gone)
+        return await made()
 
     async def _complete(
         self, ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
@@ -906,6 +1079,9 @@ class Gateway:
         await self.sup.set_log_level(level)
         return types.EmptyResult()
 
+
+#: What a held request answers: a call's, a prompt's or a read's result.
+_Answer = TypeVar("_Answer")
 
 _KINDS = ("tools", "resources", "prompts")
 _SENDERS: Mapping[str, str] = {
@@ -951,6 +1127,21 @@ def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller | None:
     return scope.get(CALLER_SCOPE) if isinstance(scope, dict) else None
 
 
+def _declared(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    """The client capabilities the caller of ``ctx`` declared (for a 2026-07-28 request,
+    in it), as JSON — and the tasks extension, which the gateway follows for a caller
+    that does not."""
+    capabilities = ctx.session.client_capabilities
+    declared = (
+        {}
+        if capabilities is None
+        else capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
+    )
+    extensions = declared.get("extensions") or {}
+    declared["extensions"] = {TASKS: {}, **extensions}
+    return declared
+
+
 def _principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
     """Whom a ``requestState`` is bound to: the team gateway's caller (``None``: no one in
     particular — whoever holds the gateway's token)."""
@@ -983,12 +1174,49 @@ def _with_limits(result: types.CallToolResult, limits: Mapping[str, int]) -> typ
     return result.model_copy(update={"meta": meta})
 
 
+#: The ``inputResponses`` keys of the gateway's own rounds, never a backing server's.
+_OWN_KEYS = frozenset({APPROVAL_KEY, LOGIN_KEY})
+
+
+def _theirs(responses: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A 2026-07-28 caller's answers for the backing server: all it brings but its
+    answers to the gateway's own questions (``None`` if that leaves none)."""
+    if not responses:
+        return None
+    theirs = {key: value for key, value in responses.items() if key not in _OWN_KEYS}
+    return theirs or None
+
+
 #: The client capability each kind of input request needs.
 _NEEDS: Mapping[str, str] = {
     "elicitation/create": "elicitation",
     "sampling/createMessage": "sampling",
     "roots/list": "roots",
 }
+
+
+#: The capability of each name in :data:`_NEEDS`.
+_CAPABILITIES: Mapping[str, Callable[[], Any]] = {
+    "elicitation": types.ElicitationCapability,
+    "sampling": types.SamplingCapability,
+    "roots": types.RootsCapability,
+}
+
+
+def _undeclared(
+    ctx: ServerRequestContext[Any, Any], result: types.InputRequiredResult
+) -> list[str]:
+    """The capabilities ``result``'s input requests need that the client of ``ctx`` did
+    not declare, by name."""
+    capabilities = ctx.session.client_capabilities
+    return sorted(
+        {
+            _NEEDS.get(request.method, request.method)
+            for request in (result.input_requests or {}).values()
+            if capabilities is None
+            or getattr(capabilities, _NEEDS.get(request.method, ""), None) is None
+        }
+    )
 
 
 def _relayed_round(
@@ -998,16 +1226,8 @@ def _relayed_round(
     its input requests as they are, its ``requestState`` untouched inside the gateway's
     own (which the SDK seals, bound to this call) — or, if it asks for what the client
     did not declare, a tool error saying so."""
-    capabilities = ctx.session.client_capabilities
     requests = result.input_requests or {}
-    missing = sorted(
-        {
-            _NEEDS.get(request.method, request.method)
-            for request in requests.values()
-            if capabilities is None
-            or getattr(capabilities, _NEEDS.get(request.method, ""), None) is None
-        }
-    )
+    missing = _undeclared(ctx, result)
     if missing:
         exc = SupervisorError(
             f"MCP server {server!r} needs input this client did not declare "
@@ -1016,6 +1236,94 @@ def _relayed_round(
         return _error_result(exc, str(exc))
     state = json.dumps({"approved": True, "backing": result.request_state})
     return types.InputRequiredResult(input_requests=requests or None, request_state=state)
+
+
+def _held_of(
+    ctx: ServerRequestContext[Any, Any],
+    params: types.GetPromptRequestParams | types.ReadResourceRequestParams,
+) -> object | None:
+    """The held request a 2026-07-28 caller's ``prompts/get`` or ``resources/read``
+    answers the questions of (its ``requestState`` names it), if it does."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return None
+    return round_state(params).get("held")
+
+
+def _rounds(
+    ctx: ServerRequestContext[Any, Any],
+    params: types.GetPromptRequestParams | types.ReadResourceRequestParams,
+) -> InputRound | None:
+    """A 2026-07-28 caller's ``prompts/get`` or ``resources/read`` as a relayed
+    multi-round-trip request: the answers it brings and the backing server's
+    ``requestState``, when it makes again one the gateway relayed a round of (its own
+    state says so: :func:`_request_round`); ``None`` for a session-based caller, whom
+    the relay asks instead."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return None
+    state = round_state(params)
+    # the caller's answers to the server's round (with its state, or none), passed on
+    return InputRound(_theirs(params.input_responses), state.get("backing"))
+
+
+def _request_round(
+    ctx: ServerRequestContext[Any, Any],
+    result: types.InputRequiredResult,
+    server: str | None,
+    what: str,
+) -> types.InputRequiredResult:
+    """A backing server's ``input_required`` round of a ``prompts/get`` or
+    ``resources/read`` (``what``), for the 2026-07-28 client of ``ctx``, as
+    :func:`_relayed_round` passes on a call's — or, if it asks for what the client did
+    not declare, the protocol's missing-capability error (``-32021``) naming it."""
+    missing = _undeclared(ctx, result)
+    if missing:
+        required = types.ClientCapabilities(
+            **{name: _CAPABILITIES[name]() for name in missing if name in _CAPABILITIES}
+        )
+        data = {
+            "requiredCapabilities": required.model_dump(by_alias=True, exclude_none=True),
+            "server": server,
+        }
+        said = (
+            f"MCP server {server!r} needs input this client did not declare "
+            f"({', '.join(missing)}) to answer {what}; it was not answered"
+        )
+        raise MCPError(types.MISSING_REQUIRED_CLIENT_CAPABILITY, said, data)
+    state = json.dumps({"backing": result.request_state})
+    return types.InputRequiredResult(
+        input_requests=result.input_requests or None, request_state=state
+    )
+
+
+def _held_round(held: Held[Any]) -> types.InputRequiredResult:
+    """The questions ``held``'s server asked its 2026-07-28 caller, as a round: each
+    request as the server sent it, and a ``requestState`` naming the held call (which
+    the SDK seals, bound to this call and caller)."""
+    requests = {question.key: question.request for question in held.pending()}
+    return types.InputRequiredResult(
+        input_requests=requests,  # type: ignore[arg-type]
+        request_state=json.dumps({"held": held.id}),
+    )
+
+
+def _no_longer_held(server: str | None, what: str) -> str:
+    where = "its MCP server" if server is None else f"MCP server {server!r}"
+    return (
+        f"the {what} these answers are for is no longer held: it was cancelled at {where} "
+        f"after waiting {HOLD_FOR:g} s for an answer (it may have taken effect in part), "
+        f"or it has already ended; make the {what} again if it should run"
+    )
+
+
+def _held_gone(server: str | None) -> types.CallToolResult:
+    """The answer to a call's round whose held call is no longer held: a tool error."""
+    exc = SupervisorError(_no_longer_held(server, "call"))
+    return _error_result(exc, str(exc))
+
+
+def _request_gone(server: str | None) -> Any:
+    """The answer to a prompt's or read's round no longer held: ``-32602``."""
+    raise MCPError(types.INVALID_PARAMS, _no_longer_held(server, "request"))
 
 
 def _passed_on(result: types.CallToolResult, server: str | None) -> types.CallToolResult:

@@ -6,7 +6,8 @@ hypercorn under trio.
   answer is ``401`` with a ``WWW-Authenticate`` header. A request that carries an
   ``Origin`` other than the address it was sent to is refused (``403``), so a web page
   cannot drive the gateway from a browser (DNS rebinding included; on a loopback address
-  the SDK also checks the ``Host`` header).
+  the SDK also checks the ``Host`` header). A session's SSE streams start with a priming
+  event and resume after a ``Last-Event-ID``, in that session only (:mod:`._resume`).
 * ``/healthz``: ``200`` while the process serves, with every server's status.
 * ``/readyz``: ``200``, or ``503`` while a server marked ``required: true`` is down
   (failed, stopped, or waiting for a login), naming it and its last error.
@@ -65,6 +66,7 @@ from ._core import CALLER_SCOPE, LOCAL_SCOPE, Gateway
 from ._fast import FastLane
 from ._policy import Narrowed
 from ._resource import RETRY_AFTER, Caller, ResourceGate, _Refused
+from ._resume import RETRY_MS, StreamHistory
 from ._sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, Sessions
 from ._signin import SIGNED_IN_ROUTE, SignIn
 
@@ -127,8 +129,11 @@ class _Front:
         sign_in: SignIn | None = None,
         base_url: str = "",
         reload: Reload | None = None,
+        history: StreamHistory | None = None,
     ) -> None:
         self.app = app
+        #: the session-based SSE streams' events, which a request resumes in its session
+        self._history = history
         #: the local socket's ``POST /reload`` (:func:`serve_local`'s ``reload``)
         self._reload = reload
         self._sign_in = sign_in
@@ -289,10 +294,17 @@ class _Front:
                 scope = {**scope, LOCAL_SCOPE: True}
             elif caller is not None:  # whose the sessions it opens are (the SDK checks it)
                 scope["user"] = self._owner(caller)
-            if self.fast is not None and path == MCP_PATH and FastLane.wanted(scope, headers):
-                await self.fast(scope, receive, send, headers, self.app)
-            else:
-                await self.app(scope, receive, send)
+            bound = None
+            if self._history is not None and path == MCP_PATH:  # whose events it stores
+                bound = self._history.bind(headers.get("mcp-session-id"))
+            try:
+                if self.fast is not None and path == MCP_PATH and FastLane.wanted(scope, headers):
+                    await self.fast(scope, receive, send, headers, self.app)
+                else:
+                    await self.app(scope, receive, send)
+            finally:
+                if bound is not None:
+                    StreamHistory.unbind(bound)
 
     def _owner(self, caller: Caller) -> AuthenticatedUser:
         """``caller`` as the SDK's session manager knows who opened a session: a session
@@ -522,9 +534,13 @@ async def serve_http(
             allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
             allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         )
+    # A session's SSE streams prime, and resume after Last-Event-ID (none without sessions).
+    history = None if stateless else StreamHistory()
     app = gateway.server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=stateless,
+        event_store=history,
+        retry_interval=None if history is None else RETRY_MS,
         transport_security=security,
         host=host,
         session_idle_timeout=session_idle,
@@ -534,7 +550,7 @@ async def serve_http(
     lane = FastLane(gateway.server, manager, security, gateway.served_schema) if fast else None
     sessions = None
     if not stateless:
-        sessions = Sessions(manager, idle=session_idle, bound=max_sessions)
+        sessions = Sessions(manager, idle=session_idle, bound=max_sessions, history=history)
     users = _user_logins(gateway) if resource is not None else None
     base_url = ""
     if users is not None:
@@ -593,6 +609,7 @@ async def serve_http(
                             users=users,
                             sign_in=sign_in,
                             base_url=base_url,
+                            history=history,
                         ),
                         sockets,
                         logger_name="supervisor.gateway.http",

@@ -1,21 +1,21 @@
 """Backing servers' requests to their client — sampling, elicitation, roots — relayed to
 the gateway's own client.
 
-A backing server asks while one of its tools runs: the request goes to the gateway
-client whose call on that server is waiting (the most recent one, when several are), if
-that client declared the capability and its protocol lets a server ask (the
-session-based one: the 2026-07-28 protocol has no server-to-client requests). On a team
-gateway the calls waiting on a server may be different callers': the request is then
-relayed to none of them (it could be another's question), and a backing server's log
-message to none of them either; unsolicited log messages go to no team caller. A
-``perUser`` server's session of one caller (:mod:`supervisor.server._users`) asks that
-caller only: its requests go to that caller's call waiting on the server (the most recent,
-when several are), and its log messages to that call alone — never to another caller's,
-whatever else waits there. The answer goes back to the backing server as it is; an
-elicitation answer is also checked against the requested schema and given its defaults on
-the way, as for any elicitation the supervisor answers. Without such a client the
-backing server gets the error a client without the capability gives (``-32600``, "… not
-supported"), saying why.
+A backing server asks while one of its tools runs (or a prompt is got, a resource read):
+the request goes to the gateway client whose request to that server is waiting (the most
+recent one, when several are), if that client declared the capability — as a request,
+to a session-based client; to a 2026-07-28 client (which takes no requests) in a round
+of its tool call, held meanwhile (:mod:`._held`). On a team gateway the calls waiting
+on a server may be different callers': the request is then relayed to none of them (it
+could be another's question), and a backing server's log message to none of them either;
+unsolicited log messages go to no team caller. A ``perUser`` server's session of one caller
+(:mod:`supervisor.server._users`) asks that caller only: its requests go to that
+caller's call waiting on the server (the most recent, when several are), and its log
+messages to that call alone — never to another caller's, whatever else waits there. The
+answer goes back to the backing server as it is; an elicitation answer is also checked
+against the requested schema and given its defaults on the way, as for any elicitation
+the supervisor answers. Without such a client the backing server gets the error a client
+without the capability gives (``-32600``, "… not supported"), saying why.
 
 The supervisor hands the backing servers' requests to :meth:`Relay.client_options`'s
 callbacks: open the supervisor with them (``open_supervisor(config,
@@ -37,6 +37,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .._util._deprecated import on_purpose
 from ..log import get_logger
 from ..server._options import per_server
+from ._held import Held
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -74,8 +75,11 @@ class Relay:
     """Which gateway clients are waiting on calls, and the callbacks that ask them."""
 
     def __init__(self) -> None:
-        #: (session, request id, server, connection, caller) of each call waiting
-        self._waiting: list[tuple[Any, types.RequestId | None, str | None, Any, str | None]] = []
+        #: (session, request id, server, connection, caller, held call) of each call
+        #: waiting
+        self._waiting: list[
+            tuple[Any, types.RequestId | None, str | None, Any, str | None, Held[Any] | None]
+        ] = []
         #: the connections of a team gateway's callers: no unsolicited log goes there
         self._callers: weakref.WeakSet[Any] = weakref.WeakSet()
         #: the log level each session-based client asked for (``logging/setLevel``), by
@@ -104,14 +108,16 @@ class Relay:
         ctx: ServerRequestContext[Any, Any],
         server: str | None = None,
         caller: str | None = None,
+        held: Held[Any] | None = None,
     ) -> Iterator[None]:
         """While the block runs, the client of ``ctx`` (a tool call, running on the
         backing server ``server`` if known; for a team gateway's ``caller``) may be asked,
-        and hears that server's log."""
+        and hears that server's log. A 2026-07-28 client is asked through its ``held``
+        call (:mod:`._held`), in rounds, if it has one."""
         connection = connection_of(ctx)
         if caller is not None and connection is not None:
             self._callers.add(connection)
-        entry = (ctx.session, ctx.request_id, server, connection, caller)
+        entry = (ctx.session, ctx.request_id, server, connection, caller, held)
         self._waiting.append(entry)
         try:
             yield
@@ -120,7 +126,7 @@ class Relay:
 
     def _on(
         self, server: str, caller: str | None = None
-    ) -> list[tuple[Any, Any, Any, Any, Any]] | None:
+    ) -> list[tuple[Any, Any, Any, Any, Any, Any]] | None:
         """The calls waiting on ``server`` (or on a server not known), most recent last:
         ``caller``'s only, for their own session with it; else ``None`` when they are
         different team callers' (none may be told another's)."""
@@ -164,7 +170,7 @@ class Relay:
         waiting = self._on(server, caller)
         if waiting is None:
             return  # different callers' calls: it may be any one's
-        for session, request_id, on, connection, _ in reversed(waiting):
+        for session, request_id, on, connection, _, _ in reversed(waiting):
             if on != server:
                 continue
             asked = self._levels.get(connection)
@@ -189,12 +195,12 @@ class Relay:
 
     def _client(
         self, capability: types.ClientCapabilities, waiting: list[Any]
-    ) -> tuple[Any, Any] | None:
-        for session, request_id, _, _, _ in reversed(waiting):
-            if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                continue  # a 2026-07-28 client takes no requests from its server
+    ) -> tuple[Any, Any, Held[Any] | None] | None:
+        for session, request_id, _, _, _, held in reversed(waiting):
+            if session.protocol_version in MODERN_PROTOCOL_VERSIONS and held is None:
+                continue  # a 2026-07-28 client takes no requests; it answers rounds
             if session.check_client_capability(capability):
-                return session, request_id
+                return session, request_id, held
         return None
 
     async def _ask(
@@ -219,10 +225,11 @@ class Relay:
             return types.ErrorData(
                 code=types.INVALID_REQUEST,
                 message=f"{what} not supported: no client of the mcp-supervisor gateway that "
-                f"declared {what.lower()} (with the session-based protocol) is waiting on a "
-                "call",
+                f"declared {what.lower()} is waiting on a call",
             )
-        session, request_id = found
+        session, request_id, held = found
+        if held is not None:  # asked of a 2026-07-28 caller in a round
+            return await held.ask(request, result_type)
         try:
             return await session.send_request(
                 request, result_type, metadata=ServerMessageMetadata(related_request_id=request_id)

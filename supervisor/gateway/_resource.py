@@ -23,7 +23,9 @@ HTTP gateway's front runs for each request: the token from the ``Authorization``
 checked by one of them (a token already checked is taken from a bounded memory until it
 expires), the scopes it must carry, and the :class:`Caller` it stands for; a refusal is
 the ``401`` (or ``403``) with the ``WWW-Authenticate`` challenge MCP clients follow to the
-gateway's protected-resource metadata (RFC 9728), which it serves too.
+gateway's protected-resource metadata (RFC 9728), which it serves too. Tokens are Bearer
+tokens: one presented with the ``DPoP`` scheme (RFC 9449) is refused, ``401
+invalid_request`` saying so (the metadata lists no DPoP algorithm either).
 """
 
 from __future__ import annotations
@@ -386,6 +388,8 @@ class _Refused(Exception):
         self.message = message
 
 
+#: Why a request presenting a token with the ``DPoP`` scheme is refused.
+DPOP_REFUSED = "this gateway takes Bearer access tokens, not DPoP-bound ones"
 #: Tokens already checked that a gate keeps (past that, the oldest half is dropped).
 MAX_KEPT = 4096
 #: Seconds a caller is told to wait when the authorization server cannot be asked.
@@ -489,6 +493,14 @@ class ResourceGate:
         """The caller of a request with this ``Authorization`` header;
         :class:`_Refused` if it is not let in."""
         token = bearer(authorization or "")
+        if not token and (authorization or "").strip().lower().startswith("dpop "):
+            # DPoP (RFC 9449) is not taken: a bound token is the caller's to use with its
+            # key, which this gateway does not check; it is told the scheme expected.
+            raise _Refused(
+                401,
+                self._challenge("invalid_request", DPOP_REFUSED),
+                f"{DPOP_REFUSED}: send the access token as Authorization: Bearer",
+            )
         if not token:
             raise _Refused(401, self._challenge(), "this gateway needs an OAuth access token")
         now = self.wall_clock()

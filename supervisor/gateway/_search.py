@@ -36,7 +36,7 @@ import msgspec
 
 from ..errors import UnknownServer
 from ..server._status import ServerStatus
-from ..tools._validate import validate_arguments
+from ..tools._validate import prepare_arguments
 from ._apps import tool_served
 
 if TYPE_CHECKING:
@@ -149,8 +149,8 @@ class ToolSearch:
         served :class:`~supervisor.errors.UnknownTool` (naming close matches): nothing
         was run, and the gateway answers each with a tool error.
         """
-        validate_arguments(self._by_name[name], arguments)
-        args: Mapping[str, Any] = arguments
+        # (a null for an optional argument is as if left out, as for any tool)
+        args: Mapping[str, Any] = prepare_arguments(self._by_name[name], arguments)
         if name == "call":
             return await self._host.call(
                 args["name"], args.get("arguments") or {}, progress, approve=approve, rounds=rounds

@@ -18,10 +18,13 @@ SDK decides admission and the one every ending goes through.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config._limits import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
 from ..log import get_logger
+
+if TYPE_CHECKING:
+    from ._resume import StreamHistory
 
 __all__ = ["DEFAULT_MAX_SESSIONS", "DEFAULT_SESSION_IDLE", "Sessions"]
 
@@ -32,9 +35,12 @@ class Sessions:
     """The session policy of one HTTP gateway, applied to the SDK's session ``manager``
     (built with ``session_idle_timeout`` and ``max_sessions`` from the same numbers):
     closes the longest-idle session when a new one would pass the bound, counts what
-    ended how, and renders that for ``/metrics``."""
+    ended how, and renders that for ``/metrics``; tells ``history`` (the sessions' SSE
+    events, :mod:`._resume`) which session a request opens, and which ones ended."""
 
-    def __init__(self, manager: Any, *, idle: float, bound: int) -> None:
+    def __init__(
+        self, manager: Any, *, idle: float, bound: int, history: StreamHistory | None = None
+    ) -> None:
         self.idle = idle
         self.bound = bound
         self.expired = 0  # closed by the SDK after `idle` seconds without a request
@@ -48,7 +54,11 @@ class Sessions:
             if len(self._instances) >= self.bound and not self._close_longest_idle():
                 self.refused += 1
                 log.warning("gateway session refused: every open one is in use", open=self.bound)
-            return admit(requestor)
+            transport = admit(requestor)
+            if transport is not None and history is not None:
+                # the opening request's events, and its session task's, are the new session's
+                history.bind(transport.mcp_session_id)
+            return transport
 
         async def discard_counting(session_id: str, transport: Any) -> None:
             scope = transport.idle_scope
@@ -58,6 +68,8 @@ class Sessions:
             if session_id in self._instances and scope is not None and scope.cancel_called:
                 self.expired += 1
             await discard(session_id, transport)
+            if history is not None:
+                history.ended(session_id)
 
         manager._admit_session = admit_or_make_room
         manager._discard_session = discard_counting

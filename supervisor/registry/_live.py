@@ -319,6 +319,16 @@ class Registry:
         await trio.lowlevel.checkpoint()
         return merged.snapshot
 
+    async def after(self, since: Snapshot) -> Snapshot:
+        """The snapshot, once a merge has made another than ``since``: what the servers
+        offer (tools, resources, templates, prompts) or who is up may have changed."""
+        merged = self._merged
+        while merged.snapshot is since:
+            if merged.progress is None:
+                merged.progress = trio.Event()
+            await merged.progress.wait()
+        return merged.snapshot
+
     def statistics(self) -> RegistryStatistics:
         merged = self._merged
         return RegistryStatistics(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 
 import attrs
@@ -41,6 +41,7 @@ from ..errors import (
 from ..events import _catalog as events
 from ..log import get_logger, redact
 from ..tools._validate import invalid_output
+from ..transports._encoding import caller_capabilities
 from ..transports._errors import safe_url
 from ..transports._oversize import RESULT_TOO_LARGE
 from ..transports._receipts import Receipt, connection_closed, delivery
@@ -54,6 +55,7 @@ from ._messages import (
     CallTool,
     Complete,
     GetPrompt,
+    InputRound,
     ListTools,
     Progress,
     ReadResource,
@@ -90,48 +92,97 @@ async def _call(
 ) -> types.CallToolResult | types.InputRequiredResult:
     """The SDK call for ``message``, in the caller's trace context; a recorded call
     carries its id in ``_meta``; a relayed multi-round-trip one (``rounds``) its last
-    round's answers and state, and its ``input_required`` answer comes back as it is."""
+    round's answers and state, and its ``input_required`` answer comes back as it is. A
+    call made for a gateway's caller (``message.capabilities``) declares, to a 2026-07-28
+    server, what it can of that caller's capabilities."""
     arguments = dict(message.arguments or {})
-    with tracing.attached(message.context):
-        if message.call_id is None and message.log_level is None and message.rounds is None:
-            return await client.call_tool(
-                message.tool, arguments, progress_callback=message.progress
-            )
-        meta: dict[str, object] = {}
-        if message.call_id is not None:
-            meta[CALL_ID_META] = message.call_id
-        if message.log_level is not None:  # 2026-07-28 servers log only when asked to
-            meta[types.LOG_LEVEL_META_KEY] = message.log_level
-        rounds = message.rounds
-        if rounds is not None and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            # (only that protocol has rounds; the others keep the client's own call path)
-            async def send() -> object:
-                return await client.session.call_tool(
-                    message.tool,
-                    arguments,
-                    progress_callback=message.progress,
-                    input_responses=rounds.responses,  # type: ignore[arg-type]
-                    request_state=rounds.state,
-                    meta=meta or None,  # type: ignore[arg-type]
-                    allow_input_required=True,
-                    allow_claimed=True,
-                )
+    with _made_for(message.capabilities), tracing.attached(message.context):
+        return await _sent(client, message, arguments)
 
-            try:
-                result = await send()
-            except MCPError as exc:
-                if exc.code != types.HEADER_MISMATCH:
-                    raise
-                # Refused unseen: its Mcp-Param-* headers follow a schema the server no
-                # longer lists. The SDK client's own recovery: list again, send once more.
-                await _relist(client, message.tool)
-                result = await send()
-            if isinstance(result, tasks.CreatedTask):
-                raise tasks._TaskCreated(result)
-            return result  # type: ignore[return-value]
-        return await client.call_tool(
-            message.tool, arguments, progress_callback=message.progress, meta=meta
-        )
+
+@contextmanager
+def _made_for(capabilities: Mapping[str, Any] | None) -> Iterator[None]:
+    """While the block runs, the requests sent declare what they can of
+    ``capabilities``, their caller's (``None``: the supervisor's own)."""
+    passing = caller_capabilities.set(capabilities)
+    try:
+        yield
+    finally:
+        caller_capabilities.reset(passing)
+
+
+async def _sent(
+    client: Client, message: CallTool, arguments: dict[str, object]
+) -> types.CallToolResult | types.InputRequiredResult:
+    """:func:`_call`'s request, sent (in the caller's trace context)."""
+    if message.call_id is None and message.log_level is None and message.rounds is None:
+        return await client.call_tool(message.tool, arguments, progress_callback=message.progress)
+    meta: dict[str, object] = {}
+    if message.call_id is not None:
+        meta[CALL_ID_META] = message.call_id
+    if message.log_level is not None:  # 2026-07-28 servers log only when asked to
+        meta[types.LOG_LEVEL_META_KEY] = message.log_level
+    rounds = message.rounds
+    if rounds is not None and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        # (only that protocol has rounds; the others keep the client's own call path)
+        async def send() -> object:
+            return await client.session.call_tool(
+                message.tool,
+                arguments,
+                progress_callback=message.progress,
+                input_responses=rounds.responses,  # type: ignore[arg-type]
+                request_state=rounds.state,
+                meta=meta or None,  # type: ignore[arg-type]
+                allow_input_required=True,
+                allow_claimed=True,
+            )
+
+        try:
+            result = await send()
+        except MCPError as exc:
+            if exc.code != types.HEADER_MISMATCH:
+                raise
+            # Refused unseen: its Mcp-Param-* headers follow a schema the server no
+            # longer lists. The SDK client's own recovery: list again, send once more.
+            await _relist(client, message.tool)
+            result = await send()
+        if isinstance(result, tasks.CreatedTask):
+            raise tasks._TaskCreated(result)
+        return result  # type: ignore[return-value]
+    return await client.call_tool(
+        message.tool, arguments, progress_callback=message.progress, meta=meta
+    )
+
+
+async def _read(
+    client: Client, uri: str, rounds: InputRound | None
+) -> types.ReadResourceResult | types.InputRequiredResult:
+    """Read ``uri``; a relayed multi-round-trip read (``rounds``, 2026-07-28) carries its
+    last round's answers and state, and its ``input_required`` answer comes back as it is
+    (on the session-based protocol the client's own read path answers the server)."""
+    if rounds is None or client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return await client.read_resource(uri)
+    return await client.session.read_resource(
+        uri,
+        input_responses=rounds.responses,  # type: ignore[arg-type]
+        request_state=rounds.state,
+        allow_input_required=True,
+    )
+
+
+async def _prompt(
+    client: Client, name: str, arguments: dict[str, str] | None, rounds: InputRound | None
+) -> types.GetPromptResult | types.InputRequiredResult:
+    """Get the prompt ``name``; ``rounds`` relays its rounds as :func:`_read` does a read's."""
+    if rounds is None or client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return await client.get_prompt(name, arguments)
+    return await client.session.get_prompt(
+        name,
+        arguments,
+        input_responses=rounds.responses,  # type: ignore[arg-type]
+        request_state=rounds.state,
+        allow_input_required=True,
+    )
 
 
 def _invalid_result(server: str, what: str, client: Client, exc: ValidationError) -> ResultInvalid:
@@ -298,18 +349,22 @@ class ServerActor(Actor):
         if isinstance(message, ListTools):
             return list(self.server.tools)
         if isinstance(message, ReadResource):
-            uri = message.uri
-            return await self._fetch(
-                client, message, f"resource {uri!r}", lambda c: c.read_resource(uri)
-            )
+            uri, rounds = message.uri, message.rounds
+            with _made_for(message.capabilities):
+                return await self._fetch(
+                    client, message, f"resource {uri!r}", lambda c: _read(c, uri, rounds)
+                )
         if isinstance(message, GetPrompt):
-            name, arguments = message.name, message.arguments
-            return await self._fetch(
-                client,
-                message,
-                f"prompt {name!r}",
-                lambda c: c.get_prompt(name, None if arguments is None else dict(arguments)),
-            )
+            name, arguments, rounds = message.name, message.arguments, message.rounds
+            with _made_for(message.capabilities):
+                return await self._fetch(
+                    client,
+                    message,
+                    f"prompt {name!r}",
+                    lambda c: _prompt(
+                        c, name, None if arguments is None else dict(arguments), rounds
+                    ),
+                )
         if isinstance(message, Complete):
             return await self._fetch(
                 client,
@@ -376,6 +431,7 @@ class ServerActor(Actor):
                 f"MCP server {server.name!r} refused {what}: {exc.message} (MCP error {exc.code})",
                 server=server.name,
                 code=exc.code,
+                data=exc.error.data,
             ) from exc
         finally:
             delivery.reset(token)
@@ -450,6 +506,7 @@ class ServerActor(Actor):
                 f"(MCP error {exc.code})",
                 server=server.name,
                 code=exc.code,
+                data=exc.error.data,
             ) from exc
         except ValidationError as exc:  # the SDK's check of the answer: the server's fault
             health.call_failed()
@@ -953,6 +1010,9 @@ class ServerActor(Actor):
             **options,  # type: ignore[arg-type]
         ) as client:
             tasks.parse_cheaply(client)
+            answers = getattr(transport, "answers", None)
+            if answers is not None:  # a 2026-07-28 result without resultType: complete
+                answers.complete_by_default = client.protocol_version in MODERN_PROTOCOL_VERSIONS
             yield client
 
     def _resource_updated(self, uri: str) -> None:

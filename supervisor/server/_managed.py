@@ -7,7 +7,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import mcp_types as types
 import trio
@@ -46,6 +46,7 @@ from ..injection._engine import FaultEngine, Injected
 from ..log import get_logger, redact
 from ..registry._live import Offer
 from ..registry._merge import Listing
+from ..transports._encoding import caller_capabilities
 from ..transports._errors import safe_url
 from ..transports._open import open_transport
 from ..transports._remote import TransportLike
@@ -715,6 +716,7 @@ class ServerHandle:
                     tracing.current(),
                     log_level or self.log_level,
                     rounds,
+                    caller_capabilities.get(),
                 )
                 if per_user:
                     assert self.users is not None and caller is not None
@@ -870,9 +872,19 @@ class ServerHandle:
         """The listed prompt of that (original) name, if any."""
         return next((p for p in self.prompts if p.name == name), None)
 
+    @overload
     async def read_resource(
-        self, uri: str, timeout: float | None = None
-    ) -> types.ReadResourceResult:
+        self, uri: str, timeout: float | None = None, *, rounds: None = None
+    ) -> types.ReadResourceResult: ...
+
+    @overload
+    async def read_resource(
+        self, uri: str, timeout: float | None = None, *, rounds: InputRound
+    ) -> types.ReadResourceResult | types.InputRequiredResult: ...
+
+    async def read_resource(
+        self, uri: str, timeout: float | None = None, *, rounds: InputRound | None = None
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
         """Read ``uri`` through the mailbox (waiting while the server connects or
         restarts), within ``timeout`` (default: the server's request timeout).
 
@@ -881,20 +893,49 @@ class ServerHandle:
         stopped server, :class:`RequestTimeout`, and :class:`ServerRequestError` for an
         MCP error answer (an unknown URI, say) or a second lost connection; a URI JSON
         cannot carry is :class:`~supervisor.errors.RequestUnencodable`, sent nothing.
+        ``rounds`` relays a multi-round-trip read (2026-07-28), as :meth:`call_tool`'s
+        does a call: the server's ``input_required`` answer is returned as it is.
         """
         self._sendable("resources/read", {"uri": uri})
-        message = ReadResource(uri)
+        message = ReadResource(uri, rounds, capabilities=caller_capabilities.get())
         return await self._request(message, f"resource {uri!r}", timeout)  # type: ignore[return-value]
+
+    @overload
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        *,
+        rounds: None = None,
+    ) -> types.GetPromptResult: ...
+
+    @overload
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        *,
+        rounds: InputRound,
+    ) -> types.GetPromptResult | types.InputRequiredResult: ...
 
     async def get_prompt(
         self,
         name: str,
         arguments: Mapping[str, str] | None = None,
         timeout: float | None = None,
-    ) -> types.GetPromptResult:
+        *,
+        rounds: InputRound | None = None,
+    ) -> types.GetPromptResult | types.InputRequiredResult:
         """Get the prompt ``name`` (its original name) with ``arguments``; waits, retries
-        and raises as :meth:`read_resource` does."""
-        message = GetPrompt(name, None if arguments is None else dict(arguments))
+        and raises as :meth:`read_resource` does, and relays its ``rounds`` as it does."""
+        message = GetPrompt(
+            name,
+            None if arguments is None else dict(arguments),
+            rounds,
+            capabilities=caller_capabilities.get(),
+        )
         return await self._request(message, f"prompt {name!r}", timeout)  # type: ignore[return-value]
 
     async def complete(

@@ -4,6 +4,7 @@ connection), and the signal that a call must go through the mailbox after all.""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import attrs
 
@@ -16,13 +17,14 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 @attrs.frozen
 class InputRound:
-    """A call of 2026-07-28's multi-round-trip kind, as a front end that relays it to its
-    own client passes it on (the gateway): an ``input_required`` answer comes back as it
-    is, not answered by this supervisor's callbacks; ``responses`` and ``state`` — the
-    answers to the last round's input requests and its ``requestState``, untouched — go
-    with the call when it is made again. With ``tasks`` (that client declared the tasks
-    extension) a task the server makes of the call comes back as it is too, for the
-    client to follow, instead of being followed here (see :mod:`._tasks`)."""
+    """A call (or a prompt got, a resource read) of 2026-07-28's multi-round-trip kind, as
+    a front end that relays it to its own client passes it on (the gateway): an
+    ``input_required`` answer comes back as it is, not answered by this supervisor's
+    callbacks; ``responses`` and ``state`` — the answers to the last round's input
+    requests and its ``requestState``, untouched — go with the request when it is made
+    again. With ``tasks`` (that client declared the tasks extension) a task the server
+    makes of a call comes back as it is too, for the client to follow, instead of being
+    followed here (see :mod:`._tasks`)."""
 
     responses: Mapping[str, object] | None = None
     state: str | None = None
@@ -47,6 +49,9 @@ class CallTool:
     log_level: str | None = None
     #: a relayed multi-round-trip call (``None``: input requests are answered here)
     rounds: InputRound | None = None
+    #: the capabilities of the client the call is made for (a gateway's caller), for a
+    #: 2026-07-28 server (see :data:`~supervisor.transports._encoding.caller_capabilities`)
+    capabilities: Mapping[str, Any] | None = None
 
 
 @attrs.frozen
@@ -57,19 +62,27 @@ class ListTools:
 @attrs.define(eq=False)
 class ReadResource:
     """Read ``uri``. Read-only: if the connection dies with it in flight, it is sent once
-    more on the next connection (``sends`` counts how often it went out)."""
+    more on the next connection (``sends`` counts how often it went out). ``rounds``
+    relays a multi-round-trip read, as :class:`CallTool`'s does a call."""
 
     uri: str
+    rounds: InputRound | None = None
     sends: int = 0
+    #: the capabilities of the client it is made for, as :attr:`CallTool.capabilities`
+    capabilities: Mapping[str, Any] | None = None
 
 
 @attrs.define(eq=False)
 class GetPrompt:
-    """Get the prompt ``name`` with ``arguments``; re-sent once, like :class:`ReadResource`."""
+    """Get the prompt ``name`` with ``arguments``; re-sent once, like :class:`ReadResource`;
+    ``rounds`` relays a multi-round-trip one, as :class:`CallTool`'s does a call."""
 
     name: str
     arguments: Mapping[str, str] | None
+    rounds: InputRound | None = None
     sends: int = 0
+    #: the capabilities of the client it is made for, as :attr:`CallTool.capabilities`
+    capabilities: Mapping[str, Any] | None = None
 
 
 @attrs.define(eq=False)

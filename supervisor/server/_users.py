@@ -130,6 +130,7 @@ class UserSessions:
                             f"(MCP error {exc.code})",
                             server=name,
                             code=exc.code,
+                            data=exc.error.data,
                         ) from exc
                     self._drop(session)
                     if not receipt.withdraw():

@@ -17,9 +17,18 @@ tries writing) every message in its sender's task, before handing it on, with
 
 A surrogate in a tool's arguments never gets this far: the gate refuses it first, as
 :class:`~supervisor.errors.ToolArgumentsInvalid` naming the path.
+
+It is also where a request declares, under 2026-07-28 (whose requests each carry the
+client's capabilities in ``_meta``), the capabilities of the client it is made for —
+a gateway's caller — in place of the supervisor's own: :data:`caller_capabilities`,
+as far as the supervisor can relay them (:func:`passed_capabilities`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from contextvars import ContextVar
+from typing import Any
 
 import mcp_types as types
 from mcp.shared.message import SessionMessage
@@ -29,7 +38,7 @@ from .._util._printable import printable
 from ..errors import RequestUnencodable
 from ..log import get_logger
 
-__all__ = ["encode"]
+__all__ = ["caller_capabilities", "encode", "passed_capabilities"]
 
 log = get_logger("supervisor.transports")
 
@@ -37,12 +46,66 @@ log = get_logger("supervisor.transports")
 _MAX_REASON = 200
 
 
+#: The capabilities (as JSON) of the client the requests sent from this context are made
+#: for — a gateway's caller, whose call this is — or ``None``: the supervisor's own. A
+#: 2026-07-28 request declares those of them the supervisor itself declares (and so can
+#: relay): a server asks only what the caller can give.
+caller_capabilities: ContextVar[Mapping[str, Any] | None] = ContextVar(
+    "caller_capabilities", default=None
+)
+
+#: The capabilities that hold a map of named ones, each passed on alone.
+_NAMED = ("experimental", "extensions")
+
+
+def passed_capabilities(own: Mapping[str, Any], caller: Mapping[str, Any]) -> dict[str, Any]:
+    """The client capabilities to declare for ``caller``'s request: each of ``own`` (what
+    the supervisor declares, so can relay) that ``caller`` declared too, as the caller
+    declared it (its sub-capabilities, say sampling's ``tools``, are passed on as they
+    are asked); of ``experimental`` and ``extensions``, the entries both name, with the
+    supervisor's settings (its client is the one that speaks them to the server)."""
+    passed: dict[str, Any] = {}
+    for key, value in own.items():
+        theirs = caller.get(key)
+        if theirs is None:
+            continue
+        if key in _NAMED:
+            if isinstance(value, Mapping) and isinstance(theirs, Mapping):
+                both = {name: value[name] for name in value if name in theirs}
+                if both:
+                    passed[key] = both
+            continue
+        passed[key] = theirs
+    return passed
+
+
+def _declaring(item: SessionMessage, caller: Mapping[str, Any]) -> SessionMessage:
+    """``item`` declaring ``caller``'s capabilities (:func:`passed_capabilities`) where it
+    declares the client's own: a 2026-07-28 request's ``_meta``."""
+    message = item.message
+    if not isinstance(message, types.JSONRPCRequest) or not isinstance(message.params, dict):
+        return item
+    meta = message.params.get("_meta")
+    if not isinstance(meta, dict):
+        return item
+    own = meta.get(types.CLIENT_CAPABILITIES_META_KEY)
+    if not isinstance(own, Mapping):
+        return item
+    meta = {**meta, types.CLIENT_CAPABILITIES_META_KEY: passed_capabilities(own, caller)}
+    params = {**message.params, "_meta": meta}
+    return SessionMessage(message.model_copy(update={"params": params}), metadata=item.metadata)
+
+
 def encode(item: SessionMessage, *, server: str | None = None) -> tuple[SessionMessage, str] | None:
     """``item`` and its JSON text (as the SDK's transports write it); for an answer that
     cannot be written, the error that replaces it and its text; ``None`` for a
     notification that cannot be (dropped). A request that cannot be raises
     :class:`~supervisor.errors.RequestUnencodable`. ``server`` names the server it is
-    for, in errors and logs."""
+    for, in errors and logs. A request made for a caller (:data:`caller_capabilities`)
+    declares what it can of the caller's capabilities."""
+    caller = caller_capabilities.get()
+    if caller is not None:
+        item = _declaring(item, caller)
     message = item.message
     try:
         return item, message.model_dump_json(by_alias=True, exclude_unset=True)

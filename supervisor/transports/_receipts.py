@@ -150,6 +150,10 @@ class Answers:
     ``heard`` is when (trio's clock) the server last sent anything — an answer, a
     notification, a request of its own: the connection's proof of life, which health
     probes are skipped for while it is recent (``None`` until the first).
+
+    ``complete_by_default``: the connection speaks 2026-07-28, whose results carry a
+    ``resultType`` — one without is ``complete``, as that protocol says a client must take
+    it (SEP-2322); it is written in before the SDK, which requires it, reads the result.
     """
 
     def __init__(self, made_by_client: Callable[[types.ErrorData], bool] | None = None) -> None:
@@ -163,6 +167,7 @@ class Answers:
         self.logs_done = 0
         self._log_handled = trio.lowlevel.ParkingLot()
         self.heard: float | None = None
+        self.complete_by_default = False
 
     def log_handled(self) -> None:
         """The client's logging callback is done with one log message."""
@@ -196,6 +201,12 @@ class Answers:
             return
         if message.id is None:
             return
+        if (
+            self.complete_by_default
+            and isinstance(message, types.JSONRPCResponse)
+            and isinstance(message.result, dict)
+        ):
+            message.result.setdefault("resultType", "complete")
         if (
             isinstance(message, types.JSONRPCError)
             and self._made_by_client is not None

@@ -10,6 +10,7 @@ from typing import TypeVar
 import anyio
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.prompts.base import Prompt
 from mcp_types import ToolAnnotations
 
 from ._counting import ExecutionRecorder, call_id_of
@@ -39,7 +40,8 @@ def make_server(
       recording) its ``crash_after``-th tool call (default 1), without answering it. In a
       test process this ends the test run: run it as a subprocess.
     - ``changing``: ``add_tool(name)`` registers a tool `name` (no arguments, returns its
-      name) and ``remove_tool(name)`` removes one; each then announces the change both ways
+      name) and ``remove_tool(name)`` removes one (``add_prompt(name)`` registers a
+      prompt, its tools unchanged); each then announces the change both ways
       the SDK knows: ``notifications/tools/list_changed`` on the connection's standalone
       channel (reaches handshake-era clients' message handlers; dropped on 2026-07-28
       connections) and a ``ToolsListChanged`` event on the subscription bus (reaches
@@ -176,3 +178,17 @@ def _add_changing_tools(server: MCPServer, recorder: ExecutionRecorder) -> None:
         recorder.record("remove_tool", call_id_of(ctx))
         await announce(ctx)
         return f"removed {name}"
+
+    @server.tool()
+    async def add_prompt(name: str, ctx: Context) -> str:
+        """Register a prompt called `name` and announce that the prompt list changed
+        (its tools stay as they are)."""
+
+        def prompt() -> str:
+            return f"the prompt {name}"
+
+        server.add_prompt(Prompt.from_function(prompt, name=name))
+        recorder.record("add_prompt", call_id_of(ctx))
+        await ctx.request_context.session.send_prompt_list_changed()
+        await ctx.notify_prompts_changed()
+        return f"added prompt {name}"

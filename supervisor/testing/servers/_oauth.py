@@ -11,8 +11,12 @@ authorization endpoint that approves at once (RFC 9207 ``iss`` in the redirect),
 codes, expiring access tokens, rotating refresh tokens, the SEP-990 jwt-bearer grant (an
 ID-JAG from ``TestIdP``), and counters a test asserts on. ``_Gate`` wraps the SDK's app to add
 what the SDK lacks: the ``client_credentials`` grant (client secret or ``private_key_jwt``),
+the SEP-1933 jwt-bearer grant of a workload's own JWT (``trust_workloads``; public clients
+too, which the SDK refuses the jwt-bearer grant),
 ``private_key_jwt`` for the other grants, a runtime step-up scope check answering 403
 ``insufficient_scope`` *with* ``scope=``, and edits of the metadata documents (knobs).
+DPoP (RFC 9449) with the ``dpop`` knob: tokens bound to the key of the token request's
+proof, ``/mcp`` taking them only with a proof of it, nonces on demand (``dpop_*_nonce``).
 ``TestIdP`` is an enterprise IdP with an RFC 8693 token-exchange endpoint issuing ID-JAGs.
 ``open_oauth_server`` serves it all on loopback ports and yields an ``OAuthFixture``.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextvars
+import hashlib
 import hmac
 import json
 import secrets
@@ -63,6 +68,7 @@ from ._http import HttpServer, start_http
 from ._raw import ASGIApp, Message, Receive, Scope, Send
 
 CLIENT_CREDENTIALS = "client_credentials"
+JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 ID_JAG_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
@@ -73,9 +79,19 @@ WRONG_ISSUER = "https://wrong-issuer.invalid"
 """The ``iss`` an authorization redirect carries with ``wrong_iss``."""
 
 _ASSERTION_ALGORITHMS = ["ES256", "ES384", "RS256", "RS384", "RS512", "PS256", "EdDSA"]
-_SECRET_FIELDS = frozenset({"client_secret", "client_assertion", "code_verifier", "subject_token"})
+_SECRET_FIELDS = frozenset(
+    {"client_secret", "client_assertion", "code_verifier", "subject_token", "assertion"}
+)
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 _CODE_TTL = 600
+
+_DPOP_ALGORITHMS = ["ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384"]
+_DPOP_WINDOW = 300  # seconds a proof's iat may be off
+_dpop_jkt: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "oauth_fixture_dpop_jkt", default=None
+)
+"""The key thumbprint of this token request's valid DPoP proof: the tokens issued are bound
+to it."""
 
 _asserted_client: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "oauth_fixture_asserted_client", default=None
@@ -161,6 +177,20 @@ class OAuthConfig:
     """The AS metadata's ``token_endpoint_auth_methods_supported``, exactly (None: the
     SDK's, with ``private_key_jwt`` and ``none``); the token endpoint then refuses a client
     authenticating another way (401 ``invalid_client``), whatever it was registered for."""
+    dpop: bool = False
+    """DPoP (RFC 9449): the AS metadata lists ``dpop_signing_alg_values_supported``; a
+    token request with a valid proof gets a ``token_type`` ``DPoP`` token bound to its
+    key (``cnf.jkt``), and so is the refresh token, good only with a proof of that key;
+    ``/mcp`` takes a bound token only as ``Authorization: DPoP`` with a valid proof of
+    the request (``htm``, ``htu``, ``iat``, an unused ``jti``, ``ath``, the bound key),
+    and its 401s challenge with the ``DPoP`` scheme. Every proof checked is recorded
+    (``provider.dpop_proofs``)."""
+    dpop_as_nonce: bool = False
+    """The token endpoint wants its DPoP nonce in proofs: 400 ``use_dpop_nonce`` and a
+    ``DPoP-Nonce`` header without it (RFC 9449 §8)."""
+    dpop_rs_nonce: bool = False
+    """``/mcp`` wants its DPoP nonce in proofs: 401 ``WWW-Authenticate: DPoP
+    error="use_dpop_nonce"`` and a ``DPoP-Nonce`` header without it (RFC 9449 §9)."""
 
     def needed_scopes(self) -> list[str]:
         """Every scope ``/mcp`` needs now: required ones first, then step-up ones sorted."""
@@ -208,6 +238,48 @@ def _same_loopback(asked: str, registered: str) -> bool:
     )
 
 
+@attrs.define
+class DpopProof:
+    """One DPoP proof the fixture checked: where (``"token"``: the token endpoint,
+    ``"mcp"``), its claims as sent (``None``: missing or unreadable), the thumbprint of its
+    key, and why it was refused (``None``: accepted; ``"use_dpop_nonce"``: valid, but
+    without the nonce wanted)."""
+
+    where: str
+    htm: object = None
+    htu: object = None
+    jti: object = None
+    iat: object = None
+    ath: object = None
+    nonce: object = None
+    jkt: str | None = None
+    header: dict[str, Any] = attrs.field(factory=dict)
+    error: str | None = None
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _jwk_thumbprint(jwk: dict[str, Any]) -> str:
+    """RFC 7638: the SHA-256 of the key's required members, ordered, without spaces."""
+    required = {
+        "EC": ("crv", "kty", "x", "y"),
+        "RSA": ("e", "kty", "n"),
+        "OKP": ("crv", "kty", "x"),
+    }
+    members = {k: jwk[k] for k in required[jwk["kty"]]}
+    canonical = json.dumps(members, separators=(",", ":"), sort_keys=True)
+    return _b64url(hashlib.sha256(canonical.encode()).digest())
+
+
+def _dpop_scheme(challenge: bytes) -> bytes:
+    """A Bearer challenge as a DPoP one (a DPoP resource server's 401s, RFC 9449 §7.1)."""
+    if challenge[:7].lower() == b"bearer ":
+        return b'DPoP algs="ES256", ' + challenge[7:]
+    return challenge
+
+
 class _TokenFailure(Exception):
     """A token-endpoint error the gate answers itself: status, error code, description."""
 
@@ -225,6 +297,7 @@ class TestAuthProvider:
     calls that reached the provider), ``token_requests`` (``Counter`` of every ``POST
     /token`` by ``grant_type``, failures included), ``refreshes`` (refresh grants that
     reached the provider), ``identity_assertions`` (jwt-bearer grants that reached it),
+    ``workload_grants`` (jwt-bearer grants of a workload's JWT, refused ones included),
     ``revocations``; per authorize call ``redirect_uris``, ``resources`` and ``scopes``
     (None when absent); ``token_params``: each token request's form minus secrets.
     """
@@ -246,6 +319,9 @@ class TestAuthProvider:
         self._assertion_secrets: dict[str, str] = {}
         self._trusted_idps: dict[str, Any] = {}
         self._trusted_subjects: dict[str, tuple[Any, str]] = {}
+        self._trusted_workloads: dict[str, Any] = {}
+        #: jwt-bearer grants of a workload's own JWT that reached the provider (SEP-1933)
+        self.workload_grants = 0
         #: subject tokens exchanged (RFC 8693)
         self.token_exchanges = 0
         self._seen_jti: set[tuple[str, str]] = set()
@@ -266,6 +342,17 @@ class TestAuthProvider:
         self.introspections = 0
         #: requests for ``/jwks``, answered or not (``config.jwks_status``)
         self.jwks_requests = 0
+        #: DPoP: every proof checked, in order, valid or not (:class:`DpopProof`)
+        self.dpop_proofs: list[DpopProof] = []
+        #: DPoP: the key thumbprint (``cnf.jkt``) each bound access or refresh token has
+        self.dpop_bindings: dict[str, str] = {}
+        #: DPoP: the nonce the token endpoint (``"as"``) and ``/mcp`` (``"rs"``) want
+        self.dpop_nonces = {
+            "as": "as-nonce-" + secrets.token_hex(8),
+            "rs": "rs-nonce-" + secrets.token_hex(8),
+        }
+        #: DPoP: refusals for want of the nonce, by ``"as"`` / ``"rs"``
+        self.dpop_nonce_challenges: Counter[str] = Counter()
 
     @property
     def token_endpoint(self) -> str:
@@ -480,6 +567,8 @@ class TestAuthProvider:
             }
             if ttl is not None:
                 payload["exp"] = now + ttl
+            if _dpop_jkt.get() is not None:
+                payload["cnf"] = {"jkt": _dpop_jkt.get()}
             access = jwt.encode(
                 payload,
                 self._jwt_key,
@@ -508,6 +597,11 @@ class TestAuthProvider:
                 subject=subject,
             )
             self._refresh_of[access] = refresh_token
+        jkt = _dpop_jkt.get()
+        if jkt is not None:  # DPoP: bound to the token request's proof key
+            self.dpop_bindings[access] = jkt
+            if refresh_token is not None:
+                self.dpop_bindings[refresh_token] = jkt
         return OAuthToken(
             access_token=access,
             expires_in=ttl,
@@ -709,6 +803,80 @@ class TestAuthProvider:
         )
         return {**minted.model_dump(exclude_none=True), "issued_token_type": ACCESS_TOKEN_TYPE}
 
+    # -- SEP-1933 workload identity (served by _Gate) ---------------------------------------
+
+    def trust_workloads(self, issuer: str, public_key: Any) -> None:
+        """Take, as a jwt-bearer grant, a workload's JWT that ``issuer`` (a platform: a
+        Kubernetes cluster, a CI system) signed with `public_key` (a PEM or a key) for this
+        authorization server (``aud``: its issuer or token endpoint)."""
+        self._trusted_workloads[issuer] = public_key
+
+    def takes_workload(self, form: dict[str, str]) -> bool:
+        """Whether a jwt-bearer token request is a workload's (SEP-1933), served here: a
+        workload issuer is trusted and the assertion is no ID-JAG (those go to the SDK)."""
+        if not self._trusted_workloads or form.get("grant_type") != JWT_BEARER_GRANT:
+            return False
+        try:
+            header = jwt.get_unverified_header(form.get("assertion", ""))
+        except jwt.PyJWTError:
+            return True  # refused as a malformed workload JWT
+        return header.get("typ") != ID_JAG_TYP
+
+    def workload_grant(self, form: dict[str, str], basic: tuple[str, str] | None) -> dict[str, Any]:
+        """The jwt-bearer grant of a workload's JWT (RFC 7523 §2.1, SEP-1933): authenticate
+        the client (``none`` too: a public client names itself by ``client_id``), check the
+        JWT — a trusted issuer's signature, this server as ``aud``, unexpired, ``sub`` —
+        and the scopes (``invalid_scope`` beyond what the client may have), mint a token
+        for its ``sub`` (no refresh token). The JWT may be presented again while it is
+        valid: platforms hand out one token for many requests."""
+        self.workload_grants += 1
+        client = self._authenticate(form, basic)
+        if JWT_BEARER_GRANT not in client.grant_types:
+            raise _TokenFailure(400, "unauthorized_client", "the jwt-bearer grant not allowed")
+        assertion = form.get("assertion", "")
+        if not assertion:
+            raise _TokenFailure(400, "invalid_request", "missing assertion")
+        try:
+            issuer = str(jwt.decode(assertion, options={"verify_signature": False}).get("iss"))
+        except jwt.PyJWTError as error:
+            raise _TokenFailure(400, "invalid_grant", f"malformed assertion: {error}") from None
+        key = self._trusted_workloads.get(issuer)
+        if key is None:
+            raise _TokenFailure(400, "invalid_grant", f"unknown assertion issuer {issuer!r}")
+        try:
+            claims = jwt.decode(
+                assertion,
+                key,
+                algorithms=_ASSERTION_ALGORITHMS,
+                audience=[self.issuer, self.issuer + "/", self.token_endpoint],
+                issuer=issuer,
+                options={"require": ["exp", "iss", "sub", "aud"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise _TokenFailure(400, "invalid_grant", "JWT assertion is expired") from None
+        except jwt.InvalidAudienceError:
+            raise _TokenFailure(400, "invalid_grant", "JWT assertion audience is invalid") from None
+        except jwt.PyJWTError as error:
+            raise _TokenFailure(400, "invalid_grant", f"assertion rejected: {error}") from None
+        requested = form.get("scope", "").split()
+        if requested:
+            try:
+                client.validate_scope(" ".join(requested))
+            except Exception as error:
+                raise _TokenFailure(400, "invalid_scope", str(error)) from None
+        resource = form.get("resource")
+        if not self.resource_ok(resource):
+            raise _TokenFailure(400, "invalid_target", f"unknown resource {resource}")
+        scopes = requested or self.default_scopes()
+        token = self.issue_tokens(
+            client.client_id,
+            scopes,
+            resource=resource,
+            subject=str(claims["sub"]),
+            claims={"workload_issuer": issuer},
+        )
+        return token.model_dump(exclude_none=True)
+
     @property
     def jwt_public_key(self) -> Any:  # noqa: ANN401 - a cryptography public key
         """The public key its JWT access tokens are signed with."""
@@ -802,6 +970,82 @@ class TestAuthProvider:
             claims={"idp": idp},
         )
 
+    # -- DPoP (RFC 9449), served by _Gate --------------------------------------------------
+
+    def check_dpop_proof(
+        self,
+        where: str,
+        proof: str,
+        method: str,
+        url: str,
+        *,
+        access_token: str | None = None,
+        nonce: str | None = None,
+    ) -> str:
+        """Check one DPoP proof (RFC 9449 §4.3) of a `method` request to `url`, recorded
+        in ``dpop_proofs``; the thumbprint of its key. ``_TokenFailure``
+        ``invalid_dpop_proof`` names what is wrong; ``use_dpop_nonce`` a valid proof
+        without `nonce` (when one is wanted)."""
+        record = DpopProof(where)
+        self.dpop_proofs.append(record)
+        try:
+            jkt = self._check_dpop(record, proof, method, url, access_token)
+        except _TokenFailure as failure:
+            record.error = failure.description
+            raise
+        if nonce is not None and record.nonce != nonce:
+            self.dpop_nonce_challenges["as" if where == "token" else "rs"] += 1
+            record.error = "use_dpop_nonce"
+            raise _TokenFailure(400, "use_dpop_nonce", "a DPoP nonce is needed")
+        return jkt
+
+    def _check_dpop(
+        self, record: DpopProof, proof: str, method: str, url: str, access_token: str | None
+    ) -> str:
+        def bad(why: str) -> _TokenFailure:
+            return _TokenFailure(400, "invalid_dpop_proof", why)
+
+        try:
+            header = jwt.get_unverified_header(proof)
+        except jwt.PyJWTError:
+            raise bad("the proof is not a JWT") from None
+        record.header = header
+        if header.get("typ") != "dpop+jwt":
+            raise bad("typ is not dpop+jwt")
+        alg = header.get("alg")
+        if alg not in _DPOP_ALGORITHMS:
+            raise bad(f"alg {alg} is not an asymmetric algorithm allowed")
+        key = header.get("jwk")
+        if not isinstance(key, dict) or "d" in key:
+            raise bad("jwk is not a public key")
+        try:
+            verifier = jwt.PyJWK(key, algorithm=alg).key
+            claims = jwt.decode(proof, verifier, algorithms=[alg], options={"verify_aud": False})
+            record.jkt = _jwk_thumbprint(key)
+        except (jwt.PyJWTError, ValueError, KeyError, TypeError) as error:
+            raise bad(f"the signature does not verify ({type(error).__name__})") from None
+        record.htm, record.htu, record.jti = (claims.get(c) for c in ("htm", "htu", "jti"))
+        record.iat, record.ath, record.nonce = (claims.get(c) for c in ("iat", "ath", "nonce"))
+        if not isinstance(record.jti, str) or not record.jti:
+            raise bad("no jti")
+        if ("dpop", record.jti) in self._seen_jti:
+            raise bad("jti used before (a replayed proof)")
+        self._seen_jti.add(("dpop", record.jti))
+        if record.htm != method:
+            raise bad(f"htm is not {method}")
+        htu = record.htu
+        if not isinstance(htu, str) or "?" in htu or "#" in htu:
+            raise bad("htu has a query or a fragment")
+        if htu.rstrip("/") != url.rstrip("/"):
+            raise bad(f"htu is not {url}")
+        if not isinstance(record.iat, int) or abs(time.time() - record.iat) > _DPOP_WINDOW:
+            raise bad("iat is not now")
+        if access_token is not None:
+            expected = _b64url(hashlib.sha256(access_token.encode()).digest())
+            if record.ath != expected:
+                raise bad("ath is not the access token's hash")
+        return record.jkt
+
 
 class _Gate:
     """The ASGI wrapper in front of the SDK's app: what the SDK's server auth lacks."""
@@ -829,7 +1073,7 @@ class _Gate:
                 return
             await self._edited_json(scope, receive, send, self._edit_resource_metadata)
         elif path in ("/token", "/revoke") and method == "POST":
-            await self._token(scope, receive, send)
+            await self._dpop_token(scope, receive, send)
         elif path == "/jwks" and method == "GET" and config.jwt_access_tokens:
             self.provider.jwks_requests += 1
             if config.jwks_status != 200:
@@ -866,6 +1110,8 @@ class _Gate:
         if config.jwt_access_tokens:
             doc["jwks_uri"] = self.provider.issuer + "/jwks"
             doc["introspection_endpoint"] = self.provider.issuer + "/introspect"
+        if config.dpop:
+            doc["dpop_signing_alg_values_supported"] = list(_DPOP_ALGORITHMS)
         doc.update(config.metadata_overrides)
 
     def _edit_resource_metadata(self, doc: dict[str, Any]) -> None:
@@ -929,8 +1175,13 @@ class _Gate:
                     "invalid_client",
                     f"client authentication {_auth_method(form, basic)} is not supported here",
                 )
-            if is_token and form.get("grant_type") in (CLIENT_CREDENTIALS, TOKEN_EXCHANGE_GRANT):
-                if form["grant_type"] == CLIENT_CREDENTIALS:
+            workload = is_token and provider.takes_workload(form)
+            if workload or (
+                is_token and form.get("grant_type") in (CLIENT_CREDENTIALS, TOKEN_EXCHANGE_GRANT)
+            ):
+                if workload:
+                    answer = provider.workload_grant(form, basic)
+                elif form["grant_type"] == CLIENT_CREDENTIALS:
                     answer = provider.client_credentials(form, basic)
                 else:
                     answer = provider.exchange_subject_token(form, basic)
@@ -974,10 +1225,115 @@ class _Gate:
             return
         await _send_json(send, 200, answer, [(b"cache-control", b"no-store")])
 
+    # -- DPoP ------------------------------------------------------------------------------
+
+    async def _dpop_token(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """``POST /token`` with the ``dpop`` knob: a DPoP proof there is checked (400
+        ``invalid_dpop_proof``; 400 ``use_dpop_nonce`` with the nonce in ``DPoP-Nonce``
+        when ``dpop_as_nonce`` wants it), a bound refresh token is taken only with a proof
+        of its key, and the grant's tokens are bound to the proof's key (answered with
+        ``token_type`` ``DPoP``). Without a proof, the grant's tokens are Bearer ones."""
+        provider, config = self.provider, self.provider.config
+        if not config.dpop or scope["path"] != "/token":
+            await self._token(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        proofs = [v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"dpop"]
+        jkt = None
+        try:
+            if len(proofs) > 1:
+                raise _TokenFailure(400, "invalid_dpop_proof", "more than one DPoP header")
+            if proofs:
+                nonce = provider.dpop_nonces["as"] if config.dpop_as_nonce else None
+                jkt = provider.check_dpop_proof(
+                    "token", proofs[0], "POST", provider.token_endpoint, nonce=nonce
+                )
+            if form.get("grant_type") == "refresh_token":
+                bound = provider.dpop_bindings.get(form.get("refresh_token", ""))
+                if bound is not None and bound != jkt:
+                    raise _TokenFailure(
+                        400, "invalid_grant", "the refresh token is bound to another DPoP key"
+                    )
+        except _TokenFailure as failure:
+            extra = [(b"cache-control", b"no-store")]
+            if failure.error == "use_dpop_nonce":
+                extra.append((b"dpop-nonce", provider.dpop_nonces["as"].encode()))
+            answer = {"error": failure.error, "error_description": failure.description}
+            await _send_json(send, 400, answer, extra)
+            return
+        replayed = {**scope, "headers": _with_header(scope["headers"], b"content-length", body)}
+        reset = _dpop_jkt.set(jkt)
+        try:
+            await self._token(replayed, _replay(body), _token_type_dpop(send) if jkt else send)
+        finally:
+            _dpop_jkt.reset(reset)
+
+    async def _dpop_mcp(self, scope: Scope, send: Send) -> Scope | None:
+        """``/mcp`` with the ``dpop`` knob: a bound token is taken as ``Authorization:
+        DPoP`` with a valid proof of this request and of its key (and the nonce, with
+        ``dpop_rs_nonce``), and handed on as a Bearer one; refused with a 401 ``DPoP``
+        challenge otherwise (``None``). Unbound tokens go on as they came."""
+        provider, config = self.provider, self.provider.config
+        authorization = next(
+            (v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"authorization"),
+            None,
+        )
+        if authorization is None:
+            return scope
+        scheme, _, token = authorization.partition(" ")
+        token = token.strip()
+        bound = provider.dpop_bindings.get(token)
+        proofs = [v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"dpop"]
+        try:
+            if scheme.lower() == "bearer":
+                if bound is None:
+                    return scope
+                raise _TokenFailure(
+                    401, "invalid_token", "a DPoP-bound token needs the DPoP scheme"
+                )
+            if scheme.lower() != "dpop":
+                return scope
+            if len(proofs) != 1:
+                raise _TokenFailure(401, "invalid_dpop_proof", "one DPoP header is needed")
+            nonce = provider.dpop_nonces["rs"] if config.dpop_rs_nonce else None
+            jkt = provider.check_dpop_proof(
+                "mcp",
+                proofs[0],
+                scope["method"],
+                provider.issuer + scope["path"],
+                access_token=token,
+                nonce=nonce,
+            )
+            if bound != jkt:
+                raise _TokenFailure(401, "invalid_token", "the token is not bound to this key")
+        except _TokenFailure as failure:
+            why = failure.description.replace('"', "'")
+            challenge = (
+                f'DPoP error="{failure.error}", error_description="{why}", algs="ES256", '
+                f'resource_metadata="{self.resource_metadata_url}"'
+            )
+            extra = [(b"www-authenticate", challenge.encode())]
+            if failure.error == "use_dpop_nonce":
+                extra.append((b"dpop-nonce", provider.dpop_nonces["rs"].encode()))
+            self.mcp_statuses[401] += 1
+            answer = {"error": failure.error, "error_description": failure.description}
+            await _send_json(send, 401, answer, extra)
+            return None
+        dropped = (b"authorization", b"dpop")
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in dropped]
+        headers.append((b"authorization", b"Bearer " + token.encode("latin-1")))
+        return {**scope, "headers": headers}
+
     # -- the MCP endpoint ------------------------------------------------------------------
 
     async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         config = self.provider.config
+        if config.dpop:
+            checked = await self._dpop_mcp(scope, send)
+            if checked is None:
+                return  # refused
+            scope = checked
         needed = config.needed_scopes()
         access = None
         for name, value in scope["headers"]:
@@ -999,6 +1355,12 @@ class _Gate:
         async def counted(message: Message) -> None:
             if message["type"] == "http.response.start":
                 self.mcp_statuses[message["status"]] += 1
+                if message["status"] == 401 and config.dpop:
+                    headers = [
+                        (n, _dpop_scheme(v) if n.lower() == b"www-authenticate" else v)
+                        for n, v in message["headers"]
+                    ]
+                    message = {**message, "headers": headers}
                 if message["status"] == 401 and not config.protected_resource_metadata:
                     headers = [
                         (n, b"Bearer" if n.lower() == b"www-authenticate" else v)
@@ -1072,6 +1434,35 @@ def _basic_credentials(header: str | None) -> tuple[str, str] | None:
     return unquote(client_id), unquote(secret)
 
 
+def _token_type_dpop(send: Send) -> Send:
+    """``send`` with a token answer's ``token_type`` made ``DPoP`` (a bound token)."""
+    start: Message = {}
+    chunks: list[bytes] = []
+
+    async def edited(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            start.update(message)
+            return
+        if message["type"] != "http.response.body":
+            await send(message)
+            return
+        chunks.append(message.get("body", b""))
+        if message.get("more_body"):
+            return
+        body = b"".join(chunks)
+        if start["status"] == 200:
+            doc = json.loads(body)
+            if isinstance(doc, dict) and "access_token" in doc:
+                doc["token_type"] = "DPoP"
+            body = json.dumps(doc).encode()
+        headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return edited
+
+
 async def _send_json(
     send: Send, status: int, doc: dict[str, Any], headers: list[tuple[bytes, bytes]]
 ) -> None:
@@ -1093,6 +1484,29 @@ def generate_key_pair() -> tuple[str, str]:
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     return private.decode(), public.decode()
+
+
+def workload_token(
+    private_key_pem: str,
+    *,
+    issuer: str,
+    audience: str,
+    subject: str = "system:serviceaccount:jobs:nightly",
+    expires_in: int = 3600,
+) -> str:
+    """A workload's JWT as a platform issues one (a Kubernetes projected service-account
+    token), ES256-signed with `private_key_pem`; a negative `expires_in` has it expired."""
+    now = int(time.time())
+    payload = {
+        "iss": issuer,
+        "sub": subject,
+        "aud": audience,
+        "iat": now,
+        "nbf": now - 5,
+        "exp": now + expires_in,
+        "jti": secrets.token_hex(8),
+    }
+    return jwt.encode(payload, private_key_pem, algorithm="ES256")
 
 
 @attrs.define
