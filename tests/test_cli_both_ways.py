@@ -565,6 +565,46 @@ async def test_a_signal_while_the_gateway_has_the_read_ends_it_unsent_elsewhere(
         shutil.rmtree(home, ignore_errors=True)
 
 
+def test_a_signal_that_lands_outside_the_wait_still_ends_it(tmp_path: Path) -> None:
+    """The race CI met: a signal whose handler cannot run where it lands (just before the
+    command's blocking read of the answer, or, as here for certain, in another thread)
+    still ends the wait at once — not when an answer comes, which a gateway holding the
+    request may never send. The stand-in gateway, once it has the request, signals its
+    own thread: the main thread's wait is not interrupted by the signal, only woken."""
+    import threading
+
+    from supervisor.cli._remote import _Stopped, _stopped_by_signals
+
+    path = tmp_path / "gateway.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen()
+    stopped = threading.Event()
+    woken: list[bool] = []
+
+    def gateway() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"resources/read" not in data and (chunk := conn.recv(65536)):
+                data += chunk
+            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+            woken.append(stopped.wait(STEP))  # else closing the connection ends the wait
+
+    thread = threading.Thread(target=gateway)
+    thread.start()
+    client = GatewayClient(socket_path=path, timeout=None)
+    try:
+        with pytest.raises(_Stopped) as raised, _stopped_by_signals():
+            client.request("resources/read", {"uri": "note://held"})
+    finally:
+        stopped.set()
+        thread.join()
+        listener.close()
+    assert raised.value.code == 128 + signal.SIGTERM
+    assert woken == [True]
+
+
 def test_a_gateway_not_reached_sends_nothing() -> None:
     """A socket file nobody listens on (a gateway killed long ago): nothing could be
     sent, so ``read`` starts the server itself and reads once. ``--connect`` to a port

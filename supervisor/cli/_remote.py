@@ -270,8 +270,11 @@ class _Stopped(Exception):
 def _stopped_by_signals() -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP raise :class:`_Stopped` while the block waits, so that
     a call handed to the gateway is reported for what it is (it may have taken effect)
-    before the command exits ``128 +`` the signal's number."""
+    before the command exits ``128 +`` the signal's number. A signal that lands between
+    two waits still ends the next one (:func:`~supervisor.gateway._local.signals_wake`)."""
     import signal
+
+    from ..gateway._local import signals_wake
 
     def stop(signum: int, frame: object) -> None:
         raise _Stopped(signum)
@@ -279,7 +282,8 @@ def _stopped_by_signals() -> Iterator[None]:
     stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     before = {signum: signal.signal(signum, stop) for signum in stops}
     try:
-        yield
+        with signals_wake():
+            yield
     finally:
         for signum, handler in before.items():
             signal.signal(signum, handler)

@@ -28,6 +28,8 @@ import errno
 import hashlib
 import json
 import os
+import select
+import signal
 import socket
 import stat
 from collections.abc import Iterator, Mapping
@@ -49,6 +51,7 @@ __all__ = [
     "bind_local",
     "local_socket",
     "runtime_dir",
+    "signals_wake",
 ]
 
 #: The protocol version the client speaks (stateless: no handshake, no session).
@@ -149,6 +152,34 @@ def _connect_unix(path: str, timeout: float | None) -> socket.socket:
     return sock
 
 
+#: The read end of the socket the signal module writes a byte to when a signal comes in,
+#: while a command waits for a gateway's answer (:func:`signals_wake`); else ``None``.
+_wake: socket.socket | None = None
+
+
+@contextmanager
+def signals_wake() -> Iterator[None]:
+    """While the block runs, a signal that comes in ends the wait for an answer wherever
+    it lands. A signal is handled in Python only when the main thread runs Python again;
+    one that lands just before a blocking ``recv`` (or in another thread) would otherwise
+    leave the command waiting for an answer that may never come, its handler unrun. With
+    ``signal.set_wakeup_fd`` each signal also writes a byte that wakes the wait, which
+    then runs the handler. Main thread only (as :func:`signal.signal`)."""
+    global _wake
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    before = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    _wake = reader
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(before)
+        _wake = None
+        reader.close()
+        writer.close()
+
+
 class _Deadline:
     """What is left of ``timeout`` seconds from now (``None``: no limit), for each of a
     socket's operations in turn: one bound for a whole exchange, however it is cut up."""
@@ -169,6 +200,30 @@ class _Deadline:
             raise TimeoutError(f"no answer within {self.timeout:g} s")
         sock.settimeout(left)
 
+    def wait_readable(self, sock: socket.socket) -> None:
+        """Return once ``sock`` has something to read (or ``TimeoutError`` once the
+        time is up), handling each signal that comes in meanwhile (:func:`signals_wake`):
+        its handler may end the wait by raising."""
+        self.apply(sock)
+        if _wake is None:
+            return  # ``recv`` waits, within the socket's timeout
+        poll = select.poll()
+        poll.register(sock, select.POLLIN)
+        poll.register(_wake, select.POLLIN)
+        while True:
+            timeout = sock.gettimeout()
+            ready = {fd for fd, _ in poll.poll(None if timeout is None else timeout * 1000)}
+            if sock.fileno() in ready:
+                return
+            if not ready:
+                raise TimeoutError(f"no answer within {self.timeout:g} s")
+            try:  # a signal came in: its handler has run by now, and did not end the wait
+                while _wake.recv(4096):
+                    pass
+            except BlockingIOError:
+                pass
+            self.apply(sock)
+
 
 def _exchange_on(
     sock: socket.socket, request: bytes, deadline: _Deadline
@@ -181,7 +236,7 @@ def _exchange_on(
     sock.sendall(request)
     data = bytearray()
     while (end := data.find(b"\r\n\r\n")) < 0:
-        deadline.apply(sock)
+        deadline.wait_readable(sock)
         chunk = sock.recv(65536)
         if not chunk:
             raise ConnectionError("the connection closed before the answer came")
@@ -198,7 +253,7 @@ def _exchange_on(
     chunked = headers.get("transfer-encoding", "").lower() == "chunked"
     length = None if chunked else headers.get("content-length")
     while not _complete(body, chunked, length):
-        deadline.apply(sock)
+        deadline.wait_readable(sock)
         chunk = sock.recv(65536)
         if not chunk:
             if chunked or length is not None:  # cut short: not the whole answer
