@@ -32,10 +32,12 @@ One class per failure mode, under bases that catch whole families::
     │   ├── CallMayHaveTakenEffect    the connection died during the call; not retried
     │   │   └── TaskFailed            the server's task for the call failed, or was lost
     │   ├── ToolCallTimeout           the call took longer than its timeout
+    │   ├── CallQueueTimeout          its deadline passed waiting for maxConcurrentCalls; not sent
     │   ├── RequestTimeout            a resource read or prompt request took longer than that
     │   └── ServerRequestError        the server answered with an MCP error (.code)
     ├── TransportError                a connection to a server failed or ended
     │   ├── ServerExited              the server process exited (.exit_code)
+    │   │   └── BoundExceeded         its family went over a resources bound: killed
     │   ├── ProtocolViolation         the server wrote something that is not MCP
     │   ├── HTTPError                 an HTTP request of a remote transport failed (.url)
     │   │   ├── HTTPConnectError      no connection: refused, DNS, TLS, connect timeout
@@ -56,6 +58,7 @@ One class per failure mode, under bases that catch whole families::
     ├── ApprovalDenied                the approval callback refused the call
     │   └── ApprovalRequired          approval is needed and nobody can give it (headless)
     ├── ApprovalAsked                 approval is asked in another round trip; not made yet
+    ├── RateLimited                   over a rate limit; not sent (.retry_after seconds)
     ├── AuditLogError                 the audit log cannot be written; calls are refused
     ├── ToolNameConflict              two tools want one name and the clash policy is error
     ├── AuthProblem                   no OAuth token can be had now (.needs_login, .oauth_error)
@@ -122,7 +125,9 @@ __all__ = [
     "AuthProblem",
     "AuthRequired",
     "AuthorizationFailed",
+    "BoundExceeded",
     "CallMayHaveTakenEffect",
+    "CallQueueTimeout",
     "CallTimeout",
     "CatalogTooLarge",
     "ConfigError",
@@ -140,6 +145,7 @@ __all__ = [
     "PromptArgumentsInvalid",
     "ProtocolViolation",
     "ProxyEnded",
+    "RateLimited",
     "RequestAborted",
     "RequestTimeout",
     "RequestUnencodable",
@@ -435,6 +441,18 @@ class ToolCallTimeout(ServerError, TimeoutError):
         self.timeout = timeout
 
 
+class CallQueueTimeout(ServerError, TimeoutError):
+    """The call's deadline passed while it waited for one of the server's
+    ``maxConcurrentCalls`` slots: it was never sent (not executed), so it is safe to make
+    again. ``tool`` names the tool, ``timeout`` the call's, ``limit`` the server's bound."""
+
+    def __init__(self, message: str, *, server: str, tool: str, timeout: float, limit: int) -> None:
+        super().__init__(message, server=server)
+        self.tool = tool
+        self.timeout = timeout
+        self.limit = limit
+
+
 class RequestTimeout(ServerError, TimeoutError):
     """A resource read or a prompt request did not complete within its ``timeout``;
     ``request`` says which (``resource 'notes://index'``, ``prompt 'summarize'``)."""
@@ -483,6 +501,20 @@ class ServerExited(TransportError):
         super().__init__(message)
         self.exit_code = exit_code
         self.retryable = retryable
+
+
+class BoundExceeded(ServerExited):
+    """A local server's process family went over a bound of its ``resources`` config and
+    was killed (it is restarted under its restart policy). ``resource`` is ``"memory"``
+    (``used`` and ``limit`` in bytes of resident memory) or ``"processes"`` (counts)."""
+
+    def __init__(
+        self, message: str, *, resource: str, used: int, limit: int, exit_code: int | None
+    ) -> None:
+        super().__init__(message, exit_code=exit_code)
+        self.resource = resource
+        self.used = used
+        self.limit = limit
 
 
 class ProtocolViolation(TransportError):
@@ -795,6 +827,24 @@ class ApprovalAsked(SupervisorError):
     def __init__(self, message: str, *, request: object) -> None:
         super().__init__(message)
         self.request = request
+
+
+class RateLimited(SupervisorError):
+    """The call was over a rate limit and was refused before anything was sent (not
+    executed): ``retry_after`` is the seconds until it would fit, ``limit`` the rate
+    (``"60/min"``), ``by`` whose limit — ``"server"`` (the server's ``rateLimit``) or
+    ``"caller"`` (a team gateway's policy, per caller); ``server`` and ``tool`` (the
+    merged name) say which call."""
+
+    def __init__(
+        self, message: str, *, server: str, tool: str, retry_after: float, limit: str, by: str
+    ) -> None:
+        super().__init__(message)
+        self.server = server
+        self.tool = tool
+        self.retry_after = retry_after
+        self.limit = limit
+        self.by = by
 
 
 class AuditLogError(SupervisorError):

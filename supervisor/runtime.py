@@ -452,8 +452,11 @@ class SupervisorHandle:
         server's approval policy is applied — the ``approve`` callback decides, and
         without one a call that needs approval fails closed
         (:class:`~supervisor.errors.ApprovalRequired`; a refusal is
-        :class:`~supervisor.errors.ApprovalDenied`). Only then is the call sent, with the
-        server's request timeout unless ``timeout`` is given.
+        :class:`~supervisor.errors.ApprovalDenied`). Only then is the call sent — unless it is
+        over the server's ``rateLimit`` (:class:`~supervisor.errors.RateLimited`, nothing
+        sent) — with the server's request timeout unless ``timeout`` is given, waiting
+        its turn under the server's ``maxConcurrentCalls`` within it
+        (:class:`~supervisor.errors.CallQueueTimeout`, nothing sent).
 
         The result is a :class:`~supervisor.tools.ToolResult` (text joined, media and
         resources kept, large text spilled to a private file, ``structuredContent``

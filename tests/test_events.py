@@ -45,6 +45,7 @@ SAMPLES: dict[str, dict[str, object]] = {
     "mcp.local.spawned": {"server": "fs", "pid": 4242},
     "mcp.local.crashed": {"server": "fs", "exit_code": 1, "stderr_tail": ["boom", "bye"]},
     "mcp.local.shutdown": {"server": "fs"},
+    "mcp.local.memory_exceeded": {"server": "fs", "rss": 641728512, "limit": 536870912},
     "mcp.auth.started": {"server": "gh", "grant": "authorization_code"},
     "mcp.auth.completed": {
         "server": "gh",
@@ -101,6 +102,7 @@ DOCUMENTED_KINDS = [
     "mcp.local.spawned",
     "mcp.local.crashed",
     "mcp.local.shutdown",
+    "mcp.local.memory_exceeded",
     "mcp.auth.started",
     "mcp.auth.completed",
     "mcp.auth.failed",

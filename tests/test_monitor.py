@@ -635,7 +635,11 @@ FAMILIES = {
     "mcp_supervisor_server_probes_total": "counter",
     "mcp_supervisor_server_probes_missed_total": "counter",
     "mcp_supervisor_server_last_heard_timestamp_seconds": "gauge",
+    "mcp_supervisor_server_resident_memory_bytes": "gauge",
+    "mcp_supervisor_server_cpu_seconds_total": "counter",
     "mcp_supervisor_server_calls_total": "counter",
+    "mcp_supervisor_server_calls_rate_limited_total": "counter",
+    "mcp_supervisor_server_calls_waiting": "gauge",
     "mcp_supervisor_server_call_duration_seconds": "histogram",
 }
 

@@ -34,6 +34,7 @@ from ._inprocess import (
 )
 from ._memory import MEMORY, RSS
 from ._reloads import RELOAD, RELOAD_ADD, RELOAD_ALONE, RELOAD_P99, RELOADS, RUNNING
+from ._sandbox import SANDBOX, SANDBOX_CALL, SANDBOX_STARTUP
 from ._servers import (
     _CONCURRENT_BATCHES,
     CALL_CONCURRENT,
@@ -438,5 +439,26 @@ MEASUREMENTS: Sequence[Measurement] = (
         digits=0,
         note="wall time of `python -c pass` by the same interpreter, same rounds: what "
         "starting the interpreter costs on this machine",
+    ),
+    SANDBOX.measurement(
+        SANDBOX_STARTUP,
+        target=None,
+        unit="ratio",
+        size=4,
+        quick_size=2,
+        digits=3,
+        note="entering open_supervisor with one eager stdlib-only stdio server in a sandbox "
+        "(bubblewrap, no network) until it is connected ÷ the same server unsandboxed, n "
+        "starts each, alternating",
+    ),
+    SANDBOX.measurement(
+        SANDBOX_CALL,
+        target=None,
+        unit="ratio",
+        size=500,
+        quick_size=100,
+        digits=3,
+        note="sequential echo calls to that server sandboxed ÷ unsandboxed, one supervisor "
+        "running both, blocks of 50 alternating",
     ),
 )

@@ -58,6 +58,7 @@ from ..config._secrets import _secretish
 from ..errors import (
     ApprovalDenied,
     AuditLogError,
+    RateLimited,
     ToolArgumentsInvalid,
     ToolError,
     ToolOutputInvalid,
@@ -91,6 +92,7 @@ AuditOutcome: TypeAlias = Literal[
     "indefinite",
     "failed",
     "refused",
+    "rate_limited",
     "invalid_arguments",
     "unknown_tool",
     "cancelled",
@@ -103,9 +105,10 @@ schema, too large, or not of the protocol's shape); ``indefinite`` it may have r
 connection died during the call, it timed out, or the caller cancelled after it was
 sent); ``failed`` it was not run
 (the server unavailable, an MCP error answer, the audit log itself unwritable);
-``refused`` approval was refused or could not be asked for; ``invalid_arguments`` and
-``unknown_tool`` refused before anything else; ``cancelled`` the caller cancelled before
-it was sent.
+``refused`` approval was refused or could not be asked for; ``rate_limited`` over a
+rate limit (the server's ``rateLimit``, or a team gateway's per caller), not sent;
+``invalid_arguments`` and ``unknown_tool`` refused before anything else; ``cancelled``
+the caller cancelled before it was sent.
 """
 
 
@@ -119,6 +122,8 @@ def audit_outcome(exc: BaseException | None, *, sent: bool) -> AuditOutcome:
         exc = exc.exceptions[0]
     if isinstance(exc, ApprovalDenied):
         return "refused"
+    if isinstance(exc, RateLimited):
+        return "rate_limited"
     if isinstance(exc, ToolArgumentsInvalid):
         return "invalid_arguments"
     if isinstance(exc, UnknownTool):

@@ -26,7 +26,11 @@ reaches a server's connection around it. In order:
    The callback is asked about one call at a time, in the order the calls asked (a
    second call needing approval waits until the first is answered, so a person never
    sees two questions at once); calls that need no approval do not wait for it;
-5. the call is sent (the server's request timeout unless one is given) and its result
+5. a call over a rate limit — the server's ``rateLimit``, or its caller's own limits on
+   a team gateway (:data:`~supervisor.calls._limits.caller_admission`) — is refused
+   (:class:`~supervisor.errors.RateLimited`, saying when it would fit); one let through
+   takes its token of each;
+6. the call is sent (the server's request timeout unless one is given) and its result
    normalised (:class:`~supervisor.tools.ToolResult`); a tool that reports failure raises
    :class:`~supervisor.errors.ToolError`.
 
@@ -230,6 +234,7 @@ class Gate:
                 )
                 call.approval = await self._ask(request, approve)
                 call.approval.check(request)
+            server.admit(name)  # its rate limits, and its caller's: refused unsent if over
             call.sent = True
             limit = server.config.timeout if timeout is None else timeout
             for watch in watches:

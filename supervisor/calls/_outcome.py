@@ -13,8 +13,11 @@ A call is *invoked*, then ends once, with one outcome:
     definitely not executed: an unknown tool, invalid arguments, an approval refused,
     required or still being asked, a server failed or stopped (fail-fast, never sent), an
     MCP error answer (:class:`~supervisor.errors.ServerRequestError`), a request that
-    could not be written as JSON (:class:`~supervisor.errors.RequestUnencodable`), or
-    the caller cancelled before the call was handed to its server.
+    could not be written as JSON (:class:`~supervisor.errors.RequestUnencodable`), a
+    call over a rate limit (:class:`~supervisor.errors.RateLimited`) or past its deadline
+    while it waited for the server's ``maxConcurrentCalls``
+    (:class:`~supervisor.errors.CallQueueTimeout`), or the caller cancelled before the
+    call was handed to its server.
 ``info``
     indefinite — it may have executed: :class:`~supervisor.errors.CallMayHaveTakenEffect`,
     :class:`~supervisor.errors.ToolCallTimeout`, or the caller cancelled (or anything
@@ -32,6 +35,8 @@ from ..errors import (
     ApprovalAsked,
     ApprovalDenied,
     CallMayHaveTakenEffect,
+    CallQueueTimeout,
+    RateLimited,
     RequestUnencodable,
     ResultInvalid,
     ResultTooLarge,
@@ -65,6 +70,8 @@ _NOT_EXECUTED = (
     ServerUnavailable,
     ServerRequestError,
     RequestUnencodable,
+    RateLimited,
+    CallQueueTimeout,
 )
 #: Errors that leave it open whether the call ran.
 _INDEFINITE = (CallMayHaveTakenEffect, ToolCallTimeout)

@@ -127,15 +127,24 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _problems(server: ServerConfig) -> list[FieldError]:
     """A server's errors, and for a local one that has none, whether its program is found
-    where the process will look for it (its own env PATH, its cwd)."""
+    where the process will look for it (its own env PATH, its cwd) and, when it asks for a
+    sandbox, whether one can be made here (bubblewrap, user namespaces)."""
     from ..config import FieldError, ServerType
     from ..log import redact
     from ..transports._programs import command_problem
 
     if server.errors or server.type is not ServerType.STDIO or server.command is None:
         return list(server.errors)
+    found = []
+    if server.sandbox is not None:
+        from ..transports._sandbox import sandbox_problem
+
+        if (unsandboxed := sandbox_problem()) is not None:
+            found.append(FieldError(f"{server.path}.sandboxEnabled", unsandboxed))
     problem = command_problem(server.command, env=server.env, cwd=server.cwd)
-    return [] if problem is None else [FieldError(f"{server.path}.command", redact(problem))]
+    if problem is not None:
+        found.append(FieldError(f"{server.path}.command", redact(problem)))
+    return found
 
 
 def _field_error(error: FieldError) -> dict[str, str]:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import MappingProxyType
 
@@ -13,8 +14,8 @@ from .._util._secrets import read_secret
 from ..actors import GiveUp, Restart
 from ..errors import FieldError
 from ._expand import _Expander, _keys, _read_env_file
-from ._model import AuthConfig, IncludedFile, ServerConfig, Settings
-from ._server import _Draft
+from ._model import AuthConfig, IncludedFile, SandboxConfig, ServerConfig, Settings
+from ._server import SANDBOX_PATHS, _Draft
 from ._validate import _join, _url_problem
 
 
@@ -118,10 +119,49 @@ def _build_server(
         restart=v.get("restart", Restart.PERMANENT),  # type: ignore[arg-type]
         give_up=v.get("give_up", GiveUp.MARK_UNAVAILABLE),  # type: ignore[arg-type]
         shutdown_timeout=float(v.get("shutdown_timeout", 10.0)),  # type: ignore[arg-type]
+        max_concurrent_calls=v.get("max_concurrent_calls"),  # type: ignore[arg-type]
+        rate_limit=v.get("rate_limit"),  # type: ignore[arg-type]
         approve=v.get("approve"),  # type: ignore[arg-type]
         auto_approve=v.get("auto_approve"),  # type: ignore[arg-type]
         faults=v.get("faults"),  # type: ignore[arg-type]
+        resources=v.get("resources"),  # type: ignore[arg-type]
+        sandbox=_sandbox(draft, expander, base, problems, secrets),
         included=tuple(included),
         secret_values=tuple(dict.fromkeys(s for s in secrets if s)),
         errors=tuple(problems),
+    )
+
+
+def _sandbox(
+    draft: _Draft, expander: _Expander, base: Path, problems: list[FieldError], secrets: list[str]
+) -> SandboxConfig | None:
+    """The server's sandbox, when ``sandboxEnabled`` is true (as in VS Code, ``sandbox``
+    applies only then): its paths expanded (``${workspaceFolder}``, ``${userHome}``,
+    ``${VAR}``; a leading ``~``) and resolved against ``base``; ``None`` otherwise."""
+    v = draft.values
+    if v.get("sandbox_enabled") is not True:
+        return None
+    raw = v.get("sandbox") or {}
+    assert isinstance(raw, dict)
+    where = _join(draft.key_path("sandbox"), "filesystem")
+    paths: dict[str, tuple[Path, ...]] = {}
+    for key in SANDBOX_PATHS:
+        found: list[Path] = []
+        for i, template in enumerate(raw.get(key, ())):
+            before = len(problems)
+            text = expander.expand(
+                template, _join(_join(where, key), i), problems, draft.style == "mcp", secrets
+            )
+            if len(problems) != before:
+                continue  # reported: the server is invalid
+            if text == "~" or text.startswith("~/"):
+                text = str(Path.home()) + text[1:]
+            found.append(Path(os.path.normpath(base / text)))
+        paths[key] = tuple(dict.fromkeys(found))
+    return SandboxConfig(
+        allow_write=paths["allowWrite"],
+        deny_read=paths["denyRead"],
+        deny_write=paths["denyWrite"],
+        allowed_domains=tuple(dict.fromkeys(d.lower() for d in raw.get("allowedDomains", ()))),
+        denied_domains=tuple(dict.fromkeys(d.lower() for d in raw.get("deniedDomains", ()))),
     )

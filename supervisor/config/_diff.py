@@ -38,6 +38,8 @@ REPLACING: frozenset[str] = frozenset(
         "protocol",  # the era its connections speak
         "app",
         "faults",  # its fault engine lives as long as the server
+        "resources",  # its bounds are set when its process starts
+        "sandbox",  # what its process may use is set when it starts
     }
 )
 #: Policy, and how it is supervised: applied in place, nothing restarted.
@@ -57,6 +59,8 @@ IN_PLACE: frozenset[str] = frozenset(
         "restart",
         "give_up",
         "shutdown_timeout",
+        "max_concurrent_calls",  # the next call waits for the new bound
+        "rate_limit",  # a new bucket, full, for the next call
         "approve",
         "auto_approve",
     }

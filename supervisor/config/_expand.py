@@ -1,9 +1,10 @@
 """Expansion: ``${VAR}`` references, ``envFile`` files, and a validated server made final.
 
-Templates are the strings of ``command``, ``args``, ``env``, ``envFile``, ``cwd``, ``url``
-and ``headers``; in them ``${NAME}``, ``${NAME:-default}``, ``${env:NAME}``, the built-ins
-``${PROJECT_ROOT}``, ``${workspaceFolder}`` and ``${userHome}``, and (in OpenCode's ``mcp``
-section) ``{env:NAME}`` are replaced; ``$${`` is a literal ``${``. A malformed reference is
+Templates are the strings of ``command``, ``args``, ``env``, ``envFile``, ``cwd``, ``url``,
+``headers`` and the paths of ``sandbox.filesystem``; in them ``${NAME}``,
+``${NAME:-default}``, ``${env:NAME}``, the built-ins ``${PROJECT_ROOT}``,
+``${workspaceFolder}`` and ``${userHome}``, and (in OpenCode's ``mcp`` section)
+``{env:NAME}`` are replaced; ``$${`` is a literal ``${``. A malformed reference is
 a structural error (:func:`_parse_template` raises); a variable that is not set is an
 environmental one: :func:`_build_server` records it in :attr:`ServerConfig.errors` and
 leaves that field unexpanded. What a reference to a variable whose name looks secret

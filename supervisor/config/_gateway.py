@@ -16,6 +16,7 @@ from ._model import (
     SignInSettings,
     TokenStoreSettings,
 )
+from ._rates import parse_rate
 from ._secrets import database_url_secrets
 from ._validate import (
     _Bad,
@@ -207,17 +208,34 @@ def _parse_introspection(errors: _Errors, value: object, path: str) -> Introspec
     return IntrospectionSettings(**got)  # type: ignore[arg-type]
 
 
-_RULE_KEYS = {"subjects": _names, "groups": _names, "servers": _names, "tools": _names}
+def _rate(value: object) -> str:
+    try:
+        return parse_rate(value).text
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
+
+
+_RULE_KEYS = {
+    "subjects": _names,
+    "groups": _names,
+    "servers": _names,
+    "tools": _names,
+    "rateLimit": _rate,
+}
 
 
 def _parse_policy(errors: _Errors, value: object, path: str) -> tuple[PolicyRule, ...] | None:
     if not isinstance(value, list):
-        errors.add(path, "must be an array of rules ({subjects, groups, servers, tools})")
+        errors.add(
+            path, "must be an array of rules ({subjects, groups, servers, tools, rateLimit})"
+        )
         return None
     rules: list[PolicyRule] = []
     for index, item in enumerate(value):
         got = _parse_object(errors, item, _join(path, index), _RULE_KEYS)
         if got is not None:
+            if "rateLimit" in got:
+                got["rate_limit"] = got.pop("rateLimit")
             rules.append(PolicyRule(**got))  # type: ignore[arg-type]
     return tuple(rules)
 

@@ -1,6 +1,7 @@
 """The values a loaded config is made of: :class:`Config`, :class:`ServerConfig`,
 :class:`Settings`, :class:`Limits`, :class:`AuditSettings`, :class:`GatewaySettings`,
-:class:`AuthConfig`, :class:`IncludedFile` and :class:`ServerType`.
+:class:`AuthConfig`, :class:`IncludedFile`, :class:`Resources`, :class:`SandboxConfig`
+and :class:`ServerType`.
 
 All are frozen; ``repr()`` masks what looks secret (see :mod:`._secrets`).
 """
@@ -122,12 +123,15 @@ class GatewayAuth(msgspec.Struct, frozen=True, kw_only=True):
 class PolicyRule(msgspec.Struct, frozen=True, kw_only=True):
     """One rule of ``gateway.policy``: the callers it is for (``subjects``, ``groups``;
     neither: every caller) may list and call the tools matching ``tools`` (globs over
-    merged names; none: all) of the servers matching ``servers`` (globs; none: all)."""
+    merged names; none: all) of the servers matching ``servers`` (globs; none: all).
+    ``rate_limit`` (``rateLimit``, ``"60/min"``), if set, bounds each of its callers'
+    calls of those tools (a token bucket per caller and rule)."""
 
     subjects: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
     servers: tuple[str, ...] = ()
     tools: tuple[str, ...] = ()
+    rate_limit: str | None = None
 
 
 class TokenStoreSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -312,6 +316,41 @@ class IncludedFile(msgspec.Struct, frozen=True, kw_only=True):
     sha256: str | None
 
 
+class Resources(msgspec.Struct, frozen=True, kw_only=True):
+    """A local server's resource bounds (its ``resources``), each ``None`` when not set,
+    applied to its whole process family on Linux (:mod:`supervisor.transports._bounds`):
+    ``memory`` bytes of resident memory (RSS) summed over the family, ``processes`` in
+    the family (both watched: over either, the family is killed and the server restarted),
+    ``open_files`` and ``cpu_seconds`` per process (the kernel's ``RLIMIT_NOFILE`` and
+    ``RLIMIT_CPU``)."""
+
+    memory: int | None = None
+    processes: int | None = None
+    open_files: int | None = None
+    cpu_seconds: int | None = None
+
+    @property
+    def watched(self) -> bool:
+        """Whether a bound needs the family watched (``memory`` or ``processes``)."""
+        return self.memory is not None or self.processes is not None
+
+
+class SandboxConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """A local server's sandbox (VS Code's ``sandboxEnabled`` with its ``sandbox``): on
+    Linux it runs under bubblewrap (:mod:`supervisor.transports._sandbox`), the
+    filesystem read-only but for ``allow_write`` and a private ``/tmp``, ``deny_read``
+    hidden, ``deny_write`` read-only even inside ``allow_write``; no network, unless
+    ``allowed_domains`` names some (``*.example.com`` for subdomains): then HTTP and
+    HTTPS to those, through a proxy the supervisor runs, ``denied_domains`` winning.
+    Paths are absolute (expanded, resolved against the config's directory)."""
+
+    allow_write: tuple[Path, ...] = ()
+    deny_read: tuple[Path, ...] = ()
+    deny_write: tuple[Path, ...] = ()
+    allowed_domains: tuple[str, ...] = ()
+    denied_domains: tuple[str, ...] = ()
+
+
 class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     """One configured MCP server, normalised: defaults applied, variables expanded.
 
@@ -377,10 +416,20 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     give_up: GiveUp = GiveUp.MARK_UNAVAILABLE
     #: seconds a stopping server gets to finish before it is stopped by force
     shutdown_timeout: float = 10.0
+    #: tool calls in flight at the server at most (``maxConcurrentCalls``; ``None``: no
+    #: bound of its own); the others wait their turn within their deadline
+    max_concurrent_calls: int | None = None
+    #: the library's rate limit on its tool calls (``rateLimit``, ``"10/s"``; ``None``:
+    #: none), as written: :func:`supervisor.calls._limits.parse_rate` reads it
+    rate_limit: str | None = None
     approve: ToolPolicy | None = None
     auto_approve: ToolPolicy | None = None
     #: the fault plan injected into this server's connection (``faults``; testing only)
     faults: Plan | None = None
+    #: a local server's resource bounds (``resources``), or ``None``: unbounded
+    resources: Resources | None = None
+    #: a local server's sandbox (``sandboxEnabled``: true, with ``sandbox``), or ``None``
+    sandbox: SandboxConfig | None = None
     #: the in-process MCP server object of a ``memory`` server (``open_supervisor(apps=...)``)
     app: object | None = None
     #: the files read for this entry while loading (its ``envFile``, its ``faults`` plan)

@@ -19,7 +19,8 @@ from ..actors import Backoff, GiveUp, Restart
 from ._auth import _parse_auth
 from ._expand import _is_literal, _parse_template
 from ._faults import check_plan, read_faults
-from ._model import AuthConfig, IncludedFile, ServerType, Settings, ToolPolicy
+from ._model import AuthConfig, IncludedFile, Resources, ServerType, Settings, ToolPolicy
+from ._rates import parse_rate
 from ._settings import _BACKOFF_FIELDS, _backoff
 from ._validate import (
     _Bad,
@@ -63,8 +64,6 @@ _FOREIGN_FIELDS = {
     "headersHelper": "not supported (a Claude Code command that prints headers); put the "
     'headers in "headers", using ${VAR} for secrets',
     "dev": "not supported (VS Code's development mode: watch and debug); remove it",
-    "sandboxEnabled": "not supported (VS Code's sandbox for local servers); remove it",
-    "sandbox": "not supported (VS Code's sandbox for local servers); remove it",
     "transportType": 'not supported; use "type"',
     "transport": 'not supported; use "type"',
 }
@@ -100,15 +99,31 @@ _SERVER_KEYS = {
     "restart": "restart",
     "giveUp": "give_up",
     "shutdownTimeout": "shutdown_timeout",
+    "maxConcurrentCalls": "max_concurrent_calls",
+    "rateLimit": "rate_limit",
     "approve": "approve",
     "autoApprove": "auto_approve",
     "faults": "faults",
     "protocol": "protocol",
+    "resources": "resources",
+    "sandboxEnabled": "sandbox_enabled",
+    "sandbox": "sandbox",
 }
-_LOCAL_ONLY = ("args", "env", "env_file", "cwd", "inherit_env", "restart_on_crash", "max_restarts")
+_LOCAL_ONLY = (
+    "args",
+    "env",
+    "env_file",
+    "cwd",
+    "inherit_env",
+    "restart_on_crash",
+    "max_restarts",
+    "resources",
+    "sandbox_enabled",
+    "sandbox",
+)
 _REMOTE_ONLY = ("headers", "auth", "reconnect")
 #: Fields whose strings are templates: ``${VAR}`` expands there and nowhere else.
-_TEMPLATES = ("command", "args", "env", "env_file", "cwd", "url", "headers")
+_TEMPLATES = ("command", "args", "env", "env_file", "cwd", "url", "headers", "sandbox")
 
 
 class _Draft:
@@ -241,6 +256,10 @@ class _Draft:
             v["give_up"] = GiveUp(_choice(value, [g.value for g in GiveUp]))
         elif key == "shutdownTimeout":
             v["shutdown_timeout"] = _number(value, inclusive=True)
+        elif key == "maxConcurrentCalls":
+            v["max_concurrent_calls"] = _int(value, minimum=1)
+        elif key == "rateLimit":
+            v["rate_limit"] = _rate(value)
         elif key == "reconnect":
             if isinstance(value, bool):
                 v["reconnect"] = value
@@ -254,6 +273,12 @@ class _Draft:
         elif key == "protocol":
             era = _choice(value, ["auto", "2025-11-25", "legacy"])
             v["protocol"] = "2025-11-25" if era == "legacy" else era
+        elif key == "resources":
+            v["resources"] = _resources(errors, value, path)
+        elif key == "sandboxEnabled":
+            v["sandbox_enabled"] = _bool(value)
+        elif key == "sandbox":
+            v["sandbox"] = _sandbox(errors, value, path)
         elif key == "faults":
             plan, problems, read = read_faults(value, path, self.base)
             errors.items.extend(problems)
@@ -409,6 +434,10 @@ class _Draft:
                 yield (_join(path, 0) if "command_args" in self.values else path), value
             for i, word in enumerate(self.values.get("command_args", ()), 1):  # type: ignore[arg-type]
                 yield _join(path, i), word
+        elif attribute == "sandbox" and isinstance(value, dict):
+            for key in SANDBOX_PATHS:
+                for i, item in enumerate(value.get(key, ())):
+                    yield _join(_join(_join(path, "filesystem"), key), i), item
         elif isinstance(value, str):
             yield path, value
         elif isinstance(value, list):
@@ -434,6 +463,91 @@ def _str_map(errors: _Errors, value: object, path: str, what: str) -> dict[str, 
         else:
             errors.add(p, f"must be a string, not {_kind(item)}")
     return out
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*\Z", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _size(value: object) -> int:
+    """A size in bytes: a whole number, or a number and a unit — ``K``, ``M``, ``G`` or
+    ``T``, each 1024 times the one before (``"512M"``, ``"2G"``, ``"1.5GiB"``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and (match := _SIZE.match(value)):
+        size = int(float(match.group(1)) * _SIZE_UNITS[match.group(2).upper()])
+    else:
+        raise _Bad('must be a number of bytes or a size such as "512M" or "2G"')
+    if size <= 0:
+        raise _Bad("must be more than 0 bytes")
+    return size
+
+
+#: ``resources`` keys -> (the :class:`Resources` field, its parser).
+_RESOURCE_FIELDS = {
+    "memory": ("memory", _size),
+    "processes": ("processes", lambda value: _int(value, minimum=1)),
+    "openFiles": ("open_files", lambda value: _int(value, minimum=1)),
+    "cpuSeconds": ("cpu_seconds", lambda value: _int(value, minimum=1)),
+}
+
+
+def _resources(errors: _Errors, value: object, path: str) -> Resources:
+    """A local server's ``resources``: its bounds, each checked (``memory`` a size)."""
+    parsers = {key: parse for key, (_, parse) in _RESOURCE_FIELDS.items()}
+    got = _parse_object(errors, value, path, parsers) or {}
+    return Resources(**{_RESOURCE_FIELDS[key][0]: item for key, item in got.items()})  # type: ignore[arg-type]
+
+
+#: The ``sandbox`` object's paths (in its ``filesystem``) and domains (in its ``network``).
+SANDBOX_PATHS = ("allowWrite", "denyRead", "denyWrite")
+SANDBOX_DOMAINS = ("allowedDomains", "deniedDomains")
+#: A domain of ``network``: a host name or an IP address, or ``*.`` and a host name.
+_DOMAIN = re.compile(r"(?:\*\.)?[A-Za-z0-9_](?:[A-Za-z0-9_.:-]*[A-Za-z0-9_])?\Z")
+
+
+def _sandbox(errors: _Errors, value: object, path: str) -> dict[str, list[str]]:
+    """VS Code's ``sandbox``: ``filesystem`` (``allowWrite``, ``denyRead``,
+    ``denyWrite``: arrays of paths, templates) and ``network`` (``allowedDomains``,
+    ``deniedDomains``: arrays of host names, ``*.example.com`` for its subdomains)."""
+    out: dict[str, list[str]] = {}
+    sections = {"filesystem": SANDBOX_PATHS, "network": SANDBOX_DOMAINS}
+    for section, raw, p in _fields(errors, _object(value), path):
+        keys = sections.get(section)
+        if keys is None:
+            errors.add(p, _unknown_field(section, sections))
+            continue
+        try:
+            fields = _object(raw)
+        except _Bad as exc:
+            errors.add(p, str(exc))
+            continue
+        for key, items, q in _fields(errors, fields, p):
+            if key not in keys:
+                errors.add(q, _unknown_field(key, keys))
+                continue
+            if not isinstance(items, list | tuple):
+                errors.add(q, f"must be an array of strings, not {_kind(items)}")
+                continue
+            out[key] = _str_list(errors, items, q)
+            for i, item in enumerate(out[key]):
+                if not item.strip():
+                    errors.add(_join(q, i), "must not be empty")
+                elif section == "network" and not _DOMAIN.match(item):
+                    errors.add(
+                        _join(q, i),
+                        'must be a host name or an IP address, or a leading "*." and a '
+                        'host name for its subdomains ("*.example.com"); no scheme, port or path',
+                    )
+    return out
+
+
+def _rate(value: object) -> str:
+    """A ``rateLimit``: a rate such as ``"10/s"`` (:func:`~supervisor.calls._limits.parse_rate`)."""
+    try:
+        return parse_rate(value).text
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
 
 
 def _tool_policy(errors: _Errors, value: object, path: str) -> ToolPolicy:

@@ -21,6 +21,7 @@ The kinds, their classes and their fields (besides ``kind`` and ``ts``)::
     mcp.local.spawned            LocalSpawned       server, pid
     mcp.local.crashed            LocalCrashed       server, exit_code, stderr_tail
     mcp.local.shutdown           LocalShutdown      server
+    mcp.local.memory_exceeded    LocalMemoryExceeded server, rss, limit
     mcp.auth.started             AuthStarted        server, grant, user
     mcp.auth.completed           AuthCompleted      server, issuer, scopes, expires_at, user
     mcp.auth.failed              AuthFailed         server, error, user
@@ -75,6 +76,7 @@ __all__ = [
     "HealthRecovered",
     "HealthStale",
     "LocalCrashed",
+    "LocalMemoryExceeded",
     "LocalShutdown",
     "LocalSpawned",
     "ResourceUpdated",
@@ -232,6 +234,15 @@ class LocalCrashed(ServerEvent, tag="mcp.local.crashed", kw_only=True):
 
 class LocalShutdown(ServerEvent, tag="mcp.local.shutdown", kw_only=True):
     """The subprocess of local ``server`` was stopped on purpose."""
+
+
+class LocalMemoryExceeded(ServerEvent, tag="mcp.local.memory_exceeded", kw_only=True):
+    """The process family of local ``server`` used ``rss`` bytes of resident memory, over
+    its ``resources.memory`` bound of ``limit`` bytes: it was killed (``mcp.local.crashed``
+    follows), and is restarted under its restart policy."""
+
+    rss: int
+    limit: int
 
 
 # --- OAuth ----------------------------------------------------------------------------
@@ -404,6 +415,7 @@ AnyEvent: TypeAlias = (
     | LocalSpawned
     | LocalCrashed
     | LocalShutdown
+    | LocalMemoryExceeded
     | AuthStarted
     | AuthCompleted
     | AuthFailed

@@ -25,7 +25,9 @@ a tool by name. Their list never changes, so catalog changes are not announced a
 A failure is a tool result with ``isError`` set, its text saying what happened, and
 ``_meta["mcp-supervisor/error"]`` saying it as data: the error's ``type``, its
 ``server``, and its ``effect`` — ``"not executed"`` (definitely not run: safe to retry)
-or ``"may have taken effect"`` (the connection died mid-call, or it timed out).
+or ``"may have taken effect"`` (the connection died mid-call, or it timed out). A call
+refused over a rate limit says, beside those, when it would fit: ``retryAfter`` (seconds),
+the ``limit`` and ``by`` whose (``"server"``, ``"caller"``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from ..errors import (
     ApprovalRequired,
     AuthRequired,
     PromptArgumentsInvalid,
+    RateLimited,
     RequestUnencodable,
     ServerRequestError,
     SupervisorError,
@@ -307,7 +310,9 @@ class Gateway:
 
     def set_policy(self, policy: Policy) -> None:
         """Narrow each caller by ``policy`` from its next request on (a reloaded config's
-        ``gateway.policy``)."""
+        ``gateway.policy``); what callers spent of the rate limits both policies have is
+        kept."""
+        policy.keep_limits(self.policy)
         self.policy = policy
         self._narrowed.clear()
 
@@ -331,7 +336,9 @@ class Gateway:
         caller = _caller(ctx)
         if caller is None:
             return self
-        return Narrowed(self, caller, self.policy.grant(caller), self._narrowed)
+        grant = self.policy.grant(caller)
+        admission = self.policy.admission(caller, grant)
+        return Narrowed(self, caller, grant, self._narrowed, admission)
 
     def offered(self) -> set[str]:
         """The optional capabilities this gateway declares: ``logging`` (with a relay to
@@ -1383,6 +1390,8 @@ def _error_data(exc: BaseException, *, sent: bool = True) -> dict[str, object]:
     }
     if isinstance(exc, ToolArgumentsInvalid):  # each wrong field, as the CLI's --json says
         data["errors"] = [{"path": path, "message": message} for path, message in exc.errors]
+    elif isinstance(exc, RateLimited):  # when to call again (a tool result has no header)
+        data.update(retryAfter=exc.retry_after, limit=exc.limit, by=exc.by)
     return data
 
 

@@ -11,6 +11,11 @@ whole server — by a rule for it that names no ``tools``; a rule naming tools g
 those tools alone. A server no rule names is not shown at all (status, events). Without
 a policy every caller may use everything served.
 
+A rule's ``rateLimit`` bounds how often each of its callers calls the tools it grants: a
+token bucket per caller and rule (:mod:`supervisor.calls._limits`), which the gate spends
+from just before it sends a call (:meth:`Policy.admission`, passed down as
+:data:`~supervisor.calls._limits.caller_admission`) — a call over one is refused unsent.
+
 Events (``/events``) are narrowed alike, each kind by what it tells
 (:meth:`Narrowed.event`): a caller is told of the tools, resources and servers they may
 see, and of no other user's logins.
@@ -22,12 +27,14 @@ with a caller, and the tool-search meta-tools, are given in place of the gateway
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import msgspec
+import trio
 
+from ..calls._limits import Rate, TokenBucket, caller_admission, parse_rate, refuse
 from ..errors import UnknownTool
 from ..events import _catalog as events
 from ._resource import Caller
@@ -45,6 +52,9 @@ __all__ = ["Grant", "Narrowed", "Policy"]
 
 #: Grants a policy keeps, by subject and groups (past that, it forgets them all).
 MAX_GRANTS = 1024
+#: Rate-limit buckets a policy keeps, by rule and caller (past that, it forgets those
+#: full again, then the oldest).
+MAX_BUCKETS = 65536
 #: The supervisor of the servers in the supervision tree (its ``supervisor.*`` events'
 #: ``child`` is a server), and the name a ``tools.conflict`` gives an embedder's tool.
 SERVERS_TREE = "servers"
@@ -56,6 +66,10 @@ _TOOLS_EVENTS = (events.ToolsRegistered, events.ToolsDeregistered, events.ToolsU
 class _Rule:
     servers: tuple[str, ...]
     tools: tuple[str, ...]
+    #: the rule's ``rateLimit``, per caller (``None``: none); the rule it came from keys
+    #: its callers' buckets
+    rate: Rate | None = attrs.field(default=None, eq=False)
+    source: PolicyRule | None = attrs.field(default=None, eq=False)
 
     def sees(self, server: str) -> bool:
         return not self.servers or any(fnmatch.fnmatchcase(server, g) for g in self.servers)
@@ -100,6 +114,64 @@ class Policy:
     def __init__(self, rules: Sequence[PolicyRule] | None) -> None:
         self._rules = None if rules is None else tuple(rules)
         self._grants: dict[tuple[str, tuple[str, ...]], Grant] = {}
+        #: each caller's bucket of each rule with a ``rateLimit``, by (rule, subject)
+        self._buckets: dict[tuple[PolicyRule, str], TokenBucket] = {}
+
+    def keep_limits(self, before: Policy) -> None:
+        """Take over what ``before`` (the policy this one replaces: a reload) spent of
+        the rate limits of the rules both have, so a reload refills nobody's."""
+        kept = set(self._rules or ())
+        self._buckets = {
+            key: bucket
+            for key, bucket in before._buckets.items()
+            if key[0] in kept and key[0].rate_limit == bucket.rate.text
+        }
+
+    def admission(self, caller: Caller, grant: Grant) -> Callable[[str, str], None] | None:
+        """The check of ``caller``'s rate limits (the rules of ``grant`` that have one) a
+        call must pass — see :data:`~supervisor.calls._limits.caller_admission` — or
+        ``None`` when no rule of theirs has one. A call is held to every limiting rule
+        that grants its tool: over any, it is refused (the longest wait said); else it
+        takes a token of each."""
+        limited = [rule for rule in grant.rules if rule.rate is not None]
+        if not limited:
+            return None
+        subject = caller.subject
+
+        def admit(server: str, tool: str) -> None:
+            now = trio.current_time()
+            buckets = list(  # (two rules alike are one limit)
+                dict.fromkeys(
+                    self._bucket(rule, subject, now) for rule in limited if rule.tool(server, tool)
+                )
+            )
+            waits = [(bucket.wait(now), bucket) for bucket in buckets]
+            wait, over = max(waits, key=lambda pair: pair[0], default=(0.0, None))
+            if over is not None and wait > 0:
+                raise refuse(wait, over.rate, server=server, tool=tool, by="caller", caller=subject)
+            for bucket in buckets:
+                bucket.take(now)
+
+        return admit
+
+    def _bucket(self, rule: _Rule, subject: str, now: float) -> TokenBucket:
+        assert rule.source is not None and rule.rate is not None
+        key = (rule.source, subject)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            if len(self._buckets) >= MAX_BUCKETS:
+                self._forget_full(now)
+            bucket = self._buckets[key] = TokenBucket(rule.rate, now)
+        return bucket
+
+    def _forget_full(self, now: float) -> None:
+        """Make room: forget the buckets that are full again (nothing spent to remember),
+        and, if that is not half of them, the oldest."""
+        buckets = self._buckets
+        for key in [key for key, bucket in buckets.items() if bucket.full(now)]:
+            del buckets[key]
+        while len(buckets) > MAX_BUCKETS // 2:
+            del buckets[next(iter(buckets))]
 
     def grant(self, caller: Caller) -> Grant:
         """The union of the rules for ``caller``."""
@@ -111,7 +183,12 @@ class Policy:
             groups = set(caller.groups)
             grant = Grant(
                 tuple(
-                    _Rule(rule.servers, rule.tools)
+                    _Rule(
+                        rule.servers,
+                        rule.tools,
+                        None if rule.rate_limit is None else parse_rate(rule.rate_limit),
+                        rule,
+                    )
                     for rule in self._rules
                     if (not rule.subjects and not rule.groups)
                     or caller.subject in rule.subjects
@@ -135,10 +212,13 @@ class Narrowed:
         caller: Caller,
         grant: Grant,
         catalogs: dict[Grant, tuple[Catalog, Catalog]] | None = None,
+        admission: Callable[[str, str], None] | None = None,
     ) -> None:
         self.host = host
         self.caller = caller
         self.grant = grant
+        #: the check of the caller's rate limits its calls pass (:meth:`Policy.admission`)
+        self.admission = admission
         #: the narrowed catalog of each grant, by the served catalog it was made from
         #: (shared by the views of one gateway: callers of one grant share it)
         self._catalogs = {} if catalogs is None else catalogs
@@ -237,9 +317,13 @@ class Narrowed:
             server = self._server_of(name)
             if server is None or not self.grant.tool(server, name):
                 raise UnknownTool(f"tool {name!r} is not served by this gateway")
-        return await self.host.call(  # type: ignore[call-arg]
-            name, arguments, progress, caller=self.caller.subject, **options
-        )
+        passing = caller_admission.set(self.admission)
+        try:
+            return await self.host.call(  # type: ignore[call-arg]
+                name, arguments, progress, caller=self.caller.subject, **options
+            )
+        finally:
+            caller_admission.reset(passing)
 
     def _server_of(self, name: str) -> str | None:
         """The server of the merged tool ``name`` (one not listed yet: by its prefix)."""

@@ -30,6 +30,7 @@ KINDS: dict[str, str] = {
     "indefinite": "info",
     "failed": "fail",
     "refused": "fail",
+    "rate_limited": "fail",
     "invalid_arguments": "fail",
     "unknown_tool": "fail",
     "cancelled": "fail",

@@ -151,6 +151,11 @@ def _heard_samples(servers: list[ServerMetrics]) -> list[_Sample]:
     return [("", _server(m), m.last_heard) for m in servers if m.last_heard is not None]
 
 
+def _usage_samples(servers: list[ServerMetrics], field: str) -> list[_Sample]:
+    """A sample for each running local server's family (none for the others)."""
+    return [("", _server(m), value) for m in servers if (value := getattr(m, field)) is not None]
+
+
 def _status_samples(servers: list[ServerMetrics]) -> list[_Sample]:
     """A state set: one sample per server and status, 1 for its current one."""
     return [("", _server(m, ("status", s)), int(m.status == s)) for m in servers for s in STATUSES]
@@ -165,6 +170,14 @@ def _call_samples(servers: list[ServerMetrics]) -> list[_Sample]:
             ("tool_error", m.calls_tool_error),
             ("failed", m.calls_failed),
         )
+    ]
+
+
+def _limited_samples(servers: list[ServerMetrics]) -> list[_Sample]:
+    return [
+        ("", _server(m, ("by", by)), n)
+        for m in servers
+        for by, n in (("server", m.calls_rate_limited), ("caller", m.calls_caller_limited))
     ]
 
 
@@ -190,7 +203,10 @@ def prometheus_text(metrics: Mapping[str, ServerMetrics] | Iterable[ServerMetric
     ``_server_reconnects_total``, ``_server_reconnect_seconds_total``,
     ``_server_probes_total``, ``_server_probes_missed_total``,
     ``_server_last_heard_timestamp_seconds`` (only for a server heard from),
-    ``_server_calls_total`` (``result="ok|tool_error|failed"``) and the histogram
+    ``_server_resident_memory_bytes`` and ``_server_cpu_seconds_total`` (only for a
+    running local server: its process family's), ``_server_calls_total``
+    (``result="ok|tool_error|failed"``), ``_server_calls_rate_limited_total``
+    (``by="server|caller"``), ``_server_calls_waiting`` and the histogram
     ``_server_call_duration_seconds``. Ends with a newline.
     """
     servers = list(metrics.values() if isinstance(metrics, Mapping) else metrics)
@@ -217,11 +233,37 @@ def prometheus_text(metrics: Mapping[str, ServerMetrics] | Iterable[ServerMetric
         _heard_samples(servers),
     )
     out += _family(
+        f"{p}_resident_memory_bytes",
+        "gauge",
+        "Resident memory (RSS) of the local MCP server's process family, summed.",
+        _usage_samples(servers, "rss_bytes"),
+    )
+    out += _family(
+        f"{p}_cpu_seconds_total",
+        "counter",
+        "CPU time (user and system) of the local MCP server's process family and the "
+        "children it reaped; starts again from 0 at a restart.",
+        _usage_samples(servers, "cpu_seconds"),
+    )
+    out += _family(
         f"{p}_calls_total",
         "counter",
         "Tool calls handed to the MCP server's connection, by result (tool_error: the "
         "tool answered with an error of its own).",
         _call_samples(servers),
+    )
+    out += _family(
+        f"{p}_calls_rate_limited_total",
+        "counter",
+        "Tool calls refused over a rate limit, not sent: by the MCP server's own "
+        "rateLimit (by=server), or by a team gateway's limit on the caller (by=caller).",
+        _limited_samples(servers),
+    )
+    out += _family(
+        f"{p}_calls_waiting",
+        "gauge",
+        "Tool calls waiting for their turn under the MCP server's maxConcurrentCalls.",
+        [("", _server(m), m.calls_waiting) for m in servers],
     )
     out += _family(
         f"{p}_call_duration_seconds",

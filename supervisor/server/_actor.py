@@ -26,6 +26,7 @@ from ..calls import _tracing as tracing
 from ..errors import (
     AuthorizationFailed,
     AuthRequired,
+    BoundExceeded,
     CallMayHaveTakenEffect,
     ConnectTimeout,
     HTTPStatusError,
@@ -1104,6 +1105,10 @@ class ServerActor(Actor):
             text, time.time(), trio.current_time(), retryable=retryable, stderr_tail=tail
         )
         self.client = None
+        if local is not None and isinstance(error, BoundExceeded) and error.resource == "memory":
+            server.emit(
+                events.LocalMemoryExceeded(server=server.name, rss=error.used, limit=error.limit)
+            )
         if local is not None:
             server.emit(
                 events.LocalCrashed(

@@ -50,6 +50,11 @@ class HealthRecord(msgspec.Struct, frozen=True, kw_only=True):
     #: real server under a launcher such as ``npx``), parents before children; empty
     #: while it does not run
     family: tuple[int, ...] = ()
+    #: what that family uses now: resident memory in bytes (RSS, summed) and CPU time in
+    #: seconds (user and system, of its processes and the children they reaped); ``None``
+    #: while it does not run, and for a server that is not local
+    rss_bytes: int | None = None
+    cpu_seconds: float | None = None
     #: restarts (local) or reconnections (remote) tried in a row before the server is
     #: failed: its config's ``max_attempts`` (0 under ``open_supervisor(retries=False)``)
     max_attempts: int = 0
@@ -213,6 +218,16 @@ class ServerMetrics(msgspec.Struct, frozen=True, kw_only=True):
     last_heard: float | None = None
     probes: int = 0
     probes_missed: int = 0
+    #: calls refused before they were sent, over the server's own ``rateLimit`` and
+    #: over a team gateway's per-caller limits (``gateway.policy``)
+    calls_rate_limited: int = 0
+    calls_caller_limited: int = 0
+    #: calls waiting now for a slot under its ``maxConcurrentCalls`` (0 without one)
+    calls_waiting: int = 0
+    #: a running local server's process family: resident memory in bytes and CPU time
+    #: in seconds (as :attr:`HealthRecord.rss_bytes` and ``cpu_seconds``); ``None`` else
+    rss_bytes: int | None = None
+    cpu_seconds: float | None = None
 
 
 @attrs.define

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 import mcp_types as types
+import msgspec
 import trio
 
 from .._util._jsontext import unencodable
@@ -28,6 +29,7 @@ from ..actors._mailbox import AddressState
 from ..auth._broker import AuthProblem, BrokerState, TokenBroker
 from ..calls import _tracing as tracing
 from ..calls._audit import audit_outcome
+from ..calls._limits import CallSlots, TokenBucket, caller_admission, parse_rate, refuse
 from ..config._apps import app_name
 from ..config._limits import Limits
 from ..config._secrets import command_line
@@ -35,6 +37,8 @@ from ..errors import (
     AuthorizationFailed,
     AuthRequired,
     CallMayHaveTakenEffect,
+    CallQueueTimeout,
+    RateLimited,
     RequestTimeout,
     RequestUnencodable,
     ServerRequestError,
@@ -46,6 +50,7 @@ from ..injection._engine import FaultEngine, Injected
 from ..log import get_logger, redact
 from ..registry._live import Offer
 from ..registry._merge import Listing
+from ..transports import _bounds
 from ..transports._encoding import caller_capabilities
 from ..transports._errors import safe_url
 from ..transports._open import open_transport
@@ -195,6 +200,12 @@ class ServerHandle:
         self._tasks_made: dict[str, int] = {}
         self.limits = limits or Limits()
         self.error = error
+        #: the bound on its tool calls in flight (``maxConcurrentCalls``; ``None``: none)
+        self.slots: CallSlots | None = None
+        self._bucket: TokenBucket | None = None  # its ``rateLimit``'s
+        #: calls refused over a rate limit: the server's own (``server``), a caller's
+        self.rate_limited = {"server": 0, "caller": 0}
+        self._bound_calls(config)
         #: what it runs or reaches, for people (see :func:`target`)
         self.target = target(config)
         #: what the server is now: written by its actor and the tree's decisions only
@@ -247,6 +258,7 @@ class ServerHandle:
         spec (same mailbox), for the tree to take in place of the old one."""
         self.config = config
         self.target = target(config)
+        self._bound_calls(config)
         self.spec = self._spec(self.address)
         return self.spec
 
@@ -475,6 +487,8 @@ class ServerHandle:
         h = self.health
         status = self.status()
         next_retry = h.next_retry_at if status is not ServerStatus.FAILED else None
+        family = self._family()
+        used = _bounds.usage(family) if family else None
         return HealthRecord(
             server=self.name,
             # the transport in use: a `type: remote` server may have fallen back to SSE
@@ -498,7 +512,9 @@ class ServerHandle:
             latency_p50_ms=h.percentile(0.50),
             latency_p99_ms=h.percentile(0.99),
             pid=h.pid,
-            family=self._family(),
+            family=family,
+            rss_bytes=None if used is None else used.rss,
+            cpu_seconds=None if used is None else used.cpu,
             max_attempts=self.config.max_attempts if self.retries else 0,
             retryable=h.retryable,
             target=_shown(self.target),
@@ -545,8 +561,87 @@ class ServerHandle:
 
     def metrics(self) -> ServerMetrics:
         """Uptime, downtime, reconnects, calls and latency (docs/monitoring.md) as of now."""
-        return self.health.metrics(
+        found = self.health.metrics(
             self.name, self.status(), trio.current_time(), last_heard=self._last_heard()
+        )
+        found = self._with_call_bounds(found)
+        family = self._family()
+        if not family:
+            return found
+        used = _bounds.usage(family)
+        return msgspec.structs.replace(found, rss_bytes=used.rss, cpu_seconds=used.cpu)
+
+    def _with_call_bounds(self, found: ServerMetrics) -> ServerMetrics:
+        """``found`` with the counts of its callers' bounds: calls refused over a rate
+        limit, and calls waiting for a ``maxConcurrentCalls`` slot."""
+        slots, limited = self.slots, self.rate_limited
+        if slots is None and not any(limited.values()):
+            return found
+        return msgspec.structs.replace(
+            found,
+            calls_rate_limited=limited["server"],
+            calls_caller_limited=limited["caller"],
+            calls_waiting=0 if slots is None else slots.waiting,
+        )
+
+    # -- callers' bounds (docs/servers.md, "Containing a server") -----------------------
+
+    def _bound_calls(self, config: ServerConfig) -> None:
+        """Take ``config``'s ``maxConcurrentCalls`` and ``rateLimit`` (a changed rate
+        starts a full bucket; a changed bound applies to the next call, and lets waiting
+        calls in at once if it was raised)."""
+        bound = getattr(config, "max_concurrent_calls", None)  # (an embedder's own config)
+        if bound is None:
+            self.slots = None  # calls holding the old slots give them back to those
+        elif self.slots is None:
+            self.slots = CallSlots(bound)
+        else:
+            self.slots.set_limit(bound)
+        rate = getattr(config, "rate_limit", None)
+        if rate is None:
+            self._bucket = None
+        elif self._bucket is None or self._bucket.rate.text != rate:
+            self._bucket = TokenBucket(parse_rate(rate))
+
+    def admit(self, tool: str) -> None:
+        """Let a call of ``tool`` (its merged name) be sent now, or refuse it before
+        anything is sent (:class:`~supervisor.errors.RateLimited`, counted): over the
+        server's ``rateLimit``, or over its caller's own limits (a team gateway's policy:
+        :data:`~supervisor.calls._limits.caller_admission`). A call let through takes a
+        token of each."""
+        bucket, caller = self._bucket, caller_admission.get()
+        if bucket is None and caller is None:
+            return
+        now = trio.current_time()
+        if bucket is not None:
+            wait = bucket.wait(now)
+            if wait > 0:
+                self.rate_limited["server"] += 1
+                raise refuse(wait, bucket.rate, server=self.name, tool=tool, by="server")
+        if caller is not None:
+            try:
+                caller(self.name, tool)
+            except RateLimited:
+                self.rate_limited["caller"] += 1
+                raise
+        if bucket is not None:
+            bucket.take(now)
+
+    async def _slot(self, slots: CallSlots, tool: str, limit: float) -> float:
+        """Wait for one of ``slots`` (``maxConcurrentCalls``) within ``limit`` seconds;
+        the seconds left of it once taken. Past it: :class:`CallQueueTimeout`, never sent."""
+        began = trio.current_time()
+        with trio.move_on_after(limit):
+            await slots.acquire()
+            return max(limit - (trio.current_time() - began), 0.0)
+        raise CallQueueTimeout(
+            f"tool {tool!r} waited {limit} s (its timeout) for its turn at MCP server "
+            f"{self.name!r}, which takes {plural(slots.limit, 'call')} at a time "
+            "(maxConcurrentCalls): it was not sent (nothing ran); try again",
+            server=self.name,
+            tool=tool,
+            timeout=limit,
+            limit=slots.limit,
         )
 
     # -- fault injection ---------------------------------------------------------------
@@ -718,12 +813,19 @@ class ServerHandle:
                     rounds,
                     caller_capabilities.get(),
                 )
-                if per_user:
-                    assert self.users is not None and caller is not None
-                    span.set_attribute(tracing.PATH, "user")
-                    result = await self.users.call(caller, message, limit)
-                else:
-                    result = await self._send_call(message, limit, span)
+                slots = self.slots
+                if slots is not None:  # maxConcurrentCalls: its turn first, in its time
+                    limit = await self._slot(slots, tool, limit)
+                try:
+                    if per_user:
+                        assert self.users is not None and caller is not None
+                        span.set_attribute(tracing.PATH, "user")
+                        result = await self.users.call(caller, message, limit)
+                    else:
+                        result = await self._send_call(message, limit, span)
+                finally:
+                    if slots is not None:
+                        slots.release()
             except BaseException as exc:
                 if span.is_recording():
                     attempt = self.health.restarts + 1

@@ -55,6 +55,8 @@ from functools import cache
 import attrs
 import trio
 
+from . import _bounds
+
 #: True where the kernel gives the guarantees above.
 LINUX = sys.platform.startswith("linux")
 #: The environment variable each server started by :func:`open_process` gets: this
@@ -91,12 +93,17 @@ async def open_process(
     stdout: int | None = None,
     stderr: int | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    rlimits: Sequence[tuple[int, int]] = (),
 ) -> trio.Process:
     """Start ``command`` in a new session, as :func:`trio.lowlevel.open_process` does, with
     ``env``; on Linux it also gets :data:`SPAWN_MARK` = ``mark`` (when given) and dies
     with this process (see the module's docstring). ``stdin``, ``stdout`` and ``stderr`` are
     ``subprocess.PIPE`` (a trio stream on the :class:`trio.Process`), ``DEVNULL`` or
-    ``None``. Raises ``OSError`` or ``ValueError`` as :class:`subprocess.Popen` does."""
+    ``None``. ``rlimits``, ``(RLIMIT_x, value)`` pairs (Linux), are set as its soft and
+    hard limits: by util-linux's ``prlimit`` before the command runs where it and
+    ``setpriv`` are installed, else on its pid as soon as it is started
+    (:mod:`._bounds`). Raises ``OSError`` or ``ValueError`` as :class:`subprocess.Popen`
+    does."""
     if not LINUX:
         return await trio.lowlevel.open_process(
             list(command),
@@ -135,6 +142,9 @@ async def open_process(
             streams.append(stream)
         wrapper = _setpriv()
         fast = wrapper is not None and _found(command[0], environment, cwd)
+        limiter = _bounds.prlimit_words(rlimits) if fast and rlimits else None
+        if limiter is not None:
+            command = [*limiter, "--", *command]
         # Forked from this thread on purpose: the death signal follows the forking thread.
         popen = subprocess.Popen(  # noqa: ASYNC220
             [wrapper, "--pdeathsig", "KILL", "--", *command] if fast else list(command),
@@ -147,6 +157,8 @@ async def open_process(
             preexec_fn=None if fast else die_with_parent,
         )
         ours_on_failure.pop_all()
+    if rlimits and limiter is None:
+        _bounds.set_rlimits([popen.pid], rlimits)  # it may have run a little already
     # trio builds its Process from a Popen only inside open_process, which forks from a
     # worker thread; this is that same construction, from this thread.
     return trio.Process._create(popen, streams[0], streams[1], streams[2])  # type: ignore[attr-defined]

@@ -69,6 +69,8 @@ def open_transport(
             grace=grace,
             kill_after=kill_after,
             faults=faults,
+            resources=getattr(config, "resources", None),  # (an embedder's own config)
+            sandbox=getattr(config, "sandbox", None),  # (duck-typed configs have none)
         )
     if config.type == "memory":  # a fresh session with the same in-process server object
         memory = memory_transport(config.app)  # type: ignore[attr-defined]

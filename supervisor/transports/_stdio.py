@@ -19,10 +19,12 @@ import errno
 import os
 import select
 import signal
+import socket
 import subprocess
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -39,17 +41,21 @@ from ..config._limits import (
     DEFAULT_MAX_MESSAGE_BYTES,
     DEFAULT_MAX_TOOLS_PER_SERVER,
 )
-from ..errors import ProtocolViolation, ServerExited, TransportError
+from ..errors import BoundExceeded, ProtocolViolation, ServerExited, TransportError
 from ..log import get_logger, redact
-from . import _children
+from . import _bounds, _children
 from ._diagnosis import downloader, error_line
 from ._errors import translate
 from ._oversize import Skipped, too_large
 from ._pages import PageGuard, refusal
+from ._programs import command_problem
+from ._proxy import FilteringProxy
 from ._receipts import Answers, Receipt, ReceiptStream
+from ._sandbox import SandboxLaunch, sandbox_problem
 from ._stderr import PROBE_METHOD, StderrTail, pending
 
 if TYPE_CHECKING:
+    from ..config._model import Resources, SandboxConfig
     from ..injection._engine import FaultEngine
     from ..injection._link import Link
 
@@ -123,6 +129,17 @@ class StdioTransport:
     was never received: its receipt goes back to not delivered, so it can be sent again;
     one the server read even a byte of may have taken effect.
 
+    ``resources`` bounds the server's process family (Linux; :mod:`._bounds`): its
+    ``openFiles`` and ``cpuSeconds`` are set as each process's limits, and over its
+    ``memory`` (the family's RSS) or ``processes`` the family is killed and the
+    connection fails with :class:`~supervisor.errors.BoundExceeded`.
+
+    ``sandbox`` runs the server under bubblewrap (:mod:`._sandbox`): its command line is
+    ``bwrap … -- COMMAND ARGS``, :attr:`pid` and the family are bwrap's and below, and a
+    filtering proxy (:mod:`._proxy`, :attr:`proxy`) runs in this transport's nursery when
+    it allows domains. Where no sandbox can be made the transport fails to start with a
+    :class:`ServerExited` that is not retryable, saying what is missing.
+
     ``faults``, a :class:`~supervisor.faults.FaultEngine`, injects its plan's faults: a
     ``slow_start`` delays the spawn; each line read from stdout is carried through a
     :class:`~supervisor.faults.Link` towards the session before it is parsed (an injected
@@ -155,6 +172,8 @@ class StdioTransport:
         grace: float = GRACE_SECONDS,
         kill_after: float = KILL_AFTER_SECONDS,
         faults: FaultEngine | None = None,
+        resources: Resources | None = None,
+        sandbox: SandboxConfig | None = None,
     ) -> None:
         self.command = command
         self.args = list(args)
@@ -198,6 +217,14 @@ class StdioTransport:
         self._stdin_late: weakref.WeakSet[Receipt] = weakref.WeakSet()
         self._left_family = False
         self._unread_counted = False
+        #: its resource bounds (:mod:`._bounds`), and the one its family went over:
+        #: (``"memory"`` or ``"processes"``, what it used, the bound)
+        self.resources = resources
+        self._over: tuple[str, int, int] | None = None
+        #: its sandbox (:mod:`._sandbox`), that spawn's files, and its proxy (if any)
+        self.sandbox = sandbox
+        self._launch: SandboxLaunch | None = None
+        self.proxy: FilteringProxy | None = None
 
     def __repr__(self) -> str:
         return f"<StdioTransport {self.name!r} pid={self.pid}>"
@@ -232,17 +259,22 @@ class StdioTransport:
         if self.faults is not None:
             for action in self.faults.decide_start():  # slow_start: the spawn waits
                 await trio.sleep((action.ms or 0.0) / 1000)
+        argv, serve_proxy = [self.command, *self.args], None
+        if self.sandbox is not None:
+            argv, serve_proxy = await self._sandboxed(self.sandbox)
         try:
             process = await _children.open_process(
-                [self.command, *self.args],
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=self._environment(),
                 mark=self._mark,
                 cwd=self.cwd,
+                rlimits=_bounds.rlimits(self.resources) if _children.LINUX else (),
             )
         except (OSError, ValueError) as exc:  # ValueError: a NUL, or text the OS cannot hold
+            self._close_sandbox()
             raise translate(exc, server=self.name, starting=self.command) from exc
         self._process = process
         self.pid = process.pid
@@ -266,6 +298,10 @@ class StdioTransport:
                 nursery.start_soon(self._write_stdin, process, from_session, link)
                 nursery.start_soon(self._read_stderr, process)
                 nursery.start_soon(self._watch_exit, process, to_session)
+                if serve_proxy is not None:
+                    nursery.start_soon(serve_proxy)
+                if _children.LINUX and self.resources is not None:
+                    nursery.start_soon(self._watch_bounds, process)
                 try:
                     yield read_stream, write_stream
                 finally:
@@ -281,6 +317,57 @@ class StdioTransport:
         finally:
             # Belt and braces: whatever happened above, the group gets no reprieve.
             self._kill_group(signal.SIGKILL)
+            self._close_sandbox()
+
+    async def _sandboxed(
+        self, sandbox: SandboxConfig
+    ) -> tuple[list[str], Callable[[], Awaitable[None]] | None]:
+        """The command line that runs the server in its sandbox, and what serves its
+        proxy (when it has allowed domains: its socket is listening on return). Raises
+        :class:`ServerExited` (not retryable) when no sandbox can be made here, or the
+        command is not found: the server never runs unconfined."""
+        problem = await trio.to_thread.run_sync(sandbox_problem)
+        if problem is not None:
+            raise ServerExited(
+                f"MCP server {self.name!r} asks for a sandbox (sandboxEnabled), which cannot "
+                f"be made here: {problem}",
+                exit_code=None,
+                retryable=False,
+            )
+        missing = command_problem(self.command, env=self._environment(), cwd=self.cwd)
+        if missing is not None:
+            raise ServerExited(
+                f"cannot start MCP server {self.name!r}: {redact(missing)}",
+                exit_code=None,
+                retryable=False,
+            )
+        launch = self._launch = SandboxLaunch(sandbox)
+        try:
+            argv = launch.argv(self.command, self.args, self.cwd)
+            for path in launch.skipped:
+                log.info("sandbox path not found: skipped", server=self.name, path=path)
+            if launch.socket_path is None:
+                return argv, None
+            listening = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                listening.bind(launch.socket_path)
+                listening.listen(64)
+            except OSError:
+                listening.close()
+                raise
+            listener = trio.SocketListener(trio.socket.from_stdlib_socket(listening))
+            self.proxy = FilteringProxy(self.name, sandbox.allowed_domains, sandbox.denied_domains)
+            return argv, partial(self.proxy.serve, listener)
+        except OSError as exc:
+            self._close_sandbox()
+            raise ServerExited(
+                f"cannot make the sandbox of MCP server {self.name!r}: {exc}",
+                exit_code=None,
+            ) from exc
+
+    def _close_sandbox(self) -> None:
+        if self._launch is not None:
+            self._launch.close()
 
     async def _read_stdout(
         self, process: trio.Process, to_session: _ToSession, link: Link | None = None
@@ -577,6 +664,50 @@ class StdioTransport:
             await self._stderr_done.wait()
         self._note_exit(process)
 
+    async def _watch_bounds(self, process: trio.Process) -> None:
+        """Every :data:`~._bounds.SAMPLE_S` seconds while the server runs, sum what its
+        family uses: over its ``memory`` or ``processes`` bound, kill the whole family
+        (``SIGKILL``; the exit is then reported as :class:`BoundExceeded`). A process of
+        the family found for the first time gets the ``openFiles`` and ``cpuSeconds``
+        limits too (one forked before they were set on the server keeps the old ones
+        otherwise: see :mod:`._bounds`)."""
+        resources = self.resources
+        assert resources is not None
+        limits = _bounds.rlimits(resources)
+        seen: set[int] = {process.pid}
+        if not resources.watched and not limits:
+            return
+        while True:
+            await trio.sleep(_bounds.SAMPLE_S)
+            if self._stopping or process.returncode is not None:
+                return
+            pids = _children.descendants(process.pid)
+            if limits and (new := [pid for pid in pids if pid not in seen]):
+                _bounds.set_rlimits(new, limits)
+                seen.update(new)
+            used = _bounds.usage(pids)
+            if resources.memory is not None and used.rss > resources.memory:
+                self._over = ("memory", used.rss, resources.memory)
+            elif resources.processes is not None and used.processes > resources.processes:
+                self._over = ("processes", used.processes, resources.processes)
+            if self._over is not None:
+                log.warning(
+                    "over its resource bound: killed",
+                    server=self.name,
+                    resource=self._over[0],
+                    used=self._over[1],
+                    limit=self._over[2],
+                )
+                members = _children.family(process, self._mark)
+                try:
+                    self._kill_group(signal.SIGKILL)
+                    for member in members:
+                        member.signal(signal.SIGKILL)
+                finally:
+                    for member in members:
+                        member.close()
+                return
+
     def _note_exit(self, process: trio.Process) -> None:
         if self.returncode is not None:
             return
@@ -599,8 +730,29 @@ class StdioTransport:
         message = f"MCP server {self.name!r} (pid {self.pid}) {how}{last}"
         if self._stopping:
             self.closed.set()
+        elif self._over is not None:
+            self._fail(self._exceeded(code))
         else:
             self._fail(ServerExited(message, exit_code=code))
+
+    def _exceeded(self, code: int | None) -> BoundExceeded:
+        """The failure of a server killed over a resource bound (see :meth:`_watch_bounds`)."""
+        assert self._over is not None
+        resource, used, limit = self._over
+        if resource == "memory":
+            said = (
+                f"memory {_bounds.format_bytes(used)} over its bound "
+                f"{_bounds.format_bytes(limit)} (resources.memory)"
+            )
+        else:
+            said = f"{used} processes over its bound {limit} (resources.processes)"
+        return BoundExceeded(
+            f"MCP server {self.name!r} (pid {self.pid}) was killed: {said}",
+            resource=resource,
+            used=used,
+            limit=limit,
+            exit_code=code,
+        )
 
     async def _end_orphans(self, process: trio.Process) -> None:
         """The server exited on its own: stop its family — what it started that lives on

@@ -36,7 +36,8 @@ Run one with ``python -m supervisor.testing.servers KIND [--transport stdio|http
     a ``subscriptions/listen`` event for 2026-07-28 clients; ``tools.listChanged`` is
     advertised in both eras (see ``make_server``).
 ``slow``
-    ``echo``'s tools plus ``sleep(seconds)``, answered after sleeping.
+    ``echo``'s tools plus ``sleep(seconds)``, answered after sleeping; ``busy(seconds)``,
+    held that long, and ``peak()``, the most ``busy`` calls it had in flight at once.
 ``rich``
     ``echo``'s tools plus one of each content and result kind: ``image()`` (a 1×1 PNG
     ``ImageContent`` and the text ``an image``), ``audio()`` (an ``audio/wav``
@@ -96,6 +97,11 @@ plays the person at the browser itself (docs/auth.md, "In a program").
 library alone — ``echo`` and ``add``, started in a few tens of milliseconds — for tests
 that start many servers: ``tiny_server()`` gives its config entry, and with ``log=`` its
 processes record how many were starting at once (``max_overlap``).
+
+``contained`` (:mod:`supervisor.testing.servers.contained`), standard library alone too,
+tries what a sandbox refuses — ``read_file``, ``write_file``, ``connect`` and ``fetch``
+(through the proxy the environment names) — and answers what happened:
+``contained_server(**entry)`` gives its config entry.
 
 Importing this package does not import the ``mcp`` SDK; ``make_server``, ``serve_http``,
 ``start_http``, ``HttpServer`` and the OAuth names load it on first access.

@@ -50,7 +50,10 @@ def make_server(
       handshake says false).
     - ``slow``: ``sleep(seconds, steps=0)`` sleeps (in ``steps`` steps, each reported as
       MCP progress), then answers ``"slept <seconds>"``; ``hold(seconds)`` records its
-      execution first, then sleeps, then answers ``"held <seconds>"``.
+      execution first, then sleeps, then answers ``"held <seconds>"``; ``busy(seconds)``
+      records its execution, then is in flight for ``seconds``, then answers the most
+      ``busy`` calls that were in flight at once so far, which ``peak()`` (an observer,
+      never recorded) answers too.
     - ``rich``: every kind of content, structured output, resources and prompts (see the
       package docstring and ``_rich.add_rich_features``). With `hold_lists`, its
       ``resources/list``, ``resources/templates/list`` and ``prompts/list`` are answered
@@ -109,6 +112,26 @@ def make_server(
             recorder.record("hold", call_id_of(ctx))
             await anyio.sleep(seconds)
             return f"held {seconds}"
+
+        in_flight = [0, 0]  # busy calls running now, and the most at once so far
+
+        @server.tool()
+        async def busy(seconds: float, ctx: Context) -> int:
+            """Be in flight for `seconds`, then answer the most `busy` calls that were
+            in flight at once so far."""
+            recorder.record("busy", call_id_of(ctx))
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight)
+            try:
+                await anyio.sleep(seconds)
+            finally:
+                in_flight[0] -= 1
+            return in_flight[1]
+
+        @server.tool(annotations=_READ_ONLY)
+        async def peak() -> int:
+            """The most `busy` calls this server had in flight at once so far."""
+            return in_flight[1]
 
     if kind == "changing":
         _add_changing_tools(server, recorder)
