@@ -30,6 +30,7 @@ from supervisor.testing.servers import tiny
 from supervisor.transports import _bounds
 
 from .probes import until
+from .test_sandbox import needs_bwrap
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only")
 
@@ -156,6 +157,37 @@ async def test_a_leaking_server_is_restarted_at_its_memory_bound(tmp_path: pathl
         assert other.restarts == 0 and other.last_error is None
         assert [pid for server, pid in spawned(seen) if server == "calm"] == [other.pid]
         assert (await sup.call("calm_echo", {"text": "hi"})).text == "hi"
+    left = leftover_processes(spawned_pids(history.events))
+    assert not left, f"processes left behind: {left}"
+
+
+@needs_bwrap
+async def test_bounds_hold_for_a_sandboxed_server_too(tmp_path: pathlib.Path) -> None:
+    """``resources`` and ``sandboxEnabled`` together: the limits are set on the sandbox
+    and everything in it before the server runs, and its family — bwrap, the sandbox's
+    first process, the server — is watched as one: the leak inside is caught, the family
+    killed, the server restarted in a new sandbox, and nothing is left."""
+    history = CallHistory()
+    entry = bounded(tmp_path, "leak", {"memory": "48M", "openFiles": 100})
+    entry["sandboxEnabled"] = True
+    entry["sandbox"] = {"filesystem": {"allowWrite": [str(tmp_path)]}}  # its state files
+    cfg = {"mcpServers": {"boxed": entry}, "supervisor": FAST_RESTARTS}
+    async with open_supervisor(cfg, history=history) as sup:
+        await until(
+            lambda: (
+                sup.status()["boxed"].restarts == 1 and sup.status()["boxed"].status == "connected"
+            ),
+            TIMEOUT,
+        )
+        seen = [event for _, event in history.events]
+        exceeded = [e for e in seen if isinstance(e, LocalMemoryExceeded)]
+        assert len(exceeded) == 1 and exceeded[0].rss > exceeded[0].limit == 48 << 20
+        record = sup.status()["boxed"]
+        assert record.pid is not None and len(record.family) >= 2  # bwrap and what it runs
+        assert os.path.basename(os.readlink(f"/proc/{record.pid}/exe")) == "bwrap"
+        assert all(limits_of(pid)["Max open files"] == ("100", "100") for pid in record.family)
+        assert (tmp_path / "state-leak.nofile").read_text() == "100 100"
+        assert (await sup.call("boxed_echo", {"text": "hi"})).text == "hi"
     left = leftover_processes(spawned_pids(history.events))
     assert not left, f"processes left behind: {left}"
 

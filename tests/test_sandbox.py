@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import socket
+import socketserver
 import subprocess
 import sys
 import tempfile
@@ -341,6 +342,56 @@ async def test_the_proxy_is_bounded(tmp_path: Path, web: http.server.ThreadingHT
     assert web.requests == []  # type: ignore[attr-defined]
 
 
+class _Echo(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        while data := self.request.recv(65536):
+            self.request.sendall(data)
+
+
+_THROUGH_THE_FORWARDER = r"""
+import os, socket, sys, threading
+from urllib.parse import urlsplit
+proxy = urlsplit(os.environ["HTTPS_PROXY"])
+assert os.environ["HTTP_PROXY"] == os.environ["https_proxy"] == os.environ["HTTPS_PROXY"]
+links = [socket.create_connection((proxy.hostname, proxy.port)) for _ in range(8)]
+sent = [bytes([n]) * (1 << 20) for n in range(8)]
+def send(link, data):
+    link.sendall(data)
+    link.shutdown(socket.SHUT_WR)
+for link, data in zip(links, sent):
+    threading.Thread(target=send, args=(link, data)).start()
+for link, data in zip(links, sent):
+    got = bytearray()
+    while chunk := link.recv(65536):
+        got += chunk
+    assert got == data, (len(got), len(data))
+print("carried", len(links))
+"""
+
+
+def test_the_forwarder_carries_many_connections_both_ways(tmp_path: Path) -> None:
+    """The forwarder the sandbox runs first (here outside one): it sets the proxy
+    variables for the program it becomes, and carries connections made to its port to
+    the Unix socket it was given — eight at once, a mebibyte each way, each ended when
+    its sender is done (the half-close passed on) — in one thread."""
+    path = str(tmp_path / "proxy.sock")
+    echo = socketserver.ThreadingUnixStreamServer(path, _Echo)
+    thread = threading.Thread(target=echo.serve_forever, daemon=True)
+    thread.start()
+    try:
+        command = [sys.executable, "-S", "-I", _sandbox.FORWARDER, path, "--"]
+        done = subprocess.run(
+            [*command, sys.executable, "-c", _THROUGH_THE_FORWARDER],
+            capture_output=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    finally:
+        echo.shutdown()
+        echo.server_close()
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"carried 8\n", b"")
+
+
 # -- a real server in a real sandbox -------------------------------------------------------
 
 
@@ -464,6 +515,66 @@ async def test_allowed_domains_go_through_the_proxy_and_nothing_else_goes_out(
     assert web.requests == ["/allowed"]  # type: ignore[attr-defined]
 
 
+@pytest.fixture
+def in_tmp() -> Iterator[Path]:
+    """A server laid out under ``/tmp``, as a checkout there has it: ``venv/bin/python``
+    (a link to this Python), ``app/contained.py``, and ``work/`` to start in."""
+    from supervisor.testing.servers.contained import PATH
+
+    base = Path(tempfile.mkdtemp(prefix="mcp-sandbox-venv-", dir="/tmp"))
+    try:
+        (base / "venv" / "bin").mkdir(parents=True)
+        (base / "venv" / "bin" / "python").symlink_to(sys.executable)
+        (base / "app").mkdir()
+        shutil.copy(PATH, base / "app" / "contained.py")
+        (base / "work").mkdir()
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@needs_bwrap
+async def test_a_server_run_from_tmp_runs_in_its_private_tmp(
+    in_tmp: Path, place: Path, web: http.server.ThreadingHTTPServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server whose program, script and working directory are under ``/tmp`` (a
+    virtual environment there, as a checkout in ``/tmp`` has): the sandbox's ``/tmp`` is
+    its own, yet what the server runs from is bound back into it, read-only; the rest of
+    the machine's ``/tmp`` stays out of sight. With ``allowedDomains``, the forwarder
+    runs too when this Python itself is under ``/tmp``."""
+    other = Path(tempfile.mkdtemp(prefix="mcp-sandbox-other-", dir="/tmp"))
+    (other / "seen.txt").write_text("not for the sandbox")
+    monkeypatch.setattr(sys, "executable", str(in_tmp / "venv" / "bin" / "python"))
+    entry = {
+        "command": str(in_tmp / "venv" / "bin" / "python"),
+        "args": ["-S", "-I", str(in_tmp / "app" / "contained.py")],
+        "cwd": str(in_tmp / "work"),
+        "lazy": False,
+        "autoApprove": True,
+        "sandboxEnabled": True,
+    }
+    network = {"network": {"allowedDomains": ["localhost"]}}
+    cfg = {"mcpServers": {"box": entry, "net": {**entry, "sandbox": network}}}
+    port = web.server_address[1]
+    try:
+        async with open_supervisor(cfg) as sup:
+            await sup.connect_all(TIMEOUT)
+            app = str(in_tmp / "app" / "contained.py")
+            assert (await sup.call("box_read_file", {"path": app})).text.startswith('"""')
+            said = await _error(sup, "box_write_file", {"path": app, "text": "x"})
+            assert "[Errno 30] Read-only file system" in said
+            said = await _error(sup, "box_read_file", {"path": str(other / "seen.txt")})
+            assert "[Errno 2] No such file or directory" in said
+            mine = f"/tmp/{in_tmp.name}-mine"
+            wrote = await sup.call("box_write_file", {"path": mine, "text": "x"})
+            assert wrote.text == "wrote 1 bytes" and not await trio.Path(mine).exists()
+            got = await sup.call("net_fetch", {"url": f"http://localhost:{port}/from-tmp"})
+            assert got.text == "HTTP 200: hello /from-tmp"
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
+    assert (in_tmp / "app" / "contained.py").read_text().startswith('"""')
+
+
 @needs_bwrap
 async def test_a_sandboxed_server_leaves_no_process_behind(place: Path) -> None:
     """Its family — bwrap, the sandbox's first process, the forwarder, the server — is
@@ -572,6 +683,29 @@ def _remove(directories: set[Path]) -> None:
             with contextlib.suppress(OSError):
                 (directory / stand_in).chmod(0o700)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@needs_bwrap
+async def test_what_a_killed_supervisor_left_in_tmp_is_removed_by_the_next(place: Path) -> None:
+    """A private directory whose supervisor no longer runs (killed: it could not remove
+    it, its ``denyRead`` stand-in mode 000 inside) is removed when the next supervisor of
+    this user makes a sandbox; one whose process still runs is left alone."""
+    print_pid = [sys.executable, "-c", "import os; print(os.getpid())"]
+    gone = await trio.run_process(print_pid, capture_stdout=True)
+    base = tempfile.gettempdir()
+    left = Path(tempfile.mkdtemp(prefix=f"mcp-sandbox-{int(gone.stdout)}-", dir=base))
+    os.close(os.open(left / "hidden-file", os.O_CREAT | os.O_WRONLY, 0))
+    alive = await trio.lowlevel.open_process([sys.executable, "-c", "import time; time.sleep(600)"])
+    kept = Path(tempfile.mkdtemp(prefix=f"mcp-sandbox-{alive.pid}-", dir=base))
+    _sandbox._sweep_once.cache_clear()
+    try:
+        async with open_supervisor({"mcpServers": {"box": _sandboxed(place)}}) as sup:
+            await sup.connect_all(TIMEOUT)
+            assert not await trio.Path(left).exists() and await trio.Path(kept).exists()
+    finally:
+        alive.kill()
+        await alive.wait()
+        _remove({left, kept})
 
 
 #: A program holding a supervisor with the sandboxed server ``box`` (its config the file

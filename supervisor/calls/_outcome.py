@@ -50,7 +50,16 @@ from ..errors import (
 )
 from ._call_id import CALL_ID_META
 
-__all__ = ["CALL_ID_META", "FAIL", "INFO", "OK", "Outcome", "classify", "describe_error"]
+__all__ = [
+    "CALL_ID_META",
+    "FAIL",
+    "INFO",
+    "OK",
+    "Outcome",
+    "classify",
+    "describe_error",
+    "error_data",
+]
 
 Outcome: TypeAlias = Literal["ok", "fail", "info"]
 """How a call ended: answered, definitely not executed, or indefinite."""
@@ -95,6 +104,24 @@ def classify(exc: BaseException, *, sent: bool) -> tuple[Outcome, bool]:
     if isinstance(exc, _NOT_EXECUTED):
         return FAIL, False
     return (INFO if sent else FAIL), False
+
+
+def error_data(exc: BaseException, *, sent: bool = True) -> dict[str, object]:
+    """What failed, as data — one shape for every door (the gateway's error ``data``,
+    ``call --json``'s ``error``): the error's type, its server, whether the call may have
+    taken effect (never when it was not ``sent``), each wrong field of invalid arguments,
+    and for a rate limit when the call would fit (``retryAfter`` seconds)."""
+    outcome, _ = classify(exc, sent=sent)
+    data: dict[str, object] = {
+        "type": type(exc).__name__,
+        "server": getattr(exc, "server", None),
+        "effect": "not executed" if outcome == FAIL else "may have taken effect",
+    }
+    if isinstance(exc, ToolArgumentsInvalid):
+        data["errors"] = [{"path": path, "message": message} for path, message in exc.errors]
+    elif isinstance(exc, RateLimited):  # when to call again (a tool result has no header)
+        data.update(retryAfter=exc.retry_after, limit=exc.limit, by=exc.by)
+    return data
 
 
 def describe_error(exc: BaseException) -> str:

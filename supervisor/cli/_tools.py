@@ -145,7 +145,7 @@ async def _call(
     approve: ApprovalCallback | None,
     timeout: float | None = None,
 ) -> int:
-    from ..calls._outcome import FAIL, classify
+    from ..calls._outcome import error_data
     from ..errors import (
         ApprovalDenied,
         ApprovalRequired,
@@ -158,14 +158,9 @@ async def _call(
     from ..tools import Approver, Decider
 
     def fail(exc: SupervisorError, code: int, why: str | None = None) -> int:
-        outcome, _ = classify(exc, sent=True)
-        data: dict[str, object] = {
-            "server": getattr(exc, "server", None),
-            "effect": "not executed" if outcome == FAIL else "may have taken effect",
-        }
-        if isinstance(exc, ToolArgumentsInvalid):
-            data["errors"] = [{"path": p, "message": m} for p, m in exc.errors]
-        call_error(name, type(exc).__name__, said(exc), as_json, said=why, **data)
+        data = error_data(exc)
+        kind = data.pop("type")
+        call_error(name, str(kind), said(exc), as_json, said=why, **data)
         return code
 
     limits = {key: getattr(config.settings.limits, f) for key, f in PREVIEW_LIMITS.items()}

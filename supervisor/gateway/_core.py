@@ -57,17 +57,15 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._util._previews import PREVIEW_LIMITS
 from .._version import __version__
-from ..calls._outcome import FAIL, classify, describe_error
+from ..calls._outcome import describe_error, error_data
 from ..errors import (
     ApprovalAsked,
     ApprovalRequired,
     AuthRequired,
     PromptArgumentsInvalid,
-    RateLimited,
     RequestUnencodable,
     ServerRequestError,
     SupervisorError,
-    ToolArgumentsInvalid,
     ToolError,
     UnknownPrompt,
     UnknownResource,
@@ -969,14 +967,14 @@ class Gateway:
                 raise MCPError(_not_found_code(ctx), str(exc), data) from None
             except (UnknownServer, RequestUnencodable) as exc:
                 raise MCPError(
-                    types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)
+                    types.INVALID_PARAMS, str(exc), error_data(exc, sent=False)
                 ) from None
             except ServerRequestError as exc:
                 # the backing server's own "not found" (either era's code): the caller's era's
                 code = _not_found_code(ctx) if exc.code in _NOT_FOUND else types.INTERNAL_ERROR
-                raise MCPError(code, str(exc), _error_data(exc)) from None
+                raise MCPError(code, str(exc), error_data(exc)) from None
             except (SupervisorError, TimeoutError) as exc:
-                raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
+                raise MCPError(types.INTERNAL_ERROR, str(exc), error_data(exc)) from None
 
         if rounds is not None and backing is not None and self._asks_by_request(backing):
             return await self._held_call(ctx, backing, made, _request_gone)
@@ -992,7 +990,7 @@ class Gateway:
         except UnknownResource as exc:
             raise MCPError(_not_found_code(ctx), str(exc), {"uri": uri}) from None
         except RequestUnencodable as exc:
-            raise MCPError(types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)) from None
+            raise MCPError(types.INVALID_PARAMS, str(exc), error_data(exc, sent=False)) from None
         return types.EmptyResult()
 
     async def _unsubscribe(
@@ -1039,10 +1037,10 @@ class Gateway:
                     return _request_round(ctx, prompt, server, f"prompt {name!r}")
                 return _unstamped(prompt)
             except (UnknownPrompt, PromptArgumentsInvalid, RequestUnencodable) as exc:
-                data = _error_data(exc, sent=False)
+                data = error_data(exc, sent=False)
                 raise MCPError(types.INVALID_PARAMS, str(exc), data) from None
             except (SupervisorError, TimeoutError) as exc:
-                raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
+                raise MCPError(types.INTERNAL_ERROR, str(exc), error_data(exc)) from None
 
         if rounds is not None and backing is not None and self._asks_by_request(backing):
             return await self._held_call(ctx, backing, made, _request_gone)
@@ -1064,13 +1062,13 @@ class Gateway:
         except (UnknownPrompt, UnknownResource) as exc:
             raise MCPError(types.INVALID_PARAMS, str(exc)) from None
         except RequestUnencodable as exc:
-            raise MCPError(types.INVALID_PARAMS, str(exc), _error_data(exc, sent=False)) from None
+            raise MCPError(types.INVALID_PARAMS, str(exc), error_data(exc, sent=False)) from None
         except ServerRequestError as exc:
             if exc.code == types.METHOD_NOT_FOUND:  # that server completes nothing
                 return types.CompleteResult(completion=types.Completion(values=[]))
-            raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
+            raise MCPError(types.INTERNAL_ERROR, str(exc), error_data(exc)) from None
         except (SupervisorError, TimeoutError) as exc:
-            raise MCPError(types.INTERNAL_ERROR, str(exc), _error_data(exc)) from None
+            raise MCPError(types.INTERNAL_ERROR, str(exc), error_data(exc)) from None
 
     # -- logging ------------------------------------------------------------------------
 
@@ -1379,28 +1377,12 @@ def _approval_text(exc: ApprovalRequired) -> str:
 _NOT_ASKED = "it declared no elicitation on the session-based protocol"
 
 
-def _error_data(exc: BaseException, *, sent: bool = True) -> dict[str, object]:
-    """What failed, as data: the error's type, its server, and whether the request may
-    have taken effect (never when it was not ``sent``)."""
-    outcome, _ = classify(exc, sent=sent)
-    data: dict[str, object] = {
-        "type": type(exc).__name__,
-        "server": getattr(exc, "server", None),
-        "effect": "not executed" if outcome == FAIL else "may have taken effect",
-    }
-    if isinstance(exc, ToolArgumentsInvalid):  # each wrong field, as the CLI's --json says
-        data["errors"] = [{"path": path, "message": message} for path, message in exc.errors]
-    elif isinstance(exc, RateLimited):  # when to call again (a tool result has no header)
-        data.update(retryAfter=exc.retry_after, limit=exc.limit, by=exc.by)
-    return data
-
-
 def _error_result(exc: BaseException, text: str, *, sent: bool = True) -> types.CallToolResult:
     log.info("gateway call failed", error=describe_error(exc))
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
         is_error=True,
-        _meta={ERROR_META: _error_data(exc, sent=sent)},
+        _meta={ERROR_META: error_data(exc, sent=sent)},
     )
 
 

@@ -15,60 +15,136 @@ from __future__ import annotations
 
 import ctypes
 import os
+import selectors
 import signal
 import socket
 import sys
-import threading
 
 _PR_SET_PDEATHSIG = 1
 #: Connections carried at once; more wait in the listening queue.
 _MAX_CONNECTIONS = 64
 _CHUNK = 65536
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+_READ, _WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 
 
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while data := source.recv(_CHUNK):
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for end, how in ((sink, socket.SHUT_WR), (source, socket.SHUT_RD)):
-            try:
-                end.shutdown(how)
-            except OSError:
-                pass
+class _Way:
+    """One direction of a carried connection: what was read from ``source`` and not
+    yet written to ``sink`` (one chunk at most: a slow reader slows its writer)."""
+
+    def __init__(self, source: socket.socket, sink: socket.socket) -> None:
+        self.source = source
+        self.sink = sink
+        self.pending = b""
+        self.ended = False  # the source said all it will say
+        self.shut = False  # and the sink was told so (its write side shut)
 
 
-def _carry(client: socket.socket, path: str, slots: threading.BoundedSemaphore) -> None:
-    try:
+class _Link:
+    """A connection made to the forwarder's port and its own connection to the proxy,
+    carried both ways in one thread: each socket is watched for what its two ways need
+    of it now (to read while its way has nothing pending, to write while the other has)."""
+
+    def __init__(self, forwarder: _Forwarder, client: socket.socket, upstream: socket.socket):
+        self.forwarder = forwarder
+        self.ways = (_Way(client, upstream), _Way(upstream, client))
+        self.sockets = (client, upstream)
+        for sock in self.sockets:
+            sock.setblocking(False)
+        self._watch()
+
+    def ready(self, sock: socket.socket, events: int) -> None:
+        try:
+            for way in self.ways:
+                if way.source is sock and events & _READ:
+                    data = sock.recv(_CHUNK)
+                    way.pending, way.ended = data, not data
+                if way.sink is sock and events & _WRITE and way.pending:
+                    way.pending = way.pending[sock.send(way.pending) :]
+                if way.ended and not way.pending and not way.shut:
+                    way.shut = True
+                    way.sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            self.close()
+            return
+        if all(way.shut for way in self.ways):
+            self.close()
+        else:
+            self._watch()
+
+    def _watch(self) -> None:
+        for sock in self.sockets:
+            events = 0
+            for way in self.ways:
+                if way.source is sock and not (way.pending or way.ended):
+                    events |= _READ
+                if way.sink is sock and way.pending:
+                    events |= _WRITE
+            self.forwarder.watch(sock, events, self)
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            self.forwarder.watch(sock, 0, self)
+            sock.close()
+        self.forwarder.closed()
+
+
+class _Forwarder:
+    """Accepts connections on ``listener`` and carries each to the proxy's Unix socket
+    at ``path``, all in one thread (a selector), :data:`_MAX_CONNECTIONS` at a time."""
+
+    def __init__(self, listener: socket.socket, path: str) -> None:
+        self.listener = listener
+        self.path = path
+        self.selector = selectors.DefaultSelector()
+        self.links = 0
+        listener.setblocking(False)
+        self.watch(listener, _READ, None)
+
+    def watch(self, sock: socket.socket, events: int, link: _Link | None) -> None:
+        """Watch ``sock`` for ``events`` now (none: not at all)."""
+        try:
+            key = self.selector.get_key(sock)
+        except KeyError:
+            if events:
+                self.selector.register(sock, events, link)
+            return
+        if not events:
+            self.selector.unregister(sock)
+        elif key.events != events:
+            self.selector.modify(sock, events, link)
+
+    def closed(self) -> None:
+        self.links -= 1
+        self.watch(self.listener, _READ, None)
+
+    def serve(self) -> None:
+        while True:
+            for key, events in self.selector.select():
+                if key.data is None:
+                    self._accept()
+                else:
+                    link = key.data
+                    assert isinstance(link, _Link)
+                    if key.fileobj.fileno() != -1:  # not closed by this round's other socket
+                        link.ready(key.fileobj, events)  # type: ignore[arg-type]
+
+    def _accept(self) -> None:
+        try:
+            client, _ = self.listener.accept()
+        except OSError:
+            return
         upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            upstream.connect(path)
+            upstream.connect(self.path)
         except OSError:
             upstream.close()
+            client.close()
             return
-        back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
-        back.start()
-        _pump(client, upstream)
-        back.join()
-        upstream.close()
-    finally:
-        client.close()
-        slots.release()
-
-
-def _serve(listener: socket.socket, path: str) -> None:
-    slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
-    while True:
-        slots.acquire()
-        try:
-            client, _ = listener.accept()
-        except OSError:
-            slots.release()
-            continue
-        threading.Thread(target=_carry, args=(client, path, slots), daemon=True).start()
+        self.links += 1
+        if self.links >= _MAX_CONNECTIONS:
+            self.watch(self.listener, 0, None)
+        _Link(self, client, upstream)
 
 
 def main(argv: list[str]) -> int:
@@ -92,7 +168,7 @@ def main(argv: list[str]) -> int:
             null = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
-            _serve(listener, path)
+            _Forwarder(listener, path).serve()
         finally:
             os._exit(0)
     listener.close()

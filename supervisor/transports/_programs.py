@@ -13,7 +13,7 @@ import os
 import shutil
 from collections.abc import Mapping
 
-__all__ = ["command_problem", "exec_path"]
+__all__ = ["command_problem", "exec_path", "find_program"]
 
 
 def command_problem(
@@ -55,3 +55,17 @@ def exec_path(env: Mapping[str, str] | None = None) -> list[str]:
     if env is not None and "PATH" in env:
         return os.get_exec_path({"PATH": env["PATH"]})
     return os.get_exec_path()
+
+
+def find_program(
+    command: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+) -> str | None:
+    """The file a local server with these settings runs as its program, found as
+    :func:`command_problem` looks it up; ``None`` when there is none."""
+    if os.sep in command or (os.altsep and os.altsep in command):
+        program = os.path.join(os.fspath(cwd or os.getcwd()), command)
+        return program if os.path.exists(program) else None
+    return shutil.which(command, path=os.pathsep.join(exec_path(env)))

@@ -4,11 +4,15 @@ bubblewrap (``bwrap``) on Linux — without root, a daemon or a container image.
 A sandboxed server runs as ``bwrap OPTIONS -- COMMAND ARGS`` (:meth:`SandboxLaunch.argv`):
 
 - the whole filesystem bound read-only (``--ro-bind / /``), a private ``/tmp``, ``/dev``
-  and ``/proc``; each ``allowWrite`` path bound writable, then each ``denyWrite`` path
-  read-only again (it wins inside an ``allowWrite`` directory), then each ``denyRead``
-  path covered by an empty stand-in that nobody may read or list (mode ``000``): reading
-  it fails with ``EACCES``. Paths are resolved (symbolic links followed) when the server
-  starts; one that does not exist then is skipped (nothing there to hide or to write).
+  and ``/proc``; what the server runs from in ``/tmp`` bound back read-only (the top
+  directory in ``/tmp`` of its program, of each argument that is an absolute path, of
+  its working directory and of the forwarder's Python: a server in a virtual
+  environment under ``/tmp`` still runs); each ``allowWrite`` path bound writable, then
+  each ``denyWrite`` path read-only again (it wins inside an ``allowWrite`` directory),
+  then each ``denyRead`` path covered by an empty stand-in that nobody may read or list
+  (mode ``000``): reading it fails with ``EACCES``. Paths are resolved (symbolic links
+  followed) when the server starts; one that does not exist then is skipped (nothing
+  there to hide or to write).
 - its own PID, IPC and network namespaces: no network at all (only a loopback of its
   own), unless ``allowedDomains`` names some. Then a proxy this process runs
   (:mod:`._proxy`) is its one way out: the proxy listens on a Unix socket bound into the
@@ -106,6 +110,23 @@ _BASE = (
 )  # fmt: skip
 
 
+def _tmp_roots(paths: Sequence[str], cwd: str) -> list[str]:
+    """The top directories (or files) in ``/tmp`` that ``paths`` are in, as given and with
+    symbolic links followed (relative ones from ``cwd``), each once: what the sandbox's
+    private ``/tmp`` must show of the machine's for the server to run."""
+    roots: list[str] = []
+    for path in paths:
+        given = os.path.normpath(os.path.join(cwd, path))
+        for each in (given, os.path.realpath(given)):
+            parts = Path(each).parts
+            if len(parts) < 3 or parts[:2] != ("/", "tmp"):
+                continue
+            root = os.path.join("/tmp", parts[2])
+            if root not in roots and os.path.lexists(root):
+                roots.append(root)
+    return roots
+
+
 class SandboxLaunch:
     """One sandboxed spawn of a server: its ``bwrap`` command line (:meth:`argv`) and the
     private directory that holds what it binds in (the stand-ins of ``denyRead`` paths,
@@ -126,7 +147,8 @@ class SandboxLaunch:
 
     def _private(self) -> str:
         if self._dir is None:
-            self._dir = tempfile.mkdtemp(prefix="mcp-sandbox-")
+            _sweep_once()
+            self._dir = tempfile.mkdtemp(prefix=f"{_PRIVATE}{os.getpid()}-")
         return self._dir
 
     def _stand_in(self, directory: bool) -> str:
@@ -141,13 +163,27 @@ class SandboxLaunch:
         return path
 
     def argv(
-        self, command: str, args: Sequence[str], cwd: str | os.PathLike[str] | None
+        self,
+        command: str,
+        args: Sequence[str],
+        cwd: str | os.PathLike[str] | None,
+        *,
+        program: str | None = None,
     ) -> list[str]:
         """The command line that runs ``command`` with ``args`` in this sandbox (see the
-        module's docstring); ``cwd`` is where it starts (else where bwrap starts)."""
+        module's docstring); ``cwd`` is where it starts (else where bwrap starts);
+        ``program`` is the file ``command`` names, found as the server's ``PATH`` finds
+        it (else looked up on this process's)."""
         bwrap = shutil.which("bwrap")
         assert bwrap is not None, "sandbox_problem() said it is there"
         words = [bwrap, *_BASE]
+        here = os.fspath(cwd) if cwd is not None else os.getcwd()
+        used = [program or shutil.which(command) or command, here]
+        used += [arg for arg in args if os.path.isabs(arg)]
+        if self.proxied:
+            used += [sys.executable, FORWARDER]
+        for root in _tmp_roots(used, here):
+            words += ["--ro-bind", root, root]
         for option, paths in (
             ("--bind", self.sandbox.allow_write),
             ("--ro-bind", self.sandbox.deny_write),
@@ -182,10 +218,44 @@ class SandboxLaunch:
     def close(self) -> None:
         """Remove the private directory (once; later calls do nothing)."""
         directory, self._dir = self._dir, None
-        if directory is None:
-            return
-        for name in ("hidden-dir", "hidden-file"):  # mode 000: made removable first
-            path = os.path.join(directory, name)
-            if os.path.lexists(path) and not os.path.islink(path):
-                os.chmod(path, stat.S_IRWXU)
-        shutil.rmtree(directory, ignore_errors=True)
+        if directory is not None:
+            _remove(directory)
+
+
+#: The start of a private directory's name, in the temporary directory: then the pid of
+#: the process that made it, ``-``, and ``mkdtemp``'s random part.
+_PRIVATE = "mcp-sandbox-"
+
+
+def _remove(directory: str) -> None:
+    for name in ("hidden-dir", "hidden-file"):  # mode 000: made removable first
+        path = os.path.join(directory, name)
+        if os.path.lexists(path) and not os.path.islink(path):
+            os.chmod(path, stat.S_IRWXU)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+@cache
+def _sweep_once() -> None:
+    """Remove, once per process, the private directories that processes of this user
+    which no longer run left behind (killed before they could: ``kill -9``). A directory
+    whose process runs is left alone, so is one another user owns."""
+    base = tempfile.gettempdir()
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(_PRIVATE) :].partition("-")[0]
+        if not name.startswith(_PRIVATE) or not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        path = os.path.join(base, name)
+        try:
+            info = os.lstat(path)
+            if info.st_uid != os.getuid() or not stat.S_ISDIR(info.st_mode):
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            _remove(path)  # its process is gone
+        except OSError:
+            continue  # gone already, or a process of another user runs under that pid

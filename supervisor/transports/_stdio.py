@@ -48,7 +48,7 @@ from ._diagnosis import downloader, error_line
 from ._errors import translate
 from ._oversize import Skipped, too_large
 from ._pages import PageGuard, refusal
-from ._programs import command_problem
+from ._programs import command_problem, find_program
 from ._proxy import FilteringProxy
 from ._receipts import Answers, Receipt, ReceiptStream
 from ._sandbox import SandboxLaunch, sandbox_problem
@@ -343,7 +343,8 @@ class StdioTransport:
             )
         launch = self._launch = SandboxLaunch(sandbox)
         try:
-            argv = launch.argv(self.command, self.args, self.cwd)
+            program = find_program(self.command, env=self._environment(), cwd=self.cwd)
+            argv = launch.argv(self.command, self.args, self.cwd, program=program)
             for path in launch.skipped:
                 log.info("sandbox path not found: skipped", server=self.name, path=path)
             if launch.socket_path is None:
