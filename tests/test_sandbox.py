@@ -518,19 +518,25 @@ async def test_allowed_domains_go_through_the_proxy_and_nothing_else_goes_out(
 @pytest.fixture
 def in_tmp() -> Iterator[Path]:
     """A server laid out under ``/tmp``, as a checkout there has it: ``venv/bin/python``
-    (a link to this Python), ``app/contained.py``, and ``work/`` to start in."""
+    (a link to a link in another directory of ``/tmp``, as a virtual environment made
+    from another's Python has, to this Python), ``app/contained.py``, and ``work/`` to
+    start in."""
     from supervisor.testing.servers.contained import PATH
 
     base = Path(tempfile.mkdtemp(prefix="mcp-sandbox-venv-", dir="/tmp"))
+    other = Path(tempfile.mkdtemp(prefix="mcp-sandbox-base-", dir="/tmp"))
     try:
+        (other / "bin").mkdir()
+        (other / "bin" / "python").symlink_to(sys.executable)
         (base / "venv" / "bin").mkdir(parents=True)
-        (base / "venv" / "bin" / "python").symlink_to(sys.executable)
+        (base / "venv" / "bin" / "python").symlink_to(other / "bin" / "python")
         (base / "app").mkdir()
         shutil.copy(PATH, base / "app" / "contained.py")
         (base / "work").mkdir()
         yield base
     finally:
         shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(other, ignore_errors=True)
 
 
 @needs_bwrap

@@ -116,8 +116,7 @@ def _tmp_roots(paths: Sequence[str], cwd: str) -> list[str]:
     private ``/tmp`` must show of the machine's for the server to run."""
     roots: list[str] = []
     for path in paths:
-        given = os.path.normpath(os.path.join(cwd, path))
-        for each in (given, os.path.realpath(given)):
+        for each in _links(os.path.normpath(os.path.join(cwd, path))):
             parts = Path(each).parts
             if len(parts) < 3 or parts[:2] != ("/", "tmp"):
                 continue
@@ -125,6 +124,21 @@ def _tmp_roots(paths: Sequence[str], cwd: str) -> list[str]:
             if root not in roots and os.path.lexists(root):
                 roots.append(root)
     return roots
+
+
+def _links(path: str) -> list[str]:
+    """``path``, each path its chain of symbolic links leads through (a link to a link
+    in ``/tmp`` must be there too for the first to lead anywhere), and where it ends."""
+    seen = [path]
+    for _ in range(40):  # the kernel's own bound on a chain
+        try:
+            target = os.readlink(path)
+        except OSError:
+            break
+        path = os.path.normpath(os.path.join(os.path.dirname(path), target))
+        seen.append(path)
+    seen.append(os.path.realpath(path))
+    return seen
 
 
 class SandboxLaunch:
