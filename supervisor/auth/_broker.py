@@ -56,7 +56,6 @@ from urllib.parse import parse_qs, urlsplit
 import attrs
 import httpx2
 import trio
-from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.exceptions import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
 from mcp.client.auth.utils import (
     build_oauth_authorization_server_metadata_discovery_urls,
@@ -75,6 +74,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from pydantic import AnyUrl
 
+from .._sdk import OAuthProvider, forget_provider_state, initialize_provider
 from ..actors import Actor, actor_spec
 from ..errors import AuthProblem as AuthProblem
 from ..events import _catalog as events
@@ -294,17 +294,17 @@ async def _server_metadata(
     return None
 
 
-class _Provider(OAuthClientProvider):
+class _Provider(OAuthProvider):
     """The SDK's provider, told what a 2025-03-26 server's origin declares: the issuer
     expected of the authorization-server metadata found there is the one it names (the
     SDK expects the origin itself, and refuses an issuer under a path)."""
 
     legacy_issuer: str | None = None
 
-    def _expected_issuer(self) -> str:
+    def expected_issuer(self) -> str:
         if self.context.auth_server_url is None and self.legacy_issuer:
             return self.legacy_issuer
-        return super()._expected_issuer()
+        return super().expected_issuer()
 
 
 class TokenBroker:
@@ -642,8 +642,7 @@ class TokenBroker:
         provider = self.provider
         context = getattr(provider, "context", None)
         if provider is not None and context is not None:
-            if not getattr(provider, "_initialized", True):
-                await provider._initialize()  # type: ignore[attr-defined]
+            await initialize_provider(provider)
             # Whatever it holds: renew, refreshing first (0 would read as "no expiry").
             context.token_expiry_time = 1.0
             if fresh:
@@ -1065,8 +1064,7 @@ class TokenBroker:
 
     def _clear_provider(self) -> None:
         """Make the provider read the stored credentials again before its next flow."""
-        if hasattr(self.provider, "_initialized"):
-            self.provider._initialized = False  # type: ignore[attr-defined]
+        forget_provider_state(self.provider)
 
     def _load(self) -> None:
         stored = self.credentials.stored()

@@ -32,10 +32,11 @@ from urllib.parse import urljoin
 
 import httpx2
 import jwt
-from mcp.client.auth import OAuthClientProvider, OAuthFlowError, OAuthTokenError, TokenStorage
+from mcp.client.auth import OAuthFlowError, OAuthTokenError, TokenStorage
 from mcp.client.auth.utils import issuers_match
 from mcp.shared.auth import JWT_BEARER_GRANT_TYPE, OAuthClientInformationFull, OAuthClientMetadata
 
+from .._sdk import OAuthProvider
 from .._util._printable import printable
 from ._idjag import read_secret
 
@@ -102,7 +103,7 @@ class AssertionSource:
             self._forget(self._held.pop(0))
 
 
-class WorkloadIdentityOAuthProvider(OAuthClientProvider):
+class WorkloadIdentityOAuthProvider(OAuthProvider):
     """The SDK's provider with the jwt-bearer grant of the workload's own JWT as its
     authorization step. The client is ``client_id``: a public one (``none``: named in
     the request) or one with ``client_secret`` sent as ``token_endpoint_auth_method``
@@ -143,18 +144,18 @@ class WorkloadIdentityOAuthProvider(OAuthClientProvider):
         #: the assertion the last token request sent (what a refusal is explained by)
         self._sent: str | None = None
 
-    async def _initialize(self) -> None:
+    async def load_stored(self) -> None:
         self.context.current_tokens = await self.context.storage.get_tokens()
         self.context.client_info = self.fixed_client
-        self._initialized = True
+        self.initialized = True
 
-    def _select_authorization_server(self, advertised: list[str]) -> str:
+    def choose_authorization_server(self, advertised: list[str]) -> str:
         return next(
             (s for s in advertised if self.issuer is not None and issuers_match(s, self.issuer)),
             advertised[0],
         )
 
-    async def _perform_authorization(self) -> httpx2.Request:
+    async def token_request(self) -> httpx2.Request:
         """The jwt-bearer token request, with the assertion read now."""
         metadata = self.context.oauth_metadata
         if self.issuer is not None and (
@@ -195,11 +196,11 @@ class WorkloadIdentityOAuthProvider(OAuthClientProvider):
         base = self.context.get_authorization_base_url(self.context.server_url)
         return urljoin(base, "/token")
 
-    async def _handle_token_response(self, response: httpx2.Response) -> None:
+    async def take_token_response(self, response: httpx2.Response) -> None:
         if response.status_code not in (200, 201):
             await response.aread()
             raise OAuthTokenError(self._refusal(response))
-        await super()._handle_token_response(response)
+        await super().take_token_response(response)
 
     def _refusal(self, response: httpx2.Response) -> str:
         """What the authorization server's refusal says, and what to do about it."""

@@ -51,6 +51,8 @@ from mcp.shared.transport_context import TransportContext
 from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .._sdk import lifespan_state
+
 __all__ = ["FastLane"]
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -257,7 +259,7 @@ class FastLane:
                     "tools/call",
                     request["params"],
                     connection=connection,
-                    lifespan_state=self._manager._lifespan_state,
+                    lifespan_state=lifespan_state(self._manager),
                 )
                 answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
             except Exception as exc:  # noqa: BLE001 — the SDK's mapping of handler errors

@@ -34,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .._sdk import request_connection
 from .._util._deprecated import on_purpose
 from ..log import get_logger
 from ..server._options import per_server
@@ -68,7 +69,7 @@ def connection_of(ctx: ServerRequestContext[Any, Any]) -> Any:
     """The client's connection a request came on: the SDK makes a ``ServerSession`` per
     request around the one connection it keeps per client (not public: ``None`` if the
     SDK stops keeping it there)."""
-    return getattr(ctx.session, "_connection", None)
+    return request_connection(ctx.session)
 
 
 class Relay:

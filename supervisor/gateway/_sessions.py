@@ -10,16 +10,20 @@ what the SDK lacks: at the bound, the session idle the longest is closed to make
 (a session in use is never closed for another), and the counts of sessions open,
 expired and closed for room are served in ``/metrics``.
 
-It reaches into two of the manager's private methods (``_admit_session``, called under
-the manager's creation lock with no await, and ``_discard_session``), the one place the
-SDK decides admission and the one every ending goes through.
+It wraps two of the manager's private methods, through the SDK boundary
+(:func:`supervisor._sdk.wrap_session_admission`): the one where the SDK admits a session
+(called under the manager's creation lock with no await) and the one every ending goes
+through.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from .._sdk import forget_session_owner, session_transports, wrap_session_admission
 from ..config._limits import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
 from ..log import get_logger
 
@@ -47,10 +51,15 @@ class Sessions:
         self.evicted = 0  # closed here, the longest idle, to make room for a new one
         self.refused = 0  # a new session refused (503): every open one was in use
         self._manager = manager
-        self._instances: dict[str, Any] = manager._server_instances
-        admit, discard = manager._admit_session, manager._discard_session
+        self._instances: dict[str, Any] = session_transports(manager)
 
-        def admit_or_make_room(requestor: Any) -> Any:
+        def admitting(admit: Callable[[Any], Any]) -> Callable[[Any], Any]:
+            return partial(admit_or_make_room, admit)
+
+        def discarding(discard: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
+            return partial(discard_counting, discard)
+
+        def admit_or_make_room(admit: Callable[[Any], Any], requestor: Any) -> Any:
             if len(self._instances) >= self.bound and not self._close_longest_idle():
                 self.refused += 1
                 log.warning("gateway session refused: every open one is in use", open=self.bound)
@@ -60,7 +69,9 @@ class Sessions:
                 history.bind(transport.mcp_session_id)
             return transport
 
-        async def discard_counting(session_id: str, transport: Any) -> None:
+        async def discard_counting(
+            discard: Callable[[str, Any], Any], session_id: str, transport: Any
+        ) -> None:
             scope = transport.idle_scope
             # Still listed and its idle scope cancelled: the SDK's idle timeout ended it
             # (a DELETE terminates the transport and leaves the scope alone; one closed
@@ -71,8 +82,7 @@ class Sessions:
             if history is not None:
                 history.ended(session_id)
 
-        manager._admit_session = admit_or_make_room
-        manager._discard_session = discard_counting
+        wrap_session_admission(manager, admitting, discarding)
 
     @property
     def open(self) -> int:
@@ -93,7 +103,7 @@ class Sessions:
             return False
         _, session_id = min(idle)
         transport = self._instances.pop(session_id)  # its id answers 404 from now on
-        self._manager._session_owners.pop(session_id, None)
+        forget_session_owner(self._manager, session_id)
         transport.idle_scope.cancel()  # its server task ends, and frees what it held
         self.evicted += 1
         log.info("gateway session closed to make room", open=self.bound)

@@ -20,10 +20,9 @@ from contextlib import asynccontextmanager, suppress
 import anyio
 import mcp_types as types
 import trio
-from mcp.shared._context_streams import create_context_streams
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
+from .._sdk import ReadStream, WriteStream, create_context_streams
 from ..errors import RequestUnencodable
 from ..log import get_logger
 from ..transports._encoding import encode

@@ -29,9 +29,9 @@ from types import TracebackType
 import anyio
 import mcp_types as types
 import trio
-from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
+from .._sdk import TransportStreams
 from ..errors import ProtocolViolation, TransportError
 from ..log import get_logger, redact
 from ._engine import FaultEngine

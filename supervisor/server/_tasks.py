@@ -29,6 +29,8 @@ from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.session import ClientRequestContext
 from pydantic import ConfigDict, TypeAdapter
 
+from .._sdk import parse_call_results_with
+
 if TYPE_CHECKING:
     from mcp import Client
 
@@ -164,12 +166,9 @@ class _TaskOrResult:
 def parse_cheaply(client: Client) -> None:
     """Have ``client``'s session parse ``tools/call`` answers with :class:`_TaskOrResult`
     when the tasks claim is active (a 2026-07-28 connection) — the session's own adapter
-    is set at its handshake, and is the SDK's private attribute: left alone if absent."""
-    session = client.session
-    if "task" in getattr(session, "_active_claims", {}) and hasattr(
-        session, "_call_tool_adapter"
-    ):
-        session._call_tool_adapter = _TaskOrResult  # type: ignore[assignment]
+    is set at its handshake, and is the SDK's private attribute
+    (:func:`supervisor._sdk.parse_call_results_with`): left alone if absent."""
+    parse_call_results_with(client.session, _TaskOrResult)
 
 
 def declared(capabilities: types.ClientCapabilities | None) -> bool:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 import httpx2
 import mcp_types as types
-from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 
+from .._sdk import TransportStreams
 from ..config._limits import Limits
 from ._bodies import Layer, bounded
 from ._errors import http_errors, safe_url

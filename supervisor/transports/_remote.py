@@ -19,8 +19,9 @@ from ._receipts import Answers
 
 if TYPE_CHECKING:
     import mcp_types as types
-    from mcp.client._transport import TransportStreams
     from mcp.shared.message import SessionMessage
+
+    from .._sdk import TransportStreams
 
 
 class TransportLike(Protocol):

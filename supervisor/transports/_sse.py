@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import httpx2
-from mcp.client._transport import TransportStreams
 from mcp.client.sse import sse_client
 
+from .._sdk import TransportStreams
 from ..config._limits import Limits
 from ._bodies import SSE_EVENT_BYTES, bounded
 from ._errors import http_errors, safe_url

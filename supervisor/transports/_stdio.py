@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING
 import anyio
 import mcp_types as types
 import trio
-from mcp.client._transport import TransportStreams
 from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
+from .._sdk import TransportStreams
 from ..config._limits import (
     DEFAULT_MAX_CATALOG_BYTES,
     DEFAULT_MAX_MESSAGE_BYTES,

@@ -46,11 +46,11 @@ import mcp_types
 import trio
 import trio_websocket
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.client._transport import TransportStreams
 from mcp.server.lowlevel import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.message import SessionMessage
 
+from .._sdk import TransportStreams, lowlevel_server
 from ..config._limits import (
     DEFAULT_MAX_CATALOG_BYTES,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -411,7 +411,7 @@ async def serve_connection(
 
 def _lowlevel(server: MCPServer | Server[Any]) -> Server[Any]:
     # `mcp.Client` and the SDK's in-memory transport unwrap an MCPServer the same way.
-    return server._lowlevel_server if isinstance(server, MCPServer) else server
+    return lowlevel_server(server)
 
 
 # ---------------------------------------------------------------------------- framing

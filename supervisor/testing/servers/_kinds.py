@@ -13,6 +13,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import Prompt
 from mcp_types import ToolAnnotations
 
+from ..._sdk import lowlevel_server
 from ._counting import ExecutionRecorder, call_id_of
 from ._names import MCP_SERVER_KINDS, MCPServerKind
 
@@ -168,7 +169,7 @@ def _add_changing_tools(server: MCPServer, recorder: ExecutionRecorder) -> None:
     # served `subscriptions/listen`). The SDK only takes NotificationOptions as an argument
     # of the low-level `create_initialization_options()` (its TODO L53), which every
     # transport calls without arguments: bind the option on this server's instance.
-    lowlevel = server._lowlevel_server  # pyright: ignore[reportPrivateUsage]
+    lowlevel = lowlevel_server(server)
     notifications = NotificationOptions(tools_changed=True)
     lowlevel.create_initialization_options = partial(  # type: ignore[method-assign]
         lowlevel.create_initialization_options, notifications

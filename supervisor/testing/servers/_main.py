@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, cast
 
 import trio
 
+from ..._sdk import lowlevel_server
 from ._counting import COUNT_FILE_ENV
 from ._names import GARBAGE_MODES, KINDS, GarbageMode, HttpTransport, ServerKind
 from ._procs import LISTENING_PREFIX
@@ -198,7 +199,7 @@ async def _serve_stdio(server: MCPServer, *, garble_after_first: bool) -> None:
     from mcp.server.stdio import stdio_server
 
     # MCPServer.run_stdio_async() with a stdout of our own (stdio_server takes one).
-    lowlevel = server._lowlevel_server  # pyright: ignore[reportPrivateUsage]
+    lowlevel = lowlevel_server(server)
     stdout = cast("anyio.AsyncFile[str]", _GarblingStdout()) if garble_after_first else None
     async with stdio_server(stdout=stdout) as (read_stream, write_stream):
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())

@@ -27,6 +27,7 @@ from mcp_types import (
     ToolAnnotations,
 )
 
+from ..._sdk import lowlevel_server, tool_manager
 from ._counting import ExecutionRecorder, call_id_of
 
 NOTE_TITLES = ("hello", "todo")
@@ -130,7 +131,7 @@ def add_rich_features(server: MCPServer, recorder: ExecutionRecorder) -> None:
     # A tool annotated `-> CallToolResult` has no output model, so the SDK neither derives
     # a schema nor validates the result; a schema set on its metadata is published as is
     # ("advertised but not validated"): the bad result reaches the client unchanged.
-    tools = server._tool_manager  # pyright: ignore[reportPrivateUsage]
+    tools = tool_manager(server)
     for name in ("structured_ok", "structured_bad"):
         tool = tools.get_tool(name)
         assert tool is not None
@@ -204,7 +205,7 @@ def add_rich_features(server: MCPServer, recorder: ExecutionRecorder) -> None:
 def _advertise_list_changes(server: MCPServer) -> None:
     # As the `changing` kind does for tools: the handshake's capabilities say
     # resources/prompts `listChanged: true` (2026-07-28 derives it from `subscriptions/listen`).
-    lowlevel = server._lowlevel_server  # pyright: ignore[reportPrivateUsage]
+    lowlevel = lowlevel_server(server)
     notifications = NotificationOptions(resources_changed=True, prompts_changed=True)
     lowlevel.create_initialization_options = partial(  # type: ignore[method-assign]
         lowlevel.create_initialization_options, notifications
