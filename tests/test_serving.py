@@ -206,3 +206,53 @@ async def test_a_body_that_never_finishes_is_answered_408_and_closed_in_time() -
     finally:
         for sock in sockets:
             sock.close()
+
+
+#: Serving started, and cancelled while it starts (a signal that ends a command at that
+#: moment): in a process of its own, so that a start that never ends fails the test by a
+#: deadline rather than hanging the suite.
+_CANCELLED_WHILE_STARTING = """
+import socket, trio
+from supervisor._util._serving import serve_sockets
+
+async def app(scope, receive, send):  # lifespan only: no request comes
+    while scope["type"] == "lifespan":
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        else:
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+async def main():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    async with trio.open_nursery() as nursery:
+        nursery.cancel_scope.cancel()  # before its start is done
+        await nursery.start(
+            lambda task_status: serve_sockets(
+                app, [sock], logger_name="t", graceful_timeout=5, task_status=task_status
+            )
+        )
+    print("ended")
+
+trio.run(main)
+"""
+
+
+async def test_serving_cancelled_while_it_starts_ends_at_once() -> None:
+    """A cancellation that comes while the server is starting ends the start: the server
+    is shielded from its caller's cancellation only once it serves (before, the shield
+    held the start until it served, forever — a command stopped by a signal at that
+    moment never exited)."""
+    import sys
+
+    with trio.fail_after(30):
+        done = await trio.run_process(
+            [sys.executable, "-c", _CANCELLED_WHILE_STARTING],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert (done.returncode, done.stdout) == (0, b"ended\n"), done.stderr.decode()

@@ -281,7 +281,9 @@ async def serve_sockets(
         websocket_max_message_size=websocket_max_message_size,
     )
     stopping = trio.Event() if stopping is None else stopping
-    server_scope = trio.CancelScope(shield=True)
+    # Shielded once hypercorn serves (_ShieldOnceStarted): a cancellation while it starts
+    # ends the start, which a shield from the first would hold until it served forever.
+    server_scope = trio.CancelScope()
     async with trio.open_nursery() as nursery:
         try:
             await nursery.start(partial(_serve, app, config, stopping, server_scope))
@@ -377,11 +379,24 @@ async def _serve(
     task_status: trio.TaskStatus[list[str]],
 ) -> None:
     """Hypercorn, in *scope*, until *stopping* is set (then a graceful shutdown, bounded
-    by the scope's deadline)."""
+    by the scope's deadline); *scope* is shielded from the caller's cancellation once
+    hypercorn serves."""
     with scope:
         await serve(
-            app,  # type: ignore[arg-type]
+            app,
             config,
-            shutdown_trigger=stopping.wait,  # type: ignore[arg-type]
-            task_status=task_status,
+            shutdown_trigger=stopping.wait,
+            task_status=_ShieldOnceStarted(scope, task_status),  # pyright: ignore[reportArgumentType]  # hypercorn types it as trio's TaskStatus; it only calls started()
         )
+
+
+class _ShieldOnceStarted:
+    """A task status that shields *scope* when the task says it started, and passes it on."""
+
+    def __init__(self, scope: trio.CancelScope, status: trio.TaskStatus[list[str]]) -> None:
+        self._scope = scope
+        self._status = status
+
+    def started(self, value: list[str]) -> None:
+        self._scope.shield = True
+        self._status.started(value)
