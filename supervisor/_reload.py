@@ -215,7 +215,7 @@ async def reconfigure(
     handle: Running,
     config: Config | Mapping[str, object] | str | os.PathLike[str] | None,
 ) -> ConfigChange:
-    """See :meth:`SupervisorHandle.reconfigure`."""
+    """See :meth:`~supervisor.runtime.SupervisorHandle.reconfigure`."""
     maker = handle._maker
     try:
         try:

@@ -211,7 +211,8 @@ def in_memory_transport(app: object) -> Any:
     ``Server``): each connection a fresh session with the same object."""
     from mcp.client._memory import InMemoryTransport
 
-    return InMemoryTransport(app)  # type: ignore[arg-type]
+    # an MCPServer or a low-level Server, as the embedder gave it (apps=...): not narrowed
+    return InMemoryTransport(app)  # pyright: ignore[reportArgumentType]
 
 
 # -- the server side ---------------------------------------------------------------------
@@ -255,8 +256,11 @@ def wrap_session_admission(
 ) -> None:
     """Replace how ``manager`` admits a new session and discards an ended one with
     what ``admit`` and ``discard`` make of its own two methods."""
-    manager._admit_session = admit(manager._admit_session)  # type: ignore[method-assign]
-    manager._discard_session = discard(manager._discard_session)  # type: ignore[method-assign]
+    # the SDK's own methods, wrapped in place (it has no hook for either); the wrappers
+    # are typed as loosely as what they wrap may change between SDK versions
+    manager._admit_session = admit(manager._admit_session)  # pyright: ignore[reportAttributeAccessIssue]
+    # (the same, for the other)
+    manager._discard_session = discard(manager._discard_session)  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def lifespan_state(manager: StreamableHTTPSessionManager) -> Any:
@@ -274,7 +278,8 @@ def parse_call_results_with(session: ClientSession, adapter: object) -> bool:
     claims = getattr(session, "_active_claims", {})
     if "task" not in claims or not hasattr(session, "_call_tool_adapter"):
         return False
-    session._call_tool_adapter = adapter  # type: ignore[assignment]
+    # any object with model_validate will do, as the session uses it (not only a TypeAdapter)
+    session._call_tool_adapter = adapter  # pyright: ignore[reportAttributeAccessIssue]
     return True
 
 
@@ -339,4 +344,5 @@ async def initialize_provider(provider: OAuthClientProvider) -> None:
 def forget_provider_state(provider: object) -> None:
     """Make ``provider`` read the stored credentials again before its next flow."""
     if hasattr(provider, "_initialized"):
-        provider._initialized = False  # type: ignore[attr-defined]
+        # any provider that has the flag (hasattr above): the SDK's, or a subclass of it
+        provider._initialized = False  # pyright: ignore[reportAttributeAccessIssue]

@@ -292,6 +292,8 @@ class AuthRequired(ServerUnavailable):
         super().__init__(message, server=server, cli_message=cli_message)
         self.user = user
         self.login_url = login_url
+        #: the token broker's problem this error reports, when it is one
+        self.problem: AuthProblem | None = None
 
 
 class AuthorizationFailed(ServerUnavailable):
@@ -309,6 +311,8 @@ class AuthorizationFailed(ServerUnavailable):
     ) -> None:
         super().__init__(message, server=server, cli_message=cli_message)
         self.oauth_error = oauth_error
+        #: the token broker's problem this error reports, when it is one
+        self.problem: AuthProblem | None = None
 
 
 class ConnectTimeout(ServerError, TimeoutError):
@@ -554,7 +558,7 @@ class HTTPConnectionLost(HTTPError):
 
 
 class WebSocketError(TransportError):
-    """The WebSocket transport failed (see :mod:`supervisor.ws`).
+    """The WebSocket transport failed (see :mod:`supervisor.transports._ws`).
 
     ``url`` is the endpoint, with any user-info and query string removed.
     """
@@ -783,7 +787,7 @@ class ToolError(SupervisorError):
         tool: str,
         text: str,
         server: str | None = None,
-        result: object | None = None,
+        result: object | None = None,  # a supervisor.tools.ToolResult (errors imports none)
     ) -> None:
         super().__init__(message)
         self.tool = tool
@@ -796,7 +800,7 @@ class ApprovalDenied(SupervisorError, PermissionError):
     """The call needed approval and the approval callback refused it; it was not sent.
 
     ``server`` and ``tool`` (the merged name) say which call; ``reason`` why it needed
-    approval (see :func:`supervisor.tools.approval_reason`).
+    approval (see :func:`~supervisor.tools._approval.approval_reason`).
     """
 
     def __init__(self, message: str, *, server: str, tool: str, reason: str) -> None:
@@ -824,7 +828,7 @@ class ApprovalAsked(SupervisorError):
     it was not sent, and is made when the caller asks again with the answer.
     ``request`` is the :class:`~supervisor.tools.ApprovalRequest` asked about."""
 
-    def __init__(self, message: str, *, request: object) -> None:
+    def __init__(self, message: str, *, request: object) -> None:  # an ApprovalRequest
         super().__init__(message)
         self.request = request
 

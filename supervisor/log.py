@@ -56,7 +56,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast, overload
 
 # structlog, and the standard library's logging, are imported where they are used, not
 # here: with rich installed structlog costs a command's start-up a few hundred
@@ -244,6 +244,12 @@ class SecretRedactor:
             self._compiled = compiled
         return compiled[1]
 
+    @overload
+    @staticmethod
+    def _scrub_key(pattern: re.Pattern[str], key: str) -> str: ...
+    @overload
+    @staticmethod
+    def _scrub_key(pattern: re.Pattern[str], key: object) -> object: ...
     @staticmethod
     def _scrub_key(pattern: re.Pattern[str], key: object) -> object:
         if isinstance(key, str):
@@ -482,7 +488,8 @@ def _bridge_stdlib(level: str | int, stream: TextIO, renderer: Processor) -> Non
         if getattr(handler, "_supervisor_bridge", False):
             root.removeHandler(handler)
     handler = logging.StreamHandler(stream)
-    handler._supervisor_bridge = True  # type: ignore[attr-defined]
+    # a marker the next call finds (by getattr) to replace this handler
+    handler._supervisor_bridge = True  # pyright: ignore[reportAttributeAccessIssue]
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=[
@@ -541,7 +548,7 @@ _MULTILINE = frozenset({"exception", "stack"})
 
 class _PrintableConsole:
     """structlog's console renderer, given every text value made printable first
-    (:func:`~supervisor._printable.printable`): a server's stderr line or error message
+    (:func:`~supervisor._util._printable.printable`): a server's stderr line or error message
     in a log line is shown, never obeyed by the terminal. A value with nothing to escape
     is left to the renderer as it is; the colours are its own."""
 
@@ -716,7 +723,7 @@ def get_logger(name: str | None = None, **initial: object) -> FilteringBoundLogg
 
 
 @functools.cache
-def _named_print_logger() -> type[structlog.PrintLogger]:
+def _named_print_logger() -> Callable[[TextIO | None, str | None], structlog.PrintLogger]:
     """The class of :class:`structlog.PrintLogger` that remembers the name it was asked
     for (made on first use: subclassing needs structlog imported)."""
     import structlog

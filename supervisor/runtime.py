@@ -16,7 +16,7 @@ The tree it runs::
         ├── <server>   one supervised actor per enabled server, in config order
         └── …
 
-Each enabled server becomes a :class:`~supervisor.server.ServerHandle` child of
+Each enabled server becomes a :class:`~supervisor.server._managed.ServerHandle` child of
 ``servers``. A server whose config could not be completed (a missing ``${VAR}``) is kept
 out of the tree and reported as failed with that error; the others run. If ``servers``
 gives up (its intensity, or a server with ``giveUp: escalate``), the whole supervisor does:
@@ -176,7 +176,7 @@ class SupervisorHandle:
         """Take ``config`` (a path, a mapping or a :class:`~supervisor.config.Config`;
         by default the running config's own file, read again) in place of the running
         config, live, and return what changed
-        (:class:`~supervisor.config.ConfigChange`).
+        (:class:`~supervisor.config._diff.ConfigChange`).
 
         Servers are compared by name: unchanged ones are not touched (connections,
         sessions, calls queued or in flight, restart counts); added ones start as at
@@ -389,7 +389,7 @@ class SupervisorHandle:
 
     @property
     def snapshot(self) -> Snapshot:
-        """The registry's latest merge (:class:`~supervisor.registry.Snapshot`): ``named``
+        """The registry's latest merge (:class:`~supervisor.registry._live.Snapshot`): ``named``
         (every known tool, its server up or not), ``current`` (the tools on offer now),
         ``resources``, ``templates`` and ``prompts``. Never waits."""
         return self._registry.snapshot
@@ -444,7 +444,7 @@ class SupervisorHandle:
         each MCP progress notification the server sends about this call (``total`` and
         ``message`` may be ``None``); the call's timeout is not extended by them.
 
-        The call passes the one gate (:mod:`supervisor.gate`): the name is resolved
+        The call passes the one gate (:mod:`supervisor.calls._gate`): the name is resolved
         (:class:`~supervisor.errors.UnknownTool`, naming close matches); a server not
         connected yet is connected first, to learn the tool's schema and annotations; the
         arguments are checked against the tool's ``inputSchema``
@@ -509,7 +509,7 @@ class SupervisorHandle:
     # -- resources and prompts -------------------------------------------------------------
 
     async def resources(self) -> list[MergedResource]:
-        """Every server's resources, merged (see :mod:`supervisor.resources`)."""
+        """Every server's resources, merged (see :mod:`supervisor.calls._resources`)."""
         return await self._resources.resources()
 
     async def resource_templates(self) -> list[MergedResourceTemplate]:
@@ -549,7 +549,7 @@ class SupervisorHandle:
         rounds: InputRound | None = None,
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         """Read ``uri`` from the server that offers it, or from ``server``; see
-        :meth:`supervisor.resources.Resources.read_resource`. ``rounds`` is for a front
+        :meth:`supervisor.calls._resources.Resources.read_resource`. ``rounds`` is for a front
         end that relays 2026-07-28's multi-round-trip requests to its own client, as
         :meth:`call`'s is: a server's ``input_required`` answer is then returned as it
         is, and the next round carries the client's answers and the server's
@@ -587,7 +587,7 @@ class SupervisorHandle:
         rounds: InputRound | None = None,
     ) -> types.GetPromptResult | types.InputRequiredResult:
         """Get a prompt by its merged name; see
-        :meth:`supervisor.resources.Resources.get_prompt` (``rounds``: as
+        :meth:`supervisor.calls._resources.Resources.get_prompt` (``rounds``: as
         :meth:`read_resource`'s)."""
         return await self._resources.get_prompt(name, arguments, timeout=timeout, rounds=rounds)
 
@@ -595,7 +595,7 @@ class SupervisorHandle:
         """Subscribe to changes of the resource ``uri``, at the server that offers it (or
         ``server``): each change is published as ``mcp.resource.updated`` (subscribe to
         it with :meth:`subscribe`), also after the server restarts; returns the server's
-        name. See :meth:`supervisor.resources.Resources.subscribe_resource`."""
+        name. See :meth:`supervisor.calls._resources.Resources.subscribe_resource`."""
         return await self._resources.subscribe_resource(uri, server=server)
 
     async def unsubscribe_resource(self, uri: str, *, server: str | None = None) -> str:
@@ -612,13 +612,13 @@ class SupervisorHandle:
     ) -> types.CompleteResult:
         """Completions for an argument of a prompt (by its merged name) or a resource
         template (by its URI template), from the server offering it; see
-        :meth:`supervisor.resources.Resources.complete`."""
+        :meth:`supervisor.calls._resources.Resources.complete`."""
         return await self._resources.complete(ref, argument, context, timeout=timeout)
 
     async def set_log_level(self, level: types.LoggingLevel) -> None:
         """Have every server send its log messages from ``level`` up, now and on each
         reconnection (see :meth:`ServerHandle.set_log_level
-        <supervisor.server.ServerHandle.set_log_level>`); they reach the
+        <supervisor.server._managed.ServerHandle.set_log_level>`); they reach the
         ``logging_callback`` this supervisor was opened with. Servers are asked
         concurrently; one that refuses or does not answer is logged, not raised."""
         async with trio.open_nursery() as nursery:
@@ -629,7 +629,7 @@ class SupervisorHandle:
 
     def subscribe(self, *patterns: str, buffer: int = 1024) -> Subscription:
         """Events whose kind matches a glob (``"mcp.*"``), as an async context manager
-        yielding an async iterator; see :meth:`supervisor.bus.Bus.subscribe`."""
+        yielding an async iterator; see :meth:`supervisor.events._bus.Bus.subscribe`."""
         return self.bus.subscribe(*patterns, buffer=buffer)
 
 

@@ -391,3 +391,28 @@ async def test_a_launcher_s_family_is_listed_and_stopped_with_it(tmp_path: pathl
         for pid in family:
             if running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+async def test_a_local_server_s_npm_errors_name_the_crash() -> None:
+    """A real process whose stderr ends in npm's ``npm ERR!`` lines (a package not found):
+    the crash's reason names npm's first line that says something (the tail is read as
+    lines, then searched back to that block's start)."""
+    script = "import sys; sys.stderr.write(" + repr(NPM_8_NOT_FOUND + "\n") + "); sys.exit(1)"
+    cfg = {
+        "mcpServers": {
+            "notes": {
+                "command": sys.executable,
+                "args": ["-c", script],
+                "lazy": False,
+                "maxRestarts": 0,
+            }
+        }
+    }
+    async with open_supervisor(cfg) as sup:
+        await until(lambda: sup.status()["notes"].status == "failed", TIMEOUT)
+        record = sup.status()["notes"]
+    assert record.last_error is not None
+    assert record.last_error.endswith(
+        "exited with code 1; error on stderr: 'npm ERR! 404 Not Found - GET "
+        "https://registry.npmjs.org/@acme%2fnotes-mcp - Not found'"
+    )

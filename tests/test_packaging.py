@@ -82,9 +82,9 @@ def install(deadline: Deadline, python: Path, wheel: Path) -> None:
 
 
 def test_an_installed_wheel_runs_the_demo_from_any_directory(tmp_path: Path) -> None:
-    """A wheel built from this tree ships the demo's servers: installed in a fresh venv,
-    `mcp-supervisor demo` run from an unrelated directory uses the installed package, runs
-    the servers it ships, recovers both of them and exits 0."""
+    """A wheel built from this tree ships the demo's servers and ``py.typed``: installed in
+    a fresh venv, `mcp-supervisor demo` run from an unrelated directory uses the installed
+    package, runs the servers it ships, recovers both of them and exits 0."""
     deadline = Deadline(TIMEOUT)
     wheel = build_wheel(deadline, tmp_path)
     venv = tmp_path / "venv"
@@ -97,6 +97,7 @@ def test_an_installed_wheel_runs_the_demo_from_any_directory(tmp_path: Path) -> 
     imported = deadline.run(python, "-c", where, cwd=elsewhere).stdout.strip()
     package = Path(imported).parent
     assert package.is_relative_to(venv), package
+    assert (package / "py.typed").is_file()  # typed, for the users' checkers
     demo = deadline.run(venv / "bin" / "mcp-supervisor", "demo", cwd=elsewhere)
     out = demo.stdout
     assert out.startswith("mcp-supervisor demo: three example MCP servers under supervision\n")

@@ -14,6 +14,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import UnionType
 
 from ..errors import FieldError
 
@@ -67,7 +68,7 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
-def _want(value: object, kind: type | tuple[type, ...], noun: str) -> None:
+def _want(value: object, kind: type | UnionType | tuple[type, ...], noun: str) -> None:
     if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
         raise _Bad(f"must be {noun}, not a boolean")
     if not isinstance(value, kind):

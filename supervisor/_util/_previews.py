@@ -1,7 +1,7 @@
 """Previews of tool results: what is kept in memory and shown, and the files that hold the
 rest.
 
-The pieces :func:`supervisor.tools.normalize_result` builds a
+The pieces :func:`~supervisor.tools._results.normalize_result` builds a
 :class:`~supervisor.tools.ToolResult` from, and that ``mcp-supervisor call`` renders a
 result with — whether it made the call itself or a gateway did — so that both cut a text
 at the same place, say the same thing about it, and spill it to the same kind of file:

@@ -29,7 +29,7 @@ def before_effect(until: Callable[[], bool] | None = None) -> Iterator[None]:
 
     Use it in a handler around work that cannot have affected anything yet — waiting
     for a connection, say. If the incarnation dies inside the block, the request is not
-    failed with :class:`RequestAborted`: it goes back to the front of the mailbox and
+    failed with :class:`~._errors.RequestAborted`: it goes back to the front of the mailbox and
     the next incarnation serves it, within the caller's deadline. With ``until``, the
     block may take effect part-way: the request is given back only if ``until()`` is
     still false when the incarnation dies (say, "the request was written out").
@@ -68,7 +68,8 @@ class Actor:
 
     Each request's handler runs under the caller's deadline and is cancelled if the
     caller gives up. When the incarnation ends, requests it had taken but not answered
-    fail with :class:`RequestAborted` (they may have taken effect; nothing re-sends them).
+    fail with :class:`~._errors.RequestAborted` (they may have taken effect; nothing
+    re-sends them).
 
     ``self.nursery`` (available from :meth:`init` on) runs background tasks for the
     incarnation's lifetime: a task that raises crashes the incarnation, and all are

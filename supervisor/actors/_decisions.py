@@ -68,8 +68,8 @@ class GaveUp:
     children — ``own`` then says whether the child's own limit or the supervisor's was
     exceeded. ``attempt`` is the consecutive restart that was refused, ``restarts`` how
     many were counted against ``limit``. ``permanent``: no limit was reached — the child's
-    error said restarting soon cannot help (:attr:`Crashed.permanent`), so no restart was
-    tried.
+    error said restarting soon cannot help (:attr:`~._spec.Crashed.permanent`), so no restart
+    was tried.
     """
 
     supervisor: str

@@ -185,7 +185,8 @@ class Address:
                 await self._send.send(env)
                 if self._closed is not None:
                     self._fail_queued()
-                await env._event.wait()  # type: ignore[union-attr]
+                # made with wants_reply: it has an event (no check here: the hot path)
+                await env._event.wait()  # pyright: ignore[reportOptionalMemberAccess]
             except BaseException:
                 env.abandon()
                 raise
@@ -211,7 +212,8 @@ class Address:
             await self._send.send(env)
             if self._closed is not None:
                 self._fail_queued()
-            await env._event.wait()  # type: ignore[union-attr]
+            # every envelope queued here wants a reply: it has an event
+            await env._event.wait()  # pyright: ignore[reportOptionalMemberAccess]
         except BaseException:
             env.abandon()
             raise

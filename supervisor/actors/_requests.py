@@ -21,9 +21,11 @@ async def request(
     if control is None:
         raise SupervisorNotRunning(f"supervisor {name!r} is not running")
     env = Envelope((op, arg), math.inf, True)
+    event = env._event
+    assert event is not None  # it wants a reply
     control.send_nowait(env)
     try:
-        await env._event.wait()  # type: ignore[union-attr]
+        await event.wait()
     except BaseException:
         env.abandon()
         raise

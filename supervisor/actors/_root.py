@@ -84,7 +84,7 @@ async def open_tree(
 
     Children are started (in order) before the block is entered; leaving the block
     stops them (see :class:`Supervisor`), and closes every address so no call can wait forever.
-    If the root gives up, the block is cancelled and :class:`SupervisorGaveUp` is
+    If the root gives up, the block is cancelled and :class:`~supervisor.actors.SupervisorGaveUp` is
     raised out of it. A single error is raised as it is, not inside an exception group.
     """
     root = Supervisor(

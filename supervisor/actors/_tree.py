@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from typing import cast
 
 import attrs
 import trio
@@ -320,8 +321,12 @@ class Supervisor:
             await self._restart_due()
 
     def _next_restart_at(self) -> float:
-        due = [s.restart_at for s in self._slots if s.state is ChildState.RESTARTING]
-        return min(due, default=math.inf)  # type: ignore[arg-type]
+        due = [
+            s.restart_at
+            for s in self._slots
+            if s.state is ChildState.RESTARTING and s.restart_at is not None
+        ]
+        return min(due, default=math.inf)
 
     # -- one child ---------------------------------------------------------------------
 
@@ -472,7 +477,7 @@ class Supervisor:
     async def _serve_request(self, env: Envelope) -> None:
         if not env.begin(None):
             return
-        op, arg = env.message  # type: ignore[misc]
+        op, arg = cast("tuple[str, object]", env.message)  # what `request` queues
         try:
             if op in _DRAIN_FIRST and self._drain_first(env, op, arg):
                 return  # served once the child has stopped (see _serve_drained)
@@ -488,7 +493,7 @@ class Supervisor:
         goes on serving its siblings' exits and restarts; the operation is served once
         it has stopped. Whether it was started (``False``: nothing runs to stop)."""
         spec = arg if isinstance(arg, ChildSpec) else None
-        slot = self._slot(spec.id if spec is not None else arg)  # type: ignore[arg-type]
+        slot = self._slot(spec.id if spec is not None else cast(str, arg))  # else: an id
         if spec is not None:
             self._same_addresses(slot, spec)
         if slot.state not in (ChildState.STARTING, ChildState.RUNNING):

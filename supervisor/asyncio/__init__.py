@@ -39,12 +39,14 @@ import asyncio
 import collections
 import contextlib
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any, TypeVar
 
 import outcome
 import trio
 
+from ..config import Config
 from ..events import Event
 from ..runtime import SupervisorHandle
 from ..runtime import open_supervisor as _open_trio
@@ -313,7 +315,9 @@ class _Bridge:
             return self.on_asyncio(callback)
         return callback
 
-    def on_asyncio(self, callback: Callable[..., Awaitable[_T]]) -> Callable[..., Awaitable[_T]]:
+    def on_asyncio(
+        self, callback: Callable[..., Coroutine[Any, Any, _T]]
+    ) -> Callable[..., Awaitable[_T]]:
         """``callback`` (an asyncio coroutine function) as a trio one: run as an asyncio
         task, its trio caller waiting for it (and cancelling it when cancelled)."""
 
@@ -341,7 +345,9 @@ def _settle(future: asyncio.Future[Any], result: object) -> None:
 
 
 @contextlib.asynccontextmanager
-async def open_supervisor(config: object, **options: Any) -> AsyncIterator[AsyncSupervisor]:
+async def open_supervisor(
+    config: Config | Mapping[str, object] | str | os.PathLike[str], **options: Any
+) -> AsyncIterator[AsyncSupervisor]:
     """:func:`supervisor.open_supervisor` for asyncio code: supervise ``config``'s servers
     for the duration of the block, in a trio run hosted by the running asyncio loop;
     yields an :class:`AsyncSupervisor`. ``options`` are ``open_supervisor``'s, its
@@ -389,7 +395,9 @@ async def open_supervisor(config: object, **options: Any) -> AsyncIterator[Async
         (await asyncio.shield(finished)).unwrap()
 
 
-async def start_supervisor(config: object, **options: Any) -> AsyncSupervisor:
+async def start_supervisor(
+    config: Config | Mapping[str, object] | str | os.PathLike[str], **options: Any
+) -> AsyncSupervisor:
     """:func:`open_supervisor` without a block, for a notebook (whose cells run on its
     asyncio loop, ``await`` at the top level): the supervisor runs, as a guest of the
     loop, from cell to cell until ``await sup.aclose()``. Raises what the ``async

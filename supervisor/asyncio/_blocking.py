@@ -12,10 +12,12 @@ keep in the bus's buffer until then.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Coroutine, Mapping
 from types import TracebackType
 from typing import Any, TypeVar
 
+from ..config import Config
 from . import AsyncSupervisor, start_supervisor
 
 __all__ = ["Supervisor"]
@@ -31,7 +33,9 @@ class Supervisor:
     asyncio program, a notebook), it refuses, pointing to :mod:`supervisor.asyncio`:
     blocking would stop the very loop it needs."""
 
-    def __init__(self, config: object, **options: Any) -> None:
+    def __init__(
+        self, config: Config | Mapping[str, object] | str | os.PathLike[str], **options: Any
+    ) -> None:
         self._config = config
         self._options = options
         self._runner: asyncio.Runner | None = None

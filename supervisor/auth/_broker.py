@@ -50,7 +50,7 @@ import time
 import warnings
 from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import parse_qs, urlsplit
 
 import attrs
@@ -277,7 +277,10 @@ def secret_method(supported: Sequence[str] | None) -> SecretMethod:
     ``client_secret_post`` when listed, else ``client_secret_basic``."""
     if not supported:
         return "client_secret_basic"
-    return next((m for m in _SECRET_METHODS if m in supported), "client_secret_basic")
+    for method in _SECRET_METHODS:
+        if method in supported:
+            return method
+    return "client_secret_basic"
 
 
 async def _server_metadata(
@@ -642,7 +645,9 @@ class TokenBroker:
         provider = self.provider
         context = getattr(provider, "context", None)
         if provider is not None and context is not None:
-            await initialize_provider(provider)
+            # a provider with a context: an OAuthClientProvider, or the SDK's identity-assertion
+            # one (no subclass of it) that initialize_provider reads the same way
+            await initialize_provider(provider)  # pyright: ignore[reportArgumentType]
             # Whatever it holds: renew, refreshing first (0 would read as "no expiry").
             context.token_expiry_time = 1.0
             if fresh:
@@ -788,13 +793,15 @@ class TokenBroker:
             response = await http.send(outgoing)
             await response.aread()
             return response
-        for attempt in range(2):
+        attempt = 0
+        while True:  # twice at most: once more with the nonce a refusal asks for
             outgoing.headers["DPoP"] = self._proof("POST", outgoing.url)
             response = await http.send(outgoing)
             await response.aread()
             self._nonces.heard(outgoing.url, response)
             if attempt or not nonce_asked(response):
                 break
+            attempt += 1
         if response.status_code != 200:
             return response
         try:
@@ -818,7 +825,8 @@ class TokenBroker:
     # -- the SDK provider's handlers ----------------------------------------------------
 
     async def _redirect_handler(self, url: str) -> None:
-        context = self.provider.context  # type: ignore[union-attr]
+        # the authorization-code grant's handler: its provider is a _Provider
+        context = cast(_Provider, self.provider).context
         metadata = context.oauth_metadata
         methods = (metadata.code_challenge_methods_supported or []) if metadata else []
         # A 2025-03-26 server with no metadata at all advertises nothing: that version
@@ -910,7 +918,8 @@ class TokenBroker:
         return [self.logins.redirect_uri(p, CALLBACK_PATH) for p in ports]
 
     def _set_redirect_uris(self, port: int, ports: Sequence[int]) -> None:
-        context = self.provider.context  # type: ignore[union-attr]
+        # a browser login's (the authorization-code grant): its provider is a _Provider
+        context = cast(_Provider, self.provider).context
         context.client_metadata.redirect_uris = [AnyUrl(u) for u in self._redirect_uris(port)]
 
     def _make_provider(self) -> httpx2.Auth | None:
@@ -923,7 +932,7 @@ class TokenBroker:
         if self.grant == "workload_identity":
             return self._workload_identity(scope)
         metadata = OAuthClientMetadata(
-            redirect_uris=self._redirect_uris(),  # type: ignore[arg-type]
+            redirect_uris=[AnyUrl(u) for u in self._redirect_uris()],
             client_name=a.client_name or "mcp-supervisor",
             grant_types=["authorization_code", "refresh_token"],
             response_types=["code"],
@@ -937,7 +946,7 @@ class TokenBroker:
             self.credentials.fixed_client = OAuthClientInformationFull(
                 client_id=a.client_id,
                 client_secret=a.client_secret,
-                redirect_uris=self._redirect_uris(),  # type: ignore[arg-type]
+                redirect_uris=[AnyUrl(u) for u in self._redirect_uris()],
                 grant_types=["authorization_code", "refresh_token"],
                 token_endpoint_auth_method=metadata.token_endpoint_auth_method,
             )

@@ -93,7 +93,11 @@ async def fetch_id_jag(
     else:
         auth = (idp.client_id, secret)
     async with httpx2.AsyncClient(timeout=30.0) as http:
-        response = await http.post(idp.token_endpoint, data=data, auth=auth)
+        response = await http.post(
+            idp.token_endpoint,
+            data=data,
+            auth=httpx2.USE_CLIENT_DEFAULT if auth is None else auth,  # the client's: none
+        )
     if response.status_code != 200:
         raise OAuthTokenError(
             f"the identity provider refused the token exchange ({response.status_code}): "

@@ -23,6 +23,7 @@ from __future__ import annotations
 import html
 import math
 import os
+import socket
 import subprocess
 import sys
 import webbrowser
@@ -169,21 +170,23 @@ class Logins:
             self._idle.set()
             self._idle = trio.Event()
 
-    async def _serve(self, sock: object, scope: trio.CancelScope, stopped: trio.Event) -> None:
+    async def _serve(
+        self, sock: socket.socket, scope: trio.CancelScope, stopped: trio.Event
+    ) -> None:
         from .._util._serving import serve_sockets
 
         try:
             with scope:
                 await serve_sockets(
                     self._app,
-                    [sock],  # type: ignore[list-item]
+                    [sock],
                     logger_name="supervisor.auth.http",
                     graceful_timeout=0.5,
                     idle_timeout=10.0,
                     max_head=16 * 1024,
                 )
         finally:
-            sock.close()  # type: ignore[attr-defined]
+            sock.close()
             stopped.set()
 
     async def _app(self, scope: dict, receive: Callable, send: Callable) -> None:  # noqa: C901

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mcp.shared.auth_utils import resource_url_from_server_url
 
@@ -45,7 +45,8 @@ class AuthService:
 
     ``redirect`` is who shows a person the authorization URL when a server needs a
     browser login: a handler, ``"browser"`` (print it and open the browser), or ``None``
-    — then such a server waits in ``needs_auth`` for :meth:`login`.
+    — then such a server waits in ``needs_auth`` for
+    :meth:`~supervisor.runtime.SupervisorHandle.login`.
     """
 
     def __init__(
@@ -175,10 +176,12 @@ class AuthService:
         assert callable(handler)
         await handler(url)
 
-    def resolve(self, redirect: RedirectHandler | str | None) -> RedirectHandler | None:
+    def resolve(
+        self, redirect: RedirectHandler | Literal["browser"] | None
+    ) -> RedirectHandler | None:
         if redirect == "browser":
             return self.browser_handler()
-        return redirect  # type: ignore[return-value]
+        return redirect
 
 
 class _Holder(Actor):

@@ -340,11 +340,12 @@ class Credentials:
         (a row without one: the key held stays, for the next tokens)."""
         if self.dpop_key is None:
             return
-        data = self._row.get("dpop") if self._row is not None else None
-        stored = DpopKey.from_jwk(data.get("key")) if isinstance(data, dict) else None
+        found = self._row.get("dpop") if self._row is not None else None
+        data = found if isinstance(found, dict) else {}
+        stored = DpopKey.from_jwk(data.get("key"))  # None for no key (not a dict)
         if stored is not None:
             self.dpop_key = stored
-        self.dpop_bound = stored is not None and data.get("bound") is True  # type: ignore[union-attr]
+        self.dpop_bound = stored is not None and data.get("bound") is True
 
     def stored(self) -> StoredTokens | None:
         """The stored tokens with their expiry, ``None`` without (or with damaged) ones:

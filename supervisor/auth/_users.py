@@ -518,6 +518,7 @@ class UserLogins:
         :meth:`_take`); :class:`_BadTicket` saying why not."""
         if self._key is None:
             raise _BadTicket("this gateway serves no logins")
+        server = subject = expires = nonce = None  # until the ticket reads as one
         try:
             body_text, mac_text = ticket.split(".", 1)
             body = _unb64(body_text)
@@ -717,12 +718,14 @@ class UserLogins:
     async def _landed(self, state: str | None, error: str | None) -> None:
         """The login of ``state`` ended (``error``: how it failed): tell its callback,
         here or on the replica it reached; forget it."""
-        flight = self._flights.pop(state, None) if state is not None else None
+        if state is None:
+            return
+        flight = self._flights.pop(state, None)
         if flight is None:
             return
         flight.error = error
         flight.done.set()
-        key = _state_key(state)  # type: ignore[arg-type]
+        key = _state_key(state)
         if flight.via_store:
             await self._rows.write("logins", key, {"done": True, "error": error})
         elif flight.answer is None:  # no answer came: nobody will take the row

@@ -57,7 +57,8 @@ async def _open_auth() -> AsyncIterator[RoundFn]:
             start = time.perf_counter()
             for _ in range(n):
                 caller = await gate.authenticate(header)
-                Narrowed(gate, caller, policy.grant(caller))  # type: ignore[arg-type]
+                # built, never used: its making is what is timed, so any host will do
+                Narrowed(gate, caller, policy.grant(caller))  # pyright: ignore[reportArgumentType]
             return time.perf_counter() - start
 
         async def static_token(n: int) -> float:

@@ -80,7 +80,7 @@ async def _bare_client(params: StdioServerParameters | None = None) -> AsyncIter
         params = stdio_server_parameters("echo")
     with open(os.devnull, "w") as errlog:  # noqa: ASYNC230 - /dev/null never blocks
         transport = stdio_client(params, errlog=errlog)
-        async with Client(transport) as client:  # type: ignore[arg-type]
+        async with Client(transport) as client:
             yield client
 
 

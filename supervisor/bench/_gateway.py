@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -117,6 +117,7 @@ async def _serve(config: str, env: Mapping[str, str], *options: str) -> AsyncIte
     )
     assert process.stderr is not None
     said = b""
+    found = None
     try:
         with trio.move_on_after(_SERVER_TIMEOUT):
             while (found := re.search(rb"gateway at (\S+)\n", said)) is None:
@@ -152,7 +153,7 @@ async def _client(url: str, token: str, mode: str = "auto") -> AsyncIterator[Cli
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
     async with (
         http,
-        Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
     ):
         yield client
 
@@ -237,7 +238,7 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
             await _start_ms(cli, env)  # fills the bytecode cache
             parity = itertools.count()
 
-            async def against_direct(call: object, n: int) -> float:
+            async def against_direct(call: Callable[[], Awaitable[object]], n: int) -> float:
                 """``n`` sequential calls of ``call`` ÷ as many direct ones, alternating."""
                 ours, theirs = await alternate(
                     partial(_sequential, call),
@@ -293,10 +294,10 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-async def _sequential(call: object, n: int) -> float:
+async def _sequential(call: Callable[[], Awaitable[object]], n: int) -> float:
     start = time.perf_counter()
     for _ in range(n):
-        await call()  # type: ignore[operator]
+        await call()
     return time.perf_counter() - start
 
 

@@ -26,11 +26,15 @@ _WARM_CALLS = 50
 _ECHO = {"text": "x"}
 
 
-def _config(sandboxed: bool) -> dict[str, object]:
+def _entry(sandboxed: bool) -> dict[str, object]:
     entry = contained_server(lazy=False, autoApprove=True)
     if sandboxed:
         entry["sandboxEnabled"] = True
-    return {"mcpServers": {"s": entry}}
+    return entry
+
+
+def _config(sandboxed: bool) -> dict[str, object]:
+    return {"mcpServers": {"s": _entry(sandboxed)}}
 
 
 async def _start_stop(sandboxed: bool, n: int) -> float:
@@ -54,8 +58,8 @@ async def _open_sandbox() -> AsyncIterator[RoundFn]:
         raise BenchError(f"no sandbox can be made here: {problem}")
     cfg = {
         "mcpServers": {
-            "boxed": {**_config(True)["mcpServers"]["s"]},  # type: ignore[index]
-            "bare": {**_config(False)["mcpServers"]["s"]},  # type: ignore[index]
+            "boxed": _entry(True),
+            "bare": _entry(False),
         }
     }
     async with open_supervisor(cfg) as sup:

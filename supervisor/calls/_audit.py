@@ -2,7 +2,7 @@
 
 Configured by the config's ``supervisor.audit`` section (docs/tools.md, "Audit log"); off
 without it. :func:`~supervisor.open_supervisor` opens an :class:`AuditLog` for its block
-and closes it when the block ends; the gate (:mod:`supervisor.gate`) writes a line for
+and closes it when the block ends; the gate (:mod:`supervisor.calls._gate`) writes a line for
 every call it is asked to make — also for a call refused before it is sent (an unknown
 tool, invalid arguments, approval refused, the server unavailable)::
 
@@ -115,7 +115,7 @@ the caller cancelled before it was sent.
 def audit_outcome(exc: BaseException | None, *, sent: bool) -> AuditOutcome:
     """The outcome of a call that raised ``exc`` (``None``: it returned a result) —
     ``sent``: after it was handed to its server. Built on
-    :func:`~supervisor.calls.classify` (answered / not executed / indefinite)."""
+    :func:`~supervisor.calls._outcome.classify` (answered / not executed / indefinite)."""
     if exc is None:
         return "ok"
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -133,7 +133,12 @@ def audit_outcome(exc: BaseException | None, *, sent: bool) -> AuditOutcome:
     outcome, is_error = classify(exc, sent=sent)
     if is_error:
         return "tool_error"
-    return {"ok": "invalid_output", "info": "indefinite", "fail": "failed"}[outcome]  # type: ignore[return-value]
+    labels: dict[str, AuditOutcome] = {
+        "ok": "invalid_output",
+        "info": "indefinite",
+        "fail": "failed",
+    }
+    return labels[outcome]
 
 
 @attrs.define

@@ -37,10 +37,10 @@ reaches a server's connection around it. In order:
 Every call is shown, from the moment it is invoked — also when it fails before it is sent
 — to the gate's call observers (:mod:`supervisor.calls`), each once: a call history
 (``open_supervisor(history=...)``), which names the call (its id goes to the server in
-the request's ``_meta``); an audit log (:class:`supervisor.audit.AuditLog`), one line
+the request's ``_meta``); an audit log (:class:`~supervisor.calls._audit.AuditLog`), one line
 with the approval decision and the outcome, under the history's call id if there is one
 (a log that cannot be written refuses calls before they are sent); the call's trace span
-(:mod:`supervisor.tracing`); and, for a call that named a server, each
+(:mod:`supervisor.calls._tracing`); and, for a call that named a server, each
 :class:`~supervisor.monitor.CallWindow` in ``windows`` (the dashboard's strips), with its
 latency and outcome. Without them, nothing is timed or kept.
 """
@@ -180,9 +180,9 @@ class Gate:
         caller: str | None = None,
     ) -> ToolResult:
         """Call the tool of merged name ``name``: every step of the module docstring, in
-        a trace span (:mod:`supervisor.tracing`). ``approve``, if given, decides this
+        a trace span (:mod:`supervisor.calls._tracing`). ``approve``, if given, decides this
         call's approval in place of the gate's callback; ``spill=False`` keeps the whole
-        result in memory (:func:`~supervisor.tools.normalize_result`); ``log_level``
+        result in memory (:func:`~supervisor.tools._results.normalize_result`); ``log_level``
         is this call's, for a 2026-07-28 server; ``rounds`` relays a multi-round-trip
         call: a server's ``input_required`` answer is the result's ``raw``, as it is;
         ``caller``: who it is made for, as its observers see it (:class:`Call`)."""
@@ -359,7 +359,7 @@ class Gate:
     ) -> ApprovalReason | Decider:
         """What ``server``'s policy says of calling ``tool`` (``merged`` in the catalog):
         why it needs approval, or the rule that lets it go ahead
-        (:func:`~supervisor.tools.policy_verdict`), decided once per tool object the
+        (:func:`~supervisor.tools._approval.policy_verdict`), decided once per tool object the
         server listed: a new listing brings new objects, decided anew."""
         key = (server.name, original, merged)
         cached = self._verdicts.get(key)
@@ -513,7 +513,7 @@ class ServerView:
         (a crash), ``hang`` (it stops answering until ``resume``), ``resume``, or
         ``list_changed`` (a spurious tools notification). Needs a ``faults`` plan in its
         config, an empty one will do; see :meth:`ServerHandle.inject
-        <supervisor.server.ServerHandle.inject>`."""
+        <supervisor.server._managed.ServerHandle.inject>`."""
         return await self._server.inject(action)
 
     async def task_request(

@@ -1,7 +1,7 @@
 """What sees a tool call go through the gate: one interface for the call history, the audit
 log, the trace span and the dashboard's call windows.
 
-The gate (:mod:`supervisor.gate`) makes one :class:`Call` for each tool call and asks each
+The gate (:mod:`supervisor.calls._gate`) makes one :class:`Call` for each tool call and asks each
 of its observers to :meth:`~CallObserver.watch` it, in order, as soon as the call is
 invoked. A watch (a :class:`CallWatch`) then hears, in this order:
 
@@ -15,7 +15,7 @@ invoked. A watch (a :class:`CallWatch`) then hears, in this order:
 
 An observer that names calls (the call history) sets :attr:`Call.call_id` in ``watch``,
 if no earlier observer has: that id is what goes to the server in the request's
-``_meta`` (:data:`~supervisor.calls.CALL_ID_META`) and what later observers (the audit
+``_meta`` (:data:`~supervisor.calls._call_id.CALL_ID_META`) and what later observers (the audit
 log) write. Observers are called synchronously, on the caller's task; they must not
 block.
 """
@@ -53,7 +53,7 @@ class Call:
     approval: Any = None
     #: handed to its server
     sent: bool = False
-    #: how it ended, in the audit log's words (:data:`supervisor.audit.AuditOutcome`)
+    #: how it ended, in the audit log's words (:data:`~supervisor.calls._audit.AuditOutcome`)
     outcome: str | None = None
     #: who it is made for: the subject of the team gateway's authenticated caller
     caller: str | None = None

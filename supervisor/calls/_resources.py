@@ -1,7 +1,7 @@
 """Resources and prompts: merged across servers, namespaced like tools.
 
 Each server's ``resources/list``, ``resources/templates/list`` and ``prompts/list`` (kept on
-its :class:`~supervisor.server.ServerHandle`, refetched on ``list_changed``) are merged in
+its :class:`~supervisor.server._managed.ServerHandle`, refetched on ``list_changed``) are merged in
 config order into :class:`MergedResource`, :class:`MergedResourceTemplate` and
 :class:`MergedPrompt` values. Names follow the tools' rules (:mod:`supervisor.registry`:
 the naming template and prefix, normalisation, the 64-character limit and the clash
@@ -161,14 +161,14 @@ class Resources:
         ``rounds`` relays a multi-round-trip read (2026-07-28) for a front end whose own
         client answers the server's input requests: its ``input_required`` answer is
         then returned as it is (see :meth:`ServerHandle.read_resource
-        <supervisor.server.ServerHandle.read_resource>`).
+        <supervisor.server._managed.ServerHandle.read_resource>`).
 
         The read waits while that server connects or restarts, within ``timeout`` (default:
         the server's request timeout), and is sent once more if the connection dies with
         it in flight. Raises :class:`~supervisor.errors.UnknownResource` without sending
         when no server offers ``uri``; :class:`~supervisor.errors.UnknownServer` for an
         unknown ``server``; and what :meth:`ServerHandle.read_resource
-        <supervisor.server.ServerHandle.read_resource>` raises: ``ServerUnavailable``,
+        <supervisor.server._managed.ServerHandle.read_resource>` raises: ``ServerUnavailable``,
         ``RequestTimeout``, ``ServerRequestError`` (the server's own error answer).
         """
         owner = await self._owner(uri, server)
@@ -262,7 +262,7 @@ class Resources:
         Raises, without sending, :class:`~supervisor.errors.UnknownPrompt` (naming close
         matches) and :class:`~supervisor.errors.PromptArgumentsInvalid` when a required
         argument is missing or a value is not a string; then what
-        :meth:`ServerHandle.get_prompt <supervisor.server.ServerHandle.get_prompt>`
+        :meth:`ServerHandle.get_prompt <supervisor.server._managed.ServerHandle.get_prompt>`
         raises. Waits and retries as :meth:`read_resource` does.
         """
         await self._current()
@@ -295,7 +295,7 @@ class Resources:
 
         Raises, without sending, :class:`~supervisor.errors.UnknownPrompt` or
         :class:`~supervisor.errors.UnknownResource` when no server offers ``ref``; then
-        what :meth:`ServerHandle.complete <supervisor.server.ServerHandle.complete>`
+        what :meth:`ServerHandle.complete <supervisor.server._managed.ServerHandle.complete>`
         raises. Waits and retries as :meth:`read_resource` does.
         """
         await self._current()

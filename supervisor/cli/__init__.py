@@ -71,9 +71,9 @@ class _Only:
         self._wanted = wanted
         self.found = False
 
-    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    def add_parser(self, name: str, **kwargs: Any) -> Parser:
         if name != self._wanted and self._wanted not in kwargs.get("aliases", ()):
-            return cast(argparse.ArgumentParser, _Skipped())
+            return cast(Parser, _Skipped())
         self.found = True
         return self._commands.add_parser(name, **kwargs)
 
@@ -91,7 +91,7 @@ def _command_of(argv: Sequence[str]) -> str | None:
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser of every subcommand; with ``only``, a parser whose single
     subcommand is ``only`` (the whole one when there is no such command)."""
-    verbosity = argparse.ArgumentParser(add_help=False)
+    verbosity = Parser(add_help=False)
     verbosity.add_argument(
         "-v",
         "--verbose",

@@ -1,7 +1,7 @@
 """``auth login|logout|status``: OAuth logins of remote servers (docs/auth.md).
 
 What an authorization server said (issuer, scopes, errors) and a server's tool names
-are made printable (:func:`supervisor._printable.printable`) before they are shown."""
+are made printable (:func:`supervisor._util._printable.printable`) before they are shown."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .._util._printable import printable
 from ..server._status import ServerStatus
@@ -33,7 +33,7 @@ from ._trust import add_config_options
 if TYPE_CHECKING:
     from ..auth._broker import BrokerInfo
     from ..auth._service import AuthService
-    from ..config import Config
+    from ..config import Config, ServerConfig
     from ..runtime import SupervisorHandle
 
 
@@ -272,7 +272,8 @@ async def _settled(sup: SupervisorHandle, name: str) -> Any:
     import trio
 
     server = sup.server(name)
-    limit = server.config.init_timeout + 5.0  # type: ignore[attr-defined]
+    # ServerView.config says only "object": it is the server's ServerConfig
+    limit = cast("ServerConfig", server.config).init_timeout + 5.0
     # still waiting for the login to be used: needs_auth; refused, or not reachable: settled
     settled = (
         ServerStatus.CONNECTED,

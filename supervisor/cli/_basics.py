@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from .._util._plural import plural
 from .._util._printable import printable
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from ..bench._suite import Measurement
     from ..config import FieldError, ServerConfig
+    from ..config._secrets import _Launch
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -80,7 +81,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     rows = {}
     for name, server in loaded.items():
         kind = "remote" if server.remote_fallback else server.type.value
-        target = redact(masked_url(server.url) if server.url else command_line(server))
+        # command_line's _Launch: what a ServerConfig is, its fields read-only
+        shown = masked_url(server.url) if server.url else command_line(cast("_Launch", server))
+        target = redact(shown)
         rows[name] = (server, kind, target)
     if args.json:
         # Each entry found, with its errors; what could not be validated is null.

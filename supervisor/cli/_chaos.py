@@ -10,11 +10,11 @@ stderr once listening). It runs until a signal stops it (130, 143, 129).
 
 Each fault is said on stderr as it is injected (``--quiet``: not), and ``--faults-log
 PATH`` writes them all as JSON when the proxy ends; ``--report DIR`` records the client's
-tool calls (:class:`~supervisor.faults.CallRecorder`) and writes the checker's verdict on
+tool calls (:class:`~supervisor.injection._link.CallRecorder`) and writes the checker's verdict on
 them, with the faults, as ``chaos.json`` and ``chaos.html``.
 
 ``chaos soak --servers N --duration S --seed K [--report DIR]`` runs the soak
-(:func:`supervisor.testing.run_soak`): fixture servers of mixed transports under random
+(:func:`supervisor.testing._soak.run_soak`): fixture servers of mixed transports under random
 seeded plans with continuous calls, then the checker's verdict; exit 0 when it finds
 nothing wrong, 1 when it does.
 """
@@ -24,10 +24,16 @@ from __future__ import annotations
 import argparse
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._util._plural import plural
 from ._common import EXIT_FAILURE, EXIT_USAGE, Commands, Parents, run, say
 from ._serve import dashboard_address
+
+if TYPE_CHECKING:
+    from ..faults import CallHistory
+    from ..injection._engine import FaultEngine, Injected
+    from ..injection._plan import Plan
 
 __all__ = ["register"]
 
@@ -188,42 +194,42 @@ def _cmd_chaos(args: argparse.Namespace) -> int:
             say(f"mcp-supervisor chaos: {error}")
         return EXIT_USAGE
 
-    def announce(fault: object) -> None:
+    def announce(fault: Injected) -> None:
         if not args.quiet:
             say(f"mcp-supervisor chaos: {_described(fault)}")
 
     engine = FaultEngine(plan, on_inject=announce)
-    history = None
+    history: CallHistory | None = None
     if args.report is not None:
         from ..faults import CallHistory
 
         history = CallHistory()
     try:
-        if http:
+        if args.listen is not None:  # an HTTP proxy (http: --upstream is given too)
             host, port = args.listen
             return run(_http, plan, host, port, args.upstream, engine, history)
         return run(_stdio, plan, rest, engine, history)
     finally:
         if args.faults_log is not None:
             _write_log(args.faults_log, engine)
-        if history is not None:
+        if history is not None and args.report is not None:
             _write_report(Path(args.report), engine, history)
 
 
-def _write_report(directory: Path, engine: object, history: object) -> None:
+def _write_report(directory: Path, engine: FaultEngine, history: CallHistory) -> None:
     """The checker's verdict on the calls the proxy carried, as ``chaos.json`` and
     ``chaos.html`` in ``directory``."""
     from ..faults import check, write_html, write_json
 
-    faults = list(engine.log)  # type: ignore[attr-defined]
-    verdict = check(history, faults=faults)  # type: ignore[arg-type]
+    faults = list(engine.log)
+    verdict = check(history, faults=faults)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        write_json(directory / "chaos.json", verdict, history, faults=faults)  # type: ignore[arg-type]
+        write_json(directory / "chaos.json", verdict, history, faults=faults)
         write_html(
             directory / "chaos.html",
             verdict,
-            history,  # type: ignore[arg-type]
+            history,
             faults=faults,
             title="mcp-supervisor chaos",
         )
@@ -247,7 +253,12 @@ def _upstream_problem(url: str) -> str | None:
 
 
 async def _http(
-    plan: object, host: str, port: int, upstream: str, engine: object, history: object
+    plan: Plan,
+    host: str,
+    port: int,
+    upstream: str,
+    engine: FaultEngine,
+    history: CallHistory | None,
 ) -> int:
     import trio
 
@@ -258,11 +269,11 @@ async def _http(
             url = await nursery.start(
                 partial(
                     run_http_proxy,
-                    plan,  # type: ignore[arg-type]
+                    plan,
                     host,
                     port,
                     upstream,
-                    engine=engine,  # type: ignore[arg-type]
+                    engine=engine,
                     history=history,
                 )
             )
@@ -273,37 +284,39 @@ async def _http(
     return EXIT_FAILURE  # the proxy ends only when a signal stops it
 
 
-async def _stdio(plan: object, command: list[str], engine: object, history: object) -> int:
+async def _stdio(
+    plan: Plan, command: list[str], engine: FaultEngine, history: CallHistory | None
+) -> int:
     from ..faults._stdio import ProxyEnded, run_stdio_proxy
 
     try:
-        return await run_stdio_proxy(plan, command, engine=engine, history=history)  # type: ignore[arg-type]
+        return await run_stdio_proxy(plan, command, engine=engine, history=history)
     except ProxyEnded as exc:
         say(f"mcp-supervisor chaos: {exc}")
         return exc.exit_code
 
 
-def _described(fault: object) -> str:
+def _described(fault: Injected) -> str:
     """``injected kill (rule 0) into tools/call id=3 to_server``."""
     f = fault  # an Injected
     where = []
     if getattr(f, "method", None):
-        where.append(str(f.method))  # type: ignore[attr-defined]
+        where.append(str(f.method))
     if getattr(f, "id", None) is not None:
-        where.append(f"id={f.id}")  # type: ignore[attr-defined]
+        where.append(f"id={f.id}")
     if getattr(f, "tool", None):
-        where.append(f"tool={f.tool}")  # type: ignore[attr-defined]
+        where.append(f"tool={f.tool}")
     if getattr(f, "direction", None):
-        where.append(str(f.direction))  # type: ignore[attr-defined]
+        where.append(str(f.direction))
     into = f" into {' '.join(where)}" if where else ""
-    return f"injected {f.detail} (rule {f.rule}){into} at {f.t:.3f} s"  # type: ignore[attr-defined]
+    return f"injected {f.detail} (rule {f.rule}){into} at {f.t:.3f} s"
 
 
-def _write_log(path: str, engine: object) -> None:
+def _write_log(path: str, engine: FaultEngine) -> None:
     from ..faults import faults_json
 
     try:
-        Path(path).write_bytes(faults_json(engine.log))  # type: ignore[attr-defined]
+        Path(path).write_bytes(faults_json(engine.log))
     except OSError as exc:
         say(f"mcp-supervisor chaos: cannot write the fault log {path}: {exc.strerror or exc}")
 
@@ -331,7 +344,7 @@ def register(commands: Commands, parents: Parents) -> None:
         "Ctrl-C); 2 for a usage or plan error. `mcp-supervisor chaos soak --help` tells of "
         "the soak: many fixture servers under random plans, then the checker's verdict.",
     )
-    chaos._intermixing = True  # type: ignore[attr-defined]  # COMMAND's options are its own
+    chaos._intermixing = True  # COMMAND's options are its own
     chaos.add_argument("--plan", metavar="PLAN", help="the fault plan: a JSON file")
     chaos.add_argument(
         "--seed", type=_seed, default=None, metavar="K", help="use this seed, not the plan's"

@@ -14,9 +14,9 @@ import argparse
 import json
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, overload
 
 from ..log import get_logger
 
@@ -44,11 +44,13 @@ EPILOG = (
 )
 
 #: ``parser.add_subparsers()``'s result, to which each module adds its commands
-Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Commands: TypeAlias = "argparse._SubParsersAction[Parser]"
 #: the parent parsers every subcommand takes (``-v``)
-Parents: TypeAlias = "list[argparse.ArgumentParser]"
+Parents: TypeAlias = "list[Parser]"
 
 log = get_logger("supervisor.cli")
+
+_N = TypeVar("_N")
 
 
 class Parser(argparse.ArgumentParser):
@@ -69,7 +71,7 @@ class Parser(argparse.ArgumentParser):
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         try:
-            super()._check_value(action, value)  # type: ignore[misc]
+            super()._check_value(action, value)
         except argparse.ArgumentError:
             choices = list(action.choices or ())
             close = _closest(value, choices)
@@ -92,9 +94,19 @@ class Parser(argparse.ArgumentParser):
                 break
         self.error(message)
 
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
+    @overload
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: None = None
+    ) -> tuple[argparse.Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(
+        self, args: Iterable[str] | None, namespace: _N
+    ) -> tuple[_N, list[str]]: ...
+    @overload
+    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: object = None
+    ) -> tuple[object, list[str]]:
         # parse_known_intermixed_args parses in two passes, each through this method; a
         # command with actions of its own (`auth login`) leaves it to their parsers.
         positionals = self._get_positional_actions()
@@ -108,7 +120,7 @@ class Parser(argparse.ArgumentParser):
             self._intermixing = False
 
 
-class _Subcommands(argparse._SubParsersAction):  # type: ignore[type-arg]
+class _Subcommands(argparse._SubParsersAction):
     """The subcommands of a :class:`Parser`: what the chosen one's parser does not know
     is its error (with its usage), not left for the parser above to report."""
 
@@ -236,7 +248,7 @@ def said(error: BaseException) -> str:
 
 
 def say(line: str) -> None:
-    """One line on stderr, now, made printable (:func:`~supervisor._printable.printable`,
+    """One line on stderr, now, made printable (:func:`~supervisor._util._printable.printable`,
     line breaks kept): what it quotes of a server or a config is shown, never obeyed. A
     stderr that is gone (a closed terminal) is no error."""
     from .._util._printable import printable

@@ -31,10 +31,10 @@ import argparse
 import errno
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, cast, overload
 
 from .._util._files import FILE_MODE, SECRETS_DIR, private_dir, write_atomic
 from .._util._plural import plural
@@ -46,25 +46,40 @@ from ._trust import DEFAULT_CONFIG, Trusted, TrustStore, add_config_options, dig
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..config._secrets import _Launch
 
 #: the directory beside the config that holds the env files ``add`` writes
 ENV_DIR = SECRETS_DIR
 _TRANSPORTS = ("http", "sse", "ws")
+_N = TypeVar("_N")
 
 
 class _CommandLineParser(Parser):
     """``add``'s parser: what follows ``--`` is the server's command line, its options
     the server's own (``args.command_line``)."""
 
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
+    @overload
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: None = None
+    ) -> tuple[argparse.Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(
+        self, args: Iterable[str] | None, namespace: _N
+    ) -> tuple[_N, list[str]]: ...
+    @overload
+    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: object = None
+    ) -> tuple[object, list[str]]:
         words = list(sys.argv[1:] if args is None else args)
         tail: list[str] | None = None
         if not self._intermixing and "--" in words:
             i = words.index("--")
             words, tail = words[:i], words[i + 1 :]
-        parsed, extras = super().parse_known_args(words, namespace)
+        # argparse fills the namespace it is given, and the command line gives none: a Namespace
+        parsed, extras = cast(
+            "tuple[argparse.Namespace, list[str]]", super().parse_known_args(words, namespace)
+        )
         if tail is not None or not hasattr(parsed, "command_line"):
             parsed.command_line = tail or []
         return parsed, extras
@@ -178,7 +193,9 @@ def _cmd_add(args: argparse.Namespace) -> int:
         # variable reference or env name is refused before anything is written.
         style = section.split(".")[0]
         servers: dict[str, object] = {args.name: entry(style)}
-        alone = {"mcp": {"servers": servers}} if section == "mcp.servers" else {style: servers}
+        alone: dict[str, object] = (
+            {"mcp": {"servers": servers}} if section == "mcp.servers" else {style: servers}
+        )
         load_config(alone, project_root=path.absolute().parent)
     except ConfigError as exc:
         for error in exc.errors:
@@ -198,8 +215,8 @@ def _cmd_add(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     what = "replaced" if replaced else "added"
     print(f"{what} {args.name} in {label} ({section})")
-    if secrets:
-        print(f"  {', '.join(secrets)} kept in {path.parent / env_file} (0600), not in the config")  # type: ignore[operator]
+    if secrets and env_file is not None:  # secrets asked for: env_file is set
+        print(f"  {', '.join(secrets)} kept in {path.parent / env_file} (0600), not in the config")
     for key in inline:
         from ..config._secrets import _secretish
 
@@ -447,7 +464,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     rows = []
     for s in config.servers.values():
         kind = "remote" if s.remote_fallback else s.type.value
-        target = redact(masked_url(s.url) if s.url else command_line(s))
+        # command_line's _Launch: what a ServerConfig is, its fields read-only
+        target = redact(masked_url(s.url) if s.url else command_line(cast("_Launch", s)))
         rows.append({"name": s.name, "type": kind, "target": target,
                      "disabled": s.disabled, "lazy": s.lazy})  # fmt: skip
     if args.json:
@@ -456,7 +474,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if not rows:
         print(f"{path}: no servers")
         return EXIT_OK
-    width = max(len(r["name"]) for r in rows)  # type: ignore[arg-type]
+    width = max(len(r["name"]) for r in rows)
     for r in rows:
         flags = "".join(f"  ({f})" for f in ("disabled", "lazy") if r[f])
         name, target = printable(str(r["name"])), printable(str(r["target"]))

@@ -191,7 +191,7 @@ class Reloader:
         if self.gateway is not None and old("policy") != new("policy"):
             from ..gateway._policy import Policy
 
-            self.gateway.set_policy(Policy(new("policy")))  # type: ignore[arg-type]
+            self.gateway.set_policy(Policy(None if after is None else after.policy))
         restart = (("auth", "auth"), ("keyFile", "key_file"), ("keyEnv", "key_env"))
         return [f"gateway.{name}" for name, field in restart if old(field) != new(field)]
 

@@ -72,7 +72,7 @@ def add_gateway_options(parser: argparse.ArgumentParser) -> None:
 
 
 def find_gateway(args: argparse.Namespace) -> Any:
-    """The gateway to ask (a :class:`~supervisor.gateway.GatewayClient`), or ``None``."""
+    """The gateway to ask (a :class:`~supervisor.gateway._local.GatewayClient`), or ``None``."""
     from ..gateway._local import GatewayClient
 
     if args.connect is not None:
@@ -330,8 +330,9 @@ def status(client: Any, as_json: bool) -> int | None:
 
 def events(client: Any, pattern: str, duration: float | None) -> int | None:
     """The gateway's events as JSON lines, for ``duration`` seconds or until it stops
-    (or a signal), each made printable as JSON (:func:`~supervisor._printable.printable_json`);
-    ``None`` when a local gateway could not be asked."""
+    (or a signal), each made printable as JSON
+    (:func:`~supervisor._util._printable.printable_json`); ``None`` when a local gateway
+    could not be asked."""
     from urllib.parse import quote
 
     from .._util._printable import printable_json

@@ -7,12 +7,12 @@ ways, and one printer of it for people:
 * ``call``: the tool's result as MCP sends it (``CallToolResult`` as JSON: what a
   gateway answers, or what the command's own supervisor received) →
   :func:`call_document` → :func:`print_call`; a failure → :func:`call_error`.
-* ``tools``: the document of :func:`supervisor.registry.tools_document` (which a gateway
+* ``tools``: the document of :func:`supervisor.registry._document.tools_document` (which a gateway
   serves at ``/tools``) → :func:`print_tools`.
 
-The standard library only (and :mod:`supervisor._previews`): a call through a running
+The standard library only (and :mod:`supervisor._util._previews`): a call through a running
 gateway renders its answer without loading the MCP SDK, attrs or trio. Every string a
-server sent is made printable (:func:`supervisor._printable.printable`) before it reaches
+server sent is made printable (:func:`supervisor._util._printable.printable`) before it reaches
 a terminal.
 """
 
@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from .._util._plural import plural
 from .._util._previews import (
@@ -75,13 +75,27 @@ def call_spill_dir() -> SpillDirectory:
     return SpillDirectory(Path(tempfile.gettempdir()) / name)
 
 
+class CallDocument(TypedDict):
+    """What ``call --json`` prints of a call's result."""
+
+    tool: str
+    server: object
+    text: str
+    structured: object
+    is_error: bool
+    images: list[dict[str, object]]
+    audio: list[dict[str, object]]
+    resources: list[dict[str, object]]
+    spilled_to: str | None
+
+
 class CallOutput:
     """A rendered call: :attr:`document` (``call --json``) and :attr:`preview`, the
     structured content's preview printed when the result has no text."""
 
     __slots__ = ("document", "preview")
 
-    def __init__(self, document: dict[str, object], preview: str | None) -> None:
+    def __init__(self, document: CallDocument, preview: str | None) -> None:
         self.document = document
         self.preview = preview
 
@@ -98,7 +112,7 @@ def call_document(
     ``tool`` on ``server``: the text joined — within ``limits`` (``supervisor.limits``
     names: ``maxPreviewBytes``, ``maxPreviewLines``, ``maxStructuredPreviewBytes``,
     ``maxInlineImages``, ``maxImageBytes``), a preview and the file in ``spill_dir``
-    holding the whole of it, as :func:`supervisor.tools.normalize_result` cuts it; without
+    holding the whole of it, as :func:`supervisor.tools._results.normalize_result` cuts it; without
     limits, whole — images inline (past the limits, saved to files named in the text),
     audio, resources, and the structured content."""
     texts: list[str] = []
@@ -160,7 +174,7 @@ def call_document(
         text, spilled_to = text_preview(text, tool, spill_dir, max_bytes, max_lines)
     if notes:
         text = "\n".join([text, *notes]) if text else "\n".join(notes)
-    document: dict[str, object] = {
+    document: CallDocument = {
         "tool": tool,
         "server": server,
         "text": text,
@@ -228,9 +242,9 @@ def print_call(output: CallOutput, as_json: bool) -> None:
     elif output.preview is not None:
         print(printable(output.preview, keep_lines=True))
     for kind, key in (("image", "images"), ("audio", "audio")):
-        for media in document[key]:  # type: ignore[attr-defined]
+        for media in document[key]:
             print(f"[{kind}: {printable(str(media['mime_type']))}, {media['size']} bytes]")
-    for r in document["resources"]:  # type: ignore[attr-defined]
+    for r in document["resources"]:
         parts = [
             None if r["mime_type"] is None else printable(str(r["mime_type"])),
             None if r["size"] is None else f"{printable(str(r['size']))} bytes",
@@ -304,7 +318,7 @@ DESTRUCTIVE_NOTE = (
 
 
 def print_tools(document: Mapping[str, Any], as_json: bool, *, note: str | None = None) -> int:
-    """Print a ``tools`` document (:func:`supervisor.registry.tools_document`): as JSON,
+    """Print a ``tools`` document (:func:`supervisor.registry._document.tools_document`): as JSON,
     or a table — name, server, approval (``auto``: goes ahead; ``ask``: needs approval;
     ``ask (d)``: needs approval as a destructive tool, even where ``autoApprove`` is
     true or a glob), the
@@ -350,7 +364,8 @@ def _hints(tool: Mapping[str, Any]) -> str:
 def signature(params: Sequence[Mapping[str, Any]]) -> str:
     """``title*: string, tags: array<string>``: each parameter's name, ``*`` when it is
     required, and its type; ``(no parameters)`` for none — as
-    :func:`supervisor.tools.signature` writes :class:`~supervisor.tools.Parameter` s."""
+    :func:`supervisor.tools._params.signature` writes
+    :class:`~supervisor.tools._params.Parameter` s."""
     if not params:
         return "(no parameters)"
     return ", ".join(f"{p['name']}{'*' if p['required'] else ''}: {p['type']}" for p in params)

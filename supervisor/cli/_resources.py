@@ -1,6 +1,6 @@
 """``resources``, ``read``, ``prompts`` and ``prompt``: the merged resources and prompts
 from the command line, one-shot like ``tools`` and ``call``. What a server sent is made
-printable (:func:`supervisor._printable.printable`) before it is shown; ``--json`` prints
+printable (:func:`supervisor._util._printable.printable`) before it is shown; ``--json`` prints
 it escaped, as JSON does.
 
 Like ``tools`` and ``call``, each first asks the gateway that ``serve`` runs for the
@@ -40,6 +40,7 @@ from ._remote import add_gateway_options, cold_start, failed, find_gateway
 from ._trust import add_config_options
 
 if TYPE_CHECKING:
+    from ..config import Config
     from ..runtime import SupervisorHandle
     from ..server import HealthRecord
 
@@ -56,11 +57,11 @@ def _cmd_resources(args: argparse.Namespace) -> int:
     return _one_shot(args, _resources, args.json)
 
 
-async def _resources(config: object, as_json: bool) -> int:
+async def _resources(config: Config, as_json: bool) -> int:
     from ..registry._document import resources_document
     from ..runtime import open_supervisor
 
-    async with open_supervisor(config, retries=False) as sup:  # type: ignore[arg-type]
+    async with open_supervisor(config, retries=False) as sup:
         await sup.connect_all()
         resources = await sup.resources()
         templates = await sup.resource_templates()
@@ -110,12 +111,12 @@ def _cmd_read(args: argparse.Namespace) -> int:
 
 
 async def _read(
-    config: object, uri: str, server: str | None, as_json: bool, timeout: float | None
+    config: Config, uri: str, server: str | None, as_json: bool, timeout: float | None
 ) -> int:
     from ..errors import SupervisorError, UnknownResource, UnknownServer
     from ..runtime import open_supervisor
 
-    async with open_supervisor(config, retries=False) as sup:  # type: ignore[arg-type]
+    async with open_supervisor(config, retries=False) as sup:
         try:
             if server is None:
                 await sup.connect_all()  # which server offers it is known once listed
@@ -169,11 +170,11 @@ def _cmd_prompts(args: argparse.Namespace) -> int:
     return _one_shot(args, _prompts, args.json)
 
 
-async def _prompts(config: object, as_json: bool) -> int:
+async def _prompts(config: Config, as_json: bool) -> int:
     from ..registry._document import prompts_document
     from ..runtime import open_supervisor
 
-    async with open_supervisor(config, retries=False) as sup:  # type: ignore[arg-type]
+    async with open_supervisor(config, retries=False) as sup:
         await sup.connect_all()
         document = prompts_document(await sup.prompts(), _enabled(sup))
     return print_prompts(document, as_json)
@@ -225,12 +226,12 @@ def _cmd_prompt(args: argparse.Namespace) -> int:
 
 
 async def _prompt(
-    config: object, name: str, arguments: dict[str, str], as_json: bool, timeout: float | None
+    config: Config, name: str, arguments: dict[str, str], as_json: bool, timeout: float | None
 ) -> int:
     from ..errors import PromptArgumentsInvalid, SupervisorError, UnknownPrompt
     from ..runtime import open_supervisor
 
-    async with open_supervisor(config, retries=False) as sup:  # type: ignore[arg-type]
+    async with open_supervisor(config, retries=False) as sup:
         try:
             try:
                 result = await sup.get_prompt(name, arguments, timeout=timeout)

@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..config._limits import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE
 from ._common import EXIT_OK, EXIT_USAGE, Commands, Parents, load, run
@@ -24,6 +24,10 @@ from ._trust import add_config_options
 
 if TYPE_CHECKING:
     import trio
+
+    from ..config import Config
+    from ..dashboard import DashboardInfo
+    from ..runtime import SupervisorHandle
 
 __all__ = ["add_dashboard_option", "register", "resolve_dashboard", "start_dashboard"]
 
@@ -121,7 +125,9 @@ def resolve_dashboard(args: argparse.Namespace) -> bool:
     return True
 
 
-async def start_dashboard(nursery: trio.Nursery, sup: object, args: argparse.Namespace) -> object:
+async def start_dashboard(
+    nursery: trio.Nursery, sup: SupervisorHandle, args: argparse.Namespace
+) -> DashboardInfo:
     """Start the dashboard of *sup* at ``args.dashboard``, with the token
     :func:`resolve_dashboard` found, in *nursery*, and say on stderr where it is and
     where to log in (with the token only when it was generated: said once, here, never
@@ -170,8 +176,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     base = config.path.parent if config.path is not None else None
     team = _team_auth(config)
+    field = "supervisor.gateway"
     try:
-        field = "supervisor.gateway"
         args.gateway_key = gateway_key(config.settings.gateway, base=base)
         if args.http is not None and team is not None:
             token = None
@@ -239,7 +245,7 @@ def _say(message: str) -> None:
     print(f"mcp-supervisor serve: {message}", file=sys.stderr, flush=True)
 
 
-async def _serve(config: object, args: argparse.Namespace, token: str | None) -> int:
+async def _serve(config: Config, args: argparse.Namespace, token: str | None) -> int:
     """Serve until the stdio client closes its end (exit 0) or, over HTTP, until cancelled:
     :func:`~._common.run` cancels it on a signal."""
     import trio
@@ -255,10 +261,13 @@ async def _serve(config: object, args: argparse.Namespace, token: str | None) ->
     from ._watch import watch_files
 
     approve = Approver(approve_all, Decider.CLI_YES) if args.yes else None
-    settings = config.settings.gateway  # type: ignore[attr-defined]
+    settings = config.settings.gateway
     relay = Relay()  # backing servers' sampling, elicitation, roots: to the waiting client
     async with (
-        open_supervisor(config, approve=approve, **relay.client_options()) as sup,  # type: ignore[arg-type]
+        # the relay's four callbacks, each of its keyword's type (its dict says only "object")
+        open_supervisor(
+            config, approve=approve, **cast("dict[str, Any]", relay.client_options())
+        ) as sup,
         trio.open_nursery() as nursery,
     ):
         # The dashboard before connecting, so that the page's timeline shows the connections.

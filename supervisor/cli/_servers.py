@@ -136,7 +136,7 @@ def _cmd_events(args: argparse.Namespace) -> int:
     return run(_events, config, args.filter, args.duration)
 
 
-async def _events(config: object, pattern: str, duration: float | None) -> int:
+async def _events(config: Config, pattern: str, duration: float | None) -> int:
     import trio
 
     from .._util._printable import printable_json
@@ -145,7 +145,7 @@ async def _events(config: object, pattern: str, duration: float | None) -> int:
 
     out = sys.stdout.buffer
     with trio.move_on_after(duration if duration is not None else float("inf")):
-        async with open_supervisor(config) as sup, sup.subscribe(pattern) as events:  # type: ignore[arg-type]
+        async with open_supervisor(config) as sup, sup.subscribe(pattern) as events:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(sup.connect_all)
                 async for event in events:

@@ -36,6 +36,8 @@ from ._render import call_error, print_tools, report_call
 from ._trust import add_config_options
 
 if TYPE_CHECKING:
+    from mcp import types
+
     from ..config import Config
     from ..tools import ApprovalCallback, ApprovalRequest
 
@@ -54,11 +56,11 @@ def _cmd_tools(args: argparse.Namespace) -> int:
     return run(_tools, config, args.json, args.search, args.limit)
 
 
-async def _tools(config: object, as_json: bool, query: str | None, limit: int) -> int:
+async def _tools(config: Config, as_json: bool, query: str | None, limit: int) -> int:
     from ..registry._document import tools_document
     from ..runtime import open_supervisor
 
-    async with open_supervisor(config, retries=False) as sup:  # type: ignore[arg-type]
+    async with open_supervisor(config, retries=False) as sup:
         catalog = await sup.tools()
         # Disabled servers are never started: they offer nothing and are not missed.
         records = {n: r for n, r in sup.status().items() if r.status != ServerStatus.DISABLED}
@@ -207,9 +209,9 @@ async def _call(
     return report_call(name, server, _as_json(result.raw), limits=limits, as_json=as_json)
 
 
-def _as_json(result: object) -> dict[str, object]:
+def _as_json(result: types.Result) -> dict[str, object]:
     """A ``CallToolResult`` as it travels in JSON: what a gateway would answer."""
-    return result.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[attr-defined,no-any-return]
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 class _ProgressBar:

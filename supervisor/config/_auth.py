@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from ._model import AuthConfig, IdpConfig
 from ._validate import (
+    _as_fields,
     _Bad,
     _bool,
     _choice,
@@ -36,7 +37,7 @@ _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 def _scopes(value: object) -> tuple[str, ...]:
     if isinstance(value, str):
         return tuple(value.split())
-    _want(value, list | tuple, "a string or an array of strings")
+    _want(value, (list, tuple), "a string or an array of strings")
     assert isinstance(value, list | tuple)
     for item in value:
         if not isinstance(item, str) or not item or any(c.isspace() for c in item):
@@ -181,7 +182,7 @@ def _parse_idp(errors: _Errors, value: object, path: str) -> IdpConfig | None:
         )
     if missing or not {"token_endpoint", "client_id"} <= set(got):
         return None
-    return IdpConfig(**got)  # type: ignore[arg-type]
+    return IdpConfig(**_as_fields(got))
 
 
 #: where a server's client secret may be given: one of them at most
@@ -225,7 +226,7 @@ def _parse_auth(errors: _Errors, value: object, path: str) -> AuthConfig | None:
             got[attribute] = parse(item)
         except _Bad as exc:
             errors.add(p, str(exc))
-    auth = AuthConfig(**got)  # type: ignore[arg-type]
+    auth = AuthConfig(**_as_fields(got))
     secrets = [given[a] for a in _SECRET_SOURCES if a in given]
     if len(secrets) > 1:
         errors.add(path, f"sets {' and '.join(secrets)}: the client secret is given once")

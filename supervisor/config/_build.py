@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any, cast
 
 import msgspec
 
@@ -26,6 +28,8 @@ def _build_server(
     the ``envFile`` read (and recorded with the draft's fault plan file in ``included``),
     paths resolved against ``base``, defaults from ``settings``."""
     v = draft.values
+    # the same, to hand on: each value as _Draft parsed it, of its field's type (or absent)
+    parsed = cast("Mapping[str, Any]", v)
     problems: list[FieldError] = []
     secrets: list[str] = []  # what secret-named ${VAR} references expanded to
 
@@ -75,7 +79,7 @@ def _build_server(
     elif "url" in v:
         url = str(v["url"])
 
-    auth = v.get("auth")
+    auth: AuthConfig | None = parsed.get("auth")
     if isinstance(auth, AuthConfig) and (auth.client_secret_file or auth.client_secret_env):
         key = "clientSecretFile" if auth.client_secret_file else "clientSecretEnv"
         try:
@@ -103,28 +107,28 @@ def _build_server(
         inherit_env=bool(v.get("inherit_env", False)),
         url=url,
         headers=MappingProxyType(headers),
-        auth=auth,  # type: ignore[arg-type]
-        protocol=v.get("protocol", "auto"),  # type: ignore[arg-type]
+        auth=auth,
+        protocol=parsed.get("protocol", "auto"),
         prefix=str(v.get("prefix", draft.name)),
-        description=v.get("description"),  # type: ignore[arg-type]
+        description=parsed.get("description"),
         disabled=bool(v.get("disabled", False)),
         lazy=bool(v.get("lazy", True)),
         required=bool(v.get("required", False)),
-        timeout=float(v.get("timeout", settings.request_timeout)),  # type: ignore[arg-type]
-        init_timeout=float(v.get("init_timeout", settings.init_timeout)),  # type: ignore[arg-type]
-        ping_interval=float(v.get("ping_interval", settings.ping_interval)),  # type: ignore[arg-type]
-        degraded_after=int(v.get("degraded_after", 3)),  # type: ignore[call-overload]
+        timeout=float(parsed.get("timeout", settings.request_timeout)),
+        init_timeout=float(parsed.get("init_timeout", settings.init_timeout)),
+        ping_interval=float(parsed.get("ping_interval", settings.ping_interval)),
+        degraded_after=int(parsed.get("degraded_after", 3)),
         backoff=draft.backoff,
         max_attempts=draft.max_attempts,
-        restart=v.get("restart", Restart.PERMANENT),  # type: ignore[arg-type]
-        give_up=v.get("give_up", GiveUp.MARK_UNAVAILABLE),  # type: ignore[arg-type]
-        shutdown_timeout=float(v.get("shutdown_timeout", 10.0)),  # type: ignore[arg-type]
-        max_concurrent_calls=v.get("max_concurrent_calls"),  # type: ignore[arg-type]
-        rate_limit=v.get("rate_limit"),  # type: ignore[arg-type]
-        approve=v.get("approve"),  # type: ignore[arg-type]
-        auto_approve=v.get("auto_approve"),  # type: ignore[arg-type]
-        faults=v.get("faults"),  # type: ignore[arg-type]
-        resources=v.get("resources"),  # type: ignore[arg-type]
+        restart=parsed.get("restart", Restart.PERMANENT),
+        give_up=parsed.get("give_up", GiveUp.MARK_UNAVAILABLE),
+        shutdown_timeout=float(parsed.get("shutdown_timeout", 10.0)),
+        max_concurrent_calls=parsed.get("max_concurrent_calls"),
+        rate_limit=parsed.get("rate_limit"),
+        approve=parsed.get("approve"),
+        auto_approve=parsed.get("auto_approve"),
+        faults=parsed.get("faults"),
+        resources=parsed.get("resources"),
         sandbox=_sandbox(draft, expander, base, problems, secrets),
         included=tuple(included),
         secret_values=tuple(dict.fromkeys(s for s in secrets if s)),

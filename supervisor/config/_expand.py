@@ -6,10 +6,11 @@ Templates are the strings of ``command``, ``args``, ``env``, ``envFile``, ``cwd`
 ``${workspaceFolder}`` and ``${userHome}``, and (in OpenCode's ``mcp`` section)
 ``{env:NAME}`` are replaced; ``$${`` is a literal ``${``. A malformed reference is
 a structural error (:func:`_parse_template` raises); a variable that is not set is an
-environmental one: :func:`_build_server` records it in :attr:`ServerConfig.errors` and
-leaves that field unexpanded. What a reference to a variable whose name looks secret
-(``${GITHUB_TOKEN}``, ``${DB_PASSWORD}``) expanded to is recorded too, wherever it went
-(:attr:`ServerConfig.secret_values`): it is a secret.
+environmental one: :func:`~._build._build_server` records it in
+:attr:`~supervisor.config.ServerConfig.errors` and leaves that field unexpanded. What a
+reference to a variable whose name looks secret (``${GITHUB_TOKEN}``, ``${DB_PASSWORD}``)
+expanded to is recorded too, wherever it went
+(:attr:`~supervisor.config.ServerConfig.secret_values`): it is a secret.
 """
 
 from __future__ import annotations

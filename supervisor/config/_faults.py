@@ -66,7 +66,7 @@ def load_faults(
     """The plan a ``faults`` value at ``path`` gives, or the problems with it.
 
     A string is a path to a JSON file, relative to ``base`` (default: the current
-    directory); a mapping or a list is the plan itself; a :class:`~supervisor.faults.Plan`
+    directory); a mapping or a list is the plan itself; a :class:`~supervisor.injection._plan.Plan`
     is taken as it is.
     """
     plan, problems, _ = read_faults(value, path, base)
@@ -104,7 +104,7 @@ def read_faults(
                                  f"rules, not {_kind(document)}")  # fmt: skip
             return None, plan_errors(PlanError([problem]), path, file), read
         try:
-            plan = load_plan(document)  # type: ignore[arg-type]
+            plan = load_plan(document)
         except PlanError as exc:
             return None, plan_errors(exc, path, file), read
         return attrs.evolve(plan, source=os.fspath(target)), [], read
@@ -121,7 +121,7 @@ def read_faults(
             None,
         )
     try:
-        return load_plan(value), [], None  # type: ignore[arg-type]
+        return load_plan(value), [], None
     except PlanError as exc:
         return None, plan_errors(exc, path), None
 

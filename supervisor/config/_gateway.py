@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
+from typing import cast
 
 from ._auth import _metadata_url, _scopes
 from ._model import (
@@ -19,6 +20,7 @@ from ._model import (
 from ._rates import parse_rate
 from ._secrets import database_url_secrets
 from ._validate import (
+    _as_fields,
     _Bad,
     _Errors,
     _join,
@@ -82,8 +84,8 @@ def _parse_gateway(errors: _Errors, value: object, path: str) -> GatewaySettings
     return GatewaySettings(
         auth=auth,
         policy=policy,
-        key_file=got.get("keyFile"),  # type: ignore[arg-type]
-        key_env=got.get("keyEnv"),  # type: ignore[arg-type]
+        key_file=cast("str | None", got.get("keyFile")),  # _nonempty's
+        key_env=cast("str | None", got.get("keyEnv")),
     )
 
 
@@ -154,7 +156,7 @@ def _parse_gateway_auth(errors: _Errors, value: object, path: str) -> GatewayAut
                 got[attribute] = inner
     if not {"issuer", "resource"} <= set(got):
         return None
-    return GatewayAuth(**got)  # type: ignore[arg-type]
+    return GatewayAuth(**_as_fields(got))
 
 
 _SIGN_IN_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
@@ -177,7 +179,7 @@ def _parse_sign_in(errors: _Errors, value: object, path: str) -> SignInSettings 
         errors.add(path, 'needs at most one of "clientSecretFile" and "clientSecretEnv"')
     if "client_id" not in got:
         return None
-    return SignInSettings(**got)  # type: ignore[arg-type]
+    return SignInSettings(**_as_fields(got))
 
 
 _INTROSPECTION_KEYS: dict[str, tuple[str, Callable[[object], object]]] = {
@@ -205,7 +207,7 @@ def _parse_introspection(errors: _Errors, value: object, path: str) -> Introspec
         )
     if not {"endpoint", "client_id"} <= set(got):
         return None
-    return IntrospectionSettings(**got)  # type: ignore[arg-type]
+    return IntrospectionSettings(**_as_fields(got))
 
 
 def _rate(value: object) -> str:
@@ -236,7 +238,7 @@ def _parse_policy(errors: _Errors, value: object, path: str) -> tuple[PolicyRule
         if got is not None:
             if "rateLimit" in got:
                 got["rate_limit"] = got.pop("rateLimit")
-            rules.append(PolicyRule(**got))  # type: ignore[arg-type]
+            rules.append(PolicyRule(**_as_fields(got)))
     return tuple(rules)
 
 
@@ -293,7 +295,7 @@ def _parse_token_store(errors: _Errors, value: object, path: str) -> TokenStoreS
         )
     if "url" not in got:
         return None
-    return TokenStoreSettings(**got)  # type: ignore[arg-type]
+    return TokenStoreSettings(**_as_fields(got))
 
 
 def sqlite_path(url: str) -> str:

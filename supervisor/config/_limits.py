@@ -1,12 +1,12 @@
 """The bounds on what a config and its servers may hold, and their defaults: each defined
 once here.
 
-:class:`Limits` is the config's ``supervisor.limits`` section (it is
-:class:`supervisor.config.Limits`, and ``supervisor.server.Limits``) and what the running
-supervisor reads: the config loader (file size, server count), the server actors
-(listings), the registry (tool definitions) and result normalisation get the one value
-the config holds. Imports nothing of the package but :mod:`supervisor._previews` (the
-standard library only), so every layer may import it.
+:class:`Limits` is the config's ``supervisor.limits`` section (``Settings.limits``) and
+what the running supervisor reads: the config loader (file size, server count), the
+server actors (listings), the registry (tool definitions) and result normalisation get
+the one value the config holds. Imports nothing of the package but
+:mod:`supervisor._util._previews` (the standard library only), so every layer may
+import it.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ never secret by its length or its look: a path or a setting is shown. This modul
 such values and masks them as ``***`` for display (:func:`masked_url`,
 :func:`masked_database_url` for a token store's, :func:`command_line`, ``repr()`` of the
 config structs); which values a config registers for log redaction is
-:meth:`Config.secrets`.
+:meth:`~supervisor.config.Config.secrets`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import msgspec
@@ -235,7 +235,8 @@ def _masked_repr(
         elif name == "url" and isinstance(value, str):
             value = _hide(masked_url(value), hidden)
         elif name == "args":
-            value = tuple(_hide(a, hidden) for a in _mask_args(value))
+            args = cast("Sequence[str]", value)  # a server's args: its words
+            value = tuple(_hide(a, hidden) for a in _mask_args(args))
         elif name == "command" and isinstance(value, str):
             value = _hide(value, hidden)
         parts.append(f"{name}={value!r}")

@@ -4,7 +4,7 @@ Every client's spelling of a field is read (``environment`` for ``env``, ``oauth
 ``auth``, ``enabled`` for ``disabled``, ``timeoutMs``, OpenCode's ``command`` array and
 millisecond ``timeout``); fields other clients define that we do not support are
 rejected with what to do instead. The result is a :class:`_Draft`, which
-:func:`~._expand._build_server` turns into a :class:`ServerConfig`.
+:func:`~._build._build_server` turns into a :class:`~supervisor.config.ServerConfig`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, cast
 
 import msgspec
 
@@ -23,6 +24,7 @@ from ._model import AuthConfig, IncludedFile, Resources, ServerType, Settings, T
 from ._rates import parse_rate
 from ._settings import _BACKOFF_FIELDS, _backoff
 from ._validate import (
+    _as_fields,
     _Bad,
     _bool,
     _choice,
@@ -42,6 +44,9 @@ from ._validate import (
     _url_problem,
     _want,
 )
+
+if TYPE_CHECKING:
+    from ..injection._plan import Plan
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _PREFIX = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})?\Z")
@@ -216,8 +221,9 @@ class _Draft:
                 _want(value, str, "a string or an array of strings")
                 v["command"] = _nonempty(value)
         elif key == "args":
-            _want(value, list | tuple, "an array of strings")
-            v["args"] = _str_list(errors, value, path)  # type: ignore[arg-type]
+            _want(value, (list, tuple), "an array of strings")
+            assert isinstance(value, list | tuple)
+            v["args"] = _str_list(errors, value, path)
         elif attribute in ("env", "headers"):
             v[attribute] = _str_map(errors, value, path, attribute)
         elif key in ("envFile", "cwd", "url"):
@@ -296,11 +302,11 @@ class _Draft:
                     errors.add(_join(path, "startup"), 'duplicates "initTimeout"')
                 else:
                     self.keys["init_timeout"] = "timeout.startup"
-                    self.values["init_timeout"] = float(got["startup"]) / 1000  # type: ignore[arg-type]
+                    self.values["init_timeout"] = cast(float, got["startup"]) / 1000  # _number's
             if got and "request" in got:
-                self.values["timeout"] = float(got["request"]) / 1000  # type: ignore[arg-type]
+                self.values["timeout"] = cast(float, got["request"]) / 1000  # _number's
         else:
-            _want(value, int | float, "a number of milliseconds or an object")
+            _want(value, (int, float), "a number of milliseconds or an object")
             self.values["timeout"] = _number(value) / 1000
 
     def _check(self, errors: _Errors) -> None:
@@ -377,9 +383,9 @@ class _Draft:
             problem = _url_problem(url, self.type)
             if problem:
                 errors.add(self.key_path("url"), problem)
-        plan = v.get("faults")
+        plan = cast("Plan | None", v.get("faults"))  # as read_faults gave it
         if plan is not None:
-            errors.items.extend(check_plan(plan, self.type, self.key_path("faults")))  # type: ignore[arg-type]
+            errors.items.extend(check_plan(plan, self.type, self.key_path("faults")))
 
     def _exchanged_at(self, errors: _Errors, settings: Settings) -> None:
         """A ``"perUser": "token_exchange"`` server's callers' tokens to the team gateway
@@ -432,7 +438,8 @@ class _Draft:
         if attribute == "command":
             if isinstance(value, str):
                 yield (_join(path, 0) if "command_args" in self.values else path), value
-            for i, word in enumerate(self.values.get("command_args", ()), 1):  # type: ignore[arg-type]
+            words = cast("list[str]", self.values.get("command_args", ()))  # as _str_list gave
+            for i, word in enumerate(words, 1):
                 yield _join(path, i), word
         elif attribute == "sandbox" and isinstance(value, dict):
             for key in SANDBOX_PATHS:
@@ -496,7 +503,7 @@ def _resources(errors: _Errors, value: object, path: str) -> Resources:
     """A local server's ``resources``: its bounds, each checked (``memory`` a size)."""
     parsers = {key: parse for key, (_, parse) in _RESOURCE_FIELDS.items()}
     got = _parse_object(errors, value, path, parsers) or {}
-    return Resources(**{_RESOURCE_FIELDS[key][0]: item for key, item in got.items()})  # type: ignore[arg-type]
+    return Resources(**_as_fields({_RESOURCE_FIELDS[key][0]: item for key, item in got.items()}))
 
 
 #: The ``sandbox`` object's paths (in its ``filesystem``) and domains (in its ``network``).
@@ -553,7 +560,7 @@ def _rate(value: object) -> str:
 def _tool_policy(errors: _Errors, value: object, path: str) -> ToolPolicy:
     if isinstance(value, bool):
         return value
-    _want(value, list | tuple, "true, false or an array of tool names")
+    _want(value, (list, tuple), "true, false or an array of tool names")
     assert isinstance(value, list | tuple)
     names = _str_list(errors, value, path)
     for i, name in enumerate(names):

@@ -16,6 +16,7 @@ from ..actors import Backoff, Intensity, Strategy
 from ._gateway import _parse_gateway, _parse_token_store
 from ._model import AuditSettings, Limits, Settings
 from ._validate import (
+    _as_fields,
     _Bad,
     _bool,
     _choice,
@@ -137,9 +138,10 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
         )
         if got:
             # Either field alone takes the other from OTP's defaults (3 within 5 s).
+            parsed = _as_fields(got)
             changes["intensity"] = Intensity(
-                max_restarts=got.get("maxRestarts", Intensity().max_restarts),  # type: ignore[arg-type]
-                within_seconds=got.get("withinSeconds", Intensity().within_seconds),  # type: ignore[arg-type]
+                max_restarts=parsed.get("maxRestarts", Intensity().max_restarts),
+                within_seconds=parsed.get("withinSeconds", Intensity().within_seconds),
             )
     if "backoff" in fields:
         p = _join(path, "backoff")
@@ -164,7 +166,7 @@ def _parse_settings(errors: _Errors, value: object, path: str) -> Settings:
             {k: lambda v, k=k: _int(v, minimum=0 if k in _ZERO_ALLOWED else 1) for k in _LIMITS},
         )
         if got:
-            changes["limits"] = Limits(**{_LIMITS[k]: v for k, v in got.items()})  # type: ignore[arg-type]
+            changes["limits"] = Limits(**_as_fields({_LIMITS[k]: v for k, v in got.items()}))
     if "audit" in fields:
         changes["audit"] = _audit(errors, fields["audit"], _join(path, "audit"))
     if "tokenStore" in fields:
@@ -209,7 +211,7 @@ def _audit(errors: _Errors, value: object, path: str) -> AuditSettings | None:
             errors.add(_join(path, "path"), "is required: the file the audit log is written to")
         return None
     names = {"includeArguments": "include_arguments", "maxBytes": "max_bytes"}
-    return AuditSettings(**{names.get(k, k): v for k, v in got.items()})  # type: ignore[arg-type]
+    return AuditSettings(**_as_fields({names.get(k, k): v for k, v in got.items()}))
 
 
 _CLASHES = ("suffix", "hash", "error")

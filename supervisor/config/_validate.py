@@ -1,12 +1,13 @@
 """Structural checks of single fields, and how their errors are collected.
 
-The checks themselves are :mod:`supervisor._fields` (the fault plans use them too),
+The checks themselves are :mod:`supervisor._util._fields` (the fault plans use them too),
 re-exported here for the config's modules; what is the config's own — a server URL's
 problems — is defined here.
 """
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from .._util._fields import (
@@ -56,7 +57,14 @@ __all__ = [
     "_within",
     "_split_url",
     "_url_problem",
+    "_as_fields",
 ]
+
+
+def _as_fields(got: dict[str, object]) -> dict[str, Any]:
+    """``got`` — attribute name to value, each as its field's parser returned it — as the
+    keyword arguments of the value it builds: each value is of its field's type."""
+    return got
 
 
 def _split_url(url: str) -> SplitResult:

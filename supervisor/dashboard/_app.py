@@ -299,4 +299,5 @@ class DashboardApp:
 
 @lru_cache(maxsize=16)  # the few static assets: bounded
 def _asset(name: str) -> str:
-    return resources.files(__package__).joinpath("static", name).read_text(encoding="utf-8")
+    package = __name__.rpartition(".")[0]  # supervisor.dashboard
+    return resources.files(package).joinpath("static", name).read_text(encoding="utf-8")

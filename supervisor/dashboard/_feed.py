@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 import msgspec
 import trio
 
+from ..events._bus import Subscription
 from ..events._catalog import Event
 from ..server import HealthRecord
 from ..timeline._element import Element
@@ -66,9 +67,11 @@ class Hub:
         self._outboxes: set[Outbox] = set()
         self._observe = observe
 
-    async def run(self, subscribe: object, *, task_status: trio.TaskStatus[None]) -> None:
+    async def run(
+        self, subscribe: Callable[..., Subscription], *, task_status: trio.TaskStatus[None]
+    ) -> None:
         """Read events from ``subscribe("*")`` (a handle's or bus's method) until cancelled."""
-        async with subscribe("*", buffer=SUBSCRIPTION_BUFFER) as events:  # type: ignore[operator]
+        async with subscribe("*", buffer=SUBSCRIPTION_BUFFER) as events:
             task_status.started()
             async for event in events:
                 if self._observe is not None:

@@ -83,7 +83,7 @@ MAX_MARKS = 200
 LAYOUT = Layout(plot_height=52.0)
 
 #: The state (a key of :data:`supervisor.timeline.STATES`) each status is drawn as.
-STATUS_STATES: dict[ServerStatus, str] = {
+STATUS_STATES: dict[str, str] = {  # by ServerStatus (a str: the plain string finds it too)
     ServerStatus.IDLE: "idle",
     ServerStatus.CONNECTING: "connecting",
     ServerStatus.REFRESHING: "connecting",
@@ -156,8 +156,9 @@ class Strips:
             ticks = self._restarts.setdefault(event.child, deque(maxlen=MAX_RESTARTS))
             ticks.append((event.ts, f"restart {event.restarts} ({event.strategy}): {event.reason}"))
         kind = HEALTH_EVENTS.get(type(event))
-        if kind is not None:
-            server: str = event.server  # type: ignore[attr-defined]
+        # the isinstance holds whenever kind is found: it tells the type checker the event type
+        if kind is not None and isinstance(event, (HealthStale, HealthDown, HealthRecovered)):
+            server: str = event.server
             marks = self._marks.setdefault(server, deque(maxlen=MAX_MARKS))
             marks.append(Mark(event.ts, kind, _mark_title(event)))
         if isinstance(event, ConfigReloaded):

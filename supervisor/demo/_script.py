@@ -178,6 +178,7 @@ async def run_demo(
                     open_supervisor(config, bus=bus, approve=refuse, retry_idempotent=True) as sup,
                     trio.open_nursery() as nursery,
                 ):
+                    info = None  # the dashboard's, when there is one
                     if dashboard is not None:
                         from ..dashboard import serve_dashboard
 
@@ -190,7 +191,7 @@ async def run_demo(
                     tty = out.isatty()  # a pipe or a file has no width: whole lines
                     width = shutil.get_terminal_size().columns if tty else None
                     await _script(sup, events, say, processes, flaky, color=tty, width=width)
-                    if dashboard is not None:
+                    if info is not None:
                         say(f"\nThe dashboard stays at {info.url} until Ctrl-C.")
                         try:
                             await trio.sleep_forever()

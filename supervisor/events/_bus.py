@@ -145,6 +145,11 @@ class Bus:
     ``with bus:`` closes the bus on exit.
     """
 
+    #: The bus actor's mailbox (drop-oldest): events published, not fanned out yet.
+    address: CastAddress
+    #: The bus actor as a supervision-tree child, its address included.
+    spec: ChildSpec
+
     def __init__(self, mailbox: int = DEFAULT_MAILBOX) -> None:
         if mailbox < 1:
             raise ValueError(f"bus mailbox must hold at least 1 event, got {mailbox}")
@@ -152,10 +157,8 @@ class Bus:
         self._subscriptions: dict[Subscription, None] = {}
         self._routes: dict[type[Event], _Route] = {}
         self._closed = False
-        #: The bus actor's mailbox (drop-oldest): events published, not fanned out yet.
         self.address = CastAddress("bus", mailbox)
-        #: The bus actor as a supervision-tree child, its address included.
-        self.spec: ChildSpec = actor_spec(
+        self.spec = actor_spec(
             "bus", lambda: _BusActor(self), address=self.address, shutdown_timeout=5.0
         )
         self._told = 0  # of the mailbox's drops, those every subscriber was told of
@@ -319,7 +322,8 @@ class Bus:
         address = self.address
         self._tell_dropped()
         while address.waiting:
-            self._fan_out(address.take())  # type: ignore[arg-type]
+            # the mailbox is untyped (take() gives an object): only events are cast to it
+            self._fan_out(address.take())  # pyright: ignore[reportArgumentType]
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -608,7 +612,8 @@ class _BusActor(Actor):
 
     async def handle(self, message: object) -> None:
         try:
-            self.bus._fan_out(message)  # type: ignore[arg-type]  # only events are cast here
+            # the mailbox is untyped (it gives objects): only events are cast to it
+            self.bus._fan_out(message)  # pyright: ignore[reportArgumentType]
         except BaseException:
             self.bus._lost(1)
             raise

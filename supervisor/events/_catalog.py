@@ -47,7 +47,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TypeAlias, get_args
+from typing import Any, TypeAlias, cast, get_args
 
 import msgspec
 
@@ -113,7 +113,7 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="kind"):
 def kind_of(cls: type[Event]) -> str:
     """The kind of ``cls``'s events (its struct tag): ``kind_of(Connected)`` is
     ``"mcp.connected"``. Code reading events as plain mappings compares with it."""
-    return cls.__struct_config__.tag  # type: ignore[return-value]
+    return cast(str, cls.__struct_config__.tag)  # each event class is tagged with a str
 
 
 class ServerEvent(Event, frozen=True, kw_only=True):
@@ -129,7 +129,7 @@ class ServerEvent(Event, frozen=True, kw_only=True):
 # --- connection lifecycle ---------------------------------------------------------------
 
 
-class Connecting(ServerEvent, tag="mcp.connecting", kw_only=True):
+class Connecting(ServerEvent, frozen=True, tag="mcp.connecting", kw_only=True):
     """A connection attempt to ``server`` has begun. ``attempt`` counts the tries in a row
     from 1: the first connection (and the first after a restart on request) is 1, the try
     after *n* failures in a row *n* + 1 (the loss of a connection that stayed up
@@ -140,21 +140,21 @@ class Connecting(ServerEvent, tag="mcp.connecting", kw_only=True):
     max_attempts: int
 
 
-class Connected(ServerEvent, tag="mcp.connected", kw_only=True):
+class Connected(ServerEvent, frozen=True, tag="mcp.connected", kw_only=True):
     """``server`` finished its MCP handshake; ``connect_time`` is in seconds."""
 
     tool_count: int
     connect_time: float
 
 
-class Disconnected(ServerEvent, tag="mcp.disconnected", kw_only=True):
+class Disconnected(ServerEvent, frozen=True, tag="mcp.disconnected", kw_only=True):
     """``server``'s connection ended; ``was_clean`` is true when we closed it on purpose."""
 
     reason: str
     was_clean: bool
 
 
-class ServerErrored(ServerEvent, tag="mcp.error", kw_only=True):
+class ServerErrored(ServerEvent, frozen=True, tag="mcp.error", kw_only=True):
     """A connection attempt or session of ``server`` failed.
 
     ``attempt`` is the number of failures in a row, this one included — the number of
@@ -171,7 +171,7 @@ class ServerErrored(ServerEvent, tag="mcp.error", kw_only=True):
 # --- health ---------------------------------------------------------------------------
 
 
-class HealthStale(ServerEvent, tag="mcp.health.stale", kw_only=True):
+class HealthStale(ServerEvent, frozen=True, tag="mcp.health.stale", kw_only=True):
     """``server`` is ``degraded``: a health probe went unanswered — or calls in a row
     timed out on its connection. It is probed again at once; ``reason`` says what
     happened (its health record too).
@@ -183,7 +183,7 @@ class HealthStale(ServerEvent, tag="mcp.health.stale", kw_only=True):
     reason: str | None = None
 
 
-class HealthDown(ServerEvent, tag="mcp.health.down", kw_only=True):
+class HealthDown(ServerEvent, frozen=True, tag="mcp.health.down", kw_only=True):
     """Health watching found ``server``'s connection dead while nothing was being asked
     of it: ``found_by`` is ``watch`` (the connection held to its port closed, and the
     port refused a new one) or ``probe`` (two probes in a row went unanswered).
@@ -195,7 +195,7 @@ class HealthDown(ServerEvent, tag="mcp.health.down", kw_only=True):
     last_ok: float | None
 
 
-class HealthProbeChanged(ServerEvent, tag="mcp.health.probe_changed", kw_only=True):
+class HealthProbeChanged(ServerEvent, frozen=True, tag="mcp.health.probe_changed", kw_only=True):
     """``server`` does not answer ``ping`` (it said so, or let one go unanswered while
     answering another request): it is probed with ``method`` instead from now on, for
     as long as the supervisor runs. ``reason`` says what it did."""
@@ -204,7 +204,7 @@ class HealthProbeChanged(ServerEvent, tag="mcp.health.probe_changed", kw_only=Tr
     reason: str
 
 
-class HealthRecovered(ServerEvent, tag="mcp.health.recovered", kw_only=True):
+class HealthRecovered(ServerEvent, frozen=True, tag="mcp.health.recovered", kw_only=True):
     """``server`` answered again after being stale or degraded (then ``downtime`` is the
     time it was degraded), or connected again after an outage; in seconds, measured on
     trio's clock (exact under a mock clock)."""
@@ -215,13 +215,13 @@ class HealthRecovered(ServerEvent, tag="mcp.health.recovered", kw_only=True):
 # --- local (stdio) servers ------------------------------------------------------------
 
 
-class LocalSpawned(ServerEvent, tag="mcp.local.spawned", kw_only=True):
+class LocalSpawned(ServerEvent, frozen=True, tag="mcp.local.spawned", kw_only=True):
     """The subprocess of local ``server`` was started with process id ``pid``."""
 
     pid: int
 
 
-class LocalCrashed(ServerEvent, tag="mcp.local.crashed", kw_only=True):
+class LocalCrashed(ServerEvent, frozen=True, tag="mcp.local.crashed", kw_only=True):
     """The subprocess of local ``server`` exited unexpectedly.
 
     ``exit_code`` is ``None`` when it is unknown; ``stderr_tail`` holds its last stderr
@@ -232,11 +232,11 @@ class LocalCrashed(ServerEvent, tag="mcp.local.crashed", kw_only=True):
     stderr_tail: list[str] = msgspec.field(default_factory=list)
 
 
-class LocalShutdown(ServerEvent, tag="mcp.local.shutdown", kw_only=True):
+class LocalShutdown(ServerEvent, frozen=True, tag="mcp.local.shutdown", kw_only=True):
     """The subprocess of local ``server`` was stopped on purpose."""
 
 
-class LocalMemoryExceeded(ServerEvent, tag="mcp.local.memory_exceeded", kw_only=True):
+class LocalMemoryExceeded(ServerEvent, frozen=True, tag="mcp.local.memory_exceeded", kw_only=True):
     """The process family of local ``server`` used ``rss`` bytes of resident memory, over
     its ``resources.memory`` bound of ``limit`` bytes: it was killed (``mcp.local.crashed``
     follows), and is restarted under its restart policy."""
@@ -248,7 +248,7 @@ class LocalMemoryExceeded(ServerEvent, tag="mcp.local.memory_exceeded", kw_only=
 # --- OAuth ----------------------------------------------------------------------------
 
 
-class AuthStarted(ServerEvent, tag="mcp.auth.started", kw_only=True):
+class AuthStarted(ServerEvent, frozen=True, tag="mcp.auth.started", kw_only=True):
     """A browser login for ``server`` has begun: the authorization URL was shown.
     ``grant`` is the OAuth grant (``authorization_code``). ``user``, on each ``mcp.auth.*``
     event: the team gateway's caller whose own login to a ``perUser`` server it is
@@ -258,7 +258,7 @@ class AuthStarted(ServerEvent, tag="mcp.auth.started", kw_only=True):
     user: str | None = None
 
 
-class AuthCompleted(ServerEvent, tag="mcp.auth.completed", kw_only=True):
+class AuthCompleted(ServerEvent, frozen=True, tag="mcp.auth.completed", kw_only=True):
     """``server``'s OAuth authorization succeeded and its tokens were stored: granted by
     ``issuer`` (the authorization server) for ``scopes``, the access token expiring at
     ``expires_at`` (unix seconds; ``None``: not said). Never the tokens themselves."""
@@ -269,7 +269,7 @@ class AuthCompleted(ServerEvent, tag="mcp.auth.completed", kw_only=True):
     user: str | None = None
 
 
-class AuthRefreshed(ServerEvent, tag="mcp.auth.refreshed", kw_only=True):
+class AuthRefreshed(ServerEvent, frozen=True, tag="mcp.auth.refreshed", kw_only=True):
     """``server``'s access token was renewed with its refresh token, without a login;
     the new one expires at ``expires_at`` (unix seconds; ``None``: not said)."""
 
@@ -277,14 +277,14 @@ class AuthRefreshed(ServerEvent, tag="mcp.auth.refreshed", kw_only=True):
     user: str | None = None
 
 
-class AuthFailed(ServerEvent, tag="mcp.auth.failed", kw_only=True):
+class AuthFailed(ServerEvent, frozen=True, tag="mcp.auth.failed", kw_only=True):
     """``server``'s OAuth flow failed; ``error`` says why."""
 
     error: str
     user: str | None = None
 
 
-class ResourceUpdated(ServerEvent, tag="mcp.resource.updated", kw_only=True):
+class ResourceUpdated(ServerEvent, frozen=True, tag="mcp.resource.updated", kw_only=True):
     """The resource ``uri`` of ``server``, subscribed to, changed: read it again."""
 
     uri: str
@@ -293,25 +293,25 @@ class ResourceUpdated(ServerEvent, tag="mcp.resource.updated", kw_only=True):
 # --- tool catalog ---------------------------------------------------------------------
 
 
-class ToolsRegistered(ServerEvent, tag="tools.registered", kw_only=True):
+class ToolsRegistered(ServerEvent, frozen=True, tag="tools.registered", kw_only=True):
     """Tools of ``server`` entered the merged catalog under ``names``."""
 
     names: list[str]
 
 
-class ToolsDeregistered(ServerEvent, tag="tools.deregistered", kw_only=True):
+class ToolsDeregistered(ServerEvent, frozen=True, tag="tools.deregistered", kw_only=True):
     """Tools of ``server`` left the merged catalog; ``names`` are their catalog names."""
 
     names: list[str]
 
 
-class ToolsUpdated(ServerEvent, tag="tools.updated", kw_only=True):
+class ToolsUpdated(ServerEvent, frozen=True, tag="tools.updated", kw_only=True):
     """Tools of ``server`` changed definition (e.g. after ``tools/list_changed``)."""
 
     names: list[str]
 
 
-class ToolsConflict(Event, tag="tools.conflict", kw_only=True):
+class ToolsConflict(Event, frozen=True, tag="tools.conflict", kw_only=True):
     """More than one server offers a tool called ``name``; ``servers`` lists them.
 
     ``builtin`` is true when ``name`` is an embedder's built-in tool (a warning: the MCP
@@ -329,7 +329,7 @@ class ToolsConflict(Event, tag="tools.conflict", kw_only=True):
 # --- supervision ----------------------------------------------------------------------
 
 
-class ChildRestarted(Event, tag="supervisor.child.restarted", kw_only=True):
+class ChildRestarted(Event, frozen=True, tag="supervisor.child.restarted", kw_only=True):
     """Supervisor ``supervisor`` restarted ``child`` under ``strategy``.
 
     One event per child started again, siblings restarted alongside included.
@@ -345,7 +345,7 @@ class ChildRestarted(Event, tag="supervisor.child.restarted", kw_only=True):
     reason: str
 
 
-class ChildGaveUp(Event, tag="supervisor.child.gave_up", kw_only=True):
+class ChildGaveUp(Event, frozen=True, tag="supervisor.child.gave_up", kw_only=True):
     """``child`` exceeded its restart intensity and was marked unavailable.
 
     ``restarts`` is how many consecutive restarts were tried before giving up;
@@ -358,7 +358,7 @@ class ChildGaveUp(Event, tag="supervisor.child.gave_up", kw_only=True):
     reason: str
 
 
-class Escalated(Event, tag="supervisor.escalated", kw_only=True):
+class Escalated(Event, frozen=True, tag="supervisor.escalated", kw_only=True):
     """``child`` exceeded the restart intensity and ``supervisor`` failed to its parent.
 
     ``restarts`` is how many restarts the supervisor's intensity window held.
@@ -370,7 +370,7 @@ class Escalated(Event, tag="supervisor.escalated", kw_only=True):
     reason: str
 
 
-class ConfigReloaded(Event, tag="supervisor.config.reloaded", kw_only=True):
+class ConfigReloaded(Event, frozen=True, tag="supervisor.config.reloaded", kw_only=True):
     """A new config was applied to the running supervisor (``reconfigure``, a changed
     file under ``serve``, ``mcp-supervisor reload``): servers by name ``added``,
     ``removed``, ``replaced`` (a new incarnation took over) and ``changed`` in place, and
@@ -383,7 +383,7 @@ class ConfigReloaded(Event, tag="supervisor.config.reloaded", kw_only=True):
     needs_restart: list[str]
 
 
-class ConfigRejected(Event, tag="supervisor.config.rejected", kw_only=True):
+class ConfigRejected(Event, frozen=True, tag="supervisor.config.rejected", kw_only=True):
     """A new config was refused whole (it does not load, or cannot be applied live):
     nothing changed. ``errors`` are its field-path errors, as ``check`` prints them."""
 
@@ -393,7 +393,7 @@ class ConfigRejected(Event, tag="supervisor.config.rejected", kw_only=True):
 # --- the bus itself -------------------------------------------------------------------
 
 
-class BusDropped(Event, tag="bus.dropped", kw_only=True):
+class BusDropped(Event, frozen=True, tag="bus.dropped", kw_only=True):
     """This subscriber's buffer overflowed: ``count`` of its oldest events were dropped.
 
     Only the subscriber that lost events receives it, as its next event; ``count`` covers
@@ -487,8 +487,9 @@ def make_event(kind: str, /, **fields: object) -> Event:
         raise ValueError(
             f"unknown event kind {kind!r}; known kinds: {', '.join(EVENT_TYPES)}"
         ) from None
+    given: dict[str, Any] = fields  # not type-checked here (see above): decode() does
     try:
-        return cls(**fields)
+        return cls(**given)
     except TypeError as exc:
         raise TypeError(f"bad fields for event {kind!r}: {exc}") from None
 

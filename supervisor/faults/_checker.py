@@ -37,6 +37,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, cast
 
 import msgspec
 import trio
@@ -45,6 +46,9 @@ from .._util._plural import plural
 from ..calls._outcome import FAIL, INFO, OK
 from ..events._catalog import ChildGaveUp, ChildRestarted, Escalated, LocalSpawned, kind_of
 from ._history import CallHistory, CallRecord
+
+if TYPE_CHECKING:
+    from _typeshed import ConvertibleToFloat
 
 __all__ = [
     "DEFAULT_DEADLINE_SLACK",
@@ -182,6 +186,12 @@ class Verdict(msgspec.Struct, kw_only=True):
 # -- inputs --------------------------------------------------------------------------------
 
 
+def _seconds(value: object) -> float:
+    """A time field of an event's JSON form (a number) as a float; ``float`` raises on
+    anything else."""
+    return float(cast("ConvertibleToFloat", value))
+
+
 def _fields(event: object) -> dict[str, object]:
     if isinstance(event, Mapping):
         return dict(event)
@@ -196,7 +206,7 @@ def timed_events(
 ) -> list[tuple[float, dict[str, object]]]:
     """Events as ``(time, fields)`` pairs, on the history's clock, in time order.
 
-    Each event is an ``(time, event)`` pair (what :attr:`CallHistory.events` holds), an
+    Each event is an ``(time, event)`` pair (what a :class:`CallHistory`'s ``events`` holds), an
     :class:`~supervisor.events.Event`, or a dict (its JSON form); ``fields`` always has
     ``kind``. A dict with ``t`` is at that time; otherwise the event's unix ``ts`` is
     placed by the history's origin (:meth:`CallHistory.from_unix`), or used as it is.
@@ -206,13 +216,13 @@ def timed_events(
         if isinstance(item, tuple) and len(item) == 2:
             t, event = item
             fields = _fields(event)
-            found.append((float(t), fields))  # type: ignore[arg-type]
+            found.append((float(t), fields))
             continue
         fields = _fields(item)
         if "t" in fields:
-            found.append((float(fields["t"]), fields))  # type: ignore[arg-type]
+            found.append((_seconds(fields["t"]), fields))
             continue
-        ts = float(fields.get("ts", 0.0))  # type: ignore[arg-type]
+        ts = _seconds(fields.get("ts", 0.0))
         found.append((history.from_unix(ts) if history is not None else ts, fields))
     found.sort(key=lambda pair: pair[0])
     return found
@@ -231,8 +241,9 @@ def spawned_pids(events: Iterable[object]) -> list[int]:
     :func:`timed_events` takes), in order."""
     pids = []
     for _, fields in timed_events(events):
-        if fields.get("kind") == kind_of(LocalSpawned) and isinstance(fields.get("pid"), int):
-            pids.append(int(fields["pid"]))  # type: ignore[arg-type]
+        pid = fields.get("pid")
+        if fields.get("kind") == kind_of(LocalSpawned) and isinstance(pid, int):
+            pids.append(int(pid))
     return pids
 
 
@@ -395,12 +406,24 @@ def _ids(ids: list[str]) -> str:
     return shown if len(ids) <= _LISTED else f"{shown} and {len(ids) - _LISTED} more"
 
 
+class _Intensity(Protocol):
+    """What :func:`_limit` reads of an :class:`~supervisor.actors.Intensity` (or a
+    struct with its attribute names)."""
+
+    @property
+    def max_restarts(self) -> float: ...
+
+    @property
+    def within_seconds(self) -> float: ...
+
+
 def _limit(value: object) -> tuple[float, float]:
     """``(max restarts, within seconds)`` of an ``Intensity`` or a pair."""
     if isinstance(value, tuple):
         most, within = value
         return float(most), float(within)
-    return float(value.max_restarts), float(value.within_seconds)  # type: ignore[attr-defined]
+    intensity = cast("_Intensity", value)  # read as the docstring says: raises if it is not
+    return float(intensity.max_restarts), float(intensity.within_seconds)
 
 
 def _describe_limit(most: float, within: float) -> str:
@@ -507,7 +530,7 @@ def check(
     ``warmup`` samples (:meth:`ResourceSampler.check`).
     """
     owner = history if isinstance(history, CallHistory) else None
-    calls = list(history.calls if owner is not None else history)
+    calls = list(history.calls if isinstance(history, CallHistory) else history)
     if events is None:
         events = owner.events if owner is not None else ()
     timed = timed_events(events, owner)

@@ -10,7 +10,7 @@
 A call is *invoked*, then ends once, with one outcome — ``ok`` (answered), ``fail``
 (definitely not executed) or ``info`` (it may have executed): the labels of
 :mod:`supervisor.calls` (:func:`classify` decides which an error is). The history is one
-of the gate's call observers (:class:`~supervisor.calls.CallObserver`).
+of the gate's call observers (:class:`~supervisor.calls._observer.CallObserver`).
 
 A call with no outcome when the run is checked is *lost* (:func:`supervisor.faults.check`).
 
@@ -32,6 +32,7 @@ import itertools
 import secrets
 import time
 from collections.abc import Callable, Iterator
+from typing import cast
 
 import msgspec
 import trio
@@ -293,14 +294,15 @@ class CallHistory:
         from ..events._catalog import EVENT_TYPES
 
         history = cls(prefix=str(data.get("prefix") or "") or None)
-        history.origin = data.get("origin")  # type: ignore[assignment]
-        history.origin_wall = data.get("origin_wall")  # type: ignore[assignment]
+        # the data is what to_builtins wrote: its fields have the types it gave them
+        history.origin = cast("float | None", data.get("origin"))
+        history.origin_wall = cast("float | None", data.get("origin_wall"))
         history.calls = msgspec.convert(data.get("calls") or [], list[CallRecord])
         history._by_id = {c.call_id: c for c in history.calls}
         history._numbers = itertools.count(len(history.calls) + 1)  # new ids stay unique
-        for raw in data.get("events") or []:  # type: ignore[attr-defined]
+        for raw in cast("list[dict[str, object]]", data.get("events") or []):
             fields = dict(raw)
-            t = float(fields.pop("t"))
+            t = float(cast("float", fields.pop("t")))
             cls_ = EVENT_TYPES.get(str(fields.get("kind")))
             if cls_ is None:
                 continue

@@ -4,7 +4,7 @@ any MCP client and a remote MCP server (``mcp-supervisor chaos --listen HOST:POR
 
 Point the client at ``http://HOST:PORT/mcp``. Each request there is forwarded to the
 upstream URL by an ``httpx2.AsyncClient`` whose transport is a
-:class:`~._http.FaultyHTTPTransport`, so the proxy injects exactly what a supervisor
+:class:`FaultyHTTPTransport`, so the proxy injects exactly what a supervisor
 with the same plan would: the answer, JSON or an event stream (a POST's or the GET
 stream's), is streamed back as it comes. Headers pass both ways, ``Mcp-Session-Id`` and
 ``MCP-Protocol-Version`` among them, except the hop-by-hop ones; a request for any other
@@ -235,12 +235,13 @@ async def run_http_proxy(
     ``engine`` may be passed to read its fault log afterwards; ``on_inject`` is called with
     each fault as it is injected. ``history``, a :class:`~supervisor.faults.CallHistory`,
     records every tool call a client makes through the proxy as it lived it
-    (:class:`~._link.CallRecorder`); the calls still waiting for their outcome get it when
+    (:class:`CallRecorder`); the calls still waiting for their outcome get it when
     the proxy stops. The proxy fronts one server, named by the upstream's ``host:port``
     (``127.0.0.1:8000``): its calls and every injected fault are recorded under that name
-    — or the engine's ``server``, if it names one. Raises :class:`~._plan.PlanError`
-    for a plan the proxy cannot carry out, ``ValueError`` for an upstream that is not an
-    ``http(s)`` URL and ``OSError`` when the address cannot be bound.
+    — or the engine's ``server``, if it names one. Raises
+    :class:`~supervisor.injection._plan.PlanError` for a plan the proxy cannot carry out,
+    ``ValueError`` for an upstream that is not an ``http(s)`` URL and ``OSError`` when the
+    address cannot be bound.
     """
     plan.check_supported("an HTTP proxy (chaos --listen)", http=True)
     upstream = httpx2.URL(upstream_url)

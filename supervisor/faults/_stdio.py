@@ -3,7 +3,7 @@ faults between its own stdin/stdout and the other's.
 
 Any MCP client can be tested this way — configure ``mcp-supervisor chaos --plan P --
 COMMAND ARGS…`` as the server's command. The proxy spawns COMMAND in its own process
-group (stderr passes through), carries each line through a :class:`~._link.Link`, and
+group (stderr passes through), carries each line through a :class:`Link`, and
 ends as the server does: when COMMAND exits, the proxy exits with its code (``128 + N``
 after signal ``N``: a ``kill`` ends it as a crashed server's would, 137). When its client
 closes stdin, COMMAND's stdin is closed and it gets the MCP spec's shutdown: a wait,
@@ -86,7 +86,8 @@ class _Writer:
 
 
 class _Process:
-    """The link's :class:`~._link.Target`: COMMAND's process group and streams."""
+    """The link's :class:`~supervisor.injection._link.Target`: COMMAND's process group
+    and streams."""
 
     def __init__(self, process: trio.Process, to_server: _Writer, to_client: _Writer) -> None:
         self.process = process
@@ -145,7 +146,7 @@ async def run_stdio_proxy(
     ``engine`` may be passed to read its fault log afterwards; ``on_inject`` is called
     with each fault as it is injected. ``history``, a
     :class:`~supervisor.faults.CallHistory`, records every tool call the client makes as
-    it lived it (:class:`~supervisor.faults.CallRecorder`).
+    it lived it (:class:`CallRecorder`).
 
     The proxy fronts one server, named by COMMAND's file name (``mcp-server-time`` for
     ``/usr/bin/mcp-server-time``): its calls and every injected fault are recorded under
@@ -173,6 +174,7 @@ async def run_stdio_proxy(
     except PermissionError:
         raise ProxyEnded(f"command not runnable: {command[0]!r}", 126) from None
     assert process.stdin is not None and process.stdout is not None
+    from_server = process.stdout
     to_server = _Writer(process.stdin)
     to_client = _Writer(stdout)
     target = _Process(process, to_server, to_client)
@@ -195,7 +197,7 @@ async def run_stdio_proxy(
                 await target.shut_down()
 
             async def server_to_client() -> None:
-                async for line in read_lines(process.stdout):
+                async for line in read_lines(from_server):
                     if len(line) > MAX_LINE_BYTES:
                         await to_client.send(line)
                     else:

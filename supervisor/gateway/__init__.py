@@ -9,7 +9,7 @@
   catalog too large for a model;
 * :func:`serve_stdio` — to one client over standard input and output;
 * :func:`serve_http` — over Streamable HTTP, behind a bearer token, with ``/healthz``,
-  ``/readyz`` (:func:`supervisor.monitor.readiness`) and ``/metrics``;
+  ``/readyz`` (:func:`~supervisor.monitor._probes.readiness`) and ``/metrics``;
 * ``serve_local`` — on the Unix socket where the CLI's commands find a running
   gateway (``local_socket``), and ``GatewayClient``, what they ask it with.
 

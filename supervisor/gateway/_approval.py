@@ -91,8 +91,8 @@ def _form(request: ApprovalRequest) -> types.ElicitRequestFormParams:
     """The approval question as an elicitation form with no fields."""
     return types.ElicitRequestFormParams(
         message=question(request),
-        requested_schema=_NO_FIELDS,  # type: ignore[arg-type]
-        _meta={  # type: ignore[typeddict-unknown-key]
+        requested_schema=_NO_FIELDS,
+        _meta={
             APPROVAL_META: {
                 "server": request.server,
                 "tool": request.tool,

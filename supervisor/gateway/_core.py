@@ -39,7 +39,7 @@ import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import mcp_types as types
 import trio
@@ -80,7 +80,7 @@ from ..server._messages import InputRound
 from ..server._status import ServerStatus
 from ..server._tasks import EXTENSION_ID as TASKS
 from ..server._tasks import CreatedTask, declared
-from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider
+from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider, ToolResult
 from ..transports._encoding import caller_capabilities
 from ._approval import (
     APPROVAL_KEY,
@@ -327,7 +327,7 @@ class Gateway:
             return True
         return any(fnmatch.fnmatchcase(name, glob) for glob in self._globs)
 
-    def _seen_by(self, ctx: ServerRequestContext[Any, Any]) -> SearchHost:
+    def _seen_by(self, ctx: ServerRequestContext[Any, Any]) -> Gateway | Narrowed:
         """This gateway as the request's caller sees it: itself for a request with no
         caller (the static token, stdio, the local socket), else narrowed to the
         caller's grant (:class:`~._policy.Narrowed`), its calls made for the caller."""
@@ -493,7 +493,7 @@ class Gateway:
         """What ``mcp-supervisor tools`` prints of this gateway (``/tools``): the served
         catalog (:meth:`catalog`) — or the ``limit`` best matches of ``query`` in it —
         its servers and each tool's approval, as
-        :func:`~supervisor.registry.tools_document` makes it for a command that runs
+        :func:`~supervisor.registry._document.tools_document` makes it for a command that runs
         the servers itself; for a team gateway's ``caller``, what their grant covers."""
         await self.first_listing()
         host: SearchHost = self
@@ -701,7 +701,7 @@ class Gateway:
                     name, arguments, progress, approve=approve, rounds=rounds
                 )
             except ApprovalAsked as exc:
-                return input_required(exc.request)  # type: ignore[arg-type]
+                return input_required(cast(ApprovalRequest, exc.request))
             except SupervisorError as exc:  # nothing was run: a meta-tool's own refusal
                 return _error_result(exc, str(exc), sent=False)
             if isinstance(answer, types.InputRequiredResult):  # the tool ``call`` called
@@ -712,7 +712,7 @@ class Gateway:
 
         async def made() -> types.CallToolResult | types.InputRequiredResult:
             try:
-                result = await host.call(  # type: ignore[call-arg]
+                result = await host.call(
                     name,
                     arguments,
                     progress,
@@ -725,7 +725,7 @@ class Gateway:
             except UnknownTool as exc:
                 raise MCPError(types.INVALID_PARAMS, str(exc)) from None
             except ApprovalAsked as exc:  # nothing was sent: the client answers, then again
-                return input_required(exc.request)  # type: ignore[arg-type]
+                return input_required(cast(ApprovalRequest, exc.request))
             except AuthRequired as exc:  # the caller's own login to a perUser server, first
                 return login_required(exc, modern=modern)
             if isinstance(result, types.InputRequiredResult):
@@ -859,8 +859,9 @@ class Gateway:
                 raise
             return _error_result(exc, str(exc))
         except ToolError as exc:
-            if exc.result is not None and exc.result.raw is not None:
-                return _passed_on(exc.result.raw, exc.server)
+            result = exc.result
+            if isinstance(result, ToolResult) and result.raw is not None:  # an isError result
+                return _passed_on(cast(types.CallToolResult, result.raw), exc.server)
             return _error_result(exc, exc.text or str(exc))
         except ApprovalRequired as exc:
             return _error_result(exc, exc.cli_message if for_cli else _approval_text(exc))
@@ -874,9 +875,11 @@ class Gateway:
             return result.raw
         server = served_by or self.sup.resolve(name)[0]  # one not listed before: now it is
         if isinstance(result.raw, CreatedTask):  # for the client to follow, through us
-            return self.tasks.served(result.raw, server, caller)  # type: ignore[return-value]
-        if result.raw is not None:
-            return _passed_on(result.raw, server)
+            # a task handle, as a dict (the SDK sends it as it is): the declared return
+            # type leaves it out, as do SearchHost's and the meta-tools' it must match
+            return self.tasks.served(result.raw, server, caller)  # pyright: ignore[reportReturnType]
+        if result.raw is not None:  # neither a round nor a task: the tool's result
+            return _passed_on(cast(types.CallToolResult, result.raw), server)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=result.text)],
             _meta={SERVER_META: server},
@@ -1123,7 +1126,7 @@ def _not_found_code(ctx: ServerRequestContext[Any, Any]) -> int:
 
 def _log_level(value: object) -> types.LoggingLevel | None:
     """A request's log-level opt-in (``_meta``), if it names a level."""
-    return value if value in LEVELS else None  # type: ignore[return-value]
+    return value if value in LEVELS else None
 
 
 def _caller(ctx: ServerRequestContext[Any, Any]) -> Caller | None:
@@ -1306,7 +1309,7 @@ def _held_round(held: Held[Any]) -> types.InputRequiredResult:
     the SDK seals, bound to this call and caller)."""
     requests = {question.key: question.request for question in held.pending()}
     return types.InputRequiredResult(
-        input_requests=requests,  # type: ignore[arg-type]
+        input_requests=requests,
         request_state=json.dumps({"held": held.id}),
     )
 

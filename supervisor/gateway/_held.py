@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import attrs
 import mcp_types as types
@@ -53,7 +53,7 @@ class Question:
     """The server's request ``request``, for the caller to answer under ``key``."""
 
     key: str
-    request: types.ServerRequest
+    request: types.InputRequest
 
 
 @attrs.define(eq=False)
@@ -92,7 +92,7 @@ class Held(Generic[_R]):
 
     # -- the call's side (the backing server asks) ---------------------------------------
 
-    async def ask(self, request: types.ServerRequest, result_type: type[BaseModel]) -> Any:
+    async def ask(self, request: types.InputRequest, result_type: type[BaseModel]) -> Any:
         """Ask the caller ``request``; its answer, as ``result_type`` (or the error the
         server gets: :class:`mcp_types.ErrorData`). Unanswered within :data:`HOLD_FOR`
         seconds, the call is cancelled."""
@@ -147,7 +147,7 @@ class Held(Generic[_R]):
                 return event
         if event.error is not None:
             raise event.error
-        return event.value  # type: ignore[return-value]
+        return cast("_R", event.value)  # it ended without an error: the call's value
 
     def pending(self) -> list[Question]:
         """The questions out to the caller, unanswered."""

@@ -217,6 +217,7 @@ class _Front:
             scope[CALLER_SCOPE] = caller
             if self._users is not None:  # for the servers that trade it (token exchange)
                 token = bearer(headers.get("authorization") or "")
+                assert token is not None  # it authenticated: a bearer token
                 self._users.present(caller.subject, token, caller.expires_at)
             await self._private(scope, receive, send, path, headers, caller)
         elif self._expected is not None and not _matches(
@@ -578,6 +579,7 @@ async def serve_http(
         base_url = resource.resource.rstrip("/").removesuffix(MCP_PATH)
     sockets = await listen(host, port)
     try:
+        bound_host: str  # (an IP socket's address: host and port first)
         bound_host, bound_port = sockets[0].getsockname()[:2]
         shown = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(bound_host, bound_host)  # noqa: S104
         info = HttpGatewayInfo(
@@ -636,7 +638,7 @@ async def serve_local(
     reload: Reload | None = None,
     task_status: trio.TaskStatus[Path | None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve ``gateway`` on the Unix socket of ``config_path`` (:func:`local_socket`), for
+    """Serve ``gateway`` on the Unix socket of ``config_path`` (:func:`~._local.local_socket`), for
     the CLI's commands, until cancelled; then remove the socket. Reports its path, or
     ``None`` — and returns — when another gateway already serves that config. With
     ``reload``, ``POST /reload`` runs it and answers what it returns (``serve``'s: the

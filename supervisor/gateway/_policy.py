@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import msgspec
@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from ..config._model import PolicyRule
     from ..registry import Catalog
     from ..runtime import SupervisorHandle
-    from ..tools import Progress
+    from ..server._messages import InputRound
+    from ..tools import ApprovalCallback, Progress
 
 __all__ = ["Grant", "Narrowed", "Policy"]
 
@@ -309,7 +310,13 @@ class Narrowed:
         name: str,
         arguments: Mapping[str, object],
         progress: Progress | None = None,
-        **options: Any,  # noqa: ANN401 - the gateway's call options, passed on
+        *,
+        timeout: float | None = None,
+        approve: ApprovalCallback | None = None,
+        for_cli: bool = False,
+        log_level: types.LoggingLevel | None = None,
+        rounds: InputRound | None = None,
+        caller: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         """The gateway's call, for the caller — refused as a tool not served when the
         grant does not cover it (before anything is sent, with no close matches named)."""
@@ -319,8 +326,16 @@ class Narrowed:
                 raise UnknownTool(f"tool {name!r} is not served by this gateway")
         passing = caller_admission.set(self.admission)
         try:
-            return await self.host.call(  # type: ignore[call-arg]
-                name, arguments, progress, caller=self.caller.subject, **options
+            return await self.host.call(
+                name,
+                arguments,
+                progress,
+                timeout=timeout,
+                approve=approve,
+                for_cli=for_cli,
+                log_level=log_level,
+                rounds=rounds,
+                caller=self.caller.subject,  # whoever else it names: it is made for the caller
             )
         finally:
             caller_admission.reset(passing)

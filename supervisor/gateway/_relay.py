@@ -207,7 +207,7 @@ class Relay:
     async def _ask(
         self,
         server: str,
-        request: types.ServerRequest,
+        request: types.InputRequest,
         result_type: type[Any],
         capability: types.ClientCapabilities,
         what: str,

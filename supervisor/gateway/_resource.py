@@ -423,9 +423,11 @@ class ResourceGate:
         path = parts.path.rstrip("/")
         self.metadata_path = WELL_KNOWN + path
         self._metadata_url = f"{parts.scheme}://{parts.netloc}{self.metadata_path}"
+        # pydantic validates each str into the SDK's AnyHttpUrl field as it should show
+        # (AnyHttpUrl(str) would end a bare issuer with "/", which its tokens do not say)
         document = ProtectedResourceMetadata(
-            resource=self.resource,  # type: ignore[arg-type]
-            authorization_servers=[self.issuer],  # type: ignore[list-item]
+            resource=self.resource,  # pyright: ignore[reportArgumentType]  # (see above)
+            authorization_servers=[self.issuer],  # pyright: ignore[reportArgumentType]  # (see above)
             scopes_supported=list(self.scopes) or None,
             bearer_methods_supported=["header"],
             resource_name="mcp-supervisor gateway",

@@ -92,12 +92,16 @@ class SearchHost(Protocol):
         arguments: Mapping[str, object],
         progress: Progress | None = None,
         *,
+        timeout: float | None = None,
         approve: ApprovalCallback | None = None,
+        for_cli: bool = False,
+        log_level: types.LoggingLevel | None = None,
         rounds: InputRound | None = None,
+        caller: str | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Call the tool ``name`` through the gate (``approve`` deciding its approval, if
-        given; ``rounds`` relaying a multi-round-trip call), its failures as tool
-        errors."""
+        given; ``rounds`` relaying a multi-round-trip call; ``caller`` the subject it is
+        made for), its failures as tool errors: the gateway's own call's options."""
         ...
 
 

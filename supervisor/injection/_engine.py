@@ -1,9 +1,9 @@
 """The fault engine: which rules fire on which message, decided from the seed alone.
 
 One :class:`FaultEngine` serves one connection's worth of messages (a proxy's lifetime,
-or a supervised server across its restarts). Each message is shown to :meth:`decide`
+or a supervised server across its restarts). Each message is shown to :meth:`FaultEngine.decide`
 with its direction; the engine answers with the actions to take, in rule order, and
-records each as an :class:`Injected` in :attr:`FaultEngine.log`.
+records each as an :class:`Injected` in the engine's ``log``.
 
 Determinism: every rule draws its random numbers (``probability``, ``jitter_ms``) from its
 own generator, seeded from the plan's seed and the rule's place, and only when its other
@@ -32,7 +32,7 @@ class Injected(msgspec.Struct, frozen=True):
     """One fault the engine injected: when, by which rule, into which message, what.
 
     ``t`` is seconds since the engine started; ``rule`` the rule's place in the plan;
-    ``action`` one of :data:`~supervisor.faults.ACTIONS`; ``method`` the message's
+    ``action`` one of :data:`~._plan.ACTIONS`; ``method`` the message's
     JSON-RPC method (for a response, its request's); ``id`` its JSON-RPC id; ``tool`` the
     tool a ``tools/call`` names; ``server`` the supervised server, when known; ``detail``
     the action's parameters as drawn (``delay 130 ms``).
@@ -99,7 +99,7 @@ class _RuleState:
 
 
 class FaultEngine:
-    """Applies a :class:`~supervisor.faults.Plan` to a stream of messages.
+    """Applies a :class:`~._plan.Plan` to a stream of messages.
 
     ``server`` names the server in the records; ``clock`` gives the time (default: the
     trio clock, read when the engine is first used). ``on_inject``, if given, is called

@@ -63,7 +63,8 @@ client's answer); ``kill`` breaks the stream as a crash does; ``http_status`` an
 ``expire_session`` replace a JSON answer (an event stream's status line has gone: the
 stream ends there instead).
 
-``slow_start``: the first exchanges wait until ``slow_start_ms`` after :meth:`start`.
+``slow_start``: the first exchanges wait until ``slow_start_ms`` after
+:meth:`FaultyHTTPTransport.start`.
 
 The 1 s bound of ``reorder`` in an event stream needs the transport to be entered
 (``async with httpx2.AsyncClient(transport=...)``, which enters it): it then reads each
@@ -79,9 +80,17 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager, aclosing, suppress
 from types import TracebackType
+from typing import cast
 
 import httpx2
 import trio
@@ -229,7 +238,7 @@ def _event_data(raw: bytes) -> tuple[bytes | None, bytes | None]:
     return b"\n".join(data), event_id
 
 
-async def _raw_events(body: AsyncIterable[bytes]) -> AsyncIterator[tuple[bytes, bool]]:
+async def _raw_events(body: AsyncIterable[bytes]) -> AsyncGenerator[tuple[bytes, bool], None]:
     """Each event of an event stream, as its bytes with the empty line that ends it, and
     whether to examine it. Past :data:`MAX_BODY_BYTES` without an event's end, the rest
     of the stream comes as it arrives, unexamined."""
@@ -254,11 +263,16 @@ async def _raw_events(body: AsyncIterable[bytes]) -> AsyncIterator[tuple[bytes, 
         yield bytes(buffer), whole
 
 
+def _body(response: httpx2.Response) -> httpx2.AsyncByteStream:
+    """``response``'s body: an async transport's response, whose stream is async."""
+    return cast("httpx2.AsyncByteStream", response.stream)
+
+
 async def _read_upto(response: httpx2.Response, limit: int) -> tuple[bytes, bool]:
     """Up to ``limit`` bytes of ``response``'s body, and whether that was all of it."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.stream:  # type: ignore[union-attr]
+    async for chunk in _body(response):
         chunks.append(chunk)
         size += len(chunk)
         if size > limit:
@@ -275,7 +289,7 @@ class _Rest(httpx2.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         yield self._head
-        async for chunk in self._response.stream:  # type: ignore[union-attr]
+        async for chunk in _body(self._response):
             yield chunk
 
     async def aclose(self) -> None:
@@ -790,7 +804,7 @@ class _EventStream(httpx2.AsyncByteStream):
         self._send: trio.MemorySendChannel[object] | None = None
         self._receive: trio.MemoryReceiveChannel[object] | None = None
         self._reader: trio.CancelScope | None = None
-        self._direct: AsyncIterator[tuple[bytes, bool]] | None = None
+        self._direct: AsyncGenerator[tuple[bytes, bool], None] | None = None
         self._waiting: trio.CancelScope | None = None
         self._cut = False
         self._closed = False
@@ -806,7 +820,7 @@ class _EventStream(httpx2.AsyncByteStream):
     def _open(self) -> None:
         nursery = self._transport._nursery
         if nursery is None:
-            self._direct = _raw_events(self._upstream.stream)  # type: ignore[arg-type]
+            self._direct = _raw_events(_body(self._upstream))
             return
         self._send, self._receive = trio.open_memory_channel[object](1)
         self._reader = trio.CancelScope()
@@ -817,7 +831,7 @@ class _EventStream(httpx2.AsyncByteStream):
         try:
             with scope:
                 try:
-                    async with aclosing(_raw_events(self._upstream.stream)) as events:  # type: ignore[arg-type]
+                    async with aclosing(_raw_events(_body(self._upstream))) as events:
                         async for item in events:
                             await send.send(item)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -851,12 +865,12 @@ class _EventStream(httpx2.AsyncByteStream):
         except StopAsyncIteration:
             return _END
 
-    async def _await(self, work: Callable[..., object], *args: object) -> object:
+    async def _await(self, work: Callable[..., Awaitable[object]], *args: object) -> object:
         """``await work(*args)``, broken off by a kill."""
         scope = self._waiting = trio.CancelScope()
         result: object = None
         with scope:
-            result = await work(*args)  # type: ignore[misc]
+            result = await work(*args)
         self._waiting = None
         if self._cut:
             raise _broken(self._request)
@@ -912,7 +926,7 @@ class _EventStream(httpx2.AsyncByteStream):
             if isinstance(item, _Failed):
                 self._why = f"the event stream failed ({describe_error(item.error)})"
                 raise item.error
-            raw, examine = item  # type: ignore[misc]
+            raw, examine = cast("tuple[bytes, bool]", item)  # what is left: an event
             data, event_id = _event_data(raw) if examine else (None, None)
             self._resumable = self._resumable or event_id is not None
             if data is None:
@@ -969,8 +983,9 @@ class _EventStream(httpx2.AsyncByteStream):
                 hold = transport._begin_hold(TO_CLIENT, self, self._wake)
                 if hold is not None:
                     held, copies = out, copies - 1
-            for _ in range(copies if out is not None else 0):
-                yield self._handed(out)  # type: ignore[arg-type]
+            if out is not None:
+                for _ in range(copies):
+                    yield self._handed(out)
             if out is None or not hold_this:
                 transport._went(TO_CLIENT, by=self)
                 if held is not None and hold is not None:
@@ -1012,5 +1027,5 @@ class _EventStream(httpx2.AsyncByteStream):
             return
         if self._direct is not None:
             with suppress(Exception):
-                await self._direct.aclose()  # type: ignore[attr-defined]
+                await self._direct.aclose()
         await self._upstream.aclose()

@@ -20,6 +20,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TypedDict
 
 import attrs
 
@@ -218,13 +219,27 @@ _WHEN_KEYS = (
 )
 
 
+class _WhenFields(TypedDict, total=False):
+    """:class:`When`'s fields, as a plan gives them."""
+
+    method: str
+    tool: str
+    direction: str
+    nth: int
+    every: int
+    after_s: float
+    until_s: float
+    probability: float
+    times: int
+
+
 def _when(errors: _Errors, value: object, path: str) -> When:
     try:
         mapping = _object(value)
     except _Bad as exc:
         errors.add(path, str(exc))
         return When()
-    kwargs: dict[str, object] = {}
+    kwargs: _WhenFields = {}
     for key, item, p in _fields(errors, mapping, path):
         try:
             if key in ("method", "tool"):
@@ -244,9 +259,9 @@ def _when(errors: _Errors, value: object, path: str) -> When:
     if "nth" in kwargs and "every" in kwargs:
         errors.add(path, 'give "nth" or "every", not both')
     until = kwargs.get("until_s")
-    if until is not None and until <= kwargs.get("after_s", 0.0):  # type: ignore[operator]
+    if until is not None and until <= kwargs.get("after_s", 0.0):
         errors.add(_join(path, "until_s"), "must be later than after_s")
-    return When(**kwargs)  # type: ignore[arg-type]
+    return When(**kwargs)
 
 
 def _ms(value: object) -> float:
@@ -327,8 +342,7 @@ def _action(errors: _Errors, value: object, path: str) -> Action | None:
             for k, v, q in _fields(errors, error, p):
                 try:
                     if k == "code":
-                        _want_int(v)
-                        code = int(v)  # type: ignore[call-overload]
+                        code = int(_want_int(v))
                     elif k == "message":
                         message = _nonempty(v)
                     else:
@@ -344,9 +358,10 @@ def _action(errors: _Errors, value: object, path: str) -> Action | None:
     return None
 
 
-def _want_int(value: object) -> None:
+def _want_int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Bad(f"must be a whole number, not {_kind(value)}")
+    return value
 
 
 def _rules(errors: _Errors, value: object, path: str) -> list[Rule]:
@@ -408,6 +423,7 @@ def load_plan(
     if isinstance(source, Plan):
         plan = source
         return plan if seed is None else plan.with_seed(seed)
+    document: object = source
     if isinstance(source, os.PathLike) or (
         isinstance(source, str) and not source.lstrip().startswith(("{", "["))
     ):
@@ -419,19 +435,17 @@ def load_plan(
                 [FieldError(label, f"cannot read the fault plan: {exc.strerror or exc}")],
                 path=label,
             ) from None
-        source = _json(text, label)
+        document = _json(text, label)
     elif isinstance(source, str):
-        source = _json(source, "plan")
+        document = _json(source, "plan")
     errors = _Errors()
-    document: object = source
     plan_seed = 0
     if isinstance(document, Mapping):
         rules_value: object = []
         for key, item, p in _fields(errors, document, ""):
             if key == "seed":
                 try:
-                    _want_int(item)
-                    plan_seed = int(item)  # type: ignore[call-overload]
+                    plan_seed = int(_want_int(item))
                 except _Bad as exc:
                     errors.add(p, str(exc))
             elif key == "rules":

@@ -22,16 +22,17 @@ through the link, and parsed back on its way. What the link's actions mean here:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, suppress
 from types import TracebackType
 
 import anyio
 import mcp_types as types
 import trio
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from .._sdk import TransportStreams
+from .._sdk import ReadStream, TransportStreams, WriteStream
 from ..errors import ProtocolViolation, TransportError
 from ..log import get_logger, redact
 from ._engine import FaultEngine
@@ -94,8 +95,8 @@ class FaultyTransport:
         self._running = trio.Event()  # cleared while an injected hang holds messages
         self._running.set()
         self._nursery: trio.Nursery | None = None
-        self._to_session: anyio.abc.ObjectSendStream[SessionMessage | Exception] | None = None
-        self._to_server: anyio.abc.ObjectSendStream[SessionMessage] | None = None
+        self._to_session: MemoryObjectSendStream[SessionMessage | Exception] | None = None
+        self._to_server: WriteStream[SessionMessage] | None = None
         self._session_closed = False
         self._server_closed = False
 
@@ -143,7 +144,7 @@ class FaultyTransport:
     # -- the two pumps ---------------------------------------------------------------
 
     async def _pump_in(
-        self, link: Link, inner_read: anyio.abc.ObjectReceiveStream[SessionMessage | Exception]
+        self, link: Link, inner_read: ReadStream[SessionMessage | Exception]
     ) -> None:
         """Server → session, through the link; when the server's side ends, so does the
         session's."""
@@ -177,13 +178,13 @@ class FaultyTransport:
         self,
         original: bytes,
         item: SessionMessage,
-        send: Callable[[SessionMessage | Exception], object],
-    ) -> Callable[[bytes], object]:
+        send: Callable[[SessionMessage | Exception], Awaitable[None]],
+    ) -> Callable[[bytes], Awaitable[None]]:
         """A ``forward`` for one message: the original message object (with its
         metadata) when the link passes the line on unchanged, else the line parsed."""
 
         async def forward(line: bytes) -> None:
-            await send(item if line is original else self._parse(line))  # type: ignore[misc]
+            await send(item if line is original else self._parse(line))
 
         return forward
 
@@ -216,7 +217,7 @@ class FaultyTransport:
     def _end_session(self) -> None:
         self._session_closed = True
         if self._to_session is not None:
-            self._to_session.close()  # type: ignore[attr-defined]
+            self._to_session.close()
 
     def _close_server(self) -> None:
         self._server_closed = True
@@ -255,6 +256,6 @@ class FaultyTransport:
         self._end_session()
 
 
-async def _aclose(stream: anyio.abc.ObjectSendStream[SessionMessage]) -> None:
+async def _aclose(stream: WriteStream[SessionMessage]) -> None:
     with suppress(*_CLOSED):
         await stream.aclose()

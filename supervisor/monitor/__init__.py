@@ -5,7 +5,7 @@
 * ``status_document`` — the ``status --json`` document, records and metrics;
 * :class:`~supervisor.server.ServerMetrics` — one server's uptime, downtime, reconnects,
   calls and latency (``SupervisorHandle.metrics()``), estimated by a
-  :class:`~supervisor.server.LatencyHistogram`;
+  :class:`~supervisor.server._health.LatencyHistogram`;
 * :func:`prometheus_text` — those metrics in the Prometheus text format (``/metrics``);
 * ``readiness`` — ``/readyz``: 503 while a ``required`` server is down;
 * :class:`SessionSummary` — what a session did (``SupervisorHandle.summary()``), and

@@ -1,7 +1,7 @@
 """The recent tool calls of each server, in a window of time: what the dashboard's strips
 draw as latency points.
 
-The gate (:mod:`supervisor.gate`) adds every call that named a server, once it has its
+The gate (:mod:`supervisor.calls._gate`) adds every call that named a server, once it has its
 outcome, to each :class:`CallWindow` attached to it (``SupervisorHandle.recent_calls``);
 with none attached it records nothing. A window is bounded whatever the load: per
 server, per second (of the calls' ends) and per outcome class, it keeps one call, the

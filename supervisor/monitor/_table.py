@@ -2,7 +2,7 @@
 
 Every string in it that a server or a config controls — names, the handshake's
 ``serverInfo``, command lines, errors with their stderr lines — is made printable
-(:func:`supervisor._printable.printable`): the table's own colours are the only escape
+(:func:`supervisor._util._printable.printable`): the table's own colours are the only escape
 sequences it holds."""
 
 from __future__ import annotations

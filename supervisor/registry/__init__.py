@@ -31,7 +31,7 @@ Naming, in order:
 Invalid tools — a name that is not 1 to 128 characters of ``[A-Za-z0-9_.-]`` (MCP's rule),
 a description that is not a string, an input schema that is not an object with ``"type":
 "object"`` or is not valid JSON Schema, an input or output schema larger than the limit
-(:class:`~supervisor.server.Limits`), declaring a ``$schema`` other than 2020-12 or
+(:class:`~supervisor.config._limits.Limits`), declaring a ``$schema`` other than 2020-12 or
 draft-07 or with a ``$ref`` outside itself, or an original name the server already
 listed — are skipped, counted in :attr:`Catalog.unsupported` and explained in
 :attr:`Catalog.invalid`; the server's other tools are unaffected. A description longer

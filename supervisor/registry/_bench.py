@@ -28,7 +28,7 @@ def _sample_tools(servers: int = 32, per_server: int = 1000) -> list[ServerTools
                     name=f"{verb}_{noun}_{t}",
                     description=f"{verb.title()} a {noun} by id in workspace {t} of "
                     f"service {s}; returns the {noun} as JSON.",
-                    inputSchema={
+                    input_schema={
                         "type": "object",
                         "properties": {
                             "id": {"type": "string", "description": f"the {noun} id"},
@@ -74,7 +74,7 @@ async def listing_ms_32k(n: int) -> float:
 
 
 async def search_ms_32k(n: int) -> float:
-    """Median milliseconds for one :meth:`Catalog.search` over 32 × 1000 tools."""
+    """Median milliseconds for one :meth:`~.Catalog.search` over 32 × 1000 tools."""
     catalog = merge(_sample_tools())
     queries = ("create issue", "readFile", "ticket", "commit json", "delete user 42")
     times = []

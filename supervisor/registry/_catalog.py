@@ -110,7 +110,7 @@ class Conflict:
     ``builtin`` is true when the name belongs to an embedder's built-in tool (then
     ``servers`` lists only the MCP servers that wanted it). ``refused`` is true when the
     ``error`` clash policy left the tools of every server but the first out (see
-    :func:`merge`'s ``refuse``).
+    :func:`~supervisor.registry.merge`'s ``refuse``).
     """
 
     name: str
@@ -154,11 +154,16 @@ class Catalog(Mapping[str, Entry]):
     """An immutable merged catalog: a mapping from merged name to :class:`Entry`.
 
     Iteration follows config order, then each server's listing order. Build one with
-    :func:`merge`. ``by_server`` maps every merged server (including one whose tools were
-    all invalid) to its entries; ``unsupported`` counts the tools skipped per server and
-    ``invalid`` says why, one line per skipped tool (servers with none are left out);
-    ``conflicts`` lists the clashes settled while naming.
+    :func:`~supervisor.registry.merge`. ``by_server`` maps every merged server (including
+    one whose tools were all invalid) to its entries; ``unsupported`` counts the tools
+    skipped per server and ``invalid`` says why, one line per skipped tool (servers with
+    none are left out); ``conflicts`` lists the clashes settled while naming.
     """
+
+    by_server: Mapping[str, tuple[Entry, ...]]
+    unsupported: Mapping[str, int]
+    invalid: Mapping[str, tuple[str, ...]]
+    conflicts: tuple[Conflict, ...]
 
     def __init__(
         self,
@@ -169,10 +174,10 @@ class Catalog(Mapping[str, Entry]):
         invalid: dict[str, tuple[str, ...]] | None = None,
     ) -> None:
         self._entries = entries
-        self.by_server: Mapping[str, tuple[Entry, ...]] = MappingProxyType(by_server)
-        self.unsupported: Mapping[str, int] = MappingProxyType(unsupported)
-        self.invalid: Mapping[str, tuple[str, ...]] = MappingProxyType(invalid or {})
-        self.conflicts: tuple[Conflict, ...] = tuple(conflicts)
+        self.by_server = MappingProxyType(by_server)
+        self.unsupported = MappingProxyType(unsupported)
+        self.invalid = MappingProxyType(invalid or {})
+        self.conflicts = tuple(conflicts)
         self._index_cache: _SearchIndex | None = None
 
     def only(

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
+from typing import TypeAlias, cast
 
 import attrs
 import mcp_types as types
@@ -122,12 +123,16 @@ class _Arranged:
     policy: NamingPolicy
 
 
+#: what is cast to the registry's address (whose mailbox is untyped: it gives objects)
+_Message: TypeAlias = _Report | _Arranged
+
+
 def _server_of(report: object) -> str:
     """The coalescing key of the registry's mailbox: a server's newer report replaces its
     older one still waiting (and a newer arrangement an older one)."""
     if isinstance(report, _Arranged):
         return "\0arranged"  # no server's name: config names are never empty
-    return report.offer.server  # type: ignore[attr-defined, no-any-return]
+    return cast(_Report, report).offer.server  # the mailbox holds only these two
 
 
 class _Merged:
@@ -241,6 +246,12 @@ class Registry:
     never gets; ``publish`` receives the ``tools.*`` events.
     """
 
+    #: The registry actor's mailbox: casts only, a server's newer report replacing its
+    #: older one still waiting.
+    address: CastAddress
+    #: The registry actor as a supervision-tree child, its address included.
+    spec: ChildSpec
+
     def __init__(
         self,
         order: Sequence[str],
@@ -251,11 +262,8 @@ class Registry:
     ) -> None:
         self.policy = policy or NamingPolicy()
         self._merged = _Merged(order, publish, self.policy, frozenset(builtins))
-        #: The registry actor's mailbox: casts only, a server's newer report replacing its
-        #: older one still waiting.
         self.address = CastAddress("registry", math.inf, key=_server_of)
-        #: The registry actor as a supervision-tree child, its address included.
-        self.spec: ChildSpec = actor_spec(
+        self.spec = actor_spec(
             "registry",
             lambda: _RegistryActor(self._merged, self.address),
             address=self.address,
@@ -287,7 +295,7 @@ class Registry:
             return
         merged = self._merged
         while address.waiting:  # left by an incarnation that ended: older than this one
-            merged.take(address.take())  # type: ignore[arg-type]
+            merged.take(cast(_Message, address.take()))
         merged.take(report)
         try:
             merged.refresh()
@@ -370,7 +378,7 @@ class _RegistryActor(Actor):
         self._waited = False  # the current burst has had its scheduling round
 
     async def handle(self, message: object) -> None:
-        self.merged.take(message)  # type: ignore[arg-type]  # only reports are cast here
+        self.merged.take(cast(_Message, message))  # only reports are cast here
         if not self._waited:
             self._waited = True
             # Let every task already runnable (the rest of the burst) report first.
@@ -392,5 +400,5 @@ class _RegistryActor(Actor):
         """A graceful stop merges what was reported before it."""
         address = self.address
         while address.waiting:
-            self.merged.take(address.take())  # type: ignore[arg-type]
+            self.merged.take(cast(_Message, address.take()))
         await self.idle()

@@ -302,12 +302,13 @@ _Count = Annotated[int, msgspec.Meta(ge=0)] | Annotated[float, msgspec.Meta(ge=0
 _Sub = Union["_Schema", bool]
 
 
-class _Schema(
+class _Keywords(
     msgspec.Struct,
     gc=False,
     rename={"ref": "$ref", "defs": "$defs", "not_": "not"},
 ):
-    type: _SimpleType | list[_SimpleType] | None = None
+    """A schema's keywords but ``type``, which each kind of schema below declares."""
+
     properties: dict[str, _Sub] | None = None
     items: _Sub | list[_Sub] | None = None  # an array: drafts before 2020-12
     additionalProperties: _Sub | None = None
@@ -330,7 +331,13 @@ class _Schema(
     description: str | None = None
 
 
-class _InputSchema(_Schema, kw_only=True, gc=False):
+class _Schema(_Keywords, gc=False):
+    """A schema anywhere in a tool's input schema."""
+
+    type: _SimpleType | list[_SimpleType] | None = None
+
+
+class _InputSchema(_Keywords, kw_only=True, gc=False):
     """A tool's input schema: an object schema at the root (as MCP requires)."""
 
     type: Literal["object"]
@@ -344,7 +351,7 @@ def _schema_problem(schema: object, exc: msgspec.ValidationError) -> str | None:
     if schema.get("type") != "object":
         return 'its inputSchema does not have "type": "object" at the root'
     if "$schema" in schema:  # another draft may allow what 2020-12 does not
-        import jsonschema
+        import jsonschema.validators
 
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:

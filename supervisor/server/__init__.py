@@ -1,8 +1,8 @@
 """The server actor: one MCP server's connection lifecycle and health.
 
-Each configured server is a :class:`ServerHandle` — its config, its mailbox
-(:class:`~supervisor.actors.Address`) and its :class:`ServerState` (health, listings, auth
-problem, transport choice) — which outlives the :class:`ServerActor` incarnations that
+Each configured server is a :class:`~._managed.ServerHandle` — its config, its mailbox
+(:class:`~supervisor.actors.Address`) and its :class:`~._state.ServerState` (health, listings, auth
+problem, transport choice) — which outlives the :class:`~._actor.ServerActor` incarnations that
 hold one SDK ``Client`` each. Callers use the handle (calls, reads, prompts, records) and
 only read the state; its writers are the actor and the tree's decisions. The supervision
 tree restarts incarnations with the server's backoff and gives up on it (``failed``)
@@ -20,9 +20,10 @@ before being sent) while the server connects or restarts, each within its own de
 A call already sent when the connection dies fails with :class:`CallMayHaveTakenEffect`
 and is never re-sent.
 
-An embedder's ``elicitation_callback`` is wrapped per server (:func:`checked_elicitation`):
-an accepted answer gets the requested schema's defaults and is checked against it
-(:func:`complete_elicitation`); one that does not fit is refused, not sent.
+An embedder's ``elicitation_callback`` is wrapped per server
+(:func:`~._elicitation.checked_elicitation`): an accepted answer gets the requested
+schema's defaults and is checked against it (:func:`complete_elicitation`); one that
+does not fit is refused, not sent.
 """
 
 from __future__ import annotations

@@ -5,14 +5,17 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 import mcp_types as types
 import trio
 from mcp import Client
+from mcp.client import ClientExtension
+from mcp.client.session import IncomingMessage, MessageHandlerFnT
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -86,6 +89,9 @@ CRASH_TAIL_LINES = 20
 
 
 _T = TypeVar("_T")
+#: What a tool call answers with: its result, an ``input_required`` round, or (for a
+#: caller that follows it itself) the task the server made of it
+CallAnswer = types.CallToolResult | types.InputRequiredResult | tasks.CreatedTask
 
 
 async def _call(
@@ -116,9 +122,11 @@ async def _sent(
     client: Client, message: CallTool, arguments: dict[str, object]
 ) -> types.CallToolResult | types.InputRequiredResult:
     """:func:`_call`'s request, sent (in the caller's trace context)."""
+    # the SDK's ProgressFnT names its parameters; it calls them positionally, as Progress is
+    progress: ProgressFnT | None = message.progress  # pyright: ignore[reportAssignmentType]
     if message.call_id is None and message.log_level is None and message.rounds is None:
-        return await client.call_tool(message.tool, arguments, progress_callback=message.progress)
-    meta: dict[str, object] = {}
+        return await client.call_tool(message.tool, arguments, progress_callback=progress)
+    meta: types.RequestParamsMeta = {}
     if message.call_id is not None:
         meta[CALL_ID_META] = message.call_id
     if message.log_level is not None:  # 2026-07-28 servers log only when asked to
@@ -126,14 +134,14 @@ async def _sent(
     rounds = message.rounds
     if rounds is not None and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
         # (only that protocol has rounds; the others keep the client's own call path)
-        async def send() -> object:
+        async def send() -> types.CallToolResult | types.InputRequiredResult | types.Result:
             return await client.session.call_tool(
                 message.tool,
                 arguments,
-                progress_callback=message.progress,
-                input_responses=rounds.responses,  # type: ignore[arg-type]
+                progress_callback=progress,
+                input_responses=_responses(rounds),
                 request_state=rounds.state,
-                meta=meta or None,  # type: ignore[arg-type]
+                meta=meta or None,
                 allow_input_required=True,
                 allow_claimed=True,
             )
@@ -149,9 +157,13 @@ async def _sent(
             result = await send()
         if isinstance(result, tasks.CreatedTask):
             raise tasks._TaskCreated(result)
-        return result  # type: ignore[return-value]
+        # a claimed task is parsed as a CreatedTask (tasks.parse_cheaply): not one, this is
+        return cast("types.CallToolResult | types.InputRequiredResult", result)
     return await client.call_tool(
-        message.tool, arguments, progress_callback=message.progress, meta=meta
+        message.tool,
+        arguments,
+        progress_callback=progress,
+        meta=meta,
     )
 
 
@@ -165,7 +177,7 @@ async def _read(
         return await client.read_resource(uri)
     return await client.session.read_resource(
         uri,
-        input_responses=rounds.responses,  # type: ignore[arg-type]
+        input_responses=_responses(rounds),
         request_state=rounds.state,
         allow_input_required=True,
     )
@@ -180,10 +192,18 @@ async def _prompt(
     return await client.session.get_prompt(
         name,
         arguments,
-        input_responses=rounds.responses,  # type: ignore[arg-type]
+        input_responses=_responses(rounds),
         request_state=rounds.state,
         allow_input_required=True,
     )
+
+
+def _responses(rounds: InputRound) -> types.InputResponses | None:
+    """The answers to the last round, JSON as the caller sent them, for the SDK, which
+    validates them into its models as it makes the request."""
+    # (JSON, not the SDK's models: the SDK's annotation is narrower than what it takes)
+    responses: types.InputResponses | None = rounds.responses  # pyright: ignore[reportAssignmentType]
+    return responses
 
 
 def _invalid_result(server: str, what: str, client: Client, exc: ValidationError) -> ResultInvalid:
@@ -372,7 +392,7 @@ class ServerActor(Actor):
                 message,
                 "completion",
                 lambda c: c.complete(
-                    message.ref,  # type: ignore[arg-type]
+                    message.ref,
                     dict(message.argument),
                     None if message.context is None else dict(message.context),
                 ),
@@ -439,7 +459,9 @@ class ServerActor(Actor):
         self.state.health.alive(time.time())
         return result
 
-    async def _send(self, client: Client, message: CallTool) -> types.CallToolResult:
+    async def _send(
+        self, client: Client, message: CallTool
+    ) -> types.CallToolResult | types.InputRequiredResult:
         try:
             return await _call(client, message)
         except MCPError as exc:
@@ -458,7 +480,7 @@ class ServerActor(Actor):
 
     async def _call_tool(
         self, client: Client, message: CallTool, receipt: Receipt, *, direct: bool
-    ) -> types.CallToolResult:
+    ) -> CallAnswer:
         """Send one tool call on ``client``; raises :class:`_NotSent` when it is known not
         to have reached the server (or may be sent again, by the embedder's opt-in)."""
         server = self.server
@@ -600,13 +622,16 @@ class ServerActor(Actor):
             raise
         finally:
             delivery.reset(token)
-        if state.status == tasks.COMPLETED and state.result is not None:
-            result = types.CallToolResult.model_validate(state.result, by_name=False)
+        # (a task made already ended is still its CreatedTask, read with extra="allow":
+        # its result or error is an extra field, if the server sent one)
+        if state.status == tasks.COMPLETED and state.result is not None:  # pyright: ignore[reportAttributeAccessIssue]
+            # (the same: a CreatedTask's extra field)
+            result = types.CallToolResult.model_validate(state.result, by_name=False)  # pyright: ignore[reportAttributeAccessIssue]
             if not result.is_error:
                 await client.session.validate_tool_result(tool, result)
             return result
         if state.status == tasks.FAILED:
-            error = state.error or {}
+            error = state.error or {}  # pyright: ignore[reportAttributeAccessIssue]  # (as above)
             code = error.get("code") if isinstance(error.get("code"), int) else None
             said = error.get("message", state.status_message)
             raise failed(f"the task failed: {said} (MCP error {code})", code)
@@ -654,9 +679,7 @@ class ServerActor(Actor):
             return None
         return client
 
-    async def call_directly(
-        self, client: Client, message: CallTool, deadline: float
-    ) -> types.CallToolResult:
+    async def call_directly(self, client: Client, message: CallTool, deadline: float) -> CallAnswer:
         """Run a call in the caller's own task, on the connected client — the mailbox is
         for waiting (connecting, restarting); a connected server needs no queue.
 
@@ -761,7 +784,8 @@ class ServerActor(Actor):
         its own, not a crash (nothing is counted, no restart is spent)."""
         server = self.server
         self.client = None
-        problem: AuthProblem = error.problem  # type: ignore[attr-defined]
+        problem = error.problem
+        assert problem is not None  # made by auth_exception, which names it
         needs = problem.needs_login
         self.state.auth_blocked(problem, str(error))
         self._auth_blocked.set()
@@ -975,7 +999,7 @@ class ServerActor(Actor):
             resolved(server.client_options, server.name),
             getattr(server.config, "protocol", "auto"),
         )
-        user_handler = options.pop("message_handler", None)
+        user_handler = cast("MessageHandlerFnT | None", options.pop("message_handler", None))
         logging_callback: Any = options.get("logging_callback")
         answers = getattr(transport, "answers", None)
         if logging_callback is not None and answers is not None:
@@ -991,7 +1015,7 @@ class ServerActor(Actor):
         if elicit is not None:  # defaults filled in, answers checked (see _elicitation)
             options["elicitation_callback"] = checked_elicitation(elicit, self.server.name)
 
-        async def message_handler(message: object) -> None:
+        async def message_handler(message: IncomingMessage) -> None:
             if isinstance(message, types.ToolListChangedNotification):
                 self.nursery.start_soon(self.listings.relist)
             elif isinstance(message, types.ResourceListChangedNotification):
@@ -1001,17 +1025,18 @@ class ServerActor(Actor):
             elif isinstance(message, types.ResourceUpdatedNotification):
                 self._resource_updated(str(message.params.uri))
             if user_handler is not None:
-                await user_handler(message)  # type: ignore[operator]
+                await user_handler(message)
 
-        extensions = [tasks.CLIENT, *(options.pop("extensions", None) or ())]  # type: ignore[misc]
+        given = cast("Sequence[ClientExtension] | None", options.pop("extensions", None))
+        extensions = [tasks.CLIENT, *(given or ())]
         async with Client(
-            transport,  # type: ignore[arg-type]
+            transport,
             message_handler=message_handler,
             extensions=extensions,
-            **options,  # type: ignore[arg-type]
+            # the embedder's other Client keyword arguments, as it gave them
+            **options,  # pyright: ignore[reportArgumentType]
         ) as client:
             tasks.parse_cheaply(client)
-            answers = getattr(transport, "answers", None)
             if answers is not None:  # a 2026-07-28 result without resultType: complete
                 answers.complete_by_default = client.protocol_version in MODERN_PROTOCOL_VERSIONS
             yield client

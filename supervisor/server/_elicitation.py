@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
 
@@ -40,7 +40,7 @@ from ..log import get_logger
 from ..tools._validate import _path
 
 if TYPE_CHECKING:
-    import jsonschema
+    import jsonschema.protocols
     from mcp.client.session import ClientRequestContext, ElicitationFnT
 
 log = get_logger("supervisor.server")
@@ -107,11 +107,11 @@ def _refuse(error: ElicitationAnswerInvalid) -> types.ErrorData:
 
 
 def _validator(server: str, schema: Mapping[str, object]) -> jsonschema.protocols.Validator:
-    import jsonschema  # only when a server asks: most sessions never elicit
+    import jsonschema.validators  # only when a server asks: most sessions never elicit
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
-        cls.check_schema(schema)
+        cls.check_schema(schema)  # pyright: ignore[reportArgumentType]  # any Mapping (stubs: dict)
     except jsonschema.SchemaError as exc:
         where = _path(exc.absolute_path)
         problem = f"the server's requestedSchema is not valid JSON Schema (at {where})"
@@ -123,13 +123,15 @@ def _problems(
     validator: jsonschema.protocols.Validator, answer: dict[str, object]
 ) -> Iterable[tuple[str, str]]:
     """``(field, what the schema wants)`` for each error, without the answer's values."""
-    for error in validator.iter_errors(answer):
+    # (the answer is JSON, its values objects: the stubs' JSON type wants them narrower)
+    for error in validator.iter_errors(answer):  # pyright: ignore[reportArgumentType]
         field = _path(error.absolute_path)
         wants = error.validator_value
         match error.validator:
             case "required":
                 given = error.instance if isinstance(error.instance, Mapping) else {}
-                missing = [name for name in wants if name not in given]  # type: ignore[attr-defined]
+                names = cast("list[str]", wants)  # what "required" holds
+                missing = [name for name in names if name not in given]
                 for name in missing:
                     yield (
                         _path([*error.absolute_path, name]),
@@ -144,8 +146,11 @@ def _problems(
             case "format":
                 yield field, f"must be a valid {wants!r}"
             case "additionalProperties" if wants is False:
-                defined = error.schema.get("properties", {})  # type: ignore[union-attr]
-                for name in sorted(set(error.instance) - set(defined)):
+                # the object (JSON) and its schema
+                given = cast("Mapping[str, object]", error.instance)
+                schema = cast("Mapping[str, Any]", error.schema)
+                defined = schema.get("properties", {})
+                for name in sorted(set(given) - set(defined)):
                     yield _path([*error.absolute_path, name]), "not a field of the schema"
             case _:
                 yield field, f"does not satisfy {error.validator} {wants!r}"

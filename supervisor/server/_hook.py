@@ -2,7 +2,7 @@
 
 The tree decides every start, restart and give-up of a server's actor; its notify hook
 (:func:`tree_hook`) is the one place where those decisions reach a server: they are
-applied to its :class:`~supervisor.server.ServerState` (attempt, restarts, next retry,
+applied to its :class:`~supervisor.server._state.ServerState` (attempt, restarts, next retry,
 failed or started over), then the ``mcp.error`` they call for is published.
 """
 
@@ -25,7 +25,7 @@ def tree_hook(
     supervisor: str | None = None,
 ) -> Notify:
     """The notify hook of a tree of servers: each decision reaches the server it is about
-    (:meth:`ServerState.decided <supervisor.server.ServerState.decided>`, then the
+    (:meth:`ServerState.decided <supervisor.server._state.ServerState.decided>`, then the
     ``mcp.error`` it calls for) — a decision of the supervisor named ``supervisor``, when
     given — then publishes its ``supervisor.*`` event."""
 

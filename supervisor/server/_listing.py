@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar
 
 import anyio
 import mcp_types as types
@@ -19,6 +19,7 @@ from mcp.client.subscriptions import (
     ToolsListChanged,
 )
 from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
 
 from ..actors._errors import collapse, leaves
 from ..errors import CatalogTooLarge, PaginationError
@@ -28,10 +29,19 @@ from ..transports._receipts import Receipt, connection_closed, delivery
 
 log = get_logger("supervisor.server")
 
-_T = TypeVar("_T")
+_T = TypeVar("_T", bound=BaseModel)
 
 Listing = Literal["resources", "prompts"]
 """What a ``list_changed`` notice asks to fetch again (resources include templates)."""
+
+
+class _Extras(TypedDict, total=False):
+    """What one listing of the extras got, by kind (a kind not listed: absent)."""
+
+    resources: list[types.Resource]
+    templates: list[types.ResourceTemplate]
+    prompts: list[types.Prompt]
+
 
 #: Seconds a 2026-07-28 connection waits for its change notice stream (``subscriptions/
 #: listen``) to be acknowledged before it goes on without it: at most a third of the
@@ -69,7 +79,7 @@ class Listings:
     """What one incarnation lists of its server — tools, resources (with templates) and
     prompts — and lists again, coalesced, when the server says they changed.
 
-    Owned by a :class:`~supervisor.server.ServerActor` incarnation: ``nursery`` is the
+    Owned by a :class:`~supervisor.server._actor.ServerActor` incarnation: ``nursery`` is the
     incarnation's (re-fetches run there) and ``client()`` its current SDK client
     (``None`` between sessions). What is listed goes onto ``server``.
     """
@@ -144,7 +154,7 @@ class Listings:
         self, what: str, fetch: Callable[[str | None], Awaitable[tuple[Sequence[_T], str | None]]]
     ) -> list[_T]:
         """Every page of one listing (``fetch(cursor)`` → items, next cursor), within the
-        server's limits (:class:`~supervisor.server.Limits`, as for tools): a listing that
+        server's limits (:class:`~supervisor.config._limits.Limits`, as for tools): a listing that
         grows too large raises :class:`~supervisor.errors.CatalogTooLarge`; one that needs
         more than ``max_list_pages`` requests, or is handed a cursor it was handed before
         (a server that would page forever), raises
@@ -169,7 +179,7 @@ class Listings:
                 ) from None
             pages += 1
             items.extend(page)
-            size += sum(len(item.model_dump_json()) for item in page)  # type: ignore[attr-defined]
+            size += sum(len(item.model_dump_json()) for item in page)
             if len(items) > limits.max_tools_per_server or size > limits.max_catalog_bytes:
                 raise self._too_large(what, len(items), size)
             if not cursor:
@@ -210,7 +220,7 @@ class Listings:
 
     async def extras(self, client: Client, which: Sequence[Listing]) -> bool:
         """List the server's resources (with templates) and/or prompts, as its capabilities
-        advertise them, onto the :class:`ServerHandle`; what it does not advertise is
+        advertise them, onto the :class:`~._managed.ServerHandle`; what it does not advertise is
         empty. A listing that fails or takes longer than the server's ``timeout`` is
         logged and keeps the previous list: the tools are served regardless. The new lists
         are set together, once all are in (so a caller that reports them right after
@@ -218,7 +228,7 @@ class Listings:
         server = self.server
         capabilities = client.server_capabilities
         before = (server.resources, server.resource_templates, server.prompts)
-        got: dict[str, list[object]] = {}
+        got: _Extras = {}
         hints = {kind: _Hint() for kind in ("resources", "templates", "prompts")}
 
         async def resources() -> None:
@@ -288,9 +298,9 @@ class Listings:
             if key in got:
                 server.state.cache_hinted(kind, *hints[kind].value)
         server.state.extras_listed(
-            got.get("resources"),  # type: ignore[arg-type]
-            got.get("templates"),  # type: ignore[arg-type]
-            got.get("prompts"),  # type: ignore[arg-type]
+            got.get("resources"),
+            got.get("templates"),
+            got.get("prompts"),
         )
         return (server.resources, server.resource_templates, server.prompts) != before
 
@@ -302,7 +312,7 @@ class Listings:
         :meth:`extras`. A change notice that comes meanwhile has its kind fetched again
         once this is done, coalesced as :meth:`refetch` coalesces them."""
         kinds: tuple[Listing, ...] = ("resources", "prompts")
-        which = [what for what in kinds if what not in self._refetching]
+        which: list[Listing] = [what for what in kinds if what not in self._refetching]
         self._refetch_again.update(what for what in kinds if what not in which)
         if not which:
             return

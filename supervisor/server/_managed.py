@@ -7,7 +7,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import mcp_types as types
 import msgspec
@@ -57,7 +57,7 @@ from ..transports._open import open_transport
 from ..transports._remote import TransportLike
 from ..transports._stdio import GRACE_SECONDS, KILL_AFTER_SECONDS, StdioTransport
 from ..transports._watch import RETURN_EVERY, port_reopened, watched_address
-from ._actor import PING_TIMEOUT, ServerActor
+from ._actor import PING_TIMEOUT, CallAnswer, ServerActor
 from ._health import Health, HealthRecord, ServerMetrics, ServerStatus
 from ._messages import (
     CallTool,
@@ -97,7 +97,9 @@ def target(config: ServerConfig) -> str | None:
     at that moment redacted (:func:`~supervisor.log.redact`). An in-process server's is
     the name its server object calls itself."""
     if config.type == "stdio" and config.command is not None:
-        return command_line(config)
+        # (config._secrets' _Launch declares its attributes writable: a ServerConfig's are
+        # frozen, and read only)
+        return command_line(config)  # pyright: ignore[reportArgumentType]
     if config.type == "memory":
         return app_name(getattr(config, "app", None))
     if config.url is not None:
@@ -468,7 +470,7 @@ class ServerHandle:
                 f"`mcp-supervisor auth login {name}`",
                 oauth_error=problem.oauth_error,
             )
-        error.problem = problem  # type: ignore[attr-defined]
+        error.problem = problem
         return error
 
     # -- what the supervision tree decided -----------------------------------------------
@@ -759,7 +761,7 @@ class ServerHandle:
         log_level: str | None = None,
         rounds: InputRound | None = None,
         caller: str | None = None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> CallAnswer:
         """Call ``tool`` through the mailbox, translating actor errors into server errors;
         ``call_id`` (a recorded call's) goes to the server in the request's ``_meta``, and
         so does ``log_level`` (this call's, for a 2026-07-28 server; default: the level
@@ -794,7 +796,7 @@ class ServerHandle:
         log_level: str | None = None,
         rounds: InputRound | None = None,
         caller: str | None = None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> CallAnswer:
         if self.error is not None:
             self.check_available()
         per_user = self.users is not None and caller is not None
@@ -836,16 +838,16 @@ class ServerHandle:
                 tracing.ended(span, outcome, attempt=self.health.restarts + 1)
             return result
 
-    async def _send_call(self, message: CallTool, limit: float, span: Span) -> types.CallToolResult:
+    async def _send_call(self, message: CallTool, limit: float, span: Span) -> CallAnswer:
         tool = message.tool
         left = limit
         actor = self.current
         client = actor.direct() if actor is not None else None
-        if client is not None:  # the fast path: straight onto the live connection
+        if actor is not None and client is not None:  # the fast path: onto the live connection
             deadline = trio.current_time() + limit
             span.set_attribute(tracing.PATH, "direct")
             try:
-                return await actor.call_directly(client, message, deadline)  # type: ignore[union-attr]
+                return await actor.call_directly(client, message, deadline)
             except _NotSent:
                 left = max(deadline - trio.current_time(), 0.0)  # the mailbox gets it there
             except BaseException as exc:
@@ -853,7 +855,7 @@ class ServerHandle:
                 raise
         span.set_attribute(tracing.PATH, "mailbox")
         with self._translated(tool, limit):
-            return await self.address.call(message, left)  # type: ignore[return-value]
+            return cast(CallAnswer, await self.address.call(message, left))  # the actor's answer
 
     def check_available(self) -> None:
         """Raise the :class:`~supervisor.errors.ServerUnavailable` a call would fail with
@@ -966,7 +968,7 @@ class ServerHandle:
 
     async def list_tools(self, timeout: float | None = None) -> list[types.Tool]:
         limit = self.config.init_timeout + self.config.timeout if timeout is None else timeout
-        return await self.address.call(ListTools(), timeout=limit)  # type: ignore[return-value]
+        return cast("list[types.Tool]", await self.address.call(ListTools(), timeout=limit))
 
     # -- resources and prompts -----------------------------------------------------------
 
@@ -1000,7 +1002,8 @@ class ServerHandle:
         """
         self._sendable("resources/read", {"uri": uri})
         message = ReadResource(uri, rounds, capabilities=caller_capabilities.get())
-        return await self._request(message, f"resource {uri!r}", timeout)  # type: ignore[return-value]
+        answer = await self._request(message, f"resource {uri!r}", timeout)
+        return cast("types.ReadResourceResult | types.InputRequiredResult", answer)
 
     @overload
     async def get_prompt(
@@ -1038,7 +1041,8 @@ class ServerHandle:
             rounds,
             capabilities=caller_capabilities.get(),
         )
-        return await self._request(message, f"prompt {name!r}", timeout)  # type: ignore[return-value]
+        answer = await self._request(message, f"prompt {name!r}", timeout)
+        return cast("types.GetPromptResult | types.InputRequiredResult", answer)
 
     async def complete(
         self,
@@ -1051,7 +1055,7 @@ class ServerHandle:
         resource template ``ref`` (by the server's own names), ``context`` holding the
         arguments given so far; waits, retries and raises as :meth:`read_resource` does."""
         message = Complete(ref, dict(argument), None if context is None else dict(context))
-        return await self._request(message, "completion", timeout)  # type: ignore[return-value]
+        return cast(types.CompleteResult, await self._request(message, "completion", timeout))
 
     # -- tasks -------------------------------------------------------------------------
 
@@ -1080,7 +1084,7 @@ class ServerHandle:
         retries and raises as :meth:`read_resource` does."""
         message = TaskRequest(method, dict(params))
         what = f"{method} of task {params.get('taskId')!r}"
-        return await self._request(message, what, timeout)  # type: ignore[return-value]
+        return cast("dict[str, object]", await self._request(message, what, timeout))
 
     def _sendable(self, method: str, params: Mapping[str, object]) -> None:
         """Refuse a request whose ``params`` hold text JSON cannot carry (a lone

@@ -4,12 +4,15 @@ connection), and the signal that a call must go through the mailbox after all.""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 # the request ``_meta`` key a recorded call's id travels under (see supervisor.faults)
 from ..calls._outcome import CALL_ID_META as CALL_ID_META
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 #: ``progress(progress, total, message)``: a tool call's MCP progress notifications
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -91,7 +94,7 @@ class Complete:
     template ``ref`` (the server's own names), ``context`` holding the arguments already
     given; re-sent once, like :class:`ReadResource`."""
 
-    ref: object
+    ref: types.PromptReference | types.ResourceTemplateReference
     argument: Mapping[str, str]
     context: Mapping[str, str] | None = None
     sends: int = 0

@@ -1,7 +1,7 @@
 """A server's resource subscriptions, kept on each of its connections.
 
 What callers subscribed to (:meth:`ServerHandle.subscribe_resource
-<supervisor.server.ServerHandle.subscribe_resource>`) is a :class:`Subscribed` set that
+<supervisor.server._managed.ServerHandle.subscribe_resource>`) is a :class:`Subscribed` set that
 lives as long as the server; each connection asks the server for the same, so a
 subscription outlives a restart. Only a server that declared ``resources.subscribe`` is
 asked:

@@ -35,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 from ..actors._errors import collapse
 from ..errors import (
     AuthorizationFailed,
+    AuthProblem,
     AuthRequired,
     CallMayHaveTakenEffect,
     ConnectTimeout,
@@ -209,7 +210,7 @@ class UserSessions:
         if self._sessions.get(session.subject) is session:
             del self._sessions[session.subject]
 
-    def _auth_error(self, subject: str, problem: Any) -> Exception:  # an AuthProblem
+    def _auth_error(self, subject: str, problem: AuthProblem) -> AuthRequired | AuthorizationFailed:
         name = self.server.name
         if not problem.needs_login:
             return AuthorizationFailed(
@@ -268,7 +269,7 @@ class UserSessions:
                 deadline = trio.current_time() + config.init_timeout
                 with trio.CancelScope(deadline=deadline) as handshake:
                     options = self._options(subject)
-                    async with Client(transport, **options) as client:  # type: ignore[arg-type]
+                    async with Client(transport, **options) as client:
                         handshake.deadline = math.inf
                         session.client = client
                         session.ready.set()

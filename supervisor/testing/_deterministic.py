@@ -47,15 +47,16 @@ _WALL_FIELDS = ("last_ok",)
 def replay_log(history: CallHistory, faults: Iterable[Injected] = ()) -> bytes:
     """``history``'s calls and events, and the injected ``faults``, as canonical JSON.
 
-    Every time is trio time since the history's origin (:meth:`CallHistory.start`:
-    where ``open_supervisor`` starts it), rounded to the microsecond: a call's
-    ``invoked_at``, ``sent_at``, ``deadline`` and ``ended_at``, and each event's ``ts`` —
-    the unix time it was created is replaced by the trio time the history saw it at. An
-    event field that holds a unix time of something else (``mcp.health.stale``'s
-    ``last_ok``) is ``null``; durations (``connect_time``, ``downtime``, ``retry_in``)
-    are measured on trio's clock already, as are the faults' ``t`` (since their engine
-    started, which ``open_supervisor`` does with the history's origin). Call ids lose the
-    history's random prefix (``"3"`` for ``"9f2c1a-3"``). Keys are sorted.
+    Every time is trio time since the history's origin
+    (:meth:`~supervisor.faults.CallHistory.start`: where ``open_supervisor`` starts it),
+    rounded to the microsecond: a call's ``invoked_at``, ``sent_at``, ``deadline`` and
+    ``ended_at``, and each event's ``ts`` — the unix time it was created is replaced by
+    the trio time the history saw it at. An event field that holds a unix time of
+    something else (``mcp.health.stale``'s ``last_ok``) is ``null``; durations
+    (``connect_time``, ``downtime``, ``retry_in``) are measured on trio's clock already,
+    as are the faults' ``t`` (since their engine started, which ``open_supervisor`` does
+    with the history's origin). Call ids lose the history's random prefix (``"3"`` for
+    ``"9f2c1a-3"``). Keys are sorted.
 
     The result is ``{"calls": [...], "events": [...], "faults": [...]}`` as UTF-8 bytes:
     under trio's ``MockClock`` with in-process servers (``open_supervisor(apps=...)``),
@@ -118,7 +119,7 @@ def run_deterministic(
         )
     state, allowed = rng.getstate(), _run._ALLOW_DETERMINISTIC_SCHEDULING
     rng.seed(seed)
-    _run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    _run._ALLOW_DETERMINISTIC_SCHEDULING = True
     jitter = jitter_rng.set(random.Random(seed))  # the restarts' jitter: from the seed too
     try:
         if clock is None:
@@ -127,4 +128,4 @@ def run_deterministic(
     finally:
         jitter_rng.reset(jitter)
         rng.setstate(state)
-        _run._ALLOW_DETERMINISTIC_SCHEDULING = allowed  # type: ignore[misc]
+        _run._ALLOW_DETERMINISTIC_SCHEDULING = allowed

@@ -17,9 +17,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
+
+if TYPE_CHECKING:
+    from ..events._bus import Subscription
+    from ..events._catalog import Event
 
 __all__ = ["CapturedEvents", "EventTimeout", "capture_events"]
 
@@ -77,19 +81,25 @@ def _matches(event: object, kind: str, fields: dict[str, object]) -> bool:
 _MISSING = object()
 
 
-def _short(event: object) -> str:
+def _short(event: Event) -> str:
     server = getattr(event, "server", None)
-    return f"{event.kind}({server})" if server else str(event.kind)  # type: ignore[attr-defined]
+    return f"{event.kind}({server})" if server else str(event.kind)
+
+
+class _Subscribable(Protocol):
+    """A supervisor from ``open_supervisor``, or a bus: what has events to subscribe to."""
+
+    def subscribe(self, *patterns: str, buffer: int = ...) -> Subscription: ...
 
 
 @asynccontextmanager
 async def capture_events(
-    sup: object, *patterns: str, buffer: int = 65536
+    sup: _Subscribable, *patterns: str, buffer: int = 65536
 ) -> AsyncIterator[CapturedEvents]:
     """Capture the events of ``sup`` (a supervisor from ``open_supervisor``, or a bus)
     whose kinds match ``patterns`` (default: all) for the block's duration."""
     captured = CapturedEvents()
-    subscription = sup.subscribe(*(patterns or ("*",)), buffer=buffer)  # type: ignore[attr-defined]
+    subscription = sup.subscribe(*(patterns or ("*",)), buffer=buffer)
     async with subscription as events, trio.open_nursery() as nursery:
 
         async def collect() -> None:

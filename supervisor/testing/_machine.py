@@ -55,6 +55,11 @@ class Step:
         return hash((self.name, tuple(self.args.items())))
 
 
+def _mark(function: Callable[..., Any], name: str, value: object) -> None:
+    """Set the mark ``name`` on ``function`` (the machine's class reads it back)."""
+    setattr(function, name, value)
+
+
 def rule(**strategies: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:  # noqa: ANN401
     """Mark an async method as a rule; its keyword arguments are drawn from
     ``strategies`` (hypothesis strategies)."""
@@ -62,7 +67,7 @@ def rule(**strategies: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]
     def mark(function: Callable[..., Any]) -> Callable[..., Any]:
         if not inspect.iscoroutinefunction(function):
             raise TypeError(f"rule {function.__name__} must be an async method")
-        function._machine_rule = strategies  # type: ignore[attr-defined]
+        _mark(function, "_machine_rule", strategies)
         return function
 
     return mark
@@ -72,7 +77,7 @@ def invariant() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Mark a method (async or not) to be checked after every step."""
 
     def mark(function: Callable[..., Any]) -> Callable[..., Any]:
-        function._machine_invariant = True  # type: ignore[attr-defined]
+        _mark(function, "_machine_invariant", True)
         return function
 
     return mark
@@ -85,7 +90,7 @@ def precondition(
     nothing (and shrinking removes it)."""
 
     def mark(function: Callable[..., Any]) -> Callable[..., Any]:
-        function._machine_precondition = condition  # type: ignore[attr-defined]
+        _mark(function, "_machine_precondition", condition)
         return function
 
     return mark
@@ -95,7 +100,7 @@ class AsyncStateMachine:
     """Subclass with :func:`rule` and :func:`invariant` methods; see the module."""
 
     #: set by :meth:`as_test`'s caller to run under ``trio.testing.MockClock``
-    clock: ClassVar[Callable[[], trio.abc.Clock] | None] = None
+    clock: ClassVar[staticmethod[[], trio.abc.Clock] | None] = None
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:

@@ -166,7 +166,7 @@ async def _soak(
                 fixture = await stack.enter_async_context(
                     open_http_fixture(
                         "echo",
-                        transport,  # type: ignore[arg-type]
+                        transport,
                         count_file=count_file,
                         start_timeout=120,
                     )

@@ -23,12 +23,15 @@ import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import trio
 from hypothesis import strategies as st
 
 from ._machine import AsyncStateMachine, invariant, rule
+
+if TYPE_CHECKING:
+    from .servers._names import ServerKind
 
 __all__ = ["SupervisorMachine"]
 
@@ -40,7 +43,7 @@ class SupervisorMachine(AsyncStateMachine):
     """See the module."""
 
     #: the servers: name → fixture kind (it must offer ``echo(text)``)
-    servers: ClassVar[dict[str, str]] = {"a": "echo", "b": "echo"}
+    servers: ClassVar[dict[str, ServerKind]] = {"a": "echo", "b": "echo"}
     #: the config's ``supervisor`` section
     settings: ClassVar[dict[str, object]] = {
         "backoff": {"local": {"initial": 0.05, "max": 0.2, "maxAttempts": 50}},
@@ -69,7 +72,7 @@ class SupervisorMachine(AsyncStateMachine):
 
         entries = {}
         for name, kind in self.servers.items():
-            command, args = stdio_params(kind, count_file=directory / f"{name}.executions")  # type: ignore[arg-type]
+            command, args = stdio_params(kind, count_file=directory / f"{name}.executions")
             entries[name] = {
                 "command": command,
                 "args": args,

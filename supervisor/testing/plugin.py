@@ -34,9 +34,15 @@ from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ..faults._checker import ResourceSampler
+    from .servers._names import HttpTransport, ServerKind
 
 __all__ = ["CallChecker", "FixtureServers", "mcp_checker", "mcp_servers"]
 
@@ -70,7 +76,7 @@ class FixtureServers:
     def stdio(
         self,
         name: str,
-        kind: str = "echo",
+        kind: ServerKind = "echo",
         *,
         faults: object = None,
         **fields: object,
@@ -80,7 +86,7 @@ class FixtureServers:
         from .servers import stdio_params
 
         self._check_name(name)
-        command, args = stdio_params(kind, count_file=self.count_file(name))  # type: ignore[arg-type]
+        command, args = stdio_params(kind, count_file=self.count_file(name))
         entry: dict[str, object] = {
             "command": command,
             "args": args,
@@ -96,10 +102,10 @@ class FixtureServers:
     async def http(
         self,
         name: str,
-        kind: str = "echo",
+        kind: ServerKind = "echo",
         *,
         faults: object = None,
-        transport: str = "http",
+        transport: HttpTransport = "http",
         **fields: object,
     ) -> dict[str, object]:
         """Start the fixture server ``kind`` over Streamable HTTP (or ``transport="sse"``)
@@ -110,8 +116,8 @@ class FixtureServers:
         self._check_name(name)
         fixture = await self._stack.enter_async_context(
             open_http_fixture(
-                kind,  # type: ignore[arg-type]
-                transport,  # type: ignore[arg-type]
+                kind,
+                transport,
                 count_file=self.count_file(name),
                 start_timeout=120,
             )
@@ -138,7 +144,7 @@ class FixtureServers:
 
     @asynccontextmanager
     async def supervise(
-        self, config: Mapping[str, object] | None = None, **options: object
+        self, config: Mapping[str, object] | None = None, **options: Any
     ) -> AsyncIterator[Any]:
         """``open_supervisor`` over :meth:`config` (or ``config``), recording every tool
         call in a :class:`~supervisor.faults.CallHistory` (``sup.history``) for the
@@ -149,8 +155,8 @@ class FixtureServers:
         history = options.pop("history", None) or CallHistory()
         async with open_supervisor(
             self.config() if config is None else config,
-            history=history,  # type: ignore[arg-type]
-            **options,  # type: ignore[arg-type]
+            history=history,
+            **options,
         ) as sup:
             run = _Run(sup, history)
             self.runs.append(run)
@@ -169,6 +175,21 @@ class FixtureServers:
         return total
 
 
+class _CheckOptions(TypedDict, total=False):
+    """The options of :func:`~supervisor.faults.check` a :class:`CallChecker` does not
+    give itself."""
+
+    events: Iterable[object] | None
+    now: float | None
+    deadline_slack: float
+    restart_limits: object
+    catalog: tuple[Iterable[str], Iterable[str]] | None
+    resources: ResourceSampler | None
+    max_rss_growth_kb: float | None
+    max_fd_growth: int | None
+    warmup: int
+
+
 class CallChecker:
     """Checks the runs of one test's :class:`FixtureServers`; see the module."""
 
@@ -176,7 +197,7 @@ class CallChecker:
         self.servers = servers
         self.report_dir = report_dir
         #: checker options for :func:`~supervisor.faults.check` (``restart_limits``, ...)
-        self.options: dict[str, object] = {}
+        self.options: _CheckOptions = {}
 
     def verdict(self) -> Any:  # noqa: ANN401 - a supervisor.faults.Verdict
         """The verdict over every run so far (ended runs: every call must have ended)."""
@@ -200,7 +221,7 @@ class CallChecker:
             executions=self.servers.executions(),
             faults=faults,
             processes=pids,
-            **self.options,  # type: ignore[arg-type]
+            **self.options,
         )
 
     def report(self, verdict: Any) -> Path:  # noqa: ANN401

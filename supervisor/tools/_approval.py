@@ -209,9 +209,9 @@ class ApprovalDecision:
         return "approved" if self.approved else "refused"
 
     def check(self, request: ApprovalRequest) -> None:
-        """Raise the error a refusal of ``request`` is (:class:`~supervisor.errors.
-        ApprovalRequired` without a callback, else :class:`~supervisor.errors.
-        ApprovalDenied`); return if approved."""
+        """Raise the error a refusal of ``request`` is
+        (:class:`~supervisor.errors.ApprovalRequired` without a callback, else
+        :class:`~supervisor.errors.ApprovalDenied`); return if approved."""
         if self.approved:
             return
         where = f"tool {request.tool!r} (server {request.server!r})"

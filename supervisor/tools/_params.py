@@ -2,7 +2,7 @@
 type and whether it is required — what ``mcp-supervisor tools`` shows of a tool's input.
 
 Only a summary: the schema itself is what arguments are checked against
-(:func:`~supervisor.tools.validate_arguments`).
+(:func:`~supervisor.tools._validate.validate_arguments`).
 """
 
 from __future__ import annotations

@@ -80,10 +80,11 @@ def _type_test(declared: object) -> Callable[[object], bool] | None:
     if isinstance(declared, str):
         return _TYPES.get(declared)
     if isinstance(declared, list) and declared and all(isinstance(t, str) for t in declared):
-        tests = [_TYPES.get(t) for t in declared]
-        if None in tests or len(set(declared)) != len(declared):
+        found = [_TYPES.get(t) for t in declared]
+        tests = [test for test in found if test is not None]
+        if len(tests) != len(found) or len(set(declared)) != len(declared):
             return None
-        return lambda value: any(test(value) for test in tests)  # type: ignore[misc]
+        return lambda value: any(test(value) for test in tests)
     return None
 
 

@@ -127,7 +127,7 @@ def normalize_result(
     or :class:`~supervisor.errors.ToolOutputInvalid` is raised naming the path. An error
     result is never validated (it need not conform).
 
-    ``limits`` (:class:`~supervisor.server.Limits`; ``preview_bytes`` overrides its
+    ``limits`` (:class:`Limits`; ``preview_bytes`` overrides its
     ``max_preview_bytes``) bound what is kept in memory. Text longer than
     ``max_preview_bytes`` (UTF-8) or ``max_preview_lines`` lines is written whole to a new
     file of mode 0600, in ``spill_dir`` — a :class:`SpillDirectory` (a supervisor

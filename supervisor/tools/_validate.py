@@ -22,6 +22,8 @@ from typing import TypeAlias
 
 import attrs
 import jsonschema
+import jsonschema.protocols
+import jsonschema.validators
 import mcp_types as types
 import msgspec
 import referencing.exceptions
@@ -180,9 +182,11 @@ class ArgumentValidator:
         if not nulls:
             return set()
         validator = self._validator(fingerprint(tool), tool.name, tool.input_schema, "inputSchema")
+        # typeshed's stub wants a JSON value; this is untrusted, any object: checking it is why
+        errors = validator.iter_errors(dict(arguments))  # pyright: ignore[reportArgumentType]
         return {
             path[0]
-            for error in validator.iter_errors(dict(arguments))
+            for error in errors
             if len(path := error.absolute_path) == 1 and path[0] in nulls
         }
 
@@ -237,9 +241,9 @@ def _errors(
     validator: jsonschema.protocols.Validator, instance: object, tool: str, what: str
 ) -> list[tuple[str, str]]:
     try:
-        found = [
-            (_path(e.absolute_path), _short(e.message)) for e in validator.iter_errors(instance)
-        ]
+        # typeshed's stub wants a JSON value; this is untrusted, any object: checking it is why
+        errors = validator.iter_errors(instance)  # pyright: ignore[reportArgumentType]
+        found = [(_path(e.absolute_path), _short(e.message)) for e in errors]
     except referencing.exceptions.Unresolvable as exc:
         raise ToolSchemaInvalid(
             f"tool {tool!r}: its {what} has a $ref that cannot be resolved: {exc}", tool=tool

@@ -51,11 +51,15 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from functools import cache
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
 
 from . import _bounds
+
+if TYPE_CHECKING:
+    from _ctypes import CFuncPtr
 
 #: True where the kernel gives the guarantees above.
 LINUX = sys.platform.startswith("linux")
@@ -73,7 +77,7 @@ _subreaper_was_set = False
 
 
 @cache
-def _prctl() -> ctypes._CFuncPtr:  # type: ignore[name-defined]
+def _prctl() -> CFuncPtr:
     prctl = ctypes.CDLL(None, use_errno=True).prctl
     prctl.restype = ctypes.c_int
     return prctl
@@ -161,7 +165,7 @@ async def open_process(
         _bounds.set_rlimits([popen.pid], rlimits)  # it may have run a little already
     # trio builds its Process from a Popen only inside open_process, which forks from a
     # worker thread; this is that same construction, from this thread.
-    return trio.Process._create(popen, streams[0], streams[1], streams[2])  # type: ignore[attr-defined]
+    return trio.Process._create(popen, streams[0], streams[1], streams[2])
 
 
 @cache

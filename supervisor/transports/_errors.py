@@ -69,7 +69,7 @@ def translate(
       it, bare or in (nested) exception groups, becomes the
       :class:`~supervisor.errors.HTTPError` it means, with the original's traceback. In a
       group the error is replaced in place, so the group keeps its shape (and
-      :func:`~supervisor.actors.collapse` still finds it).
+      :func:`~supervisor.actors._errors.collapse` still finds it).
     - ``url`` a ``ws://`` or ``wss://`` endpoint (made safe): opening the connection
       failed (the upgrade rejected, refused, DNS, TLS, a stream broken mid-handshake) — a
       :class:`~supervisor.errors.WebSocketConnectError`.
@@ -193,7 +193,7 @@ def http_errors(url: str) -> Iterator[None]:
     and query string, its ``__cause__`` the original (see :func:`translate`).
 
     Inside an exception group the error is replaced in place, so the group keeps its shape
-    (and :func:`~supervisor.actors.collapse` still finds it); any other exception,
+    (and :func:`~supervisor.actors._errors.collapse` still finds it); any other exception,
     cancellation included, leaves unchanged.
     """
     try:

@@ -125,9 +125,10 @@ class _Forwarder:
                     self._accept()
                 else:
                     link = key.data
-                    assert isinstance(link, _Link)
-                    if key.fileobj.fileno() != -1:  # not closed by this round's other socket
-                        link.ready(key.fileobj, events)  # type: ignore[arg-type]
+                    sock = key.fileobj
+                    assert isinstance(link, _Link) and isinstance(sock, socket.socket)
+                    if sock.fileno() != -1:  # not closed by this round's other socket
+                        link.ready(sock, events)
 
     def _accept(self) -> None:
         try:

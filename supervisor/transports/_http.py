@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 
 class _ReceiptTransport(Layer):
-    """Marks the sender's :class:`Receipt` when a request starts going out on the wire.
+    """Marks the sender's :class:`~._receipts.Receipt` when a request starts going out on the wire.
 
     The SDK sends each request from a task that carries the sender's context, so the
     receipt set around ``call_tool`` is visible here. httpcore's trace events tell when
@@ -74,14 +74,14 @@ def http_client(
 ) -> httpx2.AsyncClient:
     """The HTTP client a remote transport uses: headers, timeouts and auth in one place.
 
-    It tracks delivery (see :class:`Receipt`): a request that could not even connect is
+    It tracks delivery (see :class:`~._receipts.Receipt`): a request that could not even connect is
     known not to have reached the server, and its receipt keeps its response's status.
     ``on_status`` sees every response's status.
     What the server sends is bounded by ``limits`` (its ``max_message_bytes`` and catalog
     limits; the defaults without): see :class:`~._bodies.BoundedTransport`; ``server``
     names it in the log.
     With ``faults``, every exchange goes through that engine's fault plan
-    (:class:`~supervisor.faults.FaultyHTTPTransport`, docs/faults.md): a request a fault
+    (:class:`~supervisor.injection._http.FaultyHTTPTransport`, docs/faults.md): a request a fault
     keeps from the server counts as not delivered, and ``on_status`` sees injected
     statuses.
     """

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..auth._broker import AuthProblem, BrokerAuth, TokenBroker
+from ..errors import AuthorizationFailed, AuthRequired
 from ..injection._session import FaultyTransport
 from ._errors import safe_url
 from ._http import http_transport, streamable_http_abandoned
@@ -33,7 +34,7 @@ def open_transport(
     kill_after: float = KILL_AFTER_SECONDS,
     on_spawn: Callable[[int], None] | None = None,
     on_stderr: Callable[[str], None] | None = None,
-    auth_error: Callable[[AuthProblem], Exception] | None = None,
+    auth_error: Callable[[AuthProblem], AuthRequired | AuthorizationFailed] | None = None,
 ) -> TransportLike:
     """A fresh transport for one connection attempt to the server ``config`` describes.
 
@@ -73,7 +74,7 @@ def open_transport(
             sandbox=getattr(config, "sandbox", None),  # (duck-typed configs have none)
         )
     if config.type == "memory":  # a fresh session with the same in-process server object
-        memory = memory_transport(config.app)  # type: ignore[attr-defined]
+        memory = memory_transport(config.app)
         if faults is None:
             return Remote(memory, name=config.name)
         return _faulty(config.name, memory, faults)
@@ -139,7 +140,7 @@ def _faulty(name: str, inner: Any, faults: FaultEngine, **options: Any) -> Remot
 def _oauth(
     remote: Remote,
     broker: TokenBroker | None,
-    auth_error: Callable[[AuthProblem], Exception] | None,
+    auth_error: Callable[[AuthProblem], AuthRequired | AuthorizationFailed] | None,
 ) -> BrokerAuth | None:
     """The connection's ``httpx2.Auth``: tokens from the broker; a problem getting one
     ends the connection with its error (the actor then waits for a login)."""
@@ -148,6 +149,6 @@ def _oauth(
     assert auth_error is not None, "a broker's problems need their error"
 
     def problem(found: AuthProblem) -> None:
-        remote.lose(auth_error(found))  # type: ignore[arg-type] - an OAuth error
+        remote.lose(auth_error(found))
 
     return BrokerAuth(broker, problem)

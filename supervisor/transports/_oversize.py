@@ -32,7 +32,7 @@ _ID_AT_END = re.compile(rb'"id"\s*:\s*' + _ID + rb'\s*(?:,\s*"jsonrpc"\s*:\s*"2\
 class Skipped:
     """A message over the size limit, read past: its size and both ends."""
 
-    def __init__(self, first: bytes | bytearray) -> None:
+    def __init__(self, first: bytes | bytearray | memoryview) -> None:
         self.head = bytes(first[:SKIP_KEEP])
         self.tail = bytes(first[-SKIP_KEEP:])
         self.size = len(first)

@@ -23,7 +23,7 @@ each hands its session instead of a refused page (:func:`refusal_json`, as JSON)
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 import msgspec
@@ -132,7 +132,7 @@ class PageGuard:
 
     def check(
         self, raw: bytes | bytearray | memoryview | str, *, answering: object = None
-    ) -> tuple[int | str, dict[str, Any]] | None:
+    ) -> tuple[int | str | None, dict[str, Any]] | None:
         if not self._waiting:
             return None
         try:
@@ -152,7 +152,7 @@ class PageGuard:
             )
         else:
             if answering is not None:
-                request_id = answering  # type: ignore[assignment] - a request's id
+                request_id = cast("int | str", answering)  # a request's id
             field = self._waiting.pop(_key(request_id), None)
         if field is None or answer.result is None:
             return None
@@ -168,7 +168,7 @@ class PageGuard:
         del answer, items
         if count <= self.max_items and size <= self.max_bytes:
             return None
-        return request_id, {  # type: ignore[return-value] - ANY's may have no id
+        return request_id, {  # ANY's may have no id
             "code": CATALOG_TOO_LARGE,
             "message": f"the page listed {count} items ({size} bytes), over the catalog "
             f"limits ({self.max_items} items, {self.max_bytes} bytes); it was dropped",
@@ -177,22 +177,22 @@ class PageGuard:
 
     def _unreadable(
         self, raw: bytes | bytearray | memoryview | str, answering: object
-    ) -> tuple[int | str, dict[str, Any]] | None:
+    ) -> tuple[int | str | None, dict[str, Any]] | None:
         """A message msgspec cannot read (not JSON, or JSON it refuses): refused if it is
         a waiting listing's answer — its id read from either end, as for a message over
         the size limit, or ``answering``'s."""
         ends = Skipped(raw.encode(errors="replace") if isinstance(raw, str) else raw)
         request_id = ends.response_id()
         if answering is ANY:
-            return (request_id, UNREADABLE) if self._waiting else None  # type: ignore[return-value]
+            return (request_id, UNREADABLE) if self._waiting else None
         if answering is not None:
-            request_id = answering  # type: ignore[assignment] - a request's id
+            request_id = cast("int | str", answering)  # a request's id
         if request_id is None or self._waiting.pop(_key(request_id), None) is None:
             return None  # not a listing's answer: the parser says what is wrong with it
         return request_id, UNREADABLE
 
 
-def refusal(refused: tuple[int | str, dict[str, Any]], *, server: str) -> SessionMessage:
+def refusal(refused: tuple[int | str | None, dict[str, Any]], *, server: str) -> SessionMessage:
     """The message a transport hands *server*'s session instead of a refused page (what
     :meth:`PageGuard.check` returned): the error for its request, logged."""
     request_id, error = refused
@@ -201,7 +201,7 @@ def refusal(refused: tuple[int | str, dict[str, Any]], *, server: str) -> Sessio
     return SessionMessage(message)
 
 
-def refusal_json(refused: tuple[int | str, dict[str, Any]], *, server: str) -> bytes:
+def refusal_json(refused: tuple[int | str | None, dict[str, Any]], *, server: str) -> bytes:
     """:func:`refusal` as the JSON-RPC message's bytes, for a transport whose client
     parses what it is handed (HTTP)."""
     request_id, error = refused
@@ -209,7 +209,7 @@ def refusal_json(refused: tuple[int | str, dict[str, Any]], *, server: str) -> b
     return msgspec.json.encode({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
-def _logged(refused: tuple[int | str, dict[str, Any]], server: str) -> None:
+def _logged(refused: tuple[int | str | None, dict[str, Any]], server: str) -> None:
     request_id, error = refused
     log.warning(
         "listing page over the catalog limits dropped"

@@ -184,6 +184,7 @@ class FilteringProxy:
 
     async def _head(self, client: trio.abc.Stream) -> tuple[bytes, bytes]:
         buffer = bytearray()
+        end = -1  # (set by the loop's first test, which nothing can cut short)
         with trio.move_on_after(HEAD_TIMEOUT_S) as waited:
             while (end := buffer.find(b"\r\n\r\n")) < 0:
                 if len(buffer) > MAX_HEAD_BYTES:
@@ -225,6 +226,7 @@ class FilteringProxy:
 
             async def pump(source: trio.abc.Stream, sink: trio.abc.Stream) -> None:
                 with suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    data = b""  # (read below unless the wait was cut short)
                     while True:
                         with trio.move_on_after(IDLE_TIMEOUT_S) as idle:
                             data = await source.receive_some(_CHUNK)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import weakref
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 import mcp_types as types
@@ -20,6 +21,9 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from ._encoding import encode
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 
 class Receipt:
@@ -263,5 +267,10 @@ class ReceiptStream:
     async def __aenter__(self) -> ReceiptStream:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
         await self.aclose()

@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 import trio
 
-from ..errors import TransportError
+from ..errors import AuthorizationFailed, AuthRequired, TransportError
 from ._encoding import encode
 from ._receipts import Answers
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     import mcp_types as types
     from mcp.shared.message import SessionMessage
 
@@ -29,11 +31,18 @@ class TransportLike(Protocol):
     :func:`~supervisor.transports._open.open_transport` makes."""
 
     closed: trio.Event
-    failure: TransportError | None
     answers: Answers
 
+    @property
+    def failure(self) -> TransportError | AuthRequired | AuthorizationFailed | None: ...
     async def __aenter__(self) -> TransportStreams: ...
-    async def __aexit__(self, *exc: object) -> bool | None: ...
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+        /,
+    ) -> bool | None: ...
 
 
 class Remote:
@@ -56,7 +65,7 @@ class Remote:
         self.name = name
         self.tracks_delivery = tracks_delivery
         self.closed = trio.Event()
-        self.failure: TransportError | None = None
+        self.failure: TransportError | AuthRequired | AuthorizationFailed | None = None
         self.answers = Answers(made_by_client)
         #: HTTP status of the first response, for the legacy-SSE fallback
         self.first_status: int | None = None
@@ -79,7 +88,7 @@ class Remote:
         """The server's side of the stream ended: the connection is gone."""
         self.lose(TransportError("the server closed the connection"))
 
-    def lose(self, failure: TransportError) -> None:
+    def lose(self, failure: TransportError | AuthRequired | AuthorizationFailed) -> None:
         """The connection is gone, for ``failure`` (unless it already was)."""
         if not self.closed.is_set():
             self.failure = failure
@@ -96,7 +105,7 @@ class _Watched:
     def __getattr__(self, name: str) -> object:
         return getattr(self._inner, name)  # last_context, close, ...
 
-    async def receive(self) -> object:
+    async def receive(self) -> SessionMessage | Exception:
         try:
             item = await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -108,7 +117,7 @@ class _Watched:
     def __aiter__(self) -> _Watched:
         return self
 
-    async def __anext__(self) -> object:
+    async def __anext__(self) -> SessionMessage | Exception:
         try:
             return await self.receive()
         except anyio.EndOfStream:
@@ -120,7 +129,12 @@ class _Watched:
     async def __aenter__(self) -> _Watched:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
         await self.aclose()
 
 
@@ -156,5 +170,10 @@ class _Sending:
     async def __aenter__(self) -> _Sending:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
         await self.aclose()

@@ -10,7 +10,7 @@ its ``pid``, its process family, its exit code and a ring buffer of its stderr l
 exit's reason names the line that says what went wrong: :mod:`._diagnosis`), and shuts
 it down in the MCP spec's order: close stdin, wait, SIGTERM to the group, wait, SIGKILL.
 With a fault engine (``faults=``) each message in either direction passes through a
-:class:`~supervisor.faults.Link` first, at the transport's fault point (docs/faults.md).
+:class:`~supervisor.injection._link.Link` first, at the transport's fault point (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -140,9 +140,9 @@ class StdioTransport:
     it allows domains. Where no sandbox can be made the transport fails to start with a
     :class:`ServerExited` that is not retryable, saying what is missing.
 
-    ``faults``, a :class:`~supervisor.faults.FaultEngine`, injects its plan's faults: a
+    ``faults``, a :class:`~supervisor.injection._engine.FaultEngine`, injects its plan's faults: a
     ``slow_start`` delays the spawn; each line read from stdout is carried through a
-    :class:`~supervisor.faults.Link` towards the session before it is parsed (an injected
+    :class:`~supervisor.injection._link.Link` towards the session before it is parsed (an injected
     garbage line is the :class:`ProtocolViolation` a real one is), and each message
     written to stdin the other way. The link's target is the process group: ``kill`` is
     SIGKILL (a crash, reported as one), ``hang`` is SIGSTOP until SIGCONT (and a stopped
@@ -721,7 +721,7 @@ class StdioTransport:
         point = self._fault_point
         if point is not None and point.killed:
             how += " (an injected fault: kill)"
-        said = error_line(self.stderr_tail)
+        said = error_line(list(self.stderr_tail))  # (it slices: a deque's view cannot)
         if said is None:
             last = ""
         elif said in (self.stderr_tail[-1], self.stderr_tail[-1].strip()):
@@ -835,7 +835,8 @@ class StdioTransport:
                         members.append(member)
                 await _children.end_family(process, members, self.kill_after)
             else:
-                await terminate_posix_process_tree(process, self.kill_after)  # type: ignore[arg-type]
+                # typed for anyio's Process, it reads only pid and returncode: trio's has both
+                await terminate_posix_process_tree(process, self.kill_after)  # pyright: ignore[reportArgumentType]
         finally:
             for member in members:
                 member.close()
@@ -893,7 +894,7 @@ _TO_CLIENT = "to_client"
 class _FaultPoint:
     """Where a :class:`StdioTransport`'s fault link meets its process: the link's two
     ways to send (towards the session, into stdin) and its
-    :class:`~supervisor.faults.Target` (the process group and its pipes).
+    :class:`~supervisor.injection._link.Target` (the process group and its pipes).
 
     Sending never raises: a line for a session that is gone, or for a stdin that is
     closed, is dropped (the exit, if that is why, is reported by the transport).

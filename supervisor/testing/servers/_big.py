@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 import anyio
@@ -23,6 +22,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 
+from ._advertise import advertise
 from ._counting import ExecutionRecorder, call_id_of
 
 DEFAULT_TOOLS = 1000
@@ -145,9 +145,7 @@ class BigServer:
         )
         # tools.listChanged on the handshake too (2026-07-28 derives it from the served
         # subscriptions/listen): transports call this without arguments.
-        self.server.create_initialization_options = partial(  # type: ignore[method-assign]
-            self.server.create_initialization_options, NotificationOptions(tools_changed=True)
-        )
+        advertise(self.server, NotificationOptions(tools_changed=True))
 
     def _bad(self, i: int) -> types.Tool:
         # Only what the SDK lets through on both ends: its wire types refuse a whole
@@ -273,7 +271,7 @@ class BigServer:
     async def _delivered(self) -> None:
         """Wait until every listen stream has taken its buffered events (each stream's
         task writes them in order, ahead of any answer sent after this returns)."""
-        streams = self.listen._streams  # pyright: ignore[reportPrivateUsage]
+        streams = self.listen._streams
         while any(s.statistics().current_buffer_used for s in list(streams)):
             await anyio.lowlevel.checkpoint()
 

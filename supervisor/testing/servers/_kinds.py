@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from functools import partial
-from typing import TypeVar
+from types import CoroutineType
+from typing import Any, TypeVar
 
 import anyio
 from mcp.server.lowlevel import NotificationOptions
@@ -14,6 +14,7 @@ from mcp.server.mcpserver.prompts.base import Prompt
 from mcp_types import ToolAnnotations
 
 from ..._sdk import lowlevel_server
+from ._advertise import advertise
 from ._counting import ExecutionRecorder, call_id_of
 from ._names import MCP_SERVER_KINDS, MCPServerKind
 
@@ -150,7 +151,7 @@ def _hold_lists(server: MCPServer, path: str) -> None:
 
     hold = anyio.Path(path)
 
-    def held(listing: Callable[[], Awaitable[_T]]) -> Callable[[], Awaitable[_T]]:
+    def held(listing: Callable[[], Awaitable[_T]]) -> Callable[[], CoroutineType[Any, Any, _T]]:
         async def wait_then_list() -> _T:
             while await hold.exists():  # noqa: ASYNC110 - a file is what a test can hold
                 await anyio.sleep(0.02)
@@ -159,9 +160,9 @@ def _hold_lists(server: MCPServer, path: str) -> None:
         return wait_then_list
 
     # Its list handlers call these public methods on each request.
-    server.list_resources = held(server.list_resources)  # type: ignore[method-assign]
-    server.list_resource_templates = held(server.list_resource_templates)  # type: ignore[method-assign]
-    server.list_prompts = held(server.list_prompts)  # type: ignore[method-assign]
+    server.list_resources = held(server.list_resources)
+    server.list_resource_templates = held(server.list_resource_templates)
+    server.list_prompts = held(server.list_prompts)
 
 
 def _add_changing_tools(server: MCPServer, recorder: ExecutionRecorder) -> None:
@@ -169,11 +170,7 @@ def _add_changing_tools(server: MCPServer, recorder: ExecutionRecorder) -> None:
     # served `subscriptions/listen`). The SDK only takes NotificationOptions as an argument
     # of the low-level `create_initialization_options()` (its TODO L53), which every
     # transport calls without arguments: bind the option on this server's instance.
-    lowlevel = lowlevel_server(server)
-    notifications = NotificationOptions(tools_changed=True)
-    lowlevel.create_initialization_options = partial(  # type: ignore[method-assign]
-        lowlevel.create_initialization_options, notifications
-    )
+    advertise(lowlevel_server(server), NotificationOptions(tools_changed=True))
 
     async def announce(ctx: Context) -> None:
         # Handshake era: a notification on the standalone channel (stdio: the pipe; HTTP:

@@ -18,7 +18,7 @@ import trio
 
 from ..._sdk import lowlevel_server
 from ._counting import COUNT_FILE_ENV
-from ._names import GARBAGE_MODES, KINDS, GarbageMode, HttpTransport, ServerKind
+from ._names import GARBAGE_MODES, KINDS, GarbageMode, HttpTransport, MCPServerKind, ServerKind
 from ._procs import LISTENING_PREFIX
 from ._raw import ASGIApp, garbage_app, garbage_line, garbage_stdio, hang_app, hang_stdio
 
@@ -126,9 +126,10 @@ def _announce(kind: ServerKind, transport: str, stderr_line: str | None, url: st
 def _build(kind: ServerKind, count_file: str | None, args: argparse.Namespace) -> MCPServer:
     from ._kinds import make_server
 
-    mcp_kind = "echo" if kind == "garbage" else kind
+    # the kinds that are no MCPServer (exit-on-start, hang-init, big) were handled by the caller
+    mcp_kind = cast("MCPServerKind", "echo" if kind == "garbage" else kind)
     return make_server(
-        mcp_kind,  # type: ignore[arg-type]  # the raw kinds were handled by the caller
+        mcp_kind,
         crash_after=args.crash_after,
         count_file=count_file,
         exit_code=args.exit_code,

@@ -42,6 +42,7 @@ import jwt
 import trio
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from jwt.algorithms import ECAlgorithm
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
     AccessToken,
@@ -644,7 +645,7 @@ class TestAuthProvider:
     # -- JWT access tokens and introspection (a team's AS) ----------------------------------
 
     def jwks(self) -> dict[str, Any]:
-        jwk = jwt.algorithms.ECAlgorithm.to_jwk(self._jwt_key.public_key(), as_dict=True)
+        jwk = ECAlgorithm.to_jwk(self._jwt_key.public_key(), as_dict=True)
         own = {**jwk, "kid": self.jwt_kid, "alg": "ES256", "use": "sig"}
         return {"keys": [own, *self.config.more_jwks]}
 
@@ -662,7 +663,11 @@ class TestAuthProvider:
         server that does not authenticate."""
         self.introspections += 1
         known = None if basic is None else self._introspectors.get(basic[0])
-        if known is None or not hmac.compare_digest(known.encode(), basic[1].encode()):
+        if (
+            basic is None
+            or known is None
+            or not hmac.compare_digest(known.encode(), basic[1].encode())
+        ):
             raise _TokenFailure(401, "invalid_client", "introspection needs a known client")
         access = self.access_tokens.get(token)
         if access is None or (access.expires_at is not None and access.expires_at <= time.time()):
@@ -1632,7 +1637,7 @@ class TestIdP:
         )
 
     async def _jwks(self, request: Request) -> Response:
-        jwk = jwt.algorithms.ECAlgorithm.to_jwk(self.public_key, as_dict=True)
+        jwk = ECAlgorithm.to_jwk(self.public_key, as_dict=True)
         return JSONResponse({"keys": [{**jwk, "kid": self.kid, "alg": "ES256", "use": "sig"}]})
 
     async def _token(self, request: Request) -> Response:
@@ -1724,8 +1729,10 @@ def make_oauth_server(provider: TestAuthProvider) -> MCPServer:
     """
     config = provider.config
     auth = AuthSettings(
-        issuer_url=provider.issuer,  # type: ignore[arg-type]
-        resource_server_url=provider.resource,  # type: ignore[arg-type]
+        # The SDK's model takes a str for these URLs and keeps its exact form (AnyHttpUrl()
+        # would add a "/" to a path-less issuer); its annotations say AnyHttpUrl only.
+        issuer_url=provider.issuer,  # pyright: ignore[reportArgumentType]
+        resource_server_url=provider.resource,  # pyright: ignore[reportArgumentType]  # a str too
         validate_token_resource=True,
         required_scopes=config.required_scopes,
         identity_assertion_enabled=True,

@@ -12,7 +12,6 @@ import json
 import struct
 import wave
 import zlib
-from functools import partial
 
 from mcp.server.lowlevel import NotificationOptions
 from mcp.server.mcpserver import Context, MCPServer
@@ -28,6 +27,7 @@ from mcp_types import (
 )
 
 from ..._sdk import lowlevel_server, tool_manager
+from ._advertise import advertise
 from ._counting import ExecutionRecorder, call_id_of
 
 NOTE_TITLES = ("hello", "todo")
@@ -88,7 +88,7 @@ def _text(text: str) -> TextContent:
 
 def add_rich_features(server: MCPServer, recorder: ExecutionRecorder) -> None:
     """Add the ``rich`` kind's tools, resources and prompts to `server` (see ``make_server``)."""
-    titles = list(NOTE_TITLES)
+    titles: list[str] = list(NOTE_TITLES)
     png = tiny_png()
     _advertise_list_changes(server)
 
@@ -205,8 +205,5 @@ def add_rich_features(server: MCPServer, recorder: ExecutionRecorder) -> None:
 def _advertise_list_changes(server: MCPServer) -> None:
     # As the `changing` kind does for tools: the handshake's capabilities say
     # resources/prompts `listChanged: true` (2026-07-28 derives it from `subscriptions/listen`).
-    lowlevel = lowlevel_server(server)
     notifications = NotificationOptions(resources_changed=True, prompts_changed=True)
-    lowlevel.create_initialization_options = partial(  # type: ignore[method-assign]
-        lowlevel.create_initialization_options, notifications
-    )
+    advertise(lowlevel_server(server), notifications)

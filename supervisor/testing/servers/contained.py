@@ -30,6 +30,10 @@ import socket
 import sys
 import urllib.error
 import urllib.request
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from _typeshed import ConvertibleToInt
 
 #: This file: what a config entry runs (with ``sys.executable -S -I``).
 PATH = os.path.abspath(__file__)
@@ -78,7 +82,7 @@ def _run(tool: str, arguments: dict[str, object]) -> str:
             file.write(data)
         return f"wrote {len(data)} bytes"
     if tool == "connect":
-        port = int(arguments["port"])  # type: ignore[call-overload]
+        port = int(cast("ConvertibleToInt", arguments["port"]))  # int() refuses the rest
         with socket.create_connection((str(arguments["host"]), port), timeout=5):
             return "connected"
     if tool == "fetch":

@@ -119,7 +119,7 @@ def _answer(request: dict[str, object], name: str, ping: str) -> dict[str, objec
         if tool == "echo":
             text = str(arguments.get("text", ""))
         elif tool == "add":
-            text = str(int(arguments.get("a", 0)) + int(arguments.get("b", 0)))  # type: ignore[call-overload]
+            text = str(int(arguments.get("a", 0)) + int(arguments.get("b", 0)))
         else:
             return {"error": {"code": -32602, "message": f"Unknown tool: {tool}"}}
         return {"result": {"content": [{"type": "text", "text": text}], "isError": False}}
