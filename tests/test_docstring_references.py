@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import importlib.util
 import pkgutil
 import re
 from pathlib import Path
@@ -34,7 +35,13 @@ def _modules() -> dict[str, ModuleType]:
 
 
 def _lookup(name: str) -> bool:
-    """Whether the absolute dotted ``name`` is a module, or an attribute path in one."""
+    """Whether the absolute dotted ``name`` is a module (one that needs an optional extra
+    not installed included), or an attribute path in one."""
+    try:
+        if importlib.util.find_spec(name) is not None:
+            return True
+    except (ImportError, ValueError):  # its parent is no package: an attribute path
+        pass
     parts = name.split(".")
     for cut in range(len(parts), 0, -1):
         try:
