@@ -107,6 +107,13 @@ class Parser(argparse.ArgumentParser):
     def parse_known_args(
         self, args: Iterable[str] | None = None, namespace: object = None
     ) -> tuple[object, list[str]]:
+        return self._parse_known(args, namespace)
+
+    def _parse_known(
+        self, args: Iterable[str] | None, namespace: object
+    ) -> tuple[object, list[str]]:
+        """What :meth:`parse_known_args` does (its overloads say its types): what a
+        command's own parser changes, below them."""
         # parse_known_intermixed_args parses in two passes, each through this method; a
         # command with actions of its own (`auth login`) leaves it to their parsers.
         positionals = self._get_positional_actions()

@@ -34,7 +34,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar, cast, overload
+from typing import TYPE_CHECKING, cast
 
 from .._util._files import FILE_MODE, SECRETS_DIR, private_dir, write_atomic
 from .._util._plural import plural
@@ -51,25 +51,14 @@ if TYPE_CHECKING:
 #: the directory beside the config that holds the env files ``add`` writes
 ENV_DIR = SECRETS_DIR
 _TRANSPORTS = ("http", "sse", "ws")
-_N = TypeVar("_N")
 
 
 class _CommandLineParser(Parser):
     """``add``'s parser: what follows ``--`` is the server's command line, its options
     the server's own (``args.command_line``)."""
 
-    @overload
-    def parse_known_args(
-        self, args: Iterable[str] | None = None, namespace: None = None
-    ) -> tuple[argparse.Namespace, list[str]]: ...
-    @overload
-    def parse_known_args(
-        self, args: Iterable[str] | None, namespace: _N
-    ) -> tuple[_N, list[str]]: ...
-    @overload
-    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
-    def parse_known_args(
-        self, args: Iterable[str] | None = None, namespace: object = None
+    def _parse_known(
+        self, args: Iterable[str] | None, namespace: object
     ) -> tuple[object, list[str]]:
         words = list(sys.argv[1:] if args is None else args)
         tail: list[str] | None = None
@@ -78,7 +67,7 @@ class _CommandLineParser(Parser):
             words, tail = words[:i], words[i + 1 :]
         # argparse fills the namespace it is given, and the command line gives none: a Namespace
         parsed, extras = cast(
-            "tuple[argparse.Namespace, list[str]]", super().parse_known_args(words, namespace)
+            "tuple[argparse.Namespace, list[str]]", super()._parse_known(words, namespace)
         )
         if tail is not None or not hasattr(parsed, "command_line"):
             parsed.command_line = tail or []
