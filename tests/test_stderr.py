@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,19 @@ def feed(tail: StderrTail, lines: list[str]) -> None:
 
 def size(lines: list[str]) -> int:
     return sum(len(line.encode()) + 1 for line in lines)
+
+
+def test_the_tail_is_a_sequence_of_its_lines() -> None:
+    """Whoever reads a tail may slice it, reverse it, search it, as any sequence of
+    strings (a slice of the deque underneath raised ``TypeError``)."""
+    tail = StderrTail(3)
+    feed(tail, ["one", "two", "three", "four"])  # the oldest falls out
+    assert isinstance(tail, Sequence)
+    assert tail[-2:] == ["three", "four"]
+    assert tail[0] == "two"
+    assert list(reversed(tail)) == ["four", "three", "two"]
+    assert "three" in tail and "one" not in tail
+    assert tail.index("four") == 2
 
 
 class TestStderrTail:

@@ -34,7 +34,8 @@ import collections
 import fcntl
 import struct
 import termios
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import overload
 
 import attrs
 
@@ -62,7 +63,7 @@ class _Line:
     end: int
 
 
-class StderrTail:
+class StderrTail(Sequence[str]):
     """The last ``maxlen`` stderr lines of one process, oldest first, less the probe's echo.
 
     It reads as a sequence of the lines' texts. The reader reports each chunk's size as it
@@ -85,7 +86,15 @@ class StderrTail:
     def __len__(self) -> int:
         return len(self._lines)
 
-    def __getitem__(self, index: int) -> str:
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):  # (a deque takes no slice)
+            return [line.text for line in list(self._lines)[index]]
         return self._lines[index].text
 
     def __repr__(self) -> str:
