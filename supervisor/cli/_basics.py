@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from .._util._plural import plural
 from .._util._printable import printable
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
     from ..bench._suite import Measurement
     from ..config import FieldError, ServerConfig
-    from ..config._secrets import _Launch
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -81,8 +80,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     rows = {}
     for name, server in loaded.items():
         kind = "remote" if server.remote_fallback else server.type.value
-        # command_line's _Launch: what a ServerConfig is, its fields read-only
-        shown = masked_url(server.url) if server.url else command_line(cast("_Launch", server))
+        shown = masked_url(server.url) if server.url else command_line(server)
         target = redact(shown)
         rows[name] = (server, kind, target)
     if args.json:

@@ -46,7 +46,6 @@ from ._trust import DEFAULT_CONFIG, Trusted, TrustStore, add_config_options, dig
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..config._secrets import _Launch
 
 #: the directory beside the config that holds the env files ``add`` writes
 ENV_DIR = SECRETS_DIR
@@ -453,8 +452,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     rows = []
     for s in config.servers.values():
         kind = "remote" if s.remote_fallback else s.type.value
-        # command_line's _Launch: what a ServerConfig is, its fields read-only
-        target = redact(masked_url(s.url) if s.url else command_line(cast("_Launch", s)))
+        target = redact(masked_url(s.url) if s.url else command_line(s))
         rows.append({"name": s.name, "type": kind, "target": target,
                      "disabled": s.disabled, "lazy": s.lazy})  # fmt: skip
     if args.json:

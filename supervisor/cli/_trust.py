@@ -42,7 +42,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO, cast
+from typing import TYPE_CHECKING, TextIO
 
 import attrs
 
@@ -51,7 +51,6 @@ from .._util._printable import printable
 
 if TYPE_CHECKING:
     from ..config import Config
-    from ..config._secrets import _Launch
 
 #: the config file a command reads when no ``--config`` is given (working directory only)
 DEFAULT_CONFIG = ".mcp.json"
@@ -294,8 +293,7 @@ def launches(config: Config) -> list[str]:
     lines = []
     for s in servers:
         kind = "remote" if s.remote_fallback else s.type.value
-        # command_line's _Launch: what a ServerConfig is, its fields read-only
-        target = masked_url(s.url) if s.url else command_line(cast("_Launch", s))
+        target = masked_url(s.url) if s.url else command_line(s)
         note = "  (disabled: not started)" if s.disabled else ""
         lines.append(printable(f"{s.name:<{width}}  {kind:<6}  {target}{note}"))
     return lines
@@ -305,9 +303,8 @@ def _summary(config: Config) -> str:
     """The enabled servers' commands and URLs, on one line."""
     from ..config._secrets import command_line, masked_url
 
-    # command_line's _Launch: what a ServerConfig is, its fields read-only
     shown = [
-        f"{s.name}: {masked_url(s.url) if s.url else command_line(cast('_Launch', s))}"
+        f"{s.name}: {masked_url(s.url) if s.url else command_line(s)}"
         for s in config.servers.values()
         if not s.disabled
     ]

@@ -24,11 +24,16 @@ import msgspec
 
 
 class _Launch(Protocol):
-    """What :func:`command_line` shows of a server (a ``ServerConfig``)."""
+    """What :func:`command_line` shows of a server (a ``ServerConfig``), read only."""
 
-    command: str | None
-    args: Sequence[str]
-    secret_values: Sequence[str]
+    @property
+    def command(self) -> str | None: ...
+
+    @property
+    def args(self) -> Sequence[str]: ...
+
+    @property
+    def secret_values(self) -> Sequence[str]: ...
 
 
 _SECRET_WORDS = (

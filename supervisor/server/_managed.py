@@ -97,9 +97,7 @@ def target(config: ServerConfig) -> str | None:
     at that moment redacted (:func:`~supervisor.log.redact`). An in-process server's is
     the name its server object calls itself."""
     if config.type == "stdio" and config.command is not None:
-        # (config._secrets' _Launch declares its attributes writable: a ServerConfig's are
-        # frozen, and read only)
-        return command_line(config)  # pyright: ignore[reportArgumentType]
+        return command_line(config)
     if config.type == "memory":
         return app_name(getattr(config, "app", None))
     if config.url is not None:
