@@ -148,3 +148,18 @@ def test_every_docstring_reference_resolves() -> None:
                     where = path.relative_to(PACKAGE.parent)
                     broken.append(f"{where}:{line} :{role}:`{target}`")
     assert not broken, f"{len(broken)} docstring references point nowhere:\n" + "\n".join(broken)
+
+
+def test_a_facade_names_each_of_its_private_modules() -> None:
+    """A package whose docstring says what each of its private modules does (``façade
+    over``) names every one of them, so a module added or renamed is said there too."""
+    checked = 0
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        if "façade over" not in doc:
+            continue
+        checked += 1
+        private = sorted(p.stem for p in init.parent.glob("_*.py") if p.stem != "__init__")
+        unnamed = [name for name in private if f"``{name}``" not in doc]
+        assert not unnamed, f"{init.relative_to(PACKAGE.parent)} does not name {unnamed}"
+    assert checked >= 2  # supervisor.config and supervisor.tools

@@ -37,17 +37,26 @@ docs/config.md describes every field.
 This package is a façade over focused private modules:
 
 - ``_model`` — the frozen values: :class:`Config`, :class:`ServerConfig`, ``Settings``,
-  ``Limits``, ``AuthConfig``, :class:`ServerType`;
+  ``AuthConfig``, :class:`ServerType` and the sections' own;
+- ``_limits`` — the bounds on what a config and its servers may hold, and their
+  defaults (``Limits``, read as ``config.settings.limits``);
 - ``_load`` — :func:`load_config`: reading the file (size limit, JSONC), the two phases;
 - ``_formats`` — the top level: which client format, where the servers are;
 - ``_server`` — one server entry, field by field, before expansion;
+- ``_build`` — the last step of one server: its templates expanded, its
+  :class:`ServerConfig` made;
 - ``_auth`` — a server's ``auth`` (``oauth``) object;
+- ``_faults`` — a server's ``faults`` plan;
 - ``_apps`` — in-process servers (``open_supervisor(apps=...)``) as ``memory`` servers;
 - ``_settings`` — the ``supervisor`` section and backoff fields;
+- ``_gateway`` — the ``supervisor.gateway`` section (a team's resource server, its policy);
+- ``_rates`` — a rate as the config writes it (``"10/s"``);
 - ``_validate`` — single-field checks, error collection, field paths;
-- ``_expand`` — ``${VAR}`` expansion, ``envFile`` files, the final :class:`ServerConfig`;
+- ``_expand`` — ``${VAR}`` expansion, ``envFile`` files;
 - ``_secrets`` — what counts as secret, and masked display (``masked_url``,
-  ``command_line``).
+  ``command_line``);
+- ``_diff`` — two configs compared: what a reconfiguration has to do, server by server;
+- ``_edit`` — a config file's text edited in place (``add``, ``remove``).
 """
 
 from __future__ import annotations

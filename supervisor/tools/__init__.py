@@ -7,7 +7,9 @@ A façade over one module per job:
   another ``$schema``) before anything is sent, and raises
   :class:`~supervisor.errors.ToolArgumentsInvalid` naming each bad path. Validators are
   compiled once per ``fingerprint`` and kept in a bounded LRU cache
-  (``ArgumentValidator``).
+  (``ArgumentValidator``); the commonest schemas (a flat object of named, typed
+  parameters) are accepted by a quick check first (``_quickcheck``), ``jsonschema``
+  deciding the rest.
 * **Results** (``_results``) — ``normalize_result`` turns a ``CallToolResult`` into a
   :class:`ToolResult`: joined text (a preview when long, the whole text spilled to a
   private file in a ``SpillDirectory``), images (those past the inline limits
