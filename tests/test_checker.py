@@ -593,7 +593,7 @@ async def test_the_html_report_in_chromium_has_a_timeline_per_server(
         assert (by["calc"]["calls"], by["bad"]["calls"], by["slow"]["calls"]) == (4, 1, 3)
         assert (by["calc"]["faults"], by["bad"]["faults"], by["slow"]["faults"]) == (1, 0, 2)
         assert by["slow"]["restarts"] == 1
-        assert {"connecting", "connected", "down"} <= set(by["slow"]["states"])
+        assert {"connecting", "connected", "disconnected"} <= set(by["slow"]["states"])
         assert "failed" in by["bad"]["states"] and "connected" in by["calc"]["states"]
         assert all(s["width"] > 1000 for s in shown)  # type: ignore[index]
         assert await tab.evaluate("document.body.dataset.verdict") == "ok"
@@ -654,7 +654,7 @@ def test_states_follow_the_events() -> None:
         (0.0, 1.0, "idle"),
         (1.0, 2.0, "connecting"),
         (2.0, 3.0, "connected"),
-        (3.0, 3.5, "down"),
+        (3.0, 3.5, "disconnected"),
         (3.5, 4.0, "connecting"),
         (4.0, 5.0, "connected"),
         (5.0, 6.0, "stopped"),

@@ -1108,7 +1108,7 @@ def strip_point(name: str, selector: str) -> str:
 async def test_the_strips_in_chromium_turn_red_on_a_kill_and_show_each_call_by_outcome(
     chromium: str,
 ) -> None:
-    """Each server has a strip: its last band turns red (down) when its process is
+    """Each server has a strip: its last band turns red (disconnected) when its process is
     killed with SIGKILL and green again once it is back, with a restart tick; calls
     appear as points coloured by outcome — ok, a tool error, failed before sending, a
     timeout that may have run. A server's stderr text in a tick's title stays text. (The
@@ -1162,7 +1162,7 @@ async def test_the_strips_in_chromium_turn_red_on_a_kill_and_show_each_call_by_o
             # A kill: the watcher is armed first, so the red band cannot be missed.
             await page.evaluate(
                 f"""window.sawDown = new Promise((resolve) => {{
-                    const check = () => {{ const fill = {strip_band("notes", "down")};
+                    const check = () => {{ const fill = {strip_band("notes", "disconnected")};
                         if (fill) {{ observer.disconnect(); resolve(fill); }} }};
                     const observer = new MutationObserver(check);
                     observer.observe(document, {{subtree: true, childList: true}});
@@ -1179,8 +1179,8 @@ async def test_the_strips_in_chromium_turn_red_on_a_kill_and_show_each_call_by_o
             states = await page.evaluate(
                 f"[...{strip}.querySelectorAll('rect.state')].map(r => r.dataset.state)"
             )
-            assert isinstance(states, list) and "down" in states, states
-            down = len(states) - 1 - states[::-1].index("down")
+            assert isinstance(states, list) and "disconnected" in states, states
+            down = len(states) - 1 - states[::-1].index("disconnected")
             assert states[-1] == "connected" and "connected" in states[:down], states
             await page.wait_for(f"{strip}.querySelector('line.restart')")
             await sup.call("notes_echo", {"text": "back"})

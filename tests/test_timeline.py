@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import msgspec
 
+from supervisor.dashboard._strips import STATUS_STATES
+from supervisor.faults._report import REPORT_STATES
+from supervisor.server._status import ServerStatus
 from supervisor.timeline._draw import (
     OUTCOMES,
     STATES,
@@ -117,12 +120,26 @@ def test_a_timeline_draws_its_bands_restarts_calls_and_faults() -> None:
 def test_the_legend_names_what_it_is_given() -> None:
     """One swatch per state (by its label), one mark per outcome class, and the
     restart tick."""
-    key = legend(["down", "needs_auth"], ["ok", "fail"])
+    key = legend(["disconnected", "needs_auth"], ["ok", "fail"])
     spans = find(key, "span")
     assert [s.children[-1] for s in spans] == [
-        "down",
+        "disconnected",
         "needs login",
         OUTCOMES["ok"][1],
         OUTCOMES["fail"][1],
         "restart",
     ]
+
+
+def test_a_timeline_s_states_are_status_words() -> None:
+    """One vocabulary: every state a timeline draws is a server status's own word (the
+    dashboard's strips and the fault report map statuses onto them), and each status a
+    strip can show is drawn as a state of the timeline."""
+    words = {status.value for status in ServerStatus}
+    assert set(STATES) <= words, set(STATES) - words
+    assert set(REPORT_STATES) <= set(STATES)
+    assert set(STATUS_STATES) == set(ServerStatus)
+    for status, state in STATUS_STATES.items():
+        assert state in STATES
+        if status.value in STATES:  # drawn as itself: only the rest are drawn as another
+            assert state == status.value, status

@@ -90,7 +90,7 @@ STATUS_STATES: dict[str, str] = {  # by ServerStatus (a str: the plain string fi
     ServerStatus.CONNECTED: "connected",
     ServerStatus.DEGRADED: "degraded",
     ServerStatus.UNVERIFIED: "unverified",
-    ServerStatus.DISCONNECTED: "down",
+    ServerStatus.DISCONNECTED: "disconnected",
     ServerStatus.NEEDS_AUTH: "needs_auth",
     ServerStatus.FAILED: "failed",
     ServerStatus.AUTH_FAILED: "failed",

@@ -52,6 +52,7 @@ from ..events._catalog import (
     ServerErrored,
     kind_of,
 )
+from ..server._status import ServerStatus
 from ..timeline._draw import (
     OUTCOMES,
     TIMELINE_CSS,
@@ -72,8 +73,17 @@ from ._history import FAIL, OK, CallHistory, CallRecord
 
 __all__ = ["REPORT_STATES", "render_html", "server_states", "write_html", "write_json"]
 
-#: The states the report's timelines show (see :func:`server_states`).
-REPORT_STATES = ("idle", "connecting", "connected", "degraded", "down", "failed", "stopped")
+#: The states the report's timelines show (see :func:`server_states`): the statuses a
+#: server's events tell.
+REPORT_STATES = (
+    ServerStatus.IDLE,
+    ServerStatus.CONNECTING,
+    ServerStatus.CONNECTED,
+    ServerStatus.DEGRADED,
+    ServerStatus.DISCONNECTED,
+    ServerStatus.FAILED,
+    ServerStatus.STOPPED,
+)
 
 #: The report's layout: a faults lane and a lost lane above the latency plot.
 _LAYOUT = Layout(faults=True, lost=True)
@@ -108,45 +118,47 @@ def server_states(
 ) -> list[tuple[float, float, str]]:
     """``(from, to, state)`` bands of ``server`` between ``start`` and ``end``, from the
     events (``(time, fields)`` pairs, in time order; see :func:`timed_events`)."""
-    state, since = "idle", start
+    state, since = ServerStatus.IDLE, start
     bands: list[tuple[float, float, str]] = []
 
-    def move(t: float, new: str) -> None:
+    def move(t: float, new: ServerStatus) -> None:
         nonlocal state, since
         if new == state:
             return
         t = min(max(t, start), end)
         if t > since:
-            bands.append((since, t, state))
+            bands.append((since, t, state.value))
         state, since = new, max(since, t)
 
     for t, fields in timed:
         kind = fields.get("kind")
         if kind in (kind_of(ChildGaveUp), kind_of(Escalated)):
             if fields.get("child") == server:
-                move(t, "failed")
+                move(t, ServerStatus.FAILED)
             continue
         if fields.get("server") != server:
             continue
         if kind == kind_of(Connecting):
-            move(t, "connecting")
+            move(t, ServerStatus.CONNECTING)
         elif kind == kind_of(Connected):
-            move(t, "connected")
+            move(t, ServerStatus.CONNECTED)
         elif kind == kind_of(HealthStale):
-            move(t, "degraded")
+            move(t, ServerStatus.DEGRADED)
         elif kind == kind_of(HealthRecovered):
-            if state == "degraded":
-                move(t, "connected")
+            if state is ServerStatus.DEGRADED:
+                move(t, ServerStatus.CONNECTED)
         elif kind == kind_of(Disconnected):
-            move(t, "stopped" if fields.get("was_clean") else "down")
+            clean = fields.get("was_clean")
+            move(t, ServerStatus.STOPPED if clean else ServerStatus.DISCONNECTED)
         elif kind == kind_of(LocalCrashed):
-            move(t, "down")
+            move(t, ServerStatus.DISCONNECTED)
         elif kind == kind_of(LocalShutdown):
-            move(t, "stopped")
+            move(t, ServerStatus.STOPPED)
         elif kind == kind_of(ServerErrored):
-            move(t, "down" if fields.get("retry_in") is not None else "failed")
+            again = fields.get("retry_in") is not None
+            move(t, ServerStatus.DISCONNECTED if again else ServerStatus.FAILED)
     if end > since:
-        bands.append((since, end, state))
+        bands.append((since, end, state.value))
     return bands
 
 

@@ -29,14 +29,15 @@ __all__ = [
     "seconds",
 ]
 
-#: A server's states on a timeline: their colours, and what a legend calls them.
+#: A server's states on a timeline, under the words of its status (``ServerStatus``'s
+#: values, which the caller maps a status to): their colours, and what a legend calls them.
 STATES: dict[str, tuple[str, str]] = {
     "idle": ("#eaeef2", "idle"),
     "connecting": ("#d4a72c", "connecting"),
     "connected": ("#2da44e", "connected"),
     "degraded": ("#fb8f44", "degraded"),
     "unverified": ("#ffd8b5", "unverified (not heard from)"),
-    "down": ("#cf222e", "down"),
+    "disconnected": ("#cf222e", "disconnected"),
     "needs_auth": ("#a475f9", "needs login"),
     "failed": ("#82071e", "failed"),
     "stopped": ("#8c959f", "stopped"),
