@@ -49,7 +49,7 @@ from .server._managed import ServerHandle
 from .server._startup import StartSlots
 
 if TYPE_CHECKING:
-    from .actors import Supervisor
+    from .actors import Tree
     from .calls._gate import Gate
     from .calls._observer import History
     from .registry._live import Registry
@@ -67,10 +67,10 @@ class Running(Protocol):
     _departed: dict[str, str]
     _gate: Gate
     _registry: Registry
-    _root: Supervisor
+    _root: Tree
 
     @property
-    def _tree(self) -> Supervisor: ...
+    def _tree(self) -> Tree: ...
 
     def _rebuild_views(self) -> None: ...
 

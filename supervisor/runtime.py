@@ -46,9 +46,9 @@ from .actors import (
     ChildSpec,
     GiveUp,
     Intensity,
-    Supervisor,
     SupervisorError,
     SupervisorGaveUp,
+    Tree,
     open_tree,
     supervisor_spec,
 )
@@ -110,7 +110,7 @@ class SupervisorHandle:
         self,
         config: Config,
         bus: Bus,
-        root: Supervisor,
+        root: Tree,
         servers: dict[str, ServerHandle],
         registry: Registry,
         *,
@@ -262,10 +262,10 @@ class SupervisorHandle:
             raise UnknownServer(f"no MCP server named {name!r} (configured: {known})") from None
 
     @property
-    def _tree(self) -> Supervisor:
+    def _tree(self) -> Tree:
         """The ``servers`` supervisor (it is never restarted: its failure is the whole's)."""
         for id, _, incarnation in self._root.which_children():
-            if id == "servers" and isinstance(incarnation, Supervisor):
+            if id == "servers" and isinstance(incarnation, Tree):
                 return incarnation
         raise SupervisorError("the servers' supervisor is not running")
 

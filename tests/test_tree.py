@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 
 import msgspec
 import pytest
@@ -28,10 +29,10 @@ from supervisor.actors import (
     Shutdown,
     StartFailed,
     Strategy,
-    Supervisor,
     SupervisorError,
     SupervisorGaveUp,
     SupervisorNotRunning,
+    Tree,
     actor_spec,
     open_tree,
     supervisor_spec,
@@ -1080,9 +1081,9 @@ async def test_a_child_that_failed_to_be_added_fails_its_calls(journal: Journal)
 
 
 async def test_run_raises_the_give_up_bare(journal: Journal) -> None:
-    """Supervisor.run raises SupervisorGaveUp itself, not inside an exception group."""
+    """Tree.run raises SupervisorGaveUp itself, not inside an exception group."""
     child = spec(journal, "a")
-    sup = Supervisor([child], intensity=Intensity(0, 10))
+    sup = Tree([child], intensity=Intensity(0, 10))
 
     async def crash_soon() -> None:
         await trio.testing.wait_all_tasks_blocked()
@@ -1119,7 +1120,7 @@ async def test_jitter_below_the_root_is_reproducible(
 
 async def test_requests_to_a_supervisor_that_is_not_running_name_it(journal: Journal) -> None:
     """Each dynamic-children request to a stopped supervisor says which one."""
-    sup = Supervisor([spec(journal, "a")], name="idle-sup")
+    sup = Tree([spec(journal, "a")], name="idle-sup")
     for call in (
         sup.start_child(spec(journal, "b")),
         sup.terminate_child("a"),
@@ -1223,11 +1224,11 @@ async def test_a_child_returning_is_a_normal_exit_or_the_reason_it_returns(
 
 def test_a_supervisors_defaults() -> None:
     """Named root, OTP's intensity, no backoff, unordered shutdown, addresses left open."""
-    sup = Supervisor([])
+    sup = Tree([])
     assert sup.name == "root" and sup.intensity == Intensity()
     assert sup.backoff == Backoff.none()
     assert (sup._ordered, sup._close_on_exit) == (False, False)
-    assert Supervisor([], backoff=Backoff(initial=3)).backoff == Backoff(initial=3)
+    assert Tree([], backoff=Backoff(initial=3)).backoff == Backoff(initial=3)
 
 
 async def test_a_restart_waiting_out_its_backoff_is_hurried_by_its_spec(
@@ -1298,3 +1299,18 @@ async def test_a_sibling_restarts_while_a_child_is_stopped_on_request(
         stopped_at = journal.times("stop", "slow")[0]
         assert restarted_at < 5 < stopped_at  # the call in flight finished at 21 s
         assert [s for id, s, _ in sup.which_children() if id == "slow"] == [ChildState.STOPPED]
+
+
+def test_the_old_name_of_tree_still_works_and_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``supervisor.actors.Supervisor`` is :class:`Tree` under its old name: its first use
+    warns (a ``DeprecationWarning`` naming the new name), a later one does not."""
+    import supervisor.actors as actors
+    from supervisor._util import _renamed
+
+    monkeypatch.setattr(_renamed, "_warned", set())
+    with pytest.warns(DeprecationWarning, match=r"supervisor\.actors\.Tree"):
+        assert actors.Supervisor is Tree
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from supervisor.actors import Supervisor
+    assert Supervisor is Tree

@@ -3,16 +3,20 @@
 - an :class:`Address` is a bounded mailbox that outlives the actor incarnations serving it
   (a :class:`CastAddress` takes casts only, dropping its oldest or coalescing by key);
 - an :class:`Actor` serves its address, one request at a time or concurrently;
-- a :class:`Supervisor` starts children in order, restarts them by OTP's rules with
-  backoff, and stops them; :func:`open_tree` runs a root one. It alone decides
+- a :class:`Tree` (a supervisor node) starts children in order, restarts them by OTP's
+  rules with backoff, and stops them; :func:`open_tree` runs a root one. It alone decides
   restarts, and reports each decision (``Decision``) through its ``notify`` hook.
+
+``Supervisor`` is the old name of :class:`Tree` (deprecated: it warns once);
+``supervisor.Supervisor`` is the blocking handle of the whole supervisor.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._lazy import attach
+from .._util._renamed import renamed
 
 if TYPE_CHECKING:
     from ._actor import Actor as Actor
@@ -51,7 +55,14 @@ if TYPE_CHECKING:
     from ._spec import Strategy as Strategy
     from ._stats import ChildState as ChildState
     from ._stats import ChildStatistics as ChildStatistics
-    from ._tree import Supervisor as Supervisor
+    from ._tree import Tree as Tree
 
 
-__getattr__, __dir__ = attach(__name__)
+_getattr, __dir__ = attach(__name__)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Supervisor":  # the old name, kept working
+        renamed("supervisor.actors.Supervisor", "supervisor.actors.Tree", stacklevel=3)
+        return _getattr("Tree")
+    return _getattr(name)

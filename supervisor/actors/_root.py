@@ -12,7 +12,7 @@ import trio
 from ._decisions import Notify
 from ._errors import collapsing
 from ._spec import Backoff, ChildSpec, GiveUp, Intensity, Restart, Strategy
-from ._tree import Supervisor
+from ._tree import Tree
 
 
 def supervisor_spec(
@@ -33,7 +33,7 @@ def supervisor_spec(
 ) -> ChildSpec:
     """A child spec for a nested supervisor with these children.
 
-    Each (re)start makes a fresh :class:`Supervisor` from the same child specs, so
+    Each (re)start makes a fresh :class:`Tree` from the same child specs, so
     children added later with ``start_child`` do not survive its restart (as in OTP).
     ``child_intensity``/``child_backoff`` are the spec's own limits as a child of its
     parent; ``intensity``/``backoff`` are what it applies to its children. Without
@@ -44,8 +44,8 @@ def supervisor_spec(
     """
     children = tuple(children)
 
-    def start() -> Supervisor:
-        return Supervisor(
+    def start() -> Tree:
+        return Tree(
             children,
             name=id,
             strategy=strategy,
@@ -79,15 +79,15 @@ async def open_tree(
     notify: Notify | None = None,
     rng: random.Random | None = None,
     ordered_shutdown: bool = False,
-) -> AsyncIterator[Supervisor]:
+) -> AsyncIterator[Tree]:
     """Run a root supervisor for the duration of the ``async with`` block.
 
     Children are started (in order) before the block is entered; leaving the block
-    stops them (see :class:`Supervisor`), and closes every address so no call can wait forever.
+    stops them (see :class:`Tree`), and closes every address so no call can wait forever.
     If the root gives up, the block is cancelled and :class:`~supervisor.actors.SupervisorGaveUp` is
     raised out of it. A single error is raised as it is, not inside an exception group.
     """
-    root = Supervisor(
+    root = Tree(
         children,
         name=name,
         strategy=strategy,

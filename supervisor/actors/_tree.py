@@ -72,7 +72,7 @@ class _Drained:
     slot: Slot
 
 
-class Supervisor:
+class Tree:
     """A supervisor node: a child that starts, watches and restarts other children.
 
     Children start one after the other in the given order, each counting as started once
@@ -143,7 +143,7 @@ class Supervisor:
         self._killed = False
 
     def __repr__(self) -> str:
-        return f"<Supervisor {self.name!r} {self.strategy.value} children={len(self._slots)}>"
+        return f"<Tree {self.name!r} {self.strategy.value} children={len(self._slots)}>"
 
     # -- public API --------------------------------------------------------------------
 
@@ -358,7 +358,7 @@ class Supervisor:
         slot.open_addresses()
         try:
             incarnation = slot.spec.start()
-            if isinstance(incarnation, Supervisor):
+            if isinstance(incarnation, Tree):
                 # Nested supervisors report through our hook and draw jitter from our
                 # generator, unless given their own.
                 if incarnation._notify is None:
@@ -426,7 +426,7 @@ class Supervisor:
             with trio.move_on_after(0 if self._killed else slot.spec.shutdown_timeout):
                 await done.wait()
         if not done.is_set():
-            if isinstance(incarnation, Supervisor):
+            if isinstance(incarnation, Tree):
                 incarnation._kill()  # its own children are shielded from our cancel
             if scope is not None:
                 scope.cancel()
@@ -440,7 +440,7 @@ class Supervisor:
         """Our parent's patience ran out: cancel every child now, ours and below."""
         self._killed = True
         for slot in self._slots:
-            if isinstance(slot.incarnation, Supervisor):
+            if isinstance(slot.incarnation, Tree):
                 slot.incarnation._kill()
             if slot.scope is not None:
                 slot.scope.cancel()

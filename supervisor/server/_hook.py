@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
-from ..actors import Intensity, Supervisor, open_tree
+from ..actors import Intensity, Tree, open_tree
 from ..actors._decisions import Decision, Notify
 from ..events import _catalog as events
 from ._managed import ServerHandle
@@ -46,9 +46,7 @@ def tree_hook(
 
 
 @contextlib.asynccontextmanager
-async def open_servers(
-    servers: Sequence[ServerHandle], **tree_options: Any
-) -> AsyncIterator[Supervisor]:
+async def open_servers(servers: Sequence[ServerHandle], **tree_options: Any) -> AsyncIterator[Tree]:
     """Supervise ``servers`` (in order) for the duration of the block, in a root tree whose
     decisions reach them; ``tree_options`` go to :func:`~supervisor.actors.open_tree`.
     As in ``open_supervisor``, the tree's intensity is unlimited unless given: each
