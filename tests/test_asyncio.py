@@ -224,10 +224,10 @@ def test_the_handle_reads_resources_and_prompts_and_reports() -> None:
         async with open_supervisor(rich) as sup:
             await sup.connect_all()
             resources = [r.uri for r in await sup.resources()]
-            read = await sup.read("notes://index")
+            read = await sup.read_resource("notes://index")
             prompts = [p.name for p in await sup.prompts()]
             [summarize] = [name for name in prompts if name.endswith("summarize")]
-            prompt = await sup.prompt(summarize, {"title": "gateway"})
+            prompt = await sup.get_prompt(summarize, {"title": "gateway"})
             found = [s.name for s in await sup.search("note", 3)]
             metrics = await sup.metrics()
         return resources, read, prompt, found, metrics

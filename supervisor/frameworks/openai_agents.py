@@ -110,7 +110,7 @@ class SupervisedMCPServer(MCPServer):
     async def get_prompt(
         self, name: str, arguments: dict[str, Any] | None = None
     ) -> types.GetPromptResult:
-        return await self.sup.prompt(name, arguments)
+        return await self.sup.get_prompt(name, arguments)
 
     async def list_resources(self, cursor: str | None = None) -> types.ListResourcesResult:
         resources = await self.sup.resources()
@@ -119,7 +119,7 @@ class SupervisedMCPServer(MCPServer):
         return types.ListResourcesResult(resources=[r.resource for r in resources])
 
     async def read_resource(self, uri: str) -> types.ReadResourceResult:
-        return await self.sup.read(uri)
+        return await self.sup.read_resource(uri)
 
 
 def _tool(entry: Entry) -> types.Tool:
