@@ -39,7 +39,7 @@ from .calls._audit import AuditLog
 from .config import Config, load_config
 from .config._apps import with_apps
 from .config._diff import ConfigChange, compare
-from .config._faults import check_plan, load_faults
+from .config._faults import check_plan, load_faults, require_injector
 from .errors import AuditLogError, ConfigError, FieldError, UnknownServer
 from .events import _catalog as events
 from .log import RedactionScope, get_logger
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from .calls._gate import Gate
     from .calls._observer import History
     from .registry._live import Registry
+    from .transports._faults import Injector
 
 
 class Running(Protocol):
@@ -134,6 +135,7 @@ class Maker:
         secrets: RedactionScope,
         audits: Audits,
         complete: Callable[[Config], Config],
+        injector: Injector | None = None,
     ) -> None:
         self.publish = publish
         self.report = report
@@ -145,6 +147,8 @@ class Maker:
         self.secrets = secrets
         self.audits = audits
         self.complete = complete
+        #: what carries out the servers' fault plans (``open_supervisor(injector=...)``)
+        self.injector = injector
 
     def handle(self, cfg: Config, name: str) -> ServerHandle:
         """Server ``name``'s handle under ``cfg`` (its broker already made)."""
@@ -162,6 +166,7 @@ class Maker:
             broker=auth.broker(name),
             start_slots=self.start_slots,
             users=auth.users if auth.users is not None and name in auth.users.servers else None,
+            injector=self.injector,
         )
 
 
@@ -360,10 +365,13 @@ async def _withdraw(handle: Running, server: ServerHandle) -> None:
 
 
 def with_overrides(
-    apps: Mapping[str, object] | None, faults: Mapping[str, Any] | None
+    apps: Mapping[str, object] | None,
+    faults: Mapping[str, Any] | None,
+    injector: Injector | None = None,
 ) -> Callable[[Config], Config]:
     """How a session completes each config it runs: the in-process ``apps`` and the
-    ``faults`` plans given to ``open_supervisor`` (those of servers it has)."""
+    ``faults`` plans given to ``open_supervisor`` (those of servers it has); a plan
+    without an ``injector`` to carry it out is a ConfigError."""
 
     def complete(cfg: Config) -> Config:
         if apps:
@@ -372,6 +380,7 @@ def with_overrides(
             mine = {name: plan for name, plan in faults.items() if name in cfg.servers}
             if mine:
                 cfg = with_faults(cfg, mine)
+        require_injector(cfg, injector)
         return cfg
 
     return complete

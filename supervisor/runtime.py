@@ -65,6 +65,8 @@ from .calls._resources import MergedPrompt, MergedResource, MergedResourceTempla
 from .config import Config, load_config
 from .config._apps import with_apps
 from .config._diff import ConfigChange
+from .config._faults import require_injector
+from .config._plan import Plan
 from .errors import (
     ConfigError,
     FieldError,
@@ -72,8 +74,6 @@ from .errors import (
     UnknownTool,
 )
 from .events._bus import Bus, Subscription
-from .injection._engine import Injected
-from .injection._plan import Plan
 from .log import RedactionScope, configure_default_logging, get_logger, redacting, redactor
 from .monitor import CallWindow, SessionSummary
 from .monitor._metrics import summarize
@@ -88,6 +88,7 @@ from .tools import ApprovalCallback, ToolResult
 from .tools._approval import ApprovalReason
 from .tools._results import SpillDirectory
 from .transports._children import subreaper
+from .transports._faults import Injected, Injector
 
 if TYPE_CHECKING:
     from .calls._observer import History as CallHistory
@@ -690,6 +691,7 @@ async def open_supervisor(
     retry_idempotent: bool = False,
     retries: bool = True,
     faults: Mapping[str, PlanSource] | None = None,
+    injector: Injector | None = None,
     history: CallHistory | None = None,
     apps: Mapping[str, object] | None = None,
     oauth_redirect_handler: RedirectHandler | Literal["browser"] | None = None,
@@ -715,16 +717,18 @@ async def open_supervisor(
       ``sampling_callback``, ``elicitation_callback``, ``list_roots_callback``,
       ``logging_callback``, ``message_handler``, ``client_info``): docs/servers.md;
     - ``apps`` (in-process MCP servers, supervised after the configured ones under those
-      names), ``faults`` (fault plans by server, replacing the config's) and ``history``
-      (a :class:`supervisor.faults.CallHistory` recording every call and event):
-      docs/faults.md;
+      names), ``faults`` (fault plans by server, replacing the config's), ``injector``
+      (what carries the plans out, :class:`supervisor.faults.Injector`: needed by any
+      plan) and ``history`` (a :class:`supervisor.faults.CallHistory` recording every
+      call and event): docs/faults.md;
     - ``oauth_redirect_handler``, ``oauth_callback_handler`` and ``auth_dir`` (OAuth
       logins of remote servers, and where their tokens are kept): docs/auth.md.
 
     The config's ``supervisor.audit`` log (docs/tools.md) is opened before the servers
     start: one that cannot be opened raises :class:`~supervisor.errors.AuditLogError`.
     A wrong config, ``apps`` name or fault plan raises
-    :class:`~supervisor.errors.ConfigError` naming the field. If the servers' tree gives
+    :class:`~supervisor.errors.ConfigError` naming the field; so does a fault plan
+    without an ``injector``, saying what to pass. If the servers' tree gives
     up, every server is stopped and :class:`~supervisor.actors.SupervisorGaveUp` (naming
     the server) is raised out of the block. When the block ends, the session's metrics
     are frozen (``handle.summary()``) and logged as one ``session summary`` line, then
@@ -732,6 +736,7 @@ async def open_supervisor(
     """
     configure_default_logging()  # only if the application has not configured structlog
     cfg = _session_config(config, apps, faults)
+    require_injector(cfg, injector)
     bus = bus if bus is not None else Bus()
     publish = bus.publish
     if history is not None:
@@ -767,7 +772,8 @@ async def open_supervisor(
         start_slots=StartSlots(settings.startup_concurrency),
         secrets=secrets,
         audits=audits,
-        complete=with_overrides(apps, faults),
+        complete=with_overrides(apps, faults, injector),
+        injector=injector,
     )
     # One handle per enabled server, by name, in config order.
     servers = {name: maker.handle(cfg, name) for name in enabled}

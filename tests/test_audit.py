@@ -31,7 +31,7 @@ from supervisor.errors import (
     ToolError,
     UnknownTool,
 )
-from supervisor.faults import CallHistory
+from supervisor.faults import CallHistory, Injector
 from supervisor.log import redacting
 from supervisor.testing.servers import count_executions, make_server, stdio_params
 from supervisor.tools import Decider
@@ -159,6 +159,7 @@ async def test_indefinite_and_unavailable_calls_and_the_history_id(tmp_path: Pat
         audit_config(path),
         apps={"e": make_server("echo")},
         faults={"e": kill},
+        injector=Injector(),
         history=history,
     ) as sup:
         await sup.call("e_echo", {"text": "1"})

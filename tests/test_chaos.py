@@ -17,7 +17,7 @@ import trio
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from supervisor.injection._engine import read_faults
+from supervisor.faults._inject._engine import read_faults
 from supervisor.testing.servers import count_executions, stdio_params
 
 from .test_cli_signals import children, wait_until_gone

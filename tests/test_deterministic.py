@@ -17,7 +17,7 @@ import trio.testing
 from supervisor import open_supervisor
 from supervisor.config import ConfigError, ServerType, load_config
 from supervisor.errors import UnknownServer
-from supervisor.faults import CallHistory
+from supervisor.faults import CallHistory, Injector
 from supervisor.monitor import status_table
 from supervisor.testing import replay_log, run_deterministic
 from supervisor.testing.servers import make_server
@@ -54,7 +54,9 @@ def _run(seed: int) -> tuple[bytes, list[str], dict[str, int]]:
         apps = {"a": make_server("echo"), "b": make_server("echo")}
         plans = {name: {**CHAOS, "seed": seed + i} for i, name in enumerate(apps)}
         outcomes = []
-        async with open_supervisor(CONFIG, apps=apps, faults=plans, history=history) as sup:
+        async with open_supervisor(
+            CONFIG, apps=apps, faults=plans, injector=Injector(), history=history
+        ) as sup:
             for i in range(24):
                 server = "ab"[i % 2]
                 tool, args = ("add", {"a": i, "b": 1}) if i % 3 == 0 else ("echo", {"text": str(i)})
@@ -177,7 +179,9 @@ async def test_faults_for_apps_are_checked_as_for_other_servers() -> None:
     config = {"mcpServers": {}}
     plan = [{"when": {"method": "tools/call"}, "do": {"http_status": 503}}]
     with pytest.raises(ConfigError, match=r"^faults\.mem\.rules\[0\]\.do: .*in-process server"):
-        async with open_supervisor(config, apps={"mem": make_server("echo")}, faults={"mem": plan}):
+        async with open_supervisor(
+            config, apps={"mem": make_server("echo")}, faults={"mem": plan}, injector=Injector()
+        ):
             pass
     with pytest.raises(UnknownServer, match="configured: mem"):
         async with open_supervisor(config, apps={"mem": make_server("echo")}, faults={"x": []}):

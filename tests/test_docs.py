@@ -514,6 +514,25 @@ def _config_errors() -> str:
     return str(caught.value)
 
 
+def _no_injector() -> str:
+    """``open_supervisor`` of the page's ``calc`` server with its plan, and no injector."""
+    import trio
+
+    from supervisor import open_supervisor
+    from supervisor.errors import ConfigError
+
+    plan = {"seed": 7, "rules": [{"when": {"method": "tools/call", "nth": 3}, "do": "kill"}]}
+    config = {"mcpServers": {"calc": {"command": "python", "args": ["calc.py"], "faults": plan}}}
+
+    async def main() -> None:
+        async with open_supervisor(config):
+            pass
+
+    with pytest.raises(ConfigError) as caught:
+        trio.run(main)
+    return str(caught.value)
+
+
 def _metrics(**figures: object) -> object:
     """A ``notes`` server's metrics: connected an hour, no call yet, but for ``figures``."""
     from supervisor.server import ServerMetrics
@@ -609,6 +628,9 @@ BLOCKS: dict[tuple[str, str], Exempt | OutputOf | Check] = {
     ("config.md", "mcpServers.jira.env.JIRA_TOKEN"): Check(_check_errors),
     ("config.md", "mcpServers.github.env.GITHUB_TOKEN"): Check(_unset_variable),
     ("config.md", "mcpServers.b.timeout"): Check(_config_errors),
+    ("faults.md", "mcpServers.calc.faults: a fault plan needs a fault injector"): Check(
+        _no_injector
+    ),
     ("faults.md", "mcp-supervisor chaos: injected kill (rule 0)"): Exempt(
         "a proxied mcp-server-time (not installed here); tests/test_chaos.py checks the line"
     ),

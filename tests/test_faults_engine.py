@@ -8,10 +8,10 @@ import json
 import pytest
 import trio
 
+from supervisor.config._plan import TO_CLIENT, TO_SERVER
 from supervisor.faults import faults_json, load_plan
-from supervisor.injection._engine import FaultEngine, read_faults
-from supervisor.injection._link import LIST_CHANGED, REORDER_HOLD_S, Link, garbage
-from supervisor.injection._plan import TO_CLIENT, TO_SERVER
+from supervisor.faults._inject._engine import FaultEngine, read_faults
+from supervisor.faults._inject._link import LIST_CHANGED, REORDER_HOLD_S, Link, garbage
 
 
 def request(msg_id: int, method: str = "tools/call", tool: str | None = "echo") -> bytes:

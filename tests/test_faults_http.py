@@ -34,12 +34,13 @@ from pydantic import BaseModel
 
 from supervisor.cli import main
 from supervisor.errors import HTTPConnectionLost
-from supervisor.faults import CallHistory, load_plan
+from supervisor.faults import CallHistory, Injector, load_plan
 from supervisor.faults._history import CallRecord
 from supervisor.faults._http_proxy import run_http_proxy
-from supervisor.injection import _http as faults_http
-from supervisor.injection._engine import FaultEngine, Injected
-from supervisor.injection._http import FaultyHTTPTransport
+from supervisor.faults._inject import _http as faults_http
+from supervisor.faults._inject._engine import FaultEngine, Injected
+from supervisor.faults._inject._http import FaultyHTTPTransport
+from supervisor.faults._inject._points import ServerFaults
 from supervisor.runtime import open_supervisor
 from supervisor.testing.servers import count_executions, make_server, start_http
 from supervisor.transports._http import http_transport
@@ -138,7 +139,7 @@ async def chaos(
     (which records the tool calls in ``history``, if given)."""
     watch = Watch()
     plan = load_plan(rules)
-    engine = FaultEngine(plan, on_inject=watch)
+    engine = ServerFaults(plan, on_inject=watch)  # (what a supervisor's injector makes)
     if via == "transport":
         yield Chaos(via, url, engine, watch, on_status)
         return
@@ -444,7 +445,7 @@ async def test_our_supervisor_recovers_through_faults(
             }
         }
         with trio.fail_after(DEADLINE):
-            async with open_supervisor(config, mode=mode) as sup:
+            async with open_supervisor(config, mode=mode, injector=Injector()) as sup:
                 answers = [(await sup.call("web_echo", {"text": str(i)})).text for i in range(3)]
                 faults = sup.faults()
     assert answers == ["0", "1", "2"]

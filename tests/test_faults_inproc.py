@@ -21,6 +21,7 @@ from structlog.testing import capture_logs
 from supervisor import open_supervisor
 from supervisor.actors import Backoff, GiveUp, Restart
 from supervisor.config import ConfigError, load_config
+from supervisor.config._plan import Plan
 from supervisor.errors import (
     CallMayHaveTakenEffect,
     ServerRequestError,
@@ -28,9 +29,8 @@ from supervisor.errors import (
     UnknownServer,
 )
 from supervisor.events._catalog import Event, to_builtins
-from supervisor.faults import faults_json, load_plan
-from supervisor.injection._engine import Injected
-from supervisor.injection._plan import Plan
+from supervisor.faults import Injector, faults_json, load_plan
+from supervisor.faults._inject._engine import Injected
 from supervisor.server import ServerStatus
 from supervisor.server._hook import open_servers
 from supervisor.server._managed import ServerHandle
@@ -38,6 +38,9 @@ from supervisor.testing.servers import count_executions, make_server, stdio_para
 from supervisor.transports._ws import serve_websocket
 
 from .probes import until
+
+#: what injects the plans of the supervisors below
+INJECTOR = Injector()
 
 #: Restarts of a local server after 50 ms (the default waits a second).
 FAST = {"backoff": {"local": {"initial": 0.05, "max": 0.05}}}
@@ -158,14 +161,14 @@ async def test_open_supervisor_takes_plans_by_server_name() -> None:
     del entry["faults"]
     plan = [{"when": {"method": "tools/call"}, "do": {"error": {"code": -32001, "message": "x"}}}]
     with pytest.raises(UnknownServer):
-        async with open_supervisor(config(entry), faults={"nope": plan}):
+        async with open_supervisor(config(entry), faults={"nope": plan}, injector=INJECTOR):
             pass
     with pytest.raises(ConfigError, match=r"^faults\.fx\.rules\[0\]\.when\.nth: must be at"):
         async with open_supervisor(
-            config(entry), faults={"fx": [{"when": {"nth": 0}, "do": "kill"}]}
+            config(entry), faults={"fx": [{"when": {"nth": 0}, "do": "kill"}]}, injector=INJECTOR
         ):
             pass
-    async with open_supervisor(config(entry), faults={"fx": plan}) as sup:
+    async with open_supervisor(config(entry), faults={"fx": plan}, injector=INJECTOR) as sup:
         assert sup.config.servers["fx"].faults == load_plan(plan)
         assert sup.faults() == [] and sup.server("fx").faults() == []
 
@@ -180,7 +183,9 @@ async def test_kill_on_the_third_call_crashes_and_the_server_restarts(tmp_path: 
     counts = tmp_path / "count"
     plan = {"seed": 1, "rules": [{"when": {"method": "tools/call", "nth": 3}, "do": "kill"}]}
     with info_logs() as logs:
-        async with open_supervisor(config(stdio("echo", plan, count_file=counts))) as sup:
+        async with open_supervisor(
+            config(stdio("echo", plan, count_file=counts)), injector=INJECTOR
+        ) as sup:
             assert (await sup.call("fx_echo", {"text": "1"})).text == "1"
             assert (await sup.call("fx_echo", {"text": "2"})).text == "2"
             first_pid = sup.status()["fx"].pid
@@ -216,7 +221,7 @@ async def test_a_garbage_line_is_a_protocol_violation_and_a_restart() -> None:
     the call may have taken effect, the server is restarted, last_error says why."""
     rule = {"when": {"method": "tools/call", "direction": "to_client", "times": 1}}
     plan = [{**rule, "do": "garbage_line"}]
-    async with open_supervisor(config(stdio("echo", plan))) as sup:
+    async with open_supervisor(config(stdio("echo", plan)), injector=INJECTOR) as sup:
         with pytest.raises(CallMayHaveTakenEffect):
             await sup.call("fx_echo", {"text": "1"})
         assert (await sup.call("fx_echo", {"text": "2"})).text == "2"
@@ -231,7 +236,7 @@ async def test_a_hang_times_the_call_out_and_the_server_resumes() -> None:
     """hang_ms stops the process (SIGSTOP): a call with a timeout times out; the server is
     resumed (SIGCONT) and the next call is answered on the same connection."""
     plan = [{"when": {"method": "tools/call", "nth": 1}, "do": {"hang_ms": 800}}]
-    async with open_supervisor(config(stdio("echo", plan))) as sup:
+    async with open_supervisor(config(stdio("echo", plan)), injector=INJECTOR) as sup:
         await sup.connect_all()
         pid = sup.status()["fx"].pid
         with pytest.raises(ToolCallTimeout):
@@ -248,7 +253,7 @@ async def test_a_stopped_server_is_resumed_to_shut_down() -> None:
     resumed first, so stdin's end is seen, not the SIGKILL fallback)."""
     plan = [{"when": {"method": "tools/call"}, "do": "hang"}]
     with trio.fail_after(DEADLINE):
-        async with open_supervisor(config(stdio("echo", plan))) as sup:
+        async with open_supervisor(config(stdio("echo", plan)), injector=INJECTOR) as sup:
             await sup.connect_all()
             with pytest.raises(ToolCallTimeout):
                 await sup.call("fx_echo", {"text": "1"}, timeout=0.2)
@@ -265,7 +270,7 @@ async def test_list_changed_makes_the_supervisor_fetch_the_tools_again(tmp_path:
         {"when": {"method": "tools/call", "direction": "to_client", "nth": 1}, "do": "list_changed"}
     ]
     entry = stdio("big", plan, count_file=counts, extra=("--tools", "3"))
-    async with open_supervisor(config(entry)) as sup:
+    async with open_supervisor(config(entry), injector=INJECTOR) as sup:
         await sup.connect_all()
         assert count_executions(counts)["tools/list"] == 1
         await sup.server("fx").call_tool("tool_0000", {"x": 1})
@@ -275,7 +280,7 @@ async def test_list_changed_makes_the_supervisor_fetch_the_tools_again(tmp_path:
 
 async def test_slow_start_delays_a_stdio_spawn() -> None:
     plan = [{"when": {"nth": 1}, "do": {"slow_start_ms": 300}}]
-    async with open_supervisor(config(stdio("echo", plan))) as sup:
+    async with open_supervisor(config(stdio("echo", plan)), injector=INJECTOR) as sup:
         await sup.connect_all()
         assert sup.status()["fx"].connect_time >= 0.3
         (slow,) = sup.faults()
@@ -322,7 +327,7 @@ async def memory(
 ) -> AsyncIterator[ServerHandle]:
     """An in-process echo server behind ``plan``, supervised."""
     app = make_server("echo", count_file=count_file)
-    server = ServerHandle(Memory("mem", app, load_plan(plan)), publish=publish)
+    server = ServerHandle(Memory("mem", app, load_plan(plan)), publish=publish, injector=Injector())
     async with open_servers([server]):
         yield server
 
@@ -413,7 +418,7 @@ async def test_websocket_faults_garbage_survived_and_kill_reconnects() -> None:
             "reconnect": {"initial": 0.05, "max": 0.05},
         }
         with trio.fail_after(DEADLINE):
-            async with open_supervisor({"mcpServers": {"fx": entry}}) as sup:
+            async with open_supervisor({"mcpServers": {"fx": entry}}, injector=INJECTOR) as sup:
                 assert (await sup.call("fx_echo", {"text": "1"})).text == "1"
                 with pytest.raises(CallMayHaveTakenEffect):
                     await sup.call("fx_echo", {"text": "2"})
@@ -496,7 +501,7 @@ async def _stdio_faults(seed: int) -> list[dict[str, object]]:
             },
         ],
     }
-    async with open_supervisor(config(stdio("echo", plan))) as sup:
+    async with open_supervisor(config(stdio("echo", plan)), injector=INJECTOR) as sup:
         for i in range(10):
             try:
                 await sup.call(

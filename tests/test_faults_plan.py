@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from supervisor.config._plan import ACTIONS, Plan, PlanError
 from supervisor.faults import load_plan
-from supervisor.injection._plan import ACTIONS, Plan, PlanError
 
 KILL = {"when": {"method": "tools/call"}, "do": "kill"}
 

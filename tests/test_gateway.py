@@ -25,6 +25,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from supervisor import open_supervisor
+from supervisor.faults import Injector
 from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._core import ERROR_META
 from supervisor.gateway._http import HttpGatewayInfo
@@ -554,7 +555,9 @@ async def test_an_expired_backing_session_is_renewed_behind_the_clients_session(
         expire = {"when": {"method": "tools/call", "nth": 2}, "do": "expire_session"}
         backing = {"type": "http", "url": url, "autoApprove": True, "faults": [expire]}
         async with (
-            open_supervisor({"mcpServers": {"web": backing}}, mode="legacy") as sup,
+            open_supervisor(
+                {"mcpServers": {"web": backing}}, mode="legacy", injector=Injector()
+            ) as sup,
             trio.open_nursery() as inner,
         ):
             gateway = Gateway(sup)

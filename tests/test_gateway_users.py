@@ -30,6 +30,7 @@ from supervisor import open_supervisor
 from supervisor.auth._users import user_account
 from supervisor.config._model import GatewayAuth
 from supervisor.errors import AuthRequired
+from supervisor.faults import Injector
 from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._core import TIMEOUT_META
 from supervisor.gateway._relay import Relay
@@ -103,7 +104,11 @@ async def per_user_gateway(
             options = {"mode": "legacy", **relay.client_options()}
         async with (
             open_supervisor(
-                config, auth_dir=tmp_path / "auth", oauth_redirect_handler=Browser(), **options
+                config,
+                auth_dir=tmp_path / "auth",
+                oauth_redirect_handler=Browser(),
+                injector=Injector(),  # the crm server's plan (an empty one: inject() by hand)
+                **options,
             ) as sup,
             trio.open_nursery() as nursery,
         ):

@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from supervisor._util._serving import lifespan
+from supervisor.faults import Injector
 from supervisor.runtime import open_supervisor
 from supervisor.testing.servers import make_server, start_http
 from supervisor.transports._watch import RETURN_EVERY
@@ -122,7 +123,7 @@ async def test_a_hung_server_is_degraded_then_down_within_30_s_by_default(
         rule["when"]["after_s"] = 1  # type: ignore[index]
     config = {"mcpServers": {}}
     async with open_supervisor(
-        config, apps={"mem": make_server("echo")}, faults={"mem": plan}
+        config, apps={"mem": make_server("echo")}, faults={"mem": plan}, injector=Injector()
     ) as sup:
         await sup.connect_all()
         start = trio.current_time()
@@ -170,7 +171,7 @@ async def test_a_proxy_answering_503_for_a_probe_counts_as_a_miss() -> None:
             },
             "supervisor": {"pingTimeout": 2},
         }
-        async with open_supervisor(config) as sup:
+        async with open_supervisor(config, injector=Injector()) as sup:
             await sup.connect_all()
             seen = await _times(sup, "mcp.health.stale", "mcp.health.down")
             assert seen["mcp.health.down"] >= seen["mcp.health.stale"]

@@ -20,7 +20,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from structlog.testing import capture_logs
 
-from supervisor.faults import load_plan
+from supervisor.faults import Injector, load_plan
 from supervisor.server import (
     CallMayHaveTakenEffect,
     ServerRequestError,
@@ -28,6 +28,7 @@ from supervisor.server import (
     ServerUnavailable,
 )
 from supervisor.server._hook import open_servers
+from supervisor.server._managed import ServerHandle
 from supervisor.testing.servers import start_http
 from supervisor.transports._pages import CATALOG_TOO_LARGE, LISTINGS, PageGuard
 
@@ -351,7 +352,7 @@ async def test_the_sdks_own_lost_answer_over_streamable_http_is_still_a_lost_cal
             name="web", command="", args=[], type="http", url=served.url, lazy=False,
             faults=load_plan(rules), max_attempts=3,
         )  # fmt: skip
-        server = managed(config, Recorder())
+        server = ServerHandle(config, publish=Recorder(), injector=Injector())
         async with open_servers([server]):
             await until(lambda: server.status() is ServerStatus.CONNECTED, 20.0)
             with pytest.raises(CallMayHaveTakenEffect):

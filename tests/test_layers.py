@@ -1,13 +1,15 @@
 """The package's layers: the core, the toolkit above it, the command line on top.
 
-- the **toolkit** is ``supervisor.faults``, ``supervisor.testing``, ``supervisor.bench``
-  and ``supervisor.demo``: tools to test and measure supervised servers, built on the core;
+- the **toolkit** is ``supervisor.faults`` (with the fault injector,
+  ``supervisor.faults._inject``), ``supervisor.testing``, ``supervisor.bench`` and
+  ``supervisor.demo``: tools to test and measure supervised servers, built on the core;
 - the **top** is ``supervisor.cli`` and ``supervisor.__main__``: it may import anything;
 - the **core** is every other module.
 
 Imports point down only: the core imports neither the toolkit nor the top, the toolkit does
-not import the top. What the core needs of a tool (an outcome label, a hook to inject a
-fault) is the core's own, and the toolkit implements or re-exports it.
+not import the top. What the core needs of a tool (an outcome label, the interface a fault
+injector offers the transports) is the core's own, and the toolkit implements or
+re-exports it; the injector is given to the core from above (``open_supervisor(injector=...)``).
 
 The imports are read from the source with :mod:`ast` (the same reading as the cycle test):
 every ``import`` and ``from … import`` counts, at the top, in a function or under
@@ -20,6 +22,7 @@ loads.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import supervisor
@@ -86,7 +89,9 @@ def layer_violations(root: Path) -> list[str]:
 def test_layer_of_each_kind_of_module() -> None:
     assert layer("supervisor") == "core"
     assert layer("supervisor.gate") == "core"
-    assert layer("supervisor.injection._engine") == "core"
+    assert layer("supervisor.faults._inject._engine") == "toolkit"
+    assert layer("supervisor.transports._faults") == "core"
+    assert layer("supervisor.config._plan") == "core"
     assert layer("supervisor.faults") == "toolkit"
     assert layer("supervisor.testing.servers.tiny") == "toolkit"
     assert layer("supervisor.cli._chaos") == "top"
@@ -135,6 +140,35 @@ def test_supervisor_imports_point_down_the_layers() -> None:
     assert len(_modules(ROOT)) > 50  # the walk found the package
     violations = layer_violations(ROOT)
     assert not violations, "imports up a layer in supervisor/:\n" + "\n".join(violations)
+
+
+def test_the_fault_injector_is_above_the_core_and_the_core_knows_its_interface() -> None:
+    """The fault engine and every injection point (the stdio link, the HTTP and the
+    message-level wrappers) are the toolkit's; the core's transports, server handle,
+    runtime and gate import the interface they are given (``transports._faults``), and
+    the record of an injected fault is the core's, the toolkit's the same class."""
+    from supervisor.faults import Injector
+    from supervisor.faults._inject import _engine, _http, _link, _points, _session
+    from supervisor.transports import _faults
+
+    for module in (_engine, _http, _link, _points, _session, sys.modules[Injector.__module__]):
+        assert layer(module.__name__) == "toolkit", module.__name__
+    assert not (ROOT / "injection").exists()
+    assert _engine.Injected is _faults.Injected and _link.Target is _faults.FaultTarget
+    modules = _modules(ROOT)
+    for user in (
+        "supervisor.transports._stdio",
+        "supervisor.transports._http",
+        "supervisor.transports._open",
+        "supervisor.server._managed",
+        "supervisor.runtime",
+        "supervisor.calls._gate",
+    ):
+        (path,) = modules[user]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        targets = {t for t, _r, _n in _imports(tree, user, False, modules)}
+        assert "supervisor.transports._faults" in targets, user
+        assert not [t for t in targets if layer(t) != "core"], user
 
 
 # -- the drawing in docs/supervision.md ------------------------------------------------------

@@ -11,6 +11,7 @@ from supervisor.config import load_config
 from supervisor.config._model import Settings
 from supervisor.errors import ConfigError
 from supervisor.events._catalog import Event
+from supervisor.faults import Injector
 from supervisor.runtime import open_supervisor
 from supervisor.server._startup import StartSlots
 from supervisor.testing.servers import make_server
@@ -166,7 +167,9 @@ async def test_init_timeout_runs_from_the_start_slot(autojump_clock: object) -> 
     apps = {name: make_server("echo") for name in ("a", "b", "c")}
     recorder = Recorder()
     async with (
-        open_supervisor(config, apps=apps, faults=dict.fromkeys(apps, slow)) as sup,
+        open_supervisor(
+            config, apps=apps, faults=dict.fromkeys(apps, slow), injector=Injector()
+        ) as sup,
         sup.subscribe("mcp.*") as events,
         trio.open_nursery() as nursery,
     ):
@@ -194,7 +197,9 @@ async def test_restart_delays_are_jittered_and_announced_as_waited(
     recorder = Recorder()
     announced: list[tuple[float, float]] = []  # (retry_in, next_retry_at - event ts)
     async with (
-        open_supervisor({"mcpServers": {}}, apps=apps, faults={"a": refuse}) as sup,
+        open_supervisor(
+            {"mcpServers": {}}, apps=apps, faults={"a": refuse}, injector=Injector()
+        ) as sup,
         sup.subscribe("mcp.*") as events,
     ):
         async with trio.open_nursery() as nursery:
@@ -243,7 +248,9 @@ async def test_a_burst_of_crashes_restarts_through_the_start_slots(autojump_cloc
     config = {"mcpServers": {}, "supervisor": {"startupConcurrency": 2}}
     recorder = Recorder()
     async with (
-        open_supervisor(config, apps=apps, faults=dict.fromkeys(names, plan)) as sup,
+        open_supervisor(
+            config, apps=apps, faults=dict.fromkeys(names, plan), injector=Injector()
+        ) as sup,
         sup.subscribe("mcp.*") as events,
         trio.open_nursery() as nursery,
     ):

@@ -26,8 +26,8 @@ import supervisor
 import supervisor.actors
 import supervisor.calls
 import supervisor.faults
+import supervisor.faults._inject
 import supervisor.gateway
-import supervisor.injection
 import supervisor.testing
 from supervisor._lazy import table
 from supervisor.cli import _command_of, build_parser

@@ -64,7 +64,6 @@ from ..errors import (
     ToolOutputInvalid,
     UnknownTool,
 )
-from ..injection._engine import Injected
 from ..log import get_logger
 from ..registry._live import Registry
 from ..server import HealthRecord, ServerMetrics, ServerStatus
@@ -74,6 +73,7 @@ from ..tools import ApprovalCallback, ApprovalRequest, Decider, ToolResult
 from ..tools._approval import ApprovalDecision, ApprovalReason, decide_approval, policy_verdict
 from ..tools._results import normalize_result
 from ..tools._validate import prepare_arguments
+from ..transports._faults import Injected
 from . import _tracing as tracing
 from ._audit import audit_outcome
 from ._observer import Call, CallObserver, CallWatch

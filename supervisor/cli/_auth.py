@@ -232,6 +232,7 @@ async def _login(config: Config, names: Sequence[str], args: argparse.Namespace)
     import trio
 
     from ..errors import SupervisorError
+    from ..faults import Injector
     from ..runtime import open_supervisor
 
     only = {n: c for n, c in config.servers.items() if n in names}
@@ -239,7 +240,7 @@ async def _login(config: Config, names: Sequence[str], args: argparse.Namespace)
 
     config = msgspec.structs.replace(config, servers=only)
     failed = 0
-    async with open_supervisor(config, retries=False) as sup:
+    async with open_supervisor(config, retries=False, injector=Injector()) as sup:
         async with trio.open_nursery() as nursery:
             if not args.no_paste:
                 nursery.start_soon(_read_pasted, sup)

@@ -10,8 +10,8 @@ stderr once listening). It runs until a signal stops it (130, 143, 129).
 
 Each fault is said on stderr as it is injected (``--quiet``: not), and ``--faults-log
 PATH`` writes them all as JSON when the proxy ends; ``--report DIR`` records the client's
-tool calls (:class:`~supervisor.injection._link.CallRecorder`) and writes the checker's verdict on
-them, with the faults, as ``chaos.json`` and ``chaos.html``.
+tool calls (:class:`~supervisor.faults._inject._link.CallRecorder`) and writes the
+checker's verdict on them, with the faults, as ``chaos.json`` and ``chaos.html``.
 
 ``chaos soak --servers N --duration S --seed K [--report DIR]`` runs the soak
 (:func:`supervisor.testing._soak.run_soak`): fixture servers of mixed transports under random
@@ -31,9 +31,9 @@ from ._common import EXIT_FAILURE, EXIT_USAGE, Commands, Parents, run, say
 from ._serve import dashboard_address
 
 if TYPE_CHECKING:
+    from ..config._plan import Plan
     from ..faults import CallHistory
-    from ..injection._engine import FaultEngine, Injected
-    from ..injection._plan import Plan
+    from ..faults._inject._engine import FaultEngine, Injected
 
 __all__ = ["register"]
 
@@ -143,9 +143,9 @@ def _cmd_soak(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _cmd_chaos(args: argparse.Namespace) -> int:
+    from ..config._plan import PlanError
     from ..faults import load_plan
-    from ..injection._engine import FaultEngine
-    from ..injection._plan import PlanError
+    from ..faults._inject._engine import FaultEngine
 
     rest = list(args.rest)
     if rest[:1] == ["soak"]:

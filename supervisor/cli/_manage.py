@@ -347,9 +347,10 @@ def _connect_once(args: argparse.Namespace, label: str, alone: dict[str, object]
 
 
 async def _list_tools(config: Config, name: str, fix: str) -> int:
+    from ..faults import Injector
     from ..runtime import open_supervisor
 
-    async with open_supervisor(config, retries=False) as sup:
+    async with open_supervisor(config, retries=False, injector=Injector()) as sup:
         catalog = await sup.tools()
         record = sup.status()[name]
     if record.status != ServerStatus.CONNECTED:

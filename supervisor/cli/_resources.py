@@ -58,10 +58,11 @@ def _cmd_resources(args: argparse.Namespace) -> int:
 
 
 async def _resources(config: Config, as_json: bool) -> int:
+    from ..faults import Injector
     from ..registry._document import resources_document
     from ..runtime import open_supervisor
 
-    async with open_supervisor(config, retries=False) as sup:
+    async with open_supervisor(config, retries=False, injector=Injector()) as sup:
         await sup.connect_all()
         resources = await sup.resources()
         templates = await sup.resource_templates()
@@ -114,9 +115,10 @@ async def _read(
     config: Config, uri: str, server: str | None, as_json: bool, timeout: float | None
 ) -> int:
     from ..errors import SupervisorError, UnknownResource, UnknownServer
+    from ..faults import Injector
     from ..runtime import open_supervisor
 
-    async with open_supervisor(config, retries=False) as sup:
+    async with open_supervisor(config, retries=False, injector=Injector()) as sup:
         try:
             if server is None:
                 await sup.connect_all()  # which server offers it is known once listed
@@ -171,10 +173,11 @@ def _cmd_prompts(args: argparse.Namespace) -> int:
 
 
 async def _prompts(config: Config, as_json: bool) -> int:
+    from ..faults import Injector
     from ..registry._document import prompts_document
     from ..runtime import open_supervisor
 
-    async with open_supervisor(config, retries=False) as sup:
+    async with open_supervisor(config, retries=False, injector=Injector()) as sup:
         await sup.connect_all()
         document = prompts_document(await sup.prompts(), _enabled(sup))
     return print_prompts(document, as_json)
@@ -229,9 +232,10 @@ async def _prompt(
     config: Config, name: str, arguments: dict[str, str], as_json: bool, timeout: float | None
 ) -> int:
     from ..errors import PromptArgumentsInvalid, SupervisorError, UnknownPrompt
+    from ..faults import Injector
     from ..runtime import open_supervisor
 
-    async with open_supervisor(config, retries=False) as sup:
+    async with open_supervisor(config, retries=False, injector=Injector()) as sup:
         try:
             try:
                 result = await sup.get_prompt(name, arguments, timeout=timeout)

@@ -250,6 +250,7 @@ async def _serve(config: Config, args: argparse.Namespace, token: str | None) ->
     :func:`~._common.run` cancels it on a signal."""
     import trio
 
+    from ..faults import Injector
     from ..gateway import Gateway, new_token, serve_http, serve_stdio
     from ..gateway._http import serve_local
     from ..gateway._policy import Policy
@@ -266,7 +267,10 @@ async def _serve(config: Config, args: argparse.Namespace, token: str | None) ->
     async with (
         # the relay's four callbacks, each of its keyword's type (its dict says only "object")
         open_supervisor(
-            config, approve=approve, **cast("dict[str, Any]", relay.client_options())
+            config,
+            approve=approve,
+            injector=Injector(),  # the servers' fault plans, if any (docs/faults.md)
+            **cast("dict[str, Any]", relay.client_options()),
         ) as sup,
         trio.open_nursery() as nursery,
     ):

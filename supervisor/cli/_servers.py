@@ -106,13 +106,14 @@ async def _watch(sup: SupervisorHandle, as_json: bool) -> NoReturn:
 async def _status(config: Config, args: argparse.Namespace) -> int:
     import trio
 
+    from ..faults import Injector
     from ..runtime import open_supervisor
 
     # Without --watch (or the dashboard) status is a one-shot command: one attempt each.
     watching = args.watch or args.dashboard is not None
     if not watching:
         one_shot(args)
-    async with open_supervisor(config, retries=watching) as sup:
+    async with open_supervisor(config, retries=watching, injector=Injector()) as sup:
         if args.dashboard is not None:  # the page and the table, live, until a signal
             async with trio.open_nursery() as nursery:
                 await start_dashboard(nursery, sup, args)
@@ -141,11 +142,15 @@ async def _events(config: Config, pattern: str, duration: float | None) -> int:
 
     from .._util._printable import printable_json
     from ..events._catalog import encode
+    from ..faults import Injector
     from ..runtime import open_supervisor
 
     out = sys.stdout.buffer
     with trio.move_on_after(duration if duration is not None else float("inf")):
-        async with open_supervisor(config) as sup, sup.subscribe(pattern) as events:
+        async with (
+            open_supervisor(config, injector=Injector()) as sup,
+            sup.subscribe(pattern) as events,
+        ):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(sup.connect_all)
                 async for event in events:

@@ -57,10 +57,11 @@ def _cmd_tools(args: argparse.Namespace) -> int:
 
 
 async def _tools(config: Config, as_json: bool, query: str | None, limit: int) -> int:
+    from ..faults import Injector
     from ..registry._document import tools_document
     from ..runtime import open_supervisor
 
-    async with open_supervisor(config, retries=False) as sup:
+    async with open_supervisor(config, retries=False, injector=Injector()) as sup:
         catalog = await sup.tools()
         # Disabled servers are never started: they offer nothing and are not missed.
         records = {n: r for n, r in sup.status().items() if r.status != ServerStatus.DISABLED}
@@ -156,6 +157,7 @@ async def _call(
         ToolError,
         UnknownTool,
     )
+    from ..faults import Injector
     from ..runtime import open_supervisor
     from ..tools import Approver, Decider
 
@@ -166,7 +168,7 @@ async def _call(
         return code
 
     limits = {key: getattr(config.settings.limits, f) for key, f in PREVIEW_LIMITS.items()}
-    async with open_supervisor(config, approve=approve, retries=False) as sup:
+    async with open_supervisor(config, approve=approve, retries=False, injector=Injector()) as sup:
         # one attempt per server, as every one-shot command; nothing spilled by the
         # supervisor: the result is rendered below, as a call through a gateway is
         bar = _ProgressBar() if sys.stderr.isatty() else None

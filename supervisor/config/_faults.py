@@ -6,6 +6,10 @@ with :func:`~supervisor.faults.load_plan`, whose errors are reported at the fiel
 ``mcpServers.calc.faults.rules[0].when.nth: must be at least 1``. Whether the server's
 transport can carry out every action (``http_status`` needs HTTP) is checked once its type
 is known (:func:`check_plan`).
+
+The plan is carried out by a fault injector the supervisor is given
+(``open_supervisor(injector=supervisor.faults.Injector())``): a server with a plan in a
+supervisor without one is a config error that says so (:func:`require_injector`).
 """
 
 from __future__ import annotations
@@ -20,11 +24,18 @@ from typing import TYPE_CHECKING
 import attrs
 
 from .._util._fields import _kind
-from ..errors import FieldError
+from ..errors import ConfigError, FieldError
 from ._model import IncludedFile, ServerType
 
 if TYPE_CHECKING:
-    from ..injection._plan import Plan, PlanError
+    from ._model import Config
+    from ._plan import Plan, PlanError
+
+#: Why a server's plan cannot be carried out by a supervisor given no injector, and how.
+NO_INJECTOR = (
+    "a fault plan needs a fault injector, and none was given: open the supervisor with "
+    "open_supervisor(config, injector=supervisor.faults.Injector())"
+)
 
 #: How each transport is named in a plan's "cannot be injected here" errors.
 _WHERE = {
@@ -66,7 +77,7 @@ def load_faults(
     """The plan a ``faults`` value at ``path`` gives, or the problems with it.
 
     A string is a path to a JSON file, relative to ``base`` (default: the current
-    directory); a mapping or a list is the plan itself; a :class:`~supervisor.injection._plan.Plan`
+    directory); a mapping or a list is the plan itself; a :class:`~supervisor.config._plan.Plan`
     is taken as it is.
     """
     plan, problems, _ = read_faults(value, path, base)
@@ -79,7 +90,7 @@ def read_faults(
     """:func:`load_faults`, and the plan file read (the SHA-256 of exactly the bytes the
     plan was made from), or ``None`` for a plan given in place. The file is read once:
     what is hashed is what is used."""
-    from ..injection._plan import Plan, PlanError, load_plan
+    from ._plan import Plan, PlanError, load_plan
 
     if isinstance(value, str | os.PathLike):
         file = os.fspath(value)
@@ -129,10 +140,25 @@ def read_faults(
 def check_plan(plan: Plan, type_: ServerType, path: str) -> list[FieldError]:
     """The rules of ``plan`` that a server of type ``type_`` cannot carry out, as problems
     at ``path`` (HTTP-only actions on a stdio or WebSocket server)."""
-    from ..injection._plan import PlanError
+    from ._plan import PlanError
 
     try:
         plan.check_supported(_WHERE[type_], http=type_ in (ServerType.HTTP, ServerType.SSE))
     except PlanError as exc:
         return plan_errors(exc, path, plan.source)
     return []
+
+
+def require_injector(config: Config, injector: object | None) -> None:
+    """Raise :class:`~supervisor.errors.ConfigError` (:data:`NO_INJECTOR`, at each plan's
+    field) when an enabled server of ``config`` has a ``faults`` plan and no ``injector``
+    is given to carry it out."""
+    if injector is not None:
+        return
+    problems = [
+        FieldError(f"{server.path}.faults", NO_INJECTOR)
+        for server in config.servers.values()
+        if server.faults is not None and not server.disabled
+    ]
+    if problems:
+        raise ConfigError(problems)

@@ -30,7 +30,7 @@ from ._secrets import (
 )
 
 if TYPE_CHECKING:
-    from ..injection._plan import Plan
+    from ._plan import Plan
 
 #: ``True`` (every tool), ``False`` (none) or tool names and globs.
 ToolPolicy: TypeAlias = bool | tuple[str, ...]
@@ -370,7 +370,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     the one field for what the config says with ``restartOnCrash`` and ``maxRestarts``
     (local) or ``reconnect`` (remote); ``restart_on_crash`` is ``max_attempts > 0``.
     ``approve`` and ``auto_approve`` are ``True`` (every tool), a tuple of tool names or
-    globs, or ``None`` when not set. ``faults`` is a :class:`~supervisor.injection._plan.Plan` to
+    globs, or ``None`` when not set. ``faults`` is a :class:`~supervisor.config._plan.Plan` to
     inject into the server's connection (docs/faults.md), or ``None``. A ``memory`` server
     (:func:`~supervisor.open_supervisor`'s ``apps``) has its server object in ``app``
     and neither ``command`` nor ``url``. ``repr()`` masks

@@ -46,7 +46,7 @@ from ._validate import (
 )
 
 if TYPE_CHECKING:
-    from ..injection._plan import Plan
+    from ._plan import Plan
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _PREFIX = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9_.-]{0,63})?\Z")

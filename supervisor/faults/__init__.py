@@ -1,26 +1,36 @@
 """Fault injection: seeded fault plans, the engine that applies them, the places they are
 injected, and the checker that judges what a run did (docs/faults.md).
 
-This is the toolkit above the supervisor's core: the call history, the checker, its
-reports and the ``chaos`` proxies live here; what a supervised server's ``faults`` plan
-needs (the plan, the engine, the link, the faulty transports) is the core's own
-(:mod:`supervisor.injection`), and so are the call outcomes (:mod:`supervisor.calls`).
-This façade exports :func:`load_plan`, :func:`faults_json`, :class:`CallHistory`,
-:func:`check`, :class:`ResourceSampler`, :func:`write_json` and :func:`write_html`; the
-other names below are imported from their modules.
+This is the toolkit above the supervisor's core. The core knows a server's ``faults``
+plan (its language, :mod:`supervisor.config._plan`, is part of the config format) and
+the interface a fault injector offers its transports
+(:mod:`supervisor.transports._faults`); the injector itself — the engine, the link, the
+faulty transports (:mod:`supervisor.faults._inject`) — lives here and is given to the
+core from above: ``open_supervisor(config, injector=Injector())``, as the command line
+and :mod:`supervisor.testing` do. The call history, the checker, its reports and the
+``chaos`` proxies live here too; the call outcomes are the core's
+(:mod:`supervisor.calls`). This façade exports :class:`Injector`, :func:`load_plan`,
+:func:`faults_json`, :class:`CallHistory`, :func:`check`, :class:`ResourceSampler`,
+:func:`write_json` and :func:`write_html`; the other names below are imported from their
+modules.
 
+- :class:`Injector` makes each supervised server's fault engine from its plan (what
+  ``open_supervisor(injector=...)`` takes; a plan without one is a
+  :class:`~supervisor.errors.ConfigError` that says to pass it).
 - :func:`load_plan` reads a plan (JSON file, text, mapping or list of rules) into a
-  :class:`~supervisor.injection._plan.Plan`; :class:`~supervisor.injection._plan.PlanError`
+  :class:`~supervisor.config._plan.Plan`; :class:`~supervisor.config._plan.PlanError`
   names each wrong field's path.
-- :class:`~supervisor.injection._engine.FaultEngine` decides, message by message, which
-  rules fire; every injected fault is an :class:`~supervisor.injection._engine.Injected`
-  in its ``log`` (:func:`faults_json` writes it).
-- :class:`~supervisor.injection._link.Link` carries a message stream through an engine
+- :class:`~supervisor.faults._inject._engine.FaultEngine` decides, message by message,
+  which rules fire; every injected fault is an
+  :class:`~supervisor.transports._faults.Injected` in its ``log`` (:func:`faults_json`
+  writes it).
+- :class:`~supervisor.faults._inject._link.Link` carries a message stream through an engine
   (stdio proxy, supervised stdio and in-memory servers);
   :func:`~supervisor.faults._stdio.run_stdio_proxy` is ``mcp-supervisor chaos``.
-- A supervised server's ``faults`` plan (docs/config.md) is injected by its transport:
-  :class:`~supervisor.transports._stdio.StdioTransport` carries its lines through a link, and
-  :class:`~supervisor.injection._session.FaultyTransport` wraps the message-level ones
+- A supervised server's ``faults`` plan (docs/config.md) is injected by its transport,
+  through what the engine offers it: :class:`~supervisor.transports._stdio.StdioTransport`
+  carries its lines through a link, and
+  :class:`~supervisor.faults._inject._session.FaultyTransport` wraps the message-level ones
   (in-memory, WebSocket).
 - :class:`CallHistory` records every tool call through the supervisor, as one of the
   gate's call observers (``open_supervisor(..., history=CallHistory())``): ``invoke``
@@ -34,7 +44,7 @@ other names below are imported from their modules.
   :func:`~supervisor.faults._checker.leftover_processes`).
 - :func:`write_json` and :func:`write_html` write the run's report: its data, and a
   self-contained page with one timeline per server.
-- :class:`~supervisor.injection._http.FaultyHTTPTransport` carries Streamable HTTP
+- :class:`~supervisor.faults._inject._http.FaultyHTTPTransport` carries Streamable HTTP
   exchanges through an engine (an ``httpx2`` transport: supervised remote servers,
   ``http_transport(faults=...)``); :func:`~supervisor.faults._http_proxy.run_http_proxy`
   is ``mcp-supervisor chaos --listen HOST:PORT --upstream URL``.
@@ -47,11 +57,12 @@ from typing import TYPE_CHECKING
 from .._lazy import attach
 
 if TYPE_CHECKING:
-    from ..injection._engine import faults_json as faults_json
-    from ..injection._plan import load_plan as load_plan
+    from ..config._plan import load_plan as load_plan
     from ._checker import ResourceSampler as ResourceSampler
     from ._checker import check as check
     from ._history import CallHistory as CallHistory
+    from ._inject._engine import faults_json as faults_json
+    from ._injector import Injector as Injector
     from ._report import write_html as write_html
     from ._report import write_json as write_json
 

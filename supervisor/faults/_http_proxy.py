@@ -30,11 +30,11 @@ import trio
 
 from .._util._serving import lifespan as _lifespan
 from .._util._serving import listen, respond, serve_sockets
-from ..injection._engine import FaultEngine, Injected
-from ..injection._http import BYPASS, FaultyHTTPTransport
-from ..injection._link import CallRecorder
-from ..injection._plan import Plan
+from ..config._plan import Plan
 from ..log import get_logger
+from ._inject._engine import FaultEngine, Injected
+from ._inject._http import BYPASS, FaultyHTTPTransport
+from ._inject._link import CallRecorder
 
 __all__ = ["ENDPOINT", "GRACEFUL_TIMEOUT", "run_http_proxy", "server_name"]
 
@@ -239,7 +239,7 @@ async def run_http_proxy(
     the proxy stops. The proxy fronts one server, named by the upstream's ``host:port``
     (``127.0.0.1:8000``): its calls and every injected fault are recorded under that name
     — or the engine's ``server``, if it names one. Raises
-    :class:`~supervisor.injection._plan.PlanError` for a plan the proxy cannot carry out,
+    :class:`~supervisor.config._plan.PlanError` for a plan the proxy cannot carry out,
     ``ValueError`` for an upstream that is not an ``http(s)`` URL and ``OSError`` when the
     address cannot be bound.
     """

@@ -22,11 +22,11 @@ from typing import Any
 
 import trio
 
+from ..config._plan import TO_CLIENT, TO_SERVER, Plan
 from ..errors import ProxyEnded as ProxyEnded
-from ..injection._engine import FaultEngine, Injected
-from ..injection._link import CallRecorder, Link
-from ..injection._plan import TO_CLIENT, TO_SERVER, Plan
 from ..transports._children import open_process
+from ._inject._engine import FaultEngine, Injected
+from ._inject._link import CallRecorder, Link
 
 __all__ = ["ProxyEnded", "run_stdio_proxy", "server_name"]
 
@@ -86,7 +86,7 @@ class _Writer:
 
 
 class _Process:
-    """The link's :class:`~supervisor.injection._link.Target`: COMMAND's process group
+    """The link's :class:`~supervisor.faults._inject._link.Target`: COMMAND's process group
     and streams."""
 
     def __init__(self, process: trio.Process, to_server: _Writer, to_client: _Writer) -> None:

@@ -31,6 +31,7 @@ from ..calls import _tracing as tracing
 from ..calls._audit import audit_outcome
 from ..calls._limits import CallSlots, TokenBucket, caller_admission, parse_rate, refuse
 from ..config._apps import app_name
+from ..config._faults import NO_INJECTOR
 from ..config._limits import Limits
 from ..config._secrets import command_line
 from ..errors import (
@@ -38,6 +39,8 @@ from ..errors import (
     AuthRequired,
     CallMayHaveTakenEffect,
     CallQueueTimeout,
+    ConfigError,
+    FieldError,
     RateLimited,
     RequestTimeout,
     RequestUnencodable,
@@ -46,13 +49,13 @@ from ..errors import (
     ToolCallTimeout,
 )
 from ..events import _catalog as events
-from ..injection._engine import FaultEngine, Injected
 from ..log import get_logger, redact
 from ..registry._live import Offer
 from ..registry._merge import Listing
 from ..transports import _bounds
 from ..transports._encoding import caller_capabilities
 from ..transports._errors import safe_url
+from ..transports._faults import Faults, Injected, Injector
 from ..transports._open import open_transport
 from ..transports._remote import TransportLike
 from ..transports._stdio import GRACE_SECONDS, KILL_AFTER_SECONDS, StdioTransport
@@ -148,10 +151,12 @@ class ServerHandle:
     ``error`` is set for a server whose configuration could not be completed (a missing
     environment variable): it never starts and its calls fail fast with that error.
 
-    A config with a ``faults`` plan (docs/faults.md) gets one :class:`FaultEngine` for the
-    server's whole life, :attr:`fault_engine`: every connection's transport injects
-    through it, so a rule's ``nth`` counts across restarts; :meth:`faults` is its log, and
-    each fault is logged (info) as it is injected.
+    A config with a ``faults`` plan (docs/faults.md) gets one
+    :class:`~supervisor.transports._faults.Faults` for the server's whole life, made by
+    ``injector`` (the supervisor's: a server with a plan and no injector is a
+    :class:`~supervisor.errors.ConfigError`), :attr:`fault_engine`: every connection's
+    transport injects through it, so a rule's ``nth`` counts across restarts;
+    :meth:`faults` is its log, and each fault is logged (info) as it is injected.
     """
 
     def __init__(
@@ -171,8 +176,11 @@ class ServerHandle:
         broker: TokenBroker | None = None,
         start_slots: StartSlots | None = None,
         users: Any = None,
+        injector: Injector | None = None,
     ) -> None:
         self.config = config
+        #: what makes the server's fault injection from its ``faults`` plan, if given
+        self.injector = injector
         #: a ``perUser`` server's sessions for each caller (``users``: the per-user
         #: logins, :class:`~supervisor.auth._users.UserLogins`); ``None``: not per user
         self.users = UserSessions(self, users) if users is not None else None
@@ -234,13 +242,16 @@ class ServerHandle:
             address=address,
         )
 
-    def _fault_engine(self) -> FaultEngine | None:
+    def _fault_engine(self) -> Faults | None:
         plan = getattr(self.config, "faults", None)
         if plan is None:
             return None
         kind = str(self.config.type)
         plan.check_supported(f"a {kind} server", http=kind in ("http", "sse"))
-        engine = FaultEngine(plan, server=self.name, on_inject=self._injected)
+        if self.injector is None:
+            path = getattr(self.config, "path", self.name)  # (duck-typed configs: none)
+            raise ConfigError([FieldError(f"{path}.faults", NO_INJECTOR)])
+        engine = self.injector.faults(plan, server=self.name, on_inject=self._injected)
         with contextlib.suppress(RuntimeError):  # outside trio: its clock starts later
             engine.start()  # the servers of one supervisor share a start
         if kind == "sse":

@@ -4,7 +4,9 @@
 
     async def main() -> bytes:
         history = CallHistory()
-        async with open_supervisor(config, apps=apps, faults=plans, history=history) as sup:
+        async with open_supervisor(
+            config, apps=apps, faults=plans, injector=Injector(), history=history
+        ) as sup:
             ...  # the workload
         return replay_log(history, sup.faults())
 
@@ -34,7 +36,7 @@ from ..events._catalog import to_builtins
 
 if TYPE_CHECKING:
     from ..faults import CallHistory
-    from ..injection._engine import Injected
+    from ..transports._faults import Injected
 
 __all__ = ["replay_log", "run_deterministic"]
 

@@ -138,7 +138,7 @@ async def run_soak(
 async def _soak(
     options: SoakOptions, counts: Path, directory: Path | None, say: Callable[[str], None]
 ) -> SoakResult:
-    from ..faults import CallHistory, ResourceSampler, check, write_html, write_json
+    from ..faults import CallHistory, Injector, ResourceSampler, check, write_html, write_json
     from ..faults._checker import leftover_processes, spawned_pids
     from ..runtime import open_supervisor
     from ..transports._ws import serve_websocket
@@ -197,7 +197,7 @@ async def _soak(
             },
         }
         say(f"soak: {options.servers} servers ({_mix(transports)}), seed {options.seed}")
-        async with open_supervisor(config, history=history) as sup:
+        async with open_supervisor(config, history=history, injector=Injector()) as sup:
             await sup.connect_all()
             start = trio.current_time()
             async with trio.open_nursery() as load:

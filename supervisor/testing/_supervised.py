@@ -84,14 +84,16 @@ class SupervisorMachine(AsyncStateMachine):
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        from ..faults import CallHistory
+        from ..faults import CallHistory, Injector
         from ..faults._checker import leftover_processes, spawned_pids
         from ..runtime import open_supervisor
 
         with tempfile.TemporaryDirectory(prefix="mcp-machine-") as directory:
             self.directory = Path(directory)
             self.history = CallHistory()
-            async with open_supervisor(self.config(self.directory), history=self.history) as sup:
+            async with open_supervisor(
+                self.config(self.directory), history=self.history, injector=Injector()
+            ) as sup:
                 self.sup = sup
                 await sup.connect_all()
                 yield

@@ -148,11 +148,13 @@ class FixtureServers:
     ) -> AsyncIterator[Any]:
         """``open_supervisor`` over :meth:`config` (or ``config``), recording every tool
         call in a :class:`~supervisor.faults.CallHistory` (``sup.history``) for the
-        checker."""
-        from ..faults import CallHistory
+        checker, the servers' fault plans injected by a :class:`~supervisor.faults.Injector`
+        (unless ``injector`` is given)."""
+        from ..faults import CallHistory, Injector
         from ..runtime import open_supervisor
 
         history = options.pop("history", None) or CallHistory()
+        options.setdefault("injector", Injector())
         async with open_supervisor(
             self.config() if config is None else config,
             history=history,

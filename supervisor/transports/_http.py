@@ -25,7 +25,7 @@ from ._errors import http_errors, safe_url
 from ._receipts import delivery
 
 if TYPE_CHECKING:
-    from ..injection._engine import FaultEngine
+    from ._faults import Faults
 
 
 class _ReceiptTransport(Layer):
@@ -68,7 +68,7 @@ def http_client(
     read_timeout: float = 300.0,
     auth: httpx2.Auth | None = None,
     on_status: Callable[[int], None] | None = None,
-    faults: FaultEngine | None = None,
+    faults: Faults | None = None,
     limits: Limits | None = None,
     server: str = "remote",
 ) -> httpx2.AsyncClient:
@@ -80,10 +80,10 @@ def http_client(
     What the server sends is bounded by ``limits`` (its ``max_message_bytes`` and catalog
     limits; the defaults without): see :class:`~._bodies.BoundedTransport`; ``server``
     names it in the log.
-    With ``faults``, every exchange goes through that engine's fault plan
-    (:class:`~supervisor.injection._http.FaultyHTTPTransport`, docs/faults.md): a request a fault
-    keeps from the server counts as not delivered, and ``on_status`` sees injected
-    statuses.
+    With ``faults`` (the server's fault injection, :class:`~._faults.Faults`), every
+    exchange goes through its fault plan (its wrapper around the client's transport,
+    docs/faults.md): a request a fault keeps from the server counts as not delivered, and
+    ``on_status`` sees injected statuses.
     """
 
     async def record(response: httpx2.Response) -> None:
@@ -96,10 +96,8 @@ def http_client(
     hooks: dict[str, list[Callable[[httpx2.Response], Awaitable[None]]]] = {"response": [record]}
     wire: httpx2.AsyncBaseTransport = bounded(httpx2.AsyncHTTPTransport(), limits, server)
     if faults is not None:
-        from ..injection._http import FaultyHTTPTransport
-
         # inside the receipt: a request a fault keeps back never reaches the wire
-        wire = FaultyHTTPTransport(wire, faults)
+        wire = faults.wrap_http(wire)
     return httpx2.AsyncClient(
         headers=dict(headers or {}),
         timeout=httpx2.Timeout(timeout, read=read_timeout),
@@ -133,7 +131,7 @@ async def http_transport(
     read_timeout: float = 300.0,
     auth: httpx2.Auth | None = None,
     on_status: Callable[[int], None] | None = None,
-    faults: FaultEngine | None = None,
+    faults: Faults | None = None,
     limits: Limits | None = None,
     server: str | None = None,
 ) -> AsyncIterator[TransportStreams]:
@@ -144,8 +142,8 @@ async def http_transport(
     An ``httpx2`` error that ends the connection leaves as an
     :class:`~supervisor.errors.HTTPError` (see
     :func:`~supervisor.transports._errors.http_errors`). With ``faults``, the connection
-    goes through that engine's fault plan (see :func:`http_client`); one engine serves
-    every connection to the server, each new transport being a start of it (for
+    goes through its fault plan (see :func:`http_client`); one :class:`~._faults.Faults`
+    serves every connection to the server, each new transport being a start of it (for
     ``slow_start``).
     """
     client = http_client(

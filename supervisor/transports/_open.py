@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..auth._broker import AuthProblem, BrokerAuth, TokenBroker
 from ..errors import AuthorizationFailed, AuthRequired
-from ..injection._session import FaultyTransport
 from ._errors import safe_url
 from ._http import http_transport, streamable_http_abandoned
 from ._memory import memory_transport
@@ -18,16 +17,18 @@ from ._stdio import GRACE_SECONDS, KILL_AFTER_SECONDS, StdioTransport
 from ._watch import watched_address
 
 if TYPE_CHECKING:
+    from mcp.shared.message import SessionMessage
+
     from ..config._limits import Limits
     from ..config._model import ServerConfig
-    from ..injection._engine import FaultEngine
+    from ._faults import Faults
 
 
 def open_transport(
     config: ServerConfig,
     limits: Limits,
     broker: TokenBroker | None = None,
-    faults: FaultEngine | None = None,
+    faults: Faults | None = None,
     *,
     sse: bool = False,
     grace: float = GRACE_SECONDS,
@@ -48,10 +49,11 @@ def open_transport(
 
     With a ``broker`` a remote connection (HTTP or SSE) gets its OAuth tokens from it; a
     problem getting one ends the connection with ``auth_error(problem)`` (the actor then
-    waits for a login). With ``faults`` the connection injects through that engine: a
-    stdio transport and the HTTP client at their own fault points, an in-memory or
-    WebSocket transport with the plan between it and the session (a fault that loses
-    the connection closes the transport); legacy SSE injects none.
+    waits for a login). With ``faults`` (:class:`~._faults.Faults`, the server's fault
+    injection) the connection injects through it: a stdio transport and the HTTP client
+    at their own fault points, an in-memory or WebSocket transport with the plan between
+    it and the session (a fault that loses the connection closes the transport); legacy
+    SSE injects none.
     """
     if config.type == "stdio":
         assert config.command is not None
@@ -94,7 +96,7 @@ def open_transport(
             return Remote(socket, name=config.name)
         shown = safe_url(url)
 
-        def frame(line: bytes) -> object:  # an unparseable line is a bad frame's error
+        def frame(line: bytes) -> SessionMessage | Exception:  # a bad frame's error
             return _parse_frame(line.decode(errors="replace"), shown)
 
         return _faulty(config.name, socket, faults, parse=frame)
@@ -129,11 +131,16 @@ def open_transport(
     return remote
 
 
-def _faulty(name: str, inner: Any, faults: FaultEngine, **options: Any) -> Remote:
+def _faulty(
+    name: str,
+    inner: Any,
+    faults: Faults,
+    parse: Callable[[bytes], SessionMessage | Exception] | None = None,
+) -> Remote:
     """A message-level transport (in-memory, WebSocket) with the fault plan between it
     and the session; a fault that loses the connection closes the transport."""
     remote = Remote(None, name=name)
-    remote._inner = FaultyTransport(inner, faults, name=name, lost=remote.lose, **options)
+    remote._inner = faults.wrap_streams(inner, name=name, lost=remote.lose, parse=parse)
     return remote
 
 

@@ -9,8 +9,9 @@ from a request that later fails. It spawns the server in its own process group, 
 its ``pid``, its process family, its exit code and a ring buffer of its stderr lines (an
 exit's reason names the line that says what went wrong: :mod:`._diagnosis`), and shuts
 it down in the MCP spec's order: close stdin, wait, SIGTERM to the group, wait, SIGKILL.
-With a fault engine (``faults=``) each message in either direction passes through a
-:class:`~supervisor.injection._link.Link` first, at the transport's fault point (docs/faults.md).
+With a server's fault injection (``faults=``) each message in either direction passes
+through its :class:`~supervisor.transports._faults.FaultLink` first, at the transport's fault
+point (docs/faults.md).
 """
 
 from __future__ import annotations
@@ -56,8 +57,7 @@ from ._stderr import PROBE_METHOD, StderrTail, pending
 
 if TYPE_CHECKING:
     from ..config._model import Resources, SandboxConfig
-    from ..injection._engine import FaultEngine
-    from ..injection._link import Link
+    from ._faults import FaultLink, Faults
 
 log = get_logger("supervisor.transports")
 
@@ -140,9 +140,9 @@ class StdioTransport:
     it allows domains. Where no sandbox can be made the transport fails to start with a
     :class:`ServerExited` that is not retryable, saying what is missing.
 
-    ``faults``, a :class:`~supervisor.injection._engine.FaultEngine`, injects its plan's faults: a
-    ``slow_start`` delays the spawn; each line read from stdout is carried through a
-    :class:`~supervisor.injection._link.Link` towards the session before it is parsed (an injected
+    ``faults``, a :class:`~._faults.Faults`, injects its plan's faults: a ``slow_start``
+    delays the spawn; each line read from stdout is carried through a
+    :class:`~._faults.FaultLink` towards the session before it is parsed (an injected
     garbage line is the :class:`ProtocolViolation` a real one is), and each message
     written to stdin the other way. The link's target is the process group: ``kill`` is
     SIGKILL (a crash, reported as one), ``hang`` is SIGSTOP until SIGCONT (and a stopped
@@ -171,7 +171,7 @@ class StdioTransport:
         max_catalog_bytes: int = DEFAULT_MAX_CATALOG_BYTES,
         grace: float = GRACE_SECONDS,
         kill_after: float = KILL_AFTER_SECONDS,
-        faults: FaultEngine | None = None,
+        faults: Faults | None = None,
         resources: Resources | None = None,
         sandbox: SandboxConfig | None = None,
     ) -> None:
@@ -290,10 +290,8 @@ class StdioTransport:
             async with trio.open_nursery() as nursery:
                 link = None
                 if self.faults is not None:
-                    from ..injection._link import Link
-
                     point = self._fault_point = _FaultPoint(self, process, to_session)
-                    link = Link(self.faults, point, nursery, to_client=point.to_client)
+                    link = self.faults.open_link(point, nursery, to_client=point.to_client)
                 nursery.start_soon(self._read_stdout, process, to_session, link)
                 nursery.start_soon(self._write_stdin, process, from_session, link)
                 nursery.start_soon(self._read_stderr, process)
@@ -371,7 +369,7 @@ class StdioTransport:
             self._launch.close()
 
     async def _read_stdout(
-        self, process: trio.Process, to_session: _ToSession, link: Link | None = None
+        self, process: trio.Process, to_session: _ToSession, link: FaultLink | None = None
     ) -> None:
         assert process.stdout is not None
         point = self._fault_point
@@ -516,7 +514,7 @@ class StdioTransport:
         self,
         process: trio.Process,
         from_session: anyio.abc.ObjectReceiveStream[tuple[Receipt | None, SessionMessage, str]],
-        link: Link | None = None,
+        link: FaultLink | None = None,
     ) -> None:
         # Each message comes written as JSON by its sender (ReceiptStream): one that
         # cannot be failed there, alone, and never reaches this task.
@@ -886,7 +884,7 @@ def _dying(status: int) -> bool:
     return False
 
 
-#: The directions a message travels (as :mod:`supervisor.faults` names them).
+#: The directions a message travels (as :mod:`supervisor.config._plan` names them).
 _TO_SERVER = "to_server"
 _TO_CLIENT = "to_client"
 
@@ -894,7 +892,7 @@ _TO_CLIENT = "to_client"
 class _FaultPoint:
     """Where a :class:`StdioTransport`'s fault link meets its process: the link's two
     ways to send (towards the session, into stdin) and its
-    :class:`~supervisor.injection._link.Target` (the process group and its pipes).
+    :class:`~supervisor.transports._faults.FaultTarget` (the process group and its pipes).
 
     Sending never raises: a line for a session that is gone, or for a stdin that is
     closed, is dropped (the exit, if that is why, is reported by the transport).

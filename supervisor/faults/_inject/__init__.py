@@ -1,10 +1,10 @@
-"""Fault injection into a supervised server's connection: what a server's config
-``faults`` field needs (docs/config.md, "Fault injection"; the plan language in
-docs/faults.md). The toolkit above the core (:mod:`supervisor.faults`: the call history,
-the checker, its reports and the ``chaos`` proxies) re-exports these names.
+"""Fault injection into a supervised server's connection: the engine that carries out a
+server's ``faults`` plan (docs/config.md, "Fault injection"; the plan language, in
+:mod:`supervisor.config._plan`, is in docs/faults.md) and its injection points. It is
+the toolkit's, above the core: the core's transports know only the interface it offers
+them (:mod:`supervisor.transports._faults`), and are given it by the
+:class:`~supervisor.faults.Injector` a supervisor is opened with.
 
-- ``load_plan`` reads a plan (JSON file, text, mapping or list of rules) into a
-  ``Plan``; ``PlanError`` names each wrong field's path.
 - ``FaultEngine`` decides, message by message, which rules fire; every injected
   fault is an ``Injected`` in its ``log`` (``faults_json`` writes it).
 - ``Link`` carries a message stream through an engine (supervised stdio servers,

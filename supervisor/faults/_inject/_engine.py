@@ -19,35 +19,22 @@ import fnmatch
 import json
 import random
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 import msgspec
 
-from ._plan import LIFECYCLE, OPENING_METHODS, TO_CLIENT, TO_SERVER, Action, Plan, Rule, When
+from ...config._plan import (
+    LIFECYCLE,
+    OPENING_METHODS,
+    TO_CLIENT,
+    TO_SERVER,
+    Action,
+    Plan,
+    Rule,
+    When,
+)
+from ...transports._faults import FaultLink, Injected
 
 __all__ = ["FaultEngine", "Injected", "Message", "faults_json", "read_faults"]
-
-
-class Injected(msgspec.Struct, frozen=True):
-    """One fault the engine injected: when, by which rule, into which message, what.
-
-    ``t`` is seconds since the engine started; ``rule`` the rule's place in the plan;
-    ``action`` one of :data:`~._plan.ACTIONS`; ``method`` the message's
-    JSON-RPC method (for a response, its request's); ``id`` its JSON-RPC id; ``tool`` the
-    tool a ``tools/call`` names; ``server`` the supervised server, when known; ``detail``
-    the action's parameters as drawn (``delay 130 ms``).
-    """
-
-    seq: int
-    t: float
-    rule: int
-    action: str
-    direction: str | None = None
-    method: str | None = None
-    id: int | str | None = None
-    tool: str | None = None
-    server: str | None = None
-    detail: str = ""
 
 
 class Message:
@@ -99,7 +86,7 @@ class _RuleState:
 
 
 class FaultEngine:
-    """Applies a :class:`~._plan.Plan` to a stream of messages.
+    """Applies a :class:`~supervisor.config._plan.Plan` to a stream of messages.
 
     ``server`` names the server in the records; ``clock`` gives the time (default: the
     trio clock, read when the engine is first used). ``on_inject``, if given, is called
@@ -119,7 +106,7 @@ class FaultEngine:
         self.log: list[Injected] = []
         self.on_inject = on_inject
         #: the link of the connection this engine serves now, if any (see Link.inject)
-        self.link: Any = None
+        self.link: FaultLink | None = None
         self._clock = clock
         self._start: float | None = None
         self._rules = [_RuleState(rule, plan.seed) for rule in plan.rules]

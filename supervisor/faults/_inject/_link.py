@@ -11,13 +11,13 @@ answers a request there). What the link cannot do by itself it asks of its
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import trio
 
-from ._engine import FaultEngine, Injected, Message
-from ._plan import TO_CLIENT, TO_SERVER, Action
+from ...config._plan import TO_CLIENT, TO_SERVER, Action
+from ...transports._faults import FaultTarget, Injected, Send
+from ._engine import FaultEngine, Message
 
 __all__ = [
     "REORDER_HOLD_S",
@@ -31,27 +31,14 @@ __all__ = [
     "mcp_error",
 ]
 
-Send = Callable[[bytes], Awaitable[None]]
 #: How long ``reorder`` holds a message back waiting for the next one to overtake it.
 REORDER_HOLD_S = 1.0
 #: The notification ``list_changed`` sends the client.
 LIST_CHANGED = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}'
 
 
-class Target(Protocol):
-    """What a link can do to the server it stands in front of."""
-
-    def kill(self) -> None:
-        """End the server as a crash would (SIGKILL to its process group)."""
-
-    def stop(self) -> None:
-        """Make the server stop answering (SIGSTOP to its process group)."""
-
-    def resume(self) -> None:
-        """Undo :meth:`stop` (SIGCONT)."""
-
-    async def close(self, direction: str) -> None:
-        """Close the stream messages travel ``direction`` on."""
+#: What a link can do to the server it stands in front of (the core's interface).
+Target = FaultTarget
 
 
 class Exchange:

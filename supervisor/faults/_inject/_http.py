@@ -95,8 +95,9 @@ from typing import cast
 import httpx2
 import trio
 
-from ..calls._outcome import describe_error
-from ..log import get_logger
+from ...calls._outcome import describe_error
+from ...config._plan import TO_CLIENT, TO_SERVER, Action
+from ...log import get_logger
 from ._engine import FaultEngine, Message
 from ._link import (
     LIST_CHANGED,
@@ -107,7 +108,6 @@ from ._link import (
     json_error,
     mcp_error,
 )
-from ._plan import TO_CLIENT, TO_SERVER, Action
 
 __all__ = [
     "BYPASS",

@@ -32,12 +32,12 @@ import trio
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from .._sdk import ReadStream, TransportStreams, WriteStream
-from ..errors import ProtocolViolation, TransportError
-from ..log import get_logger, redact
+from ..._sdk import ReadStream, TransportStreams, WriteStream
+from ...config._plan import TO_CLIENT, TO_SERVER
+from ...errors import ProtocolViolation, TransportError
+from ...log import get_logger, redact
 from ._engine import FaultEngine
 from ._link import Link
-from ._plan import TO_CLIENT, TO_SERVER
 
 __all__ = ["FaultyTransport", "parse_message"]
 
