@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from functools import partial
@@ -171,6 +172,82 @@ async def test_open_supervisor_takes_plans_by_server_name() -> None:
     async with open_supervisor(config(entry), faults={"fx": plan}, injector=INJECTOR) as sup:
         assert sup.config.servers["fx"].faults == load_plan(plan)
         assert sup.faults() == [] and sup.server("fx").faults() == []
+
+
+async def test_a_plan_without_an_injector_is_a_config_error_saying_what_to_pass(
+    tmp_path: Path,
+) -> None:
+    """The injector is the toolkit's, given from above: a supervisor opened (or
+    reconfigured) with a plan and no injector is refused at the plan's field, saying what
+    to pass; a disabled server's plan needs none, nor does a supervisor without plans,
+    and one given an injector but no plan (as the command line's is) does not even
+    import the engine."""
+    said = "open_supervisor(config, injector=supervisor.faults.Injector())"
+    entry = stdio("echo", [])
+    with pytest.raises(ConfigError) as caught:
+        async with open_supervisor(config(entry)):
+            pass
+    (error,) = caught.value.errors
+    assert error.path == "mcpServers.fx.faults" and said in error.message
+    del entry["faults"]
+    with pytest.raises(ConfigError, match=r"^mcpServers\.fx\.faults: .*injector=supervisor"):
+        async with open_supervisor(config(entry), faults={"fx": []}):
+            pass
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"fx": {**entry, "disabled": True, "faults": []}}}))
+    async with open_supervisor(path) as sup:
+        assert sup.faults() == []
+        path.write_text(json.dumps(config({**entry, "faults": []})))
+        with pytest.raises(ConfigError, match=r"^mcpServers\.fx\.faults: a fault plan needs"):
+            await sup.reconfigure()
+        assert sup.config.servers["fx"].disabled  # refused: nothing changed
+    path.write_text(json.dumps(config(entry)))  # no plan
+    with trio.fail_after(DEADLINE):
+        done = await trio.run_process(
+            [sys.executable, "-c", NO_ENGINE, str(path)],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout) == []
+
+
+async def test_the_command_line_injects_a_config_s_plan(tmp_path: Path) -> None:
+    """``mcp-supervisor call`` gives its supervisor the injector: the config's plan
+    answers the call with its injected error (and a plan-less config calls through)."""
+    refuse = [{"when": {"tool": "echo"}, "do": {"error": {"code": -32001, "message": "boom"}}}]
+    path = tmp_path / "mcp.json"
+    outcomes = []
+    for plan in (refuse, []):
+        path.write_text(json.dumps(config(stdio("echo", plan))))
+        with trio.fail_after(DEADLINE):
+            done = await trio.run_process(
+                [sys.executable, "-m", "supervisor", "call", "--config", str(path)]
+                + ["fx_echo", '{"text": "hi"}'],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+            )
+        outcomes.append((done.returncode, "boom" in done.stderr.decode(), done.stdout.decode()))
+    assert outcomes == [(1, True, ""), (0, False, "hi\n")]
+
+
+# Opens a supervisor without plans, as the command line does (with an injector): which of
+# the injector's modules that loads.
+NO_ENGINE = """
+import json, sys, trio
+from supervisor import open_supervisor
+from supervisor.faults import Injector
+
+async def main():
+    async with open_supervisor(sys.argv[1], injector=Injector()) as sup:
+        await sup.connect_all()
+
+trio.run(main)
+injector = ["supervisor", "faults", "_inject"]
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[:3] == injector)))
+"""
 
 
 # -- stdio: the transport injects, the supervisor reacts as to the real thing -----------
