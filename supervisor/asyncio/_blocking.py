@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from ..calls._resources import MergedPrompt, MergedResource, MergedResourceTemplate
     from ..config._diff import ConfigChange
     from ..events._bus import Bus
-    from ..injection._engine import Injected
     from ..monitor import SessionSummary
     from ..registry import Catalog, Summary
     from ..registry._live import RegistryStatistics, Snapshot
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
     from ..server._messages import InputRound, Progress
     from ..tools import ApprovalCallback, ToolResult
     from ..tools._approval import ApprovalReason
+    from ..transports._faults import Injected, Injector
 
 __all__ = ["Supervisor"]
 
@@ -69,6 +69,7 @@ class Supervisor:
         retry_idempotent: bool = False,
         retries: bool = True,
         faults: Mapping[str, PlanSource] | None = None,
+        injector: Injector | None = None,
         history: CallHistory | None = None,
         apps: Mapping[str, object] | None = None,
         oauth_redirect_handler: RedirectHandler | Literal["browser"] | None = None,
@@ -86,6 +87,7 @@ class Supervisor:
             retry_idempotent=retry_idempotent,
             retries=retries,
             faults=faults,
+            injector=injector,
             history=history,
             apps=apps,
             oauth_redirect_handler=oauth_redirect_handler,

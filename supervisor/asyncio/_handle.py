@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from ..calls._resources import MergedPrompt, MergedResource, MergedResourceTemplate
     from ..config._diff import ConfigChange
     from ..events._bus import Bus
-    from ..injection._engine import Injected
     from ..monitor import SessionSummary
     from ..registry import Catalog, Summary
     from ..registry._live import RegistryStatistics, Snapshot
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
     from ..server._messages import InputRound, Progress
     from ..tools import ApprovalCallback, ToolResult
     from ..tools._approval import ApprovalReason
+    from ..transports._faults import Injected, Injector
 
 __all__ = ["AsyncSupervisor", "open_supervisor", "start_supervisor"]
 
@@ -535,6 +535,7 @@ async def open_supervisor(
     retry_idempotent: bool = False,
     retries: bool = True,
     faults: Mapping[str, PlanSource] | None = None,
+    injector: Injector | None = None,
     history: CallHistory | None = None,
     apps: Mapping[str, object] | None = None,
     oauth_redirect_handler: RedirectHandler | Literal["browser"] | None = None,
@@ -562,6 +563,7 @@ async def open_supervisor(
         retry_idempotent=retry_idempotent,
         retries=retries,
         faults=faults,
+        injector=injector,
         history=history,
         apps=apps,
         oauth_redirect_handler=on_asyncio(oauth_redirect_handler),
@@ -617,6 +619,7 @@ async def start_supervisor(
     retry_idempotent: bool = False,
     retries: bool = True,
     faults: Mapping[str, PlanSource] | None = None,
+    injector: Injector | None = None,
     history: CallHistory | None = None,
     apps: Mapping[str, object] | None = None,
     oauth_redirect_handler: RedirectHandler | Literal["browser"] | None = None,
@@ -637,6 +640,7 @@ async def start_supervisor(
         retry_idempotent=retry_idempotent,
         retries=retries,
         faults=faults,
+        injector=injector,
         history=history,
         apps=apps,
         oauth_redirect_handler=oauth_redirect_handler,

@@ -47,6 +47,7 @@ This package is a façade over focused private modules:
   :class:`ServerConfig` made;
 - ``_auth`` — a server's ``auth`` (``oauth``) object;
 - ``_faults`` — a server's ``faults`` plan;
+- ``_plan`` — the fault plan language: a plan parsed and checked, ``PlanError``;
 - ``_apps`` — in-process servers (``open_supervisor(apps=...)``) as ``memory`` servers;
 - ``_settings`` — the ``supervisor`` section and backoff fields;
 - ``_gateway`` — the ``supervisor.gateway`` section (a team's resource server, its policy);
