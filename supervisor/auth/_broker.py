@@ -1,7 +1,8 @@
 """The token broker: one per resource × account, the only user of its OAuth provider.
 
-Every connection to a remote server asks its broker for a token (:class:`BrokerAuth`, the
-``httpx2.Auth`` on the connection's HTTP client). The broker runs the SDK's OAuth
+Every connection to a remote server asks its broker for a token
+(:class:`~supervisor.transports._oauth.BrokerAuth`, the ``httpx2.Auth`` on the
+connection's HTTP client). The broker runs the SDK's OAuth
 provider itself — ``OAuthClientProvider`` for browser logins, the client-credentials and
 private-key-JWT providers, ``IdentityAssertionOAuthProvider``, and for workload identity
 a subclass of the first whose authorization step is the jwt-bearer grant
@@ -48,7 +49,7 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import parse_qs, urlsplit
@@ -79,14 +80,13 @@ from ..actors import Actor, actor_spec
 from ..errors import AuthProblem as AuthProblem
 from ..events import _catalog as events
 from ..log import get_logger, redact
-from ..transports._receipts import delivery
 from ._backends import TokenStore
 from ._dpop import Nonces, nonce_asked
 from ._idjag import discover_issuer, fetch_id_jag, read_secret
 from ._login import CALLBACK_PATH, DEFAULT_CALLBACK_PORT, EXTRA_PORTS, LoginCancelled, Logins
 from ._store import AuthStore, Credentials
 
-__all__ = ["AuthProblem", "BrokerAuth", "BrokerInfo", "TokenBroker"]
+__all__ = ["AuthProblem", "BrokerInfo", "NoOAuth", "TokenBroker"]
 
 log = get_logger("supervisor.auth")
 
@@ -119,8 +119,9 @@ STEP_UP_LIMIT = 2
 WATCH_INTERVAL = 2.0
 
 
-class _NoOAuth(Exception):
-    """The server refused without offering OAuth: its 401 stands as it is."""
+class NoOAuth(Exception):
+    """The server refused without offering OAuth: its 401 stands as it is (what
+    :meth:`TokenBroker.rejected` raises then)."""
 
 
 @attrs.frozen
@@ -554,7 +555,7 @@ class TokenBroker:
                 self.error or self._login_hint(), needs_login=self.state is BrokerState.NEEDS_AUTH
             )
         if self._token is None and not await self._speaks_oauth(challenge):
-            raise _NoOAuth
+            raise NoOAuth
         try:
             if step_up:
                 self._step_ups += 1
@@ -1173,59 +1174,3 @@ class _BrokerActor(Actor):
         if isinstance(message, _Login):
             return await self.broker._login(message)
         raise TypeError(f"token broker cannot handle {message!r}")
-
-
-# -- the connection's side -----------------------------------------------------------------
-
-
-class BrokerAuth(httpx2.Auth):
-    """The ``httpx2.Auth`` of one connection: its broker's token on every request; a
-    refused token (401, 403 ``insufficient_scope``) is renewed through the broker and
-    the request sent once more. ``on_problem`` hears why no token could be had (the
-    connection then fails with it)."""
-
-    def __init__(self, broker: TokenBroker, on_problem: Callable[[AuthProblem], None]) -> None:
-        self.broker = broker
-        self._on_problem = on_problem
-
-    def _present(self, request: httpx2.Request, token: str) -> None:
-        request.headers.pop("DPoP", None)  # a proof is good for one sending
-        request.headers.update(self.broker.presenting(request.method, request.url, token))
-
-    async def async_auth_flow(
-        self, request: httpx2.Request
-    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        try:
-            token = await self.broker.token()
-        except AuthProblem as exc:
-            self._on_problem(exc)
-            raise
-        if token is not None:
-            self._present(request, token)
-        response = yield request
-        if token is not None and self.broker.nonce_asked(request.url, response):
-            # Refused unseen for want of the server's DPoP nonce (RFC 9449 §9): the same
-            # request once more, with a proof carrying it — the retry the protocol asks
-            # for, not a second delivery (the server did not process the first).
-            await response.aread()
-            self._present(request, token)
-            response = yield request
-        refused = response.status_code == 401 or (
-            response.status_code == 403
-            and extract_field_from_www_auth(response, "error") == "insufficient_scope"
-        )
-        if not refused:
-            return
-        await response.aread()
-        try:
-            token = await self.broker.rejected(token, response)
-        except _NoOAuth:
-            return  # the server's refusal is the answer
-        except AuthProblem as exc:
-            receipt = delivery.get()
-            if receipt is not None:
-                receipt.delivered = False  # refused unseen (401/403): it did not run
-            self._on_problem(exc)
-            raise
-        self._present(request, token)
-        yield request

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..auth._broker import AuthProblem, BrokerAuth, TokenBroker
+from ..auth._broker import AuthProblem, TokenBroker
 from ..errors import AuthorizationFailed, AuthRequired
 from ._errors import safe_url
 from ._http import http_transport, streamable_http_abandoned
 from ._memory import memory_transport
+from ._oauth import BrokerAuth
 from ._remote import Remote, TransportLike
 from ._sse import sse_transport
 from ._stdio import GRACE_SECONDS, KILL_AFTER_SECONDS, StdioTransport
