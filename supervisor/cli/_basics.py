@@ -45,8 +45,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .._util._fields import _within
     from ..config import ConfigError
+    from ..config._fields import _within
     from ..config._load import inspect_config
     from ..config._secrets import command_line, masked_url
     from ..log import redact

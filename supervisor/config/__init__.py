@@ -52,7 +52,9 @@ This package is a façade over focused private modules:
 - ``_settings`` — the ``supervisor`` section and backoff fields;
 - ``_gateway`` — the ``supervisor.gateway`` section (a team's resource server, its policy);
 - ``_rates`` — a rate as the config writes it (``"10/s"``);
-- ``_validate`` — single-field checks, error collection, field paths;
+- ``_validate`` — a config's field checks and error collection;
+- ``_fields`` — the single-field checks and field paths the config and the fault plans
+  share;
 - ``_expand`` — ``${VAR}`` expansion, ``envFile`` files;
 - ``_secrets`` — what counts as secret, and masked display (``masked_url``,
   ``command_line``);

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from .._util._fields import _kind
 from ..errors import ConfigError, FieldError
+from ._fields import _kind
 from ._model import IncludedFile, ServerType
 
 if TYPE_CHECKING:

@@ -24,7 +24,8 @@ from typing import TypedDict
 
 import attrs
 
-from .._util._fields import (
+from ..errors import ConfigError, FieldError
+from ._fields import (
     _Bad,
     _choice,
     _Errors,
@@ -38,7 +39,6 @@ from .._util._fields import (
     _object,
     _unknown_field,
 )
-from ..errors import ConfigError, FieldError
 
 __all__ = ["ACTIONS", "Action", "Plan", "PlanError", "Rule", "When", "load_plan"]
 

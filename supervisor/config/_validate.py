@@ -1,6 +1,6 @@
 """Structural checks of single fields, and how their errors are collected.
 
-The checks themselves are :mod:`supervisor._util._fields` (the fault plans use them too),
+The checks themselves are :mod:`supervisor.config._fields` (the fault plans use them too),
 re-exported here for the config's modules; what is the config's own — a server URL's
 problems — is defined here.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from .._util._fields import (
+from ._fields import (
     _Bad,
     _bool,
     _choice,
