@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from supervisor import open_supervisor
-from supervisor._util._serving import lifespan, respond
+from supervisor._serving import lifespan, respond
 from supervisor.testing.servers import open_oauth_server, start_http
 from tests.test_auth import SCOPES, Browser, config, connected, supervise, whoami
 

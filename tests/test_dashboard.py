@@ -1410,7 +1410,7 @@ async def test_a_request_body_that_never_finishes_is_answered_408_and_closed(
 ) -> None:
     """The dashboard's requests have the body's time every server has (here 1 s): half
     a body, then nothing, is not held open."""
-    from supervisor._util import _serving
+    from supervisor import _serving
     from supervisor.dashboard._server import IDLE_TIMEOUT
 
     assert (IDLE_TIMEOUT, _serving.BODY_TIMEOUT) == (30.0, 60.0)  # what monitoring.md says

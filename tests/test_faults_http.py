@@ -1136,7 +1136,7 @@ ANSWERS: dict[str, tuple[int, str, str, str]] = {
 
 async def answering_app(scope: dict[str, object], receive: object, send: object) -> None:
     """An ASGI upstream answering each tools/call as :data:`ANSWERS` says for its tool."""
-    from supervisor._util._serving import lifespan, respond
+    from supervisor._serving import lifespan, respond
 
     if scope["type"] == "lifespan":
         await lifespan(receive, send)

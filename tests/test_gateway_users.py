@@ -358,7 +358,7 @@ def recording_as(received: list[dict[str, Any]]) -> Any:
     """An attacker's authorization server (ASGI): notes every request it receives —
     path, headers, body — and answers as a lenient AS would (its metadata; any token
     request with a token)."""
-    from supervisor._util._serving import lifespan, respond
+    from supervisor._serving import lifespan, respond
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -386,7 +386,7 @@ def recording_as(received: list[dict[str, Any]]) -> Any:
 def naming_as(issuer: str, app: Any) -> Any:
     """``app`` (an MCP server's ASGI app, taking any token), whose protected-resource
     metadata names ``issuer`` as its authorization server."""
-    from supervisor._util._serving import respond
+    from supervisor._serving import respond
 
     async def named(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"].startswith(
@@ -581,7 +581,7 @@ async def test_a_per_user_call_that_never_went_out_says_nothing_was_sent(
 async def test_an_authorization_servers_answer_is_size_checked_before_it_is_parsed() -> None:
     """A token-exchange server's authorization server that answers a megabyte (its
     metadata, its token) is refused before the JSON is read; a small answer is read."""
-    from supervisor._util._serving import lifespan
+    from supervisor._serving import lifespan
     from supervisor.auth._broker import AuthProblem
     from supervisor.auth._users import MAX_ANSWER_BYTES, _json_answer
     from supervisor.testing.servers._http import start_http

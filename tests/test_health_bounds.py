@@ -10,7 +10,7 @@ import time
 import pytest
 import trio
 
-from supervisor._util._serving import lifespan
+from supervisor._serving import lifespan
 from supervisor.faults import Injector
 from supervisor.runtime import open_supervisor
 from supervisor.testing.servers import make_server, start_http

@@ -224,3 +224,20 @@ def test_the_documented_layout_is_the_package_s() -> None:
     """docs/supervision.md draws every top-level folder and module of the package, each
     in its layer, and nothing that is not there."""
     assert drawn_layout(DRAWING_PAGE.read_text(encoding="utf-8")) == actual_layout(ROOT)
+
+
+def test_the_shared_helpers_import_nothing_else_of_the_package() -> None:
+    """``supervisor._util`` is the bottom: every part may use it, and it uses none of
+    them (a helper that needs the log or the errors lives above it)."""
+    up = []
+    for name, paths in _modules(ROOT).items():
+        if not name.startswith("supervisor._util"):
+            continue
+        for path in paths:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for target, _reads, node in _imports(
+                tree, name, path.stem == "__init__", _modules(ROOT)
+            ):
+                if target.startswith("supervisor.") and not target.startswith("supervisor._util"):
+                    up.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {target}")
+    assert not up, "supervisor._util imports above it:\n" + "\n".join(up)

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from supervisor import log
-from supervisor._util._serving import bind_first, listen, make_config, serve_sockets
+from supervisor._serving import bind_first, listen, make_config, serve_sockets
 
 
 @contextmanager
@@ -213,7 +213,7 @@ async def test_a_body_that_never_finishes_is_answered_408_and_closed_in_time() -
 #: deadline rather than hanging the suite.
 _CANCELLED_WHILE_STARTING = """
 import socket, trio
-from supervisor._util._serving import serve_sockets
+from supervisor._serving import serve_sockets
 
 async def app(scope, receive, send):  # lifespan only: no request comes
     while scope["type"] == "lifespan":

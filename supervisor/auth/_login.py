@@ -133,7 +133,7 @@ class Logins:
         starts); return its port. Pair with :meth:`release`. A login whose ports do not
         include the one the listener is on waits for the logins using it to finish.
         Raises :class:`OSError` when every one of ``ports`` is busy."""
-        from .._util._serving import bind_first  # hypercorn: loaded for the first login only
+        from .._serving import bind_first  # hypercorn: loaded for the first login only
 
         nursery = self.nursery
         if nursery is None:
@@ -173,7 +173,7 @@ class Logins:
     async def _serve(
         self, sock: socket.socket, scope: trio.CancelScope, stopped: trio.Event
     ) -> None:
-        from .._util._serving import serve_sockets
+        from .._serving import serve_sockets
 
         try:
             with scope:
@@ -191,7 +191,7 @@ class Logins:
 
     async def _app(self, scope: dict, receive: Callable, send: Callable) -> None:  # noqa: C901
         if scope["type"] == "lifespan":
-            from .._util._serving import lifespan
+            from .._serving import lifespan
 
             await lifespan(receive, send)
             return
@@ -201,7 +201,7 @@ class Logins:
         if scope["method"] == "GET" and scope["path"] != "/favicon.ico":
             query = scope.get("query_string", b"").decode("latin-1")
             status, body = self._route(query)
-        from .._util._serving import respond
+        from .._serving import respond
 
         no_cache = [(b"cache-control", b"no-store"), (b"referrer-policy", b"no-referrer")]
         await respond(send, status, body, b"text/html; charset=utf-8", no_cache)

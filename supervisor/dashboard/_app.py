@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from .._util._serving import lifespan as _lifespan
+from .._serving import lifespan as _lifespan
 from ..actors import SupervisorError
 from ..log import get_logger
 from ..monitor._probes import readiness

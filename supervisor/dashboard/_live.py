@@ -16,7 +16,7 @@ handshake, the framing, the replies to pings and permessage-deflate, and the app
 an upgrade with its own JSON response (the ``websocket.http.response`` extension).
 
 A page that stops reading cannot hold its feed forever: the dashboard's sockets have a
-``TCP_USER_TIMEOUT`` (see :mod:`supervisor._util._serving`), so the kernel drops a
+``TCP_USER_TIMEOUT`` (see :mod:`supervisor._serving`), so the kernel drops a
 connection whose peer takes nothing for that long, and the feed then sees the page leave.
 """
 

@@ -2,7 +2,7 @@
 worker on sockets bound by trio, with the event hub that feeds its pages.
 
 Everything runs in :func:`serve_dashboard`'s nursery, under trio: the hub, and hypercorn
-(``hypercorn.trio.serve``, through :func:`supervisor._util._serving.serve_sockets`), which runs
+(``hypercorn.trio.serve``, through :func:`supervisor._serving.serve_sockets`), which runs
 every connection and request as a task of its own nurseries, in this trio run. Hypercorn
 runs inside a cancel scope shielded from :func:`serve_dashboard`'s cancellation:
 cancelling :func:`serve_dashboard` sets its *shutdown trigger* instead, so that it shuts
@@ -13,10 +13,10 @@ page's feed closes with code 1001 (``_live``), open requests get
 The dashboard's limits: a request head larger than :data:`MAX_HEAD` bytes is ``431``;
 the head of a request must arrive, and an idle keep-alive connection is kept,
 :data:`IDLE_TIMEOUT` seconds, and its body within
-:data:`~supervisor._util._serving.BODY_TIMEOUT` seconds of its head (``408`` then); a
+:data:`~supervisor._serving.BODY_TIMEOUT` seconds of its head (``408`` then); a
 message from a page larger than :data:`MAX_WS_MESSAGE` bytes closes its feed (1009). Its
 sockets have ``TCP_USER_TIMEOUT`` =
-:data:`~supervisor._util._serving.STALL_TIMEOUT`, so a page that stopped reading its feed
+:data:`~supervisor._serving.STALL_TIMEOUT`, so a page that stopped reading its feed
 cannot hold it, or the shutdown, forever. Hypercorn's warnings and errors are logged as
 ``supervisor.dashboard.http`` (secrets redacted); there is no ``Server`` header.
 """
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from .._util._serving import listen, serve_sockets
+from .._serving import listen, serve_sockets
 from ..log import get_logger, redacting
 from ._address import format_host, is_loopback
 from ._app import DashboardApp

@@ -28,8 +28,8 @@ from typing import Any
 import httpx2
 import trio
 
-from .._util._serving import lifespan as _lifespan
-from .._util._serving import listen, respond, serve_sockets
+from .._serving import lifespan as _lifespan
+from .._serving import listen, respond, serve_sockets
 from ..config._plan import Plan
 from ..log import get_logger
 from ._inject._engine import FaultEngine, Injected

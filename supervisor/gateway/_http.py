@@ -53,8 +53,8 @@ import trio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 
+from .._serving import listen, respond, serve_sockets
 from .._util._printable import printable
-from .._util._serving import listen, respond, serve_sockets
 from ..auth._broker import AuthProblem
 from ..auth._login import _page
 from ..auth._users import CALLBACK_ROUTE, LOGIN_ROUTE, UserLogins, _BadTicket

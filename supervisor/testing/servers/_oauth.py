@@ -64,7 +64,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..._util._serving import lifespan, respond
+from ..._serving import lifespan, respond
 from ._http import HttpServer, start_http
 from ._raw import ASGIApp, Message, Receive, Scope, Send
 

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from ..._util._serving import lifespan as _lifespan
-from ..._util._serving import respond
+from ..._serving import lifespan as _lifespan
+from ..._serving import respond
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

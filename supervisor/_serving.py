@@ -44,7 +44,7 @@ from hypercorn.config import Config, Sockets
 from hypercorn.logging import Logger
 from hypercorn.trio import serve
 
-from ..log import get_logger
+from .log import get_logger
 
 __all__ = [
     "BODY_TIMEOUT",
