@@ -813,13 +813,26 @@ class ApprovalDenied(SupervisorError, PermissionError):
 class ApprovalRequired(ApprovalDenied):
     """The call needed approval and there is no approval callback (headless): it fails
     closed, and the message says how to grant approval; ``cli_message`` says it in the
-    command line's terms (no terminal to ask on; ``--yes``), without Python's."""
+    command line's terms (no terminal to ask on; ``--yes``), without Python's.
+
+    ``allow`` is the change to the server's config that would let the call go ahead
+    without asking, when one would (``"add 'delete' to the server's autoApprove in the
+    config"``); ``None`` when only an approval can (the tool is listed in the server's
+    ``approve``) — the front ends say how to give one in their own terms."""
 
     def __init__(
-        self, message: str, *, server: str, tool: str, reason: str, cli_message: str | None = None
+        self,
+        message: str,
+        *,
+        server: str,
+        tool: str,
+        reason: str,
+        cli_message: str | None = None,
+        allow: str | None = None,
     ) -> None:
         super().__init__(message, server=server, tool=tool, reason=reason)
         self.cli_message = message if cli_message is None else cli_message
+        self.allow = allow
 
 
 class ApprovalAsked(SupervisorError):

@@ -60,7 +60,8 @@ from .auth._login import CallbackHandler, RedirectHandler
 from .auth._service import AuthService
 from .auth._store import AuthStore, LocalStore
 from .calls._audit import AuditLog
-from .calls._gate import Gate, ServerView, connect
+from .calls._gate import Gate, ServerView, connect, returned
+from .calls._request import CallOutcome, ToolCall
 from .calls._resources import MergedPrompt, MergedResource, MergedResourceTemplate, Resources
 from .config import Config, load_config
 from .config._apps import with_apps
@@ -488,17 +489,16 @@ class SupervisorHandle:
         ``caller`` names who the call is made for (the team gateway's authenticated
         caller): it is written in the call's audit line.
         """
-        return await self._gate.call(
-            name,
-            arguments,
-            timeout=timeout,
-            progress=progress,
-            approve=approve,
-            spill=spill,
-            log_level=log_level,
-            rounds=rounds,
-            caller=caller,
+        call = ToolCall(
+            name, arguments, timeout, progress, approve, spill, log_level, rounds, caller
         )
+        return returned(call, await self._gate.outcome(call))
+
+    async def _call_outcome(self, call: ToolCall) -> CallOutcome:
+        """Make ``call`` as :meth:`call` does, and say how it ended instead of raising
+        (:mod:`supervisor.calls._request`): the path of a front end that renders each
+        outcome itself (the gateway)."""
+        return await self._gate.outcome(call)
 
     async def tools(self) -> Catalog:
         """The merged catalog, once every server has connected or failed (lazy servers are

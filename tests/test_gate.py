@@ -20,6 +20,7 @@ from supervisor import (
 )
 from supervisor.calls._gate import Gate
 from supervisor.calls._observer import Call, CallWatch
+from supervisor.calls._request import ToolCall
 from supervisor.events._bus import Subscription
 from supervisor.events._catalog import Event, ToolsRegistered
 from supervisor.monitor._metrics import status_document
@@ -337,7 +338,7 @@ async def test_a_call_right_after_a_listing_waits_for_the_registrys_merge() -> N
     sent: list[str] = []
 
     async def call_tool(
-        tool: str, arguments: object, timeout: object, progress: object = None
+        call: object, tool: str, arguments: object, call_id: object = None
     ) -> types.CallToolResult:
         sent.append(tool)
         return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
@@ -350,8 +351,8 @@ async def test_a_call_right_after_a_listing_waits_for_the_registrys_merge() -> N
         server.health.status = ServerStatus.CONNECTED
         server.changed()
         assert registry.pending and "s_echo" not in registry.snapshot.named
-        assert (await gate.call("s_echo")).text == "ok"
+        assert (await gate.call(ToolCall("s_echo"))).text == "ok"
         with pytest.raises(UnknownTool):
-            await gate.call("s_nothing")  # nothing pending: no wait, no send
+            await gate.call(ToolCall("s_nothing"))  # nothing pending: no wait, no send
         nursery.cancel_scope.cancel()
     assert sent == ["echo"]

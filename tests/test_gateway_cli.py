@@ -20,6 +20,7 @@ import pytest
 import trio
 
 from supervisor import open_supervisor
+from supervisor.calls._request import ToolCall
 from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._http import serve_local
 from supervisor.gateway._local import GatewayClient, bind_local, local_socket
@@ -255,7 +256,7 @@ async def test_the_gateway_passes_a_large_result_on_whole_and_spills_nothing(
         {"mcpServers": {}}, apps={"notes": make_server("rich")}, spill_dir=spill
     ) as sup:
         gateway = Gateway(sup)
-        result = await gateway.call("notes_big_text", {"kib": 221})
+        result = await gateway.call(ToolCall("notes_big_text", {"kib": 221}))
         text = "".join(block.text for block in result.content)  # type: ignore[union-attr]
         assert len(text.encode()) >= 221 * 1024 and not result.is_error
         # the supervisor's own callers still get a preview and a file

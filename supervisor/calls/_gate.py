@@ -31,8 +31,12 @@ reaches a server's connection around it. In order:
    (:class:`~supervisor.errors.RateLimited`, saying when it would fit); one let through
    takes its token of each;
 6. the call is sent (the server's request timeout unless one is given) and its result
-   normalised (:class:`~supervisor.tools.ToolResult`); a tool that reports failure raises
+   normalised (:class:`~supervisor.tools.ToolResult`); a tool that reports failure is a
    :class:`~supervisor.errors.ToolError`.
+
+A call is one value (:class:`~supervisor.calls._request.ToolCall`), and how it ended one
+typed outcome (:meth:`Gate.outcome`): a result, a relayed round or task, or the failure —
+any of the errors above, none raised. :meth:`Gate.call` raises the failure instead.
 
 Every call is shown, from the moment it is invoked — also when it fails before it is sent
 — to the gate's call observers (:mod:`supervisor.calls`), each once: a call history
@@ -57,18 +61,12 @@ import trio
 from ..actors import SupervisorError
 from ..actors._mailbox import AddressState
 from ..auth._broker import BrokerState
-from ..errors import (
-    AuthRequired,
-    ServerUnavailable,
-    ToolArgumentsInvalid,
-    ToolOutputInvalid,
-    UnknownTool,
-)
+from ..errors import AuthRequired, ServerUnavailable, UnknownTool
 from ..log import get_logger
 from ..registry._live import Registry
 from ..server import HealthRecord, ServerMetrics, ServerStatus
 from ..server._managed import ServerHandle
-from ..server._messages import InputRound, Progress
+from ..server._messages import Progress
 from ..tools import ApprovalCallback, ApprovalRequest, Decider, ToolResult
 from ..tools._approval import ApprovalDecision, ApprovalReason, decide_approval, policy_verdict
 from ..tools._results import normalize_result
@@ -77,6 +75,7 @@ from ..transports._faults import Injected
 from . import _tracing as tracing
 from ._audit import audit_outcome
 from ._observer import Call, CallObserver, CallWatch
+from ._request import CallOutcome, Failed, Round, ToolCall
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -166,113 +165,88 @@ class Gate:
         head, tail = self._registry.policy.affixes(server.name, server.config.prefix)
         return f"{head}{original}{tail}"
 
-    async def call(
-        self,
-        name: str,
-        arguments: Mapping[str, object] | None = None,
-        *,
-        timeout: float | None = None,
-        progress: Progress | None = None,
-        approve: ApprovalCallback | None = None,
-        spill: bool = True,
-        log_level: str | None = None,
-        rounds: InputRound | None = None,
-        caller: str | None = None,
-    ) -> ToolResult:
-        """Call the tool of merged name ``name``: every step of the module docstring, in
-        a trace span (:mod:`supervisor.calls._tracing`). ``approve``, if given, decides this
-        call's approval in place of the gate's callback; ``spill=False`` keeps the whole
-        result in memory (:func:`~supervisor.tools._results.normalize_result`); ``log_level``
-        is this call's, for a 2026-07-28 server; ``rounds`` relays a multi-round-trip
-        call: a server's ``input_required`` answer is the result's ``raw``, as it is;
-        ``caller``: who it is made for, as its observers see it (:class:`Call`)."""
-        with tracing.call_span(name) as span:
-            if caller is not None and span.is_recording():
-                span.set_attribute("enduser.id", caller)
-            return await self._call(
-                span, name, arguments, timeout, progress, approve, spill, log_level, rounds, caller
-            )
+    async def call(self, call: ToolCall) -> ToolResult:
+        """Make ``call`` (every step of the module docstring) and return its result;
+        a failure is raised (a tool's own too: :class:`~supervisor.errors.ToolError`), and
+        a relayed round or task is the result's ``raw``: see :func:`returned`."""
+        return returned(call, await self.outcome(call))
 
-    async def _call(
-        self,
-        span: Span,
-        name: str,
-        arguments: Mapping[str, object] | None,
-        timeout: float | None,
-        progress: Progress | None,
-        approve: ApprovalCallback | None,
-        spill: bool,
-        log_level: str | None = None,
-        rounds: InputRound | None = None,
-        caller: str | None = None,
-    ) -> ToolResult:
-        arguments = {} if arguments is None else arguments
-        call = Call(name, arguments, trio.current_time(), caller=caller)
+    async def outcome(self, call: ToolCall) -> CallOutcome:
+        """Make ``call``: every step of the module docstring, in a trace span
+        (:mod:`supervisor.calls._tracing`); how it ended, a failure included
+        (:mod:`supervisor.calls._request`). ``call.approve``, if given, decides its
+        approval in place of the gate's callback; ``call.spill=False`` keeps the whole
+        result in memory (:func:`~supervisor.tools._results.normalize_result`);
+        ``call.rounds`` relays a multi-round-trip call (its round, or the task the
+        server made of it, is the outcome); ``call.caller``: who it is made for, as its
+        observers see it (:class:`Call`). Only a cancellation, or a bug, is raised."""
+        with tracing.call_span(call.name) as span:
+            if call.caller is not None and span.is_recording():
+                span.set_attribute("enduser.id", call.caller)
+            return await self._outcome(span, call)
+
+    async def _outcome(self, span: Span, request: ToolCall) -> CallOutcome:
+        name, timeout = request.name, request.timeout
+        call = Call(name, request.arguments, trio.current_time(), caller=request.caller)
         watches = [observer.watch(call) for observer in self.observers]
         if span.is_recording():
             watches.append(tracing.SpanWatch(span))
         if self.windows:
             watches.append(_WindowsWatch(self.windows))
+        outcome: CallOutcome
         try:
             for watch in watches:
                 watch.admit(call)  # an audit log that cannot be written refuses the call
             server, original, listed = await self._resolve(call, watches, timeout)
-            try:
-                arguments = prepare_arguments(listed, arguments)  # what is sent
-            except ToolArgumentsInvalid as exc:  # the name called, and its server
-                raise ToolArgumentsInvalid(name, exc.errors, server=server.name) from None
+            arguments = prepare_arguments(listed, request.arguments, name, server.name)
             verdict = self.verdict(server, original, listed, name)
             if isinstance(verdict, Decider):  # the policy lets it go ahead
                 call.approval = ApprovalDecision(True, verdict)
             else:
-                request = ApprovalRequest(
+                asked = ApprovalRequest(
                     server=server.name,
                     tool=name,
                     original_name=original,
                     arguments=arguments,
                     reason=verdict,
                 )
-                call.approval = await self._ask(request, approve)
-                call.approval.check(request)
+                call.approval = await self._ask(asked, request.approve)
+                call.approval.check(asked)
             server.admit(name)  # its rate limits, and its caller's: refused unsent if over
             call.sent = True
             limit = server.config.timeout if timeout is None else timeout
             for watch in watches:
                 watch.sending(call, limit)
-            if call.call_id is None and log_level is None and rounds is None and caller is None:
-                sending = server.call_tool(original, arguments, timeout, progress)
-            else:  # named by an observer: the id goes to the server in ``_meta``
-                sending = server.call_tool(
-                    original,
-                    arguments,
-                    timeout,
-                    progress,
-                    call_id=call.call_id,
-                    log_level=log_level,
-                    rounds=rounds,
-                    caller=caller,
-                )
-            try:
-                raw = await sending
-            except ToolOutputInvalid as exc:
-                raise ToolOutputInvalid(name, exc.errors, server=server.name) from exc.__cause__
-            if not isinstance(raw, types.CallToolResult):  # a relayed round, or a task
-                result = ToolResult(tool=name, text="", raw=raw)
-            else:
+            # (named by an observer: the id goes to the server in ``_meta``)
+            raw = await server.call_tool(request, original, arguments, call.call_id)
+            if isinstance(raw, types.CallToolResult):
                 # The SDK client has checked structuredContent against the outputSchema.
-                result = normalize_result(
-                    raw, tool=name, spill_dir=self._spill_dir, limits=server.limits, spill=spill
+                outcome = normalize_result(
+                    raw,
+                    tool=name,
+                    spill_dir=self._spill_dir,
+                    limits=server.limits,
+                    spill=request.spill,
                 )
-                result.raise_for_error(server=server.name)
+                outcome.raise_for_error(server=server.name)
+            else:  # a relayed round, or a task
+                outcome = raw
+        except SupervisorError as exc:
+            call.outcome = audit_outcome(exc, sent=call.sent)
+            for watch in watches:
+                watch.failed(call, exc)
+            return Failed(exc, call.sent)
         except BaseException as exc:
             call.outcome = audit_outcome(exc, sent=call.sent)
             for watch in watches:
                 watch.failed(call, exc)
             raise
         call.outcome = "ok"
-        for watch in watches:
-            watch.answered(call, result)
-        return result
+        if watches:
+            answered = outcome if isinstance(outcome, ToolResult) else returned(request, outcome)
+            for watch in watches:
+                watch.answered(call, answered)
+        return outcome
 
     async def _resolve(
         self, call: Call, watches: list[CallWatch], timeout: float | None
@@ -540,12 +514,20 @@ class ServerView:
     ) -> ToolResult:
         """Call the server's tool ``tool`` (its own name) through the gate: validated,
         approved and normalised exactly like ``handle.call`` with its merged name."""
-        return await self._gate.call(
-            self._gate.merged_name(self._server, tool),
-            arguments,
-            timeout=timeout,
-            progress=progress,
-        )
+        name = self._gate.merged_name(self._server, tool)
+        return await self._gate.call(ToolCall(name, arguments, timeout, progress))
+
+
+def returned(call: ToolCall, outcome: CallOutcome) -> ToolResult:
+    """What ``SupervisorHandle.call`` returns of ``call``'s ``outcome``: its result; a
+    relayed round or task as a result with no text whose ``raw`` is the server's answer
+    (``InputRequiredResult``, ``CreatedTask``); a failure is raised."""
+    if isinstance(outcome, ToolResult):
+        return outcome
+    if isinstance(outcome, Failed):
+        raise outcome.error
+    raw = outcome.answer if isinstance(outcome, Round) else outcome.task
+    return ToolResult(tool=call.name, text="", raw=raw)
 
 
 class _WindowsWatch(CallWatch):
@@ -570,4 +552,4 @@ class _WindowsWatch(CallWatch):
             window.add(call.server, call.tool, latency, call.outcome or "ok", error)
 
 
-__all__ = ["Gate", "ServerView", "connect"]
+__all__ = ["Gate", "ServerView", "connect", "returned"]

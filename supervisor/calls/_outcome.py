@@ -24,7 +24,9 @@ A call is *invoked*, then ends once, with one outcome:
     unexpected happened) after the call was handed to its server.
 
 :func:`classify` gives the outcome of a call that raised; a call's id, when it has one,
-travels to its server in the request's ``_meta`` under :data:`CALL_ID_META`.
+travels to its server in the request's ``_meta`` under :data:`CALL_ID_META`. A failure
+travels to a gateway's client as data in its tool error's ``_meta``
+(:func:`error_meta`), which the command line reads back (:func:`error_in`).
 """
 
 from __future__ import annotations
@@ -49,9 +51,11 @@ from ..errors import (
     UnknownTool,
 )
 from ._call_id import CALL_ID_META
+from ._error_meta import ERROR_META, error_in
 
 __all__ = [
     "CALL_ID_META",
+    "ERROR_META",
     "FAIL",
     "INFO",
     "OK",
@@ -59,6 +63,8 @@ __all__ = [
     "classify",
     "describe_error",
     "error_data",
+    "error_in",
+    "error_meta",
 ]
 
 Outcome: TypeAlias = Literal["ok", "fail", "info"]
@@ -122,6 +128,12 @@ def error_data(exc: BaseException, *, sent: bool = True) -> dict[str, object]:
     elif isinstance(exc, RateLimited):  # when to call again (a tool result has no header)
         data.update(retryAfter=exc.retry_after, limit=exc.limit, by=exc.by)
     return data
+
+
+def error_meta(exc: BaseException, *, sent: bool = True) -> dict[str, object]:
+    """The ``_meta`` of a tool error saying that the call failed with ``exc``: its
+    :func:`error_data` under :data:`ERROR_META` (read back by :func:`error_in`)."""
+    return {ERROR_META: error_data(exc, sent=sent)}
 
 
 def describe_error(exc: BaseException) -> str:

@@ -125,6 +125,7 @@ def call(
     another way. ``timeout`` goes to the gateway, which bounds the call with it; this
     waits that long and :data:`ANSWER_MARGIN` more, then says the call may have taken
     effect, as it does when the connection breaks before the answer."""
+    from ..calls._error_meta import error_in
     from ..gateway._local import (
         GatewayNoAnswer,
         GatewayRefused,
@@ -192,8 +193,8 @@ def call(
         call_error(name, "CallMayHaveTakenEffect", message, as_json, effect="may have taken effect")
         return exc.code if isinstance(exc, _Stopped) else EXIT_FAILURE
     meta_out = result.get("_meta") or {}
-    error = meta_out.get("mcp-supervisor/error")
-    if isinstance(error, dict):
+    error = error_in(meta_out)
+    if error is not None:
         kind = str(error.get("type", "SupervisorError"))
         text = "\n".join(
             str(block.get("text", ""))

@@ -148,7 +148,9 @@ async def _call(
     approve: ApprovalCallback | None,
     timeout: float | None = None,
 ) -> int:
+    from ..calls._gate import returned
     from ..calls._outcome import error_data
+    from ..calls._request import Failed, ToolCall
     from ..errors import (
         ApprovalDenied,
         ApprovalRequired,
@@ -167,15 +169,32 @@ async def _call(
         call_error(name, str(kind), said(exc), as_json, said=why, **data)
         return code
 
+    def failed(outcome: Failed) -> int:
+        exc = outcome.error
+        if isinstance(exc, ToolError):
+            answer = outcome.answer
+            if answer is None or answer.raw is None:
+                return fail(exc, EXIT_FAILURE, str(exc))
+            document = _as_json(answer.raw)
+            return report_call(name, exc.server, document, limits=limits, as_json=as_json)
+        if isinstance(exc, UnknownTool | ToolArgumentsInvalid | ApprovalRequired):
+            # refused before anything was sent, the same way on every try: a usage error
+            return fail(exc, EXIT_USAGE)
+        if isinstance(exc, ApprovalDenied):  # someone said no
+            asked = isinstance(approve, Approver) and approve.by is Decider.CLI_PROMPT
+            why = f"not approved; {name} was not called" if asked else None
+            return fail(exc, EXIT_FAILURE, why)
+        return fail(exc, EXIT_FAILURE)
+
     limits = {key: getattr(config.settings.limits, f) for key, f in PREVIEW_LIMITS.items()}
     async with open_supervisor(config, approve=approve, retries=False, injector=Injector()) as sup:
         # one attempt per server, as every one-shot command; nothing spilled by the
         # supervisor: the result is rendered below, as a call through a gateway is
         bar = _ProgressBar() if sys.stderr.isatty() else None
+        call = ToolCall(name, arguments, timeout, bar, spill=False)
         try:
-            try:
-                result = await sup.call(name, arguments, timeout=timeout, progress=bar, spill=False)
-            except UnknownTool:
+            outcome = await sup._call_outcome(call)
+            if isinstance(outcome, Failed) and isinstance(outcome.error, UnknownTool):
                 import difflib
 
                 # Tools of servers never connected are known by their prefix only. Unless
@@ -185,26 +204,18 @@ async def _call(
                 if not difflib.get_close_matches(name, catalog, n=1, cutoff=0.6):
                     catalog = await sup.tools()
                 if name not in catalog:
-                    catalog.resolve(name)  # raises UnknownTool, naming close matches
-                result = await sup.call(name, arguments, timeout=timeout, progress=bar, spill=False)
-            finally:
-                if bar is not None:
-                    bar.clear()
-        except ToolError as exc:
-            raw = getattr(exc.result, "raw", None)
-            if raw is None:
-                return fail(exc, EXIT_FAILURE, str(exc))
-            return report_call(name, exc.server, _as_json(raw), limits=limits, as_json=as_json)
-        except (UnknownTool, ToolArgumentsInvalid, ApprovalRequired) as exc:
-            # refused before anything was sent, the same way on every try: a usage error
-            return fail(exc, EXIT_USAGE)
-        except ApprovalDenied as exc:  # someone said no
-            asked = isinstance(approve, Approver) and approve.by is Decider.CLI_PROMPT
-            why = f"not approved; {name} was not called" if asked else None
-            return fail(exc, EXIT_FAILURE, why)
-        except SupervisorError as exc:
-            return fail(exc, EXIT_FAILURE)
+                    try:
+                        catalog.resolve(name)
+                    except UnknownTool as exc:  # naming close matches
+                        return failed(Failed(exc, sent=False))
+                outcome = await sup._call_outcome(call)
+        finally:
+            if bar is not None:
+                bar.clear()
+        if isinstance(outcome, Failed):
+            return failed(outcome)
         server = sup.resolve(name)[0]
+    result = returned(call, outcome)
     if result.raw is None:  # not from a server (no SDK result): its text is all there is
         document = {"content": [{"type": "text", "text": result.text}]}
         return report_call(name, server, document, limits=limits, as_json=as_json)

@@ -41,6 +41,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, 
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+import attrs
 import mcp_types as types
 import trio
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -57,7 +58,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._util._previews import PREVIEW_LIMITS
 from .._version import __version__
-from ..calls._outcome import describe_error, error_data
+from ..calls._outcome import ERROR_META, describe_error, error_data, error_meta
+from ..calls._request import Failed, Round, Task, ToolCall
 from ..errors import (
     ApprovalAsked,
     ApprovalRequired,
@@ -79,8 +81,8 @@ from ..registry._resources import route_resource
 from ..server._messages import InputRound
 from ..server._status import ServerStatus
 from ..server._tasks import EXTENSION_ID as TASKS
-from ..server._tasks import CreatedTask, declared
-from ..tools import ApprovalCallback, ApprovalRequest, Approver, Decider, ToolResult
+from ..server._tasks import declared
+from ..tools import ApprovalRequest, Approver, Decider
 from ..transports._encoding import caller_capabilities
 from ._approval import (
     APPROVAL_KEY,
@@ -109,7 +111,6 @@ if TYPE_CHECKING:
     from ..registry import Catalog, Entry
     from ..runtime import SupervisorHandle
     from ..server import HealthRecord
-    from ..server._messages import Progress
 
 __all__ = [
     "APPROVE_META",
@@ -127,8 +128,6 @@ log = get_logger("supervisor.gateway")
 
 #: The statuses whose server's tools, resources and prompts are withdrawn from listings.
 WITHDRAWN = DOWN
-#: The ``_meta`` key of a failed call's result that says what failed, as data.
-ERROR_META = "mcp-supervisor/error"
 #: The ``_meta`` key of a result that names the backing server which answered, and of a
 #: ``resources/read`` request naming the server to read from (``read --server``).
 SERVER_META = "mcp-supervisor/server"
@@ -696,10 +695,11 @@ class Gateway:
         served_by = self._listed_server(called) if isinstance(called, str) else None
         if self.search is not None and name in self.search:
             search = self.search if host is self else self.search.seen_by(host)
+            meta_call = ToolCall(
+                name, arguments, progress=progress, approve=approve, spill=False, rounds=rounds
+            )
             try:
-                answer = await search.call(
-                    name, arguments, progress, approve=approve, rounds=rounds
-                )
+                answer = await search.call(meta_call)
             except ApprovalAsked as exc:
                 return input_required(cast(ApprovalRequest, exc.request))
             except SupervisorError as exc:  # nothing was run: a meta-tool's own refusal
@@ -708,20 +708,21 @@ class Gateway:
                 owner = served_by or self.sup.resolve(arguments["name"])[0]
                 return _relayed_round(ctx, answer, owner)
             return answer
-        timeout = _timeout(meta.get(TIMEOUT_META))
+        call = ToolCall(
+            name,
+            arguments,
+            _timeout(meta.get(TIMEOUT_META)),
+            progress,
+            approve,
+            False,  # nothing is written to disk: the result is passed on whole
+            _log_level(meta.get(types.LOG_LEVEL_META_KEY)),
+            rounds,
+            for_cli=local,
+        )
 
         async def made() -> types.CallToolResult | types.InputRequiredResult:
             try:
-                result = await host.call(
-                    name,
-                    arguments,
-                    progress,
-                    timeout=timeout,
-                    approve=approve,
-                    for_cli=local,
-                    log_level=_log_level(meta.get(types.LOG_LEVEL_META_KEY)),
-                    rounds=rounds,
-                )
+                result = await host.call(call)
             except UnknownTool as exc:
                 raise MCPError(types.INVALID_PARAMS, str(exc)) from None
             except ApprovalAsked as exc:  # nothing was sent: the client answers, then again
@@ -803,85 +804,48 @@ class Gateway:
             return _held_round(held)
         return await self._next_of(held, gone)
 
-    async def call(
-        self,
-        name: str,
-        arguments: Mapping[str, object],
-        progress: Progress | None = None,
-        *,
-        timeout: float | None = None,
-        approve: ApprovalCallback | None = None,
-        for_cli: bool = False,
-        log_level: types.LoggingLevel | None = None,
-        rounds: InputRound | None = None,
-        caller: str | None = None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """Call the tool ``name`` through the supervisor's gate, for a client: its result
-        as the backing server sent it, and every failure a tool error (``isError``, the
-        text saying what happened, ``_meta["mcp-supervisor/error"]`` saying it as data;
-        a call that needs approval refused, saying how to allow it). A tool this gateway
-        does not know, or does not serve, raises :class:`~supervisor.errors.UnknownTool`
+    async def call(self, call: ToolCall) -> types.CallToolResult | types.InputRequiredResult:
+        """Make ``call`` through the supervisor's gate, for a client: its result as the
+        backing server sent it, and every failure a tool error (``isError``, the text
+        saying what happened, ``_meta["mcp-supervisor/error"]`` saying it as data; a call
+        that needs approval refused, saying how to allow it). A tool this gateway does
+        not know, or does not serve, raises :class:`~supervisor.errors.UnknownTool`
         (naming close matches).
 
-        ``timeout`` bounds the whole call (waiting for a restarting server included) in
-        place of the server's own timeout; ``approve`` decides its approval in place of
-        the supervisor's callback. Nothing is written to disk: the result is passed on
-        whole, however large. ``for_cli``: the caller is the command line on the local
-        socket, whose ``--yes`` approves — a refusal says so, in its terms.
-        ``log_level``: the client's opt-in to this call's log messages (2026-07-28),
-        passed on to the backing server. ``rounds`` relays a multi-round-trip call: the
-        server's ``input_required`` answer is returned as it is — and with
+        ``call.timeout`` bounds the whole call (waiting for a restarting server included)
+        in place of the server's own timeout; ``call.approve`` decides its approval in
+        place of the supervisor's callback. Nothing is written to disk: the result is
+        passed on whole, however large. ``call.for_cli``: the caller is the command line
+        on the local socket, whose ``--yes`` approves — a refusal says so, in its terms.
+        ``call.log_level``: the client's opt-in to this call's log messages (2026-07-28),
+        passed on to the backing server. ``call.rounds`` relays a multi-round-trip call:
+        the server's ``input_required`` answer is returned as it is — and with
         ``rounds.tasks`` a task the server makes of the call, its id under the server's
-        name (:mod:`._tasks`). ``caller``: the subject of a team gateway's caller, whom
-        the call is made for (its audit line says so)."""
+        name (:mod:`._tasks`). ``call.caller``: the subject of a team gateway's caller,
+        whom the call is made for (its audit line says so)."""
+        name = call.name
         entry = self.sup.snapshot.named.get(name)
         if entry is not None and not self.serves(entry.server, name):
             raise UnknownTool(f"tool {name!r} is not served by this gateway")
         # Named before the call: a reconfiguration may rename the tool or remove its
         # server while the call runs, and its answer still comes from that server.
         served_by = self._listed_server(name)
-        try:
-            result = await self.sup.call(
-                name,
-                arguments,
-                progress=progress,
-                timeout=timeout,
-                approve=approve,
-                spill=False,
-                log_level=log_level,
-                rounds=rounds,
-                caller=caller,
-            )
-        except (UnknownTool, ApprovalAsked):
-            raise
-        except AuthRequired as exc:
-            if exc.login_url is not None:  # the caller's own login first: nothing was sent
-                raise
-            return _error_result(exc, str(exc))
-        except ToolError as exc:
-            result = exc.result
-            if isinstance(result, ToolResult) and result.raw is not None:  # an isError result
-                return _passed_on(cast(types.CallToolResult, result.raw), exc.server)
-            return _error_result(exc, exc.text or str(exc))
-        except ApprovalRequired as exc:
-            return _error_result(exc, exc.cli_message if for_cli else _approval_text(exc))
-        except ServerRequestError as exc:
-            if exc.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:  # for the caller: its own
-                raise MCPError(exc.code, str(exc), exc.data) from None  # declaration fell short
-            return _error_result(exc, str(exc))
-        except (SupervisorError, TimeoutError) as exc:
-            return _error_result(exc, str(exc))
-        if isinstance(result.raw, types.InputRequiredResult):
-            return result.raw
+        if call.spill:  # (never written to disk: passed on whole)
+            call = attrs.evolve(call, spill=False)
+        outcome = await self.sup._call_outcome(call)
+        if isinstance(outcome, Failed):
+            return _failed(outcome, call.for_cli)
+        if isinstance(outcome, Round):
+            return outcome.answer
         server = served_by or self.sup.resolve(name)[0]  # one not listed before: now it is
-        if isinstance(result.raw, CreatedTask):  # for the client to follow, through us
+        if isinstance(outcome, Task):  # for the client to follow, through us
             # a task handle, as a dict (the SDK sends it as it is): the declared return
             # type leaves it out, as do SearchHost's and the meta-tools' it must match
-            return self.tasks.served(result.raw, server, caller)  # pyright: ignore[reportReturnType]
-        if result.raw is not None:  # neither a round nor a task: the tool's result
-            return _passed_on(cast(types.CallToolResult, result.raw), server)
+            return self.tasks.served(outcome.task, server, call.caller)  # pyright: ignore[reportReturnType]
+        if outcome.raw is not None:  # the tool's result, as the server sent it
+            return _passed_on(cast(types.CallToolResult, outcome.raw), server)
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=result.text)],
+            content=[types.TextContent(type="text", text=outcome.text)],
             _meta={SERVER_META: server},
         )
 
@@ -1363,12 +1327,39 @@ def _own_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     return {k: v for k, v in (meta or {}).items() if not k.startswith(_PROTOCOL_META)}
 
 
+def _failed(outcome: Failed, for_cli: bool) -> types.CallToolResult:
+    """A failed call's answer to a gateway's client: a tool's own failure as the server
+    sent it; any other failure a tool error saying what happened (a refusal for want of
+    approval in the command line's terms ``for_cli``) with its data in ``_meta``. A tool
+    not served, an approval asked in a round of its own, the caller's own login and the
+    caller's missing capabilities are raised, for the request's handler to answer."""
+    exc = outcome.error
+    if isinstance(exc, UnknownTool | ApprovalAsked):
+        raise exc
+    if isinstance(exc, AuthRequired) and exc.login_url is not None:
+        raise exc  # the caller's own login first: nothing was sent
+    if isinstance(exc, ToolError):
+        answer = outcome.answer
+        if answer is not None and answer.raw is not None:  # its isError result, as it is
+            return _passed_on(cast(types.CallToolResult, answer.raw), exc.server)
+        return _error_result(exc, exc.text or str(exc))
+    if isinstance(exc, ApprovalRequired):
+        return _error_result(exc, exc.cli_message if for_cli else _approval_text(exc))
+    if isinstance(exc, ServerRequestError) and exc.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:
+        raise MCPError(exc.code, str(exc), exc.data) from None  # the caller's declaration
+    return _error_result(exc, str(exc))
+
+
 def _approval_text(exc: ApprovalRequired) -> str:
     """The refusal of a call that needs approval, in the gateway's terms: its client
     cannot be asked, and how to allow it (the server's ``autoApprove``, or ``serve
     --yes``)."""
-    how = exc.cli_message.partition("To allow it: ")[2] or "start the gateway with --yes"
-    how = how.replace("run with --yes", "start the gateway with --yes")
+    if exc.allow is not None:
+        how = f"{exc.allow}, or start the gateway with --yes"
+    elif exc.reason == "listed in approve":
+        how = "start the gateway with --yes (it is listed in the server's approve)"
+    else:
+        how = "start the gateway with --yes"
     return (
         f"tool {exc.tool!r} (server {exc.server!r}) needs approval ({exc.reason}) and the "
         f"gateway's client cannot be asked ({_NOT_ASKED}); the call was not made. To allow "
@@ -1385,7 +1376,7 @@ def _error_result(exc: BaseException, text: str, *, sent: bool = True) -> types.
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
         is_error=True,
-        _meta={ERROR_META: error_data(exc, sent=sent)},
+        _meta=error_meta(exc, sent=sent),
     )
 
 

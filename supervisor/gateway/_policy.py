@@ -27,7 +27,7 @@ with a caller, and the tool-search meta-tools, are given in place of the gateway
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -43,11 +43,10 @@ from ._search import SearchHost
 if TYPE_CHECKING:
     from mcp import types
 
+    from ..calls._request import ToolCall
     from ..config._model import PolicyRule
     from ..registry import Catalog
     from ..runtime import SupervisorHandle
-    from ..server._messages import InputRound
-    from ..tools import ApprovalCallback, Progress
 
 __all__ = ["Grant", "Narrowed", "Policy"]
 
@@ -305,38 +304,21 @@ class Narrowed:
     async def first_listing(self) -> None:
         await self.host.first_listing()
 
-    async def call(
-        self,
-        name: str,
-        arguments: Mapping[str, object],
-        progress: Progress | None = None,
-        *,
-        timeout: float | None = None,
-        approve: ApprovalCallback | None = None,
-        for_cli: bool = False,
-        log_level: types.LoggingLevel | None = None,
-        rounds: InputRound | None = None,
-        caller: str | None = None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """The gateway's call, for the caller — refused as a tool not served when the
-        grant does not cover it (before anything is sent, with no close matches named)."""
+    async def call(self, call: ToolCall) -> types.CallToolResult | types.InputRequiredResult:
+        """The gateway's call, made for the caller whoever else it names — refused as a
+        tool not served when the grant does not cover it (before anything is sent, with
+        no close matches named)."""
+        name = call.name
         if not self.grant.everything:
             server = self._server_of(name)
             if server is None or not self.grant.tool(server, name):
                 raise UnknownTool(f"tool {name!r} is not served by this gateway")
+        subject = self.caller.subject
+        if call.caller != subject:
+            call = attrs.evolve(call, caller=subject)
         passing = caller_admission.set(self.admission)
         try:
-            return await self.host.call(
-                name,
-                arguments,
-                progress,
-                timeout=timeout,
-                approve=approve,
-                for_cli=for_cli,
-                log_level=log_level,
-                rounds=rounds,
-                caller=self.caller.subject,  # whoever else it names: it is made for the caller
-            )
+            return await self.host.call(call)
         finally:
             caller_admission.reset(passing)
 

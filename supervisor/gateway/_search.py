@@ -31,6 +31,7 @@ import difflib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+import attrs
 import mcp_types as types
 import msgspec
 
@@ -40,10 +41,9 @@ from ..tools._validate import prepare_arguments
 from ._apps import tool_served
 
 if TYPE_CHECKING:
+    from ..calls._request import ToolCall
     from ..registry import Catalog, Entry
     from ..runtime import SupervisorHandle
-    from ..server._messages import InputRound, Progress
-    from ..tools import ApprovalCallback
 
 __all__ = ["META_TOOLS", "SearchHost", "ToolSearch", "listed", "meta_tools"]
 
@@ -86,22 +86,9 @@ class SearchHost(Protocol):
         """Return once the servers made their first connection (or a while passed)."""
         ...
 
-    async def call(
-        self,
-        name: str,
-        arguments: Mapping[str, object],
-        progress: Progress | None = None,
-        *,
-        timeout: float | None = None,
-        approve: ApprovalCallback | None = None,
-        for_cli: bool = False,
-        log_level: types.LoggingLevel | None = None,
-        rounds: InputRound | None = None,
-        caller: str | None = None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """Call the tool ``name`` through the gate (``approve`` deciding its approval, if
-        given; ``rounds`` relaying a multi-round-trip call; ``caller`` the subject it is
-        made for), its failures as tool errors: the gateway's own call's options."""
+    async def call(self, call: ToolCall) -> types.CallToolResult | types.InputRequiredResult:
+        """Make ``call`` through the gate, its failures as tool errors: the gateway's own
+        call (:meth:`Gateway.call <supervisor.gateway._core.Gateway.call>`)."""
         ...
 
 
@@ -135,17 +122,10 @@ class ToolSearch:
         """The input schema of the meta-tool ``name``."""
         return self._by_name[name].input_schema
 
-    async def call(
-        self,
-        name: str,
-        arguments: Mapping[str, object],
-        progress: Progress | None = None,
-        *,
-        approve: ApprovalCallback | None = None,
-        rounds: InputRound | None = None,
-    ) -> types.CallToolResult | types.InputRequiredResult:
-        """Answer a call of the meta-tool ``name`` (``approve`` deciding the approval of
-        the tool ``call`` calls, if given, and ``rounds`` relaying its rounds).
+    async def call(self, call: ToolCall) -> types.CallToolResult | types.InputRequiredResult:
+        """Answer ``call``, of one of the meta-tools: the tool the meta-tool ``call``
+        calls is called with ``call``'s options (its progress, its ``approve`` deciding
+        the approval, its ``rounds`` relayed).
 
         Arguments that do not fit its input schema raise
         :class:`~supervisor.errors.ToolArgumentsInvalid`; ``list`` of a server not served
@@ -154,11 +134,11 @@ class ToolSearch:
         was run, and the gateway answers each with a tool error.
         """
         # (a null for an optional argument is as if left out, as for any tool)
-        args: Mapping[str, Any] = prepare_arguments(self._by_name[name], arguments)
+        name = call.name
+        args: Mapping[str, Any] = prepare_arguments(self._by_name[name], call.arguments)
         if name == "call":
-            return await self._host.call(
-                args["name"], args.get("arguments") or {}, progress, approve=approve, rounds=rounds
-            )
+            called = attrs.evolve(call, name=args["name"], arguments=args.get("arguments") or {})
+            return await self._host.call(called)
         await self._host.first_listing()
         if name == "list":
             answer = self.list_servers(

@@ -26,6 +26,7 @@ from ..actors import Actor, Normal, before_effect
 from ..actors._errors import collapse
 from ..auth._broker import AuthProblem
 from ..calls import _tracing as tracing
+from ..calls._request import Round, Task
 from ..errors import (
     AuthorizationFailed,
     AuthRequired,
@@ -89,17 +90,16 @@ CRASH_TAIL_LINES = 20
 
 
 _T = TypeVar("_T")
-#: What a tool call answers with: its result, an ``input_required`` round, or (for a
-#: caller that follows it itself) the task the server made of it
-CallAnswer = types.CallToolResult | types.InputRequiredResult | tasks.CreatedTask
+#: What a tool call answers with: its result, a relayed ``input_required`` round, or (for
+#: a caller that follows it itself) the task the server made of it
+CallAnswer = types.CallToolResult | Round | Task
 
 
-async def _call(
-    client: Client, message: CallTool
-) -> types.CallToolResult | types.InputRequiredResult:
+async def _call(client: Client, message: CallTool) -> types.CallToolResult | Round:
     """The SDK call for ``message``, in the caller's trace context; a recorded call
     carries its id in ``_meta``; a relayed multi-round-trip one (``rounds``) its last
-    round's answers and state, and its ``input_required`` answer comes back as it is. A
+    round's answers and state, and its ``input_required`` answer comes back as it is (a
+    :class:`~supervisor.calls._request.Round`). A
     call made for a gateway's caller (``message.capabilities``) declares, to a 2026-07-28
     server, what it can of that caller's capabilities."""
     arguments = dict(message.arguments or {})
@@ -120,7 +120,7 @@ def _made_for(capabilities: Mapping[str, Any] | None) -> Iterator[None]:
 
 async def _sent(
     client: Client, message: CallTool, arguments: dict[str, object]
-) -> types.CallToolResult | types.InputRequiredResult:
+) -> types.CallToolResult | Round:
     """:func:`_call`'s request, sent (in the caller's trace context)."""
     # the SDK's ProgressFnT names its parameters; it calls them positionally, as Progress is
     progress: ProgressFnT | None = message.progress  # pyright: ignore[reportAssignmentType]
@@ -157,8 +157,10 @@ async def _sent(
             result = await send()
         if isinstance(result, tasks.CreatedTask):
             raise tasks._TaskCreated(result)
+        if isinstance(result, types.InputRequiredResult):
+            return Round(result)
         # a claimed task is parsed as a CreatedTask (tasks.parse_cheaply): not one, this is
-        return cast("types.CallToolResult | types.InputRequiredResult", result)
+        return cast("types.CallToolResult", result)
     return await client.call_tool(
         message.tool,
         arguments,
@@ -459,9 +461,7 @@ class ServerActor(Actor):
         self.state.health.alive(time.time())
         return result
 
-    async def _send(
-        self, client: Client, message: CallTool
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    async def _send(self, client: Client, message: CallTool) -> types.CallToolResult | Round:
         try:
             return await _call(client, message)
         except MCPError as exc:
@@ -504,7 +504,7 @@ class ServerActor(Actor):
                         result = await self._send(client, message)
             except tasks._TaskCreated as created:  # answered with a task
                 if message.rounds is not None and message.rounds.tasks:
-                    result = created.task  # its caller follows it
+                    result = Task(created.task)  # its caller follows it
                     server.task_made(created.task.task_id, self.number)
                 else:
                     result = await self._follow(client, message, created.task)
@@ -537,7 +537,7 @@ class ServerActor(Actor):
             raise _invalid_result(server.name, f"tool {message.tool!r}", client, exc) from exc
         except RuntimeError as exc:
             health.call_failed()
-            invalid = invalid_output(message.tool, exc)
+            invalid = invalid_output(message.called, exc, server=server.name)
             if invalid is None:
                 raise
             health.alive(time.time())  # the server answered; the answer was wrong

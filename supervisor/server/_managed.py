@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, cast, overload
 
 import mcp_types as types
@@ -68,7 +68,6 @@ from ._messages import (
     GetPrompt,
     InputRound,
     ListTools,
-    Progress,
     ReadResource,
     TaskRequest,
     _NotSent,
@@ -82,6 +81,7 @@ from ._users import UserSessions
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
+    from ..calls._request import ToolCall
     from ..config._model import ServerConfig
     from ..registry._merge import Listing
 
@@ -761,22 +761,18 @@ class ServerHandle:
 
     async def call_tool(
         self,
+        call: ToolCall,
         tool: str,
-        arguments: Mapping[str, object] | None,
-        timeout: float | None,
-        progress: Progress | None = None,
-        *,
+        arguments: Mapping[str, object],
         call_id: str | None = None,
-        log_level: str | None = None,
-        rounds: InputRound | None = None,
-        caller: str | None = None,
     ) -> CallAnswer:
-        """Call ``tool`` through the mailbox, translating actor errors into server errors;
+        """Send ``call`` (of ``tool``, the server's own name, with ``arguments`` as
+        checked) through the mailbox, translating actor errors into server errors;
         ``call_id`` (a recorded call's) goes to the server in the request's ``_meta``, and
-        so does ``log_level`` (this call's, for a 2026-07-28 server; default: the level
-        of :meth:`set_log_level`); ``rounds`` relays a multi-round-trip call
+        so does the call's ``log_level`` (for a 2026-07-28 server; default: the level of
+        :meth:`set_log_level`); ``call.rounds`` relays a multi-round-trip call
         (:class:`~supervisor.server._messages.InputRound`). On a ``perUser`` server, a
-        call for a ``caller`` (a team gateway's subject) goes on that caller's own
+        call for a ``call.caller`` (a team gateway's subject) goes on that caller's own
         session, with their own tokens (:class:`~._users.UserSessions`).
 
         Calls in a row that time out on a live connection (``degradedAfter``, default 3)
@@ -784,9 +780,7 @@ class ServerHandle:
         goes unanswered; the next answered call makes it ``connected`` again.
         """
         try:
-            result = await self._call_tool(
-                tool, arguments, timeout, progress, call_id, log_level, rounds, caller
-            )
+            result = await self._call_tool(call, tool, arguments, call_id)
         except ToolCallTimeout as exc:
             if (actor := self.current) is not None:  # its connection's count of them
                 actor.call_timed_out(exc)
@@ -796,33 +790,26 @@ class ServerHandle:
         return result
 
     async def _call_tool(
-        self,
-        tool: str,
-        arguments: Mapping[str, object] | None,
-        timeout: float | None,
-        progress: Progress | None,
-        call_id: str | None,
-        log_level: str | None = None,
-        rounds: InputRound | None = None,
-        caller: str | None = None,
+        self, call: ToolCall, tool: str, arguments: Mapping[str, object], call_id: str | None
     ) -> CallAnswer:
         if self.error is not None:
             self.check_available()
+        caller = call.caller
         per_user = self.users is not None and caller is not None
         if self.auth_problem is not None and not per_user:  # (the caller's own login)
             raise self.auth_exception()
-        limit = self.config.timeout if timeout is None else timeout
+        limit = self.config.timeout if call.timeout is None else call.timeout
         with tracing.backing_span(self.name, tool) as span:
             try:
                 message = CallTool(
+                    call,
                     tool,
                     arguments,
-                    progress,
                     call_id,
                     tracing.current(),
-                    log_level or self.log_level,
-                    rounds,
+                    call.log_level or self.log_level,
                     caller_capabilities.get(),
+                    call.progress,
                 )
                 slots = self.slots
                 if slots is not None:  # maxConcurrentCalls: its turn first, in its time
@@ -863,8 +850,11 @@ class ServerHandle:
                 self._raise_translated(exc, tool, limit)
                 raise
         span.set_attribute(tracing.PATH, "mailbox")
-        with self._translated(tool, limit):
+        try:
             return cast(CallAnswer, await self.address.call(message, left))  # the actor's answer
+        except BaseException as exc:
+            self._raise_translated(exc, tool, limit)
+            raise
 
     def check_available(self) -> None:
         """Raise the :class:`~supervisor.errors.ServerUnavailable` a call would fail with
@@ -876,23 +866,18 @@ class ServerHandle:
             )
         if self.auth_problem is not None:
             raise self.auth_exception()
-        with self._translated("", 0.0):
-            self.address.check_open()
-
-    @contextlib.contextmanager
-    def _translated(self, tool: str, limit: float) -> Iterator[None]:
-        """Actor errors, said in terms of this server and ``tool``."""
         try:
-            yield
+            self.address.check_open()
         except BaseException as exc:
-            self._raise_translated(exc, tool, limit)
+            self._raise_translated(exc, "", 0.0)
             raise
 
     def _raise_translated(
         self, exc: BaseException, tool: str, limit: float, *, request: bool = False
     ) -> None:
         """Raise the server error that the actor error ``exc`` means; return if it is
-        not one (the caller re-raises it). ``tool`` names the tool called — or, with
+        not one (the caller re-raises it): the one place actor errors are said in terms
+        of this server. ``tool`` names the tool called — or, with
         ``request``, describes a read-only request (a resource read, a prompt), which
         times out with :class:`RequestTimeout` and was sent once more if its connection
         died (a second loss is a :class:`ServerRequestError`)."""

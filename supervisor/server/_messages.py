@@ -3,7 +3,7 @@ connection), and the signal that a call must go through the mailbox after all.""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -11,50 +11,48 @@ import attrs
 # the request ``_meta`` key a recorded call's id travels under (see supervisor.faults)
 from ..calls._outcome import CALL_ID_META as CALL_ID_META
 
+# what a call's progress callback is, and a relayed call's rounds: the call's own
+from ..calls._request import InputRound as InputRound
+from ..calls._request import Progress as Progress
+
 if TYPE_CHECKING:
     import mcp_types as types
 
-#: ``progress(progress, total, message)``: a tool call's MCP progress notifications
-Progress = Callable[[float, float | None, str | None], Awaitable[None]]
-
-
-@attrs.frozen
-class InputRound:
-    """A call (or a prompt got, a resource read) of 2026-07-28's multi-round-trip kind, as
-    a front end that relays it to its own client passes it on (the gateway): an
-    ``input_required`` answer comes back as it is, not answered by this supervisor's
-    callbacks; ``responses`` and ``state`` — the answers to the last round's input
-    requests and its ``requestState``, untouched — go with the request when it is made
-    again. With ``tasks`` (that client declared the tasks extension) a task the server
-    makes of a call comes back as it is too, for the client to follow, instead of being
-    followed here (see :mod:`._tasks`)."""
-
-    responses: Mapping[str, object] | None = None
-    state: str | None = None
-    tasks: bool = False
+    from ..calls._request import ToolCall
 
 
 @attrs.frozen
 class CallTool:
-    """Call the server's tool ``tool`` (its own name) with ``arguments``; ``progress``
-    hears the server's progress notifications for this call, if given; ``call_id``, if
-    given, goes to the server in the request's ``_meta`` (:data:`CALL_ID_META`); the
-    request is sent in the caller's trace ``context``, so the trace continues past the
-    mailbox."""
+    """The tool call ``call`` (:class:`~supervisor.calls._request.ToolCall`: its name,
+    options and callbacks) as its server is sent it: the server's tool ``tool`` (its own
+    name) with ``arguments`` (as checked: what is sent); ``call_id``, if given, goes to
+    the server in the request's ``_meta`` (:data:`CALL_ID_META`); the request is sent in
+    the caller's trace ``context``, so the trace continues past the mailbox."""
 
+    call: ToolCall
     tool: str
-    arguments: Mapping[str, object] | None
-    progress: Progress | None = None
+    arguments: Mapping[str, object]
     call_id: str | None = None
     #: the caller's trace context (:func:`supervisor.tracing.current`), for the request
     context: object | None = None
-    #: the log level asked of the servers, for a 2026-07-28 server's per-request opt-in
+    #: the log level asked of the server (the call's, else the supervisor's), for a
+    #: 2026-07-28 server's per-request opt-in
     log_level: str | None = None
-    #: a relayed multi-round-trip call (``None``: input requests are answered here)
-    rounds: InputRound | None = None
     #: the capabilities of the client the call is made for (a gateway's caller), for a
     #: 2026-07-28 server (see :data:`~supervisor.transports._encoding.caller_capabilities`)
     capabilities: Mapping[str, Any] | None = None
+    #: hears the server's progress notifications for this call (the call's callback)
+    progress: Progress | None = None
+
+    @property
+    def rounds(self) -> InputRound | None:
+        """The call's relayed rounds (``None``: input requests are answered here)."""
+        return self.call.rounds
+
+    @property
+    def called(self) -> str:
+        """The merged name the tool was called by (what the call's errors name)."""
+        return self.call.name
 
 
 @attrs.frozen

@@ -33,6 +33,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from ..actors._errors import collapse
+from ..calls._request import Round
 from ..errors import (
     AuthorizationFailed,
     AuthProblem,
@@ -104,7 +105,7 @@ class UserSessions:
 
     async def call(
         self, subject: str, message: CallTool, limit: float
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | Round:
         """Send ``message`` on ``subject``'s session, within ``limit`` seconds."""
         name, tool = self.server.name, message.tool
         receipt: Receipt | None = None  # the last request's, once one is made
@@ -145,7 +146,7 @@ class UserSessions:
                         server=name,
                     ) from exc
                 except RuntimeError as exc:  # the SDK's check of the tool's output
-                    invalid = invalid_output(tool, exc)
+                    invalid = invalid_output(message.called, exc, server=name)
                     if invalid is None:
                         raise
                     raise invalid from exc

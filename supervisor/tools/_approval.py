@@ -224,20 +224,13 @@ class ApprovalDecision:
                 reason=request.reason,
             )
         needs_it = f"{where} needs approval ({request.reason})"
-        if request.reason == "listed in approve":
+        allow = allowed_by(request)
+        if allow is None:
             how = "pass an approval callback, or run the CLI with --yes (it is in approve)"
             cli_how = "run with --yes (it is listed in the server's approve)"
-        elif request.reason in ("destructive annotation", "destructive name"):
-            named = (
-                f"add its exact name {request.original_name!r} to the server's autoApprove "
-                "(autoApprove: true and globs do not cover destructive tools)"
-            )
-            how = f"pass an approval callback, {named}, or run the CLI with --yes"
-            cli_how = f"{named}, or run with --yes"
         else:
-            config = f"add {request.original_name!r} to the server's autoApprove in the config"
-            how = f"pass an approval callback, {config}, or run the CLI with --yes"
-            cli_how = f"{config}, or run with --yes"
+            how = f"pass an approval callback, {allow}, or run the CLI with --yes"
+            cli_how = f"{allow}, or run with --yes"
         raise ApprovalRequired(
             f"{needs_it} and there is no approval callback; the call was not made. "
             f"To allow it: {how}",
@@ -246,7 +239,22 @@ class ApprovalDecision:
             reason=request.reason,
             cli_message=f"{needs_it} and no terminal to ask on; the call was not made. "
             f"To allow it: {cli_how}",
+            allow=allow,
         )
+
+
+def allowed_by(request: ApprovalRequest) -> str | None:
+    """The change to the server's config that lets ``request``'s call go ahead without
+    asking (:attr:`ApprovalRequired.allow <supervisor.errors.ApprovalRequired>`);
+    ``None`` when none does: the tool is listed in the server's ``approve``."""
+    if request.reason == "listed in approve":
+        return None
+    if request.reason in ("destructive annotation", "destructive name"):
+        return (
+            f"add its exact name {request.original_name!r} to the server's autoApprove "
+            "(autoApprove: true and globs do not cover destructive tools)"
+        )
+    return f"add {request.original_name!r} to the server's autoApprove in the config"
 
 
 async def decide_approval(

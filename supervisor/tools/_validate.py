@@ -109,11 +109,19 @@ class ArgumentValidator:
         if tool.output_schema is not None:
             self._output_validator(tool.name, tool.output_schema)
 
-    def validate(self, tool: types.Tool, arguments: Mapping[str, object]) -> None:
+    def validate(
+        self,
+        tool: types.Tool,
+        arguments: Mapping[str, object],
+        *,
+        called: str | None = None,
+        server: str | None = None,
+    ) -> None:
         """Raise :class:`~supervisor.errors.ToolArgumentsInvalid` listing every error if
         ``arguments`` does not match the tool's ``inputSchema``, or holds text that JSON
         cannot carry (a lone surrogate: :func:`~supervisor._util._jsontext.unencodable`);
-        return ``None`` if it is fine.
+        return ``None`` if it is fine. The error names the tool as it was ``called`` (its
+        merged name; default: its own) and its ``server``.
         """
         instance = dict(arguments) if isinstance(arguments, Mapping) else arguments
         unsendable = unencodable(instance)  # a schema cannot say it: it would be sent
@@ -143,9 +151,16 @@ class ArgumentValidator:
         if unsendable:
             errors = sorted(dict.fromkeys([*errors, *unsendable]))
         if errors:
-            raise ToolArgumentsInvalid(tool.name, errors)
+            raise ToolArgumentsInvalid(called or tool.name, errors, server=server)
 
-    def prepare(self, tool: types.Tool, arguments: Mapping[str, object]) -> Mapping[str, object]:
+    def prepare(
+        self,
+        tool: types.Tool,
+        arguments: Mapping[str, object],
+        *,
+        called: str | None = None,
+        server: str | None = None,
+    ) -> Mapping[str, object]:
         """The arguments to send for a call of ``tool``: ``arguments`` themselves when they
         pass :meth:`validate`; otherwise, when each top-level ``null`` the schema refuses is
         for an optional parameter (not in the schema's ``required``), ``arguments`` without
@@ -154,17 +169,18 @@ class ArgumentValidator:
         Otherwise it raises what :meth:`validate` raises for ``arguments`` as given
         (:class:`~supervisor.errors.ToolArgumentsInvalid`, every error named as ever); so
         a ``null`` for a required parameter stays an error, and a ``null`` the schema
-        takes (``"type": ["boolean", "null"]``) is sent as it is.
+        takes (``"type": ["boolean", "null"]``) is sent as it is. ``called`` and
+        ``server`` name the call in the error, as :meth:`validate`'s do.
         """
         try:
-            self.validate(tool, arguments)
+            self.validate(tool, arguments, called=called, server=server)
         except ToolArgumentsInvalid as exc:
             omitted = self._refused_nulls(tool, arguments)
             if not omitted:
                 raise
             kept = {key: value for key, value in arguments.items() if key not in omitted}
             try:
-                self.validate(tool, kept)
+                self.validate(tool, kept, called=called, server=server)
             except ToolArgumentsInvalid:
                 raise exc from None
             return kept
@@ -251,20 +267,24 @@ def _errors(
     return sorted(dict.fromkeys(found))
 
 
-def invalid_output(tool: str, error: RuntimeError) -> ToolOutputInvalid | None:
+def invalid_output(
+    tool: str, error: RuntimeError, *, server: str | None = None
+) -> ToolOutputInvalid | None:
     """The SDK client's own check of a result against the tool's ``outputSchema`` (it
     raises a bare ``RuntimeError``) as :class:`~supervisor.errors.ToolOutputInvalid`
-    naming the path; ``None`` for any other ``RuntimeError``."""
+    naming the path, ``tool`` (the name it was called by) and its ``server``; ``None``
+    for any other ``RuntimeError``."""
     cause = error.__cause__
     if isinstance(cause, jsonschema.ValidationError):
-        return ToolOutputInvalid(tool, [(_path(cause.absolute_path), _short(cause.message))])
+        errors = [(_path(cause.absolute_path), _short(cause.message))]
+        return ToolOutputInvalid(tool, errors, server=server)
     said = str(error)
     if said.endswith("has an output schema but did not return structured content"):
-        return ToolOutputInvalid(
-            tool, [("(root)", "no structuredContent, but the tool declares an outputSchema")]
-        )
+        errors = [("(root)", "no structuredContent, but the tool declares an outputSchema")]
+        return ToolOutputInvalid(tool, errors, server=server)
     if said.startswith("Invalid schema for tool"):
-        return ToolOutputInvalid(tool, [("(root)", f"the outputSchema is unusable: {said}")])
+        errors = [("(root)", f"the outputSchema is unusable: {said}")]
+        return ToolOutputInvalid(tool, errors, server=server)
     return None
 
 
@@ -285,7 +305,13 @@ def validate_arguments(tool: types.Tool, arguments: Mapping[str, object]) -> Non
     _default_validator.validate(tool, arguments)
 
 
-def prepare_arguments(tool: types.Tool, arguments: Mapping[str, object]) -> Mapping[str, object]:
-    """The arguments to send for a call of ``tool``, checked with the process-wide
+def prepare_arguments(
+    tool: types.Tool,
+    arguments: Mapping[str, object],
+    called: str | None = None,
+    server: str | None = None,
+) -> Mapping[str, object]:
+    """The arguments to send for a call of ``tool`` (``called`` by its merged name, of
+    ``server``: what an error names), checked with the process-wide
     :class:`ArgumentValidator`; see :meth:`ArgumentValidator.prepare`."""
-    return _default_validator.prepare(tool, arguments)
+    return _default_validator.prepare(tool, arguments, called=called, server=server)
