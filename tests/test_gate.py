@@ -337,13 +337,13 @@ async def test_a_call_right_after_a_listing_waits_for_the_registrys_merge() -> N
     server = ServerHandle(config.servers["s"], publish=lambda e: None, report=registry.report)
     sent: list[str] = []
 
-    async def call_tool(
-        call: object, tool: str, arguments: object, call_id: object = None
+    async def call(
+        request: object, tool: str, arguments: object, call_id: object = None
     ) -> types.CallToolResult:
         sent.append(tool)
         return types.CallToolResult(content=[types.TextContent(type="text", text="ok")])
 
-    server.call_tool = call_tool  # type: ignore[method-assign]
+    server.call = call  # type: ignore[method-assign]
     gate = Gate({"s": server}, registry)
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.incarnation().run)

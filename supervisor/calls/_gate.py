@@ -218,7 +218,7 @@ class Gate:
             for watch in watches:
                 watch.sending(call, limit)
             # (named by an observer: the id goes to the server in ``_meta``)
-            raw = await server.call_tool(request, original, arguments, call.call_id)
+            raw = await server.call(request, original, arguments, call.call_id)
             if isinstance(raw, types.CallToolResult):
                 # The SDK client has checked structuredContent against the outputSchema.
                 outcome = normalize_result(

@@ -169,6 +169,17 @@ async def _sent(
     )
 
 
+def refused(server: str, tool: str, exc: MCPError) -> ServerRequestError:
+    """A tool call's MCP error answer ``exc`` (``tool`` as the server names it), in the
+    supervisor's terms: :class:`ServerRequestError` with its code and data."""
+    return ServerRequestError(
+        f"MCP server {server!r} refused tool {tool!r}: {exc.message} (MCP error {exc.code})",
+        server=server,
+        code=exc.code,
+        data=exc.error.data,
+    )
+
+
 async def _read(
     client: Client, uri: str, rounds: InputRound | None
 ) -> types.ReadResourceResult | types.InputRequiredResult:
@@ -524,13 +535,7 @@ class ServerActor(Actor):
             if too_large is not None:
                 health.alive(time.time())  # it answered; the answer was too big
                 raise too_large from exc
-            raise ServerRequestError(
-                f"MCP server {server.name!r} refused tool {message.tool!r}: {exc.message} "
-                f"(MCP error {exc.code})",
-                server=server.name,
-                code=exc.code,
-                data=exc.error.data,
-            ) from exc
+            raise refused(server.name, message.tool, exc) from exc
         except ValidationError as exc:  # the SDK's check of the answer: the server's fault
             health.call_failed()
             health.alive(time.time())  # the server answered; the answer was wrong

@@ -30,6 +30,7 @@ from ..auth._broker import AuthProblem, BrokerState, TokenBroker
 from ..calls import _tracing as tracing
 from ..calls._audit import audit_outcome
 from ..calls._limits import CallSlots, TokenBucket, caller_admission, parse_rate, refuse
+from ..calls._request import Progress, ToolCall
 from ..config._apps import app_name
 from ..config._faults import NO_INJECTOR
 from ..config._limits import Limits
@@ -81,7 +82,6 @@ from ._users import UserSessions
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
 
-    from ..calls._request import ToolCall
     from ..config._model import ServerConfig
     from ..registry._merge import Listing
 
@@ -760,6 +760,19 @@ class ServerHandle:
     # -- façade-side calls ---------------------------------------------------------------
 
     async def call_tool(
+        self,
+        tool: str,
+        arguments: Mapping[str, object] | None,
+        timeout: float | None = None,
+        progress: Progress | None = None,
+    ) -> CallAnswer:
+        """Call the server's tool ``tool`` (its own name) with ``arguments`` as they are,
+        past the gate (nothing resolved, checked or approved), within ``timeout``
+        (default: the server's request timeout): :meth:`call` of a plain call."""
+        call = ToolCall(tool, arguments, timeout, progress)
+        return await self.call(call, tool, call.arguments)
+
+    async def call(
         self,
         call: ToolCall,
         tool: str,

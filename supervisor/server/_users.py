@@ -40,7 +40,6 @@ from ..errors import (
     AuthRequired,
     CallMayHaveTakenEffect,
     ConnectTimeout,
-    ServerRequestError,
     ServerUnavailable,
     ToolCallTimeout,
 )
@@ -49,7 +48,7 @@ from ..tools._validate import invalid_output
 from ..transports._open import open_transport
 from ..transports._receipts import Receipt, connection_closed, delivery
 from ..transports._remote import TransportLike
-from ._actor import _call, _first, _session_expired
+from ._actor import _call, _first, _session_expired, refused
 from ._elicitation import checked_elicitation
 from ._messages import CallTool
 from ._options import pinned, resolved
@@ -127,13 +126,7 @@ class UserSessions:
                         receipt = None
                         continue
                     if not connection_closed(exc, receipt):
-                        raise ServerRequestError(
-                            f"MCP server {name!r} refused tool {tool!r}: {exc.message} "
-                            f"(MCP error {exc.code})",
-                            server=name,
-                            code=exc.code,
-                            data=exc.error.data,
-                        ) from exc
+                        raise refused(name, tool, exc) from exc
                     self._drop(session)
                     if not receipt.withdraw():
                         raise CallMayHaveTakenEffect.during(name, tool) from exc
