@@ -86,7 +86,7 @@ from ._idjag import discover_issuer, fetch_id_jag, read_secret
 from ._login import CALLBACK_PATH, DEFAULT_CALLBACK_PORT, EXTRA_PORTS, LoginCancelled, Logins
 from ._store import AuthStore, Credentials
 
-__all__ = ["AuthProblem", "BrokerInfo", "NoOAuth", "TokenBroker"]
+__all__ = ["AuthProblem", "BrokerInfo", "TokenBroker"]
 
 log = get_logger("supervisor.auth")
 
@@ -119,7 +119,7 @@ STEP_UP_LIMIT = 2
 WATCH_INTERVAL = 2.0
 
 
-class NoOAuth(Exception):
+class _NoOAuth(Exception):
     """The server refused without offering OAuth: its 401 stands as it is (what
     :meth:`TokenBroker.rejected` raises then)."""
 
@@ -555,7 +555,7 @@ class TokenBroker:
                 self.error or self._login_hint(), needs_login=self.state is BrokerState.NEEDS_AUTH
             )
         if self._token is None and not await self._speaks_oauth(challenge):
-            raise NoOAuth
+            raise _NoOAuth
         try:
             if step_up:
                 self._step_ups += 1

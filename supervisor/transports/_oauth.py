@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, Callable
 import httpx2
 from mcp.client.auth.utils import extract_field_from_www_auth
 
-from ..auth._broker import AuthProblem, NoOAuth, TokenBroker
+from ..auth._broker import AuthProblem, TokenBroker, _NoOAuth
 from ._receipts import delivery
 
 __all__ = ["BrokerAuth"]
@@ -57,7 +57,7 @@ class BrokerAuth(httpx2.Auth):
         await response.aread()
         try:
             token = await self.broker.rejected(token, response)
-        except NoOAuth:
+        except _NoOAuth:
             return  # the server's refusal is the answer
         except AuthProblem as exc:
             receipt = delivery.get()
