@@ -7,7 +7,7 @@ ways, and one printer of it for people:
 * ``call``: the tool's result as MCP sends it (``CallToolResult`` as JSON: what a
   gateway answers, or what the command's own supervisor received) →
   :func:`call_document` → :func:`print_call`; a failure → :func:`call_error`.
-* ``tools``: the document of :func:`supervisor.registry._document.tools_document` (which a gateway
+* ``tools``: the document of :func:`supervisor.monitor._document.tools_document` (which a gateway
   serves at ``/tools``) → :func:`print_tools`.
 
 The standard library only (and :mod:`supervisor._util._previews`): a call through a running
@@ -318,7 +318,7 @@ DESTRUCTIVE_NOTE = (
 
 
 def print_tools(document: Mapping[str, Any], as_json: bool, *, note: str | None = None) -> int:
-    """Print a ``tools`` document (:func:`supervisor.registry._document.tools_document`): as JSON,
+    """Print a ``tools`` document (:func:`supervisor.monitor._document.tools_document`): as JSON,
     or a table — name, server, approval (``auto``: goes ahead; ``ask``: needs approval;
     ``ask (d)``: needs approval as a destructive tool, even where ``autoApprove`` is
     true or a glob), the

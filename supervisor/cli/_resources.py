@@ -6,7 +6,7 @@ it escaped, as JSON does.
 Like ``tools`` and ``call``, each first asks the gateway that ``serve`` runs for the
 config (or ``--connect URL``: :mod:`._remote`), and starts the servers itself only when
 there is none to ask. Both ways print with the same printer from the same document —
-the listings' (:mod:`supervisor.registry._document`, which a gateway serves at
+the listings' (:mod:`supervisor.monitor._document`, which a gateway serves at
 ``/resources`` and ``/prompts``), a read's contents and a prompt's messages as MCP sends
 them — so that the output is the same whichever way the command got it.
 """
@@ -59,7 +59,7 @@ def _cmd_resources(args: argparse.Namespace) -> int:
 
 async def _resources(config: Config, as_json: bool) -> int:
     from ..faults import Injector
-    from ..registry._document import resources_document
+    from ..monitor._document import resources_document
     from ..runtime import open_supervisor
 
     async with open_supervisor(config, retries=False, injector=Injector()) as sup:
@@ -72,7 +72,7 @@ async def _resources(config: Config, as_json: bool) -> int:
 
 def print_resources(document: Mapping[str, Any], as_json: bool) -> int:
     """Print a ``resources`` document
-    (:func:`~supervisor.registry._document.resources_document`, which a gateway serves at
+    (:func:`~supervisor.monitor._document.resources_document`, which a gateway serves at
     ``/resources``): its resources and templates as a table, or as JSON; each server not
     connected said on stderr. Returns the exit code: 1 when no server is connected."""
     code = _say_down(document, "resources")
@@ -174,7 +174,7 @@ def _cmd_prompts(args: argparse.Namespace) -> int:
 
 async def _prompts(config: Config, as_json: bool) -> int:
     from ..faults import Injector
-    from ..registry._document import prompts_document
+    from ..monitor._document import prompts_document
     from ..runtime import open_supervisor
 
     async with open_supervisor(config, retries=False, injector=Injector()) as sup:
@@ -184,7 +184,7 @@ async def _prompts(config: Config, as_json: bool) -> int:
 
 
 def print_prompts(document: Mapping[str, Any], as_json: bool) -> int:
-    """Print a ``prompts`` document (:func:`~supervisor.registry._document.prompts_document`,
+    """Print a ``prompts`` document (:func:`~supervisor.monitor._document.prompts_document`,
     which a gateway serves at ``/prompts``) as :func:`print_resources` prints resources."""
     code = _say_down(document, "prompts")
     prompts = _entries(document, "prompts")

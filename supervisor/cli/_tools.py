@@ -58,7 +58,7 @@ def _cmd_tools(args: argparse.Namespace) -> int:
 
 async def _tools(config: Config, as_json: bool, query: str | None, limit: int) -> int:
     from ..faults import Injector
-    from ..registry._document import tools_document
+    from ..monitor._document import tools_document
     from ..runtime import open_supervisor
 
     async with open_supervisor(config, retries=False, injector=Injector()) as sup:

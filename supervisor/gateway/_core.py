@@ -75,8 +75,8 @@ from ..errors import (
     UnknownTool,
 )
 from ..log import get_logger
+from ..monitor._document import prompts_document, resources_document, tools_document
 from ..monitor._probes import DOWN
-from ..registry._document import prompts_document, resources_document, tools_document
 from ..registry._resources import route_resource
 from ..server._messages import InputRound
 from ..server._status import ServerStatus
@@ -492,7 +492,7 @@ class Gateway:
         """What ``mcp-supervisor tools`` prints of this gateway (``/tools``): the served
         catalog (:meth:`catalog`) — or the ``limit`` best matches of ``query`` in it —
         its servers and each tool's approval, as
-        :func:`~supervisor.registry._document.tools_document` makes it for a command that runs
+        :func:`~supervisor.monitor._document.tools_document` makes it for a command that runs
         the servers itself; for a team gateway's ``caller``, what their grant covers."""
         await self.first_listing()
         host: SearchHost = self
@@ -514,7 +514,7 @@ class Gateway:
     async def resources_document(self, *, caller: Caller | None = None) -> dict[str, object]:
         """What ``mcp-supervisor resources`` prints of this gateway (``/resources``): the
         resources and templates it serves, and its servers' statuses, as
-        :func:`~supervisor.registry._document.resources_document` makes them for a command
+        :func:`~supervisor.monitor._document.resources_document` makes them for a command
         that runs the servers itself; for a team gateway's ``caller``, what their grant
         covers."""
         up, records = await self._listed_for(caller)

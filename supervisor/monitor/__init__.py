@@ -2,7 +2,10 @@
 
 * :func:`status_table` — health records as the ``mcp-supervisor status`` table (a pure
   function of the records and a clock); :func:`progress_line` while servers connect;
-* ``status_document`` — the ``status --json`` document, records and metrics;
+* ``status_document`` — the ``status --json`` document, records and metrics; the
+  ``tools``, ``resources`` and ``prompts`` documents (``_document``), which the command
+  line prints with ``--json`` and a gateway serves at ``/tools``, ``/resources`` and
+  ``/prompts``;
 * :class:`~supervisor.server.ServerMetrics` — one server's uptime, downtime, reconnects,
   calls and latency (``SupervisorHandle.metrics()``), estimated by a
   :class:`~supervisor.server._health.LatencyHistogram`;

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 import msgspec
 
+from ..registry._catalog import Catalog, Entry
 from ..server._status import ServerStatus
 from ..tools import parameters
-from ._catalog import Catalog, Entry
 
 if TYPE_CHECKING:
-    from ._resources import MergedPrompt, MergedResource, MergedResourceTemplate
+    from ..registry._resources import MergedPrompt, MergedResource, MergedResourceTemplate
 
 __all__ = ["prompts_document", "resources_document", "tools_document"]
 
