@@ -168,6 +168,29 @@ async def test_probes_answer_only_for_their_host_and_read_only_routes_only_get()
                 assert answer.headers["allow"] == "GET"
 
 
+async def test_each_request_passes_host_route_method_origin_then_token_in_that_order() -> None:
+    """The front's checks come in one order, whatever the route: an unknown path is 404
+    and a wrong method 405 before any token is asked for (neither says more); a route
+    behind the token refuses another origin (403) before it looks at the token, and a
+    missing token (401) before its handler runs; the probes need no token."""
+    async with gateway() as info, httpx2.AsyncClient(timeout=30) as http:
+        base = info.url.removesuffix("/mcp")
+        bare = {"Accept": "application/json"}
+        unknown = await http.get(base + "/nowhere", headers=bare)
+        assert unknown.status_code == 404 and "/mcp" in unknown.json()["error"]
+        wrong = await http.post(base + "/status", headers=bare)
+        assert wrong.status_code == 405 and wrong.headers["allow"] == "GET"
+        assert wrong.json() == {"error": "/status answers GET only"}
+        for path in ("/status", "/mcp"):
+            cross = {**HEADERS, "Origin": "https://evil.example"}
+            refused = await http.get(base + path, headers=cross)
+            assert refused.status_code == 403, (path, refused.text)
+            tokenless = await http.get(base + path, headers=bare)
+            assert tokenless.status_code == 401 and "www-authenticate" in tokenless.headers
+        assert (await http.get(base + "/healthz", headers=bare)).status_code == 200
+        assert (await http.get(base + "/status", headers=HEADERS)).status_code == 200
+
+
 async def raw(port: int, data: bytes) -> bytes:
     """Send ``data`` in one write, end our side, and return all the server answers."""
     stream = await trio.open_tcp_stream("127.0.0.1", port)

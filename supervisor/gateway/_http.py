@@ -65,7 +65,7 @@ from ..monitor._probes import readiness
 from ._core import CALLER_SCOPE, LOCAL_SCOPE, Gateway
 from ._fast import FastLane
 from ._policy import Narrowed
-from ._resource import RETRY_AFTER, Caller, ResourceGate, _Refused
+from ._resource import RETRY_AFTER, WELL_KNOWN, Caller, ResourceGate, _Refused
 from ._resume import RETRY_MS, StreamHistory
 from ._sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, Sessions
 from ._signin import SIGNED_IN_ROUTE, SignIn
@@ -105,6 +105,29 @@ class HttpGatewayInfo:
     host: str
     port: int
     token: str = attrs.field(repr=False)
+
+
+@attrs.frozen
+class _Request:
+    """One HTTP request as the front's route handlers take it: the ASGI triple, its path
+    and headers, and (behind a team gateway's resource gate) its authenticated caller."""
+
+    scope: Any
+    receive: Any
+    send: Any
+    path: str
+    headers: Mapping[str, str]
+    caller: Caller | None = None
+
+
+@attrs.frozen
+class _Route:
+    """A path the front serves: its handler, the one method it answers (``None``: the
+    handler answers each itself) and whether it is behind the token."""
+
+    handler: Callable[[_Request], Awaitable[None]]
+    method: str | None
+    private: bool = False
 
 
 class _Front:
@@ -153,8 +176,41 @@ class _Front:
         self._sessions = sessions
         #: the session owner of each caller's subject (:meth:`_owner`)
         self._owners: dict[str, AuthenticatedUser] = {}
+        self._routes = self._route_table()
+
+    def _route_table(self) -> dict[str, _Route]:
+        """Each path this front serves, with the method it answers and whether it is
+        behind the token: the probes and a team gateway's metadata and login pages are
+        public; the MCP endpoint and the routes the CLI reads are not."""
+        get = "GET"
+        routes = {
+            "/healthz": _Route(self._healthz, get),
+            "/readyz": _Route(self._readyz, get),
+            "/metrics": _Route(self._metrics, get),
+            "/status": _Route(self._status, get, private=True),
+            "/tools": _Route(self._tools, get, private=True),
+            "/resources": _Route(self._resources, get, private=True),
+            "/prompts": _Route(self._prompts, get, private=True),
+            "/events": _Route(self._events, get, private=True),
+            MCP_PATH: _Route(self._mcp, None, private=True),  # the SDK answers each method
+        }
+        if self._resource is not None:
+            metadata = _Route(self._metadata, get)
+            paths = (self._resource.metadata_path, WELL_KNOWN)  # RFC 9728 §3.1; 2025-06-18
+            routes.update(dict.fromkeys(paths, metadata))
+        if self._sign_in is not None:  # it answers a method it does not take itself
+            login = _Route(self._login_page, None)
+            routes.update(dict.fromkeys((LOGIN_ROUTE, CALLBACK_ROUTE, SIGNED_IN_ROUTE), login))
+        if self._reload is not None:
+            routes[RELOAD_PATH] = _Route(self._reload_now, "POST")
+        return routes
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Every HTTP request passes the same checks, in order: its ``Host`` (on a loopback
+        listener: ``421`` for another name), its route (``404``) and method (``405`` with
+        ``Allow``); then, for a route behind the token, its ``Origin`` (``403``) and its
+        token or a team gateway's caller's access token (``401``, or the resource gate's
+        answer) — only then its route's handler."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)  # lifespan: the session manager's
             return
@@ -167,39 +223,18 @@ class _Front:
             and not names_listener(host, *self._listener)
         ):  # DNS rebinding: a page on an attacker's name reads nothing, probes included
             await _json(send, 421, {"error": "this gateway does not answer for that Host"})
-        elif self._resource is not None and self._resource.serves_metadata(path):
-            if scope["method"] != "GET":
-                await respond(send, 405, b"{}", _JSON, [(b"allow", b"GET")])
-            else:
-                await respond(send, 200, self._resource.metadata, _JSON)
-        elif self._sign_in is not None and path in (LOGIN_ROUTE, CALLBACK_ROUTE, SIGNED_IN_ROUTE):
-            await self._login_page(scope, send, path)
-        elif path == RELOAD_PATH and self._reload is not None:
-            if scope["method"] != "POST":
-                body = json.dumps({"error": f"{path} answers POST only"}).encode()
-                await respond(send, 405, body, _JSON, [(b"allow", b"POST")])
-            else:
-                await _json(send, *await self._reload(await _body(receive)))
-        elif path in _READ_ONLY and scope["method"] != "GET":
-            await respond(
-                send,
-                405,
-                json.dumps({"error": f"{path} answers GET only"}).encode(),
-                _JSON,
-                [(b"allow", b"GET")],
-            )
-        elif path == "/healthz":
-            statuses = {name: r.status for name, r in self.sup.status().items()}
-            await _json(send, 200, {"status": "alive", "servers": statuses})
-        elif path == "/readyz":
-            await _json(send, *readiness(self.sup))
-        elif path == "/metrics":
-            text = prometheus_text(self.sup.metrics())
-            if self._sessions is not None:
-                text += self._sessions.prometheus()
-            await respond(send, 200, text.encode(), _METRICS)
-        elif path not in _PRIVATE:
+            return
+        route = self._routes.get(path)
+        if route is None:
             await _json(send, 404, {"error": f"not found; the MCP endpoint is {MCP_PATH}"})
+            return
+        if route.method is not None and scope["method"] != route.method:
+            body = json.dumps({"error": f"{path} answers {route.method} only"}).encode()
+            await respond(send, 405, body, _JSON, [(b"allow", route.method.encode())])
+            return
+        request = _Request(scope, receive, send, path, headers)
+        if not route.private:
+            await route.handler(request)
         elif not _same_origin(headers):
             await _json(send, 403, {"error": "cross-origin requests are refused"})
         elif self._resource is not None:
@@ -219,15 +254,38 @@ class _Front:
                 token = bearer(headers.get("authorization") or "")
                 assert token is not None  # it authenticated: a bearer token
                 self._users.present(caller.subject, token, caller.expires_at)
-            await self._private(scope, receive, send, path, headers, caller)
+            await route.handler(attrs.evolve(request, caller=caller))
         elif self._expected is not None and not _matches(
             headers.get("authorization"), self._expected
         ):
             await _unauthorized(send, given="authorization" in headers)
         else:
-            await self._private(scope, receive, send, path, headers, None)
+            await route.handler(request)
 
-    async def _login_page(self, scope: Any, send: Any, path: str) -> None:
+    # -- the public routes ---------------------------------------------------------------
+
+    async def _healthz(self, request: _Request) -> None:
+        statuses = {name: r.status for name, r in self.sup.status().items()}
+        await _json(request.send, 200, {"status": "alive", "servers": statuses})
+
+    async def _readyz(self, request: _Request) -> None:
+        await _json(request.send, *readiness(self.sup))
+
+    async def _metrics(self, request: _Request) -> None:
+        text = prometheus_text(self.sup.metrics())
+        if self._sessions is not None:
+            text += self._sessions.prometheus()
+        await respond(request.send, 200, text.encode(), _METRICS)
+
+    async def _metadata(self, request: _Request) -> None:
+        assert self._resource is not None
+        await respond(request.send, 200, self._resource.metadata, _JSON)
+
+    async def _reload_now(self, request: _Request) -> None:
+        assert self._reload is not None
+        await _json(request.send, *await self._reload(await _body(request.receive)))
+
+    async def _login_page(self, request: _Request) -> None:
         """A caller's own login to a ``perUser`` server: its link (which has the browser
         sign in at the team's authorization server, :mod:`._signin`), the sign-in's
         answer (the browser must be the link's caller: then on to the backing server's
@@ -236,6 +294,7 @@ class _Front:
         Public: the browser has no token; the link's ticket says whose login it is."""
         users, sign_in = self._users, self._sign_in
         assert users is not None and sign_in is not None
+        scope, send, path = request.scope, request.send, request.path
         if scope["method"] != "GET":
             await respond(send, 405, b"", _HTML, [(b"allow", b"GET")])
             return
@@ -269,43 +328,36 @@ class _Front:
             location = [(b"location", url.encode()), *bound]
             await respond(send, 302, b"", _HTML, [*location, *_PRIVATE_PAGE])
 
-    async def _private(
-        self,
-        scope: Any,
-        receive: Any,
-        send: Any,
-        path: str,
-        headers: Mapping[str, str],
-        caller: Caller | None,
-    ) -> None:
-        """The routes behind the token, for a request let in (``caller``: a team
-        gateway's)."""
-        if path == "/status":
-            await _json(send, 200, _status(self.sup, self._serves(caller)))
-        elif path == "/tools":
-            await self._tools(scope, send, caller)
-        elif path == "/resources":
-            await _json(send, 200, await self.gateway.resources_document(caller=caller))
-        elif path == "/prompts":
-            await _json(send, 200, await self.gateway.prompts_document(caller=caller))
-        elif path == "/events":
-            await self._events(scope, receive, send, caller)
-        else:
-            if self._local:  # the local socket: its requests say so
-                scope = {**scope, LOCAL_SCOPE: True}
-            elif caller is not None:  # whose the sessions it opens are (the SDK checks it)
-                scope["user"] = self._owner(caller)
-            bound = None
-            if self._history is not None and path == MCP_PATH:  # whose events it stores
-                bound = self._history.bind(headers.get("mcp-session-id"))
-            try:
-                if self.fast is not None and path == MCP_PATH and FastLane.wanted(scope, headers):
-                    await self.fast(scope, receive, send, headers, self.app)
-                else:
-                    await self.app(scope, receive, send)
-            finally:
-                if bound is not None:
-                    StreamHistory.unbind(bound)
+    # -- the routes behind the token -------------------------------------------------------
+
+    async def _status(self, request: _Request) -> None:
+        await _json(request.send, 200, _status(self.sup, self._serves(request.caller)))
+
+    async def _resources(self, request: _Request) -> None:
+        document = await self.gateway.resources_document(caller=request.caller)
+        await _json(request.send, 200, document)
+
+    async def _prompts(self, request: _Request) -> None:
+        await _json(request.send, 200, await self.gateway.prompts_document(caller=request.caller))
+
+    async def _mcp(self, request: _Request) -> None:
+        """The MCP endpoint: the fast lane's tool calls, the SDK's app for the rest."""
+        scope, headers, caller = request.scope, request.headers, request.caller
+        if self._local:  # the local socket: its requests say so
+            scope = {**scope, LOCAL_SCOPE: True}
+        elif caller is not None:  # whose the sessions it opens are (the SDK checks it)
+            scope["user"] = self._owner(caller)
+        bound = None
+        if self._history is not None:  # whose events it stores
+            bound = self._history.bind(headers.get("mcp-session-id"))
+        try:
+            if self.fast is not None and FastLane.wanted(scope, headers):
+                await self.fast(scope, request.receive, request.send, headers, self.app)
+            else:
+                await self.app(scope, request.receive, request.send)
+        finally:
+            if bound is not None:
+                StreamHistory.unbind(bound)
 
     def _owner(self, caller: Caller) -> AuthenticatedUser:
         """``caller`` as the SDK's session manager knows who opened a session: a session
@@ -328,12 +380,11 @@ class _Front:
         grant = self.gateway.policy.grant(caller)
         return lambda server: self.gateway.serves(server) and grant.sees(server)
 
-    async def _tools(self, scope: Any, send: Any, caller: Caller | None) -> None:
+    async def _tools(self, request: _Request) -> None:
         """The ``tools --json`` document of what this gateway serves; ``?search=Q&limit=N``
         for the ``N`` best matches of ``Q``."""
-        from urllib.parse import parse_qs
-
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        send, caller = request.send, request.caller
+        query = parse_qs(request.scope.get("query_string", b"").decode("latin-1"))
         search = query.get("search", [None])[0]
         try:
             limit = int(query.get("limit", ["20"])[0])
@@ -344,16 +395,15 @@ class _Front:
             return
         await _json(send, 200, await self.gateway.tools_document(search, limit, caller=caller))
 
-    async def _events(self, scope: Any, receive: Any, send: Any, caller: Caller | None) -> None:
+    async def _events(self, request: _Request) -> None:
         """The events matching ``?filter=GLOB`` (all by default) as JSON lines, from the
         moment the answer starts until the client goes or the gateway stops — for a team
         gateway's caller, each narrowed to what the caller may see, or left out
         (:meth:`~._policy.Narrowed.event`)."""
-        from urllib.parse import parse_qs
-
         from ..events._catalog import encode
 
-        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        receive, send, caller = request.receive, request.send, request.caller
+        query = parse_qs(request.scope.get("query_string", b"").decode("latin-1"))
         pattern = query.get("filter", ["*"])[0] or "*"
         view = None
         if caller is not None:
@@ -395,13 +445,6 @@ RELOAD_PATH = "/reload"
 Reload = Callable[[Mapping[str, Any]], Awaitable[tuple[int, object]]]
 #: The largest ``POST /reload`` body read, in bytes.
 _MAX_BODY = 64 * 1024
-
-#: The routes the CLI reads, behind the token like the MCP endpoint.
-_CLI_ROUTES = frozenset({"/status", "/tools", "/resources", "/prompts", "/events"})
-#: The routes behind the token: the MCP endpoint and those the CLI reads.
-_PRIVATE = frozenset({MCP_PATH, *_CLI_ROUTES})
-#: The routes that only read, and answer GET only (``405`` with ``Allow`` otherwise).
-_READ_ONLY = frozenset({"/healthz", "/readyz", "/metrics", *_CLI_ROUTES})
 
 
 def _status(sup: SupervisorHandle, serves: Any) -> dict[str, object]:
