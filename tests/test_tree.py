@@ -38,6 +38,7 @@ from supervisor.actors import (
     supervisor_spec,
 )
 from supervisor.actors._decisions import Decision
+from supervisor.actors._mailbox import AddressState
 from supervisor.events._bus import Bus
 from supervisor.events._catalog import tree_event
 
@@ -1222,13 +1223,22 @@ async def test_a_child_returning_is_a_normal_exit_or_the_reason_it_returns(
     ]
 
 
-def test_a_supervisors_defaults() -> None:
-    """Named root, OTP's intensity, no backoff, unordered shutdown, addresses left open."""
-    sup = Tree([])
+async def test_a_supervisors_defaults(
+    journal: Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Named root, OTP's intensity, no backoff, unordered shutdown, addresses left open:
+    two children that each take their whole shutdown_timeout stop together, and their
+    mailboxes still queue calls once the supervisor has returned."""
+    children = [deaf(spec(journal, x, shutdown_timeout=3)) for x in "ab"]
+    sup = Tree(children)
     assert sup.name == "root" and sup.intensity == Intensity()
     assert sup.backoff == Backoff.none()
-    assert (sup._ordered, sup._close_on_exit) == (False, False)
     assert Tree([], backoff=Backoff(initial=3)).backoff == Backoff(initial=3)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(sup.run)
+        sup.request_stop()
+    assert journal.times("stop", "a") == journal.times("stop", "b") == pytest.approx([3])
+    assert [child.address.state for child in children] == [AddressState.OPEN] * 2
 
 
 async def test_a_restart_waiting_out_its_backoff_is_hurried_by_its_spec(
