@@ -49,30 +49,27 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
-from urllib.parse import parse_qs, urlsplit
+from typing import Any
 
 import attrs
 import httpx2
 import trio
-from mcp.client.auth.exceptions import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
 from mcp.shared.auth import OAuthToken
 from mcp.shared.auth_utils import resource_url_from_server_url
 
-from .._sdk import forget_provider_state, initialize_provider
+from .._sdk import forget_provider_state
 from ..actors import Actor, actor_spec
 from ..errors import AuthProblem as AuthProblem
 from ..events import _catalog as events
 from ..log import get_logger, redact
+from ._authorize import Authorization
 from ._backends import TokenStore
-from ._challenge import Challenge, oauth_error
+from ._challenge import Challenge
 from ._discovery import Discovery
 from ._held import HeldToken
-from ._idjag import discover_issuer
-from ._login import LoginCancelled, Logins
-from ._probe import drive
+from ._login import Logins
 from ._proofs import Proofs
-from ._providers import CodeGrantProvider, Providers
+from ._providers import Providers
 from ._store import AuthStore, Credentials
 
 __all__ = ["AuthProblem", "BrokerInfo", "TokenBroker"]
@@ -143,8 +140,8 @@ class TokenBroker:
     It serves renewals and logins (one at a time, in its actor) and reports its state;
     its parts: the token it holds (:class:`~._held.HeldToken`), what it learnt of how
     the server offers OAuth (:class:`~._discovery.Discovery`), the SDK provider made
-    for its grant (:class:`~._providers.Providers`), the provider's flow driven with a
-    probe (:func:`~._probe.drive`), and DPoP proofs (:class:`~._proofs.Proofs`).
+    for its grant (:class:`~._providers.Providers`), one authorization run with it
+    (:class:`~._authorize.Authorization`), and DPoP proofs (:class:`~._proofs.Proofs`).
     """
 
     def __init__(
@@ -173,7 +170,6 @@ class TokenBroker:
         self._publish = publish
         self._remember = remember
         self.redirect = redirect
-        self._callback = callback
         self.credentials = Credentials(
             store,
             self.resource,
@@ -188,15 +184,14 @@ class TokenBroker:
         self._providers = Providers(
             url, self.credentials, logins, remember=remember, forget=forget, base_dir=base_dir
         )
+        self._authorization = Authorization(
+            self, self._discovery, self._providers, self._proofs, callback
+        )
         self.clock = clock
         self.state = BrokerState.UNKNOWN
         self.error: str | None = None
-        #: access tokens renewed with the refresh token, successfully
-        self.refreshes = 0
         self._challenge: Challenge | None = None
         self._step_ups = 0
-        self._interactive = False
-        self._login_state: str | None = None
         self._changed = trio.Event()
         #: set (and replaced by a fresh one) at each change of :attr:`state`
         self.state_changed = trio.Event()
@@ -217,6 +212,11 @@ class TokenBroker:
     @clock.setter
     def clock(self, clock: Callable[[], float]) -> None:
         self.credentials.clock = clock
+
+    @property
+    def refreshes(self) -> int:
+        """Access tokens renewed with the refresh token, successfully."""
+        return self._authorization.refreshes
 
     def __repr__(self) -> str:
         return f"<TokenBroker {self.resource} account={self.account!r} state={self.state}>"
@@ -395,11 +395,11 @@ class TokenBroker:
     async def _step_up_login(self, rejected: str | None, challenge: Challenge | None) -> str:
         """A login for more scope (the union of the held and the challenged), through the
         broker's redirect handler, for a request waiting on it (SEP-835)."""
-        self._interactive = True
+        self._authorization.attended = True
         try:
             return await self._drive(rejected=rejected, challenge=challenge, fresh=True)
         finally:
-            self._interactive = False
+            self._authorization.attended = False
 
     async def _login(self, message: _Login) -> None:
         if self.interactive and not await self._speaks_oauth(self._challenge):
@@ -411,7 +411,7 @@ class TokenBroker:
             self._problem(problem)
             raise problem
         self._set_state(BrokerState.AUTHORIZING)
-        self._interactive = True
+        self._authorization.attended = True
         self._step_ups = 0
         redirect = message.redirect or self.redirect
         saved = self.redirect
@@ -429,53 +429,17 @@ class TokenBroker:
             self._problem(exc)
             raise
         finally:
-            self._interactive = False
+            self._authorization.attended = False
             self.redirect = saved
 
     async def _drive(
         self, *, rejected: str | None, challenge: Challenge | None, fresh: bool = False
     ) -> str:
         """Run the provider's flow once (see the module doc); the new token."""
-        await self._follow_metadata(challenge, fresh)
-        provider = self.provider
-        context = getattr(provider, "context", None)
-        if provider is not None and context is not None:
-            # a provider with a context: an OAuthClientProvider, or the SDK's identity-assertion
-            # one (no subclass of it) that initialize_provider reads the same way
-            await initialize_provider(provider)  # pyright: ignore[reportArgumentType]
-            # Whatever it holds: renew, refreshing first (0 would read as "no expiry").
-            context.token_expiry_time = 1.0
-            if fresh:
-                context.clear_tokens()
-        ports = self._providers.ports(self.auth)
-        uses_listener = self.interactive and self._interactive and self._callback is None
-        if uses_listener:
-            try:
-                port = await self.logins.acquire(ports)
-            except OSError as exc:
-                raise AuthProblem(
-                    f"{exc}; set another callbackPort in the server's auth", needs_login=True
-                ) from exc
-            # a browser login's (the authorization-code grant): its provider is a CodeGrantProvider
-            self._providers.point(cast(CodeGrantProvider, self.provider), self.auth, port)
         started = self.refreshes
-        try:
-            token = await self._flow(rejected, challenge, fresh)
-        except (OAuthFlowError, OAuthTokenError, OAuthRegistrationError, ValueError) as exc:
-            raise AuthProblem(
-                redact(f"authorization failed: {exc}"),
-                needs_login=False,
-                oauth_error=oauth_error(exc),
-            ) from exc
-        except (LoginCancelled, TimeoutError) as exc:
-            raise AuthProblem(
-                redact(f"login failed: {exc}"),
-                needs_login=False,
-                oauth_error=getattr(exc, "error", None),
-            ) from exc
-        finally:
-            if uses_listener:
-                await self.logins.release()
+        token = await self._authorization.run(
+            rejected=rejected, challenge=challenge, known=self._challenge, fresh=fresh
+        )
         self._adopt(token)
         self.error = None
         self._set_state(BrokerState.OK)
@@ -496,89 +460,6 @@ class TokenBroker:
         self._changed = trio.Event()
         return token
 
-    async def _follow_metadata(self, challenge: Challenge | None, fresh: bool) -> None:
-        """Look up how the authorization server wants the client's secret (see
-        :meth:`~._discovery.Discovery.follow_metadata`); the provider is made again when
-        that changes the method."""
-        a = self.auth
-        issuer = a.issuer or (
-            self.credentials.issuer if self.grant == "identity_assertion" else None
-        )
-        if await self._discovery.follow_metadata(
-            a, issuer, challenge or self._challenge, fresh=fresh
-        ):
-            self.provider = self._make_provider()
-
-    async def _flow(self, rejected: str | None, challenge: Challenge | None, fresh: bool) -> str:
-        async with httpx2.AsyncClient(timeout=30.0) as http:
-            if self.provider is None:
-                await self._discover_issuer(http)
-            provider = self.provider
-            assert provider is not None
-            if isinstance(provider, CodeGrantProvider):
-                await self._speaks_oauth(challenge)
-                provider.legacy_issuer = self._discovery.legacy_issuer
-            return await drive(
-                provider,
-                http,
-                self.url,
-                rejected=rejected,
-                challenge=challenge,
-                fresh=fresh,
-                scopes=lambda: self._wanted_scopes(challenge),
-                unattended=self._login_hint()
-                if self.interactive and not self._interactive
-                else None,
-                send=self._proofs.send,
-                refreshed=self._refreshed,
-            )
-
-    def _refreshed(self) -> None:
-        self.refreshes += 1
-
-    # -- the SDK provider's handlers ----------------------------------------------------
-
-    async def _redirect_handler(self, url: str) -> None:
-        # the authorization-code grant's handler: its provider is a CodeGrantProvider
-        context = cast(CodeGrantProvider, self.provider).context
-        metadata = context.oauth_metadata
-        methods = (metadata.code_challenge_methods_supported or []) if metadata else []
-        # A 2025-03-26 server with no metadata at all advertises nothing: that version
-        # requires PKCE of it, and the SDK sends S256.
-        fallback = metadata is None and self._discovery.legacy_issuer == ""
-        if "S256" not in methods and not fallback:
-            where = str(metadata.issuer) if metadata else "the authorization server"
-            raise AuthProblem(
-                f"{where} does not advertise PKCE with S256 (code_challenge_methods_supported)"
-                ", which the MCP authorization spec requires; refusing to log in there",
-                needs_login=False,
-                oauth_error="pkce_not_supported",
-            )
-        if not self._interactive or self.redirect is None:
-            raise AuthProblem(self._login_hint(), needs_login=True)
-        state = parse_qs(urlsplit(url).query).get("state", [""])[0]
-        self._login_state = state
-        if self._callback is None:
-            self.logins.expect(state)
-        self._emit(lambda s: events.AuthStarted(server=s, grant=self.grant))
-        log.info("OAuth login started", servers=list(self.servers), account=self.account)
-        try:
-            await self.redirect(url)
-        except Exception as exc:  # the embedder's handler: its failure is this login's
-            self.logins.forget(state)
-            raise AuthProblem(
-                f"the login could not be shown (the redirect handler raised {exc!r})",
-                needs_login=False,
-            ) from exc
-
-    async def _callback_handler(self) -> Any:
-        if self._callback is not None:
-            return await self._callback()
-        assert self._login_state is not None
-        return await self.logins.wait(self._login_state)
-
-    # -- internals ------------------------------------------------------------------------
-
     @property
     def speaks_oauth(self) -> bool | None:
         """Whether the server offers OAuth (``None``: not known yet)."""
@@ -589,16 +470,6 @@ class TokenBroker:
         see :meth:`~._discovery.Discovery.speaks_oauth`)."""
         return await self._discovery.speaks_oauth(challenge, grant=self.grant)
 
-    def _wanted_scopes(self, challenge: Challenge | None) -> list[str]:
-        """Scopes to add to the server's challenge: the configured ones, and for a
-        step-up the ones held now (the provider forgets them with the old token)."""
-        wanted = list(self.auth.scopes)
-        if challenge is not None and challenge.step_up:
-            stored = self.credentials.stored()
-            if stored is not None and stored.token.scope:
-                wanted += stored.token.scope.split()
-        return list(dict.fromkeys(wanted))
-
     def _login_hint(self) -> str:
         name = self.servers[0]
         return f"MCP server {name!r} needs an OAuth login: run `mcp-supervisor auth login {name}`"
@@ -608,22 +479,9 @@ class TokenBroker:
             self.auth,
             self.grant,
             self._discovery.secret_method,
-            redirect_handler=self._redirect_handler,
-            callback_handler=self._callback_handler,
+            redirect_handler=self._authorization.show,
+            callback_handler=self._authorization.answer,
         )
-
-    async def _discover_issuer(self, http: httpx2.AsyncClient) -> None:
-        """The identity-assertion grant without a configured issuer: take it from the
-        resource's protected-resource metadata (RFC 9728), then make the provider."""
-        found = await discover_issuer(http, self.url, self._challenge)
-        if found is None:
-            raise AuthProblem(
-                f"{self.url}'s protected-resource metadata names no authorization server; "
-                'set "issuer" in the server\'s auth',
-                needs_login=False,
-            )
-        self.credentials.issuer = found
-        self.provider = self._make_provider()
 
     def _clear_provider(self) -> None:
         """Make the provider read the stored credentials again before its next flow."""

@@ -475,10 +475,10 @@ class UserLogins:
                     fixed.redirect_uris = [AnyUrl(callback)]
 
         async def wait() -> Any:  # noqa: ANN401 - the SDK's AuthorizationCodeResult
-            assert broker._login_state is not None
-            return await self._callback_of(broker._login_state)
+            assert broker._authorization.login_state is not None
+            return await self._callback_of(broker._authorization.login_state)
 
-        broker._callback = wait
+        broker._authorization.callback = wait
 
     def present(self, subject: str, token: str, expires_at: float | None) -> None:
         """A request of ``subject``'s brought ``token`` (their access token to the
@@ -583,7 +583,7 @@ class UserLogins:
                 broker.logging_in = False
                 ready.set()
                 with trio.CancelScope(shield=True), trio.move_on_after(5):
-                    await self._landed(broker._login_state, error)
+                    await self._landed(broker._authorization.login_state, error)
 
         if broker.logging_in:
             raise AuthProblem(
