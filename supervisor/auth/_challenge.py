@@ -32,6 +32,7 @@ class Challenge:
 
 
 def bearer(request: httpx2.Request) -> str | None:
+    """The token ``request`` carries in ``Authorization: Bearer`` (``None``: none)."""
     value = request.headers.get("authorization", "")
     return value[7:] if value[:7].lower() == "bearer " else None
 
@@ -72,6 +73,7 @@ def _params(header: str) -> list[str]:
 
 
 def oauth_error(exc: BaseException) -> str | None:
+    """The OAuth error code (RFC 6749 §5.2) a failed flow's exception names, if any."""
     text = str(exc)
     for code in (
         "invalid_grant",
