@@ -576,12 +576,12 @@ async def test_a_connected_server_not_heard_from_past_its_window_is_unverified(
     server silent past its window (pingInterval + 2 × pingTimeout + 1 s) since it was
     last heard from is shown ``unverified``, not ``connected``; a call answered (proof
     of life) shows it connected again."""
-    import supervisor.server._actor as actor
+    import supervisor.server._connect as connect
 
     async def stuck(*_args: object) -> None:
         await trio.sleep_forever()
 
-    monkeypatch.setattr(actor, "keep_probing", stuck)
+    monkeypatch.setattr(connect, "keep_probing", stuck)
     async with open_supervisor(probed({"echo": stdio("echo")})) as sup:
         await sup.connect_all()
         window = sup._servers["echo"].window()

@@ -38,7 +38,12 @@ async def wait_status(sup, name: str, status: str, timeout: float = 20) -> None:
 
 async def in_flight(sup, name: str) -> None:  # noqa: ANN001
     """Wait until a call to server ``name`` is on its connection."""
-    await until(lambda: getattr(sup._servers[name].current, "_in_flight_direct", 0) > 0, 20)
+
+    def on_it() -> bool:
+        actor = sup._servers[name].current
+        return actor is not None and actor.direct_calls.in_flight > 0
+
+    await until(on_it, 20)
 
 
 async def test_calls_go_to_the_right_server_by_merged_name() -> None:

@@ -93,3 +93,63 @@ def test_the_budget_reads_what_it_says() -> None:
     node = ast.parse(source).body[0]
     assert isinstance(node, ast.ClassDef)
     assert _size(node) == (7, 3)
+
+
+# -- the server actor and its parts --
+
+ACTOR_ROOT = Path(__file__).resolve().parent.parent / "supervisor"
+
+#: The server actor and its parts: (module, class) -> (most lines, most methods).
+SERVER_ACTOR = {
+    ("server/_actor.py", "ServerActor"): (200, 15),
+    ("server/_connect.py", "Connector"): (220, 10),
+    ("server/_link.py", "Link"): (90, 8),
+    ("server/_login.py", "Login"): (75, 5),
+    ("server/_requests.py", "Requests"): (180, 6),
+    ("server/_direct.py", "DirectCalls"): (80, 6),
+    ("server/_reports.py", "Reports"): (125, 8),
+}
+#: Lines a module holding one of these classes may have at most.
+ACTOR_MODULE_LINES = 350
+
+
+def _actor_class(module: str, name: str) -> ast.ClassDef:
+    tree = ast.parse((ACTOR_ROOT / module).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return node
+    raise AssertionError(f"supervisor/{module} has no class {name}")
+
+
+@pytest.mark.parametrize(("module", "name"), sorted(SERVER_ACTOR))
+def test_a_server_actor_part_stays_within_its_budget(module: str, name: str) -> None:
+    most_lines, most_methods = SERVER_ACTOR[module, name]
+    node = _actor_class(module, name)
+    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+    methods = [n for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    advice = (
+        "split it along a seam: a group of its methods that share a few attributes becomes "
+        "a class of its own in a module of its own in supervisor/server/, held by the actor "
+        "and named in supervisor/server/_actor.py's docstring"
+    )
+    assert lines <= most_lines, (
+        f"{name} (supervisor/{module}) has {lines} lines, over its {most_lines}: {advice}"
+    )
+    assert len(methods) <= most_methods, (
+        f"{name} (supervisor/{module}) has {len(methods)} methods, over its {most_methods}: "
+        + advice
+    )
+    total = len((ACTOR_ROOT / module).read_text(encoding="utf-8").splitlines())
+    assert total <= ACTOR_MODULE_LINES, (
+        f"supervisor/{module} has {total} lines, over {ACTOR_MODULE_LINES}: {advice}"
+    )
+
+
+def test_the_server_actor_names_its_parts() -> None:
+    """The actor's module docstring lists each of its parts, so a reader starts there."""
+    tree = ast.parse((ACTOR_ROOT / "server/_actor.py").read_text(encoding="utf-8"))
+    docstring = ast.get_docstring(tree) or ""
+    missing = [
+        name for module, name in SERVER_ACTOR if name != "ServerActor" and name not in docstring
+    ]
+    assert not missing, f"supervisor/server/_actor.py's docstring does not name {missing}"

@@ -16,6 +16,11 @@ a server makes of a call is then, for the one who called:
 Nothing is sent twice: a task is followed, never made again. A task that cannot be
 followed to its end (the connection dies, the server no longer knows it) may have taken
 effect, and says so.
+
+This is the client half: a connection's view of the task its server made. Serving such a
+task on to a gateway's caller — its id named after the server, the caller's tasks
+requests routed back to it — is the gateway's, ``supervisor.gateway._tasks``, which
+uses this half's models and request params.
 """
 
 from __future__ import annotations
@@ -27,12 +32,18 @@ import mcp_types as types
 import trio
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict, TypeAdapter
 
 from .._sdk import parse_call_results_with
+from ..errors import TaskFailed
+from ..log import get_logger
+from ..transports._receipts import connection_closed, delivery
 
 if TYPE_CHECKING:
     from mcp import Client
+
+    from ._link import Link
 
 __all__ = [
     "CLIENT",
@@ -62,6 +73,8 @@ POLL_DEFAULT = 1.0
 POLL_MIN, POLL_MAX = 0.05, 30.0
 #: Seconds a ``tasks/cancel`` of a task given up on may take (it is a courtesy).
 CANCEL_WAIT = 2.0
+
+log = get_logger("supervisor.server")
 
 
 class CreatedTask(types.Result):
@@ -197,15 +210,24 @@ _CORE: TypeAdapter[types.CallToolResult | types.InputRequiredResult] = TypeAdapt
 )
 
 
+def params(task_id: str, input_responses: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The params of a tasks request about ``task_id`` (as the server named it), with
+    ``input_responses`` (``tasks/update``)."""
+    made: dict[str, Any] = {"taskId": task_id}
+    if input_responses is not None:
+        made["inputResponses"] = input_responses
+    return made
+
+
 async def get(client: Client, task_id: str) -> TaskState:
-    return TaskState.model_validate(await request(client, "tasks/get", {"taskId": task_id}))
+    return TaskState.model_validate(await request(client, "tasks/get", params(task_id)))
 
 
 async def cancel(client: Client, task_id: str) -> None:
     """Ask the server to cancel a task given up on — a courtesy: shielded, bounded, and
     whatever the server says (or does not) is only logged by the caller."""
     with trio.CancelScope(shield=True), trio.move_on_after(CANCEL_WAIT):
-        await request(client, "tasks/cancel", {"taskId": task_id})
+        await request(client, "tasks/cancel", params(task_id))
 
 
 _INPUT_REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
@@ -233,3 +255,81 @@ async def answers(client: Client, asked: Mapping[str, Any]) -> dict[str, Any]:
 class _InputRefused(Exception):
     """A task asked for input that the connection's callbacks would not give (none is
     set, or it declined with an error): the message says why."""
+
+
+async def follow(
+    link: Link, client: Client, server: str, tool: str, task: CreatedTask
+) -> types.CallToolResult:
+    """Follow the task the server ``server`` made of a call of ``tool`` to its end, on
+    ``client`` (the live client of ``link``): its result, or
+    :class:`~supervisor.errors.TaskFailed`. Its input requests are answered by this
+    connection's callbacks; given up on (the call's deadline, a cancellation), the server
+    is asked to cancel it. Nothing is sent again."""
+    task_id = task.task_id
+    log.info("following a task", server=server, tool=tool, task=task_id)
+
+    def failed(why: str, code: int | None = None) -> TaskFailed:
+        return TaskFailed(
+            f"MCP server {server!r} made a task of tool {tool!r} ({task_id!r}) "
+            f"and {why}: it may have taken effect and was not retried",
+            server=server,
+            tool=tool,
+            task_id=task_id,
+            code=code,
+        )
+
+    state: CreatedTask | TaskState = task
+    answered: set[str] = set()
+    receipt = link.receipt()  # the polls' own: the call's was answered (the task)
+    token = delivery.set(receipt)
+    try:
+        while state.status not in TERMINAL:
+            asked = {
+                key: raw
+                for key, raw in (getattr(state, "input_requests", None) or {}).items()
+                if key not in answered
+            }
+            if asked:
+                try:
+                    given = await answers(client, asked)
+                except _InputRefused as exc:
+                    await cancel(client, task_id)
+                    raise failed(
+                        f"asked for input that could not be given ({exc}); the task was cancelled"
+                    ) from None
+                await request(client, "tasks/update", params(task_id, given))
+                answered.update(asked)
+            else:
+                await trio.sleep(interval(state))
+            state = await get(client, task_id)
+    except MCPError as exc:
+        if connection_closed(exc, receipt):
+            link.lost.set()  # the connection is dead: this incarnation ends
+            raise failed("the connection died while it ran") from exc
+        if exc.code == types.INVALID_PARAMS:  # the spec's answer for a task it does not know
+            raise failed(f"the server no longer knows the task: {exc.message}") from exc
+        raise failed(f"following it failed: {exc.message} (MCP error {exc.code})") from exc
+    except trio.Cancelled:
+        if not link.dead():
+            try:
+                await cancel(client, task_id)  # given up on: a courtesy, bounded
+            except Exception as exc:  # noqa: BLE001 — it is only asked
+                log.info("task cancel refused", server=server, error=str(exc))
+        raise
+    finally:
+        delivery.reset(token)
+    # (a task made already ended is still its CreatedTask, read with extra="allow":
+    # its result or error is an extra field, if the server sent one)
+    if state.status == COMPLETED and state.result is not None:  # pyright: ignore[reportAttributeAccessIssue]
+        # (the same: a CreatedTask's extra field)
+        result = types.CallToolResult.model_validate(state.result, by_name=False)  # pyright: ignore[reportAttributeAccessIssue]
+        if not result.is_error:
+            await client.session.validate_tool_result(tool, result)
+        return result
+    if state.status == FAILED:
+        error = state.error or {}  # pyright: ignore[reportAttributeAccessIssue]  # (as above)
+        code = error.get("code") if isinstance(error.get("code"), int) else None
+        said = error.get("message", state.status_message)
+        raise failed(f"the task failed: {said} (MCP error {code})", code)
+    said = f": {state.status_message}" if state.status_message else ""
+    raise failed(f"the task ended {state.status}{said}")

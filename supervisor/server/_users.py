@@ -48,10 +48,13 @@ from ..tools._validate import invalid_output
 from ..transports._open import open_transport
 from ..transports._receipts import Receipt, connection_closed, delivery
 from ..transports._remote import TransportLike
-from ._actor import _call, _first, _session_expired, refused
 from ._elicitation import checked_elicitation
+from ._link import first as _first
 from ._messages import CallTool
 from ._options import pinned, resolved
+from ._refusals import refused
+from ._refusals import session_expired as _session_expired
+from ._wire import call as _call
 
 __all__ = ["IDLE_SECONDS", "MAX_SESSIONS", "UserSessions"]
 
