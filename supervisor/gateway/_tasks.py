@@ -1,4 +1,12 @@
-"""Tasks through the gateway (the ``io.modelcontextprotocol/tasks`` extension).
+"""Tasks through the gateway (the ``io.modelcontextprotocol/tasks`` extension): serving a
+backing server's task on to the gateway's caller, as the gateway serves every other verb.
+
+This is the serving half. The client half — a connection's view of the task a server
+made of a call: declaring the extension, reading the handle, following the task to its
+end, sending ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` — is
+``supervisor.server._tasks``; this module names a server's task to the caller and routes
+the caller's tasks requests back to that server, through its handle, which sends them with
+the client half.
 
 A 2026-07-28 client that declares the extension on a ``tools/call`` may get a task
 handle back, when the backing server makes a task of the call: its ``taskId`` is the
@@ -8,9 +16,9 @@ any session, a reconnected client's or another client's that holds the id, as th
 extension wants of a task (it outlives its client's connection). Everything else of
 the task (its status, result, error, input requests) passes as the server says it.
 
-Any other client gets the call's result: the supervisor follows the task itself (see
-``supervisor.server._tasks``). A task of a server that has restarted since it made it
-is likely lost with the process: the server's "unknown task" then says so.
+Any other client gets the call's result: the supervisor follows the task itself (the
+client half). A task of a server that has restarted since it made it is likely lost with
+the process: the server's "unknown task" then says so.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 
 from ..errors import ServerRequestError, SupervisorError
 from ..server._tasks import EXTENSION_ID, CreatedTask, TaskParams, declared
+from ..server._tasks import params as task_params
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
@@ -37,8 +46,6 @@ __all__ = ["EXTENSION_ID", "GatewayTasks", "served_task"]
 
 #: Between a backing server's name and its own task id, in a task id the gateway hands out.
 SEPARATOR = "/"
-#: The error code of a request that needs a capability its client did not declare.
-MISSING_CAPABILITY = -32021
 _PROTOCOL_META = "io.modelcontextprotocol/"
 
 
@@ -125,7 +132,7 @@ class GatewayTasks:
         if not declared(ctx.session.client_capabilities):
             required = types.ClientCapabilities(extensions={EXTENSION_ID: {}})
             raise MCPError(
-                MISSING_CAPABILITY,
+                types.MISSING_REQUIRED_CLIENT_CAPABILITY,
                 f"{method} needs the {EXTENSION_ID} extension, which this request did not declare",
                 {"requiredCapabilities": required.model_dump(by_alias=True, exclude_none=True)},
             )
@@ -151,9 +158,7 @@ class GatewayTasks:
                 f"no task {task_id!r} here: a task id of this gateway names the MCP server "
                 "that made it, and this one names none it serves",
             )
-        forwarded: dict[str, Any] = {"taskId": own}
-        if params.input_responses is not None:
-            forwarded["inputResponses"] = params.input_responses
+        forwarded = task_params(own, params.input_responses)
         try:
             answer = await view.task_request(method, forwarded)
         except ServerRequestError as exc:
