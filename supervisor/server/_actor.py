@@ -62,8 +62,8 @@ PING_TIMEOUT = 10.0
 
 
 class ServerActor(Actor):
-    """One incarnation: at most one SDK ``Client`` session with the server. It answers
-    the mailbox and runs the connection; its parts (see the module) do the rest."""
+    """One incarnation: at most one SDK ``Client`` session with the server, its work
+    done by its parts (see the module)."""
 
     max_concurrency = MAX_IN_FLIGHT
 

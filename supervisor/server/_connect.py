@@ -62,7 +62,8 @@ class Incarnation(Probed, Protocol):
 
 
 class Connector:
-    """Connects one incarnation's sessions, one at a time, and serves each until it ends."""
+    """Runs one incarnation's sessions with the server, one at a time, each from its
+    transport to its end."""
 
     __slots__ = ("_turn", "link", "listings", "login", "owner", "reports", "server", "state")
 

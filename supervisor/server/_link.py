@@ -22,8 +22,7 @@ from ..transports._remote import TransportLike
 
 
 class Link:
-    """One incarnation's connection: its client, its transport and the signals of its
-    life, and the waits for it."""
+    """One incarnation's connection, as its parts see it."""
 
     __slots__ = (
         "auth_blocked",

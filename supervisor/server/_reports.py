@@ -34,7 +34,7 @@ CRASH_TAIL_LINES = 20
 
 
 class Reports:
-    """Reports each turn of one incarnation's connection to its server's state and bus."""
+    """Reports each turn of one incarnation's connection to its server."""
 
     __slots__ = ("link", "server", "state")
 

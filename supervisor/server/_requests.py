@@ -48,8 +48,7 @@ CallAnswer = types.CallToolResult | Round | Task
 
 
 class Requests:
-    """Sends requests on one incarnation's connection (``link``) and says what became of
-    each, to the caller and to the server's health."""
+    """Carries each request on one incarnation's connection (``link``) to its outcome."""
 
     __slots__ = ("health", "link", "number", "server")
 
