@@ -109,16 +109,17 @@ async def test_a_reload_changes_the_bounds_in_place() -> None:
         load_config({"mcpServers": {"s": {"command": "s-mcp", **entries[2]}}}),
     ).changed == {"s": ("max_concurrent_calls", "rate_limit")}
     server = ServerHandle(configs[0], publish=lambda event: None)
-    slots, bucket = server.slots, server._bucket
+    bounds = server.admission
+    slots, bucket = bounds.slots, bounds.bucket
     assert slots is not None and bucket is not None
     assert (slots.limit, bucket.rate.text) == (2, "5/s")
     server.reconfigured(configs[1])
-    assert (server.slots, slots.limit, server._bucket) == (slots, 3, bucket)
+    assert (bounds.slots, slots.limit, bounds.bucket) == (slots, 3, bucket)
     server.reconfigured(configs[2])
-    assert server.slots is None and server._bucket is not bucket
-    assert server._bucket is not None and server._bucket.rate.text == "1/s"
+    assert bounds.slots is None and bounds.bucket is not bucket
+    assert bounds.bucket is not None and bounds.bucket.rate.text == "1/s"
     server.reconfigured(configs[3])
-    assert (server.slots, server._bucket) == (None, None)
+    assert (bounds.slots, bounds.bucket) == (None, None)
 
 
 def test_a_token_bucket_spends_a_burst_then_refills_steadily() -> None:

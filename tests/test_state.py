@@ -1,10 +1,11 @@
 """A server's state has one writer: its actor and the tree's decisions write it, callers
 read it.
 
-Read with :mod:`ast`: the server's handle (``server/_managed.py``), ``runtime.py`` and the
-gate (``calls/_gate.py``) never assign to a :class:`~supervisor.server.ServerState` or
-its health (``x.state.y = ``, ``x.health.y += ``, ``x.attempt = `` …), nor call a method
-of theirs that changes them (``x.health.mark_stopped(…)``, ``x.state.connected(…)``).
+Read with :mod:`ast`: the server's handle (``server/_managed.py``) and its parts,
+``runtime.py`` and the gate (``calls/_gate.py``) never assign to a
+:class:`~supervisor.server.ServerState` or its health (``x.state.y = ``,
+``x.health.y += ``, ``x.attempt = `` …), nor call a method of theirs that changes them
+(``x.health.mark_stopped(…)``, ``x.state.connected(…)``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,18 @@ from supervisor.server._state import ServerState
 ROOT = Path(supervisor.__file__).parent
 
 #: The modules that only read a server's state.
-READERS = ("server/_managed.py", "runtime.py", "calls/_gate.py")
+READERS = (
+    "server/_managed.py",
+    "server/_admission.py",
+    "server/_calling.py",
+    "server/_failing.py",
+    "server/_injection.py",
+    "server/_reading.py",
+    "server/_requests.py",
+    "server/_tasks_made.py",
+    "runtime.py",
+    "calls/_gate.py",
+)
 
 #: What a ServerState holds, by the name a reader would assign to.
 STATE_FIELDS = frozenset(
