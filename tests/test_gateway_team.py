@@ -806,10 +806,10 @@ def test_a_caller_hears_of_the_resources_they_may_read_only() -> None:
 
             alice, bob = Caller("alice", groups=("eng",)), Caller("bob")
             return [
-                gateway._may_read(ctx(alice), "notes://index"),
-                gateway._may_read(ctx(None), "notes://index"),
-                gateway._may_read(ctx(bob), "notes://index"),
-                gateway._may_read(ctx(alice), "elsewhere://x"),
+                gateway.access.may_read(ctx(alice), "notes://index"),
+                gateway.access.may_read(ctx(None), "notes://index"),
+                gateway.access.may_read(ctx(bob), "notes://index"),
+                gateway.access.may_read(ctx(alice), "elsewhere://x"),
             ]
 
     assert trio.run(check) == [True, True, False, False]

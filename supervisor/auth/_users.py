@@ -26,6 +26,13 @@ authorization URL forwarded to someone else — who is logged in at that server 
 themselves — thus cannot make their account stand for the link's caller: their browser
 has no such cookie, and its answer is refused unseen by the login (which goes on waiting
 for its own browser). Replicas share the key, so any of them checks the cookie.
+
+A caller here is a subject alone: the subject of the access token the team gateway took
+(its ``Caller``, in ``supervisor.gateway._resource``, is where a caller is told from a
+token), the one a call is made for. What this module derives of it is the token store's
+account of its logins (:func:`user_account`); a login link names it, and is opened only
+by a browser signed in as it (``supervisor.gateway._signin``). The caller's sessions to a
+``perUser`` server, which carry these tokens, are :mod:`supervisor.server._users`'s.
 """
 
 from __future__ import annotations

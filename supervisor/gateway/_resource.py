@@ -87,7 +87,16 @@ class _Unreachable(Exception):
 @attrs.frozen
 class Caller:
     """Who a team gateway's request comes from: its access token's subject, groups and
-    scopes, the client it was issued to, and when it expires (unix seconds)."""
+    scopes, the client it was issued to, and when it expires (unix seconds).
+
+    This is the one place a caller is told from a token (:meth:`of`, by
+    :meth:`ResourceGate.authenticate`, for a request and for the browser's sign-in
+    alike). Past the gateway's front a caller is its :attr:`subject` alone: the calls
+    made for them (``ToolCall.caller``), their own sessions to a ``perUser`` server
+    (:mod:`supervisor.server._users`) and their own logins to it, under the token
+    store's account ``user:SUBJECT`` (:mod:`supervisor.auth._users`); the gateway's
+    parts read it of a request with :func:`~._context.subject_of`. Its groups, scopes
+    and client are the gateway's own business: its policy's (:mod:`._policy`)."""
 
     subject: str
     groups: tuple[str, ...] = ()

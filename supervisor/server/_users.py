@@ -19,6 +19,12 @@ session the server forgot, a token it refused and the broker renewed) is sent ag
 caller who must log in first is told so before anything is sent
 (:class:`~supervisor.errors.AuthRequired` with the login page's URL); a connection lost
 with the call out is :class:`~supervisor.errors.CallMayHaveTakenEffect`.
+
+A caller here is a subject alone, the string a call is made for: the subject of the
+access token the team gateway took (its ``Caller``, in ``supervisor.gateway._resource``,
+is where a caller is told from a token; nothing below the gateway derives one). The
+same subject names the caller's own login to the server (:mod:`supervisor.auth._users`),
+whose tokens the session's requests carry.
 """
 
 from __future__ import annotations
