@@ -35,7 +35,6 @@ import msgspec
 import trio
 
 from .auth._service import AuthService, uses_oauth
-from .calls._audit import AuditLog
 from .config import Config, load_config
 from .config._apps import with_apps
 from .config._diff import ConfigChange, compare
@@ -47,12 +46,13 @@ from .registry import NamingPolicy
 from .registry._live import Offer
 from .server._managed import ServerHandle
 from .server._startup import StartSlots
+from .tools._audit import AuditLog
 
 if TYPE_CHECKING:
     from .actors import Tree
     from .calls._gate import Gate
-    from .calls._observer import History
     from .registry._live import Registry
+    from .tools._observer import History
     from .transports._faults import Injector
 
 

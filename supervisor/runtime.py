@@ -59,9 +59,7 @@ from .auth._broker import AuthProblem, BrokerInfo, TokenBroker
 from .auth._login import CallbackHandler, RedirectHandler
 from .auth._service import AuthService
 from .auth._store import AuthStore, LocalStore
-from .calls._audit import AuditLog
 from .calls._gate import Gate, ServerView, connect, returned
-from .calls._request import CallOutcome, ToolCall
 from .calls._resources import MergedPrompt, MergedResource, MergedResourceTemplate, Resources
 from .config import Config, load_config
 from .config._apps import with_apps
@@ -87,12 +85,14 @@ from .server._messages import InputRound, Progress
 from .server._startup import StartSlots
 from .tools import ApprovalCallback, ToolResult
 from .tools._approval import ApprovalReason
+from .tools._audit import AuditLog
+from .tools._request import CallOutcome, ToolCall
 from .tools._results import SpillDirectory
 from .transports._children import subreaper
 from .transports._faults import Injected, Injector
 
 if TYPE_CHECKING:
-    from .calls._observer import History as CallHistory
+    from .tools._observer import History as CallHistory
 
 log = get_logger("supervisor.runtime")
 
@@ -496,7 +496,7 @@ class SupervisorHandle:
 
     async def _call_outcome(self, call: ToolCall) -> CallOutcome:
         """Make ``call`` as :meth:`call` does, and say how it ended instead of raising
-        (:mod:`supervisor.calls._request`): the path of a front end that renders each
+        (:mod:`supervisor.tools._request`): the path of a front end that renders each
         outcome itself (the gateway)."""
         return await self._gate.outcome(call)
 

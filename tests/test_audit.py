@@ -19,7 +19,6 @@ import trio
 import trio.testing
 
 from supervisor import ApprovalRequest, open_supervisor
-from supervisor.calls._audit import AuditLog
 from supervisor.config import ConfigError, load_config
 from supervisor.errors import (
     ApprovalDenied,
@@ -36,6 +35,7 @@ from supervisor.log import redacting
 from supervisor.testing.servers import count_executions, make_server, stdio_params
 from supervisor.tools import Decider
 from supervisor.tools._approval import approval_reason, policy_verdict
+from supervisor.tools._audit import AuditLog
 
 #: Text passed as arguments; it must never reach the file unless arguments are included.
 MARK = "argument-text-b7e1"

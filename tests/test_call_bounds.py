@@ -20,8 +20,6 @@ import trio
 import trio.testing
 
 from supervisor import open_supervisor
-from supervisor.calls._limits import CallSlots, Rate, TokenBucket, parse_rate
-from supervisor.calls._outcome import classify
 from supervisor.config import load_config
 from supervisor.config._apps import with_apps
 from supervisor.config._diff import compare
@@ -33,6 +31,8 @@ from supervisor.gateway._resource import Caller
 from supervisor.monitor import prometheus_text
 from supervisor.server._managed import ServerHandle
 from supervisor.testing.servers import count_executions, make_server, stdio_params
+from supervisor.tools._limits import CallSlots, Rate, TokenBucket, parse_rate
+from supervisor.tools._outcome import classify
 from tests.test_gateway_team import client_of, team, token_for
 
 

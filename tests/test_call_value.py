@@ -34,7 +34,7 @@ CALL_OPTIONS = frozenset({"progress", "approve", "spill", "log_level", "rounds",
 def test_a_call_s_options_are_declared_once() -> None:
     """Below the library's door no function takes a call's options one by one (two or
     more of them): the gate, the server handle, the gateway and the tool search take the
-    call as one value (``supervisor.calls._request.ToolCall``). The door is
+    call as one value (``supervisor.tools._request.ToolCall``). The door is
     ``SupervisorHandle.call``, and a handle's ``call`` that has its very parameters."""
     door = [p for p in inspect.signature(SupervisorHandle.call).parameters if p != "self"]
     found = []

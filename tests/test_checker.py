@@ -36,7 +36,6 @@ from supervisor import (
     open_supervisor,
 )
 from supervisor.actors import Intensity
-from supervisor.calls._outcome import CALL_ID_META, classify
 from supervisor.errors import (
     ApprovalDenied,
     ServerRequestError,
@@ -65,6 +64,7 @@ from supervisor.testing.servers import (
     make_server,
     stdio_params,
 )
+from supervisor.tools._outcome import CALL_ID_META, classify
 
 from .browser import chromium_or_skip, open_browser
 

@@ -19,8 +19,6 @@ from supervisor import (
     open_supervisor,
 )
 from supervisor.calls._gate import Gate
-from supervisor.calls._observer import Call, CallWatch
-from supervisor.calls._request import ToolCall
 from supervisor.events._bus import Subscription
 from supervisor.events._catalog import Event, ToolsRegistered
 from supervisor.monitor._metrics import status_document
@@ -30,6 +28,8 @@ from supervisor.registry._live import Registry
 from supervisor.server._managed import ServerHandle
 from supervisor.testing.servers import count_executions, executions_by_call, stdio_params
 from supervisor.tools import ApprovalRequest, parameters
+from supervisor.tools._observer import Call, CallWatch
+from supervisor.tools._request import ToolCall
 
 from .probes import until
 

@@ -20,11 +20,11 @@ import pytest
 import trio
 
 from supervisor import open_supervisor
-from supervisor.calls._request import ToolCall
 from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._http import serve_local
 from supervisor.gateway._local import GatewayClient, bind_local, local_socket
 from supervisor.testing.servers import count_executions, make_server, stdio_params
+from supervisor.tools._request import ToolCall
 from tests.test_startup import HEAVY
 
 TOKEN = "cli-gateway-token-0123456789"

@@ -243,9 +243,6 @@ def test_the_shared_helpers_import_nothing_else_of_the_package() -> None:
     assert not up, "supervisor._util imports above it:\n" + "\n".join(up)
 
 
-#: Pairs of the package's folders that still import each other, each a step of work left:
-#: the list only shrinks (a pair gone must leave it, and a new one fails the test).
-PAIRS_LEFT = {frozenset({"calls", "server"})}
 
 
 def folder_pairs(root: Path) -> set[frozenset[str]]:
@@ -267,8 +264,112 @@ def folder_pairs(root: Path) -> set[frozenset[str]]:
 
 
 def test_no_two_folders_import_each_other() -> None:
-    """Each folder of the package sits above or below another, never both: no new pair
-    of folders imports each other, and the pairs left are still there to be undone."""
+    """Each folder of the package sits above or below another, never both."""
     found = folder_pairs(ROOT)
-    assert found - PAIRS_LEFT == set(), f"folders importing each other: {found - PAIRS_LEFT}"
-    assert PAIRS_LEFT - found == set(), f"gone, take them off PAIRS_LEFT: {PAIRS_LEFT - found}"
+    assert found == set(), f"folders importing each other: {found}"
+
+
+# -- the core's tiers ------------------------------------------------------------------------
+
+
+def drawn_tiers(text: str) -> list[tuple[str, set[str]]]:
+    """The core's tiers as the page's drawing has them, the base first: each tier's name
+    (a line indented by one space under ``supervisor/``) with the folders and modules
+    drawn under it."""
+    section = text.split("## How the package is laid out", 1)[1]
+    block = section.split("```text\n", 1)[1].split("```", 1)[0]
+    tiers: list[tuple[str, set[str]]] = []
+    in_core = False
+    for line in block.splitlines():
+        if not line.startswith(" "):
+            in_core = line.split()[0] == "supervisor/"
+        elif in_core and not line.startswith("  "):
+            tiers.append((line.strip().split("  ")[0], set()))
+        elif in_core and tiers:
+            head = line.strip().split("  ")[0]
+            tiers[-1][1].update(
+                e.rstrip("/") for e in head.split(", ") if e.endswith(("/", ".py"))
+            )
+    return tiers
+
+
+def tier_violations(root: Path, tiers: list[tuple[str, set[str]]]) -> list[str]:
+    """Each import of a core folder or module of the package at ``root`` from a tier
+    drawn after its own (an import up the tiers), as ``path:line: importer (tier) ->
+    imported (tier)``, sorted; an entry of the core in no tier is one too."""
+    graph, where = import_graph(root)
+    tier_of = {entry: name for name, entries in tiers for entry in entries}
+    order = [name for name, _entries in tiers]
+
+    def entry(module: str) -> str:
+        parts = module.split(".")
+        if len(parts) == 1:
+            return "__init__.py"
+        return parts[1] if (root / parts[1]).is_dir() else f"{parts[1]}.py"
+
+    found: set[str] = set()
+    for importer, targets in graph.items():
+        if layer(importer) != "core":
+            continue
+        here = entry(importer)
+        if here not in tier_of:
+            found.add(f"{here}: drawn in no tier")
+            continue
+        for target in targets:
+            there = entry(target)
+            if layer(target) != "core" or there == here:
+                continue
+            if there not in tier_of:
+                found.add(f"{there}: drawn in no tier")
+            elif order.index(tier_of[there]) > order.index(tier_of[here]):
+                for place in where[(importer, target)]:
+                    found.add(
+                        f"{place}: {importer} ({tier_of[here]}) -> {target} ({tier_of[there]})"
+                    )
+    return sorted(found)
+
+
+def test_the_tier_scan_finds_an_import_up_the_tiers(tmp_path: Path) -> None:
+    pkg = tmp_path / "supervisor"
+    for folder in ("base", "server", "gate"):
+        (pkg / folder).mkdir(parents=True)
+    files = {
+        "__init__.py": "",
+        "base/__init__.py": "",
+        "base/_x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from ..gate import g\n",
+        "server/__init__.py": "from ..base import _x\n",
+        "gate/__init__.py": "from ..server import s\nfrom .. import runtime\n",
+        "runtime.py": "def f():\n    from .server import s\n",
+        "loose.py": "",
+    }
+    for name, text in files.items():
+        (pkg / name).write_text(text)
+    text = (
+        "## How the package is laid out\n\n```text\nsupervisor/   core\n the base\n"
+        "  base/   one\n                 base/ in the words\n one server   words\n  server/\n"
+        " the gate\n  gate/, runtime.py\n  __init__.py\ntoolkit\n  faults/\n```\n"
+    )
+    tiers = drawn_tiers(text)
+    assert tiers == [
+        ("the base", {"base"}),
+        ("one server", {"server"}),
+        ("the gate", {"gate", "runtime.py", "__init__.py"}),
+    ]
+    assert tier_violations(pkg, tiers) == [
+        "loose.py: drawn in no tier",
+        "supervisor/base/_x.py:3 (TYPE_CHECKING): supervisor.base._x (the base) -> "
+        "supervisor.gate (the gate)",
+    ]
+
+
+def test_the_core_imports_point_down_its_tiers() -> None:
+    """docs/supervision.md draws the core in tiers, the base first; each folder and
+    module imports only from its own tier and those drawn before it."""
+    tiers = drawn_tiers(DRAWING_PAGE.read_text(encoding="utf-8"))
+    assert len(tiers) >= 5 and {e for _n, es in tiers for e in es} == actual_layout(ROOT)["core"]
+    violations = tier_violations(ROOT, tiers)
+    assert not violations, (
+        "imports up the core's tiers (move the module, or redraw the tiers in "
+        "docs/supervision.md):\n" + "\n".join(violations)
+    )

@@ -23,7 +23,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from supervisor import log
-from supervisor.calls._audit import AuditOutcome
 from supervisor.errors import ToolArgumentsInvalid, ToolCallTimeout, ToolError, UnknownTool
 from supervisor.monitor import (
     CallWindow,
@@ -41,6 +40,7 @@ from supervisor.runtime import open_supervisor
 from supervisor.server import HealthRecord, ServerStatus
 from supervisor.server._health import LATENCY_BOUNDS, REPORTED_BOUNDS, Health, LatencyHistogram
 from supervisor.testing.servers import stdio_params
+from supervisor.tools._audit import AuditOutcome
 
 from .probes import until
 

@@ -155,7 +155,7 @@ async def test_the_gateway_continues_its_clients_trace(spans: list[ReadableSpan]
 _WITHOUT_PROVIDER = r"""
 from opentelemetry import trace
 from opentelemetry.propagate import extract, inject
-from supervisor.calls import _tracing as tracing
+from supervisor.tools import _tracing as tracing
 
 remote = extract({"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
 with tracing.attached(remote):

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from ..actors._stats import SupervisorStatistics
     from ..auth._broker import BrokerInfo
     from ..auth._login import CallbackHandler, RedirectHandler
-    from ..calls._observer import History as CallHistory
     from ..calls._resources import MergedPrompt, MergedResource, MergedResourceTemplate
     from ..config._diff import ConfigChange
     from ..events._bus import Bus
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
     from ..server._messages import InputRound, Progress
     from ..tools import ApprovalCallback, ToolResult
     from ..tools._approval import ApprovalReason
+    from ..tools._observer import History as CallHistory
     from ..transports._faults import Injected, Injector
 
 __all__ = ["AsyncSupervisor", "open_supervisor", "start_supervisor"]

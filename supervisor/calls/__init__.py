@@ -1,11 +1,15 @@
-"""What a tool call is and how it ends: the call as one value and its typed outcome
-(``ToolCall``; a result, a round, a task or a failure), the outcome labels every part of
-the supervisor shares (``classify``: ``ok``, ``fail``, ``info``), the ``_meta`` keys a
-call's id and a failure's data travel under (``CALL_ID_META``, ``ERROR_META``), and the
-one interface through which the call history, the audit log, tracing and the dashboard
-see the gate's calls (``CallObserver``, ``CallWatch``, ``Call``).
+"""The gate: every tool call, resource read and prompt routed to its server, checked and
+observed on the way.
 
-Its Python names are private: users reach them through ``open_supervisor(history=...)``
-and :mod:`supervisor.faults` (docs/faults.md). The rest of the package imports each from
-its module.
+A tool call passes one :class:`~supervisor.calls._gate.Gate` (``_gate``): its merged name
+resolved by the catalog, its arguments validated, its approval decided, its limits
+applied, then sent through its server's handle and its outcome shown to the call's
+observers. A read or a prompt is routed the same way (``_resources``: to the server that
+lists the URI or prompt, or whose template matches). What a call *is* — the call value
+and its outcome, validation, approval, results, limits and the observers it is shown to —
+is :mod:`supervisor.tools`, below the servers; the gate sits above them, beside the
+catalog (:mod:`supervisor.registry`) it reads.
+
+Its Python names are private: users reach the gate through ``SupervisorHandle.call``,
+``read_resource`` and ``get_prompt``.
 """

@@ -27,24 +27,24 @@ reaches a server's connection around it. In order:
    second call needing approval waits until the first is answered, so a person never
    sees two questions at once); calls that need no approval do not wait for it;
 5. a call over a rate limit — the server's ``rateLimit``, or its caller's own limits on
-   a team gateway (:data:`~supervisor.calls._limits.caller_admission`) — is refused
+   a team gateway (:data:`~supervisor.tools._limits.caller_admission`) — is refused
    (:class:`~supervisor.errors.RateLimited`, saying when it would fit); one let through
    takes its token of each;
 6. the call is sent (the server's request timeout unless one is given) and its result
    normalised (:class:`~supervisor.tools.ToolResult`); a tool that reports failure is a
    :class:`~supervisor.errors.ToolError`.
 
-A call is one value (:class:`~supervisor.calls._request.ToolCall`), and how it ended one
+A call is one value (:class:`~supervisor.tools._request.ToolCall`), and how it ended one
 typed outcome (:meth:`Gate.outcome`): a result, a relayed round or task, or the failure —
 any of the errors above, none raised. :meth:`Gate.call` raises the failure instead.
 
 Every call is shown, from the moment it is invoked — also when it fails before it is sent
-— to the gate's call observers (:mod:`supervisor.calls`), each once: a call history
+— to the gate's call observers (:mod:`supervisor.tools._observer`), each once: a call history
 (``open_supervisor(history=...)``), which names the call (its id goes to the server in
-the request's ``_meta``); an audit log (:class:`~supervisor.calls._audit.AuditLog`), one line
+the request's ``_meta``); an audit log (:class:`~supervisor.tools._audit.AuditLog`), one line
 with the approval decision and the outcome, under the history's call id if there is one
 (a log that cannot be written refuses calls before they are sent); the call's trace span
-(:mod:`supervisor.calls._tracing`); and, for a call that named a server, each
+(:mod:`supervisor.tools._tracing`); and, for a call that named a server, each
 :class:`~supervisor.monitor.CallWindow` in ``windows`` (the dashboard's strips), with its
 latency and outcome. Without them, nothing is timed or kept.
 """
@@ -68,14 +68,14 @@ from ..server import HealthRecord, ServerMetrics, ServerStatus
 from ..server._managed import ServerHandle
 from ..server._messages import Progress
 from ..tools import ApprovalCallback, ApprovalRequest, Decider, ToolResult
+from ..tools import _tracing as tracing
 from ..tools._approval import ApprovalDecision, ApprovalReason, decide_approval, policy_verdict
+from ..tools._audit import audit_outcome
+from ..tools._observer import Call, CallObserver, CallWatch
+from ..tools._request import CallOutcome, Failed, Round, ToolCall
 from ..tools._results import normalize_result
 from ..tools._validate import prepare_arguments
 from ..transports._faults import Injected
-from . import _tracing as tracing
-from ._audit import audit_outcome
-from ._observer import Call, CallObserver, CallWatch
-from ._request import CallOutcome, Failed, Round, ToolCall
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -173,8 +173,8 @@ class Gate:
 
     async def outcome(self, call: ToolCall) -> CallOutcome:
         """Make ``call``: every step of the module docstring, in a trace span
-        (:mod:`supervisor.calls._tracing`); how it ended, a failure included
-        (:mod:`supervisor.calls._request`). ``call.approve``, if given, decides its
+        (:mod:`supervisor.tools._tracing`); how it ended, a failure included
+        (:mod:`supervisor.tools._request`). ``call.approve``, if given, decides its
         approval in place of the gate's callback; ``call.spill=False`` keeps the whole
         result in memory (:func:`~supervisor.tools._results.normalize_result`);
         ``call.rounds`` relays a multi-round-trip call (its round, or the task the

@@ -1,12 +1,12 @@
-"""Resources and prompts: merged across servers, namespaced like tools.
+"""Reads, prompts and completions routed to their server: the gate's half for resources
+and prompts.
 
-Each server's ``resources/list``, ``resources/templates/list`` and ``prompts/list`` (kept on
-its :class:`~supervisor.server._managed.ServerHandle`, refetched on ``list_changed``) are merged in
-config order into :class:`MergedResource`, :class:`MergedResourceTemplate` and
-:class:`MergedPrompt` values. Names follow the tools' rules (:mod:`supervisor.registry`:
-the naming template and prefix, normalisation, the 64-character limit and the clash
-policy — ``_2``, ``_3`` … by default), each kind in a namespace of its own: a prompt never
-clashes with a tool or a resource. A resource without a name is named after its URI.
+The merged lists a :class:`Resources` serves — :class:`MergedResource`,
+:class:`MergedResourceTemplate`, :class:`MergedPrompt`, named by the tools' rules — are
+the catalog's (:mod:`supervisor.registry._resources` merges and names them from each
+server's lists, kept on its :class:`~supervisor.server._managed.ServerHandle` and refetched
+on ``list_changed``); here each read, prompt, subscription and completion is sent to the
+server that offers it, through that server's handle.
 
 Routing a read, in order:
 

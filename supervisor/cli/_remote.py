@@ -125,13 +125,13 @@ def call(
     another way. ``timeout`` goes to the gateway, which bounds the call with it; this
     waits that long and :data:`ANSWER_MARGIN` more, then says the call may have taken
     effect, as it does when the connection breaks before the answer."""
-    from ..calls._error_meta import error_in
     from ..gateway._local import (
         GatewayNoAnswer,
         GatewayRefused,
         GatewayRequestError,
         GatewayUnreachable,
     )
+    from ..tools._error_meta import error_in
     from ._render import call_error, report_call
 
     meta: dict[str, object] = {"mcp-supervisor/limits": True}

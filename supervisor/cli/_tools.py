@@ -149,8 +149,6 @@ async def _call(
     timeout: float | None = None,
 ) -> int:
     from ..calls._gate import returned
-    from ..calls._outcome import error_data
-    from ..calls._request import Failed, ToolCall
     from ..errors import (
         ApprovalDenied,
         ApprovalRequired,
@@ -162,6 +160,8 @@ async def _call(
     from ..faults import Injector
     from ..runtime import open_supervisor
     from ..tools import Approver, Decider
+    from ..tools._outcome import error_data
+    from ..tools._request import Failed, ToolCall
 
     def fail(exc: SupervisorError, code: int, why: str | None = None) -> int:
         data = error_data(exc)

@@ -420,7 +420,7 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     #: bound of its own); the others wait their turn within their deadline
     max_concurrent_calls: int | None = None
     #: the library's rate limit on its tool calls (``rateLimit``, ``"10/s"``; ``None``:
-    #: none), as written: :func:`supervisor.calls._limits.parse_rate` reads it
+    #: none), as written: :func:`supervisor.tools._limits.parse_rate` reads it
     rate_limit: str | None = None
     approve: ToolPolicy | None = None
     auto_approve: ToolPolicy | None = None

@@ -1,6 +1,6 @@
 """A rate, as the config writes it: ``"<count>/<period>"`` (``"10/s"``, ``"60/min"``,
 ``"5/10s"``). Read here, with nothing heavy imported (``check`` reads configs); kept by
-:class:`supervisor.calls._limits.TokenBucket`."""
+:class:`supervisor.tools._limits.TokenBucket`."""
 
 from __future__ import annotations
 

@@ -550,7 +550,7 @@ def _sandbox(errors: _Errors, value: object, path: str) -> dict[str, list[str]]:
 
 
 def _rate(value: object) -> str:
-    """A ``rateLimit``: a rate such as ``"10/s"`` (:func:`~supervisor.calls._limits.parse_rate`)."""
+    """A ``rateLimit``: a rate such as ``"10/s"`` (:func:`~supervisor.tools._limits.parse_rate`)."""
     try:
         return parse_rate(value).text
     except ValueError as exc:

@@ -9,7 +9,7 @@ faulty transports (:mod:`supervisor.faults._inject`) — lives here and is given
 core from above: ``open_supervisor(config, injector=Injector())``, as the command line
 and :mod:`supervisor.testing` do. The call history, the checker, its reports and the
 ``chaos`` proxies live here too; the call outcomes are the core's
-(:mod:`supervisor.calls`). This façade exports :class:`Injector`, :func:`load_plan`,
+(:mod:`supervisor.tools._outcome`). This façade exports :class:`Injector`, :func:`load_plan`,
 :func:`faults_json`, :class:`CallHistory`, :func:`check`, :class:`ResourceSampler`,
 :func:`write_json` and :func:`write_html`; the other names below are imported from their
 modules.
@@ -36,7 +36,7 @@ modules.
   gate's call observers (``open_supervisor(..., history=CallHistory())``): ``invoke``
   then one outcome, ``ok``, ``fail`` (definitely not executed) or ``info`` (it may have
   executed), with its id sent to the server in the request's ``_meta``
-  (:data:`~supervisor.calls._call_id.CALL_ID_META`).
+  (:data:`~supervisor.tools._call_id.CALL_ID_META`).
 - :func:`check` turns a history, the servers' executions per call and the events into a
   :class:`~supervisor.faults._checker.Verdict`: lost and duplicated calls, calls past their
   deadline, restarts beyond the intensity, a catalog out of step, processes left behind,

@@ -11,7 +11,7 @@
     assert verdict.ok, "\\n".join(verdict.problems)
 
 Per server it counts the calls ``ok`` (tool errors among them), ``fail`` and ``info``
-(see :mod:`supervisor.calls`), and finds:
+(see :mod:`supervisor.tools._outcome`), and finds:
 
 - **lost** calls: invoked, with no answer and no error by their deadline (plus
   ``deadline_slack``) — or, when the run is over (``now=None``), none at all;
@@ -43,8 +43,8 @@ import msgspec
 import trio
 
 from .._util._plural import plural
-from ..calls._outcome import FAIL, INFO, OK
 from ..events._catalog import ChildGaveUp, ChildRestarted, Escalated, LocalSpawned, kind_of
+from ..tools._outcome import FAIL, INFO, OK
 from ._history import CallHistory, CallRecord
 
 if TYPE_CHECKING:

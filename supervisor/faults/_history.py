@@ -9,8 +9,8 @@
 
 A call is *invoked*, then ends once, with one outcome — ``ok`` (answered), ``fail``
 (definitely not executed) or ``info`` (it may have executed): the labels of
-:mod:`supervisor.calls` (:func:`classify` decides which an error is). The history is one
-of the gate's call observers (:class:`~supervisor.calls._observer.CallObserver`).
+:mod:`supervisor.tools._outcome` (:func:`classify` decides which an error is). The history is one
+of the gate's call observers (:class:`~supervisor.tools._observer.CallObserver`).
 
 A call with no outcome when the run is checked is *lost* (:func:`supervisor.faults.check`).
 
@@ -37,8 +37,9 @@ from typing import cast
 import msgspec
 import trio
 
-from ..calls._observer import Call, CallWatch
-from ..calls._outcome import (
+from ..events._catalog import Event
+from ..tools._observer import Call, CallWatch
+from ..tools._outcome import (
     CALL_ID_META,
     FAIL,
     INFO,
@@ -47,7 +48,6 @@ from ..calls._outcome import (
     classify,
     describe_error,
 )
-from ..events._catalog import Event
 
 __all__ = [
     "CALL_ID_META",

@@ -13,7 +13,6 @@ from typing import Any, Literal
 import attrs
 
 from ..asyncio import AsyncSupervisor
-from ..calls._outcome import FAIL, INFO, classify
 from ..errors import (
     SupervisorError,
     ToolArgumentsInvalid,
@@ -22,6 +21,7 @@ from ..errors import (
 )
 from ..registry import Entry
 from ..tools import ToolResult
+from ..tools._outcome import FAIL, INFO, classify
 
 Effect = Literal["ran", "not executed", "may have taken effect"]
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from ..calls._outcome import describe_error, error_meta
 from ..errors import (
     ApprovalAsked,
     ApprovalRequired,
@@ -28,12 +27,13 @@ from ..errors import (
 )
 from ..log import get_logger
 from ..tools import ApprovalRequest, Approver, Decider
+from ..tools._outcome import describe_error, error_meta
 from ._context import LIMITS_META, SERVER_META
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
 
-    from ..calls._request import Failed
+    from ..tools._request import Failed
 
 __all__ = [
     "CLI_YES",

@@ -63,9 +63,9 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from .._version import __version__
-from ..calls._outcome import ERROR_META
-from ..calls._request import Failed, Round, Task, ToolCall
 from ..errors import UnknownTool
+from ..tools._outcome import ERROR_META
+from ..tools._request import Failed, Round, Task, ToolCall
 from ._access import Access
 from ._announce import Announcer
 from ._answers import failed, passed_on

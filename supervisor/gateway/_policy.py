@@ -12,9 +12,9 @@ those tools alone. A server no rule names is not shown at all (status, events). 
 a policy every caller may use everything served.
 
 A rule's ``rateLimit`` bounds how often each of its callers calls the tools it grants: a
-token bucket per caller and rule (:mod:`supervisor.calls._limits`), which the gate spends
+token bucket per caller and rule (:mod:`supervisor.tools._limits`), which the gate spends
 from just before it sends a call (:meth:`Policy.admission`, passed down as
-:data:`~supervisor.calls._limits.caller_admission`) — a call over one is refused unsent.
+:data:`~supervisor.tools._limits.caller_admission`) — a call over one is refused unsent.
 
 Events (``/events``) are narrowed alike, each kind by what it tells
 (:meth:`Narrowed.event`): a caller is told of the tools, resources and servers they may
@@ -34,19 +34,19 @@ import attrs
 import msgspec
 import trio
 
-from ..calls._limits import Rate, TokenBucket, caller_admission, parse_rate, refuse
 from ..errors import UnknownTool
 from ..events import _catalog as events
+from ..tools._limits import Rate, TokenBucket, caller_admission, parse_rate, refuse
 from ._resource import Caller
 from ._search import SearchHost
 
 if TYPE_CHECKING:
     from mcp import types
 
-    from ..calls._request import ToolCall
     from ..config._model import PolicyRule
     from ..registry import Catalog
     from ..runtime import SupervisorHandle
+    from ..tools._request import ToolCall
 
 __all__ = ["Grant", "Narrowed", "Policy"]
 
@@ -129,7 +129,7 @@ class Policy:
 
     def admission(self, caller: Caller, grant: Grant) -> Callable[[str, str], None] | None:
         """The check of ``caller``'s rate limits (the rules of ``grant`` that have one) a
-        call must pass — see :data:`~supervisor.calls._limits.caller_admission` — or
+        call must pass — see :data:`~supervisor.tools._limits.caller_admission` — or
         ``None`` when no rule of theirs has one. A call is held to every limiting rule
         that grants its tool: over any, it is refused (the longest wait said); else it
         takes a token of each."""

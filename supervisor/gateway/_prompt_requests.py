@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from ..calls._outcome import error_data
 from ..errors import (
     PromptArgumentsInvalid,
     RequestUnencodable,
@@ -25,6 +24,7 @@ from ..errors import (
     UnknownPrompt,
     UnknownResource,
 )
+from ..tools._outcome import error_data
 from ._answers import unstamped
 from ._asking import held_of, request_gone, request_round, rounds_of
 from ._context import TIMEOUT_META, timeout

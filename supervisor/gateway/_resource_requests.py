@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from ..calls._outcome import error_data
 from ..errors import (
     RequestUnencodable,
     ServerRequestError,
@@ -29,6 +28,7 @@ from ..errors import (
     UnknownServer,
 )
 from ..registry._resources import route_resource
+from ..tools._outcome import error_data
 from ._answers import unstamped
 from ._apps import backing as apps_backing
 from ._apps import contents_served, resource_served

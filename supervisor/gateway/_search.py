@@ -41,9 +41,9 @@ from ..tools._validate import prepare_arguments
 from ._apps import tool_served
 
 if TYPE_CHECKING:
-    from ..calls._request import ToolCall
     from ..registry import Catalog, Entry
     from ..runtime import SupervisorHandle
+    from ..tools._request import ToolCall
 
 __all__ = ["META_TOOLS", "SearchHost", "ToolSearch", "listed", "meta_tools"]
 

@@ -22,11 +22,11 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._util._previews import PREVIEW_LIMITS
-from ..calls._request import ToolCall
 from ..errors import ApprovalAsked, AuthRequired, SupervisorError, UnknownTool
 from ..server._messages import InputRound
 from ..server._tasks import declared
 from ..tools import ApprovalRequest
+from ..tools._request import ToolCall
 from ..transports._encoding import caller_capabilities
 from ._answers import CLI_YES, error_result, progress_relay, with_limits
 from ._approval import (

@@ -1,6 +1,6 @@
 """Whether a tool call may be sent to one server now (docs/servers.md, "Containing a
 server"): its ``rateLimit`` (a token bucket), its caller's own limits (a team gateway's
-policy, :data:`~supervisor.calls._limits.caller_admission`) and its
+policy, :data:`~supervisor.tools._limits.caller_admission`) and its
 ``maxConcurrentCalls`` (slots a call waits for, within its timeout); counted for the
 server's metrics. A call refused here was never sent.
 """
@@ -13,8 +13,8 @@ import msgspec
 import trio
 
 from .._util._plural import plural
-from ..calls._limits import CallSlots, TokenBucket, caller_admission, parse_rate, refuse
 from ..errors import CallQueueTimeout, RateLimited
+from ..tools._limits import CallSlots, TokenBucket, caller_admission, parse_rate, refuse
 from ._health import ServerMetrics
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ A call waits for its turn under the server's ``maxConcurrentCalls``
 there is one with room (the fast path, in the caller's own task), else through the
 server's mailbox, which waits while it connects or restarts; a ``perUser`` server's call
 for a caller goes on that caller's own session (:class:`~._users.UserSessions`). Each
-call is traced (:mod:`supervisor.calls._tracing`), its mailbox's errors said in the
+call is traced (:mod:`supervisor.tools._tracing`), its mailbox's errors said in the
 server's terms (:class:`~._failing.Failing`), and its timeouts counted towards the
 server's ``degradedAfter``.
 """
@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Protocol, cast
 
 import trio
 
-from ..calls import _tracing as tracing
-from ..calls._audit import audit_outcome
-from ..calls._request import ToolCall
 from ..errors import ToolCallTimeout
+from ..tools import _tracing as tracing
+from ..tools._audit import audit_outcome
+from ..tools._request import ToolCall
 from ..transports._encoding import caller_capabilities
 from ._actor import CallAnswer
 from ._messages import CallTool, _NotSent

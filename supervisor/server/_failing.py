@@ -3,7 +3,7 @@
 Errors are translated once, where they enter: what a transport's library or the
 operating system raises becomes a :class:`~supervisor.errors.TransportError` in
 :func:`supervisor.transports._errors.translate`; an MCP error the server answers, in the
-actor that received it (:func:`~._actor.refused`). What is left is said here: the
+actor that received it (:func:`~._refusals.refused`). What is left is said here: the
 errors of the server's mailbox and incarnations (:mod:`supervisor.actors`: a deadline
 passed, the server gave up, was stopped, or its incarnation died with the request)
 become the :class:`~supervisor.errors.ServerError` they mean for this server, once

@@ -25,13 +25,13 @@ import mcp_types as types
 
 from ..actors import Address, ChildSpec
 from ..auth._broker import AuthProblem, TokenBroker
-from ..calls._request import Progress, ToolCall
 from ..config._apps import app_name
 from ..config._limits import Limits
 from ..config._secrets import command_line
 from ..events import _catalog as events
 from ..log import get_logger
 from ..registry._live import Offer
+from ..tools._request import Progress, ToolCall
 from ..transports._errors import safe_url
 from ..transports._faults import Faults, Injected, Injector
 from ..transports._open import open_transport
@@ -343,7 +343,7 @@ class ServerHandle:
         """Let a call of ``tool`` (its merged name) be sent now, or refuse it before
         anything is sent (:class:`~supervisor.errors.RateLimited`, counted): over the
         server's ``rateLimit``, or over its caller's own limits (a team gateway's policy:
-        :data:`~supervisor.calls._limits.caller_admission`). A call let through takes a
+        :data:`~supervisor.tools._limits.caller_admission`). A call let through takes a
         token of each."""
         self.admission.admit(tool)
 

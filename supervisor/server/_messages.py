@@ -9,21 +9,21 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 # the request ``_meta`` key a recorded call's id travels under (see supervisor.faults)
-from ..calls._outcome import CALL_ID_META as CALL_ID_META
+from ..tools._outcome import CALL_ID_META as CALL_ID_META
 
 # what a call's progress callback is, and a relayed call's rounds: the call's own
-from ..calls._request import InputRound as InputRound
-from ..calls._request import Progress as Progress
+from ..tools._request import InputRound as InputRound
+from ..tools._request import Progress as Progress
 
 if TYPE_CHECKING:
     import mcp_types as types
 
-    from ..calls._request import ToolCall
+    from ..tools._request import ToolCall
 
 
 @attrs.frozen
 class CallTool:
-    """The tool call ``call`` (:class:`~supervisor.calls._request.ToolCall`: its name,
+    """The tool call ``call`` (:class:`~supervisor.tools._request.ToolCall`: its name,
     options and callbacks) as its server is sent it: the server's tool ``tool`` (its own
     name) with ``arguments`` (as checked: what is sent); ``call_id``, if given, goes to
     the server in the request's ``_meta`` (:data:`CALL_ID_META`); the request is sent in

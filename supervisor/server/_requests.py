@@ -26,8 +26,8 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from ..actors import before_effect
-from ..calls._request import Round, Task
 from ..errors import CallMayHaveTakenEffect, ServerRequestError
+from ..tools._request import Round, Task
 from ..tools._validate import invalid_output
 from ..transports._receipts import Receipt, connection_closed, delivery
 from . import _tasks as tasks

@@ -38,6 +38,7 @@ from pydantic import ConfigDict, TypeAdapter
 from .._sdk import parse_call_results_with
 from ..errors import TaskFailed
 from ..log import get_logger
+from ..tools._request import CreatedTask
 from ..transports._receipts import connection_closed, delivery
 
 if TYPE_CHECKING:
@@ -75,19 +76,6 @@ POLL_MIN, POLL_MAX = 0.05, 30.0
 CANCEL_WAIT = 2.0
 
 log = get_logger("supervisor.server")
-
-
-class CreatedTask(types.Result):
-    """A server's task handle, in place of a ``tools/call`` result (``resultType:
-    "task"``); its other fields (``createdAt``, ``ttlMs`` …) are kept as they came."""
-
-    model_config = ConfigDict(extra="allow")
-
-    result_type: Literal["task"] = "task"
-    task_id: str
-    status: str
-    status_message: str | None = None
-    poll_interval_ms: int | None = None
 
 
 class TaskState(types.Result):

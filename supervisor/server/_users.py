@@ -39,7 +39,6 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from ..actors._errors import collapse
-from ..calls._request import Round
 from ..errors import (
     AuthorizationFailed,
     AuthProblem,
@@ -50,6 +49,7 @@ from ..errors import (
     ToolCallTimeout,
 )
 from ..log import get_logger
+from ..tools._request import Round
 from ..tools._validate import invalid_output
 from ..transports._open import open_transport
 from ..transports._receipts import Receipt, connection_closed, delivery

@@ -25,9 +25,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._util._deprecated import on_purpose
-from ..calls import _tracing as tracing
-from ..calls._request import Round
 from ..log import get_logger
+from ..tools import _tracing as tracing
+from ..tools._request import Round
 from ..transports._encoding import caller_capabilities
 from ..transports._receipts import Receipt
 from . import _tasks as tasks
@@ -43,7 +43,7 @@ async def call(client: Client, message: CallTool) -> types.CallToolResult | Roun
     """The SDK call for ``message``, in the caller's trace context; a recorded call
     carries its id in ``_meta``; a relayed multi-round-trip one (``rounds``) its last
     round's answers and state, and its ``input_required`` answer comes back as it is (a
-    :class:`~supervisor.calls._request.Round`). A
+    :class:`~supervisor.tools._request.Round`). A
     call made for a gateway's caller (``message.capabilities``) declares, to a 2026-07-28
     server, what it can of that caller's capabilities."""
     arguments = dict(message.arguments or {})

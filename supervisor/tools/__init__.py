@@ -1,7 +1,18 @@
-"""Tool conversion and approval policy: pure functions, no I/O but the spill file.
+"""One tool call: what it is, what is checked of it, how it ends, and who sees it.
 
+Everything a call is made of, below the servers that carry it and the gate that routes it
+(:mod:`supervisor.calls`): a server's handle, the gate and every front end share these.
 A façade over one module per job:
 
+* **The call** (``_request``) — a :class:`~supervisor.tools._request.ToolCall` is one
+  call as a door built it; its outcome is a ``ToolResult``, a relayed round or task, or a
+  failure. ``_outcome`` labels every outcome ``ok``, ``fail`` or ``info`` (``classify``)
+  and names the ``_meta`` keys a call's id and a failure's data travel under
+  (``_call_id``, ``_error_meta``).
+* **Observers** (``_observer``) — the one interface through which the call history, the
+  audit log (``_audit``), the trace span (``_tracing``) and the dashboard see a call.
+* **Limits** (``_limits``) — a server's ``rateLimit`` and ``maxConcurrentCalls``, and a
+  team gateway caller's own limits.
 * **Arguments** (``_validate``) — ``validate_arguments`` checks a call's arguments
   against the tool's ``inputSchema`` (JSON Schema Draft 2020-12 unless the schema declares
   another ``$schema``) before anything is sent, and raises

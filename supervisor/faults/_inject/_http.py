@@ -95,9 +95,9 @@ from typing import cast
 import httpx2
 import trio
 
-from ...calls._outcome import describe_error
 from ...config._plan import TO_CLIENT, TO_SERVER, Action
 from ...log import get_logger
+from ...tools._outcome import describe_error
 from ._engine import FaultEngine, Message
 from ._link import (
     LIST_CHANGED,

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from ...calls._call_id import CALL_ID_META
+from ...tools._call_id import CALL_ID_META
 
 COUNT_FILE_ENV = "MCP_FIXTURE_COUNT_FILE"
 """Environment variable naming the count file when ``--count-file`` is not given."""

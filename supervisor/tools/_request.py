@@ -15,7 +15,8 @@ The gate's answer (:meth:`Gate.outcome <supervisor.calls._gate.Gate.outcome>`) i
 - a :class:`Round`: a relayed call's ``input_required`` answer, for its caller to answer
   (only with ``rounds``);
 - a :class:`Task`: the task a server made of a relayed call, for its caller to follow
-  (only with ``rounds.tasks``);
+  (only with ``rounds.tasks``), its handle as the server sent it (:class:`CreatedTask`;
+  following a task is :mod:`supervisor.server._tasks`'s);
 - a :class:`Failed`: the :class:`~supervisor.errors.SupervisorError` the call failed
   with, and whether it was handed to its server;
 
@@ -27,21 +28,29 @@ with each case's MCP answer.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import attrs
+import mcp_types as types
+from pydantic import ConfigDict
 
 from ..errors import ToolError
-from ..tools._results import ToolResult
+from ._results import ToolResult
 
 if TYPE_CHECKING:
-    import mcp_types as types
-
     from ..actors import SupervisorError
-    from ..server._tasks import CreatedTask
-    from ..tools import ApprovalCallback
+    from ._approval import ApprovalCallback
 
-__all__ = ["CallOutcome", "Failed", "InputRound", "Progress", "Round", "Task", "ToolCall"]
+__all__ = [
+    "CallOutcome",
+    "CreatedTask",
+    "Failed",
+    "InputRound",
+    "Progress",
+    "Round",
+    "Task",
+    "ToolCall",
+]
 
 _NO_ARGUMENTS: Mapping[str, object] = {}
 
@@ -105,6 +114,19 @@ class Round:
     """A relayed call's ``input_required`` answer, as the server sent it."""
 
     answer: types.InputRequiredResult
+
+
+class CreatedTask(types.Result):
+    """A server's task handle, in place of a ``tools/call`` result (``resultType:
+    "task"``); its other fields (``createdAt``, ``ttlMs`` …) are kept as they came."""
+
+    model_config = ConfigDict(extra="allow")
+
+    result_type: Literal["task"] = "task"
+    task_id: str
+    status: str
+    status_message: str | None = None
+    poll_interval_ms: int | None = None
 
 
 @attrs.frozen

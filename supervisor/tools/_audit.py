@@ -65,10 +65,10 @@ from ..errors import (
     UnknownTool,
 )
 from ..log import REDACTED, get_logger, redactor
-from ..tools import ToolResult
-from ..tools._approval import ApprovalDecision
+from ._approval import ApprovalDecision
 from ._observer import Call, CallWatch
 from ._outcome import classify
+from ._results import ToolResult
 
 __all__ = [
     "DEFAULT_AUDIT_BACKUPS",
@@ -115,7 +115,7 @@ the caller cancelled before it was sent.
 def audit_outcome(exc: BaseException | None, *, sent: bool) -> AuditOutcome:
     """The outcome of a call that raised ``exc`` (``None``: it returned a result) —
     ``sent``: after it was handed to its server. Built on
-    :func:`~supervisor.calls._outcome.classify` (answered / not executed / indefinite)."""
+    :func:`~supervisor.tools._outcome.classify` (answered / not executed / indefinite)."""
     if exc is None:
         return "ok"
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -275,7 +275,7 @@ class AuditLog:
 
     def watch(self, call: Call) -> CallWatch:
         """The log's watch of a call through the gate (a call observer,
-        :mod:`supervisor.calls`): it refuses the call while the log cannot be written
+        :mod:`supervisor.tools._observer`): it refuses the call while the log cannot be written
         (:meth:`check`) and writes the call's line when it ends (:meth:`end`), under the
         id an earlier observer gave the call, if one did."""
         entry = self.begin(call.tool, call.arguments, call.call_id)

@@ -35,7 +35,7 @@ from .._version import __version__
 from ._observer import Call, CallWatch
 
 if TYPE_CHECKING:
-    from ..tools import ToolResult
+    from ._results import ToolResult
 
 __all__ = ["SpanWatch", "attached", "backing_span", "call_span", "current", "ended"]
 

@@ -15,7 +15,7 @@ invoked. A watch (a :class:`CallWatch`) then hears, in this order:
 
 An observer that names calls (the call history) sets :attr:`Call.call_id` in ``watch``,
 if no earlier observer has: that id is what goes to the server in the request's
-``_meta`` (:data:`~supervisor.calls._call_id.CALL_ID_META`) and what later observers (the audit
+``_meta`` (:data:`~supervisor.tools._call_id.CALL_ID_META`) and what later observers (the audit
 log) write. Observers are called synchronously, on the caller's task; they must not
 block.
 """
@@ -53,7 +53,7 @@ class Call:
     approval: Any = None
     #: handed to its server
     sent: bool = False
-    #: how it ended, in the audit log's words (:data:`~supervisor.calls._audit.AuditOutcome`)
+    #: how it ended, in the audit log's words (:data:`~supervisor.tools._audit.AuditOutcome`)
     outcome: str | None = None
     #: who it is made for: the subject of the team gateway's authenticated caller
     caller: str | None = None
