@@ -65,7 +65,7 @@ from ..monitor._probes import readiness
 from ._core import CALLER_SCOPE, LOCAL_SCOPE, Gateway
 from ._fast import FastLane
 from ._policy import Narrowed
-from ._resource import RETRY_AFTER, WELL_KNOWN, Caller, ResourceGate, _Refused
+from ._resource import RETRY_AFTER, Caller, ResourceGate, _Refused
 from ._resume import RETRY_MS, StreamHistory
 from ._sessions import DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE, Sessions
 from ._signin import SIGNED_IN_ROUTE, SignIn
@@ -196,8 +196,7 @@ class _Front:
         }
         if self._resource is not None:
             metadata = _Route(self._metadata, get)
-            paths = (self._resource.metadata_path, WELL_KNOWN)  # RFC 9728 §3.1; 2025-06-18
-            routes.update(dict.fromkeys(paths, metadata))
+            routes.update(dict.fromkeys(self._resource.metadata_paths, metadata))
         if self._sign_in is not None:  # it answers a method it does not take itself
             login = _Route(self._login_page, None)
             routes.update(dict.fromkeys((LOGIN_ROUTE, CALLBACK_ROUTE, SIGNED_IN_ROUTE), login))

@@ -494,11 +494,12 @@ class ResourceGate:
             finally:
                 self.verifier.http = None
 
-    def serves_metadata(self, path: str) -> bool:
-        """Whether ``path`` is where the metadata is asked for (RFC 9728 §3.1: the
-        resource's path after the well-known name; clients of the 2025-06-18 spec try
-        the well-known name alone too)."""
-        return path == self.metadata_path or path == WELL_KNOWN
+    @property
+    def metadata_paths(self) -> tuple[str, str]:
+        """Where the metadata is asked for (RFC 9728 §3.1: the resource's path after the
+        well-known name; clients of the 2025-06-18 spec try the well-known name alone
+        too)."""
+        return self.metadata_path, WELL_KNOWN
 
     async def authenticate(self, authorization: str | None) -> Caller:
         """The caller of a request with this ``Authorization`` header;
