@@ -29,7 +29,7 @@ READERS = (
     "server/_failing.py",
     "server/_injection.py",
     "server/_reading.py",
-    "server/_requests.py",
+    "server/_reads.py",
     "server/_tasks_made.py",
     "runtime.py",
     "calls/_gate.py",
