@@ -65,6 +65,18 @@ OWNERS: dict[tuple[str, str], dict[tuple[str, str], tuple[int, int]]] = {
         ("actors/_restarts.py", "Restarts"): (300, 10),
         ("actors/_operations.py", "Operations"): (170, 15),
     },
+    # the stdio transport, the child spawner: one connection, and how it ended
+    ("transports/_stdio.py", "StdioTransport"): {
+        ("transports/_stdio.py", "StdioTransport"): (300, 14),
+        ("transports/_spawn.py", "Spawner"): (130, 6),
+        ("transports/_stdout.py", "StdoutReader"): (95, 4),
+        ("transports/_conversation.py", "Conversation"): (70, 4),
+        ("transports/_stdin.py", "StdinWriter"): (135, 5),
+        ("transports/_capture.py", "StderrCapture"): (100, 8),
+        ("transports/_bounded.py", "BoundsWatch"): (80, 4),
+        ("transports/_group.py", "ProcessGroup"): (110, 6),
+        ("transports/_fault_point.py", "FaultPoint"): (100, 9),
+    },
     # the gateway: a thin owner of its parts
     ("gateway/_core.py", "Gateway"): {
         ("gateway/_core.py", "Gateway"): (260, 18),
