@@ -75,7 +75,7 @@ OWNERS: dict[tuple[str, str], dict[tuple[str, str], tuple[int, int]]] = {
         ("transports/_capture.py", "StderrCapture"): (100, 8),
         ("transports/_bounded.py", "BoundsWatch"): (80, 4),
         ("transports/_group.py", "ProcessGroup"): (110, 6),
-        ("transports/_fault_point.py", "FaultPoint"): (100, 9),
+        ("transports/_fault_point.py", "FaultPoint"): (115, 9),
     },
     # the gateway: a thin owner of its parts
     ("gateway/_core.py", "Gateway"): {

@@ -35,6 +35,19 @@ class FaultPoint:
     closed, is dropped (the exit, if that is why, is reported by the transport).
     """
 
+    __slots__ = (
+        "_stdin",
+        "fail",
+        "group",
+        "killed",
+        "name",
+        "parse",
+        "process",
+        "read_closed",
+        "stopped",
+        "to_session",
+    )
+
     def __init__(
         self,
         name: str,
