@@ -4,7 +4,7 @@ starts fast.
 
 The child's ``PATH`` is its own ``env`` PATH when it sets one, else this process's: both
 the SDK's minimal environment and an inherited one pass ``PATH`` through
-(:func:`supervisor.transports._stdio.child_environment`, which tests hold to the same answer).
+(:func:`supervisor.transports._spawn.child_environment`, which tests hold to the same answer).
 """
 
 from __future__ import annotations
