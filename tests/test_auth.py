@@ -24,6 +24,7 @@ from mcp.shared.auth import JWT_BEARER_GRANT_TYPE, AuthorizationCodeResult
 
 from supervisor import log, open_supervisor
 from supervisor.auth._backends import TABLE
+from supervisor.auth._renewal import Renewals
 from supervisor.auth._store import AuthStore
 from supervisor.dashboard._feed import feed_message
 from supervisor.errors import (
@@ -879,20 +880,20 @@ async def test_step_up_gives_up_when_the_scope_is_never_granted(tmp_path: Path) 
 
 
 async def test_refreshing_is_the_state_while_a_connection_waits_for_a_refresh(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with open_oauth_server(scopes_supported=SCOPES) as fx:
         async with supervise(fx, tmp_path, Browser()) as sup:
             await connected(sup)
             b = broker(sup)
-            drive, entered, release = b._drive, trio.Event(), trio.Event()
+            drive, entered, release = Renewals._drive, trio.Event(), trio.Event()
 
-            async def held_drive(**kw: Any) -> Any:
+            async def held_drive(self: Renewals, **kw: Any) -> Any:
                 entered.set()
                 await release.wait()
-                return await drive(**kw)
+                return await drive(self, **kw)
 
-            b._drive = held_drive
+            monkeypatch.setattr(Renewals, "_drive", held_drive)  # the flow waits
             b.clock = lambda: time.time() + 3601  # the stored token has expired
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(sup.restart, "remote")  # a new connection needs a token

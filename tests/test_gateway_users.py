@@ -583,7 +583,7 @@ async def test_an_authorization_servers_answer_is_size_checked_before_it_is_pars
     metadata, its token) is refused before the JSON is read; a small answer is read."""
     from supervisor._serving import lifespan
     from supervisor.auth._broker import AuthProblem
-    from supervisor.auth._users import MAX_ANSWER_BYTES, _json_answer
+    from supervisor.auth._exchange import MAX_ANSWER_BYTES, json_answer
     from supervisor.testing.servers._http import start_http
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
@@ -601,8 +601,8 @@ async def test_an_authorization_servers_answer_is_size_checked_before_it_is_pars
         base = served.url.removesuffix("/mcp")
         async with httpx2.AsyncClient() as http:
             with pytest.raises(AuthProblem, match=f"more than {MAX_ANSWER_BYTES} bytes"):
-                await _json_answer(http, "GET", base + "/huge")
-            assert await _json_answer(http, "GET", base + "/small") == (200, {"a": ""})
+                await json_answer(http, "GET", base + "/huge")
+            assert await json_answer(http, "GET", base + "/small") == (200, {"a": ""})
         nursery.cancel_scope.cancel()
 
 

@@ -10,6 +10,7 @@ comes back through the loopback listener (:class:`~._login.Logins`) or the broke
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 from urllib.parse import parse_qs, urlsplit
@@ -28,20 +29,29 @@ from ._login import LoginCancelled, Logins
 from ._probe import drive
 from ._proofs import Proofs
 from ._providers import CodeGrantProvider, Providers
+from ._status import Status
 from ._store import Credentials
 
 log = get_logger("supervisor.auth")
 
 
+def _not_flow_errors(record: logging.LogRecord) -> bool:
+    """The SDK logs every failed flow with its traceback; the broker reports each one
+    itself (an ``auth_failed`` state, an ``mcp.auth.failed`` event, a warning with the
+    reason), so that copy is dropped."""
+    return record.getMessage() != "OAuth flow error"
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_not_flow_errors)
+
+
 class Broker(Protocol):
-    """What an authorization reads of its broker, and the broker's hooks it calls (a
-    per-user broker has its own)."""
+    """What an authorization reads of its broker, and what it calls of it."""
 
     url: str
     auth: Any  # supervisor.config.AuthConfig
     grant: str
     account: str
-    servers: tuple[str, ...]
     credentials: Credentials
     logins: Logins
     redirect: Callable[[str], Any] | None
@@ -50,11 +60,13 @@ class Broker(Protocol):
     @property
     def interactive(self) -> bool: ...
 
-    def _login_hint(self) -> str: ...
+    @property
+    def servers(self) -> tuple[str, ...]: ...
 
-    def _make_provider(self) -> httpx2.Auth | None: ...
+    @property
+    def status(self) -> Status: ...
 
-    def _emit(self, make: Callable[[str], events.Event]) -> None: ...
+    def make_provider(self) -> httpx2.Auth | None: ...
 
 
 class Authorization:
@@ -155,7 +167,7 @@ class Authorization:
             broker.credentials.issuer if broker.grant == "identity_assertion" else None
         )
         if await self._discovery.follow_metadata(a, issuer, challenge, fresh=fresh):
-            broker.provider = broker._make_provider()
+            broker.provider = broker.make_provider()
 
     async def _flow(
         self,
@@ -182,7 +194,7 @@ class Authorization:
                 challenge=challenge,
                 fresh=fresh,
                 scopes=lambda: self._wanted_scopes(challenge),
-                unattended=broker._login_hint() if unattended else None,
+                unattended=broker.status.hint if unattended else None,
                 send=self._proofs.send,
                 refreshed=self._refreshed,
             )
@@ -202,7 +214,7 @@ class Authorization:
                 needs_login=False,
             )
         broker.credentials.issuer = found
-        broker.provider = broker._make_provider()
+        broker.provider = broker.make_provider()
 
     def _wanted_scopes(self, challenge: Challenge | None) -> list[str]:
         """Scopes to add to the server's challenge: the configured ones, and for a
@@ -236,12 +248,12 @@ class Authorization:
             )
         redirect = broker.redirect
         if not self.attended or redirect is None:
-            raise AuthProblem(broker._login_hint(), needs_login=True)
+            raise AuthProblem(broker.status.hint, needs_login=True)
         state = parse_qs(urlsplit(url).query).get("state", [""])[0]
         self.login_state = state
         if self.callback is None:
             broker.logins.expect(state)
-        broker._emit(lambda s: events.AuthStarted(server=s, grant=broker.grant))
+        broker.status.emit(lambda s: events.AuthStarted(server=s, grant=broker.grant))
         log.info("OAuth login started", servers=list(broker.servers), account=broker.account)
         try:
             await redirect(url)

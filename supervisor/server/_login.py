@@ -74,7 +74,7 @@ class Login:
         server = self.server
         broker = server.broker
         assert broker is not None
-        rejected = broker._token
+        rejected = broker.held.token
         problem = server.auth_problem
         if problem is not None and problem.needs_login and broker.redirect is not None:
             try:
