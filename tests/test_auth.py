@@ -210,6 +210,24 @@ async def test_silent_refresh_on_401_and_ahead_of_expiry(tmp_path: Path) -> None
             assert sup.status()["remote"].restarts == 0
 
 
+async def test_a_server_added_live_to_a_broker_is_named_in_its_events(tmp_path: Path) -> None:
+    """A reconfiguration that adds a server of the same resource and account shares the
+    running broker: its renewals are then told to that server too."""
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        async with supervise(fx, tmp_path, Browser()) as sup:
+            await connected(sup)
+            servers = {"remote": entry(fx.url), "second": entry(fx.url)}
+            await sup.reconfigure({"mcpServers": servers})
+            await connected(sup)
+            assert broker(sup, "second") is broker(sup)
+            async with capture_events(sup, "mcp.auth.refreshed") as seen:
+                fx.provider.expire_access_tokens()
+                await whoami(sup)
+                await seen.wait_for("mcp.auth.refreshed", server="remote", timeout=10)
+                await seen.wait_for("mcp.auth.refreshed", server="second", timeout=10)
+            assert fx.provider.refreshes == 1
+
+
 async def test_renewed_tokens_are_redacted_for_two_generations_only(tmp_path: Path) -> None:
     """A supervisor that runs for months renews its token thousands of times: each new
     token is redacted from the moment it arrives, with the one it replaced, and older
