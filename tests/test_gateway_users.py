@@ -458,7 +458,8 @@ async def test_a_login_link_is_good_once_for_ten_minutes(
     """What docs/gateway.md says of the link: good once, for 10 minutes; and a link this
     gateway did not make (another key, an edited one) is refused."""
     from supervisor.auth import _users
-    from supervisor.auth._users import TICKET_SECONDS, _BadTicket
+    from supervisor.auth._tickets import _BadTicket
+    from supervisor.auth._users import TICKET_SECONDS
 
     logins = unattached_logins()
     logins.attach("https://gw.example", b"k" * 32, None)  # type: ignore[arg-type]

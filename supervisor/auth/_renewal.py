@@ -34,7 +34,6 @@ __all__ = [
     "Broker",
     "BrokerActor",
     "Login",
-    "NoOAuth",
     "Renew",
     "Renewals",
     "Renewing",
@@ -44,7 +43,7 @@ __all__ = [
 STEP_UP_LIMIT = 2
 
 
-class NoOAuth(Exception):
+class _NoOAuth(Exception):
     """The server refused without offering OAuth: its 401 stands as it is (what
     :meth:`~._broker.TokenBroker.rejected` raises then)."""
 
@@ -155,7 +154,7 @@ class Renewals:
                 status.error or status.hint, needs_login=status.state is BrokerState.NEEDS_AUTH
             )
         if broker.held.token is None and not await broker.offers_oauth(challenge):
-            raise NoOAuth
+            raise _NoOAuth
         try:
             if step_up:
                 self.step_ups += 1

@@ -18,13 +18,13 @@ from collections.abc import Container
 
 from ._backends import TokenStore, _Rows
 
-__all__ = ["TICKET_SECONDS", "BadTicket", "Tickets"]
+__all__ = ["TICKET_SECONDS", "Tickets"]
 
 #: How long a login link is good for (seconds); it is good once.
 TICKET_SECONDS = 600.0
 
 
-class BadTicket(Exception):
+class _BadTicket(Exception):
     """A login link that is not (or no longer) good."""
 
 
@@ -52,9 +52,9 @@ class Tickets:
 
     async def open(self, ticket: str, servers: Container[str]) -> tuple[str, str]:
         """The server (one of ``servers``) and subject of a good ``ticket``, taken: it is
-        good once (:meth:`_take`); :class:`BadTicket` saying why not."""
+        good once (:meth:`_take`); :class:`_BadTicket` saying why not."""
         if self.key is None:
-            raise BadTicket("this gateway serves no logins")
+            raise _BadTicket("this gateway serves no logins")
         server = subject = expires = nonce = None  # until the ticket reads as one
         try:
             body_text, mac_text = ticket.split(".", 1)
@@ -64,14 +64,14 @@ class Tickets:
         except (ValueError, TypeError):
             good = False
         if not good or not isinstance(server, str) or not isinstance(subject, str):
-            raise BadTicket("this login link is not one of this gateway's")
+            raise _BadTicket("this login link is not one of this gateway's")
         now = time.time()
         if not isinstance(expires, int) or expires < now:
-            raise BadTicket("this login link has expired: call the tool again for a new one")
+            raise _BadTicket("this login link has expired: call the tool again for a new one")
         if server not in servers:
-            raise BadTicket("this gateway no longer serves that server per user")
+            raise _BadTicket("this gateway no longer serves that server per user")
         if not await self._take(str(nonce), expires):
-            raise BadTicket("this login link was used already: call the tool again for a new one")
+            raise _BadTicket("this login link was used already: call the tool again for a new one")
         return server, subject
 
     async def _take(self, nonce: str, expires: int) -> bool:

@@ -55,7 +55,7 @@ from ._handover import Handover
 from ._login import _answer, _page
 from ._store import AuthStore, FileStore
 from ._tickets import TICKET_SECONDS as TICKET_SECONDS
-from ._tickets import BadTicket, Tickets
+from ._tickets import Tickets
 from ._user_brokers import MAX_BROKERS, UserBrokers
 from ._user_brokers import user_account as user_account
 
@@ -75,9 +75,6 @@ LOGIN_ROUTE = "/auth/login"
 CALLBACK_ROUTE = "/auth/callback"
 #: How long the login page waits for the authorization URL to send the browser to.
 START_TIMEOUT = 30.0
-
-#: a login link that is not (or no longer) good (the gateway's pages catch it)
-_BadTicket = BadTicket
 
 
 class UserLogins:
@@ -189,7 +186,7 @@ class UserLogins:
 
     async def open_ticket(self, ticket: str) -> tuple[str, str]:
         """The server and subject of a good ``ticket`` (taken: it is good once);
-        :class:`~._tickets.BadTicket` saying why not."""
+        :class:`~._tickets._BadTicket` saying why not."""
         return await self._tickets.open(ticket, self.servers)
 
     async def begin(self, server: str, subject: str) -> str:

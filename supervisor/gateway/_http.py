@@ -57,7 +57,8 @@ from .._serving import listen, respond, serve_sockets
 from .._util._printable import printable
 from ..auth._broker import AuthProblem
 from ..auth._login import _page
-from ..auth._users import CALLBACK_ROUTE, LOGIN_ROUTE, UserLogins, _BadTicket
+from ..auth._tickets import _BadTicket
+from ..auth._users import CALLBACK_ROUTE, LOGIN_ROUTE, UserLogins
 from ..dashboard._security import bearer, names_listener
 from ..log import get_logger, redacting
 from ..monitor import prometheus_text

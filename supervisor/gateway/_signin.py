@@ -32,7 +32,7 @@ import httpx2
 from .._util._printable import printable
 from .._util._secrets import read_secret
 from ..auth._backends import TokenStore
-from ..auth._users import _BadTicket
+from ..auth._tickets import _BadTicket
 from ..config._model import SignInSettings
 from ..log import get_logger
 from ._resource import (

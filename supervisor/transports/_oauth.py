@@ -11,7 +11,7 @@ import httpx2
 from mcp.client.auth.utils import extract_field_from_www_auth
 
 from ..auth._broker import AuthProblem, TokenBroker
-from ..auth._renewal import NoOAuth
+from ..auth._renewal import _NoOAuth
 from ._receipts import delivery
 
 __all__ = ["BrokerAuth"]
@@ -58,7 +58,7 @@ class BrokerAuth(httpx2.Auth):
         await response.aread()
         try:
             token = await self.broker.rejected(token, response)
-        except NoOAuth:
+        except _NoOAuth:
             return  # the server's refusal is the answer
         except AuthProblem as exc:
             receipt = delivery.get()
