@@ -67,6 +67,8 @@ GATEWAY_FLOOR = "gateway_bare_http_ratio"
 GATEWAY_HTTP_THROUGHPUT = "gateway_http_throughput_ratio"
 #: the gateway process's CPU per call in that load, ms
 GATEWAY_HTTP_CPU = "gateway_http_cpu_per_call_ms"
+#: that CPU per call ÷ the bare SDK echo server's own CPU per call in the same load
+GATEWAY_HTTP_CPU_RATIO = "gateway_http_cpu_ratio"
 #: per-call cost through ``serve --http --stateless`` ÷ through ``serve --http``
 GATEWAY_STATELESS = "gateway_stateless_ratio"
 #: ``mcp-supervisor call`` through the running gateway, process start included, ms
@@ -83,6 +85,8 @@ def http_call_target(medians: Mapping[str, float]) -> str | None:
     return None if floor is None else f"<= {HTTP_OVER_FLOOR * floor:.3f}"
 
 
+#: the figures of one load through ``serve --http`` and on the bare server, alternating
+_HTTP_LOAD_KEYS = (GATEWAY_HTTP_THROUGHPUT, GATEWAY_HTTP_CPU, GATEWAY_HTTP_CPU_RATIO)
 #: untimed calls of each contender before the rounds
 _WARM_CALLS = 20
 #: calls per block when alternating gateway and direct calls
@@ -261,21 +265,27 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
                     rate, p99 = await _throughput(url, token, clients, n)
                     figures[GATEWAY_THROUGHPUT] = rate
                     figures[GATEWAY_P99] = p99
-                if n := sizes.get(GATEWAY_HTTP_THROUGHPUT, 0) or sizes.get(GATEWAY_HTTP_CPU, 0):
-                    used = 0.0
+                if n := max(sizes.get(key, 0) for key in _HTTP_LOAD_KEYS):
+                    used = {served.pid: 0.0, bare_server.pid: 0.0}
 
-                    async def gateway_run(calls: int) -> float:
-                        nonlocal used
-                        before = _cpu_seconds(served.pid)
-                        took = await gateway_load.run(calls)
-                        used += _cpu_seconds(served.pid) - before
-                        return took
+                    def counted(pid: int, load: _Load) -> Callable[[int], Awaitable[float]]:
+                        async def run(calls: int) -> float:
+                            before = _cpu_seconds(pid)
+                            took = await load.run(calls)
+                            used[pid] += _cpu_seconds(pid) - before
+                            return took
+
+                        return run
 
                     ours, theirs = await alternate(
-                        gateway_run, bare_load.run, blocks(n, -(-n // 4)), next(parity) % 2 == 1
+                        counted(served.pid, gateway_load),
+                        counted(bare_server.pid, bare_load),
+                        blocks(n, -(-n // 4)),
+                        next(parity) % 2 == 1,
                     )
                     figures[GATEWAY_HTTP_THROUGHPUT] = theirs / ours  # calls/s ÷ calls/s
-                    figures[GATEWAY_HTTP_CPU] = used / n * 1000
+                    figures[GATEWAY_HTTP_CPU] = used[served.pid] / n * 1000
+                    figures[GATEWAY_HTTP_CPU_RATIO] = used[served.pid] / used[bare_server.pid]
                 if n := sizes.get(GATEWAY_STATELESS, 0):
                     stateless_s, stateful_s = await alternate(
                         partial(_sequential, through_stateless),
