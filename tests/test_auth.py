@@ -628,12 +628,10 @@ async def test_a_wrong_state_or_issuer_is_rejected(tmp_path: Path, wrong: str) -
 async def test_callback_port_busy_takes_the_next_and_redirect_uri_matches(
     tmp_path: Path,
 ) -> None:
-    busy = socket.socket()
-    busy.bind(("127.0.0.1", 0))
-    busy.listen()
-    port = busy.getsockname()[1]
-    try:
-        async with open_oauth_server(scopes_supported=SCOPES) as fx:
+    async with open_oauth_server(scopes_supported=SCOPES) as fx:
+        busy = _busy_before_a_free_port()  # after the fixture took its own port
+        port = busy.getsockname()[1]
+        try:
             async with open_supervisor(
                 config(fx.url, callbackPort=port),
                 auth_dir=tmp_path,
@@ -642,8 +640,27 @@ async def test_callback_port_busy_takes_the_next_and_redirect_uri_matches(
                 await connected(sup)
             (sent,) = fx.provider.redirect_uris
             assert sent == f"http://127.0.0.1:{port + 1}/callback"
-    finally:
-        busy.close()
+        finally:
+            busy.close()
+
+
+def _busy_before_a_free_port() -> socket.socket:
+    """A listening socket on a port whose next port is free (the kernel hands out ports
+    near each other, so the next one may be another test's: then another pair is tried)."""
+    for _ in range(50):
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        probe = socket.socket()
+        try:
+            probe.bind(("127.0.0.1", busy.getsockname()[1] + 1))
+        except OSError:
+            busy.close()
+            continue
+        finally:
+            probe.close()
+        return busy
+    raise AssertionError("no port with a free next port in 50 tries")
 
 
 async def test_two_concurrent_logins_share_the_one_listener(tmp_path: Path) -> None:
