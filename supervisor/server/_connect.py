@@ -43,8 +43,7 @@ from ._client import open_client
 from ._link import Link, first
 from ._listing import Listings, listen_ack_wait
 from ._login import AuthError, Login
-from ._probes import ServerActor as Probed
-from ._probes import keep_probing, watch_connection
+from ._probes import Probed, keep_probing, watch_connection
 from ._reports import Reports
 from ._startup import Turn
 from ._subscriptions import keep_subscriptions

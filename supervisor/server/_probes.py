@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ..transports._remote import TransportLike
 
 
-class ServerActor(Protocol):
+class Probed(Protocol):
     """What probing needs of the server actor whose connection it probes."""
 
     #: its ServerHandle and ServerState (not imported here: they import the actor,
@@ -136,7 +136,7 @@ async def _ask(client: Client, asked: _Asked, limit: float) -> None:
         asked.done.set()
 
 
-async def keep_probing(actor: ServerActor, client: Client, transport: TransportLike) -> None:
+async def keep_probing(actor: Probed, client: Client, transport: TransportLike) -> None:
     """Probe ``actor``'s connection while it lives (see the module's docstring); raises
     :class:`StaleConnection` when two probes in a row go unanswered."""
     server = actor.server
@@ -206,9 +206,9 @@ async def keep_probing(actor: ServerActor, client: Client, transport: TransportL
             )
 
 
-async def _silence(actor: ServerActor, transport: TransportLike, interval: float) -> None:
+async def _silence(actor: Probed, transport: TransportLike, interval: float) -> None:
     """Return once the connection has heard nothing for ``interval`` seconds (never if
-    it is 0), or a probe is asked for (:meth:`ServerActor.probe`)."""
+    it is 0), or a probe is asked for (:meth:`Probed.probe`)."""
     answers = transport.answers
     while True:
         heard = answers.heard if answers.heard is not None else trio.current_time()
@@ -220,7 +220,7 @@ async def _silence(actor: ServerActor, transport: TransportLike, interval: float
             return
 
 
-def _fall_back(actor: ServerActor, reason: str) -> None:
+def _fall_back(actor: Probed, reason: str) -> None:
     server = actor.server
     if actor.state.probe_fallback is not None:
         return
@@ -231,7 +231,7 @@ def _fall_back(actor: ServerActor, reason: str) -> None:
     )
 
 
-def _degraded(actor: ServerActor, why: str) -> None:
+def _degraded(actor: Probed, why: str) -> None:
     server = actor.server
     health = actor.state.health
     if health.probe_missed(why, trio.current_time()):
@@ -240,7 +240,7 @@ def _degraded(actor: ServerActor, why: str) -> None:
         server.changed()
 
 
-def _recovered(actor: ServerActor) -> None:
+def _recovered(actor: Probed) -> None:
     server = actor.server
     degraded_for = actor.state.health.answered(trio.current_time())
     if degraded_for is not None:
@@ -249,7 +249,7 @@ def _recovered(actor: ServerActor) -> None:
         server.changed()
 
 
-def _down(actor: ServerActor, why: str, *, found_by: str) -> None:
+def _down(actor: Probed, why: str, *, found_by: str) -> None:
     server = actor.server
     actor.lost()  # from now on no call is sent on this connection
     actor.state.health.found_down()  # (its end, a hung process's stop, may take seconds)
@@ -263,7 +263,7 @@ def _down(actor: ServerActor, why: str, *, found_by: str) -> None:
 
 
 async def watch_connection(
-    actor: ServerActor, transport: TransportLike, address: tuple[str, int]
+    actor: Probed, transport: TransportLike, address: tuple[str, int]
 ) -> None:
     """Hold a connection to the server's port (:func:`watch_port`): the port found closed
     ends the connection; a doubt has the server probed at once; while a connection is
