@@ -48,8 +48,10 @@ __all__ = [
     "lifespan_state",
     "lowlevel_server",
     "parse_call_results_with",
+    "read_tool_result",
     "request_connection",
     "session_transports",
+    "stamp",
     "tool_manager",
     "wrap_session_admission",
 ]
@@ -147,6 +149,27 @@ TOUCHPOINTS = (
         "attribute",
         "replaced by a parser that looks at resultType first: the SDK's discriminated "
         "union costs a call about 20 us",
+    ),
+    Touchpoint(
+        "mcp.client.session:ClientSession",
+        "_stamp",
+        "attribute",
+        "what the session adds to each request it sends (a 2026-07-28 server's per-request "
+        "envelope), added to a tools/call the gateway forwards as JSON past it",
+    ),
+    Touchpoint(
+        "mcp.client.session",
+        "_clamp_inbound_ttl",
+        "module",
+        "the session's reading of a forwarded call's answer that is not plain, as its own "
+        "send_request reads an answer (the dict it gets is not the public API's)",
+    ),
+    Touchpoint(
+        "mcp.client.session",
+        "_later_revision_fields",
+        "module",
+        "the same reading: the keys a later protocol revision adds, dropped from a "
+        "session-based server's answer",
     ),
     Touchpoint(
         "mcp.client.auth:OAuthClientProvider",
@@ -281,6 +304,35 @@ def parse_call_results_with(session: ClientSession, adapter: object) -> bool:
     # any object with model_validate will do, as the session uses it (not only a TypeAdapter)
     session._call_tool_adapter = adapter  # pyright: ignore[reportAttributeAccessIssue]
     return True
+
+
+def stamp(session: ClientSession, data: dict[str, Any]) -> None:
+    """Add to the request ``data`` (its ``method`` and ``params``) what ``session`` adds
+    to each request it sends: a 2026-07-28 server's envelope in ``_meta``."""
+    session._stamp(data, {})
+
+
+def read_tool_result(session: ClientSession, version: str | None, raw: dict[str, Any]) -> Any:
+    """A ``tools/call`` answer's result ``raw``, read as ``session`` (speaking
+    ``version``) reads the answers it gets (its ``send_request``): checked against that
+    version (a ``pydantic.ValidationError`` if it does not conform), the keys of a later
+    revision dropped, and parsed by its call adapter."""
+    from mcp.client.session import _clamp_inbound_ttl, _later_revision_fields
+    from mcp_types import methods
+    from pydantic import TypeAdapter
+
+    _clamp_inbound_ttl(raw)
+    version = version or "2025-11-25"  # (as send_request falls back)
+    try:
+        methods.validate_server_result("tools/call", version, raw)
+    except KeyError:
+        pass
+    if not (foreign := _later_revision_fields("tools/call", version)).isdisjoint(raw):
+        raw = {key: value for key, value in raw.items() if key not in foreign}
+    adapter: Any = session._call_tool_adapter
+    if isinstance(adapter, TypeAdapter):
+        return adapter.validate_python(raw, by_name=False)
+    return adapter.model_validate(raw, by_name=False)
 
 
 class OAuthProvider(OAuthClientProvider):

@@ -27,6 +27,7 @@ from ..errors import (
 )
 from ..log import get_logger
 from ..tools import ApprovalRequest, Approver, Decider
+from ..tools._forwarded import Forwarded
 from ..tools._outcome import describe_error, error_meta
 from ._context import LIMITS_META, SERVER_META
 
@@ -89,6 +90,8 @@ def passed_on(result: types.CallToolResult, server: str | None) -> types.CallToo
     meta = _own_meta(result.meta)
     if server is not None:
         meta[SERVER_META] = server
+    if isinstance(result, Forwarded):  # passed on as its JSON: keep it
+        return result.with_meta(meta or None)
     return result.model_copy(update={"meta": meta or None})
 
 

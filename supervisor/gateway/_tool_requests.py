@@ -165,6 +165,7 @@ class ToolRequests:
             log_level(meta.get(types.LOG_LEVEL_META_KEY)),
             rounds,
             for_cli=local,
+            forward=True,  # passed on as the backing server's JSON, where it can be
         )
 
         async def made() -> types.CallToolResult | types.InputRequiredResult:

@@ -29,6 +29,7 @@ from ..actors import before_effect
 from ..errors import CallMayHaveTakenEffect, ServerRequestError
 from ..tools._request import Round, Task
 from ..tools._validate import invalid_output
+from ..transports._forward import Forwarding
 from ..transports._receipts import Receipt, connection_closed, delivery
 from . import _tasks as tasks
 from ._health import Health
@@ -81,11 +82,12 @@ class Requests:
         token = delivery.set(receipt)
         try:
             try:
+                forwarding = getattr(transport, "forwarding", None)
                 if direct:  # the caller's task: its end is handled by DirectCalls.call
-                    result = await call(client, message)
+                    result = await call(client, message, forwarding)
                 else:
                     with before_effect(until=None if safe else lambda: not receipt.withdraw()):
-                        result = await self._send(client, message)
+                        result = await self._send(client, message, forwarding)
             except tasks._TaskCreated as created:  # answered with a task
                 if message.rounds is not None and message.rounds.tasks:
                     result = Task(created.task)  # its caller follows it
@@ -138,9 +140,11 @@ class Requests:
         health.call_answered(trio.current_time() - start, time.time(), tool_error=tool_error)
         return result
 
-    async def _send(self, client: Client, message: CallTool) -> types.CallToolResult | Round:
+    async def _send(
+        self, client: Client, message: CallTool, forwarding: Forwarding | None
+    ) -> types.CallToolResult | Round:
         try:
-            return await call(client, message)
+            return await call(client, message, forwarding)
         except MCPError as exc:
             if not session_expired(exc):
                 raise

@@ -9,6 +9,16 @@ it sends from (``logging/setLevel``). A call refused unseen because its ``Mcp-Pa
 headers follow a schema the server no longer lists is sent once more after listing the
 tools again. What the answers mean, and what is done when the connection fails under
 them, is the sender's (:mod:`._requests`).
+
+A call the gateway forwards (:attr:`~supervisor.tools._request.ToolCall.forward`) goes
+past the SDK's models when its connection can carry it so (a local server's:
+:mod:`supervisor.transports._forward`) and it asks nothing the session must follow — no
+progress, no round answered, no trace to continue, and from a 2026-07-28 server only for
+a caller that relays rounds itself: written as JSON with what the session adds to each
+request, its answer read as JSON. A plain answer (:mod:`supervisor.tools._forwarded`)
+comes back as it is, its ``structuredContent`` checked by the session as it checks every
+result; any other is read by the session as it reads its own answers, and is what it
+would have been.
 """
 
 from __future__ import annotations
@@ -24,11 +34,14 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from .. import _sdk
 from .._util._deprecated import on_purpose
 from ..log import get_logger
 from ..tools import _tracing as tracing
+from ..tools._forwarded import Forwarded, plain
 from ..tools._request import Round
-from ..transports._encoding import caller_capabilities
+from ..transports._encoding import caller_capabilities, declaring, encode_params
+from ..transports._forward import Forwarding
 from ..transports._receipts import Receipt
 from . import _tasks as tasks
 from ._messages import CALL_ID_META, CallTool, InputRound, Progress
@@ -39,16 +52,34 @@ log = get_logger("supervisor.server")
 RELIST_PAGES = 100
 
 
-async def call(client: Client, message: CallTool) -> types.CallToolResult | Round:
+async def call(
+    client: Client, message: CallTool, forwarding: Forwarding | None = None
+) -> types.CallToolResult | Round:
     """The SDK call for ``message``, in the caller's trace context; a recorded call
     carries its id in ``_meta``; a relayed multi-round-trip one (``rounds``) its last
     round's answers and state, and its ``input_required`` answer comes back as it is (a
     :class:`~supervisor.tools._request.Round`). A
     call made for a gateway's caller (``message.capabilities``) declares, to a 2026-07-28
-    server, what it can of that caller's capabilities."""
+    server, what it can of that caller's capabilities. A forwarded call goes through
+    ``forwarding``, the connection's, if it may (see the module docstring)."""
     arguments = dict(message.arguments or {})
+    if forwarding is not None and not _forwards(client, message, forwarding):
+        forwarding = None
     with made_for(message.capabilities), tracing.attached(message.context):
-        return await _sent(client, message, arguments)
+        return await _sent(client, message, arguments, forwarding)
+
+
+def _forwards(client: Client, message: CallTool, forwarding: Forwarding) -> bool:
+    """Whether ``message`` goes through ``forwarding`` (see the module docstring)."""
+    if not message.call.forward or message.progress is not None or not forwarding.available:
+        return False
+    rounds = message.rounds
+    if rounds is None:  # the client answers a 2026-07-28 server's rounds itself
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return False
+    elif rounds.responses is not None or rounds.state is not None:
+        return False
+    return not tracing.carried(message.context)
 
 
 @contextmanager
@@ -63,12 +94,13 @@ def made_for(capabilities: Mapping[str, Any] | None) -> Iterator[None]:
 
 
 async def _sent(
-    client: Client, message: CallTool, arguments: dict[str, object]
+    client: Client, message: CallTool, arguments: dict[str, object], forwarding: Forwarding | None
 ) -> types.CallToolResult | Round:
     """:func:`call`'s request, sent (in the caller's trace context)."""
     # the SDK's ProgressFnT names its parameters; it calls them positionally, as Progress is
     progress: ProgressFnT | None = message.progress  # pyright: ignore[reportAssignmentType]
-    if message.call_id is None and message.log_level is None and message.rounds is None:
+    plainly = message.call_id is None and message.log_level is None and message.rounds is None
+    if plainly and forwarding is None:
         return await client.call_tool(message.tool, arguments, progress_callback=progress)
     meta: types.RequestParamsMeta = {}
     if message.call_id is not None:
@@ -76,6 +108,11 @@ async def _sent(
     if message.log_level is not None:  # 2026-07-28 servers log only when asked to
         meta[types.LOG_LEVEL_META_KEY] = message.log_level
     rounds = message.rounds
+    if forwarding is not None:
+        forwarded = await _forwarded(client, forwarding, message, arguments, meta)
+        if isinstance(forwarded, types.CallToolResult):
+            return forwarded
+        return _relayed(forwarded)
     if rounds is not None and client.protocol_version in MODERN_PROTOCOL_VERSIONS:
         # (only that protocol has rounds; the others keep the client's own call path)
         async def send() -> types.CallToolResult | types.InputRequiredResult | types.Result:
@@ -99,18 +136,59 @@ async def _sent(
             # longer lists. The SDK client's own recovery: list again, send once more.
             await _relist(client, message.tool)
             result = await send()
-        if isinstance(result, tasks.CreatedTask):
-            raise tasks._TaskCreated(result)
-        if isinstance(result, types.InputRequiredResult):
-            return Round(result)
-        # a claimed task is parsed as a CreatedTask (tasks.parse_cheaply): not one, this is
-        return cast("types.CallToolResult", result)
+        return _relayed(result)
     return await client.call_tool(
         message.tool,
         arguments,
         progress_callback=progress,
         meta=meta,
     )
+
+
+def _relayed(
+    result: types.CallToolResult | types.InputRequiredResult | types.Result,
+) -> types.CallToolResult | Round:
+    """A relayed call's answer from a 2026-07-28 server: its result, its round (a
+    :class:`~supervisor.tools._request.Round`), or the task it made of the call (raised
+    for the sender to follow or hand back)."""
+    if isinstance(result, tasks.CreatedTask):
+        raise tasks._TaskCreated(result)
+    if isinstance(result, types.InputRequiredResult):
+        return Round(result)
+    # a claimed task is parsed as a CreatedTask (tasks.parse_cheaply): not one, this is
+    return cast("types.CallToolResult", result)
+
+
+async def _forwarded(
+    client: Client,
+    forwarding: Forwarding,
+    message: CallTool,
+    arguments: dict[str, object],
+    meta: types.RequestParamsMeta,
+) -> types.CallToolResult | types.InputRequiredResult | types.Result:
+    """``message`` forwarded as JSON (see the module docstring): its plain answer as it
+    came, any other as the session reads it."""
+    session = client.session
+    params: dict[str, Any] = {"name": message.tool, "arguments": arguments}
+    if meta:
+        params["_meta"] = dict(meta)
+    request = {"method": "tools/call", "params": params}
+    _sdk.stamp(session, request)  # a 2026-07-28 server's envelope
+    params = request["params"]
+    caller = caller_capabilities.get()
+    if caller is not None:
+        params = declaring(params, caller)
+    text = encode_params("tools/call", params, server=forwarding.name)
+    answer = await forwarding.request("tools/call", text)
+    version = client.protocol_version
+    read = (
+        Forwarded.of(answer)
+        if plain(answer, version in MODERN_PROTOCOL_VERSIONS)
+        else _sdk.read_tool_result(session, version, answer)
+    )
+    if isinstance(read, types.CallToolResult) and not read.is_error:
+        await session.validate_tool_result(message.tool, read)
+    return read
 
 
 async def read(

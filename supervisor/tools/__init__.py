@@ -25,7 +25,8 @@ A façade over one module per job:
   :class:`ToolResult`: joined text (a preview when long, the whole text spilled to a
   private file in a ``SpillDirectory``), images (those past the inline limits
   spilled too, each named in the text), audio, resources, and ``structuredContent``
-  checked against the ``outputSchema`` and previewed within its limit.
+  checked against the ``outputSchema`` and previewed within its limit. A plain result a
+  gateway forwards comes as a ``Forwarded`` (``_forwarded``), its JSON kept to pass on.
 * **Approval** (``_approval``) — ``policy_verdict`` (``approval_reason``,
   ``needs_approval``) applies a server's ``approve`` / ``autoApprove`` policy;
   ``decide_approval`` asks the embedder's callback and fails closed without one,

@@ -101,6 +101,9 @@ class ToolCall:
     #: made for the command line over a gateway's local socket (its ``--yes`` approves,
     #: and a refusal says so in its terms)
     for_cli: bool = False
+    #: a gateway passes the answer on as JSON: a plain one may come back as it came
+    #: (:class:`~supervisor.tools._forwarded.Forwarded`), not as the SDK's models
+    forward: bool = False
 
     @property
     def plain(self) -> bool:

@@ -144,6 +144,17 @@ def current() -> Any:
     return otel_context.get_current()
 
 
+def carried(context: Any) -> bool:
+    """Whether a request sent in ``context`` (from :func:`current`; ``None``: the current
+    one) carries a trace on: a tracer provider is installed, or the context holds a span
+    (a trace a gateway's client sent, say), whose W3C context the SDK puts in the
+    request's ``_meta``."""
+    if _installed():
+        return True
+    span = trace.get_current_span(context)
+    return span.get_span_context().is_valid
+
+
 _AS_IT_IS: AbstractContextManager[None] = nullcontext()
 
 

@@ -31,6 +31,7 @@ from contextvars import ContextVar
 from typing import Any
 
 import mcp_types as types
+import msgspec
 from mcp.shared.message import SessionMessage
 
 from .._util._jsontext import unencodable
@@ -38,12 +39,13 @@ from .._util._printable import printable
 from ..errors import RequestUnencodable
 from ..log import get_logger
 
-__all__ = ["caller_capabilities", "encode", "passed_capabilities"]
+__all__ = ["caller_capabilities", "declaring", "encode", "encode_params", "passed_capabilities"]
 
 log = get_logger("supervisor.transports")
 
 #: Longest description of a failure to write a message kept in an error.
 _MAX_REASON = 200
+_ENCODER = msgspec.json.Encoder()
 
 
 #: The capabilities (as JSON) of the client the requests sent from this context are made
@@ -79,21 +81,52 @@ def passed_capabilities(own: Mapping[str, Any], caller: Mapping[str, Any]) -> di
     return passed
 
 
+def declaring(params: dict[str, Any], caller: Mapping[str, Any]) -> dict[str, Any]:
+    """A request's ``params`` declaring ``caller``'s capabilities
+    (:func:`passed_capabilities`) where they declare the client's own: a 2026-07-28
+    request's ``_meta`` (``params`` itself, when they declare none)."""
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        return params
+    own = meta.get(types.CLIENT_CAPABILITIES_META_KEY)
+    if not isinstance(own, Mapping):
+        return params
+    meta = {**meta, types.CLIENT_CAPABILITIES_META_KEY: passed_capabilities(own, caller)}
+    return {**params, "_meta": meta}
+
+
 def _declaring(item: SessionMessage, caller: Mapping[str, Any]) -> SessionMessage:
-    """``item`` declaring ``caller``'s capabilities (:func:`passed_capabilities`) where it
-    declares the client's own: a 2026-07-28 request's ``_meta``."""
+    """``item`` declaring ``caller``'s capabilities where it declares the client's own
+    (:func:`declaring`)."""
     message = item.message
     if not isinstance(message, types.JSONRPCRequest) or not isinstance(message.params, dict):
         return item
-    meta = message.params.get("_meta")
-    if not isinstance(meta, dict):
+    params = declaring(message.params, caller)
+    if params is message.params:
         return item
-    own = meta.get(types.CLIENT_CAPABILITIES_META_KEY)
-    if not isinstance(own, Mapping):
-        return item
-    meta = {**meta, types.CLIENT_CAPABILITIES_META_KEY: passed_capabilities(own, caller)}
-    params = {**message.params, "_meta": meta}
     return SessionMessage(message.model_copy(update={"params": params}), metadata=item.metadata)
+
+
+def encode_params(method: str, params: Mapping[str, Any], *, server: str | None = None) -> bytes:
+    """The JSON text of the params of a request of ``method`` that is sent as JSON, not
+    as the SDK's model (:mod:`._forward`); one that cannot be written raises
+    :class:`~supervisor.errors.RequestUnencodable`, as :func:`encode` does."""
+    try:
+        return _ENCODER.encode(params)
+    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+        raise RequestUnencodable(method, _unwritable(params, exc), server=server) from None
+
+
+def _unwritable(body: object, failure: BaseException) -> list[tuple[str, str]]:
+    """Where ``body`` holds what JSON text cannot carry, and why (``failure``: what
+    writing it raised)."""
+    errors = unencodable(body) if body is not None else []
+    if not errors:  # not a surrogate: a value of a type JSON has none for, say
+        why = printable(str(failure))
+        if len(why) > _MAX_REASON:
+            why = why[: _MAX_REASON - 1] + "…"
+        errors = [("(root)", f"cannot be written as JSON ({why})")]
+    return errors
 
 
 def encode(item: SessionMessage, *, server: str | None = None) -> tuple[SessionMessage, str] | None:
@@ -115,12 +148,7 @@ def encode(item: SessionMessage, *, server: str | None = None) -> tuple[SessionM
         body: object = {"message": message.error.message, "data": message.error.data}
     else:  # a request's or a notification's params, a response's result
         body = getattr(message, "params", None) or getattr(message, "result", None)
-    errors = unencodable(body) if body is not None else []
-    if not errors:  # not a surrogate: a value of a type JSON has none for, say
-        why = printable(str(failure))
-        if len(why) > _MAX_REASON:
-            why = why[: _MAX_REASON - 1] + "…"
-        errors = [("(root)", f"cannot be written as JSON ({why})")]
+    errors = _unwritable(body, failure)
     if isinstance(message, types.JSONRPCRequest):
         raise RequestUnencodable(message.method, errors, server=server) from None
     path, why = errors[0]

@@ -53,7 +53,7 @@ class FaultPoint:
         name: str,
         group: ProcessGroup,
         to_session: ToSession,
-        parse: Callable[[bytes], SessionMessage],
+        parse: Callable[[bytes], SessionMessage | None],
         fail: Callable[[TransportError], None],
     ) -> None:
         self.name = name
@@ -80,6 +80,8 @@ class FaultPoint:
             self.fail(exc)
             await self._end_read_side()
             return
+        if message is None:
+            return  # a forwarded request's answer, taken by its caller
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             await self.to_session.send(message)
 

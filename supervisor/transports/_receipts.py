@@ -114,6 +114,10 @@ class Receipt:
         return True
 
 
+#: What a transport's writer is given: each message's receipt, the message (``None``
+#: for a forwarded one: :mod:`._forward`) and its JSON text.
+Written = tuple[Receipt | None, SessionMessage | None, str | bytes]
+
 #: The receipt of the request being sent from the current task, if any.
 delivery: contextvars.ContextVar[Receipt | None] = contextvars.ContextVar(
     "supervisor_transport_delivery", default=None
@@ -190,7 +194,21 @@ class Answers:
         message = item.message
         receipt = delivery.get()
         if receipt is not None and isinstance(message, types.JSONRPCRequest):
-            self._waiting[coerce_request_id(message.id)] = receipt
+            self.expect(coerce_request_id(message.id), receipt)
+
+    def expect(self, request_id: types.RequestId, receipt: Receipt) -> None:
+        """The request ``request_id``, whose receipt is ``receipt``, is on its way."""
+        self._waiting[request_id] = receipt
+
+    def answered(self, request_id: types.RequestId, code: int | None) -> None:
+        """The server answered the request ``request_id``: with an error of ``code``, or
+        (``None``) a result."""
+        self.heard = trio.current_time()
+        receipt = self._waiting.pop(request_id, None)
+        if receipt is not None:
+            receipt.answered = True
+            receipt.answer_code = code
+            receipt.logs_before = self.logs
 
     def received(self, item: object) -> None:
         message = item.message if isinstance(item, SessionMessage) else None
@@ -217,13 +235,8 @@ class Answers:
             and self._made_by_client(message.error)
         ):
             return
-        self.heard = trio.current_time()
-        receipt = self._waiting.pop(coerce_request_id(message.id), None)
-        if receipt is not None:
-            receipt.answered = True
-            if isinstance(message, types.JSONRPCError):
-                receipt.answer_code = message.error.code
-            receipt.logs_before = self.logs
+        code = message.error.code if isinstance(message, types.JSONRPCError) else None
+        self.answered(coerce_request_id(message.id), code)
 
     def _progress(self, params: object) -> None:
         """Count a progress notification with the request it is for (the SDK's client
@@ -242,7 +255,7 @@ class ReceiptStream:
 
     def __init__(
         self,
-        inner: anyio.abc.ObjectSendStream[tuple[Receipt | None, SessionMessage, str]],
+        inner: anyio.abc.ObjectSendStream[Written],
         answers: Answers,
         server: str | None = None,
     ):

@@ -27,13 +27,14 @@ from mcp.shared.message import SessionMessage
 
 from . import _children
 from ._fault_point import TO_SERVER, FaultPoint
-from ._receipts import Receipt
+from ._receipts import Receipt, Written
 from ._stderr import pending
 
 if TYPE_CHECKING:
     from ._faults import FaultLink
 
-FromSession = anyio.abc.ObjectReceiveStream[tuple[Receipt | None, SessionMessage, str]]
+FromSession = anyio.abc.ObjectReceiveStream[Written]
+ToWriter = anyio.abc.ObjectSendStream[Written]
 
 
 class StdinWriter:
@@ -75,10 +76,12 @@ class StdinWriter:
                     return  # (the request stays undelivered)
                 if receipt is not None and not receipt.deliver():
                     continue  # given up as never sent (and sent again elsewhere): not now
-                sending(message)
+                if message is not None:
+                    sending(message)
+                line = data if isinstance(data, bytes) else data.encode()
                 if link is not None:
                     assert point is not None  # the link is the server's side of the pipe
-                    await link.carry(TO_SERVER, data.encode(), point.to_server, point.to_client)
+                    await link.carry(TO_SERVER, line, point.to_server, point.to_client)
                     continue
                 start = self.written
                 if receipt is not None:  # a listing's pages: where the first one went
@@ -86,7 +89,7 @@ class StdinWriter:
                     if status is not None and _dying(status):
                         self._late.add(receipt)
                 try:
-                    await self._send_line(process.stdin, data.encode() + b"\n")
+                    await self._send_line(process.stdin, line + b"\n")
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     # The pipe refused it. None of it went in: never received. Some of it
                     # (on Linux, where what is left unread is counted once the process

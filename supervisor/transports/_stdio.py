@@ -46,7 +46,7 @@ from ._conversation import Conversation
 from ._errors import translate
 from ._fault_point import FaultPoint, ToSession
 from ._group import ProcessGroup
-from ._receipts import Answers, Receipt, ReceiptStream
+from ._receipts import Answers, ReceiptStream, Written
 from ._spawn import Spawner
 from ._spawn import child_environment as child_environment
 from ._stdin import StdinWriter
@@ -95,7 +95,7 @@ class StdioTransport:
     and what it started that lives on (``npm exec``'s real server, when the wrapper died),
     still holding the pipes, is stopped the same way before the exit is reported: it answers
     nothing more. :meth:`family` lists the running server's processes. A transport is
-    entered once; a restart makes a new one. It tracks delivery (:class:`Receipt`;
+    entered once; a restart makes a new one. It tracks delivery (:class:`~._receipts.Receipt`;
     :class:`~._stdin.StdinWriter`). On Linux, a request whose bytes are all still unread in
     the stdin pipe once the server and what it started are gone (or that was written once
     the server was being killed, when it started nothing that lives on) was never received:
@@ -173,7 +173,9 @@ class StdioTransport:
         self.conversation = talk = Conversation(
             name, self.answers, stderr, max_items=max_items, max_bytes=max_catalog_bytes
         )
-        self.stdout_reader = StdoutReader(name, max_message_bytes, talk.parse)
+        #: the requests forwarded past the SDK's session (:mod:`._forward`)
+        self.forwarding = talk.forwarding
+        self.stdout_reader = StdoutReader(name, max_message_bytes, talk.parse, talk.forwarding)
         self.stdin_writer = StdinWriter(talk.sending)
         self.bounds = None if resources is None else BoundsWatch(name, resources, group)
         self._process: trio.Process | None = None
@@ -223,10 +225,9 @@ class StdioTransport:
             self.on_spawn(process.pid)
         # No await until the nursery is entered: a cancellation here would leak it.
         to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        raw_write, from_session = anyio.create_memory_object_stream[
-            tuple[Receipt | None, SessionMessage, str]
-        ](0)
+        raw_write, from_session = anyio.create_memory_object_stream[Written](0)
         write_stream = ReceiptStream(raw_write, self.answers, self.name)
+        self.forwarding.attach(raw_write)
         try:
             async with trio.open_nursery() as nursery:
                 link = point = None
@@ -250,6 +251,7 @@ class StdioTransport:
                     self.stderr_capture.stopping()
                     if link is not None:
                         link.retire()
+                    self.forwarding.close()
                     with trio.CancelScope(shield=True):
                         if point is not None and point.stopped:
                             point.resume()  # an injected hang: a stopped process cannot exit
@@ -297,18 +299,20 @@ class StdioTransport:
                 )
             else:
                 await self._wait_exit(process)
+        self.forwarding.close()
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             await to_session.aclose()
 
     async def _watch_exit(self, process: trio.Process, to_session: ToSession) -> None:
         await self._wait_exit(process)
         # Wake requests waiting for a reply that will never come.
+        self.forwarding.close()
         await to_session.aclose()
 
     async def _wait_exit(self, process: trio.Process) -> None:
         """Wait for the process to exit; unless we stopped it, stop what it leaves
         running and count what it never read (before the exit is reported: see
-        :class:`Receipt`); then wait for the rest of its stderr (its last lines may say
+        :class:`~._receipts.Receipt`); then wait for the rest of its stderr (its last lines may say
         why it failed), at most :data:`_STDERR_DRAIN_S`; then report the exit."""
         await process.wait()
         group = self.group

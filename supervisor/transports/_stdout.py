@@ -2,8 +2,9 @@
 
 A :class:`~._stdio.StdioTransport` runs its :class:`StdoutReader` in its nursery. Each
 line (a last one without its newline included) is parsed into the session's message
-(:meth:`~._conversation.Conversation.parse`), or carried through the fault link first;
-blank lines are passed over. A line longer than ``max_message_bytes`` is skipped — read
+(:meth:`~._conversation.Conversation.parse`) — or taken by the caller of a forwarded
+request it answers (:mod:`._forward`) — or carried through the fault link first; blank
+lines are passed over. A line longer than ``max_message_bytes`` is skipped — read
 and dropped up to its end, never held in memory — and the connection stays up: if it was
 the answer to a request, that request gets an error instead (code
 :data:`~._oversize.RESULT_TOO_LARGE`, naming the limit and its size).
@@ -24,8 +25,12 @@ from ._oversize import Skipped, too_large
 
 if TYPE_CHECKING:
     from ._faults import FaultLink
+    from ._forward import Forwarding
 
 log = get_logger("supervisor.transports")
+
+#: What makes a line the session's message (``None``: a forwarded request's answer, taken).
+Parse = Callable[[bytes], SessionMessage | None]
 
 #: Bytes read from a server's stdout at a time.
 _READ_CHUNK = 65536
@@ -34,13 +39,15 @@ _READ_CHUNK = 65536
 class StdoutReader:
     """One server's stdout, read line by line into the session."""
 
-    __slots__ = ("limit", "name", "parse")
+    __slots__ = ("forwarding", "limit", "name", "parse")
 
-    def __init__(self, name: str, limit: int, parse: Callable[[bytes], SessionMessage]) -> None:
+    def __init__(self, name: str, limit: int, parse: Parse, forwarding: Forwarding | None = None):
         self.name = name
         #: the most bytes a line may have (``max_message_bytes``)
         self.limit = limit
         self.parse = parse
+        #: the requests forwarded past the session (a line over the limit may answer one)
+        self.forwarding = forwarding
 
     async def read(
         self,
@@ -82,7 +89,8 @@ class StdoutReader:
                 elif link is None:
                     message = parse(line)
                     del line  # the message is what lives on (a refused page: not even that)
-                    await to_session.send(message)
+                    if message is not None:  # (None: a forwarded request's answer, taken)
+                        await to_session.send(message)
                     del message
                 else:
                     assert point is not None
@@ -113,6 +121,8 @@ class StdoutReader:
         if request_id is None:
             return
         error = too_large(skipped.size, limit)
+        if self.forwarding is not None and self.forwarding.answer_error(request_id, error):
+            return
         await to_session.send(
             SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
         )

@@ -1,0 +1,109 @@
+"""A tool's result as its server sent it, JSON — for a gateway that passes it on as JSON.
+
+A call the gateway forwards (:attr:`~supervisor.tools._request.ToolCall.forward`) is
+answered, when the answer is *plain*, with a :class:`Forwarded`: the SDK's
+``CallToolResult``, made without reading the answer again (its text blocks,
+``structuredContent``, ``isError`` and ``_meta`` taken as they came), which keeps the
+answer's JSON for the gateway to pass on as it is. Plain is a shape the SDK's models
+read without changing a thing, so that the JSON says exactly what the model says: an
+object of ``content`` (text blocks of ``type`` and ``text`` alone), ``structuredContent``
+(an object), ``isError`` (a boolean), ``_meta`` (an object) and, from a server that
+speaks 2026-07-28, ``resultType`` (``"complete"``), each but ``content`` optional, and
+nothing else. Any other answer is read by the SDK, as every answer was before
+(:mod:`supervisor.server._wire`).
+
+A copy of a :class:`Forwarded` made with ``model_copy`` is a plain ``CallToolResult``
+(the JSON would no longer say what it says); :meth:`Forwarded.with_meta` makes one
+with another ``_meta`` that keeps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+from pydantic import PrivateAttr
+
+__all__ = ["Forwarded", "plain"]
+
+_KEYS = frozenset({"content", "structuredContent", "isError", "_meta"})
+_MODERN_KEYS = _KEYS | {"resultType"}
+_TEXT_KEYS = frozenset({"type", "text"})
+
+
+def plain(result: Mapping[str, Any], modern: bool) -> bool:
+    """Whether ``result`` (a ``tools/call`` answer's result, JSON, from a server that
+    speaks 2026-07-28 if ``modern``) is plain: see the module docstring."""
+    if not result.keys() <= (_MODERN_KEYS if modern else _KEYS):
+        return False
+    content = result.get("content")
+    if type(content) is not list:
+        return False
+    for block in content:
+        if (
+            type(block) is not dict
+            or block.get("type") != "text"
+            or type(block.get("text")) is not str
+            or not block.keys() <= _TEXT_KEYS
+        ):
+            return False
+    if "structuredContent" in result and type(result["structuredContent"]) is not dict:
+        return False
+    if "isError" in result and type(result["isError"]) is not bool:
+        return False
+    if "_meta" in result and type(result["_meta"]) is not dict:
+        return False
+    return result.get("resultType", "complete") == "complete"
+
+
+class Forwarded(types.CallToolResult):
+    """A plain result (:func:`plain`) as a ``CallToolResult``, its JSON kept: :attr:`sent`."""
+
+    _json: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def of(cls, json: dict[str, Any]) -> Forwarded:
+        """The plain result ``json``, as the model the SDK would have read it into."""
+        return _made(json)
+
+    @property
+    def sent(self) -> dict[str, Any]:
+        """The result's JSON, as its server sent it (less what :meth:`with_meta` changed)."""
+        return self._json
+
+    def with_meta(self, meta: dict[str, Any] | None) -> Forwarded:
+        """This result with ``meta`` for its ``_meta`` (``None``: none)."""
+        json = {key: value for key, value in self._json.items() if key != "_meta"}
+        if meta is not None:
+            json["_meta"] = meta
+        return _made(json)
+
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> types.CallToolResult:
+        """A copy, as a plain ``CallToolResult`` (see the module docstring)."""
+        fields = {name: getattr(self, name) for name in self.model_fields_set}
+        copied = types.CallToolResult.model_construct(
+            _fields_set=set(self.model_fields_set), **fields
+        )
+        return copied.model_copy(update=update, deep=deep)
+
+
+def _made(json: dict[str, Any]) -> Forwarded:
+    """The plain result ``json`` as a :class:`Forwarded`."""
+    content = [
+        types.TextContent.model_construct(type="text", text=b["text"]) for b in json["content"]
+    ]
+    fields: dict[str, Any] = {"content": content}
+    if "structuredContent" in json:
+        fields["structured_content"] = json["structuredContent"]
+    if "isError" in json:
+        fields["is_error"] = json["isError"]
+    if "_meta" in json:
+        fields["meta"] = json["_meta"]
+    if "resultType" in json:
+        fields["result_type"] = json["resultType"]
+    made = Forwarded.model_construct(**fields)
+    made._json = json
+    return made

@@ -1,0 +1,261 @@
+"""A gateway's call forwarded as JSON to a local server (supervisor/transports/_forward.py,
+supervisor/server/_wire.py): the same answers as through the SDK's models, every shape.
+
+Each test sends the same requests through two gateways in front of the same servers,
+one forwarding and one not (the SDK's path: ``_wire._forwards`` made to say no), and
+compares what each answered; spies count what was forwarded, and which answers were
+plain (kept as JSON) — so a test cannot pass with the lane off.
+
+The servers: tests/shaped_server.py (the session-based protocol), which answers a call
+with whatever result, error or line the call asks it to, and tests/reference_server.py
+(2026-07-28), both over stdio.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+
+from supervisor import open_supervisor
+from supervisor.faults import CallHistory
+from supervisor.gateway import Gateway, serve_http
+from supervisor.gateway._relay import Relay
+from supervisor.server import _wire
+from supervisor.tools._forwarded import Forwarded
+from supervisor.transports._forward import FIRST_ID, Forwarding
+from tests.test_gateway import TOKEN, http_client
+from tests.test_gateway_fast import exchange
+from tests.test_gateway_fidelity import AUTO_APPROVED, REFERENCE, WAIT, raw_call
+
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+SHAPED = Path(__file__).with_name("shaped_server.py")
+TEXT = {"type": "text", "text": "hi"}
+
+
+@pytest.fixture
+def lanes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
+    """What the forwarding lane did: the requests it sent (``sent``) and the answers it
+    kept as JSON (``kept``)."""
+    seen: dict[str, list[Any]] = {"sent": [], "kept": []}
+    request, of = Forwarding.request, Forwarded.of.__func__  # type: ignore[attr-defined]
+
+    async def sent(self: Forwarding, method: str, params: bytes) -> dict[str, Any]:
+        seen["sent"].append(method)
+        return await request(self, method, params)
+
+    def kept(cls: type[Forwarded], json: dict[str, Any]) -> Forwarded:
+        seen["kept"].append(json)
+        return of(cls, json)
+
+    monkeypatch.setattr(Forwarding, "request", sent)
+    monkeypatch.setattr(Forwarded, "of", classmethod(kept))
+    return seen
+
+
+@asynccontextmanager
+async def gateway(
+    forward: bool, history: CallHistory | None = None, **limits: object
+) -> AsyncIterator[str]:
+    """The URL of an HTTP gateway in front of ``shaped`` and ``ref``, forwarding or not,
+    under the supervisor's ``limits``."""
+    relay = Relay()
+    servers = {
+        "shaped": {"command": sys.executable, "args": [str(SHAPED)], "approve": False},
+        "ref": {"command": sys.executable, "args": [str(REFERENCE)], "autoApprove": AUTO_APPROVED},
+    }
+    config: dict[str, object] = {"mcpServers": servers}
+    if limits:
+        config["supervisor"] = {"limits": limits}
+    with _forwarding(forward):
+        async with (
+            open_supervisor(config, history=history, **relay.client_options()) as sup,  # type: ignore[arg-type]
+            trio.open_nursery() as nursery,
+        ):
+            served = Gateway(sup, relay=relay)
+            await nursery.start(served.run)
+            await sup.tools()
+            info = await nursery.start(partial(serve_http, served, "127.0.0.1", 0, token=TOKEN))
+            yield info.url
+            nursery.cancel_scope.cancel()
+
+
+_forwards = _wire._forwards
+
+
+@contextmanager
+def _forwarding(on: bool) -> Iterator[None]:
+    """Forwarding on (as it is), or off: every call on the SDK's path."""
+    if on:
+        yield
+        return
+    _wire._forwards = lambda *args: False  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        _wire._forwards = _forwards
+
+
+def shaped(result: object = None, **arguments: object) -> tuple[dict[str, Any], dict[str, str]]:
+    """A 2026-07-28 call of ``shaped_shape`` answered with ``result`` (or as ``arguments``
+    ask)."""
+    if result is not None:
+        arguments["result"] = result
+    return raw_call("shaped_shape", arguments)
+
+
+async def both(
+    requests: list[tuple[dict[str, Any], dict[str, str]]],
+) -> tuple[list[Any], list[Any]]:
+    async with gateway(forward=True) as url:
+        forwarded = await exchange(url, requests)
+    async with gateway(forward=False) as url:
+        through_sdk = await exchange(url, requests)
+    return forwarded, through_sdk
+
+
+#: Answers that are plain: kept as the server's JSON all the way.
+PLAIN = [
+    {"content": [TEXT]},
+    {"content": [TEXT], "isError": True},
+    {"content": [TEXT], "isError": False},
+    {"content": [], "structuredContent": {"a": 1, "b": [1, 2.5, "x", None], "c": {"d": True}}},
+    {"content": [TEXT], "_meta": {"k": "v", "io.modelcontextprotocol/serverInfo": {"name": "x"}}},
+    {"content": [TEXT, {"type": "text", "text": 'héllo ✓ \u2028 😀 \\ " \n'}]},
+    {"content": [{"type": "text", "text": "x" * 100_000}]},
+    {"content": [TEXT], "structuredContent": {"big": 2**70, "small": 1e-300, "neg": -0.0}},
+]
+#: Answers that are not: read by the SDK, as before — passed on as it reads them, or
+#: refused as it refuses them.
+NOT_PLAIN = [
+    {"content": [TEXT], "resultType": "complete"},  # a later revision's key, dropped
+    {"content": [{"type": "text", "text": "hi", "annotations": {"audience": ["user"]}}]},
+    {"content": [{"type": "text", "text": "hi", "_meta": {"k": 1}}]},
+    {"content": [{"type": "image", "data": "aGk=", "mimeType": "image/png"}]},
+    {"content": [TEXT], "extra": 1},
+    {"content": [TEXT], "_meta": None},
+    {"content": [TEXT], "structuredContent": [1, 2]},
+    {"content": "hi"},
+    {"content": [TEXT], "isError": "yes"},
+    {"content": [{"type": "text"}]},
+    {},
+]
+
+
+async def test_every_shape_of_answer_is_passed_on_as_through_the_sdk(
+    lanes: dict[str, list[Any]],
+) -> None:
+    """Each answer, plain or not, valid or not, comes to the gateway's client the same
+    forwarded as through the SDK's models: status, content type and JSON; the plain ones
+    were kept as JSON, the others read by the SDK."""
+    requests = [shaped(result) for result in [*PLAIN, *NOT_PLAIN]]
+    forwarded, through_sdk = await both(requests)
+    assert forwarded == through_sdk
+    assert lanes["sent"] == ["tools/call"] * len(requests)
+    assert lanes["kept"] == PLAIN
+    first = forwarded[0][2]["result"]
+    assert first["content"] == [TEXT] and first["_meta"]["mcp-supervisor/server"] == "shaped"
+    assert "io.modelcontextprotocol/serverInfo" not in forwarded[4][2]["result"]["_meta"]["k"]
+
+
+async def test_errors_and_lost_answers_are_said_as_through_the_sdk(
+    lanes: dict[str, list[Any]],
+) -> None:
+    """A server's JSON-RPC error (its code, message and data), an answer that is not
+    JSON-RPC (the connection fails), a server that exits with the call in flight (it
+    may have taken effect), an answer over ``maxMessageBytes``, and output that breaks
+    the tool's declared ``outputSchema`` are answered the same forwarded or not."""
+    requests = [
+        shaped(error={"code": -32000, "message": "boom", "data": {"x": [1]}}),
+        shaped(error={"code": -32602, "message": "bad"}),
+        raw_call("shaped_typed", {"result": {"content": [TEXT], "structuredContent": {"n": 1}}}),
+        raw_call("shaped_typed", {"result": {"content": [TEXT], "structuredContent": {"n": "x"}}}),
+        raw_call("shaped_typed", {"result": {"content": [TEXT]}}),
+        raw_call("shaped_typed", {"result": {"content": [TEXT], "isError": True}}),
+        shaped(
+            line='{"jsonrpc": "2.0", "id": <id>, "result": {"content": [{"type": "text", '
+            '"text": "' + "y" * 50_000 + '"}]}}'
+        ),
+        shaped(exit=True),
+        shaped(result={"content": [TEXT]}),  # the server restarted: answered again
+        shaped(line="not JSON at all"),
+        shaped(result={"content": [TEXT]}),
+    ]
+    async with gateway(True, maxMessageBytes=40_000) as url:
+        forwarded = await exchange(url, requests)
+    async with gateway(False, maxMessageBytes=40_000) as url:
+        through_sdk = await exchange(url, requests)
+    # (the answer over the limit is counted in bytes, and the ids the two sent it under
+    # are of different lengths)
+    sized = re.compile(r"with \d+ bytes")
+    assert sized.sub("with N bytes", str(forwarded)) == sized.sub("with N bytes", str(through_sdk))
+    assert len(lanes["sent"]) == len(requests)
+    texts = [answer[2]["result"]["content"][0]["text"] for answer in forwarded]
+    assert "boom" in texts[0] and texts[2] == "hi" and "outputSchema" not in texts[2]
+    assert "may have taken effect" in texts[7]
+    assert "maxMessageBytes" in texts[6] or "too large" in texts[6].lower()
+
+
+async def test_a_2026_server_s_answers_rounds_and_tasks_pass_as_through_the_sdk(
+    lanes: dict[str, list[Any]],
+) -> None:
+    """A 2026-07-28 server's answers — a plain result, a tool's error, an
+    ``input_required`` round, a task handle — come the same forwarded or not; the plain
+    one kept as JSON, the rest read by the SDK."""
+    requests = [
+        raw_call("ref_chatter", {}),
+        raw_call("ref_job", {"ask": "yes"}),  # refused by the gate: never sent
+        raw_call("ref_confirm", {}, capabilities={"elicitation": {"form": {}}}),
+        raw_call("ref_job", {}, capabilities={"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+    ]
+    forwarded, through_sdk = await both(requests)
+    assert forwarded == through_sdk
+    assert lanes["sent"] == ["tools/call"] * 3
+    assert [kept["content"][0]["text"] for kept in lanes["kept"]] == ["chattered"]
+    assert forwarded[1][2]["result"]["isError"] is True
+    assert forwarded[2][2]["result"]["resultType"] == "input_required"
+    assert forwarded[3][2]["result"]["resultType"] == "task"
+
+
+async def test_a_session_based_client_gets_the_same_forwarded() -> None:
+    """A session-based client (the SDK's, handshake and all) gets the same results
+    forwarded as not."""
+    results = {}
+    for forward in (True, False):
+        async with gateway(forward) as url, http_client(url, mode="legacy") as client:
+            answers = []
+            for result in PLAIN[:5]:
+                called = await client.call_tool("shaped_shape", {"result": result})
+                answers.append(called.model_dump(mode="json"))
+            results[forward] = answers
+    assert results[True] == results[False]
+
+
+async def test_a_forwarded_call_its_client_gives_up_on_is_cancelled_at_the_server(
+    lanes: dict[str, list[Any]],
+) -> None:
+    """A forwarded call whose client goes away is cancelled at the server with the id it
+    was sent under (``notifications/cancelled``), and recorded as indefinite."""
+    history = CallHistory()
+    async with gateway(True, history) as url:
+        body, headers = shaped(wait=True)
+        async with httpx2.AsyncClient() as http:
+            with pytest.raises(httpx2.TimeoutException):
+                await http.post(url, json=body, headers=headers, timeout=1.0)
+        told = ""
+        with trio.fail_after(WAIT):  # (asked again until the gateway has seen it go)
+            while not told:
+                told = (await exchange(url, [shaped(cancelled=True)]))[0][2]["result"]
+                told = told["content"][0]["text"]
+    assert told == str(FIRST_ID)
+    assert lanes["sent"][0] == "tools/call"
+    assert [c.outcome for c in history.calls if c.tool == "shaped_shape"][0] == "info"
