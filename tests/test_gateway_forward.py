@@ -13,6 +13,7 @@ with whatever result, error or line the call asks it to, and tests/reference_ser
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -27,7 +28,8 @@ import trio
 
 from supervisor import open_supervisor
 from supervisor.faults import CallHistory
-from supervisor.gateway import Gateway, serve_http
+from supervisor.gateway import Gateway, _plain_calls, serve_http
+from supervisor.gateway._plain_calls import PlainCalls
 from supervisor.gateway._relay import Relay
 from supervisor.server import _wire
 from supervisor.tools._forwarded import Forwarded
@@ -44,9 +46,18 @@ TEXT = {"type": "text", "text": "hi"}
 
 @pytest.fixture
 def lanes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
-    """What the forwarding lane did: the requests it sent (``sent``) and the answers it
-    kept as JSON (``kept``)."""
-    seen: dict[str, list[Any]] = {"sent": [], "kept": []}
+    """What the forwarding lane did: the requests it sent (``sent``), the answers it
+    kept as JSON (``kept``), and the answers the gateway wrote past the SDK's models
+    (``written``: their ``isError``)."""
+    seen: dict[str, list[Any]] = {"sent": [], "kept": [], "written": []}
+    write = _plain_calls.written
+
+    def written(server: Any, version: str, result: Any) -> dict[str, Any]:
+        wire = write(server, version, result)
+        seen["written"].append(wire.get("isError"))
+        return wire
+
+    monkeypatch.setattr(_plain_calls, "written", written)
     request, of = Forwarding.request, Forwarded.of.__func__  # type: ignore[attr-defined]
 
     async def sent(self: Forwarding, method: str, params: bytes) -> dict[str, Any]:
@@ -94,15 +105,23 @@ _forwards = _wire._forwards
 
 @contextmanager
 def _forwarding(on: bool) -> Iterator[None]:
-    """Forwarding on (as it is), or off: every call on the SDK's path."""
+    """Forwarding on (as it is), or off: every call on the SDK's path, its request and
+    answer read and written by the SDK's models on both sides."""
     if on:
         yield
         return
+    plainly = PlainCalls.__call__
+
+    async def through_sdk(self: PlainCalls, ctx: Any, call_next: Any) -> Any:
+        return await call_next(ctx)
+
     _wire._forwards = lambda *args: False  # type: ignore[assignment]
+    PlainCalls.__call__ = through_sdk  # type: ignore[method-assign]
     try:
         yield
     finally:
         _wire._forwards = _forwards
+        PlainCalls.__call__ = plainly  # type: ignore[method-assign]
 
 
 def shaped(result: object = None, **arguments: object) -> tuple[dict[str, Any], dict[str, str]]:
@@ -162,6 +181,7 @@ async def test_every_shape_of_answer_is_passed_on_as_through_the_sdk(
     assert forwarded == through_sdk
     assert lanes["sent"] == ["tools/call"] * len(requests)
     assert lanes["kept"] == PLAIN
+    assert len(lanes["written"]) == len(requests)  # (the gateway forwarding; not the other)
     first = forwarded[0][2]["result"]
     assert first["content"] == [TEXT] and first["_meta"]["mcp-supervisor/server"] == "shaped"
     assert "io.modelcontextprotocol/serverInfo" not in forwarded[4][2]["result"]["_meta"]["k"]
@@ -197,7 +217,11 @@ async def test_errors_and_lost_answers_are_said_as_through_the_sdk(
     # (the answer over the limit is counted in bytes, and the ids the two sent it under
     # are of different lengths)
     sized = re.compile(r"with \d+ bytes")
-    assert sized.sub("with N bytes", str(forwarded)) == sized.sub("with N bytes", str(through_sdk))
+    for ours, theirs in zip(forwarded, through_sdk, strict=True):
+        ours, theirs = (
+            sized.sub("with N bytes", json.dumps(a, sort_keys=True)) for a in (ours, theirs)
+        )
+        assert ours == theirs
     assert len(lanes["sent"]) == len(requests)
     texts = [answer[2]["result"]["content"][0]["text"] for answer in forwarded]
     assert "boom" in texts[0] and texts[2] == "hi" and "outputSchema" not in texts[2]
@@ -226,7 +250,9 @@ async def test_a_2026_server_s_answers_rounds_and_tasks_pass_as_through_the_sdk(
     assert forwarded[3][2]["result"]["resultType"] == "task"
 
 
-async def test_a_session_based_client_gets_the_same_forwarded() -> None:
+async def test_a_session_based_client_gets_the_same_forwarded(
+    lanes: dict[str, list[Any]],
+) -> None:
     """A session-based client (the SDK's, handshake and all) gets the same results
     forwarded as not."""
     results = {}
@@ -238,6 +264,7 @@ async def test_a_session_based_client_gets_the_same_forwarded() -> None:
                 answers.append(called.model_dump(mode="json"))
             results[forward] = answers
     assert results[True] == results[False]
+    assert len(lanes["kept"]) == len(lanes["written"]) == 5
 
 
 async def test_a_forwarded_call_its_client_gives_up_on_is_cancelled_at_the_server(

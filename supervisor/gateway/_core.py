@@ -35,7 +35,8 @@ The gateway is the owner of its parts, each in a module of its own:
   narrowing, withdrawn servers left out), and the catalog of that;
 * :class:`~._access.Access` — what each team gateway's caller may use of it;
 * :class:`~._tool_requests.ToolRequests`, :class:`~._resource_requests.ResourceRequests`
-  and :class:`~._prompt_requests.PromptRequests` — the answers to the SDK's requests;
+  and :class:`~._prompt_requests.PromptRequests` — the answers to the SDK's requests
+  (a plain call's past its models: :class:`~._plain_calls.PlainCalls`);
 * :class:`~._asking.Asking` — backing servers' questions to the client whose request
   waits (the :class:`~._relay.Relay`, or 2026-07-28 rounds, :mod:`._held`);
 * :class:`~._announce.Announcer` — the change notifications;
@@ -81,6 +82,7 @@ from ._context import (
 )
 from ._documents import Documents
 from ._held import HeldCalls
+from ._plain_calls import PlainCalls
 from ._policy import Policy
 from ._prompt_requests import PromptRequests
 from ._relay import connection_of
@@ -203,15 +205,15 @@ class Gateway:
         self.tasks = GatewayTasks(sup, served.serves, access.seen_by, key)
         self.tasks.install(self.server)
         self.server.middleware.append(self.announcer.remember_connection)
-        # an approval asked in another round trip carries a requestState: sealed here,
-        # bound to its tool, arguments and caller, under ``key`` (replicas share it) or a
-        # key of this process's own
+        # an approval asked in another round trip carries a requestState: sealed here, bound
+        # to its tool, arguments and caller, under ``key`` (replicas share it) or our own
         #: the replicas' key (else one of this process's own): sealed states, task ids,
         #: and the per-user login links
         self.key = key or os.urandom(32)
         security = RequestStateSecurity(keys=[self.key], bind_principal=subject_of)
         boundary = RequestStateBoundary(security, default_audience=name)
         self.server.middleware.append(boundary)
+        self.server.middleware.append(PlainCalls(tool_requests, self.server))  # innermost
 
     # -- what is served (:class:`~._served.Served`, :class:`~._access.Access`) -----------
 

@@ -16,16 +16,18 @@ from contextlib import suppress
 
 import anyio
 import trio
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
 from ..errors import ProtocolViolation, TransportError
+from ._forward import Forwarding
 from ._group import ProcessGroup
 
 #: The directions a message travels (as :mod:`supervisor.config._plan` names them).
 TO_SERVER = "to_server"
 TO_CLIENT = "to_client"
 
-ToSession = anyio.abc.ObjectSendStream[SessionMessage | Exception]
+ToSession = MemoryObjectSendStream[SessionMessage | Exception]
 
 
 class FaultPoint:
@@ -38,6 +40,7 @@ class FaultPoint:
     __slots__ = (
         "_stdin",
         "fail",
+        "forwarding",
         "group",
         "killed",
         "name",
@@ -55,8 +58,11 @@ class FaultPoint:
         to_session: ToSession,
         parse: Callable[[bytes], SessionMessage | None],
         fail: Callable[[TransportError], None],
+        forwarding: Forwarding | None = None,
     ) -> None:
         self.name = name
+        #: the requests forwarded past the session, whose answers it hands over in turn
+        self.forwarding = forwarding
         self.group = group
         assert group.process is not None
         self.process = group.process
@@ -80,8 +86,10 @@ class FaultPoint:
             self.fail(exc)
             await self._end_read_side()
             return
-        if message is None:
-            return  # a forwarded request's answer, taken by its caller
+        if message is None:  # a forwarded request's answer, taken by its caller
+            if self.forwarding is not None:
+                await self.forwarding.deliver(self.to_session)
+            return
         with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
             await self.to_session.send(message)
 

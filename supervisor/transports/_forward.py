@@ -11,9 +11,11 @@ on the same pipes and by the same rules:
   messages — its :class:`~._receipts.Receipt` (set in ``delivery``) marked queued, then
   delivered, its bytes counted (:class:`~._stdin.StdinWriter`);
 * its answer is taken off stdout before the session's parser sees it
-  (:meth:`Forwarding.claim`): decoded once (msgspec), handed to the waiting caller — the
-  receipt marked answered, the server heard from — a line over ``max_message_bytes``
-  answering it with the error the session's requests get;
+  (:meth:`Forwarding.claim`): decoded once (msgspec), and handed to the waiting caller
+  in its turn (:meth:`Forwarding.deliver`: once the session has taken in every message
+  read before it, as the session's own answers are) — the receipt marked answered, the
+  server heard from — a line over ``max_message_bytes`` answering it with the error the
+  session's requests get;
 * an error answer raises :class:`~mcp.shared.exceptions.MCPError` with its code,
   message and data, as the SDK's session raises it; the connection ending before the
   answer raises the SDK's own "Connection closed" (``CONNECTION_CLOSED``); a caller that
@@ -31,14 +33,15 @@ import anyio
 import mcp_types as types
 import msgspec
 import trio
+import trio.lowlevel
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.exceptions import MCPError
 
-from ._receipts import Answers, delivery
+from ._receipts import Answers, ToWriter, delivery
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
 
-    from ._stdin import ToWriter
 
 __all__ = ["FIRST_ID", "Forwarding"]
 
@@ -86,7 +89,7 @@ class Forwarding:
     docstring. ``answers`` is the transport's, which hears of each answer as it hears of
     the session's."""
 
-    __slots__ = ("_answers", "_closed", "_next", "_queue", "_waiting", "name")
+    __slots__ = ("_answers", "_closed", "_next", "_queue", "_ready", "_waiting", "name")
 
     def __init__(self, name: str, answers: Answers) -> None:
         #: the server's name, in errors
@@ -94,6 +97,8 @@ class Forwarding:
         self._answers = answers
         self._queue: ToWriter | None = None
         self._waiting: dict[int, _Waiter] = {}
+        #: answers claimed, to be handed over in their turn (:meth:`deliver`)
+        self._ready: list[tuple[int, dict[str, Any] | MCPError]] = []
         self._next = FIRST_ID
         self._closed = False
 
@@ -110,6 +115,9 @@ class Forwarding:
         """The connection is gone: each request still waiting fails with the SDK's
         "Connection closed"; none is forwarded from now on."""
         self._closed = True
+        ready, self._ready = self._ready, []
+        for request_id, answer in ready:  # read before it ended: answered
+            self._deliver(request_id, answer)
         waiting, self._waiting = self._waiting, {}
         for waiter in waiting.values():
             if not waiter.done.is_set():
@@ -191,9 +199,9 @@ class Forwarding:
                 error = types.ErrorData.model_validate(answer.error)
             except ValueError:
                 return False  # not a JSON-RPC error: the session's parser says so
-            self._deliver(request_id, _raised(error))
+            self._claimed(request_id, _raised(error))
         elif answer.result is not None:
-            self._deliver(request_id, answer.result)
+            self._claimed(request_id, answer.result)
         else:
             return False
         return True
@@ -211,9 +219,9 @@ class Forwarding:
         if type(request_id) is not int or request_id not in self._waiting:
             return False
         if isinstance(answer, types.JSONRPCError):
-            self._deliver(request_id, _raised(answer.error))
+            self._claimed(request_id, _raised(answer.error))
         else:
-            self._deliver(request_id, dict(answer.result))
+            self._claimed(request_id, dict(answer.result))
         return True
 
     def answer_error(self, request_id: object, error: types.ErrorData) -> bool:
@@ -221,13 +229,41 @@ class Forwarding:
         ``error`` (its answer was a line over ``max_message_bytes``)."""
         if type(request_id) is not int or request_id not in self._waiting:
             return False
-        self._deliver(request_id, _raised(error))
+        self._claimed(request_id, _raised(error))
         return True
 
-    def _deliver(self, request_id: int, answer: dict[str, Any] | MCPError) -> None:
-        waiter = self._waiting[request_id]
+    @property
+    def claimed(self) -> bool:
+        """Whether answers claimed wait to be handed over (:meth:`deliver`)."""
+        return bool(self._ready)
+
+    async def deliver(self, session: MemoryObjectSendStream[Any]) -> None:
+        """Hand each answer claimed to its caller, once ``session`` (the stream to the
+        SDK's session) has taken in every message read before it — waiting to receive
+        the next, or gone: an answer does not overtake a notification the session has
+        yet to act on (a cancellation of its handler, say), as the session's own
+        answers do not."""
+        while self._ready:
+            stats = session.statistics()
+            if stats.tasks_waiting_receive or not stats.open_receive_streams:
+                break
+            await (
+                trio.lowlevel.checkpoint()
+            )  # (the session's reader acts on what it took, then waits)
+        ready, self._ready = self._ready, []
+        for request_id, answer in ready:
+            self._deliver(request_id, answer)
+
+    def _claimed(self, request_id: int, answer: dict[str, Any] | MCPError) -> None:
+        """The server answered ``request_id`` (heard now; handed over in turn)."""
         code = answer.error.code if isinstance(answer, MCPError) else None
         self._answers.answered(request_id, code)
+        self._ready.append((request_id, answer))
+
+    def _deliver(self, request_id: int, answer: dict[str, Any] | MCPError) -> None:
+        waiter = self._waiting.get(request_id)
+        if waiter is None:
+            return  # its caller gave up meanwhile
         if self._answers.complete_by_default and isinstance(answer, dict):
             answer.setdefault("resultType", "complete")
         if not waiter.done.is_set():

@@ -117,6 +117,8 @@ class Receipt:
 #: What a transport's writer is given: each message's receipt, the message (``None``
 #: for a forwarded one: :mod:`._forward`) and its JSON text.
 Written = tuple[Receipt | None, SessionMessage | None, str | bytes]
+#: The writer's queue, as its senders hold it.
+ToWriter = anyio.abc.ObjectSendStream[Written]
 
 #: The receipt of the request being sent from the current task, if any.
 delivery: contextvars.ContextVar[Receipt | None] = contextvars.ContextVar(

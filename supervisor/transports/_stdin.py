@@ -34,7 +34,6 @@ if TYPE_CHECKING:
     from ._faults import FaultLink
 
 FromSession = anyio.abc.ObjectReceiveStream[Written]
-ToWriter = anyio.abc.ObjectSendStream[Written]
 
 
 class StdinWriter:

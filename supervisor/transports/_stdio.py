@@ -173,8 +173,7 @@ class StdioTransport:
         self.conversation = talk = Conversation(
             name, self.answers, stderr, max_items=max_items, max_bytes=max_catalog_bytes
         )
-        #: the requests forwarded past the SDK's session (:mod:`._forward`)
-        self.forwarding = talk.forwarding
+        self.forwarding = talk.forwarding  #: those forwarded past the session (:mod:`._forward`)
         self.stdout_reader = StdoutReader(name, max_message_bytes, talk.parse, talk.forwarding)
         self.stdin_writer = StdinWriter(talk.sending)
         self.bounds = None if resources is None else BoundsWatch(name, resources, group)
@@ -232,9 +231,11 @@ class StdioTransport:
             async with trio.open_nursery() as nursery:
                 link = point = None
                 if self.faults is not None:
-                    point = self._fault_point = FaultPoint(
-                        self.name, self.group, to_session, self.conversation.parse, self._fail
+                    talk, fail = self.conversation, self._fail
+                    point = FaultPoint(
+                        self.name, self.group, to_session, talk.parse, fail, talk.forwarding
                     )
+                    self._fault_point = point
                     link = self.faults.open_link(point, nursery, to_client=point.to_client)
                 nursery.start_soon(self._read_stdout, process, to_session, link, point)
                 nursery.start_soon(self.stdin_writer.write, process, from_session, link, point)

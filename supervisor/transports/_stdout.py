@@ -60,7 +60,7 @@ class StdoutReader:
         towards ``point``, with faults): ``True`` once it ended, ``False`` when the fault
         point ended the read side first. A line that is not JSON-RPC raises
         :class:`~supervisor.errors.ProtocolViolation`."""
-        parse, limit = self.parse, self.limit
+        parse, limit, forwarding = self.parse, self.limit, self.forwarding
         buffer = bytearray()
         skipping: Skipped | None = None  # a line over the limit, being read past
         while True:
@@ -89,8 +89,10 @@ class StdoutReader:
                 elif link is None:
                     message = parse(line)
                     del line  # the message is what lives on (a refused page: not even that)
-                    if message is not None:  # (None: a forwarded request's answer, taken)
+                    if message is not None:
                         await to_session.send(message)
+                    elif forwarding is not None and forwarding.claimed:
+                        await forwarding.deliver(to_session)  # a forwarded request's answer
                     del message
                 else:
                     assert point is not None
@@ -121,7 +123,10 @@ class StdoutReader:
         if request_id is None:
             return
         error = too_large(skipped.size, limit)
-        if self.forwarding is not None and self.forwarding.answer_error(request_id, error):
+        if (forwarding := self.forwarding) is not None and forwarding.answer_error(
+            request_id, error
+        ):
+            await forwarding.deliver(to_session)
             return
         await to_session.send(
             SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))

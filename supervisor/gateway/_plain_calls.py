@@ -1,0 +1,176 @@
+"""Plain ``tools/call`` requests answered without the SDK's models on the gateway's side.
+
+The SDK's server reads each request's params into its models and writes each result
+from them: for a ``tools/call`` that is a validation of the params against the caller's
+protocol version, another into ``CallToolRequestParams``, and, for the answer, the
+result dumped, validated and sieved against that version again. For a plain call that
+is all work that changes nothing, and the gateway does it for every call it passes on.
+
+:class:`PlainCalls` is the innermost of the gateway's server middleware. A
+``tools/call`` whose params are *plain* — ``name`` (a string), ``arguments`` (an object,
+or absent) and a ``_meta`` of the keys the gateway reads itself (the 2026-07-28 envelope
+and the gateway's own options: :data:`~._context.TIMEOUT_META`,
+:data:`~._context.APPROVE_META`, :data:`~._context.LIMITS_META`), whose envelope the
+SDK's check has passed once (each different one is checked the first time it is seen) —
+is handed to the gateway's handler (:class:`~._tool_requests.ToolRequests`) as it is.
+Its answer is written as the SDK writes it: a result a backing server sent that the
+gateway forwarded as JSON (:class:`~supervisor.tools._forwarded.Forwarded`) is passed on
+as that JSON, with what the SDK's writing adds (``isError`` when absent; for a 2026-07-28
+caller ``resultType`` and the gateway's ``serverInfo`` stamp) and drops (a 2026-07-28
+``resultType``, for an older caller); any other is written by the SDK's own functions.
+Anything else — another method, a progress token, a log level, a round's answers, a
+trace context — goes on down to the SDK, untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+import msgspec
+from mcp.shared.exceptions import MCPError
+from mcp_types import methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ValidationError
+
+from ..log import get_logger
+from ..tools._forwarded import Forwarded
+from ._context import APPROVE_META, LIMITS_META, TIMEOUT_META
+
+if TYPE_CHECKING:
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+    from mcp.server.lowlevel.server import Server
+
+    from ._tool_requests import ToolRequests
+
+__all__ = ["PlainCalls", "written"]
+
+log = get_logger("supervisor.gateway")
+
+_PARAMS = frozenset({"name", "arguments", "_meta"})
+#: The ``_meta`` keys a plain call may carry: the envelope's, and the gateway's options
+_META = frozenset(
+    {
+        types.PROTOCOL_VERSION_META_KEY,
+        types.CLIENT_INFO_META_KEY,
+        types.CLIENT_CAPABILITIES_META_KEY,
+        TIMEOUT_META,
+        APPROVE_META,
+        LIMITS_META,
+    }
+)
+#: How many different ``_meta`` the check's verdicts are kept for (a client sends one)
+_CHECKED = 256
+_ENCODER = msgspec.json.Encoder()
+
+
+class PlainCalls:
+    """The gateway's middleware for plain ``tools/call`` requests (see the module
+    docstring): handed to ``calls`` as they are, answered for ``server``."""
+
+    __slots__ = ("_calls", "_checked", "_server")
+
+    def __init__(self, calls: ToolRequests, server: Server[Any]) -> None:
+        self._calls = calls
+        self._server = server
+        #: (protocol version, the ``_meta`` as JSON) -> whether the SDK's check passed it
+        self._checked: dict[tuple[str, bytes], bool] = {}
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        params = ctx.params
+        if ctx.method != "tools/call" or not self._plain(ctx, params):
+            return await call_next(ctx)
+        assert isinstance(params, Mapping)
+        typed = types.CallToolRequestParams.model_construct(
+            name=params["name"], arguments=params.get("arguments"), meta=params.get("_meta")
+        )
+        result = await self._calls.call_tool(ctx, typed)
+        return written(self._server, ctx.protocol_version, result)
+
+    def _plain(self, ctx: ServerRequestContext[Any, Any], params: object) -> bool:
+        """Whether ``params`` (of the ``tools/call`` of ``ctx``) are plain, on a
+        connection that serves calls (a session-based one once its handshake began)."""
+        version = ctx.protocol_version
+        if version not in MODERN_PROTOCOL_VERSIONS and ctx.session.client_params is None:
+            return False  # (the SDK's answer to a call before the handshake)
+        if "tools/call" in self._server.cache_hints:
+            return False  # (the SDK's writing adds it)
+        if type(params) is not dict or not params.keys() <= _PARAMS:
+            return False
+        if type(params.get("name")) is not str:
+            return False
+        arguments = params.get("arguments")
+        if arguments is not None and type(arguments) is not dict:
+            return False
+        meta = params.get("_meta")
+        if meta is None:
+            return "_meta" not in params
+        if type(meta) is not dict or not meta.keys() <= _META:
+            return False
+        return self._passes(version, meta)
+
+    def _passes(self, version: str, meta: dict[str, Any]) -> bool:
+        """Whether params with ``meta`` pass the SDK's check at ``version`` (checked the
+        first time a ``meta`` is seen, by the check itself)."""
+        try:
+            key = (version, _ENCODER.encode(meta))
+        except (TypeError, ValueError, OverflowError):
+            return False
+        known = self._checked.get(key)
+        if known is None:
+            try:
+                methods.validate_client_request(
+                    "tools/call", version, {"name": "x", "arguments": {}, "_meta": meta}
+                )
+                known = True
+            except (ValueError, KeyError):  # (pydantic's ValidationError is a ValueError)
+                known = False
+            if len(self._checked) >= _CHECKED:
+                self._checked.clear()
+            self._checked[key] = known
+        return known
+
+
+def written(server: Server[Any], version: str, result: object) -> dict[str, Any]:
+    """The wire form of the ``tools/call`` result ``result`` for a caller at ``version``,
+    as the SDK's server writes it (a :class:`Forwarded` one from its JSON)."""
+    modern = version in MODERN_PROTOCOL_VERSIONS
+    if isinstance(result, Forwarded):
+        wire = dict(result.sent)
+        wire.setdefault("isError", False)
+        if modern:
+            wire["resultType"] = "complete"
+        else:
+            wire.pop("resultType", None)
+    else:  # a model, or (a task handle) a dict
+        if isinstance(result, BaseModel):
+            dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        else:
+            assert isinstance(result, dict)
+            dumped = dict(result)
+        result_type = dumped.get("resultType")
+        core = (
+            not modern or not isinstance(result_type, str) or result_type in types.CORE_RESULT_TYPES
+        )
+        try:
+            wire = (
+                methods.serialize_server_result("tools/call", version, dumped) if core else dumped
+            )
+        except ValidationError:  # as the SDK's server says it (the detail stays in its log)
+            log.exception("the gateway's tools/call answer is not a valid result")
+            raise MCPError(
+                code=types.INTERNAL_ERROR, message="Handler returned an invalid result"
+            ) from None
+        if modern and wire.get("resultType") is None:
+            wire["resultType"] = "complete"
+    if not modern:
+        return wire
+    meta = wire.get("_meta")
+    if meta is None:
+        wire["_meta"] = {types.SERVER_INFO_META_KEY: server.server_info_stamp}
+    elif isinstance(meta, dict) and meta.get(types.SERVER_INFO_META_KEY) is None:
+        wire["_meta"] = {**meta, types.SERVER_INFO_META_KEY: server.server_info_stamp}
+    return wire
