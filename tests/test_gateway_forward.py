@@ -14,10 +14,11 @@ with whatever result, error or line the call asks it to, and tests/reference_ser
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,14 +29,15 @@ import trio
 
 from supervisor import open_supervisor
 from supervisor.faults import CallHistory
-from supervisor.gateway import Gateway, _plain_calls, serve_http
+from supervisor.gateway import Gateway, _plain_calls, serve_http, serve_stdio
 from supervisor.gateway._plain_calls import PlainCalls
 from supervisor.gateway._relay import Relay
+from supervisor.gateway._stdio_fast import StdioFastLane
 from supervisor.server import _wire
 from supervisor.tools._forwarded import Forwarded
 from supervisor.transports._forward import FIRST_ID, Forwarding
 from tests.test_gateway import TOKEN, http_client
-from tests.test_gateway_fast import exchange
+from tests.test_gateway_fast import exchange, sealed
 from tests.test_gateway_fidelity import AUTO_APPROVED, REFERENCE, WAIT, raw_call
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -47,9 +49,10 @@ TEXT = {"type": "text", "text": "hi"}
 @pytest.fixture
 def lanes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """What the forwarding lane did: the requests it sent (``sent``), the answers it
-    kept as JSON (``kept``), and the answers the gateway wrote past the SDK's models
-    (``written``: their ``isError``)."""
-    seen: dict[str, list[Any]] = {"sent": [], "kept": [], "written": []}
+    kept as JSON (``kept``), the answers the gateway wrote past the SDK's models
+    (``written``: their ``isError``), and the ids of the requests the stdio fast lane
+    served (``fast``)."""
+    seen: dict[str, list[Any]] = {"sent": [], "kept": [], "written": [], "fast": []}
     write = _plain_calls.written
 
     def written(server: Any, version: str, result: Any) -> dict[str, Any]:
@@ -58,6 +61,13 @@ def lanes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
         return wire
 
     monkeypatch.setattr(_plain_calls, "written", written)
+    serve = StdioFastLane._serve
+
+    async def served(self: StdioFastLane, request: dict[str, Any], *args: Any) -> None:
+        seen["fast"].append(request["id"])
+        await serve(self, request, *args)
+
+    monkeypatch.setattr(StdioFastLane, "_serve", served)
     request, of = Forwarding.request, Forwarded.of.__func__  # type: ignore[attr-defined]
 
     async def sent(self: Forwarding, method: str, params: bytes) -> dict[str, Any]:
@@ -286,3 +296,127 @@ async def test_a_forwarded_call_its_client_gives_up_on_is_cancelled_at_the_serve
     assert told == str(FIRST_ID)
     assert lanes["sent"][0] == "tools/call"
     assert [c.outcome for c in history.calls if c.tool == "shaped_shape"][0] == "info"
+
+
+# -- the gateway over stdio: its fast lane (supervisor/gateway/_stdio_fast.py) -------------
+
+
+@asynccontextmanager
+async def stdio_gateway(fast: bool) -> AsyncIterator[tuple[Any, set[Any]]]:
+    """A gateway over stdio (pipes, in this process) in front of ``shaped`` and ``ref``,
+    everything on (the fast lane, plain calls, forwarding) or everything off (the
+    SDK's loop and models); yields ``ask`` — write one message, and read the answer to
+    it (``None`` for a notification, or with ``answered=False``), the other lines
+    before it passed over — and the ids of every answer read."""
+    relay = Relay()
+    servers = {
+        "shaped": {"command": sys.executable, "args": [str(SHAPED)], "approve": False},
+        "ref": {"command": sys.executable, "args": [str(REFERENCE)], "autoApprove": AUTO_APPROVED},
+    }
+    take = StdioFastLane.take
+    with _forwarding(fast):
+        if not fast:
+            StdioFastLane.take = lambda self, line: False  # type: ignore[method-assign]
+        try:
+            to_gateway_r, to_gateway_w = os.pipe()
+            from_gateway_r, from_gateway_w = os.pipe()
+            async with (
+                open_supervisor({"mcpServers": servers}, **relay.client_options()) as sup,  # type: ignore[arg-type]
+                trio.open_nursery() as nursery,
+                trio.lowlevel.FdStream(to_gateway_w) as requests,
+                trio.lowlevel.FdStream(from_gateway_r) as answers,
+            ):
+                served = Gateway(sup, relay=relay)
+                await nursery.start(served.run)
+                await sup.tools()
+                nursery.start_soon(serve_stdio, served, to_gateway_r, from_gateway_w)
+                buffer = bytearray()
+                seen: set[Any] = set()
+
+                async def ask(message: dict[str, Any], answered: bool = True) -> Any:
+                    await requests.send_all(json.dumps(message).encode() + b"\n")
+                    if "id" not in message or not answered:
+                        return None
+                    with trio.fail_after(WAIT):
+                        while True:
+                            while (end := buffer.find(b"\n")) < 0:
+                                buffer.extend(await answers.receive_some())
+                            answer = json.loads(bytes(buffer[:end]))
+                            del buffer[: end + 1]
+                            seen.add(answer.get("id"))
+                            if answer.get("id") == message["id"]:
+                                return sealed(answer)
+
+                yield ask, seen
+                nursery.cancel_scope.cancel()
+        finally:
+            StdioFastLane.take = take  # type: ignore[method-assign]
+            for fd in (to_gateway_r, from_gateway_w):
+                with suppress(OSError):
+                    os.close(fd)
+
+
+def call(request_id: int, name: str, arguments: dict[str, Any], **options: Any) -> dict[str, Any]:
+    """A 2026-07-28 ``tools/call`` message of ``name`` (the body :func:`raw_call` makes)."""
+    body, _ = raw_call(name, arguments, **options)
+    return {**body, "id": request_id}
+
+
+async def test_over_stdio_the_fast_lane_answers_as_the_sdk_s_loop(
+    lanes: dict[str, list[Any]],
+) -> None:
+    """Over stdio, each request — plain calls and not, errors, a round, a task, a
+    progress token, an unknown tool — is answered the same with the fast lane (and
+    forwarding) as by the SDK's loop and models alone."""
+    envelope = raw_call("x", {})[0]["params"]["_meta"]
+    listing = {"jsonrpc": "2.0", "id": 0, "method": "tools/list", "params": {"_meta": envelope}}
+    shapes = [*PLAIN, *NOT_PLAIN]
+    requests = [
+        listing,  # the first request: the SDK's, which decides the era
+        *(call(i, "shaped_shape", {"result": r}) for i, r in enumerate(shapes, start=1)),
+        call(100, "shaped_shape", {"error": {"code": -32000, "message": "boom"}}),
+        call(101, "ref_chatter", {}),
+        call(102, "ref_confirm", {}, capabilities={"elicitation": {"form": {}}}),
+        call(
+            103, "ref_job", {}, capabilities={"extensions": {"io.modelcontextprotocol/tasks": {}}}
+        ),
+        call(104, "ref_count", {}, meta={"progressToken": 9}),
+        call(105, "ref_nothing", {}),
+        call(106, "ref_job", {"ask": "yes"}),
+    ]
+    results = {}
+    for fast in (True, False):
+        async with stdio_gateway(fast) as (ask, _):
+            results[fast] = {request["id"]: await ask(request) for request in requests}
+    assert results[True] == results[False]
+    assert results[True][101]["result"]["content"][0]["text"] == "chattered"
+    assert results[True][102]["result"]["resultType"] == "input_required"
+    assert results[True][103]["result"]["resultType"] == "task"
+    assert results[True][105]["error"]["code"] == -32602
+    assert lanes["kept"][: len(PLAIN)] == PLAIN  # (the fast gateway's: it went first)
+    taken = [request["id"] for request in requests[1:] if request["id"] != 104]
+    assert lanes["fast"] == taken  # all but the first request and the progress token
+    assert len(lanes["written"]) >= len(shapes)
+
+
+async def test_over_stdio_a_fast_lane_call_its_client_cancels_is_cancelled_unanswered(
+    lanes: dict[str, list[Any]],
+) -> None:
+    """A call the stdio fast lane serves that its client cancels
+    (``notifications/cancelled``) is cancelled at the backing server, and never
+    answered."""
+    envelope = raw_call("x", {})[0]["params"]["_meta"]
+    listing = {"jsonrpc": "2.0", "id": 0, "method": "tools/list", "params": {"_meta": envelope}}
+    async with stdio_gateway(True) as (ask, seen):
+        await ask(listing)
+        await ask({**call(1, "shaped_shape", {"wait": True}), "id": 1}, answered=False)
+        cancel = {"requestId": 1, "reason": "gave up"}
+        told = ""
+        with trio.fail_after(WAIT):
+            while not told:  # (asked again until the cancellation has reached the server)
+                await ask({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
+                answer = await ask(call(2, "shaped_shape", {"cancelled": True}))
+                told = answer["result"]["content"][0]["text"]
+    assert told == str(FIRST_ID)
+    assert 1 not in seen
+    assert lanes["fast"][0] == 1

@@ -53,7 +53,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._sdk import lifespan_state
 
-__all__ = ["FastLane"]
+__all__ = ["Exchange", "FastLane", "answered", "streamless"]
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
@@ -75,14 +75,14 @@ _ENCODER = msgspec.json.Encoder()
 
 
 @dataclass
-class _Exchange:
+class Exchange:
     """The dispatch context of one fast-lane request (the SDK's ``DispatchContext``
     protocol): no back channel — a 2026-07-28 server sends its client no requests — and
     no notifications, which the fast lane takes only requests that cannot cause."""
 
     transport: TransportContext
     request_id: str | int
-    message_metadata: ServerMessageMetadata
+    message_metadata: ServerMessageMetadata | None
     progress_token: None = None
     cancel_requested: trio.Event = field(default_factory=trio.Event)
     can_send_request: bool = field(default=False, init=False)
@@ -177,24 +177,14 @@ class FastLane:
             request = _DECODER.decode(body)
         except (msgspec.DecodeError, ValueError):
             return None
-        if not isinstance(request, dict) or not request.keys() <= _REQUEST:
-            return None
-        params, request_id = request.get("params"), request.get("id")
-        if request.get("jsonrpc") != "2.0" or request.get("method") != "tools/call":
-            return None
-        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
-            return None
-        if not isinstance(params, dict) or not params.keys() <= _PARAMS:
-            return None
-        meta, name = params.get("_meta"), params.get("name")
-        if not isinstance(meta, dict) or not meta.keys() <= _ENVELOPE or not isinstance(name, str):
-            return None
-        if not isinstance(params.get("arguments", {}), dict):
+        if not streamless(request):
             return None
         if find_duplicated_routing_header(_raw_headers(scope)) is not None:
             return None
         verdict = classify_inbound_request(request, headers=headers)
-        if not isinstance(verdict, InboundModernRoute) or not self._plain_schema(name):
+        if not isinstance(verdict, InboundModernRoute):
+            return None
+        if not self._plain_schema(request["params"]["name"]):
             return None
         return request, verdict
 
@@ -235,13 +225,10 @@ class FastLane:
             can_send_request=False,
             headers=headers,
         )
-        exchange = _Exchange(
+        exchange = Exchange(
             transport=transport,
             request_id=request_id,
             message_metadata=ServerMessageMetadata(request_context=_Request(scope, headers)),
-        )
-        connection = Connection.from_envelope(
-            verdict.protocol_version, verdict.client_info, verdict.client_capabilities
         )
         answer: dict[str, Any] | None = None
         async with trio.open_nursery() as nursery:
@@ -252,23 +239,8 @@ class FastLane:
                 nursery.cancel_scope.cancel()  # the client went: the call is cancelled
 
             nursery.start_soon(until_gone)
-            try:
-                result = await serve_one(
-                    self._server,
-                    # the SDK's protocol wants anyio's Event for cancel_requested; a trio.Event
-                    # does what it is used for (set, is_set, wait), for less in this hot path
-                    exchange,  # pyright: ignore[reportArgumentType]
-                    "tools/call",
-                    request["params"],
-                    connection=connection,
-                    lifespan_state=lifespan_state(self._manager),
-                )
-                answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
-            except Exception as exc:  # noqa: BLE001 — the SDK's mapping of handler errors
-                error = modern_error_data(exc).model_dump(
-                    mode="json", by_alias=True, exclude_none=True
-                )
-                answer = {"jsonrpc": "2.0", "id": request_id, "error": error}
+            state = lifespan_state(self._manager)
+            answer = await answered(self._server, exchange, request, verdict, state)
             nursery.cancel_scope.cancel()
         if answer is None:
             return  # the client is gone
@@ -278,6 +250,53 @@ class FastLane:
         body = _ENCODER.encode(answer)
         await send({"type": "http.response.start", "status": status, "headers": _JSON})
         await send({"type": "http.response.body", "body": body})
+
+
+def streamless(request: object) -> bool:
+    """Whether ``request`` (decoded JSON) is a ``tools/call`` a fast lane takes: a
+    JSON-RPC request of that method, its ``_meta`` the envelope alone (nothing that asks
+    for a stream), its ``name`` a string and its ``arguments`` an object."""
+    if not isinstance(request, dict) or not request.keys() <= _REQUEST:
+        return False
+    params, request_id = request.get("params"), request.get("id")
+    if request.get("jsonrpc") != "2.0" or request.get("method") != "tools/call":
+        return False
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+        return False
+    if not isinstance(params, dict) or not params.keys() <= _PARAMS:
+        return False
+    meta, name = params.get("_meta"), params.get("name")
+    if not isinstance(meta, dict) or not meta.keys() <= _ENVELOPE or not isinstance(name, str):
+        return False
+    return isinstance(params.get("arguments", {}), dict)
+
+
+async def answered(
+    server: Any,
+    exchange: Any,
+    request: Mapping[str, Any],
+    verdict: InboundModernRoute,
+    lifespan_state: Any,
+) -> dict[str, Any]:
+    """The JSON-RPC answer to the fast-lane ``request`` (``verdict``: the SDK's on its
+    envelope), served by the SDK's kernel in ``exchange`` (its dispatch context)."""
+    request_id = request["id"]
+    connection = Connection.from_envelope(
+        verdict.protocol_version, verdict.client_info, verdict.client_capabilities
+    )
+    try:
+        result = await serve_one(
+            server,
+            exchange,
+            "tools/call",
+            request["params"],
+            connection=connection,
+            lifespan_state=lifespan_state,
+        )
+    except Exception as exc:  # noqa: BLE001 — the SDK's mapping of handler errors
+        error = modern_error_data(exc).model_dump(mode="json", by_alias=True, exclude_none=True)
+        return {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
 async def _read(receive: Receive, limit: int) -> tuple[bytes, bool | None]:

@@ -7,19 +7,23 @@ instead of corrupting a message, and the messages go to a private duplicate of t
 original descriptor. The client closing standard input ends the session. A line is read
 as the SDK's 2026-07-28 HTTP transport reads a body, a lone surrogate escape
 (``"\\ud800"``) included; a message that cannot be written back as JSON fails alone
-(:mod:`supervisor.transports._encoding`).
+(:mod:`supervisor.transports._encoding`). A 2026-07-28 ``tools/call`` that needs no
+stream is served by the fast lane (:mod:`._stdio_fast`), past the SDK's stream loop.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
+from typing import Any
 
 import anyio
 import mcp_types as types
+import msgspec
 import trio
+from mcp.server.runner import serve_dual_era_loop
 from mcp.shared.message import SessionMessage
 
 from .._sdk import ReadStream, WriteStream, create_context_streams
@@ -27,6 +31,7 @@ from ..errors import RequestUnencodable
 from ..log import get_logger
 from ..transports._encoding import encode
 from ._core import Gateway
+from ._stdio_fast import StdioFastLane
 
 __all__ = ["DRAIN_TIMEOUT", "MAX_LINE_BYTES", "serve_stdio", "stdio_streams"]
 
@@ -38,13 +43,21 @@ DRAIN_TIMEOUT = 5.0
 #: The longest line (one message) read from standard input; a longer one is refused.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
+_ENCODER = msgspec.json.Encoder()
+
+
+#: Makes a connection's fast lane: given the nursery its calls run in and how it writes
+#: an answer (a JSON-RPC message, as JSON values).
+Lane = Callable[[trio.Nursery, Callable[[dict[str, Any]], Awaitable[None]]], StdioFastLane]
+
 
 @asynccontextmanager
 async def stdio_streams(
-    stdin: int = 0, stdout: int = 1
+    stdin: int = 0, stdout: int = 1, lane: Lane | None = None
 ) -> AsyncIterator[tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]]:
     """The session's message streams over the descriptors ``stdin`` and ``stdout``
-    (a line that is not a JSON-RPC message reaches the session as its exception)."""
+    (a line that is not a JSON-RPC message reaches the session as its exception); the
+    lines the fast lane ``lane`` makes takes are served there instead."""
     in_fd, out_fd = os.dup(stdin), os.dup(stdout)
     saved = os.dup(stdout) if stdout == 1 else None
     if saved is not None:
@@ -55,6 +68,8 @@ async def stdio_streams(
     to_wire, from_session = create_context_streams[SessionMessage](0)
 
     reading = trio.CancelScope()
+    writing = trio.Lock()  # the session's answers and the fast lane's, a line at a time
+    fast: StdioFastLane | None = None
 
     async def read() -> None:
         buffer = bytearray()
@@ -65,7 +80,7 @@ async def stdio_streams(
                     while (end := buffer.find(b"\n")) >= 0:
                         line = bytes(buffer[:end]).strip()
                         del buffer[: end + 1]
-                        if line:
+                        if line and (fast is None or not fast.take(line)):
                             await to_session.send(_parse(line))
                     if len(buffer) > MAX_LINE_BYTES:
                         await to_session.send(
@@ -85,16 +100,36 @@ async def stdio_streams(
                         )
                         continue
                     if encoded is not None:
-                        await writer.send_all(encoded[1].encode() + b"\n")
+                        async with writing:
+                            await writer.send_all(encoded[1].encode() + b"\n")
+
+    async def answer(message: dict[str, Any]) -> None:
+        """Write the fast lane's answer ``message``; one that cannot be written as
+        JSON is replaced as the session's would be (:func:`encode`)."""
+        try:
+            line = _ENCODER.encode(message)
+        except (TypeError, ValueError, OverflowError):
+            parsed = types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+            encoded = encode(SessionMessage(parsed))
+            if encoded is None:
+                return
+            line = encoded[1].encode()
+        with suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+            async with writing:
+                await writer.send_all(line + b"\n")
 
     try:
-        async with trio.open_nursery() as nursery:
+        async with trio.open_nursery() as nursery, trio.open_nursery() as calls:
+            if lane is not None:
+                fast = lane(calls, answer)
             nursery.start_soon(read)
             nursery.start_soon(write)
             try:
                 yield from_wire, to_wire
             finally:
-                # What the session sent is written out (for a bounded time), then done.
+                # What the session sent is written out (for a bounded time), then done;
+                # the fast lane's calls end with the session's (cancelled, as its are).
+                calls.cancel_scope.cancel()
                 reading.cancel()
                 with suppress(anyio.ClosedResourceError):
                     await to_wire.aclose()
@@ -133,5 +168,19 @@ async def serve_stdio(gateway: Gateway, stdin: int = 0, stdout: int = 1) -> None
     15 s: :meth:`Gateway.first_listing`), so the capabilities declared are theirs."""
     # What the gateway declares is what its servers declare: learnt as they connect.
     await gateway.first_listing()
-    async with stdio_streams(stdin, stdout) as (read, write):
-        await gateway.server.run(read, write, gateway.server.create_initialization_options())
+    server = gateway.server
+    async with server.lifespan(server) as state:  # (as the SDK's Server.run does)
+
+        def lane(
+            calls: trio.Nursery, write: Callable[[dict[str, Any]], Awaitable[None]]
+        ) -> StdioFastLane:
+            return StdioFastLane(server, state, calls, write)
+
+        async with stdio_streams(stdin, stdout, lane) as (read, write):
+            await serve_dual_era_loop(
+                server,
+                read,
+                write,
+                lifespan_state=state,
+                init_options=server.create_initialization_options(),
+            )
