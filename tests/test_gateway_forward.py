@@ -194,7 +194,8 @@ async def test_every_shape_of_answer_is_passed_on_as_through_the_sdk(
     assert len(lanes["written"]) == len(requests)  # (the gateway forwarding; not the other)
     first = forwarded[0][2]["result"]
     assert first["content"] == [TEXT] and first["_meta"]["mcp-supervisor/server"] == "shaped"
-    assert "io.modelcontextprotocol/serverInfo" not in forwarded[4][2]["result"]["_meta"]["k"]
+    stamped = forwarded[4][2]["result"]["_meta"]  # the server's stamp gone; the gateway's
+    assert stamped["k"] == "v" and stamped["io.modelcontextprotocol/serverInfo"]["name"] != "x"
 
 
 async def test_errors_and_lost_answers_are_said_as_through_the_sdk(
