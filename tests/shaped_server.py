@@ -6,7 +6,8 @@ It speaks the session-based protocol (``server/discover`` is "method not found",
 client falls back to the initialize handshake), lists two tools and answers:
 
 * ``shape(result=…)`` with ``result`` as the answer's result, exactly; ``shape(error=…)``
-  with ``error`` as its JSON-RPC error; ``shape(exit=true)`` by exiting unanswered;
+  with ``error`` as its JSON-RPC error; ``shape(exit=true)`` by exiting unanswered,
+  ``shape(exit_after=S)`` by doing so after ``S`` seconds of reading nothing more;
   ``shape(wait=true)`` never; ``shape(line=…)`` with that text as its whole answer line
   (``<id>`` in it replaced by the request's id);
 * ``typed(result=…)``, whose tool declares an ``outputSchema`` (``{"n": integer}``), the
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 _OPEN = {"type": "object"}
 _TOOLS = [
@@ -68,6 +70,9 @@ def main() -> int:
         elif method == "tools/call":
             arguments = params.get("arguments") or {}
             if arguments.get("exit"):
+                return 3
+            if "exit_after" in arguments:  # reads nothing more meanwhile
+                time.sleep(float(arguments["exit_after"]))
                 return 3
             if arguments.get("wait"):
                 continue

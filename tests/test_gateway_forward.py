@@ -240,6 +240,34 @@ async def test_errors_and_lost_answers_are_said_as_through_the_sdk(
     assert "maxMessageBytes" in texts[6] or "too large" in texts[6].lower()
 
 
+async def test_a_call_its_server_never_read_is_sent_again_as_through_the_sdk(
+    lanes: dict[str, list[Any]],
+) -> None:
+    """A server that dies with one call read and another still unread in its stdin: the
+    read one may have taken effect, the unread one is sent again once it is back and
+    answered — forwarded (written straight into the pipe) as through the SDK's path."""
+    results = {}
+    for forward in (True, False):
+        async with gateway(forward) as url, httpx2.AsyncClient(timeout=WAIT) as http:
+            answers: dict[str, Any] = {}
+
+            async def post(
+                key: str, request: tuple[dict[str, Any], dict[str, str]], into: dict[str, Any]
+            ) -> None:
+                body, headers = request
+                into[key] = sealed((await http.post(url, json=body, headers=headers)).json())
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(post, "read", shaped(exit_after=2), answers)
+                await trio.sleep(0.5)  # (read, and the server reading nothing more)
+                nursery.start_soon(post, "unread", shaped(result={"content": [TEXT]}), answers)
+            results[forward] = answers
+    assert results[True] == results[False]
+    assert "may have taken effect" in results[True]["read"]["result"]["content"][0]["text"]
+    assert results[True]["unread"]["result"]["content"] == [TEXT]
+    assert lanes["sent"] == ["tools/call"] * 3  # the unread one twice
+
+
 async def test_a_2026_server_s_answers_rounds_and_tasks_pass_as_through_the_sdk(
     lanes: dict[str, list[Any]],
 ) -> None:

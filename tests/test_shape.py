@@ -84,6 +84,8 @@ OWNERS: dict[tuple[str, str], dict[tuple[str, str], tuple[int, int]]] = {
         ("transports/_stdout.py", "StdoutReader"): (95, 4),
         ("transports/_conversation.py", "Conversation"): (70, 4),
         ("transports/_stdin.py", "StdinWriter"): (135, 5),
+        ("transports/_intake.py", "Intake"): (90, 4),
+        ("transports/_forward.py", "Forwarding"): (210, 13),
         ("transports/_capture.py", "StderrCapture"): (100, 8),
         ("transports/_bounded.py", "BoundsWatch"): (80, 4),
         ("transports/_group.py", "ProcessGroup"): (110, 6),

@@ -27,6 +27,7 @@ from mcp.server.runner import serve_dual_era_loop
 from mcp.shared.message import SessionMessage
 
 from .._sdk import ReadStream, WriteStream, create_context_streams
+from .._util._pipes import received
 from ..errors import RequestUnencodable
 from ..log import get_logger
 from ..transports._encoding import encode
@@ -75,7 +76,7 @@ async def stdio_streams(
         buffer = bytearray()
         async with to_session:
             with reading, suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-                while chunk := await reader.receive_some(65536):
+                while chunk := await received(reader, 65536):
                     buffer += chunk
                     while (end := buffer.find(b"\n")) >= 0:
                         line = bytes(buffer[:end]).strip()
@@ -113,10 +114,25 @@ async def stdio_streams(
             encoded = encode(SessionMessage(parsed))
             if encoded is None:
                 return
-            line = encoded[1].encode()
+            line = encoded[1].encode() + b"\n"
+        else:
+            line += b"\n"
         with suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-            async with writing:
-                await writer.send_all(line + b"\n")
+            try:
+                writing.acquire_nowait()
+            except trio.WouldBlock:  # another answer is being written: after it
+                async with writing:
+                    await writer.send_all(line)
+                return
+            try:  # straight in, if the descriptor takes it now (the lock held: in turn)
+                try:
+                    sent = os.write(out_fd, line)
+                except BlockingIOError:
+                    sent = 0
+                if sent < len(line):
+                    await writer.send_all(line[sent:])
+            finally:
+                writing.release()
 
     try:
         async with trio.open_nursery() as nursery, trio.open_nursery() as calls:

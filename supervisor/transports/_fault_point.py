@@ -13,6 +13,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable
 from contextlib import suppress
+from typing import TYPE_CHECKING
 
 import anyio
 import trio
@@ -20,8 +21,10 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
 from ..errors import ProtocolViolation, TransportError
-from ._forward import Forwarding
 from ._group import ProcessGroup
+
+if TYPE_CHECKING:
+    from ._conversation import Conversation
 
 #: The directions a message travels (as :mod:`supervisor.config._plan` names them).
 TO_SERVER = "to_server"
@@ -56,18 +59,17 @@ class FaultPoint:
         name: str,
         group: ProcessGroup,
         to_session: ToSession,
-        parse: Callable[[bytes], SessionMessage | None],
+        talk: Conversation,
         fail: Callable[[TransportError], None],
-        forwarding: Forwarding | None = None,
     ) -> None:
         self.name = name
         #: the requests forwarded past the session, whose answers it hands over in turn
-        self.forwarding = forwarding
+        self.forwarding = talk.forwarding
         self.group = group
         assert group.process is not None
         self.process = group.process
         self.to_session = to_session
-        self.parse = parse
+        self.parse = talk.parse
         self.fail = fail
         self._stdin = trio.Lock()  # the link writes from more than one task
         #: the read side ended: a line that is not JSON-RPC, or an injected close

@@ -27,6 +27,7 @@ line only while an answer is awaited.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -37,7 +38,7 @@ import trio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.exceptions import MCPError
 
-from ._receipts import Answers, ToWriter, delivery
+from ._receipts import Answers, Receipt, ToWriter, delivery
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
@@ -89,13 +90,14 @@ class Forwarding:
     docstring. ``answers`` is the transport's, which hears of each answer as it hears of
     the session's."""
 
-    __slots__ = ("_answers", "_closed", "_next", "_queue", "_ready", "_waiting", "name")
+    __slots__ = ("_answers", "_closed", "_next", "_now", "_queue", "_ready", "_waiting", "name")
 
     def __init__(self, name: str, answers: Answers) -> None:
         #: the server's name, in errors
         self.name = name
         self._answers = answers
         self._queue: ToWriter | None = None
+        self._now: Callable[[Receipt | None, bytes], bool] | None = None
         self._waiting: dict[int, _Waiter] = {}
         #: answers claimed, to be handed over in their turn (:meth:`deliver`)
         self._ready: list[tuple[int, dict[str, Any] | MCPError]] = []
@@ -107,9 +109,12 @@ class Forwarding:
         """Whether a request can be forwarded now: the connection is up."""
         return self._queue is not None and not self._closed
 
-    def attach(self, queue: ToWriter) -> None:
-        """Write each forwarded request into ``queue``, the transport's writer's."""
+    def attach(self, queue: ToWriter, now: Callable[[Receipt | None, bytes], bool]) -> None:
+        """Write each forwarded request into ``queue``, the transport's writer's — or
+        have the writer write it ``now``, in its sender's task, when it can
+        (:meth:`~._stdin.StdinWriter.write_now`)."""
         self._queue = queue
+        self._now = now
 
     def close(self) -> None:
         """The connection is gone: each request still waiting fails with the SDK's
@@ -148,10 +153,13 @@ class Forwarding:
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
             written = True  # from here a cancelled write may still have been delivered
-            try:
-                await queue.send((receipt, None, line))
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed") from None
+            now = self._now
+            if now is None or not now(receipt, line):
+                try:
+                    await queue.send((receipt, None, line))
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    closed = MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
+                    raise closed from None
             await waiter.done.wait()
         except trio.Cancelled:
             if written and not waiter.done.is_set():

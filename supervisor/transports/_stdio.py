@@ -12,7 +12,9 @@ parts, each in a module of its own, do the rest:
 * :class:`~._stdout.StdoutReader` — stdout framed into the session's messages, each line
   bounded;
 * :class:`~._conversation.Conversation` — each message checked as it crosses the pipes;
-* :class:`~._stdin.StdinWriter` — stdin written, each byte counted for delivery;
+* :class:`~._stdin.StdinWriter` — stdin written, each byte counted for delivery
+  (:class:`~._intake.Intake`);
+* :class:`~._forward.Forwarding` — requests forwarded as JSON past the SDK's session;
 * :class:`~._capture.StderrCapture` — stderr read into the tail that failures quote;
 * :class:`~._bounded.BoundsWatch` — the process family held to its resource bounds;
 * :class:`~._group.ProcessGroup` — the process family ended, leaving no process behind;
@@ -226,15 +228,13 @@ class StdioTransport:
         to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         raw_write, from_session = anyio.create_memory_object_stream[Written](0)
         write_stream = ReceiptStream(raw_write, self.answers, self.name)
-        self.forwarding.attach(raw_write)
+        self.forwarding.attach(raw_write, self.stdin_writer.write_now)
+        talk = self.conversation
         try:
             async with trio.open_nursery() as nursery:
                 link = point = None
                 if self.faults is not None:
-                    talk, fail = self.conversation, self._fail
-                    point = FaultPoint(
-                        self.name, self.group, to_session, talk.parse, fail, talk.forwarding
-                    )
+                    point = FaultPoint(self.name, self.group, to_session, talk, self._fail)
                     self._fault_point = point
                     link = self.faults.open_link(point, nursery, to_client=point.to_client)
                 nursery.start_soon(self._read_stdout, process, to_session, link, point)
@@ -320,7 +320,7 @@ class StdioTransport:
         if not group.stopping:
             await group.end_orphans()
             if not group.stopping and self._fault_point is None:
-                self.stdin_writer.count_unread(process, left_family=group.left_family)
+                self.stdin_writer.intake.count_unread(process, left_family=group.left_family)
         with trio.move_on_after(_STDERR_DRAIN_S):
             await self.stderr_capture.done.wait()
         self._note_exit(process)

@@ -19,6 +19,7 @@ import mcp_types as types
 import trio
 from mcp.shared.message import SessionMessage
 
+from .._util._pipes import received
 from ..log import get_logger
 from ._fault_point import TO_CLIENT, FaultPoint, ToSession
 from ._oversize import Skipped, too_large
@@ -64,7 +65,7 @@ class StdoutReader:
         buffer = bytearray()
         skipping: Skipped | None = None  # a line over the limit, being read past
         while True:
-            chunk = await stdout.receive_some(_READ_CHUNK)
+            chunk = await received(stdout, _READ_CHUNK)
             ended = not chunk
             if ended:  # a last line without its newline is a line all the same
                 if skipping is None and not buffer:
