@@ -548,6 +548,7 @@ async def serve_http(
     session_idle: float = DEFAULT_SESSION_IDLE,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     fast: bool = True,
+    front: str = "httptools",
     task_status: trio.TaskStatus[HttpGatewayInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``gateway`` over Streamable HTTP on ``host``:``port`` until cancelled; start
@@ -558,7 +559,10 @@ async def serve_http(
     ``404``), and at most ``max_sessions`` are open: a new one past that closes the one
     idle the longest, or is refused with ``503`` when every one is in use
     (:class:`~._sessions.Sessions`). ``fast=False`` turns the fast lane off
-    (:mod:`._fast`): every request then goes through the SDK's own HTTP entry.
+    (:mod:`._fast`): every request then goes through the SDK's own HTTP entry. ``front``
+    is the HTTP server: the gateway's own (:mod:`._wire_front`), parsing with
+    ``"httptools"`` (the default) or ``"h11"``, or ``"hypercorn"``, which costs several
+    times more per request.
 
     Requests need the bearer ``token`` — or, for a team gateway, an access token that
     ``resource`` takes (:class:`~._resource.ResourceGate`): one of the two is given. A
@@ -567,6 +571,7 @@ async def serve_http(
     required then: :class:`ValueError` without)."""
     if (token is None) == (resource is None):
         raise ValueError("serve_http takes a token or a resource gate, one of the two")
+    serve = _front(front)
     from mcp.server.transport_security import TransportSecuritySettings
 
     from ..dashboard._address import format_host, is_loopback
@@ -640,7 +645,7 @@ async def serve_http(
                     users.attach(base_url, gateway.key, nursery, exchanger=resource.issuer)
                 await nursery.start(
                     partial(
-                        serve_sockets,
+                        serve,
                         _Front(
                             app,
                             gateway,
@@ -672,6 +677,20 @@ async def serve_http(
             users.detach()
         for sock in sockets:
             sock.close()
+
+
+def _front(name: str) -> Callable[..., Awaitable[None]]:
+    """The HTTP server named ``name`` (``serve_http``'s ``front``), which serves an ASGI
+    app on listening sockets with :func:`~supervisor._serving.serve_sockets`' arguments."""
+    if name == "hypercorn":
+        return serve_sockets
+    from . import _wire_front
+
+    if name not in _wire_front.PARSERS:
+        raise ValueError(f"front is 'hypercorn', 'httptools' or 'h11', not {name!r}")
+    if not _wire_front.available(name):
+        raise ValueError(f"front={name!r} needs {_wire_front.PARSERS[name]} installed")
+    return partial(_wire_front.serve_wire, parser=name)
 
 
 async def serve_local(

@@ -1,0 +1,401 @@
+"""The HTTP gateway's own HTTP server (``serve_http(front="httptools")`` and
+``front="h11"``, supervisor/gateway/_wire_front.py): the front's checks in their order, head
+limits, keep-alive and pipelining, chunked bodies and ``Expect: 100-continue``, requests
+that do not parse, unread bodies and slow clients — a real gateway on 127.0.0.1 and raw
+sockets, each test with each parser.
+
+httptools is an optional dependency: its tests need it (``pip install -e '.[httptools]'``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+
+import pytest
+import trio
+
+from supervisor import open_supervisor
+from supervisor.gateway import Gateway, serve_http
+from supervisor.gateway._http import HttpGatewayInfo
+from supervisor.gateway._wire_front import MAX_HEADERS
+from supervisor.testing.servers import make_server
+from tests.extras import require
+from tests.test_gateway_sessions import TOKEN, head, raw
+
+CALL = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {
+            "name": "e_echo",
+            "arguments": {"text": "through the wire"},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+).encode()
+
+
+@pytest.fixture(params=["httptools", "h11"])
+def front(request: pytest.FixtureRequest) -> str:
+    """Each parser of the gateway's own HTTP server."""
+    if request.param == "httptools":
+        require("httptools", "httptools")
+    return request.param
+
+
+@asynccontextmanager
+async def gateway(front: str, **options: object) -> AsyncIterator[HttpGatewayInfo]:
+    """An echo server behind an in-process HTTP gateway with the ``front`` given."""
+    apps = {"e": make_server("echo")}
+    async with open_supervisor({"mcpServers": {}}, apps=apps) as sup, trio.open_nursery() as n:
+        gw = Gateway(sup)
+        await n.start(gw.run)
+        await sup.tools()
+        serve = partial(serve_http, gw, "127.0.0.1", 0, token=TOKEN, front=front)
+        yield await n.start(partial(serve, **options))
+        n.cancel_scope.cancel()
+
+
+def call_head(port: int, *extra: str) -> bytes:
+    """A fast-lane tool call's head (its body is :data:`CALL`), with ``extra`` lines."""
+    lines = [
+        "POST /mcp HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        f"Authorization: Bearer {TOKEN}",
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        "Mcp-Protocol-Version: 2026-07-28",
+        "Mcp-Method: tools/call",
+        "Mcp-Name: e_echo",
+        *extra,
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+class Reader:
+    """Answers read one at a time off a raw connection (each with a ``Content-Length``)."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.buffer = b""
+
+    async def _more(self) -> None:
+        chunk = await self.stream.receive_some(65536)
+        assert chunk, f"closed; read so far: {self.buffer[:300]!r}"
+        self.buffer += chunk
+
+    async def answer(self) -> tuple[int, dict[str, str], bytes]:
+        with trio.fail_after(30):
+            while b"\r\n\r\n" not in self.buffer:
+                await self._more()
+            top, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+            status_line, *fields = top.decode("latin-1").split("\r\n")
+            headers = {}
+            for field in fields:
+                name, _, value = field.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            length = int(headers.get("content-length", "0"))
+            while len(self.buffer) < length:
+                await self._more()
+            body, self.buffer = self.buffer[:length], self.buffer[length:]
+            return int(status_line.split()[1]), headers, body
+
+    async def closed(self) -> bool:
+        """Whether the server closes the connection (within 30 s), having sent nothing more."""
+        with trio.fail_after(30):
+            rest = await self.stream.receive_some(65536)
+        return rest == b"" and self.buffer == b""
+
+
+def echoed(body: bytes) -> str:
+    return json.loads(body)["result"]["content"][0]["text"]
+
+
+async def test_each_request_passes_host_route_method_origin_then_token_in_that_order(
+    front: str,
+) -> None:
+    """Behind its own HTTP server the gateway's checks are the same, in the same order:
+    another Host 421, an unknown path 404, a wrong method 405 with ``Allow``, another
+    origin 403, no token 401 with a challenge; then the route answers."""
+    async with gateway(front) as info:
+        port = info.port
+        host = f"Host: 127.0.0.1:{port}\r\n"
+        token = f"Authorization: Bearer {TOKEN}\r\n"
+        asked = [
+            b"GET /healthz HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+            f"GET /nowhere HTTP/1.1\r\n{host}\r\n".encode(),
+            f"POST /status HTTP/1.1\r\n{host}Content-Length: 0\r\n\r\n".encode(),
+            f"GET /status HTTP/1.1\r\n{host}{token}Origin: https://evil.example\r\n\r\n".encode(),
+            f"GET /status HTTP/1.1\r\n{host}\r\n".encode(),
+            f"GET /status HTTP/1.1\r\n{host}{token}\r\n".encode(),
+        ]
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            reader = Reader(stream)
+            answers = []
+            for request in asked:
+                await stream.send_all(request)
+                answers.append(await reader.answer())
+        assert [status for status, _, _ in answers] == [421, 404, 405, 403, 401, 200]
+        assert answers[2][1]["allow"] == "GET"
+        assert answers[4][1]["www-authenticate"].startswith("Bearer ")
+        assert "servers" in json.loads(answers[5][2])
+
+
+async def test_a_head_over_the_limit_is_431_whole_in_pieces_or_by_its_fields(front: str) -> None:
+    """A head over 16 KiB is 431 whether it comes in one write or a piece at a time, and so
+    is one with more than :data:`MAX_HEADERS` fields; a head just under either bound is
+    served."""
+    async with gateway(front) as info:
+        port = info.port
+        assert (await raw(port, head(port, 16_000))).startswith(b"HTTP/1.1 200 ")
+        for size in (17_000, 65_000, 200_000):
+            assert (await raw(port, head(port, size))).startswith(b"HTTP/1.1 431 ")
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            reader = Reader(stream)
+            start = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Pad: ".encode()
+            await stream.send_all(start)
+            for _ in range(5):  # never ended: 20 KB of one header
+                await stream.send_all(b"a" * 4000)
+                await trio.sleep(0.01)
+            status, headers, _ = await reader.answer()
+            assert (status, headers["connection"]) == (431, "close")
+            assert await reader.closed()
+
+        def fields(count: int) -> bytes:
+            extra = "".join(f"X-F{i}: {i}\r\n" for i in range(count - 1))
+            return f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{extra}\r\n".encode()
+
+        assert (await raw(port, fields(MAX_HEADERS))).startswith(b"HTTP/1.1 200 ")
+        assert (await raw(port, fields(MAX_HEADERS + 1))).startswith(b"HTTP/1.1 431 ")
+
+
+async def test_pipelined_requests_are_answered_in_order_on_one_kept_connection(front: str) -> None:
+    """Three requests in one write — a probe, an unknown path and a tool call — are answered
+    in order on the same connection, which stays open for a fourth; an HTTP/1.0 client's
+    connection is kept only when it asks."""
+    async with gateway(front) as info:
+        port = info.port
+        host = f"Host: 127.0.0.1:{port}\r\n"
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            reader = Reader(stream)
+            await stream.send_all(
+                f"GET /healthz HTTP/1.1\r\n{host}\r\n".encode()
+                + f"GET /nowhere HTTP/1.1\r\n{host}\r\n".encode()
+                + call_head(port, f"Content-Length: {len(CALL)}")
+                + CALL
+            )
+            first, second, third = [await reader.answer() for _ in range(3)]
+            assert (first[0], second[0], third[0]) == (200, 404, 200)
+            assert echoed(third[2]) == "through the wire"
+            await stream.send_all(call_head(port, f"Content-Length: {len(CALL)}") + CALL)
+            status, _, body = await reader.answer()
+            assert status == 200 and echoed(body) == "through the wire"
+        # HTTP/1.0 keeps a connection only when asked, and then says so (h11: never)
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            reader = Reader(stream)
+            for _ in range(2 if front == "httptools" else 0):
+                await stream.send_all(b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+                status, headers, _ = await reader.answer()
+                assert (status, headers["connection"]) == (200, "keep-alive")
+            await stream.send_all(b"GET /healthz HTTP/1.0\r\n\r\n")
+            status, headers, _ = await reader.answer()
+            assert (status, headers["connection"]) == (200, "close")
+            assert await reader.closed()
+
+
+async def test_a_chunked_body_and_one_sent_after_100_continue_are_served(front: str) -> None:
+    """A tool call whose body comes chunked, in several writes, is served; so is one that
+    asks ``Expect: 100-continue`` and sends its body only once told to. One refused before
+    its body is asked for (no token) is answered without a ``100`` and its connection
+    closed."""
+    async with gateway(front) as info:
+        port = info.port
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            reader = Reader(stream)
+            await stream.send_all(call_head(port, "Transfer-Encoding: chunked"))
+            for piece in (CALL[:40], CALL[40:100], CALL[100:]):
+                await stream.send_all(b"%x\r\n" % len(piece) + piece + b"\r\n")
+                await trio.sleep(0.01)
+            await stream.send_all(b"0\r\n\r\n")
+            status, _, body = await reader.answer()
+            assert status == 200 and echoed(body) == "through the wire"
+
+            await stream.send_all(
+                call_head(port, f"Content-Length: {len(CALL)}", "Expect: 100-continue")
+            )
+            with trio.fail_after(30):
+                while b"\r\n\r\n" not in reader.buffer:
+                    await reader._more()
+            assert reader.buffer == b"HTTP/1.1 100 Continue\r\n\r\n"
+            reader.buffer = b""
+            await stream.send_all(CALL)
+            status, _, body = await reader.answer()
+            assert status == 200 and echoed(body) == "through the wire"
+        # refused before its body is asked for: no 100, and the body is not waited for
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            reader = Reader(stream)
+            tokenless = call_head(port, f"Content-Length: {len(CALL)}", "Expect: 100-continue")
+            await stream.send_all(tokenless.replace(b"Authorization", b"X-Not-Authorization"))
+            status, _, _ = await reader.answer()
+            assert status == 401
+            assert await reader.closed()
+
+
+async def test_what_does_not_parse_is_400_and_a_smuggled_length_is_refused(front: str) -> None:
+    """A request line that is not HTTP, and a request with both ``Content-Length`` and
+    ``Transfer-Encoding`` (whose body two servers could read two ways), are answered 400
+    and their connections closed; what came before them on the connection is served."""
+    async with gateway(front) as info:
+        port = info.port
+        host = f"Host: 127.0.0.1:{port}\r\n"
+        garbage = await raw(port, b"HELLO THERE\r\n\r\n")
+        assert garbage.startswith(b"HTTP/1.1 400 "), garbage
+        smuggled = (
+            f"POST /mcp HTTP/1.1\r\n{host}Content-Length: 5\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+        ).encode()
+        both = await raw(port, f"GET /healthz HTTP/1.1\r\n{host}\r\n".encode() + smuggled)
+        assert both.startswith(b"HTTP/1.1 200 ") and both.count(b"HTTP/1.1 ") == 2
+        assert b"\r\n\r\nHTTP/1.1 400 " in both or b"}HTTP/1.1 400 " in both, both
+
+
+async def test_a_body_left_unread_closes_the_connection_after_the_answer(front: str) -> None:
+    """A request answered before its body was all there (404 for an unknown path) closes
+    its connection after the answer: the rest of the body is not read as a request."""
+    async with gateway(front) as info:
+        port = info.port
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            reader = Reader(stream)
+            await stream.send_all(
+                f"POST /nowhere HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                "Content-Length: 1000\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n".encode()
+            )
+            status, _, _ = await reader.answer()
+            assert status == 404
+            assert await reader.closed()
+
+
+async def test_a_request_whose_head_or_body_never_finishes_is_closed_in_time(
+    front: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Half a body, then nothing: ``408`` and closed once the body's time (here 1 s) is up;
+    half a head: closed without an answer at the head's (here 1 s)."""
+    from supervisor.gateway import _http
+
+    monkeypatch.setattr(_http, "BODY_TIMEOUT", 1.0)
+    monkeypatch.setattr(_http, "IDLE_TIMEOUT", 1.0)
+    async with gateway(front) as info:
+        port = info.port
+        began = trio.current_time()
+        slow_body = await trio.open_tcp_stream("127.0.0.1", port)
+        slow_head = await trio.open_tcp_stream("127.0.0.1", port)
+        async with slow_body, slow_head:
+            whole = call_head(port, f"Content-Length: {len(CALL)}")
+            await slow_body.send_all(whole + CALL[:20])
+            await slow_head.send_all(whole[:40])
+            body_reader, head_reader = Reader(slow_body), Reader(slow_head)
+            status, headers, said = await body_reader.answer()
+            assert (status, headers["connection"]) == (408, "close")
+            assert b"did not arrive within 1 s" in said
+            assert await body_reader.closed()
+            assert await head_reader.closed()
+        assert trio.current_time() - began >= 1.0
+
+
+async def test_a_streamed_answer_has_its_head_at_once(front: str) -> None:
+    """``/events`` (JSON lines, as events come) with a filter nothing matches: its head
+    arrives at once, chunked — the client is not left waiting for an event to learn it
+    was answered."""
+    async with gateway(front) as info:
+        stream = await trio.open_tcp_stream("127.0.0.1", info.port)
+        async with stream:
+            await stream.send_all(
+                f"GET /events?filter=nothing.matches HTTP/1.1\r\nHost: 127.0.0.1:{info.port}"
+                f"\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode()
+            )
+            said = b""
+            with trio.fail_after(10):
+                while b"\r\n\r\n" not in said:
+                    said += await stream.receive_some(65536)
+        assert said.startswith(b"HTTP/1.1 200 ")
+        assert b"content-type: application/jsonl\r\n" in said
+        assert b"transfer-encoding: chunked\r\n" in said
+
+
+async def test_stopping_closes_idle_connections_and_ends_open_streams(front: str) -> None:
+    """When the gateway stops, a kept-alive connection waiting for its next request is
+    closed, and an open ``/events`` stream ends (its last chunk, then the connection
+    closes) — at once, not at the end of the time open requests are given."""
+    from supervisor.gateway._http import GRACEFUL_TIMEOUT
+
+    apps = {"e": make_server("echo")}
+    async with open_supervisor({"mcpServers": {}}, apps=apps) as sup, trio.open_nursery() as n:
+        gw = Gateway(sup)
+        await n.start(gw.run)
+        async with trio.open_nursery() as serving:
+            serve = partial(serve_http, gw, "127.0.0.1", 0, token=TOKEN, front=front)
+            port = (await serving.start(serve)).port
+            host = f"Host: 127.0.0.1:{port}\r\n"
+            idle = await trio.open_tcp_stream("127.0.0.1", port)
+            await idle.send_all(f"GET /healthz HTTP/1.1\r\n{host}\r\n".encode())
+            assert (await Reader(idle).answer())[0] == 200
+            events = await trio.open_tcp_stream("127.0.0.1", port)
+            await events.send_all(
+                f"GET /events HTTP/1.1\r\n{host}Authorization: Bearer {TOKEN}\r\n\r\n".encode()
+            )
+            said = b""
+            with trio.fail_after(10):
+                while b"\r\n\r\n" not in said:
+                    said += await events.receive_some(65536)
+            began = trio.current_time()
+            serving.cancel_scope.cancel()
+        stopped = trio.current_time() - began
+        async with idle, events:
+            assert await Reader(idle).closed()
+            with trio.fail_after(10):
+                while chunk := await events.receive_some(65536):
+                    said += chunk
+        assert said.startswith(b"HTTP/1.1 200 ") and said.endswith(b"0\r\n\r\n")
+        assert stopped < GRACEFUL_TIMEOUT
+        n.cancel_scope.cancel()
+
+
+async def test_connections_reset_before_they_are_served_leave_the_server_serving(
+    front: str,
+) -> None:
+    """Connections reset by their clients at once (before the server takes them up) are
+    dropped; the server goes on serving the next."""
+    import socket
+    import struct
+
+    async with gateway(front) as info:
+        for _ in range(50):
+            sock = trio.socket.socket()
+            await sock.connect(("127.0.0.1", info.port))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()  # a reset, not a close
+        answer = await raw(
+            info.port, f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{info.port}\r\n\r\n".encode()
+        )
+        assert answer.startswith(b"HTTP/1.1 200 "), answer
+
+
+async def test_an_unknown_front_is_refused() -> None:
+    """``front`` names hypercorn, httptools or h11; anything else is :class:`ValueError`."""
+    async with open_supervisor({"mcpServers": {}}) as sup:
+        with pytest.raises(ValueError, match="front is 'hypercorn', 'httptools' or 'h11'"):
+            await serve_http(Gateway(sup), "127.0.0.1", 0, token=TOKEN, front="h2o")
