@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TOUCHPOINTS",
+    "UNLISTED",
     "OAuthProvider",
     "ReadStream",
     "TransportStreams",
@@ -47,6 +48,7 @@ __all__ = [
     "initialize_provider",
     "lifespan_state",
     "lowlevel_server",
+    "output_schema",
     "parse_call_results_with",
     "read_tool_result",
     "request_connection",
@@ -156,6 +158,13 @@ TOUCHPOINTS = (
         "attribute",
         "what the session adds to each request it sends (a 2026-07-28 server's per-request "
         "envelope), added to a tools/call the gateway forwards as JSON past it",
+    ),
+    Touchpoint(
+        "mcp.client.session:ClientSession",
+        "_tool_output_schemas",
+        "attribute",
+        "the output schema the session checks a tool's results against: a forwarded "
+        "result a quick check accepts under it is spared the session's full check",
     ),
     Touchpoint(
         "mcp.client.session",
@@ -310,6 +319,18 @@ def stamp(session: ClientSession, data: dict[str, Any]) -> None:
     """Add to the request ``data`` (its ``method`` and ``params``) what ``session`` adds
     to each request it sends: a 2026-07-28 server's envelope in ``_meta``."""
     session._stamp(data, {})
+
+
+#: What :func:`output_schema` gives for a tool the session has not listed.
+UNLISTED: Any = object()
+
+
+def output_schema(session: ClientSession, tool: str) -> Any:
+    """The output schema ``session`` checks ``tool``'s results against
+    (``validate_tool_result``): ``None`` for none, :data:`UNLISTED` when the session has
+    not listed ``tool`` (its check lists the tools again first)."""
+    schemas: dict[str, Any] = getattr(session, "_tool_output_schemas", {})
+    return schemas.get(tool, UNLISTED)
 
 
 def read_tool_result(session: ClientSession, version: str | None, raw: dict[str, Any]) -> Any:

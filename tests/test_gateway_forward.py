@@ -26,6 +26,7 @@ from typing import Any
 import httpx2
 import pytest
 import trio
+from mcp import ClientSession
 
 from supervisor import open_supervisor
 from supervisor.faults import CallHistory
@@ -449,3 +450,32 @@ async def test_over_stdio_a_fast_lane_call_its_client_cancels_is_cancelled_unans
     assert told == str(FIRST_ID)
     assert 1 not in seen
     assert lanes["fast"][0] == 1
+
+
+async def test_a_valid_forwarded_result_is_checked_without_the_session_s_full_check(
+    lanes: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``structuredContent`` that passes the quick check of the tool's flat
+    ``outputSchema`` is not walked again by the SDK session's ``jsonschema`` check; one
+    that fails it, or a result without it, is — and is refused as the session refuses it
+    (the answers themselves are compared with the SDK's path above)."""
+    checked: list[object] = []
+    check = ClientSession.validate_tool_result
+
+    async def validate(self: ClientSession, name: str, result: Any) -> None:
+        checked.append(result.structured_content)
+        await check(self, name, result)
+
+    monkeypatch.setattr(ClientSession, "validate_tool_result", validate)
+    requests = [
+        raw_call("shaped_typed", {"result": {"content": [TEXT], "structuredContent": {"n": 1}}}),
+        raw_call("shaped_typed", {"result": {"content": [TEXT], "structuredContent": {"n": "x"}}}),
+        raw_call("shaped_typed", {"result": {"content": [TEXT]}}),
+    ]
+    async with gateway(True) as url:
+        answers = await exchange(url, requests)
+    assert len(lanes["kept"]) == 3  # all three forwarded and plain
+    assert checked == [{"n": "x"}, None]
+    texts = [answer[2]["result"]["content"][0]["text"] for answer in answers]
+    assert texts[0] == "hi" and "is not of type 'integer'" in texts[1]
+    assert "no structuredContent" in texts[2]

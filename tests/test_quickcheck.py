@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from supervisor.errors import ToolArgumentsInvalid
 from supervisor.tools._quickcheck import quick_check
-from supervisor.tools._validate import ArgumentValidator
+from supervisor.tools._validate import ArgumentValidator, output_accepted
 
 TYPES = ["string", "integer", "number", "boolean", "null", "object", "array"]
 NAMES = st.sampled_from(["a", "b", "c", "title", "n"])
@@ -125,3 +125,43 @@ def test_errors_still_come_from_jsonschema() -> None:
         ("(root)", "Additional properties are not allowed ('extra' was unexpected)"),
         ("n", "True is not of type 'integer'"),
     ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(schemas | property_schemas, st.data())
+def test_an_output_is_accepted_only_where_the_sdk_s_check_passes(
+    schema: dict, data: st.DataObject
+) -> None:
+    """``output_accepted`` (what spares a forwarded result the SDK client's own
+    ``outputSchema`` check) accepts only what that check passes — the schema valid under
+    its metaschema (a ``required`` with a name twice is not) and the instance valid under
+    it, by the validator the SDK picks — and, for a valid schema of the quick subset,
+    everything it passes."""
+    named = {*schema.get("properties", {}), *schema.get("required", []), "extra"}
+    instance = data.draw(
+        st.fixed_dictionaries({}, optional={name: values for name in sorted(named)}) | values
+    )
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError:
+        passes = False
+        sound = False
+    else:
+        passes = cls(schema).is_valid(instance)
+        sound = quick_check(schema) is not None
+    accepted = output_accepted(schema, instance)
+    assert not accepted or passes
+    if sound:
+        assert accepted == passes
+
+
+def test_a_broken_output_schema_is_left_to_the_sdk_each_time() -> None:
+    """A schema the quick subset would take but that breaks its metaschema is never
+    accepted, however often asked (the verdict is kept per schema object)."""
+    broken = {"type": "object", "title": 5, "properties": {"n": {"type": "integer"}}}
+    sound = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    for _ in range(2):
+        assert not output_accepted(broken, {"n": 1})
+        assert output_accepted(sound, {"n": 1}) and not output_accepted(sound, {"n": "1"})
+    assert not output_accepted(dict(sound), None)

@@ -16,8 +16,10 @@ past the SDK's models when its connection can carry it so (a local server's:
 progress, no round answered, no trace to continue, and from a 2026-07-28 server only for
 a caller that relays rounds itself: written as JSON with what the session adds to each
 request, its answer read as JSON. A plain answer (:mod:`supervisor.tools._forwarded`)
-comes back as it is, its ``structuredContent`` checked by the session as it checks every
-result; any other is read by the session as it reads its own answers, and is what it
+comes back as it is, its ``structuredContent`` checked against the schema the session
+checks every result against (by a quick check where the schema is a flat object of typed
+properties and the content passes it; by the session's own check otherwise, whose error
+it raises); any other is read by the session as it reads its own answers, and is what it
 would have been.
 """
 
@@ -40,6 +42,7 @@ from ..log import get_logger
 from ..tools import _tracing as tracing
 from ..tools._forwarded import Forwarded, plain
 from ..tools._request import Round
+from ..tools._validate import output_accepted
 from ..transports._encoding import caller_capabilities, declaring, encode_params
 from ..transports._forward import Forwarding
 from ..transports._receipts import Receipt
@@ -187,7 +190,11 @@ async def _forwarded(
         else _sdk.read_tool_result(session, version, answer)
     )
     if isinstance(read, types.CallToolResult) and not read.is_error:
-        await session.validate_tool_result(message.tool, read)
+        schema = _sdk.output_schema(session, message.tool)
+        if schema is _sdk.UNLISTED or (
+            schema is not None and not output_accepted(schema, read.structured_content)
+        ):
+            await session.validate_tool_result(message.tool, read)  # its own error, if any
     return read
 
 

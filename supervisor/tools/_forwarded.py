@@ -75,9 +75,12 @@ class Forwarded(types.CallToolResult):
     def with_meta(self, meta: dict[str, Any] | None) -> Forwarded:
         """This result with ``meta`` for its ``_meta`` (``None``: none)."""
         json = {key: value for key, value in self._json.items() if key != "_meta"}
+        fields = {name: getattr(self, name) for name in self.model_fields_set if name != "meta"}
         if meta is not None:
-            json["_meta"] = meta
-        return _made(json)
+            json["_meta"] = fields["meta"] = meta
+        made = Forwarded.model_construct(**fields)  # (its blocks are this one's: none change)
+        made._json = json
+        return made
 
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False

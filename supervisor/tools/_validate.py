@@ -299,6 +299,33 @@ def _short(message: str) -> str:
 _default_validator = ArgumentValidator()
 
 
+#: Quick accepts of output schemas by identity (see :func:`output_accepted`): id → the
+#: schema, kept alive, and its check (``None``: the schema needs ``jsonschema``).
+_quick_outputs: dict[int, tuple[object, Callable[[object], bool] | None]] = {}
+
+
+def output_accepted(schema: object, structured: object) -> bool:
+    """Whether ``structured`` is surely valid under the output schema ``schema`` — a flat
+    object of typed properties (:func:`~._quickcheck.quick_check`) that is itself a valid
+    Draft 2020-12 schema — without ``jsonschema``'s walk. ``False`` says nothing: the full
+    check must run. Checks are built once per schema object (a listed schema is never
+    changed in place), at most :data:`DEFAULT_CACHE_SIZE` remembered."""
+    seen = _quick_outputs.get(id(schema))
+    if seen is None or seen[0] is not schema:
+        check = quick_check(schema)
+        if check is not None:
+            try:
+                # typeshed's stub wants a Mapping: quick_check took this one as an object schema
+                jsonschema.Draft202012Validator.check_schema(schema)  # pyright: ignore[reportArgumentType]
+            except jsonschema.SchemaError:
+                check = None  # broken: the full check says how
+        if len(_quick_outputs) >= DEFAULT_CACHE_SIZE:
+            _quick_outputs.clear()
+        seen = _quick_outputs[id(schema)] = (schema, check)
+    check = seen[1]
+    return check is not None and check(structured)
+
+
 def validate_arguments(tool: types.Tool, arguments: Mapping[str, object]) -> None:
     """Check ``arguments`` against ``tool.input_schema`` with the process-wide
     :class:`ArgumentValidator`; see :meth:`ArgumentValidator.validate`."""
