@@ -3,7 +3,8 @@ that needs no stream is served around the SDK's kernel, not through its HTTP ent
 and answers exactly what the SDK's entry answers.
 
 Each test posts the same raw requests to two gateways in front of the reference server
-(tests/reference_server.py over stdio), one with the fast lane and one without
+(tests/reference_server.py over stdio; in one test also over Streamable HTTP, and spoken
+to on either protocol era), one with the fast lane and one without
 (``serve_http(fast=False)``), and compares status and body; a spy counts what the fast
 lane served itself.
 """
@@ -27,7 +28,7 @@ from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._fast import FastLane
 from supervisor.gateway._relay import Relay
 from tests.test_gateway import TOKEN
-from tests.test_gateway_fidelity import AUTO_APPROVED, REFERENCE, WAIT, raw_call
+from tests.test_gateway_fidelity import AUTO_APPROVED, REFERENCE, WAIT, backing, raw_call
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
@@ -38,14 +39,21 @@ APPROVED = [name for name in AUTO_APPROVED if name != "job_status"]
 
 
 @asynccontextmanager
-async def gateway(fast: bool, history: CallHistory | None = None) -> AsyncIterator[str]:
+async def gateway(
+    fast: bool,
+    history: CallHistory | None = None,
+    entry: dict[str, object] | None = None,
+    mode: str = "auto",
+) -> AsyncIterator[str]:
     """The URL of an HTTP gateway, the fast lane on or off, in front of the reference
-    server (``ref``, its own process)."""
+    server (``ref``: its own process over stdio, unless ``entry`` says where it is), the
+    supervisor speaking ``mode`` to it."""
     relay = Relay()
-    ref = {"command": sys.executable, "args": [str(REFERENCE)], "autoApprove": APPROVED}
+    entry = entry or {"command": sys.executable, "args": [str(REFERENCE)]}
+    ref = {**entry, "autoApprove": APPROVED}
     async with (
         open_supervisor(
-            {"mcpServers": {"ref": ref}}, history=history, **relay.client_options()
+            {"mcpServers": {"ref": ref}}, history=history, mode=mode, **relay.client_options()
         ) as sup,  # type: ignore[arg-type]
         trio.open_nursery() as nursery,
     ):
@@ -140,6 +148,44 @@ async def test_plain_calls_and_their_failures_answer_as_through_the_sdk(
     assert fast[1][2]["result"]["isError"] is True
     assert fast[2][2]["error"]["code"] == -32602
     assert fast_served == ["ref_chatter", "ref_job"]
+
+
+@pytest.mark.parametrize(
+    ("transport", "mode"),
+    [("stdio", "legacy"), ("http", "auto"), ("http", "legacy")],
+    ids=["stdio-session", "http-2026", "http-session"],
+)
+async def test_the_fast_lane_answers_as_the_sdk_whatever_the_backing_server(
+    fast_served: list[str], transport: str, mode: str
+) -> None:
+    """The same answers with the fast lane as without whatever the backing server is —
+    over stdio (its calls forwarded as JSON) or Streamable HTTP (through the SDK's
+    client), spoken to on the session-based protocol or on 2026-07-28 (the tests above:
+    over stdio): plain calls, a job that fails, arguments its schema refuses, an unknown
+    tool, a call that needs approval (a round), a server's own round, and a task."""
+    requests = [
+        raw_call("ref_chatter", {}),
+        raw_call("ref_count", {}),
+        raw_call("ref_job", {"fail": True}),
+        raw_call("ref_job", {"ask": "yes"}),
+        raw_call("ref_nothing", {}),
+        raw_call("ref_job_status", {"id": "job-9"}, capabilities=ELICITATION),
+        raw_call("ref_confirm", {}, capabilities=ELICITATION),
+        raw_call("ref_job", {}, capabilities=TASKS),
+    ]
+    answers = []
+    for fast in (True, False):
+        async with backing(transport) as entry, gateway(fast, entry=entry, mode=mode) as url:
+            answers.append(await exchange(url, requests))
+    fast, slow = answers
+    assert fast == slow
+    assert [status for status, _, _ in fast] == [200] * 4 + [400] + [200] * 3
+    texts = [answer[2]["result"]["content"][0]["text"] for answer in fast[:4]]
+    assert texts[:2] == ["chattered", "counted"] and texts[2]
+    assert fast[3][2]["result"]["isError"] is True
+    assert [fast[i][2]["result"]["resultType"] for i in (5, 6)] == ["input_required"] * 2
+    named = [body["params"]["name"] for body, _ in requests]
+    assert fast_served == named[:4] + named[5:]  # (a tool it does not know: the SDK's)
 
 
 async def test_rounds_sealed_in_the_fast_lane_are_opened_by_the_sdk(
