@@ -55,6 +55,7 @@ __all__ = [
     "session_transports",
     "stamp",
     "tool_manager",
+    "trace_when",
     "wrap_session_admission",
 ]
 
@@ -165,6 +166,13 @@ TOUCHPOINTS = (
         "attribute",
         "the output schema the session checks a tool's results against: a forwarded "
         "result a quick check accepts under it is spared the session's full check",
+    ),
+    Touchpoint(
+        "mcp.server._otel",
+        "OpenTelemetryMiddleware",
+        "module",
+        "the server middleware that wraps each request in a span: found among the server's "
+        "middleware and run only for a request with a span to record or a trace to continue",
     ),
     Touchpoint(
         "mcp.client.session",
@@ -298,6 +306,32 @@ def wrap_session_admission(
 def lifespan_state(manager: StreamableHTTPSessionManager) -> Any:
     """The lifespan state ``manager`` hands each request it serves."""
     return manager._lifespan_state
+
+
+def trace_when(server: Server[Any], when: Callable[[Any], bool]) -> None:
+    """Have ``server``'s OpenTelemetry middleware (the SDK's, which wraps each request in
+    a span) run for a request only when ``when(ctx)`` (its ``ServerRequestContext``)
+    says so; otherwise the request goes straight on to the next middleware."""
+    from mcp.server._otel import OpenTelemetryMiddleware
+
+    for at, middleware in enumerate(server.middleware):
+        if isinstance(middleware, OpenTelemetryMiddleware):
+            server.middleware[at] = _When(middleware, when)
+
+
+class _When:
+    """A server middleware run only when a predicate of the request says so."""
+
+    __slots__ = ("_middleware", "_when")
+
+    def __init__(self, middleware: Any, when: Callable[[Any], bool]) -> None:
+        self._middleware = middleware
+        self._when = when
+
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+        if self._when(ctx):
+            return await self._middleware(ctx, call_next)
+        return await call_next(ctx)
 
 
 # -- the client side ---------------------------------------------------------------------

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
+from types import SimpleNamespace
 
 import pytest
 import trio
@@ -177,3 +178,57 @@ def test_without_a_provider_no_span_is_made_and_the_callers_trace_is_passed_on()
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+_CONTINUES = r"""
+from supervisor.gateway._server import GatewayServer
+from supervisor.tools._tracing import continues
+
+parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+print(continues(None), continues({}), continues({"progress_token": 1}))
+print(continues({"traceparent": parent}), continues({"baggage": "k=v"}))
+print(type(GatewayServer("g").middleware[0]).__name__)
+"""
+
+
+def test_without_a_provider_the_gateway_s_server_span_is_made_only_to_continue_a_trace() -> None:
+    """In a process with no tracer provider, the gateway's server span (the SDK's
+    OpenTelemetry middleware, wrapped) is made only for a request whose ``_meta`` carries
+    a field of the propagator (``traceparent``, ``tracestate``, ``baggage``): only then is
+    there something to continue; the next test shows the wrapped middleware's span."""
+    done = subprocess.run(
+        [sys.executable, "-c", _CONTINUES], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["False False False", "True True", "_When"]
+
+
+async def test_the_gateway_s_server_span_is_made_when_the_request_says_so(
+    spans: list[ReadableSpan],
+) -> None:
+    """The SDK's span around a request, wrapped as the gateway's server wraps it, is
+    made for a request for which the predicate holds (the gateway's: with a provider
+    installed, every request), and any other is passed straight on, spanless."""
+    from mcp.server.lowlevel import Server
+
+    from supervisor import _sdk
+    from supervisor.tools._tracing import continues
+
+    assert continues(None)  # a provider is installed: there is a span to record
+    server: Server[object] = Server("g")
+    told: list[bool] = [True, False]
+    _sdk.trace_when(server, lambda ctx: told.pop(0))
+    ctx = SimpleNamespace(
+        params={"name": "t"},
+        method="tools/call",
+        protocol_version="2026-07-28",
+        request_id=1,
+        meta=None,
+    )
+
+    async def handler(ctx: object) -> dict[str, object]:
+        return {"ok": True}
+
+    for _ in range(2):
+        assert await server.middleware[0](ctx, handler) == {"ok": True}
+    assert [span.name for span in spans] == ["tools/call t"]

@@ -6,7 +6,9 @@ arguments; :class:`GatewayServer` answers with the lists that change
 (:attr:`GatewayServer.changes`) all the same, so handshake-era clients are told
 ``listChanged``. Of the optional capabilities (``logging``, ``completions``, resource
 ``subscribe``, the MCP Apps and tasks extensions) it declares only those
-:attr:`GatewayServer.offered` names.
+:attr:`GatewayServer.offered` names. The SDK's OpenTelemetry span around each request is
+made only for a request with a span to record or a caller's trace to continue
+(:func:`~supervisor.tools._tracing.continues`): any other would be a no-op.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 
+from .. import _sdk
 from ..server._tasks import EXTENSION_ID as TASKS
+from ..tools import _tracing as tracing
 from ._apps import EXTENSION_ID as APPS
 
 __all__ = ["ALL_CHANGES", "SEARCH_CHANGES", "GatewayServer"]
@@ -39,6 +43,10 @@ class GatewayServer(Server[Any]):
     #: ``subscribe``, ``apps``, ``tasks``): those some backing server declares (see
     #: :meth:`Gateway.offered <supervisor.gateway._core.Gateway.offered>`)
     offered: Callable[[], Collection[str]] | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _sdk.trace_when(self, _traced)
 
     def get_capabilities(
         self,
@@ -83,3 +91,8 @@ class GatewayServer(Server[Any]):
         return super().create_initialization_options(
             notification_options or self.changes, experimental_capabilities, extensions
         )
+
+
+def _traced(ctx: Any) -> bool:
+    """Whether the request of ``ctx`` (a ``ServerRequestContext``) gets its span."""
+    return tracing.continues(ctx.meta)

@@ -19,17 +19,19 @@ the trace its client sent.
 
 Until a tracer provider is installed the two spans are not even started (a no-op span
 still costs some 17 µs: its context variable set and reset, its attributes); the trace
-context is carried and passed on all the same.
+context is carried and passed on all the same. So with the gateway's own server span (the
+SDK's): it is made for a request only when :func:`continues` says there is a span to
+record or a caller's trace to carry on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 
 from .._version import __version__
 from ._observer import Call, CallWatch
@@ -37,7 +39,15 @@ from ._observer import Call, CallWatch
 if TYPE_CHECKING:
     from ._results import ToolResult
 
-__all__ = ["SpanWatch", "attached", "backing_span", "call_span", "current", "ended"]
+__all__ = [
+    "SpanWatch",
+    "attached",
+    "backing_span",
+    "call_span",
+    "continues",
+    "current",
+    "ended",
+]
 
 _tracer = trace.get_tracer("mcp-supervisor", __version__)
 
@@ -63,6 +73,26 @@ def _installed() -> bool:
     if not _seen_provider:
         _seen_provider = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     return _seen_provider
+
+
+def continues(meta: Mapping[str, Any] | None) -> bool:
+    """Whether a request whose ``_meta`` is ``meta`` has a span to record (a tracer
+    provider is installed) or a trace to continue (``meta`` holds a field the installed
+    propagator reads, such as ``traceparent``). Otherwise a span made for it would be a
+    no-op, and make no context current but an invalid one."""
+    if _installed():
+        return True
+    if not meta:
+        return False
+    global _fields
+    propagator = propagate.get_global_textmap()
+    if _fields[0] is not propagator:
+        _fields = (propagator, frozenset(propagator.fields))
+    return not meta.keys().isdisjoint(_fields[1])
+
+
+#: The installed propagator and the fields it reads (its ``fields`` are made anew each time).
+_fields: tuple[object, frozenset[str]] = (None, frozenset())
 
 
 @contextmanager
