@@ -17,8 +17,9 @@ the SDK's own public checks say (no ``Mcp-Param-*``, a tool without ``x-mcp-head
    (:func:`~mcp.shared.inbound.classify_inbound_request`: protocol version in header and
    ``_meta`` agreeing, capabilities present, ``Mcp-Method``/``Mcp-Name`` matching the
    body) and its duplicated-header check;
-2. the request is served by ``serve_one`` in this task (a second one watches for the
-   client going away, which cancels the call, as on the SDK's path);
+2. the request is served by ``serve_one``'s steps (:mod:`._kernel`) in this task (a
+   second one watches for the client going away, which cancels the call, as on the
+   SDK's path);
 3. the answer is written as ``application/json``, errors with the HTTP status the SDK's
    table gives their code.
 
@@ -36,7 +37,7 @@ from typing import Any
 import msgspec
 import trio
 from mcp.server.connection import Connection
-from mcp.server.runner import modern_error_data, serve_one
+from mcp.server.runner import modern_error_data
 from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import (
@@ -52,6 +53,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._sdk import lifespan_state
+from ._kernel import serve_once
 
 __all__ = ["Exchange", "FastLane", "answered", "streamless"]
 
@@ -285,13 +287,8 @@ async def answered(
         verdict.protocol_version, verdict.client_info, verdict.client_capabilities
     )
     try:
-        result = await serve_one(
-            server,
-            exchange,
-            "tools/call",
-            request["params"],
-            connection=connection,
-            lifespan_state=lifespan_state,
+        result = await serve_once(
+            server, exchange, "tools/call", request["params"], connection, lifespan_state
         )
     except Exception as exc:  # noqa: BLE001 — the SDK's mapping of handler errors
         error = modern_error_data(exc).model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -5,8 +5,9 @@ Over stdio the SDK's server reads each line into its models, hands it through tw
 memory streams and its dispatcher to a task of its own, and writes the answer back as a
 model. For a call that can emit nothing on the way — the one the HTTP fast lane takes
 (:func:`~._fast.streamless`: its ``_meta`` the envelope alone) — the kernel
-(:func:`mcp.server.runner.serve_one`, whose middleware, request-state boundary and
-handler make the answer right) is all that is needed, and it stays the one path:
+(:func:`mcp.server.runner.serve_one`'s steps, :mod:`._kernel`: its middleware,
+request-state boundary and handler make the answer right) is all that is needed, and it
+stays the one path:
 
 * the connection's era is the SDK's: its first request decides it, as the SDK's loop
   decides (2026-07-28 when it carries the envelope and is not ``initialize``), and goes
