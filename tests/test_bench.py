@@ -83,6 +83,10 @@ TINY = {
     "gateway_auth_call_us": 200,
     "gateway_throughput_50x200": 2,
     "gateway_throughput_50x200_p99_ms": 2,
+    "gateway_rss_idle_mb": 1,
+    "gateway_rss_mb": 8,
+    "gateway_session_kb": 8,
+    "gateway_tool_kb": 999,
     "cli_call_warm_ms": 1,
     "cli_help_ms": 1,
     "cli_help_baseline_ms": 1,
@@ -339,6 +343,53 @@ def test_every_registered_key_has_a_design_target_or_is_marked_informative() -> 
     assert targets["gateway_throughput_50x200"] is None
     assert targets["gateway_throughput_50x200_p99_ms"] is None
     assert targets["cli_call_warm_ms"] == "<= 150"
+    assert targets["gateway_rss_idle_mb"] is None
+    assert targets["gateway_rss_mb"] is None
+    assert targets["gateway_session_kb"] is None
+    assert targets["gateway_tool_kb"] is None
+
+
+async def _sessions_become(url: str, count: int) -> int:
+    """The gateway's open sessions once they are ``count``, or after 30 s: another
+    process's table, read from its ``/metrics`` (the SDK forgets a session just after it
+    answers the ``DELETE``), with nothing to wait on but its answer."""
+    from supervisor.bench._gateway_memory import sessions_open
+
+    with trio.move_on_after(30):
+        while await sessions_open(url) != count:  # noqa: ASYNC110 - another process, bounded
+            await trio.sleep(0.02)
+    return await sessions_open(url)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+async def test_a_gateway_gives_back_the_sessions_its_clients_close(tmp_path: Path) -> None:
+    """The sessions of gateway_session_kb, closed, leave a real ``serve --http``'s session
+    table as it was, and their memory is reused: three more batches as large, each opened
+    and closed after the one before, grow the process by less, together, than the first
+    did alone (a gateway that kept what a session holds would grow by as much each time)."""
+    from supervisor.bench import _gateway, _gateway_memory
+
+    config = _gateway_memory._write_config(tmp_path / "one", 0)
+    token = "bench-test-" + os.urandom(8).hex()
+    env = os.environ | {"XDG_RUNTIME_DIR": str(tmp_path / "run"), _gateway._TOKEN_ENV: token}
+    before = _children()
+    growth = []
+    with trio.fail_after(180):  # a hang guard: starting may be slow on a loaded machine
+        async with (
+            _gateway._serve(config, env) as served,
+            _gateway._client(served.url, token, "legacy") as warm,
+        ):
+            await warm.call_tool("cat1_echo", {"text": "x"})
+            assert await _gateway_memory.sessions_open(served.url) == 1
+            for _ in range(4):
+                start = _memory.process_rss_kb(served.pid)
+                async with _gateway_memory.open_sessions(served.url, token, 24):
+                    assert await _gateway_memory.sessions_open(served.url) == 25
+                assert await _sessions_become(served.url, 1) == 1
+                growth.append(_memory.process_rss_kb(served.pid) - start)
+    assert growth[0] > 0
+    assert sum(growth[1:]) < growth[0], growth
+    assert not await _no_new_children(before)
 
 
 def test_rss_probe_usage() -> None:

@@ -1,7 +1,7 @@
 """The gateway's figures: a call through a running ``mcp-supervisor serve`` (over stdio,
 its default, and over HTTP) beside a call the supervisor makes itself, many HTTP clients
-at once, and one ``mcp-supervisor call`` through the running gateway, process start
-included.
+at once, one ``mcp-supervisor call`` through the running gateway, process start
+included, and the ``serve --http`` process's resident memory before and after the loads.
 
 Each gateway is a real ``serve`` process of its own (``serve`` over stdio, ``serve
 --http``), with one stdio echo fixture; the direct calls go through an
@@ -48,6 +48,7 @@ from ._fixtures import (
     _connect_all,
     _echo_config,
 )
+from ._memory import process_rss_kb
 from ._suite import RoundFn, Suite
 
 #: a call through ``serve`` (stdio, its default) ÷ the supervisor's own call, same kind
@@ -73,6 +74,10 @@ GATEWAY_HTTP_CPU_RATIO = "gateway_http_cpu_ratio"
 GATEWAY_STATELESS = "gateway_stateless_ratio"
 #: ``mcp-supervisor call`` through the running gateway, process start included, ms
 CLI_CALL_WARM = "cli_call_warm_ms"
+#: the ``serve --http`` process's resident set, MiB, once its clients are connected
+GATEWAY_RSS_IDLE = "gateway_rss_idle_mb"
+#: the same after the round's loads
+GATEWAY_RSS = "gateway_rss_mb"
 
 #: how much more than a bare SDK HTTP hop a call through ``serve --http`` may cost
 HTTP_OVER_FLOOR = 1.3
@@ -142,13 +147,15 @@ async def _serve(config: str, env: Mapping[str, str], *options: str) -> AsyncIte
             yield _Served(found[1].decode(), process.pid)
             nursery.cancel_scope.cancel()
     finally:
-        process.terminate()
-        with trio.move_on_after(_SERVER_TIMEOUT) as waited:
-            await process.wait()
-        if waited.cancelled_caught:
-            process.kill()
-            await process.wait()
-        await process.stderr.aclose()
+        # shielded: stopped and waited for even when the round is cancelled
+        with trio.CancelScope(shield=True):
+            process.terminate()
+            with trio.move_on_after(_SERVER_TIMEOUT) as waited:
+                await process.wait()
+            if waited.cancelled_caught:
+                process.kill()
+                await process.wait()
+            await process.stderr.aclose()
 
 
 @asynccontextmanager
@@ -230,6 +237,7 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
             _check_echo(await through_http(), "through the gateway over HTTP")
             _check_echo(await bare_http(), "to the bare HTTP server")
             _check_echo(await through_stateless(), "through the stateless gateway")
+            idle_kb = process_rss_kb(served.pid)
             contenders = (through, through_http, direct, bare_http)
             for _ in range(_WARM_CALLS):
                 for call in (*contenders, through_stateful, through_stateless):
@@ -294,6 +302,7 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
                         next(parity) % 2 == 1,
                     )
                     figures[GATEWAY_STATELESS] = stateless_s / stateful_s
+                figures |= await _rss_figures(sizes, served.pid, idle_kb, gateway_load)
                 if n := sizes.get(CLI_CALL_WARM, 0):
                     times = [await _start_ms(cli, env) for _ in range(n)]
                     figures[CLI_CALL_WARM] = statistics.median(times)
@@ -302,6 +311,22 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
             yield round_
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+async def _rss_figures(
+    sizes: Mapping[str, int], pid: int, idle_kb: int, load: _Load
+) -> dict[str, float]:
+    """The ``serve --http`` process's RSS in MiB: read once its clients were connected
+    (before any load), and now, after the round's loads — the 32-in-flight one run here
+    first, ``sizes[GATEWAY_RSS]`` calls, if the round ran none."""
+    figures: dict[str, float] = {}
+    if sizes.get(GATEWAY_RSS_IDLE, 0):
+        figures[GATEWAY_RSS_IDLE] = idle_kb / 1024
+    if n := sizes.get(GATEWAY_RSS, 0):
+        if not any(sizes.get(key, 0) for key in _HTTP_LOAD_KEYS):
+            await load.run(n)
+        figures[GATEWAY_RSS] = process_rss_kb(pid) / 1024
+    return figures
 
 
 async def _sequential(call: Callable[[], Awaitable[object]], n: int) -> float:

@@ -1,5 +1,6 @@
 """The memory key: client-side RSS per connected stdio server, measured in a fresh
-process (``python -m supervisor.bench rss N``)."""
+process (``python -m supervisor.bench rss N``); and the reading of another process's RSS
+(:func:`process_rss_kb`) that the gateway's memory keys take."""
 
 from __future__ import annotations
 
@@ -28,16 +29,34 @@ from ._suite import RoundFn, Suite
 RSS = "rss_per_server_kb"
 
 
-def _vm_rss_kb() -> int:
-    """This process's resident set size in KiB (``VmRSS``; it goes down when memory is
-    returned). Without ``/proc``, the peak RSS from ``getrusage`` (which never does)."""
+def _status_rss_kb(pid: int | str) -> int | None:
+    """The resident set size in KiB of the process ``pid`` (``"self"``: this one), its
+    ``VmRSS`` in ``/proc`` (it goes down when memory is returned); ``None`` without."""
     try:
-        with open("/proc/self/status", encoding="ascii") as status:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
             for line in status:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1])
     except OSError:
         pass
+    return None
+
+
+def process_rss_kb(pid: int) -> int:
+    """The resident set size in KiB of the process ``pid`` (``VmRSS``); raises
+    :class:`BenchError` where ``/proc`` does not tell."""
+    rss = _status_rss_kb(pid)
+    if rss is None:
+        raise BenchError(f"no VmRSS in /proc/{pid}/status: the process is gone, or no /proc")
+    return rss
+
+
+def _vm_rss_kb() -> int:
+    """This process's resident set size in KiB (``VmRSS``). Without ``/proc``, the peak
+    RSS from ``getrusage`` (which never goes down)."""
+    rss = _status_rss_kb("self")
+    if rss is not None:
+        return rss
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak // 1024 if sys.platform == "darwin" else peak
 

@@ -19,10 +19,13 @@ from ._gateway import (
     GATEWAY_HTTP_THROUGHPUT,
     GATEWAY_P99,
     GATEWAY_RATIO,
+    GATEWAY_RSS,
+    GATEWAY_RSS_IDLE,
     GATEWAY_STATELESS,
     GATEWAY_THROUGHPUT,
     http_call_target,
 )
+from ._gateway_memory import GATEWAY_MEMORY, GATEWAY_SESSION, GATEWAY_TOOL
 from ._inprocess import (
     _PIECES,
     BUS,
@@ -421,6 +424,57 @@ MEASUREMENTS: Sequence[Measurement] = (
         quick_size=20,
         digits=1,
         note="the 99th percentile latency of those calls",
+    ),
+    GATEWAY.measurement(
+        GATEWAY_RSS_IDLE,
+        target=None,
+        unit="MiB",
+        size=1,
+        quick_size=1,
+        digits=1,
+        note="VmRSS of the running `serve --http` process (one stdio echo fixture behind "
+        "it, not counted) once its first clients are connected, before any load: a "
+        "2026-07-28 mcp.Client that made one call, a handshake-era one with its session "
+        "open; read once, as the suite opens",
+    ),
+    GATEWAY.measurement(
+        GATEWAY_RSS,
+        target=None,
+        unit="MiB",
+        size=2000,
+        quick_size=200,
+        digits=1,
+        note="VmRSS of that process at the end of a round's loads: sequential calls, the "
+        "50 mcp.Clients at once of gateway_throughput_50x200 (no sessions) and the 32 in "
+        "flight of gateway_http_throughput_ratio (n tools/call requests, if the round ran "
+        "none, before the reading); what it keeps under load, the earlier rounds' included",
+    ),
+    GATEWAY_MEMORY.measurement(
+        GATEWAY_SESSION,
+        target=None,
+        unit="KiB/session",
+        size=32,
+        quick_size=16,
+        digits=0,
+        note="VmRSS growth of a fresh `serve --http` process (two stdio servers behind it, "
+        "not counted) per handshake-era session: n mcp.Clients in legacy mode, each with "
+        "its own HTTP connections, opened one after another, each initialized, its GET "
+        "stream open and one call made, all kept open; from after a first such client "
+        "listed the tools and made a call",
+    ),
+    GATEWAY_MEMORY.measurement(
+        GATEWAY_TOOL,
+        target=None,
+        unit="KiB/tool",
+        size=999,
+        quick_size=999,
+        digits=1,
+        note="VmRSS of a fresh `serve --http` process whose two stdio servers each list n "
+        "tools beside echo (of registry_merge_ms_32k's shape: a one-line description; an id "
+        "string, described, and a limit integer) − that of one whose two servers list echo "
+        "alone, ÷ 2n; both started at once, each read after a handshake-era client listed "
+        "every tool and made a call: what the catalog costs the supervisor and the gateway "
+        "together, per tool",
     ),
     GATEWAY.measurement(
         CLI_CALL_WARM,
