@@ -35,7 +35,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
 from ..log import get_logger
-from ..tools._forwarded import Forwarded
+from ..tools._forwarded import Forwarded, constructed
 from ._context import APPROVE_META, LIMITS_META, TIMEOUT_META
 
 if TYPE_CHECKING:
@@ -63,6 +63,7 @@ _META = frozenset(
 #: How many different ``_meta`` the check's verdicts are kept for (a client sends one)
 _CHECKED = 256
 _ENCODER = msgspec.json.Encoder()
+_PARAMS_MODEL = types.CallToolRequestParams.model_construct(name="")
 
 
 class PlainCalls:
@@ -84,9 +85,9 @@ class PlainCalls:
         if ctx.method != "tools/call" or not self._plain(ctx, params):
             return await call_next(ctx)
         assert isinstance(params, Mapping)
-        typed = types.CallToolRequestParams.model_construct(
-            name=params["name"], arguments=params.get("arguments"), meta=params.get("_meta")
-        )
+        fields = {"name": params["name"], "arguments": params.get("arguments")}
+        fields["meta"] = params.get("_meta")
+        typed = constructed(_PARAMS_MODEL, fields)
         result = await self._calls.call_tool(ctx, typed)
         return written(self._server, ctx.protocol_version, result)
 
@@ -170,7 +171,23 @@ def written(server: Server[Any], version: str, result: object) -> dict[str, Any]
         return wire
     meta = wire.get("_meta")
     if meta is None:
-        wire["_meta"] = {types.SERVER_INFO_META_KEY: server.server_info_stamp}
+        wire["_meta"] = {types.SERVER_INFO_META_KEY: _stamp(server)}
     elif isinstance(meta, dict) and meta.get(types.SERVER_INFO_META_KEY) is None:
-        wire["_meta"] = {**meta, types.SERVER_INFO_META_KEY: server.server_info_stamp}
+        wire["_meta"] = {**meta, types.SERVER_INFO_META_KEY: _stamp(server)}
     return wire
+
+
+#: Each server's ``serverInfo`` stamp, by id: the server and the stamp.
+_STAMPS: dict[int, tuple[Server[Any], dict[str, Any]]] = {}
+
+
+def _stamp(server: Server[Any]) -> dict[str, Any]:
+    """``server.server_info_stamp`` (the same each time: a dump made once per server),
+    made once. The SDK deep-copies it at each access so that its caller may change the
+    answer it goes into; an answer written here is written out as it is, unchanged."""
+    held = _STAMPS.get(id(server))
+    if held is None or held[0] is not server:
+        if len(_STAMPS) >= 64:
+            _STAMPS.clear()
+        held = _STAMPS[id(server)] = (server, server.server_info_stamp)
+    return held[1]

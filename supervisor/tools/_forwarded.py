@@ -15,17 +15,22 @@ nothing else. Any other answer is read by the SDK, as every answer was before
 A copy of a :class:`Forwarded` made with ``model_copy`` is a plain ``CallToolResult``
 (the JSON would no longer say what it says); :meth:`Forwarded.with_meta` makes one
 with another ``_meta`` that keeps it.
+
+The models are made by :func:`constructed`, which is pydantic's ``model_construct`` at a
+third of its cost: a call through the gateway makes four.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
-from pydantic import PrivateAttr
+from pydantic import BaseModel, PrivateAttr
 
-__all__ = ["Forwarded", "plain"]
+__all__ = ["Forwarded", "constructed", "plain"]
+
+_M = TypeVar("_M", bound=BaseModel)
 
 _KEYS = frozenset({"content", "structuredContent", "isError", "_meta"})
 _MODERN_KEYS = _KEYS | {"resultType"}
@@ -78,7 +83,7 @@ class Forwarded(types.CallToolResult):
         fields = {name: getattr(self, name) for name in self.model_fields_set if name != "meta"}
         if meta is not None:
             json["_meta"] = fields["meta"] = meta
-        made = Forwarded.model_construct(**fields)  # (its blocks are this one's: none change)
+        made = constructed(_FORWARDED, fields)  # (its blocks are this one's: none change)
         made._json = json
         return made
 
@@ -93,11 +98,24 @@ class Forwarded(types.CallToolResult):
         return copied.model_copy(update=update, deep=deep)
 
 
+def constructed(template: _M, fields: dict[str, Any]) -> _M:
+    """``type(template).model_construct(**fields)``, for ``fields`` of the model's own
+    names, made as a copy of ``template``: a model of that class made by
+    ``model_construct`` with its required fields alone, whose other fields hold their
+    (immutable) defaults. The copy (pydantic's ``__copy__``) carries the defaults, the
+    extra and private attributes; ``fields`` go over them, and are the fields set."""
+    made = template.__copy__()
+    vars(made).update(fields)
+    object.__setattr__(made, "__pydantic_fields_set__", set(fields))
+    return made
+
+
+_TEXT = types.TextContent.model_construct(type="text", text="")
+
+
 def _made(json: dict[str, Any]) -> Forwarded:
     """The plain result ``json`` as a :class:`Forwarded`."""
-    content = [
-        types.TextContent.model_construct(type="text", text=b["text"]) for b in json["content"]
-    ]
+    content = [constructed(_TEXT, {"type": "text", "text": b["text"]}) for b in json["content"]]
     fields: dict[str, Any] = {"content": content}
     if "structuredContent" in json:
         fields["structured_content"] = json["structuredContent"]
@@ -107,6 +125,9 @@ def _made(json: dict[str, Any]) -> Forwarded:
         fields["meta"] = json["_meta"]
     if "resultType" in json:
         fields["result_type"] = json["resultType"]
-    made = Forwarded.model_construct(**fields)
+    made = constructed(_FORWARDED, fields)
     made._json = json
     return made
+
+
+_FORWARDED = Forwarded.model_construct(content=[])
