@@ -100,14 +100,21 @@ class Forwarded(types.CallToolResult):
 
 def constructed(template: _M, fields: dict[str, Any]) -> _M:
     """``type(template).model_construct(**fields)``, for ``fields`` of the model's own
-    names, made as a copy of ``template``: a model of that class made by
-    ``model_construct`` with its required fields alone, whose other fields hold their
-    (immutable) defaults. The copy (pydantic's ``__copy__``) carries the defaults, the
-    extra and private attributes; ``fields`` go over them, and are the fields set."""
-    made = template.__copy__()
-    vars(made).update(fields)
-    object.__setattr__(made, "__pydantic_fields_set__", set(fields))
+    names, made from ``template``: a model of that class made by ``model_construct``
+    with its required fields alone, whose other fields hold their (immutable) defaults.
+    The new model holds what pydantic's ``__copy__`` of ``template`` would — its fields,
+    extra and private attributes — with ``fields`` over them, and they are its fields set."""
+    cls = type(template)
+    made = cls.__new__(cls)
+    extra, private = template.__pydantic_extra__, template.__pydantic_private__
+    _set(made, "__dict__", {**vars(template), **fields})
+    _set(made, "__pydantic_extra__", None if extra is None else dict(extra))
+    _set(made, "__pydantic_fields_set__", set(fields))
+    _set(made, "__pydantic_private__", None if private is None else dict(private))
     return made
+
+
+_set = object.__setattr__
 
 
 _TEXT = types.TextContent.model_construct(type="text", text="")
