@@ -75,17 +75,17 @@ class Forwarded(types.CallToolResult):
     @property
     def sent(self) -> dict[str, Any]:
         """The result's JSON, as its server sent it (less what :meth:`with_meta` changed)."""
-        return self._json
+        private = self.__pydantic_private__  # (self._json, without pydantic's lookup)
+        return private["_json"] if private is not None else self._json
 
     def with_meta(self, meta: dict[str, Any] | None) -> Forwarded:
         """This result with ``meta`` for its ``_meta`` (``None``: none)."""
-        json = {key: value for key, value in self._json.items() if key != "_meta"}
+        json = {key: value for key, value in self.sent.items() if key != "_meta"}
         fields = {name: getattr(self, name) for name in self.model_fields_set if name != "meta"}
         if meta is not None:
             json["_meta"] = fields["meta"] = meta
-        made = constructed(_FORWARDED, fields)  # (its blocks are this one's: none change)
-        made._json = json
-        return made
+        # (its blocks are this one's: none change)
+        return constructed(_FORWARDED, fields, {"_json": json})
 
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
@@ -98,19 +98,22 @@ class Forwarded(types.CallToolResult):
         return copied.model_copy(update=update, deep=deep)
 
 
-def constructed(template: _M, fields: dict[str, Any]) -> _M:
+def constructed(template: _M, fields: dict[str, Any], private: dict[str, Any] | None = None) -> _M:
     """``type(template).model_construct(**fields)``, for ``fields`` of the model's own
     names, made from ``template``: a model of that class made by ``model_construct``
     with its required fields alone, whose other fields hold their (immutable) defaults.
     The new model holds what pydantic's ``__copy__`` of ``template`` would — its fields,
-    extra and private attributes — with ``fields`` over them, and they are its fields set."""
+    extra and private attributes — with ``fields`` over them, and they are its fields set;
+    ``private``, if given, its private attributes (all of them)."""
     cls = type(template)
     made = cls.__new__(cls)
-    extra, private = template.__pydantic_extra__, template.__pydantic_private__
+    extra = template.__pydantic_extra__
+    if private is None and (private := template.__pydantic_private__) is not None:
+        private = dict(private)
     _set(made, "__dict__", {**vars(template), **fields})
     _set(made, "__pydantic_extra__", None if extra is None else dict(extra))
     _set(made, "__pydantic_fields_set__", set(fields))
-    _set(made, "__pydantic_private__", None if private is None else dict(private))
+    _set(made, "__pydantic_private__", private)
     return made
 
 
@@ -132,9 +135,7 @@ def _made(json: dict[str, Any]) -> Forwarded:
         fields["meta"] = json["_meta"]
     if "resultType" in json:
         fields["result_type"] = json["resultType"]
-    made = constructed(_FORWARDED, fields)
-    made._json = json
-    return made
+    return constructed(_FORWARDED, fields, {"_json": json})
 
 
 _FORWARDED = Forwarded.model_construct(content=[])
