@@ -16,8 +16,8 @@ A copy of a :class:`Forwarded` made with ``model_copy`` is a plain ``CallToolRes
 (the JSON would no longer say what it says); :meth:`Forwarded.with_meta` makes one
 with another ``_meta`` that keeps it.
 
-The models are made by :func:`constructed`, which is pydantic's ``model_construct`` at a
-third of its cost: a call through the gateway makes four.
+The models are made by :func:`constructed`, which is pydantic's ``model_construct`` at
+about a quarter of its cost: a call through the gateway makes four.
 """
 
 from __future__ import annotations
