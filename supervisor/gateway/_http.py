@@ -65,6 +65,7 @@ from ..monitor import prometheus_text
 from ..monitor._probes import readiness
 from ._core import CALLER_SCOPE, LOCAL_SCOPE, Gateway
 from ._fast import FastLane
+from ._fast_legacy import LegacyLane
 from ._policy import Narrowed
 from ._resource import RETRY_AFTER, Caller, ResourceGate, _Refused
 from ._resume import RETRY_MS, StreamHistory
@@ -148,6 +149,7 @@ class _Front:
         listener: tuple[str, int | None] | None = None,
         sessions: Sessions | None = None,
         fast: FastLane | None = None,
+        legacy: LegacyLane | None = None,
         resource: ResourceGate | None = None,
         users: UserLogins | None = None,
         sign_in: SignIn | None = None,
@@ -166,6 +168,8 @@ class _Front:
         self._users = users
         #: 2026-07-28 tool calls that need no stream, served around the SDK's kernel
         self.fast = fast
+        #: a stateless gateway's handshake-era tool calls that ask for no progress, the same
+        self.legacy = legacy
         self.gateway = gateway
         self.sup = gateway.sup
         self._expected = None if token is None else token.encode()
@@ -341,7 +345,7 @@ class _Front:
         await _json(request.send, 200, await self.gateway.prompts_document(caller=request.caller))
 
     async def _mcp(self, request: _Request) -> None:
-        """The MCP endpoint: the fast lane's tool calls, the SDK's app for the rest."""
+        """The MCP endpoint: the fast lanes' tool calls, the SDK's app for the rest."""
         scope, headers, caller = request.scope, request.headers, request.caller
         if self._local:  # the local socket: its requests say so
             scope = {**scope, LOCAL_SCOPE: True}
@@ -353,6 +357,8 @@ class _Front:
         try:
             if self.fast is not None and FastLane.wanted(scope, headers):
                 await self.fast(scope, request.receive, request.send, headers, self.app)
+            elif self.legacy is not None and LegacyLane.wanted(scope, headers):
+                await self.legacy(scope, request.receive, request.send, headers, self.app)
             else:
                 await self.app(scope, request.receive, request.send)
         finally:
@@ -558,8 +564,9 @@ async def serve_http(
     with no request in flight for ``session_idle`` seconds is closed (its id then answers
     ``404``), and at most ``max_sessions`` are open: a new one past that closes the one
     idle the longest, or is refused with ``503`` when every one is in use
-    (:class:`~._sessions.Sessions`). ``fast=False`` turns the fast lane off
-    (:mod:`._fast`): every request then goes through the SDK's own HTTP entry. ``front``
+    (:class:`~._sessions.Sessions`). ``fast=False`` turns the fast lanes off
+    (:mod:`._fast`; stateless, :mod:`._fast_legacy` too): every request then goes
+    through the SDK's own HTTP entry. ``front``
     is the HTTP server: the gateway's own (:mod:`._wire_front`), parsing with
     ``"httptools"`` (the default) or ``"h11"``, or ``"hypercorn"``, which costs several
     times more per request.
@@ -597,6 +604,7 @@ async def serve_http(
     )
     manager = gateway.server.session_manager
     lane = FastLane(gateway.server, manager, security, gateway.served_schema) if fast else None
+    legacy = LegacyLane(gateway.server, manager, security) if fast and stateless else None
     sessions = None
     if not stateless:
         sessions = Sessions(manager, idle=session_idle, bound=max_sessions, history=history)
@@ -655,6 +663,7 @@ async def serve_http(
                             listener=(host, None) if security is not None else None,
                             sessions=sessions,
                             fast=lane,
+                            legacy=legacy,
                             resource=resource,
                             users=users,
                             sign_in=sign_in,
