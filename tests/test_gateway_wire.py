@@ -13,6 +13,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import Any
 
 import pytest
 import trio
@@ -274,7 +275,9 @@ async def test_what_does_not_parse_is_400_and_a_smuggled_length_is_refused(front
 
 async def test_a_body_left_unread_closes_the_connection_after_the_answer(front: str) -> None:
     """A request answered before its body was all there (404 for an unknown path) closes
-    its connection after the answer: the rest of the body is not read as a request."""
+    its connection after the answer, which says so (a client that sent its body after
+    its head is not left to send its next request on a connection closing): the rest of
+    the body is not read as a request."""
     async with gateway(front) as info:
         port = info.port
         stream = await trio.open_tcp_stream("127.0.0.1", port)
@@ -284,8 +287,8 @@ async def test_a_body_left_unread_closes_the_connection_after_the_answer(front: 
                 f"POST /nowhere HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
                 "Content-Length: 1000\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n".encode()
             )
-            status, _, _ = await reader.answer()
-            assert status == 404
+            status, headers, _ = await reader.answer()
+            assert (status, headers["connection"]) == (404, "close")
             assert await reader.closed()
 
 
@@ -399,3 +402,152 @@ async def test_an_unknown_front_is_refused() -> None:
     async with open_supervisor({"mcpServers": {}}) as sup:
         with pytest.raises(ValueError, match="front is 'hypercorn', 'httptools' or 'h11'"):
             await serve_http(Gateway(sup), "127.0.0.1", 0, token=TOKEN, front="h2o")
+
+
+@pytest.mark.parametrize("server", ["httptools", "h11", "hypercorn"])
+async def test_a_client_gone_mid_call_cancels_it_with_no_task_of_the_call_s_own(
+    server: str,
+) -> None:
+    """A fast-lane call whose client closes its connection while the call is pending is
+    cancelled at the backing server. Behind the gateway's own HTTP server, the
+    connection's reader is what learns of it (the ``supervisor.gone`` extension): the
+    call starts no task to watch for it; behind hypercorn, which has no such extension,
+    a task of the call's own does."""
+    if server == "httptools":
+        require("httptools", "httptools")
+    from mcp.server.mcpserver import MCPServer
+
+    started, ended = trio.Event(), trio.Event()
+    held = MCPServer("held")
+
+    @held.tool()
+    async def hold() -> str:
+        """Held until cancelled."""
+        started.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            ended.set()
+
+    spawned: list[str] = []
+
+    class Spawns(trio.abc.Instrument):
+        def task_spawned(self, task: trio.lowlevel.Task) -> None:
+            spawned.append(task.name)
+
+    call = CALL.replace(b'"e_echo"', b'"h_hold"').replace(
+        b'"arguments": {"text": "through the wire"}', b'"arguments": {}'
+    )
+    async with (
+        open_supervisor({"mcpServers": {}}, apps={"h": held}) as sup,
+        trio.open_nursery() as n,
+    ):
+        gw = Gateway(sup)
+        await n.start(gw.run)
+        await sup.tools()
+        serve = partial(serve_http, gw, "127.0.0.1", 0, token=TOKEN, front=server)
+        port = (await n.start(serve)).port
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        head = call_head(port, f"Content-Length: {len(call)}").replace(b"e_echo", b"h_hold")
+        instrument = Spawns()
+        trio.lowlevel.add_instrument(instrument)
+        try:
+            with trio.fail_after(30):
+                await stream.send_all(head + call)
+                await started.wait()
+                await stream.aclose()
+                await ended.wait()
+        finally:
+            trio.lowlevel.remove_instrument(instrument)
+        n.cancel_scope.cancel()
+    watchers = [name for name in spawned if "until_gone" in name]
+    if server == "hypercorn":
+        assert watchers == ["supervisor.gateway._fast.FastLane._serve.<locals>.until_gone"]
+    else:
+        assert watchers == [], spawned
+
+
+async def test_the_fast_lane_takes_what_the_sdk_checks_pass_its_first_header_of_each(
+    front: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast lane's transport-security verdict, kept for each (Content-Type, Host,
+    Origin), is the SDK's for the first of each header, which is all it reads; a routing
+    header sent twice is left to the SDK's entry. Each request answers the same with
+    the fast lane as without, which serves only the ones the SDK's checks pass."""
+    from supervisor.gateway._fast import FastLane
+
+    served: list[bytes] = []
+    serve = FastLane._serve
+
+    async def counted(self: FastLane, scope: Any, *args: Any) -> None:
+        served.append(dict(scope["headers"]).get(b"x-request", b""))
+        await serve(self, scope, *args)
+
+    monkeypatch.setattr(FastLane, "_serve", counted)
+
+    def call(port: int, name: str, *extra: str) -> bytes:
+        lines = call_head(port, f"X-Request: {name}", f"Content-Length: {len(CALL)}", *extra)
+        if any(line.startswith("Content-Type") for line in extra):
+            lines = lines.replace(b"Content-Type: application/json\r\n", b"", 1)
+        return lines + CALL
+
+    async def answers(fast: bool) -> list[tuple[int, bytes]]:
+        async with gateway(front, fast=fast) as info:
+            port, said = info.port, []
+            asked = [
+                call(port, "plain"),
+                call(port, "twice", "Mcp-Method: tools/call"),
+                call(
+                    port, "text-first", "Content-Type: text/plain", "Content-Type: application/json"
+                ),
+                call(
+                    port, "json-first", "Content-Type: application/json", "Content-Type: text/plain"
+                ),
+                call(port, "text", "Content-Type: text/plain"),
+                call(port, "plain-again"),
+            ]
+            for request in asked:
+                stream = await trio.open_tcp_stream("127.0.0.1", port)
+                async with stream:
+                    await stream.send_all(request)
+                    status, _, body = await Reader(stream).answer()
+                said.append((status, body))
+            return said
+
+    assert await answers(True) == await answers(False)
+    assert served == [b"plain", b"json-first", b"plain-again"]
+
+
+async def test_an_answer_larger_than_the_socket_takes_at_once_arrives_whole(front: str) -> None:
+    """An answer of 4 MiB to a client whose socket takes little at a time is written as
+    it drains, whole and in order; the connection then serves the next request."""
+    import socket
+
+    apps = {"r": make_server("rich")}
+    async with open_supervisor({"mcpServers": {}}, apps=apps) as sup, trio.open_nursery() as n:
+        gw = Gateway(sup)
+        await n.start(gw.run)
+        await sup.tools()
+        serve = partial(serve_http, gw, "127.0.0.1", 0, token=TOKEN, front=front)
+        port = (await n.start(serve)).port
+        call = CALL.replace(b'"e_echo"', b'"r_big_text"').replace(
+            b'"arguments": {"text": "through the wire"}', b'"arguments": {"kib": 4096}'
+        )
+        head = call_head(port, f"Content-Length: {len(call)}").replace(b"e_echo", b"r_big_text")
+        sock = trio.socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        await sock.connect(("127.0.0.1", port))
+        stream = trio.SocketStream(sock)
+        async with stream:
+            reader = Reader(stream)
+            await stream.send_all(head + call)
+            status, _, body = await reader.answer()
+            text = json.loads(body)["result"]["content"][0]["text"]
+            assert status == 200 and len(text) == 4096 * 1024
+            assert text.startswith("line 1\n") and text.split("\n")[-2].startswith("line ")
+            echo = CALL.replace(b'"e_echo"', b'"r_echo"')
+            head = call_head(port, f"Content-Length: {len(echo)}").replace(b"e_echo", b"r_echo")
+            await stream.send_all(head + echo)
+            status, _, body = await reader.answer()
+            assert status == 200 and echoed(body) == "through the wire"
+        n.cancel_scope.cancel()

@@ -13,13 +13,15 @@ the SDK's own public checks say (no ``Mcp-Param-*``, a tool without ``x-mcp-head
 
 1. the body, read whole within the SDK's size limit, must decode as one JSON-RPC
    request of that shape; the SDK's transport-security check (``Content-Type``, and on
-   loopback ``Host`` and ``Origin``) must pass, and so must its envelope ladder
+   loopback ``Host`` and ``Origin``: a function of those headers alone, its verdict kept
+   for each of their values) must pass, and so must its envelope ladder
    (:func:`~mcp.shared.inbound.classify_inbound_request`: protocol version in header and
    ``_meta`` agreeing, capabilities present, ``Mcp-Method``/``Mcp-Name`` matching the
-   body) and its duplicated-header check;
-2. the request is served by ``serve_one``'s steps (:mod:`._kernel`) in this task (a
-   second one watches for the client going away, which cancels the call, as on the
-   SDK's path);
+   body) and its duplicated-header check (for a request with a header name twice);
+2. the request is served by ``serve_one``'s steps (:mod:`._kernel`) in this task;
+   the client going away cancels the call, as on the SDK's path (the gateway's own
+   HTTP server says so, through its ``supervisor.gone`` extension; behind another, a
+   second task watches for it);
 3. the answer is written as ``application/json``, errors with the HTTP status the SDK's
    table gives their code.
 
@@ -54,6 +56,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._sdk import lifespan_state
 from ._kernel import serve_once
+from ._wire_exchange import GONE
 
 __all__ = ["Exchange", "FastLane", "answered", "streamless"]
 
@@ -73,6 +76,11 @@ _ENVELOPE = frozenset(
 _PARAMS = frozenset({"name", "arguments", "_meta"})
 _REQUEST = frozenset({"jsonrpc", "id", "method", "params"})
 _DECODER = msgspec.json.Decoder()
+#: Distinct (Content-Type, Host, Origin) whose transport-security verdict is kept (past
+#: that, it forgets them all).
+_PASSES = 256
+#: Whether each ``Accept`` seen takes both JSON and an event stream (as many kept).
+_ACCEPTS: dict[str, bool] = {}
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -134,6 +142,8 @@ class FastLane:
         self._limit: int = manager.max_request_body_size
         #: id(schema) -> (schema, whether it has no x-mcp-header)
         self._plain: dict[int, tuple[Mapping[str, Any], bool]] = {}
+        #: (Content-Type, Host, Origin) -> whether the transport-security check passes
+        self._passes: dict[tuple[bytes | None, bytes | None, bytes | None], bool] = {}
 
     @staticmethod
     def wanted(scope: Mapping[str, Any], headers: Mapping[str, str]) -> bool:
@@ -144,12 +154,18 @@ class FastLane:
             return False
         if "mcp-session-id" in headers or any(k.startswith("mcp-param-") for k in headers):
             return False
-        given = headers.get("accept", "").split(",")
-        accept = {part.split(";")[0].strip().lower() for part in given}
-        return "*/*" in accept or (
-            bool(accept & {"application/json", "application/*"})
-            and bool(accept & {"text/event-stream", "text/*"})
-        )
+        given = headers.get("accept", "")
+        both = _ACCEPTS.get(given)
+        if both is None:
+            accept = {part.split(";")[0].strip().lower() for part in given.split(",")}
+            both = "*/*" in accept or (
+                bool(accept & {"application/json", "application/*"})
+                and bool(accept & {"text/event-stream", "text/*"})
+            )
+            if len(_ACCEPTS) >= _PASSES:
+                _ACCEPTS.clear()
+            _ACCEPTS[given] = both
+        return both
 
     async def __call__(
         self,
@@ -181,8 +197,11 @@ class FastLane:
             return None
         if not streamless(request):
             return None
-        if find_duplicated_routing_header(_raw_headers(scope)) is not None:
-            return None
+        raw = scope["headers"]
+        # (``headers`` folds them by name: as many as there are lines, none twice)
+        if len(headers) != len(raw):
+            if find_duplicated_routing_header(_raw_headers(raw)) is not None:
+                return None
         verdict = classify_inbound_request(request, headers=headers)
         if not isinstance(verdict, InboundModernRoute):
             return None
@@ -207,10 +226,18 @@ class FastLane:
 
     async def _secure(self, scope: MutableMapping[str, Any]) -> bool:
         """The SDK's transport-security check (``Content-Type``; ``Host`` and ``Origin``
-        on loopback) passes."""
-        from starlette.requests import Request
+        on loopback) passes: asked once for each (``Content-Type``, ``Host``,
+        ``Origin``) — the first of each, which is all it reads."""
+        key = _security_headers(scope["headers"])
+        passes = self._passes.get(key)
+        if passes is None:
+            from starlette.requests import Request
 
-        return await self._security.validate_request(Request(scope), is_post=True) is None
+            passes = await self._security.validate_request(Request(scope), is_post=True) is None
+            if len(self._passes) >= _PASSES:
+                self._passes.clear()
+            self._passes[key] = passes
+        return passes
 
     async def _serve(
         self,
@@ -232,18 +259,24 @@ class FastLane:
             request_id=request_id,
             message_metadata=ServerMessageMetadata(request_context=_Request(scope, headers)),
         )
+        state = lifespan_state(self._manager)
         answer: dict[str, Any] | None = None
-        async with trio.open_nursery() as nursery:
+        gone = (scope.get("extensions") or {}).get(GONE)
+        if gone is not None:  # our own HTTP server: it tells when the client goes
+            with trio.CancelScope() as watched:
+                gone["watch"](watched)
+                answer = await answered(self._server, exchange, request, verdict, state)
+        else:
+            async with trio.open_nursery() as nursery:
 
-            async def until_gone() -> None:
-                while (await receive()).get("type") != "http.disconnect":
-                    pass
-                nursery.cancel_scope.cancel()  # the client went: the call is cancelled
+                async def until_gone() -> None:
+                    while (await receive()).get("type") != "http.disconnect":
+                        pass
+                    nursery.cancel_scope.cancel()  # the client went: the call is cancelled
 
-            nursery.start_soon(until_gone)
-            state = lifespan_state(self._manager)
-            answer = await answered(self._server, exchange, request, verdict, state)
-            nursery.cancel_scope.cancel()
+                nursery.start_soon(until_gone)
+                answer = await answered(self._server, exchange, request, verdict, state)
+                nursery.cancel_scope.cancel()
         if answer is None:
             return  # the client is gone
         status = 200
@@ -329,5 +362,23 @@ def _replay(body: bytes, complete: bool, receive: Receive) -> Receive:
     return replayed
 
 
-def _raw_headers(scope: Mapping[str, Any]) -> list[tuple[str, str]]:
-    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+def _raw_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
+    return [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw]
+
+
+def _security_headers(
+    raw: list[tuple[bytes, bytes]],
+) -> tuple[bytes | None, bytes | None, bytes | None]:
+    """The first ``Content-Type``, ``Host`` and ``Origin`` of a request's ASGI headers,
+    found as Starlette's ``Headers.get`` finds them (what the SDK's check reads)."""
+    content_type = host = origin = None
+    for name, value in raw:
+        if name == b"content-type":
+            if content_type is None:
+                content_type = value
+        elif name == b"host":
+            if host is None:
+                host = value
+        elif name == b"origin" and origin is None:
+            origin = value
+    return content_type, host, origin

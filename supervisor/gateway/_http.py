@@ -1,5 +1,5 @@
 """The gateway over Streamable HTTP: the SDK's ASGI app behind a bearer token, served by
-hypercorn under trio.
+the gateway's own HTTP/1.1 server (:mod:`._wire_front`) or hypercorn, under trio.
 
 * ``/mcp`` is the MCP endpoint (both protocol eras; sessions unless ``stateless``). Every
   request needs ``Authorization: Bearer TOKEN``; without it, or with another token, the
@@ -94,6 +94,9 @@ BODY_TIMEOUT = 60.0
 _JSON = b"application/json"
 #: Session owners kept (:meth:`_Front._owner`; past that, it forgets them all).
 _OWNERS = 1024
+#: Host headers whose check is kept (:meth:`_Front._names_listener`; past that, it forgets
+#: them all).
+_HOSTS = 256
 _METRICS = b"text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -181,6 +184,8 @@ class _Front:
         self._sessions = sessions
         #: the session owner of each caller's subject (:meth:`_owner`)
         self._owners: dict[str, AuthenticatedUser] = {}
+        #: whether each Host header seen names the listener (:meth:`_names_listener`)
+        self._hosts: dict[str, bool] = {}
         self._routes = self._route_table()
 
     def _route_table(self) -> dict[str, _Route]:
@@ -222,9 +227,7 @@ class _Front:
         headers = _headers(scope)
         host = headers.get("host")  # none from an HTTP/1.0 probe (haproxy's); a browser sends one
         if (
-            self._listener is not None
-            and host is not None
-            and not names_listener(host, *self._listener)
+            self._listener is not None and host is not None and not self._names_listener(host)
         ):  # DNS rebinding: a page on an attacker's name reads nothing, probes included
             await _json(send, 421, {"error": "this gateway does not answer for that Host"})
             return
@@ -265,6 +268,18 @@ class _Front:
             await _unauthorized(send, given="authorization" in headers)
         else:
             await route.handler(request)
+
+    def _names_listener(self, host: str) -> bool:
+        """Whether the Host header ``host`` names this listener
+        (:func:`~supervisor.dashboard._security.names_listener`): asked once for each."""
+        named = self._hosts.get(host)
+        if named is None:
+            assert self._listener is not None
+            named = names_listener(host, *self._listener)
+            if len(self._hosts) >= _HOSTS:
+                self._hosts.clear()
+            self._hosts[host] = named
+        return named
 
     # -- the public routes ---------------------------------------------------------------
 
