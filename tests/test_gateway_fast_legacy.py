@@ -7,8 +7,9 @@ Each test posts the same raw requests to two stateless gateways in front of the 
 servers (tests/reference_server.py, the ``rich`` and ``slow`` fixtures, each over stdio,
 spoken to in the session-based protocol so that their log messages reach the caller),
 one with the lane and one without (``serve_http(fast=False)``), and compares status,
-headers (but ``date``) and body bytes; only the time in a keep-alive comment, and how
-many of those a long call got, are left out. A spy records what the lane served itself,
+headers (but ``date``, and a ``connection: close`` that says when the body arrived) and
+body bytes; only the time in a keep-alive comment, and how many of those a long call got,
+are left out. A spy records what the lane served itself,
 so a test cannot pass with the lane off.
 """
 
@@ -125,15 +126,21 @@ def lane_served(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 async def exchange(url: str, requests: list[Request]) -> list[tuple[int, Any, bytes]]:
-    """Post each request in turn: each answer's status, headers (but ``date``) and body,
-    keep-alive comments (their time, and how many) made one marker."""
+    """Post each request in turn: each answer's status, headers (but ``date``, and the
+    HTTP server's ``connection: close``, said of an answer it gave before the request's
+    body was all read: a matter of when the body arrived) and body, keep-alive comments
+    (their time, and how many) made one marker."""
     answers: list[tuple[int, Any, bytes]] = []
     async with httpx2.AsyncClient(timeout=WAIT) as http:
         del http.headers["accept"]  # (its default: a request may go without)
         for body, headers in requests:
             content = body if isinstance(body, bytes) else json.dumps(body).encode()
             answer = await http.post(url, content=content, headers=_headers(headers))
-            kept = [(k, v) for k, v in answer.headers.multi_items() if k != "date"]
+            kept = [
+                (k, v)
+                for k, v in answer.headers.multi_items()
+                if k != "date" and (k, v) != ("connection", "close")
+            ]
             answers.append((answer.status_code, kept, _PING.sub(b": ping\r\n\r\n", answer.content)))
     return answers
 
