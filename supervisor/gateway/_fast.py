@@ -58,7 +58,7 @@ from .._sdk import lifespan_state
 from ._kernel import serve_once
 from ._wire_exchange import GONE
 
-__all__ = ["Exchange", "FastLane", "answered", "streamless"]
+__all__ = ["Exchange", "FastLane", "answered", "streamless", "takes_both"]
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
@@ -154,18 +154,7 @@ class FastLane:
             return False
         if "mcp-session-id" in headers or any(k.startswith("mcp-param-") for k in headers):
             return False
-        given = headers.get("accept", "")
-        both = _ACCEPTS.get(given)
-        if both is None:
-            accept = {part.split(";")[0].strip().lower() for part in given.split(",")}
-            both = "*/*" in accept or (
-                bool(accept & {"application/json", "application/*"})
-                and bool(accept & {"text/event-stream", "text/*"})
-            )
-            if len(_ACCEPTS) >= _PASSES:
-                _ACCEPTS.clear()
-            _ACCEPTS[given] = both
-        return both
+        return takes_both(headers.get("accept", ""))
 
     async def __call__(
         self,
@@ -285,6 +274,22 @@ class FastLane:
         body = _ENCODER.encode(answer)
         await send({"type": "http.response.start", "status": status, "headers": _JSON})
         await send({"type": "http.response.body", "body": body})
+
+
+def takes_both(accept: str) -> bool:
+    """Whether the ``Accept`` header ``accept`` takes both JSON and an event stream, as
+    the SDK's transport asks of a POST (its verdict kept for each value seen)."""
+    both = _ACCEPTS.get(accept)
+    if both is None:
+        taken = {part.split(";")[0].strip().lower() for part in accept.split(",")}
+        both = "*/*" in taken or (
+            bool(taken & {"application/json", "application/*"})
+            and bool(taken & {"text/event-stream", "text/*"})
+        )
+        if len(_ACCEPTS) >= _PASSES:
+            _ACCEPTS.clear()
+        _ACCEPTS[accept] = both
+    return both
 
 
 def streamless(request: object) -> bool:

@@ -58,7 +58,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import Request
 
 from .._sdk import lifespan_state
-from ._fast import _read, _replay  # (the body read whole, and given back to the SDK)
+from ._fast import _read, _replay, takes_both  # (the body read whole, given back; Accept)
 from ._kernel import serve_once
 
 __all__ = ["Channel", "LegacyLane", "event"]
@@ -221,12 +221,7 @@ class LegacyLane:
         content_type = headers.get("content-type", "").split(";")[0].split(",")
         if not any(part.strip() == "application/json" for part in content_type):
             return False
-        given = headers.get("accept", "").split(",")
-        accept = {part.strip().split(";")[0].strip().lower() for part in given}
-        return "*/*" in accept or (
-            bool(accept & {"application/json", "application/*"})
-            and bool(accept & {"text/event-stream", "text/*"})
-        )
+        return takes_both(headers.get("accept", ""))
 
     async def __call__(
         self,
