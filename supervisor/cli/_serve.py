@@ -250,6 +250,7 @@ async def _serve(config: Config, args: argparse.Namespace, token: str | None) ->
     :func:`~._common.run` cancels it on a signal."""
     import trio
 
+    from .._util._heap import settle
     from ..faults import Injector
     from ..gateway import Gateway, new_token, serve_http, serve_stdio
     from ..gateway._http import serve_local
@@ -295,6 +296,7 @@ async def _serve(config: Config, args: argparse.Namespace, token: str | None) ->
         await nursery.start(watch_files, reloader.watched, reloader.file_changed)
         # Where status, tools, call, events and reload find this gateway for this config.
         await nursery.start(partial(serve_local, gateway, args.config, reload=reloader.answer))
+        settle()  # start-up is over: what it made stays out of the collector's way
         if args.stdio or (args.http is None and args.dashboard is None):
             await serve_stdio(gateway)  # until the client closes standard input
             nursery.cancel_scope.cancel()

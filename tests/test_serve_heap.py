@@ -1,0 +1,55 @@
+"""``serve`` moves its start-up heap out of the cyclic garbage collector's way
+(:func:`gc.freeze`) before it serves, and collects what it makes afterwards as ever."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import trio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from supervisor.testing.servers import stdio_params
+
+#: Runs ``serve`` as ``python -m supervisor serve`` does, and writes at its exit what the
+#: collector holds frozen, whether it still runs, and whether it collected a cycle made
+#: after start-up (so made while serving: the gateway was serving when the client called).
+_WRAPPER = """
+import atexit, gc, json, sys
+from supervisor.cli import main
+def said():
+    class Cycle:
+        pass
+    cycle = Cycle()
+    cycle.me = cycle
+    del cycle
+    found = gc.collect()
+    with open(sys.argv[1], "w") as out:
+        json.dump({"frozen": gc.get_freeze_count(), "enabled": gc.isenabled(), "found": found}, out)
+atexit.register(said)
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+async def test_serve_freezes_its_start_up_heap_and_collects_what_it_makes_later(
+    tmp_path: Path,
+) -> None:
+    command, args = stdio_params("echo")
+    config = tmp_path / "mcp.json"
+    server = {"command": command, "args": args, "initTimeout": 60, "approve": False}
+    config.write_text(json.dumps({"mcpServers": {"echo": server}}), encoding="utf-8")
+    said = tmp_path / "heap.json"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", _WRAPPER, str(said), "serve", "--config", str(config)],
+    )
+    with trio.fail_after(60):
+        async with Client(stdio_client(params)) as client:
+            result = await client.call_tool("echo_echo", {"text": "hi"})
+            assert not result.is_error
+    heap = json.loads(said.read_text(encoding="utf-8"))
+    # the start-up heap: the SDK, trio, pydantic's models, the config, the servers' state
+    assert heap["frozen"] > 10_000
+    assert heap["enabled"] and heap["found"] >= 2  # a later cycle is still collected
