@@ -4,6 +4,8 @@ exit stack as ``serve_one`` does — but only when something was put on it."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 import mcp_types as types
@@ -127,6 +129,24 @@ async def test_a_cancelled_request_still_runs_its_cleanups() -> None:
         await serve_once(server, _exchange(), "tools/call", _params("hi"), connection, None)
     assert scope.cancelled_caught
     assert undone == ["async", "callback"]
+
+
+async def test_a_request_is_freed_as_it_ends_not_by_the_cyclic_collector() -> None:
+    """Nothing of a served request is left in a reference cycle: its connection (and
+    the runner that held it) go as the last reference to them does, the collector off."""
+    server = _server([], push=False)
+    connection = Connection.from_envelope("2026-07-28", *ENVELOPE)
+    freed = weakref.ref(connection)
+    gc.disable()
+    try:
+        result = await serve_once(
+            server, _exchange(), "tools/call", _params("hi"), connection, None
+        )
+        assert result["content"][0]["text"] == "said: hi"
+        del connection
+        assert freed() is None
+    finally:
+        gc.enable()
 
 
 async def test_the_watched_stack_says_whether_anything_was_put_on_it() -> None:
