@@ -59,6 +59,17 @@ def two_searches(prefix_a: str = "web", prefix_b: str = "docs") -> list:
     ]
 
 
+def test_a_catalog_looks_names_up_as_any_mapping_does() -> None:
+    """``get`` and ``in``, the catalog's own (a call looks its tool up several times),
+    answer as ``Mapping``'s do through ``[]``."""
+    catalog = merge(two_searches())
+    entry = catalog["web_search"]
+    assert catalog.get("web_search") is entry and catalog.get("web_search", None) is entry
+    assert catalog.get("nope") is None and catalog.get("nope", entry) is entry
+    assert "docs_search" in catalog and "nope" not in catalog and 3 not in catalog
+    assert dict(catalog.items()) == {name: catalog[name] for name in catalog}
+
+
 class TestNames:
     def test_distinct_prefixes_do_not_clash(self) -> None:
         """With the default template, distinct prefixes keep both `search` tools apart."""

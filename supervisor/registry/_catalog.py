@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar, overload
 
 import attrs
 import msgspec
@@ -20,6 +20,8 @@ from mcp_types import Tool
 
 from ..errors import UnknownServer, UnknownTool
 from ..events._catalog import ToolsConflict, ToolsDeregistered, ToolsRegistered, ToolsUpdated
+
+_T = TypeVar("_T")
 
 # camelCase / PascalCase / ACRONYMWord / digits, after splitting on non-alphanumerics
 _TOKEN = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
@@ -226,6 +228,18 @@ class Catalog(Mapping[str, Entry]):
 
     def __getitem__(self, name: str) -> Entry:
         return self._entries[name]
+
+    # the dict's own, not Mapping's (a lookup through __getitem__ and a KeyError): a
+    # call looks its tool up several times on its way
+    @overload
+    def get(self, key: str, /) -> Entry | None: ...
+    @overload
+    def get(self, key: str, /, default: Entry | _T) -> Entry | _T: ...
+    def get(self, key: str, /, default: object = None) -> object:
+        return self._entries.get(key, default)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
