@@ -25,8 +25,8 @@ callbacks: open the supervisor with them (``open_supervisor(config,
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Coroutine, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Coroutine
+from contextlib import AbstractContextManager, suppress
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -103,14 +103,13 @@ class Relay:
             "logging_callback": per_server(self._logging_of, for_caller=self._logging_of),
         }
 
-    @contextmanager
     def waiting(
         self,
         ctx: ServerRequestContext[Any, Any],
         server: str | None = None,
         caller: str | None = None,
         held: Held[Any] | None = None,
-    ) -> Iterator[None]:
+    ) -> AbstractContextManager[None]:
         """While the block runs, the client of ``ctx`` (a tool call, running on the
         backing server ``server`` if known; for a team gateway's ``caller``) may be asked,
         and hears that server's log. A 2026-07-28 client is asked through its ``held``
@@ -118,12 +117,9 @@ class Relay:
         connection = connection_of(ctx)
         if caller is not None and connection is not None:
             self._callers.add(connection)
-        entry = (ctx.session, ctx.request_id, server, connection, caller, held)
-        self._waiting.append(entry)
-        try:
-            yield
-        finally:
-            self._waiting.remove(entry)
+        return _Waiting(
+            self._waiting, (ctx.session, ctx.request_id, server, connection, caller, held)
+        )
 
     def _on(
         self, server: str, caller: str | None = None
@@ -278,3 +274,20 @@ class Relay:
             )
 
         return roots
+
+
+class _Waiting(AbstractContextManager[None]):
+    """A call's ``entry`` in the relay's calls ``waiting`` while its block runs (a small
+    class: entered for every call, where ``@contextmanager`` costs a generator)."""
+
+    __slots__ = ("_entry", "_waiting")
+
+    def __init__(self, waiting: list[Any], entry: tuple[Any, ...]) -> None:
+        self._waiting = waiting
+        self._entry = entry
+
+    def __enter__(self) -> None:
+        self._waiting.append(self._entry)
+
+    def __exit__(self, *exc: object) -> None:
+        self._waiting.remove(self._entry)
