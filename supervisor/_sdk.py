@@ -18,10 +18,12 @@ the types cost (the modules that import it load the SDK anyway).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import httpx2
+import mcp_types as types
 from mcp.client._transport import TransportStreams
 from mcp.client.auth import OAuthClientProvider
 from mcp.shared._context_streams import create_context_streams
@@ -350,9 +352,37 @@ def parse_call_results_with(session: ClientSession, adapter: object) -> bool:
 
 
 def stamp(session: ClientSession, data: dict[str, Any]) -> None:
-    """Add to the request ``data`` (its ``method`` and ``params``) what ``session`` adds
-    to each request it sends: a 2026-07-28 server's envelope in ``_meta``."""
-    session._stamp(data, {})
+    """Add to the ``tools/call`` request ``data`` (its ``method`` and ``params``) what
+    ``session`` adds to each request it sends: a 2026-07-28 server's envelope in
+    ``_meta`` — the same for every ``tools/call`` of a session (its protocol version,
+    client info and capabilities, and its log level unless the request names one), so
+    learnt once per stamp the session has, and written over the request's own
+    ``_meta`` as the session's stamp writes it."""
+    made = session._stamp
+    envelope = _ENVELOPES.get(made)
+    if envelope is None:
+        probe: dict[str, Any] = {"method": "tools/call", "params": {}}
+        made(probe, {})
+        envelope = _ENVELOPES[made] = probe["params"].get("_meta", _NO_ENVELOPE)
+    if envelope is _NO_ENVELOPE:  # (the session-based protocol's stamp: headers alone)
+        return
+    params = data.setdefault("params", {})
+    meta = params.get("_meta")
+    if meta is None:
+        params["_meta"] = dict(envelope)
+        return
+    level = meta.get(types.LOG_LEVEL_META_KEY, _NO_ENVELOPE)  # (the request's own comes first)
+    meta.update(envelope)
+    if level is not _NO_ENVELOPE:
+        meta[types.LOG_LEVEL_META_KEY] = level
+
+
+#: The ``_meta`` each session's stamp adds to a ``tools/call`` (see :func:`stamp`).
+_ENVELOPES: weakref.WeakKeyDictionary[Callable[..., None], dict[str, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+#: A stamp that adds no ``_meta``; (also: a request with no log level of its own)
+_NO_ENVELOPE: dict[str, Any] = {}
 
 
 #: What :func:`output_schema` gives for a tool the session has not listed.

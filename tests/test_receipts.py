@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from trio.testing import wait_all_tasks_blocked
 
+from supervisor.transports._forward import FIRST_ID
 from supervisor.transports._receipts import Receipt, connection_closed, delivery
 from supervisor.transports._stdio import StdioTransport
 
@@ -107,3 +108,71 @@ async def test_a_request_withdrawn_while_the_writer_was_busy_is_not_written(
     assert '"id":1' in written and '"id":3' in written
     assert '"id":2' not in written
     assert withdrawn.delivered is False and later.delivered is True
+
+
+async def test_a_message_is_written_in_its_senders_task_and_overtakes_none() -> None:
+    """While the writer waits for its next message, a message goes into the pipe in its
+    sender's task: delivered before its sender goes on, no hop to the writer's task. One
+    handed to the writer but not yet written is overtaken by nothing: a forwarded
+    request made right after it waits its turn (a real child echoes what it reads)."""
+    child = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line); sys.stdout.flush()\n"
+    transport = StdioTransport(sys.executable, ["-c", child], grace=10.0, kill_after=1.0)
+    now = Receipt()
+    with trio.fail_after(WAIT):
+        async with transport as (read, write):
+            await wait_all_tasks_blocked()  # the writer waits for its first message
+            token = delivery.set(now)
+            try:
+                await write.send(_request(1, "now"))
+            finally:
+                delivery.reset(token)
+            assert now.delivered is True  # in the pipe as its sender goes on
+            await wait_all_tasks_blocked()
+            # Longer than the pipe takes in one write: handed to the writer, not written
+            # yet when its sender goes on, and the forwarded request comes right after.
+            await write.send(_request(2, "x" * 5000))
+            echoed: list[object] = []
+            async with trio.open_nursery() as nursery:
+
+                async def echoes() -> None:
+                    while len(echoed) < 3:
+                        item = await read.receive()
+                        assert isinstance(item, SessionMessage)
+                        echoed.append(getattr(item.message, "id", None))
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(echoes)
+                await transport.forwarding.request("tools/call", b'{"name":"echo"}')
+            await write.aclose()  # as a session ends: the writer is done
+    assert echoed == [1, 2, FIRST_ID]
+
+
+def test_a_pending_sigkill_is_read_from_either_mask(tmp_path: Path) -> None:
+    """``_dying`` reads SIGKILL pending for the thread (``SigPnd``) or the whole process
+    (``ShdPnd``) from a ``/proc/PID/status`` as the kernel writes it, and from one whose
+    masks it cannot read as one (they are then read one by one, as ever): ``False``
+    where a mask it needs is missing or not a number."""
+    from supervisor.transports._intake import _dying
+
+    kill, usr1 = f"{1 << 8:016x}", f"{1 << 9:016x}"  # SIGKILL is 9, SIGUSR1 10
+    zero = "0" * 16
+
+    def status(*lines: str) -> bool:
+        path = tmp_path / "status"
+        path.write_text("Name:\tx\nSigQ:\t0/1\n" + "".join(f"{line}\n" for line in lines))
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return _dying(fd)
+        finally:
+            os.close(fd)
+
+    assert status(f"SigPnd:\t{kill}", f"ShdPnd:\t{zero}", "SigBlk:\t0")
+    assert status(f"SigPnd:\t{zero}", f"ShdPnd:\t{kill}", "SigBlk:\t0")
+    assert not status(f"SigPnd:\t{usr1}", f"ShdPnd:\t{zero}", "SigBlk:\t0")
+    assert not status(f"SigPnd:\t{zero}", f"ShdPnd:\t{zero}")
+    # not one after the other: read one by one
+    assert status(f"ShdPnd:\t{kill}", "SigBlk:\t0", f"SigPnd:\t{zero}")
+    assert status(f"SigPnd:\t{kill}", "SigBlk:\t0", "ShdPnd:\tnonsense")
+    assert not status(f"SigPnd:\t{zero}", "ShdPnd:\tnonsense")
+    assert not status(f"ShdPnd:\t{kill}")  # no SigPnd: cannot be told
+    assert not status()

@@ -8,8 +8,10 @@ silently in a session eviction, a task or a login.
 from __future__ import annotations
 
 import ast
+import copy
 import importlib
 import inspect
+import json
 import pkgutil
 import re
 from importlib.metadata import version
@@ -202,3 +204,38 @@ def test_no_subclass_but_the_boundary_s_overrides_the_sdk_s_private_methods() ->
     assert not found, "SDK private methods overridden outside supervisor/_sdk.py:\n" + "\n".join(
         found
     )
+
+
+@pytest.mark.parametrize("level", [None, "debug"])
+def test_the_stamp_s_envelope_is_the_same_for_every_tools_call(level: str | None) -> None:
+    """:func:`supervisor._sdk.stamp` learns what a session's stamp adds to a
+    ``tools/call`` once and writes it itself: the request it makes is the stamp's own,
+    key for key and in order, whatever ``_meta`` the request brings (a log level of its
+    own comes first) — for a 2026-07-28 session's stamp and the session-based one's."""
+    from mcp.client.session import _make_handshake_stamp, _make_modern_stamp
+
+    def headers(name: str, arguments: object) -> dict[str, str]:
+        return {"Mcp-Param-X": name}
+
+    info, capabilities = {"name": "supervisor", "version": "1"}, {"roots": {}}
+    stamps = [
+        _make_modern_stamp("2026-07-28", info, capabilities, headers, log_level=level),  # type: ignore[arg-type]
+        _make_handshake_stamp("2025-11-25"),
+    ]
+    requests: list[dict[str, object]] = [
+        {"name": "echo", "arguments": {"text": "hi"}},
+        {"name": "echo", "arguments": {}, "_meta": {"supervisor/callId": "c1"}},
+        {"name": "other", "_meta": {"io.modelcontextprotocol/logLevel": "error", "a": 1}},
+    ]
+    for made in stamps:
+
+        class Session:
+            _stamp = staticmethod(made)
+
+        for _ in range(2):  # learnt, then as learnt
+            for params in requests:
+                theirs = {"method": "tools/call", "params": copy.deepcopy(params)}
+                made(theirs, {})
+                ours = {"method": "tools/call", "params": copy.deepcopy(params)}
+                _sdk.stamp(Session(), ours)  # type: ignore[arg-type]
+                assert json.dumps(ours) == json.dumps(theirs), (made, params)

@@ -114,8 +114,12 @@ class Gate:
         )
         #: the windows every call is added to once it ended (``SupervisorHandle.recent_calls``)
         self.windows: tuple[CallWindow, ...] = ()
-        # (server, original name, merged name) -> (the tool object decided on, the verdict)
-        self._verdicts: dict[tuple[str, str, str], tuple[types.Tool, ApprovalReason | Decider]] = {}
+        # (server, original name, merged name) -> (the tool object decided on, the verdict,
+        # and the decision a call it lets go ahead is made with)
+        self._verdicts: dict[
+            tuple[str, str, str],
+            tuple[types.Tool, ApprovalReason | Decider, ApprovalReason | ApprovalDecision],
+        ] = {}
         # one question to the approval callback at a time (trio's lock is fair: FIFO)
         self._asking = trio.Lock()
         #: merged tool names of servers a reconfiguration took out: (server, why), oldest
@@ -188,7 +192,8 @@ class Gate:
     async def _outcome(self, span: Span, request: ToolCall) -> CallOutcome:
         name, timeout = request.name, request.timeout
         call = Call(name, request.arguments, trio.current_time(), caller=request.caller)
-        watches = [observer.watch(call) for observer in self.observers]
+        observers = self.observers
+        watches = [observer.watch(call) for observer in observers] if observers else []
         if span.is_recording():
             watches.append(tracing.SpanWatch(span))
         if self.windows:
@@ -199,9 +204,9 @@ class Gate:
                 watch.admit(call)  # an audit log that cannot be written refuses the call
             server, original, listed = await self._resolve(call, watches, timeout)
             arguments = prepare_arguments(listed, request.arguments, name, server.name)
-            verdict = self.verdict(server, original, listed, name)
-            if isinstance(verdict, Decider):  # the policy lets it go ahead
-                call.approval = ApprovalDecision(True, verdict)
+            verdict = self._decided(server, original, listed, name)
+            if isinstance(verdict, ApprovalDecision):  # the policy lets it go ahead
+                call.approval = verdict
             else:
                 asked = ApprovalRequest(
                     server=server.name,
@@ -340,8 +345,21 @@ class Gate:
         if cached is not None and cached[0] is tool:
             return cached[1]
         verdict = policy_verdict(server.config, tool, original, merged)
-        self._verdicts[key] = (tool, verdict)
+        decided = ApprovalDecision(True, verdict) if isinstance(verdict, Decider) else verdict
+        self._verdicts[key] = (tool, verdict, decided)
         return verdict
+
+    def _decided(
+        self, server: ServerHandle, original: str, tool: types.Tool, merged: str
+    ) -> ApprovalReason | ApprovalDecision:
+        """:meth:`verdict`, a go-ahead as the decision a call is made with (one per
+        verdict: the call's approval)."""
+        key = (server.name, original, merged)
+        cached = self._verdicts.get(key)
+        if cached is None or cached[0] is not tool:
+            self.verdict(server, original, tool, merged)
+            cached = self._verdicts[key]
+        return cached[2]
 
 
 async def connect(server: ServerHandle, timeout: float | None) -> None:

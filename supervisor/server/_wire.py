@@ -25,8 +25,7 @@ would have been.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any, cast
 
 import mcp_types as types
@@ -68,7 +67,11 @@ async def call(
     arguments = dict(message.arguments or {})
     if forwarding is not None and not _forwards(client, message, forwarding):
         forwarding = None
-    with made_for(message.capabilities), tracing.attached(message.context):
+    capabilities = message.capabilities
+    if capabilities is caller_capabilities.get():  # (a direct call: its caller's own task)
+        with tracing.attached(message.context):
+            return await _sent(client, message, arguments, forwarding)
+    with made_for(capabilities), tracing.attached(message.context):
         return await _sent(client, message, arguments, forwarding)
 
 
@@ -85,15 +88,20 @@ def _forwards(client: Client, message: CallTool, forwarding: Forwarding) -> bool
     return not tracing.carried(message.context)
 
 
-@contextmanager
-def made_for(capabilities: Mapping[str, Any] | None) -> Iterator[None]:
+class made_for:  # noqa: N801 - used as the function it was: a block's context
     """While the block runs, the requests sent declare what they can of
     ``capabilities``, their caller's (``None``: the supervisor's own)."""
-    passing = caller_capabilities.set(capabilities)
-    try:
-        yield
-    finally:
-        caller_capabilities.reset(passing)
+
+    __slots__ = ("_capabilities", "_passing")
+
+    def __init__(self, capabilities: Mapping[str, Any] | None) -> None:
+        self._capabilities = capabilities
+
+    def __enter__(self) -> None:
+        self._passing = caller_capabilities.set(self._capabilities)
+
+    def __exit__(self, *exc: object) -> None:
+        caller_capabilities.reset(self._passing)
 
 
 async def _sent(

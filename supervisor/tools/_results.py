@@ -148,7 +148,12 @@ def normalize_result(
         output_schema = tool.output_schema
     limits = limits or _DEFAULT_LIMITS
     where = _Spill(name, spill_dir) if spill else None
-    blocks = _Blocks.of(result.content, limits, where)
+    content = result.content
+    # (text alone, the common answer: no block to sort, none saved)
+    texts = [block.text for block in content if type(block) is types.TextContent]
+    blocks = _TEXT_ONLY if len(texts) == len(content) else _Blocks.of(content, limits, where)
+    if blocks is not _TEXT_ONLY:
+        texts = blocks.texts
     structured = result.structured_content
     if output_schema is not None and not result.is_error:
         _check_output(name, output_schema, structured, validator)
@@ -161,7 +166,7 @@ def normalize_result(
             preview = structured_preview(
                 encoded, name, spill_dir, limits.max_structured_preview_bytes
             )
-    text, spilled_to = "\n".join(blocks.texts), None
+    text, spilled_to = "\n".join(texts), None
     if where is not None:
         max_bytes = limits.max_preview_bytes if preview_bytes is None else preview_bytes
         text, spilled_to = text_preview(text, name, spill_dir, max_bytes, limits.max_preview_lines)
@@ -240,6 +245,10 @@ class _Blocks:
         assert spill is not None
         path = _spill(decoded(image.data), spill.tool, spill.directory, suffix_for(image.mime_type))
         self.notes.append(image_note(seen, image.mime_type, image.size, why, path))
+
+
+#: The blocks of a result of text blocks alone, but for its texts (none to sort or save).
+_TEXT_ONLY = _Blocks()
 
 
 def _check_output(

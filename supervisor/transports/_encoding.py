@@ -72,7 +72,9 @@ def passed_capabilities(own: Mapping[str, Any], caller: Mapping[str, Any]) -> di
         if theirs is None:
             continue
         if key in _NAMED:
-            if isinstance(value, Mapping) and isinstance(theirs, Mapping):
+            # (a dict told without the ABC's check)
+            mappings = type(value) is dict or isinstance(value, Mapping)
+            if mappings and (type(theirs) is dict or isinstance(theirs, Mapping)):
                 both = {name: value[name] for name in value if name in theirs}
                 if both:
                     passed[key] = both
@@ -89,7 +91,7 @@ def declaring(params: dict[str, Any], caller: Mapping[str, Any]) -> dict[str, An
     if not isinstance(meta, dict):
         return params
     own = meta.get(types.CLIENT_CAPABILITIES_META_KEY)
-    if not isinstance(own, Mapping):
+    if type(own) is not dict and not isinstance(own, Mapping):
         return params
     meta = {**meta, types.CLIENT_CAPABILITIES_META_KEY: passed_capabilities(own, caller)}
     return {**params, "_meta": meta}

@@ -177,9 +177,12 @@ class Forwarding:
         """Tell the server the request ``request_id`` is abandoned, as the SDK does."""
         params = {"requestId": request_id, "reason": "caller cancelled"}
         notice = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}
+        line = _ENCODER.encode(notice)
+        if self._now is not None and self._now(None, line):
+            return  # written at once, as the request was
         with trio.CancelScope(shield=True), trio.move_on_after(_ABANDON_WRITE_TIMEOUT):
             try:
-                await queue.send((None, None, _ENCODER.encode(notice)))
+                await queue.send((None, None, line))
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass
 

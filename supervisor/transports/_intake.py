@@ -11,6 +11,7 @@ never received, and its :class:`~._receipts.Receipt` goes back to not delivered
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import weakref
@@ -95,6 +96,8 @@ def status_fd(pid: int) -> int | None:
 
 #: SIGKILL's bit in the pending-signal masks of ``/proc/PID/status``.
 _KILL_BIT = 1 << (signal.SIGKILL - 1)
+#: The two masks, as the kernel writes them: ``SigPnd`` (the thread's), ``ShdPnd``.
+_PENDING = re.compile(rb"\nSigPnd:([^\n]*)\nShdPnd:([^\n]*)\n")
 
 
 def _dying(status: int) -> bool:
@@ -106,6 +109,12 @@ def _dying(status: int) -> bool:
         text = os.pread(status, 4096, 0)  # about 1.5 KiB: its whole state, made anew
     except OSError:
         return False  # gone (reaped): its exit is reported, and counted, elsewhere
+    both = _PENDING.search(text)  # (where the kernel writes them: one after the other)
+    if both is not None:
+        try:
+            return bool((int(both[1], 16) | int(both[2], 16)) & _KILL_BIT)
+        except ValueError:
+            pass  # as the fields are read one by one below
     for field in (b"\nSigPnd:", b"\nShdPnd:"):
         at = text.find(field)
         end = text.find(b"\n", at + 1)

@@ -250,20 +250,28 @@ class Answers:
                 receipt.progress_seen += 1
 
 
+#: Writes a message (its receipt, its JSON text, the message) now, in its sender's task,
+#: if it can: ``False`` to queue it instead (:meth:`~._stdin.StdinWriter.write_now`).
+WriteNow = Callable[[Receipt | None, bytes, SessionMessage], bool]
+
+
 class ReceiptStream:
     """A write stream that remembers, with each message, the sender's receipt — and its
     JSON text, written in the sender's task (:func:`~._encoding.encode`: a request that
-    cannot be written raises there, unsent; ``server`` names the server in errors)."""
+    cannot be written raises there, unsent; ``server`` names the server in errors). With
+    ``now``, a message is handed to it first, to be written at once if it can."""
 
     def __init__(
         self,
         inner: anyio.abc.ObjectSendStream[Written],
         answers: Answers,
         server: str | None = None,
+        now: WriteNow | None = None,
     ):
         self._inner = inner
         self._answers = answers
         self._server = server
+        self._now = now
 
     async def send(self, item: SessionMessage) -> None:
         encoded = encode(item, server=self._server)
@@ -274,6 +282,11 @@ class ReceiptStream:
         if receipt is not None:
             receipt.delivered = False
         self._answers.sent(item)
+        now = self._now
+        if now is not None:
+            await trio.lowlevel.checkpoint_if_cancelled()
+            if now(receipt, text.encode(), item):
+                return
         await self._inner.send((receipt, item, text))
 
     async def aclose(self) -> None:

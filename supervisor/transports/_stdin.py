@@ -3,10 +3,12 @@
 A :class:`~._stdio.StdioTransport` holds one :class:`StdinWriter`. Each message comes
 from the session already written as JSON by its sender (:class:`~._receipts.ReceiptStream`)
 and goes into the pipe as one line; a server that exited gets nothing more (what it
-started may live on, holding the pipe). A forwarded request (:mod:`._forward`) may be
-written in its sender's task instead, while the writer waits for its next message
-(:meth:`StdinWriter.write_now`). The writer's :class:`~._intake.Intake` counts every
-byte that went in, and tells, once the server is gone, which requests it never read.
+started may live on, holding the pipe). A message — the session's, or a forwarded
+request (:mod:`._forward`) — is written in its sender's task instead while the writer
+waits for its next message with none queued for it, so nothing is overtaken
+(:meth:`StdinWriter.write_now`): no hop to the writer's task. The writer's
+:class:`~._intake.Intake` counts every byte that went in, and tells, once the server is
+gone, which requests it never read.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import trio
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.shared.message import SessionMessage
 
 from . import _children
@@ -42,9 +45,9 @@ class StdinWriter:
         self.sending = sending
         #: what went in, counted (what it never read is told)
         self.intake = Intake()
-        #: while the writer waits for its next message: the process and its status
-        #: (a line may then be written now, by its sender: :meth:`write_now`)
-        self._now: tuple[trio.Process, int | None] | None = None
+        #: while the writer waits for its next message: the process, its status and the
+        #: writer's queue (a line may then be written now, by its sender: :meth:`write_now`)
+        self._now: tuple[trio.Process, int | None, MemoryObjectReceiveStream[Written]] | None = None
 
     async def write(
         self,
@@ -61,7 +64,8 @@ class StdinWriter:
         sending = self.sending
         # Its /proc status, held open: read again for each request (see _dying).
         status = status_fd(process.pid) if _children.LINUX and link is None else None
-        idle = (process, status) if link is None else None
+        queue = from_session if isinstance(from_session, MemoryObjectReceiveStream) else None
+        idle = (process, status, queue) if link is None and queue is not None else None
         try:
             while True:
                 self._now = idle
@@ -102,18 +106,29 @@ class StdinWriter:
             if status is not None:
                 os.close(status)
 
-    def write_now(self, receipt: Receipt | None, line: bytes) -> bool:
-        """Write ``line`` (one message, no newline; its ``receipt``, if any) now, in its
-        sender's task — whether it was: only while the writer waits for its next message
-        (so nothing queued is overtaken and no line is half-written), with no fault link,
-        and only a line the pipe takes whole in one write (``PIPE_BUF``) or not at all.
-        It is counted and marked as the writer would; ``False``: queue it instead."""
+    def write_now(
+        self, receipt: Receipt | None, line: bytes, message: SessionMessage | None = None
+    ) -> bool:
+        """Write ``line`` (one message, no newline; its ``receipt``, if any; the session's
+        ``message`` it is, if it is one) now, in its sender's task — whether it was: only
+        while the writer waits for its next message, nothing queued since it took its
+        last (so nothing queued is overtaken and no line is half-written), with no fault
+        link, and only a line the pipe takes whole in one write (``PIPE_BUF``) or not at
+        all. It is counted, marked and noted as the writer would. ``False``: queue it
+        instead — and from then on, until the writer takes it, nothing is written now
+        (every sender of the writer's asks here first)."""
         now = self._now
-        if now is None or len(line) >= select.PIPE_BUF:
+        if now is None:
             return False
-        process, status = now
+        process, status, queue = now
         stdin = process.stdin
-        if process.returncode is not None or not isinstance(stdin, trio.lowlevel.FdStream):
+        if (
+            len(line) >= select.PIPE_BUF
+            or process.returncode is not None
+            or not isinstance(stdin, trio.lowlevel.FdStream)
+            or queue.statistics().tasks_waiting_send  # (one queued before the writer took it)
+        ):
+            self._now = None  # it is queued next: what comes after it waits its turn
             return False
         if receipt is not None and not receipt.deliver():
             return True  # given up as never sent (and sent again elsewhere): not now
@@ -123,8 +138,11 @@ class StdinWriter:
         except (BlockingIOError, OSError):  # full, or gone: the writer's to say
             if receipt is not None:
                 receipt.delivered = False
+            self._now = None
             return False
         self.intake.written += count
+        if message is not None:
+            self.sending(message)
         return True
 
     async def _send_line(self, stdin: trio.abc.SendStream, line: bytes) -> None:

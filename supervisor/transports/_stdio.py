@@ -227,8 +227,9 @@ class StdioTransport:
         # No await until the nursery is entered: a cancellation here would leak it.
         to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         raw_write, from_session = anyio.create_memory_object_stream[Written](0)
-        write_stream = ReceiptStream(raw_write, self.answers, self.name)
-        self.forwarding.attach(raw_write, self.stdin_writer.write_now)
+        now = self.stdin_writer.write_now  # (a message written in its sender's task, if it can)
+        write_stream = ReceiptStream(raw_write, self.answers, self.name, now)
+        self.forwarding.attach(raw_write, now)
         talk = self.conversation
         try:
             async with trio.open_nursery() as nursery:
@@ -306,8 +307,7 @@ class StdioTransport:
 
     async def _watch_exit(self, process: trio.Process, to_session: ToSession) -> None:
         await self._wait_exit(process)
-        # Wake requests waiting for a reply that will never come.
-        self.forwarding.close()
+        self.forwarding.close()  # wakes requests waiting for a reply that will never come
         await to_session.aclose()
 
     async def _wait_exit(self, process: trio.Process) -> None:
