@@ -551,3 +551,169 @@ async def test_an_answer_larger_than_the_socket_takes_at_once_arrives_whole(fron
             status, _, body = await reader.answer()
             assert status == 200 and echoed(body) == "through the wire"
         n.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def wire_app(front: str, app: Any) -> AsyncIterator[int]:
+    """The ASGI ``app`` (its lifespan: nothing) served by the gateway's own HTTP server
+    with the parser ``front``, on a free port of 127.0.0.1: its port."""
+    from supervisor._serving import listen
+    from supervisor.gateway._wire_front import serve_wire
+
+    async def served(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await app(scope, receive, send)
+            return
+        while (await receive())["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+
+    sockets = await listen("127.0.0.1", 0)
+    try:
+        async with trio.open_nursery() as nursery:
+            serve = partial(
+                serve_wire,
+                served,
+                sockets,
+                logger_name="tests.wire",
+                max_head=16 * 1024,
+                idle_timeout=30.0,
+                graceful_timeout=1.0,
+                body_timeout=30.0,
+                parser=front,
+            )
+            await nursery.start(serve)
+            yield sockets[0].getsockname()[1]
+            nursery.cancel_scope.cancel()
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+async def test_an_app_that_asks_is_cancelled_when_its_client_goes(front: str) -> None:
+    """An app that calls the ``supervisor.gone`` extension's ``cancel`` is cancelled when
+    its client closes the connection before the answer is written — with no cancel
+    scope of its own — and the server goes on serving other connections."""
+    from supervisor.gateway._wire_exchange import GONE
+
+    started, ended = trio.Event(), trio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["path"] == "/hold":
+            scope["extensions"][GONE]["cancel"]()
+            started.set()
+            try:
+                await trio.sleep_forever()
+            finally:
+                ended.set()
+        body = b'{"ok": true}'
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async with wire_app(front, app) as port:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        with trio.fail_after(30):
+            await stream.send_all(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+            await started.wait()
+            await stream.aclose()
+            await ended.wait()
+        answer = await raw(port, b"GET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"ok": true}')
+
+
+async def test_a_kept_connection_is_not_read_while_its_client_waits_for_an_answer(
+    front: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a request is read whole, its connection is waited on (for the client's
+    going, or its next request) rather than read again at once, which would find
+    nothing: twenty requests one after another on one connection cost no read that
+    finds nothing but, at most, the connection's first."""
+    import os
+
+    from supervisor.gateway import _wire_conn
+
+    empty: list[int] = []
+
+    class Reads:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(os, name)
+
+        def read(self, fd: int, size: int) -> bytes:
+            try:
+                return os.read(fd, size)
+            except BlockingIOError:
+                empty.append(fd)
+                raise
+
+    monkeypatch.setattr(_wire_conn, "os", Reads())
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        headers = [(b"content-length", b"2")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async with wire_app(front, app) as port:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            reader = Reader(stream)
+            for _ in range(20):
+                await stream.send_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert (await reader.answer())[::2] == (200, b"ok")
+    assert len(empty) <= 1, empty
+
+
+async def test_answers_heads_are_their_own_headers_and_a_line_break_is_refused(
+    front: str,
+) -> None:
+    """Answers with different headers on one connection each have their own head (the
+    head lines kept per distinct headers are not another's), framed as their headers
+    say; a header carrying a line break gets no answer, and the connection closes."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        path = scope["path"]
+        headers = {
+            "/json": [(b"content-type", b"application/json"), (b"x-a", b"1")],
+            "/text": [(b"Content-Type", b"text/plain"), (b"Content-Length", b"2")],
+            "/bad": [(b"content-type", b"text/plain"), (b"x-b", b"a\r\nset-cookie: x")],
+        }[path]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"{}" if path == "/json" else b"ok"})
+
+    async with wire_app(front, app) as port:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            reader = Reader(stream)
+            for _ in range(2):
+                for path in ("/json", "/text"):
+                    await stream.send_all(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                    with trio.fail_after(30):
+                        while b"\r\n\r\n" not in reader.buffer:
+                            await reader._more()
+                    top = reader.buffer.partition(b"\r\n\r\n")[0]
+                    status, headers, body = await reader.answer()
+                    assert status == 200
+                    if path == "/json":
+                        assert headers["x-a"] == "1" and body == b"{}"
+                        assert b"\r\ncontent-length: 2\r\n" in top
+                    else:
+                        assert headers["content-type"] == "text/plain" and body == b"ok"
+                        assert top.count(b"ontent-") == 2 and b"x-a" not in top
+        said = await raw(port, b"GET /bad HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert said == b""
+
+
+def test_a_request_s_headers_by_name_are_text_the_last_of_each_name() -> None:
+    """The front's headers by name: names lowered, values decoded as Latin-1, a name
+    given twice its last value."""
+    from supervisor.gateway._http import _headers
+
+    raw_headers = [(b"Host", b"a"), (b"x-caf\xe9", b"\xe9t\xe9"), (b"host", b"b"), (b"X-Y", b"")]
+    assert _headers({"headers": raw_headers}) == {"host": "b", "x-caf\xe9": "\xe9t\xe9", "x-y": ""}

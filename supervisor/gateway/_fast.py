@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
+from operator import methodcaller
 from typing import Any
 
 import msgspec
@@ -82,6 +83,8 @@ _PASSES = 256
 #: Whether each ``Accept`` seen takes both JSON and an event stream (as many kept).
 _ACCEPTS: dict[str, bool] = {}
 _ENCODER = msgspec.json.Encoder()
+#: Whether a header's name is an ``Mcp-Param-*`` one.
+_PARAM_HEADER = methodcaller("startswith", "mcp-param-")
 
 
 @dataclass
@@ -143,7 +146,7 @@ class FastLane:
         #: id(schema) -> (schema, whether it has no x-mcp-header)
         self._plain: dict[int, tuple[Mapping[str, Any], bool]] = {}
         #: (Content-Type, Host, Origin) -> whether the transport-security check passes
-        self._passes: dict[tuple[bytes | None, bytes | None, bytes | None], bool] = {}
+        self._passes: dict[tuple[str | None, str | None, str | None], bool] = {}
 
     @staticmethod
     def wanted(scope: Mapping[str, Any], headers: Mapping[str, str]) -> bool:
@@ -152,7 +155,7 @@ class FastLane:
             return False
         if headers.get("mcp-protocol-version") not in MODERN_PROTOCOL_VERSIONS:
             return False
-        if "mcp-session-id" in headers or any(k.startswith("mcp-param-") for k in headers):
+        if "mcp-session-id" in headers or any(map(_PARAM_HEADER, headers)):
             return False
         return takes_both(headers.get("accept", ""))
 
@@ -169,7 +172,7 @@ class FastLane:
         if complete is None:
             return  # the client went before its request was all there
         route = self._route(scope, headers, body) if complete else None
-        if route is None or not await self._secure(scope):
+        if route is None or not await self._secure(scope, headers):
             await app(scope, _replay(body, complete, receive), send)
             return
         request, verdict = route
@@ -213,11 +216,16 @@ class FastLane:
         self._plain[id(schema)] = (schema, plain)
         return plain
 
-    async def _secure(self, scope: MutableMapping[str, Any]) -> bool:
+    async def _secure(self, scope: MutableMapping[str, Any], headers: Mapping[str, str]) -> bool:
         """The SDK's transport-security check (``Content-Type``; ``Host`` and ``Origin``
         on loopback) passes: asked once for each (``Content-Type``, ``Host``,
-        ``Origin``) — the first of each, which is all it reads."""
-        key = _security_headers(scope["headers"])
+        ``Origin``) — the first of each, which is all it reads (``headers``, folded by
+        name, has each one's last: it is read when no name is there twice)."""
+        raw = scope["headers"]
+        if len(headers) == len(raw):
+            key = (headers.get("content-type"), headers.get("host"), headers.get("origin"))
+        else:
+            key = _security_headers(raw)
         passes = self._passes.get(key)
         if passes is None:
             from starlette.requests import Request
@@ -251,10 +259,9 @@ class FastLane:
         state = lifespan_state(self._manager)
         answer: dict[str, Any] | None = None
         gone = (scope.get("extensions") or {}).get(GONE)
-        if gone is not None:  # our own HTTP server: it tells when the client goes
-            with trio.CancelScope() as watched:
-                gone["watch"](watched)
-                answer = await answered(self._server, exchange, request, verdict, state)
+        if gone is not None:  # our own HTTP server: it cancels the call if the client goes
+            gone["cancel"]()
+            answer = await answered(self._server, exchange, request, verdict, state)
         else:
             async with trio.open_nursery() as nursery:
 
@@ -373,17 +380,17 @@ def _raw_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
 
 def _security_headers(
     raw: list[tuple[bytes, bytes]],
-) -> tuple[bytes | None, bytes | None, bytes | None]:
+) -> tuple[str | None, str | None, str | None]:
     """The first ``Content-Type``, ``Host`` and ``Origin`` of a request's ASGI headers,
     found as Starlette's ``Headers.get`` finds them (what the SDK's check reads)."""
     content_type = host = origin = None
     for name, value in raw:
         if name == b"content-type":
             if content_type is None:
-                content_type = value
+                content_type = value.decode("latin-1")
         elif name == b"host":
             if host is None:
-                host = value
+                host = value.decode("latin-1")
         elif name == b"origin" and origin is None:
-            origin = value
+            origin = value.decode("latin-1")
     return content_type, host, origin

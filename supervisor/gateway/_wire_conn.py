@@ -173,6 +173,9 @@ class _Wire(Parsed):
         self.eof = False
         #: the reader's wait for reading to be wanted, and the server's for what it reads
         self.wanted = trio.lowlevel.ParkingLot()
+        #: whether the reader waits in ``wanted`` (rarely: it most often waits on the
+        #: socket, and then needs no waking)
+        self.parked = False
         self.arrived = trio.lowlevel.ParkingLot()
         #: cancelled when the connection waits for a head too long, or is idle when the
         #: server stops: it closes
@@ -230,7 +233,8 @@ class _Wire(Parsed):
         self.unheaded = 0
         self.deadline = trio.current_time() + server.idle_timeout
         self.heading = True  # (too slow, or shutting down: ``waiting`` is cancelled)
-        self.wanted.unpark_all()  # (the reader stops after a read ahead)
+        if self.parked:  # (the reader stops after a read ahead)
+            self.wanted.unpark_all()
         try:
             while not (messages and messages[0].headed):
                 if self.broken:
@@ -248,7 +252,8 @@ class _Wire(Parsed):
 
     async def more_body(self) -> None:
         """Wait for more of the body of the request served (or for the client to go)."""
-        self.wanted.unpark_all()
+        if self.parked:
+            self.wanted.unpark_all()
         await self.arrived.park()
 
     def wanting(self) -> bool:
@@ -269,12 +274,24 @@ class _Wire(Parsed):
         """Read and parse the connection while reading is wanted, until the client
         closes it (or it breaks); each read told to the server, the client's going to
         the exchange served. A read the socket has ready is taken at once, not after a
-        round of trio's scheduler (one in :data:`_STREAK` is)."""
-        fd, wanted, arrived = self.fd, self.wanted, self.arrived
+        round of trio's scheduler (one in :data:`_STREAK` is) — except after a read that
+        ended a request, whose client is most likely waiting for its answer: then the
+        socket is waited on first, which saves a read that finds nothing."""
+        fd, wanted, arrived, messages = self.fd, self.wanted, self.arrived, self.messages
         streak = 0
+        ended = False
         while True:
             if not self.wanting():
-                await wanted.park()
+                self.parked = True
+                try:
+                    await wanted.park()
+                finally:
+                    self.parked = False
+                streak = 0
+                continue
+            if ended:
+                ended = False
+                await trio.lowlevel.wait_readable(fd)
                 streak = 0
                 continue
             if streak >= _STREAK:  # the others' turn
@@ -297,6 +314,7 @@ class _Wire(Parsed):
             streak += 1
             self.unheaded += len(data)
             self.feed(data)
+            ended = bool(messages) and messages[-1].complete
             arrived.unpark_all()
 
     async def send(self, data: bytes) -> None:

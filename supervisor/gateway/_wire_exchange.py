@@ -9,7 +9,7 @@ it is whole).
 from __future__ import annotations
 
 import math
-from collections.abc import MutableMapping
+from collections.abc import Iterable, MutableMapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -23,8 +23,12 @@ _DISCONNECT = {"type": "http.disconnect"}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 #: The ASGI extension (in ``scope["extensions"]``) by which an app learns of a client
 #: gone before its answer is written, with no task of its own: its ``watch``, given a
-#: :class:`trio.CancelScope`, has that scope cancelled then.
+#: :class:`trio.CancelScope`, has that scope cancelled then; its ``cancel``, called with
+#: nothing, has the app's call itself cancelled then (the connection is closed, with no
+#: answer), with no scope of the request's own.
 GONE = "supervisor.gone"
+#: Distinct answer headers whose head lines are kept (past that, it forgets them all).
+_HEADS = 256
 
 
 class _Exchange:
@@ -32,6 +36,7 @@ class _Exchange:
 
     __slots__ = (
         "chunked",
+        "cancels",
         "clock",
         "closing",
         "ended",
@@ -55,8 +60,10 @@ class _Exchange:
         self.chunked = False
         self.closing = not message.keep_alive or wire.last
         self.status = 200
-        self.head: list[tuple[bytes, bytes]] = []
+        self.head = _NO_HEADERS
         self.sent_head = False
+        #: whether the client's going cancels the app's call (the :data:`GONE` ``cancel``)
+        self.cancels = False
         #: the body's deadline (``None``: it was whole before the app was called)
         self.clock: trio.CancelScope | None = None
         #: set when the answer is written, or the client gone, for a second reader
@@ -120,7 +127,7 @@ class _Exchange:
             "client": wire.client,
             "server": wire.local,
             "state": state.copy() if state else {},
-            "extensions": {GONE: {"watch": self.watch}},
+            "extensions": {GONE: {"watch": self.watch, "cancel": self.cancel}},
         }
 
     async def receive(self) -> MutableMapping[str, Any]:
@@ -164,11 +171,25 @@ class _Exchange:
         else:
             self.watchers.append(cancel_scope)
 
+    def cancel(self) -> None:
+        """Have the app's call cancelled when the client goes before the answer is
+        written (at once if it is gone): the :data:`GONE` extension's ``cancel``. What
+        is cancelled is the connection's serving (its ``waiting`` scope), which the
+        connection needs no more then."""
+        if self.wire.eof:
+            self.wire.waiting.cancel()
+        else:
+            self.cancels = True
+
     def gone(self) -> None:
         """The client closed the connection (or it broke): what waits for it is told,
         and what watches for it cancelled, if the answer is not all written."""
         self.end()
-        if self.watchers is not None and not self.finished:
+        if self.finished:
+            return
+        if self.cancels:
+            self.wire.waiting.cancel()
+        if self.watchers is not None:
             for cancel_scope in self.watchers:
                 cancel_scope.cancel()
 
@@ -180,10 +201,10 @@ class _Exchange:
                 raise RuntimeError("the answer has started already")
             self.started = True
             self.status = message["status"]
-            self.head = head = list(message.get("headers", ()))
+            self.head = head = _head(message.get("headers", ()))
             if self.clock is not None:
                 self.clock.deadline = math.inf
-            if not _whole(head):  # a stream: its head now, whenever its first event comes
+            if not head.whole:  # a stream: its head now, whenever its first event comes
                 self.sent_head = True
                 await self.write(self.head_bytes(b"", True))
             return
@@ -223,36 +244,28 @@ class _Exchange:
 
     def head_bytes(self, body: bytes, more: bool) -> bytes:
         """The answer's status line and headers, with its framing."""
-        lines = [STATUS.get(self.status) or b"HTTP/1.1 %d \r\n" % self.status]
-        framed = False
-        for name, value in self.head:
-            if b"\n" in value or b"\r" in value or b"\n" in name or b"\r" in name:
-                raise RuntimeError("a response header with a line break")
-            lowered = name.lower()
-            if lowered == b"content-length" or lowered == b"transfer-encoding":
-                framed = True
-            elif lowered == b"connection" and b"close" in value.lower():
-                self.closing = True
-            lines.append(b"%s: %s\r\n" % (name, value))
+        head = self.head
         status = self.status
-        if framed or status < 200 or status in (204, 304):
+        lines = (STATUS.get(status) or b"HTTP/1.1 %d \r\n" % status) + head.lines
+        if head.closes:
+            self.closing = True
+        if head.framed or status < 200 or status in (204, 304):
             pass
         elif not more:
-            lines.append(b"content-length: %d\r\n" % len(body))
+            lines += b"content-length: %d\r\n" % len(body)
         elif self.message.version == "1.1":
             self.chunked = True
-            lines.append(b"transfer-encoding: chunked\r\n")
+            lines += b"transfer-encoding: chunked\r\n"
         else:
             self.closing = True  # its end is the connection's
         # (a body not all read yet is not read after the answer: the connection closes)
-        if self.closing or not self.message.complete or self.wire.server.stopping.is_set():
+        server = self.wire.server
+        if self.closing or not self.message.complete or server.stopping.is_set():
             self.closing = True
-            lines.append(b"connection: close\r\n")
+            lines += b"connection: close\r\n"
         elif self.message.version == "1.0":  # it asked to be kept: say it is
-            lines.append(b"connection: keep-alive\r\n")
-        lines.append(self.wire.server.date())
-        lines.append(b"\r\n")
-        return b"".join(lines)
+            lines += b"connection: keep-alive\r\n"
+        return lines + server.date() + b"\r\n"
 
     def end(self) -> None:
         """Wake a second reader: the answer is written, or the request is over."""
@@ -260,14 +273,54 @@ class _Exchange:
             self.ended.set()
 
 
-def _whole(headers: list[tuple[bytes, bytes]]) -> bool:
-    """Whether an answer with ``headers`` is sent whole at once, its head with its body: it
-    has a ``Content-Length``, or is JSON. Any other (an event stream) may wait for its
-    first event: its head is written at once."""
-    for name, value in headers:
-        lowered = name.lower()
-        if lowered == b"content-length":
-            return True
-        if lowered == b"content-type" and value.partition(b";")[0].strip() == b"application/json":
-            return True  # (not JSON lines, a stream)
-    return False
+class _Head:
+    """What an answer's headers (as the app gives them) make of its head: their lines,
+    and whether they frame its body (``Content-Length`` or ``Transfer-Encoding``), say
+    ``Connection: close``, and have it sent whole at once, its head with its body
+    (``whole``: a ``Content-Length``, or JSON; any other — an event stream — may wait
+    for its first event: its head is written at once). A header carrying a line break
+    is refused (:class:`RuntimeError`)."""
+
+    __slots__ = ("closes", "framed", "lines", "whole")
+
+    def __init__(self, headers: Iterable[tuple[bytes, bytes]]) -> None:
+        lines = []
+        self.framed = self.closes = self.whole = False
+        for name, value in headers:
+            if b"\n" in value or b"\r" in value or b"\n" in name or b"\r" in name:
+                raise RuntimeError("a response header with a line break")
+            lowered = name.lower()
+            if lowered == b"content-length":
+                self.framed = self.whole = True
+            elif lowered == b"transfer-encoding":
+                self.framed = True
+            elif lowered == b"connection" and b"close" in value.lower():
+                self.closes = True
+            elif lowered == b"content-type":
+                if value.partition(b";")[0].strip() == b"application/json":
+                    self.whole = True  # (not JSON lines, a stream)
+            lines.append(b"%s: %s\r\n" % (name, value))
+        self.lines = b"".join(lines)
+
+
+_NO_HEADERS = _Head(())
+
+
+#: each distinct answer headers' :class:`_Head` (:data:`_HEADS` of them)
+_KEPT: dict[tuple[tuple[bytes, bytes], ...], _Head] = {}
+
+
+def _head(headers: Iterable[tuple[bytes, bytes]]) -> _Head:
+    """The :class:`_Head` of an answer's ``headers``: kept for each distinct headers, as
+    most answers have the same."""
+    key = tuple(headers)
+    try:
+        made = _KEPT.get(key)
+    except TypeError:  # (an unhashable header: a list)
+        return _Head(key)
+    if made is None:
+        made = _Head(key)
+        if len(_KEPT) >= _HEADS:
+            _KEPT.clear()
+        _KEPT[key] = made
+    return made

@@ -69,15 +69,21 @@ class _Message:
         "headers",
         "keep_alive",
         "method",
+        "names",
         "size",
         "too_large",
         "url",
+        "values",
         "version",
     )
 
     def __init__(self) -> None:
         self.url = b""
+        #: its header fields, names lowered, once its head is whole (``names`` and
+        #: ``values`` as they come until then: :data:`MAX_HEADERS` of them at most)
         self.headers: list[tuple[bytes, bytes]] = []
+        self.names: list[bytes] = []
+        self.values: list[bytes] = []
         self.body: list[bytes] = []
         self.size = 0
         self.too_large = False
@@ -98,6 +104,9 @@ class Parsed:
         self.max_head = max_head
         self.parser = parsing.parser_type(self)
         self.messages: deque[_Message] = deque()
+        #: the header names and values of the request being parsed (its ``_Message``'s)
+        self.names: list[bytes] = []
+        self.values: list[bytes] = []
         #: no more requests are taken: the client sent what does not parse (``broken``),
         #: or asked for an upgrade (``last``)
         self.broken = False
@@ -106,7 +115,10 @@ class Parsed:
     # -- the parser's callbacks ----------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        self.messages.append(_Message())
+        message = _Message()
+        self.messages.append(message)
+        self.names = message.names
+        self.values = message.values
 
     def on_url(self, url: bytes) -> None:
         message = self.messages[-1]
@@ -114,12 +126,14 @@ class Parsed:
         message.size += len(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        message = self.messages[-1]
-        message.size += len(name) + len(value) + 4
-        if len(message.headers) >= MAX_HEADERS:
-            message.too_large = True
-        elif not message.too_large:
-            message.headers.append((name.lower(), value))
+        # (called for each field: as little as it can be; the head is sized, and its
+        # names lowered, once it is whole)
+        names = self.names
+        if len(names) < MAX_HEADERS:
+            names.append(name)
+            self.values.append(value)
+        else:
+            self.messages[-1].too_large = True
 
     def on_headers_complete(self) -> None:
         message = self.messages[-1]
@@ -128,13 +142,20 @@ class Parsed:
         message.method = _METHODS.get(method) or method.decode("ascii")
         message.version = parser.get_http_version()
         message.keep_alive = parser.should_keep_alive()
-        # request line: method, target and version, each with its separator or line end
-        message.size += len(method) + 12 + 2
+        names, values = message.names, message.values
+        # request line: method, target and version, each with its separator or line end;
+        # each field: its name, ``: `` and its line end
+        message.size += (
+            len(method) + 12 + 2 + sum(map(len, names)) + sum(map(len, values)) + 4 * len(names)
+        )
         if message.size > self.max_head:
             message.too_large = True
-        for name, value in message.headers:
-            if name == b"expect" and value.lower() == b"100-continue":
-                message.expect = True
+        names = list(map(bytes.lower, names))
+        message.headers = list(zip(names, values, strict=True))
+        if b"expect" in names:
+            for name, value in message.headers:
+                if name == b"expect" and value.lower() == b"100-continue":
+                    message.expect = True
         message.headed = True
 
     def on_body(self, body: bytes) -> None:
