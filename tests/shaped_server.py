@@ -13,7 +13,8 @@ client falls back to the initialize handshake), lists two tools and answers:
 * ``typed(result=…)``, whose tool declares an ``outputSchema`` (``{"n": integer}``), the
   same way.
 * ``shape(cancelled=true)`` with a text block naming the ids of the requests it was
-  told were cancelled (``notifications/cancelled``), space-separated.
+  told were cancelled (``notifications/cancelled``), space-separated;
+  ``shape(waiting=true)`` the same way with the ids of the ``wait`` requests it read.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def _write(message: dict[str, object]) -> None:
 
 def main() -> int:
     cancelled: list[str] = []
+    waiting: list[str] = []
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -75,9 +77,10 @@ def main() -> int:
                 time.sleep(float(arguments["exit_after"]))
                 return 3
             if arguments.get("wait"):
+                waiting.append(str(request_id))
                 continue
-            if arguments.get("cancelled"):
-                text = " ".join(cancelled)
+            if arguments.get("cancelled") or arguments.get("waiting"):
+                text = " ".join(cancelled if arguments.get("cancelled") else waiting)
                 arguments = {"result": {"content": [{"type": "text", "text": text}]}}
             if "line" in arguments:
                 sys.stdout.write(str(arguments["line"]).replace("<id>", str(request_id)) + "\n")

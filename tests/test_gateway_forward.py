@@ -317,17 +317,24 @@ async def test_a_forwarded_call_its_client_gives_up_on_is_cancelled_at_the_serve
     history = CallHistory()
     async with gateway(True, history) as url:
         body, headers = shaped(wait=True)
-        async with httpx2.AsyncClient() as http:
-            with pytest.raises(httpx2.TimeoutException):
-                await http.post(url, json=body, headers=headers, timeout=1.0)
+        async with httpx2.AsyncClient(timeout=WAIT) as http, trio.open_nursery() as nursery:
+            nursery.start_soon(partial(http.post, url, json=body, headers=headers))
+            read = ""  # (the client goes once the server has read the call)
+            with trio.fail_after(WAIT):
+                while not read:
+                    read = (await exchange(url, [shaped(waiting=True)]))[0][2]["result"]
+                    read = read["content"][0]["text"]
+            nursery.cancel_scope.cancel()
         told = ""
         with trio.fail_after(WAIT):  # (asked again until the gateway has seen it go)
             while not told:
                 told = (await exchange(url, [shaped(cancelled=True)]))[0][2]["result"]
                 told = told["content"][0]["text"]
-    assert told == str(FIRST_ID)
-    assert lanes["sent"][0] == "tools/call"
-    assert [c.outcome for c in history.calls if c.tool == "shaped_shape"][0] == "info"
+    assert told == read  # the id it was sent under (the call may have gone second)
+    assert int(read) >= FIRST_ID
+    assert set(lanes["sent"]) == {"tools/call"}
+    outcomes = [c.outcome for c in history.calls if c.tool == "shaped_shape"]
+    assert outcomes.count("info") == 1 and set(outcomes) == {"info", "ok"}  # the rest: queries
 
 
 # -- the gateway over stdio: its fast lane (supervisor/gateway/_stdio_fast.py) -------------
@@ -442,16 +449,23 @@ async def test_over_stdio_a_fast_lane_call_its_client_cancels_is_cancelled_unans
     async with stdio_gateway(True) as (ask, seen):
         await ask(listing)
         await ask({**call(1, "shaped_shape", {"wait": True}), "id": 1}, answered=False)
+        # (cancelled before it was written, the call would reach the server neither way:
+        # the cancellation is sent once the server has read it)
+        read, asked = "", 2
+        with trio.fail_after(WAIT):
+            while not read:
+                answer = await ask(call(asked, "shaped_shape", {"waiting": True}))
+                read, asked = answer["result"]["content"][0]["text"], asked + 1
         cancel = {"requestId": 1, "reason": "gave up"}
         told = ""
         with trio.fail_after(WAIT):
             while not told:  # (asked again until the cancellation has reached the server)
                 await ask({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancel})
-                answer = await ask(call(2, "shaped_shape", {"cancelled": True}))
-                told = answer["result"]["content"][0]["text"]
-    assert told == str(FIRST_ID)
+                answer = await ask(call(asked, "shaped_shape", {"cancelled": True}))
+                told, asked = answer["result"]["content"][0]["text"], asked + 1
+    assert told == read and int(read) >= FIRST_ID
     assert 1 not in seen
-    assert lanes["fast"][0] == 1
+    assert 1 in lanes["fast"]
 
 
 async def test_a_valid_forwarded_result_is_checked_without_the_session_s_full_check(
