@@ -52,6 +52,7 @@ __all__ = [
     "lowlevel_server",
     "output_schema",
     "parse_call_results_with",
+    "passing_of",
     "read_tool_result",
     "request_connection",
     "session_transports",
@@ -334,6 +335,17 @@ class _When:
         if self._when(ctx):
             return await self._middleware(ctx, call_next)
         return await call_next(ctx)
+
+    def passes(self, ctx: Any) -> bool:
+        """Whether the request of ``ctx`` goes straight on to the next middleware."""
+        return not self._when(ctx)
+
+
+def passing_of(middleware: object) -> Callable[[Any], bool] | None:
+    """What says whether ``middleware`` (one of a server's) only passes the request of a
+    context on to the next: for the OpenTelemetry middleware :func:`trace_when` made
+    conditional, its condition (negated); ``None`` for any other."""
+    return middleware.passes if isinstance(middleware, _When) else None
 
 
 # -- the client side ---------------------------------------------------------------------

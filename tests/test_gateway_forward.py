@@ -54,8 +54,18 @@ def lanes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     """What the forwarding lane did: the requests it sent (``sent``), the answers it
     kept as JSON (``kept``), the answers the gateway wrote past the SDK's models
     (``written``: their ``isError``), and the ids of the requests the stdio fast lane
-    served (``fast``)."""
-    seen: dict[str, list[Any]] = {"sent": [], "kept": [], "written": [], "fast": []}
+    served (``fast``), and the answers the gateway's direct route past the SDK's runner
+    gave (``direct``: their ids' place in the calls it answered, their ``resultType``)."""
+    seen: dict[str, list[Any]] = {"sent": [], "kept": [], "written": [], "fast": [], "direct": []}
+    directly = PlainCalls.served
+
+    async def direct(self: PlainCalls, *args: Any) -> Any:
+        answer = await directly(self, *args)
+        if answer is not None:
+            seen["direct"].append(answer.get("resultType"))
+        return answer
+
+    monkeypatch.setattr(PlainCalls, "served", direct)
     write = _plain_calls.written
 
     def written(server: Any, version: str, result: Any) -> dict[str, Any]:
@@ -123,18 +133,23 @@ def _forwarding(on: bool) -> Iterator[None]:
     if on:
         yield
         return
-    plainly = PlainCalls.__call__
+    plainly, directly = PlainCalls.__call__, PlainCalls.served
 
     async def through_sdk(self: PlainCalls, ctx: Any, call_next: Any) -> Any:
         return await call_next(ctx)
 
+    async def not_directly(self: PlainCalls, *args: Any) -> None:
+        return None
+
     _wire._forwards = lambda *args: False  # type: ignore[assignment]
     PlainCalls.__call__ = through_sdk  # type: ignore[method-assign]
+    PlainCalls.served = not_directly  # type: ignore[method-assign]
     try:
         yield
     finally:
         _wire._forwards = _forwards
         PlainCalls.__call__ = plainly  # type: ignore[method-assign]
+        PlainCalls.served = directly  # type: ignore[method-assign]
 
 
 def shaped(result: object = None, **arguments: object) -> tuple[dict[str, Any], dict[str, str]]:
@@ -195,6 +210,7 @@ async def test_every_shape_of_answer_is_passed_on_as_through_the_sdk(
     assert lanes["sent"] == ["tools/call"] * len(requests)
     assert lanes["kept"] == PLAIN
     assert len(lanes["written"]) == len(requests)  # (the gateway forwarding; not the other)
+    assert lanes["direct"] == ["complete"] * len(requests)  # past the SDK's runner
     first = forwarded[0][2]["result"]
     assert first["content"] == [TEXT] and first["_meta"]["mcp-supervisor/server"] == "shaped"
     stamped = forwarded[4][2]["result"]["_meta"]  # the server's stamp gone; the gateway's
@@ -290,6 +306,8 @@ async def test_a_2026_server_s_answers_rounds_and_tasks_pass_as_through_the_sdk(
     assert forwarded[1][2]["result"]["isError"] is True
     assert forwarded[2][2]["result"]["resultType"] == "input_required"
     assert forwarded[3][2]["result"]["resultType"] == "task"
+    # past the SDK's runner all four: the round's requestState sealed by its boundary
+    assert lanes["direct"] == ["complete", "complete", "input_required", "task"]
 
 
 async def test_a_session_based_client_gets_the_same_forwarded(
@@ -529,3 +547,54 @@ def test_a_model_is_constructed_as_pydantic_constructs_it(
         by_alias=True, exclude_unset=True
     )
     assert made == reference
+
+
+async def test_the_direct_route_makes_the_context_the_sdk_s_runner_makes(
+    lanes: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain call the gateway's direct route answers past the SDK's runner reaches
+    the gateway's handler with the context the runner makes for it — over HTTP (the
+    request's ASGI scope and stream callbacks included) and over stdio."""
+    seen: list[dict[str, Any]] = []
+    answer, directly = PlainCalls._answer, PlainCalls.served
+
+    async def spied(self: PlainCalls, ctx: Any) -> Any:
+        session, scope = ctx.session, getattr(ctx.request, "scope", {})
+        seen.append(
+            {
+                **{k: v for k, v in vars(ctx).items() if k not in ("session", "request")},
+                # (each gateway on a port of its own, each exchange from a port of its own
+                # and with an object of its own)
+                "scope": {k: v for k, v in scope.items() if k not in _OWN},
+                "headers": [(k, v) for k, v in scope.get("headers", []) if k != b"host"],
+                "extensions": sorted(scope.get("extensions", {})),
+                "session": type(session),
+                "capabilities": session.client_capabilities,
+                "client": session.client_params,
+            }
+        )
+        return await answer(self, ctx)
+
+    async def not_directly(self: PlainCalls, *args: Any) -> None:
+        return None
+
+    monkeypatch.setattr(PlainCalls, "_answer", spied)
+    body, headers = shaped({"content": [TEXT]})
+    envelope = raw_call("x", {})[0]["params"]["_meta"]
+    listing = {"jsonrpc": "2.0", "id": 0, "method": "tools/list", "params": {"_meta": envelope}}
+    for direct in (True, False):
+        monkeypatch.setattr(PlainCalls, "served", directly if direct else not_directly)
+        async with gateway(True) as url:
+            await exchange(url, [(body, headers)])
+        async with stdio_gateway(True) as (ask, _):
+            await ask(listing)
+            await ask(call(1, "shaped_shape", {"result": {"content": [TEXT]}}))
+    over_http, over_stdio, through_runner_http, through_runner_stdio = seen
+    assert over_http == through_runner_http and over_stdio == through_runner_stdio
+    assert over_http["scope"]["path"] == "/mcp" and over_stdio["scope"] == {}
+    assert over_http["close_sse_stream"] is None and over_http["method"] == "tools/call"
+    assert lanes["direct"] == ["complete", "complete"]  # (the spy's, on the first round)
+
+
+#: What differs between two gateways' HTTP requests, whatever route they take.
+_OWN = frozenset({"client", "server", "headers", "extensions"})

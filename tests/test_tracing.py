@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import trio
@@ -17,8 +18,11 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
 from supervisor import open_supervisor
+from supervisor.gateway._plain_calls import PlainCalls
 from supervisor.testing.servers import make_server, stdio_params
 from tests.test_gateway import gateway_over_http, http_client
+from tests.test_gateway_fast import exchange
+from tests.test_gateway_fidelity import raw_call
 
 
 class _Recorder(SpanProcessor):
@@ -232,3 +236,31 @@ async def test_the_gateway_s_server_span_is_made_when_the_request_says_so(
     for _ in range(2):
         assert await server.middleware[0](ctx, handler) == {"ok": True}
     assert [span.name for span in spans] == ["tools/call t"]
+
+
+async def test_with_a_provider_a_fast_lane_call_still_gets_the_gateway_s_server_span(
+    spans: list[ReadableSpan], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a provider installed, a plain 2026-07-28 call that comes with no trace
+    context (which the HTTP fast lane takes) still gets the gateway's server span: the
+    gateway's direct route past the SDK's runner is not taken while the span's
+    middleware would act."""
+    direct: list[bool] = []
+    served = PlainCalls.served
+
+    async def spied(self: PlainCalls, *args: Any) -> Any:
+        answer = await served(self, *args)
+        direct.append(answer is not None)
+        return answer
+
+    monkeypatch.setattr(PlainCalls, "served", spied)
+    async with gateway_over_http({"mcpServers": {}}, apps={"e": make_server("echo")}) as (
+        _,
+        _,
+        info,
+    ):
+        ((status, _, answer),) = await exchange(info.url, [raw_call("e_echo", {"text": "hi"})])
+    assert status == 200 and answer["result"]["isError"] is False
+    assert direct == [False]  # asked, and declined: the span's middleware acts
+    servers = [s for s in spans if s.kind is trace.SpanKind.SERVER]
+    assert [s.name for s in servers if s.name == "tools/call e_echo"] == ["tools/call e_echo"]

@@ -213,7 +213,7 @@ class Gateway:
         security = RequestStateSecurity(keys=[self.key], bind_principal=subject_of)
         boundary = RequestStateBoundary(security, default_audience=name)
         self.server.middleware.append(boundary)
-        self.server.middleware.append(PlainCalls(tool_requests, self.server))  # innermost
+        PlainCalls(tool_requests, self.server).install(boundary, self.announcer.remember_connection)
 
     # -- what is served (:class:`~._served.Served`, :class:`~._access.Access`) -----------
 

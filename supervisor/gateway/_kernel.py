@@ -7,19 +7,31 @@ cleanup a handler put there runs even when the request is cancelled. :func:`serv
 does exactly that, but unwinds the stack only when something was put on it
 (:class:`WatchedStack`): a plain tool call puts nothing there, and the shielded scope
 alone cost about a twentieth of a call through the gateway. Nothing of the request is
-left in a reference cycle: it is freed as the request ends, not by the collector.
+left in a reference cycle: it is freed as the request ends, not by the collector. A
+plain ``tools/call`` takes the gateway's direct route past the runner when its
+middleware would only pass it on (:meth:`PlainCalls.served
+<._plain_calls.PlainCalls.served>`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, Protocol
 
 from mcp.server.connection import Connection
 from mcp.server.runner import ServerRunner, aclose_shielded
 
-__all__ = ["WatchedStack", "serve_once"]
+__all__ = ["DirectRoute", "WatchedStack", "serve_once"]
+
+
+class DirectRoute(Protocol):
+    """What answers a plain ``tools/call`` past the runner, if it can (``None``: it
+    cannot): :meth:`PlainCalls.served <._plain_calls.PlainCalls.served>`."""
+
+    async def served(
+        self, dctx: Any, connection: Connection, params: Mapping[str, Any], lifespan_state: Any
+    ) -> dict[str, Any] | None: ...
 
 
 class WatchedStack(AsyncExitStack):
@@ -65,7 +77,15 @@ async def serve_once(
     """``serve_one(server, exchange, method, params, connection=…, lifespan_state=…)``:
     the result of ``method`` with ``params`` on ``connection`` (born ready, from
     ``Connection.from_envelope``), its exit stack unwound as ``serve_one`` unwinds it when
-    anything was put on it (see the module docstring)."""
+    anything was put on it (see the module docstring) — or, for a plain ``tools/call``
+    that the server's middleware would only pass on, by the gateway's direct route
+    (:meth:`PlainCalls.served <._plain_calls.PlainCalls.served>`), which makes the same
+    context and puts nothing on the stack."""
+    plain = getattr(server, "plain_calls", None)
+    if plain is not None and method == "tools/call" and params is not None:
+        answer = await plain.served(exchange, connection, params, lifespan_state)
+        if answer is not None:
+            return answer
     stack = connection.exit_stack = WatchedStack()
     runner = ServerRunner(server, connection, lifespan_state)
     on_request = runner.on_request

@@ -20,28 +20,43 @@ caller ``resultType`` and the gateway's ``serverInfo`` stamp) and drops (a 2026-
 ``resultType``, for an older caller); any other is written by the SDK's own functions.
 Anything else — another method, a progress token, a log level, a round's answers, a
 trace context — goes on down to the SDK, untouched.
+
+The fast lanes take a plain call past the SDK's runner too (:meth:`PlainCalls.served`,
+the direct route): what the runner does before the middleware — the request's context,
+its ``_meta`` read into it — is done the same way, and the middleware outside this one
+is skipped only while each says it would pass the request on (the span middleware with
+no span to make, the announcer for a 2026-07-28 request); the request-state boundary
+still runs, to seal an ``input_required`` answer's ``requestState``. A chain of
+middleware other than the gateway's own sends the call to the runner.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 import msgspec
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types import methods
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
+from .. import _sdk
 from ..log import get_logger
 from ..tools._forwarded import Forwarded, constructed
 from ._context import APPROVE_META, LIMITS_META, TIMEOUT_META
 
 if TYPE_CHECKING:
-    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+    from mcp.server.connection import Connection
+    from mcp.server.context import CallNext, HandlerResult
     from mcp.server.lowlevel.server import Server
+    from mcp.server.request_state import RequestStateBoundary
 
+    from ._server import GatewayServer
     from ._tool_requests import ToolRequests
 
 __all__ = ["PlainCalls", "written"]
@@ -64,19 +79,24 @@ _META = frozenset(
 _CHECKED = 256
 _ENCODER = msgspec.json.Encoder()
 _PARAMS_MODEL = types.CallToolRequestParams.model_construct(name="")
+#: What reads a request's ``_meta`` into its context, as the SDK's runner reads it
+_READ_META = types.RequestParams
 
 
 class PlainCalls:
     """The gateway's middleware for plain ``tools/call`` requests (see the module
     docstring): handed to ``calls`` as they are, answered for ``server``."""
 
-    __slots__ = ("_calls", "_checked", "_server")
+    __slots__ = ("_boundary", "_calls", "_checked", "_passing", "_server")
 
-    def __init__(self, calls: ToolRequests, server: Server[Any]) -> None:
+    def __init__(self, calls: ToolRequests, server: GatewayServer) -> None:
         self._calls = calls
         self._server = server
         #: (protocol version, the ``_meta`` as JSON) -> whether the SDK's check passed it
         self._checked: dict[tuple[str, bytes], bool] = {}
+        #: the direct route (:meth:`served`), once :meth:`install` was told the chain
+        self._boundary: RequestStateBoundary | None = None
+        self._passing: Mapping[object, Callable[[ServerRequestContext[Any, Any]], bool]] = {}
 
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -84,6 +104,11 @@ class PlainCalls:
         params = ctx.params
         if ctx.method != "tools/call" or not self._plain(ctx, params):
             return await call_next(ctx)
+        return await self._answer(ctx)
+
+    async def _answer(self, ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        """The wire answer to the plain call of ``ctx``."""
+        params = ctx.params
         assert isinstance(params, Mapping)
         fields = {"name": params["name"], "arguments": params.get("arguments")}
         fields["meta"] = params.get("_meta")
@@ -91,12 +116,84 @@ class PlainCalls:
         result = await self._calls.call_tool(ctx, typed)
         return written(self._server, ctx.protocol_version, result)
 
+    def install(self, boundary: RequestStateBoundary, remember: object) -> None:
+        """Be the server's innermost middleware, and open the direct route (:meth:`served`)
+        on the gateway's chain: the SDK's span middleware as
+        :func:`~supervisor._sdk.trace_when` made it (it passes a request on unless there is
+        a span to make), ``remember`` (the announcer's, which passes a 2026-07-28 request
+        on), ``boundary``, then this one."""
+        self._server.middleware.append(self)
+        passing: dict[object, Callable[[ServerRequestContext[Any, Any]], bool]] = {
+            remember: _modern
+        }
+        for middleware in self._server.middleware:
+            passes = _sdk.passing_of(middleware)
+            if passes is not None:
+                passing[middleware] = passes
+        self._boundary = boundary
+        self._passing = passing
+        self._server.plain_calls = self
+
+    async def served(
+        self, dctx: Any, connection: Connection, params: Mapping[str, Any], lifespan_state: Any
+    ) -> dict[str, Any] | None:
+        """The answer to a ``tools/call`` with ``params`` on the born-ready 2026-07-28
+        ``connection`` (``dctx``: its dispatch context), served as the SDK's runner serves
+        it when all its middleware would do is pass the request on to this one: with
+        the context the runner makes, through the request-state boundary (which seals
+        the ``requestState`` of an ``input_required`` answer), and answered here. ``None``
+        when it is not so — the params are not plain, a middleware would act (a span to
+        record), or the chain is not the one :meth:`install` was told: then it is the
+        runner's (:func:`~._kernel.serve_once`)."""
+        boundary, passing = self._boundary, self._passing
+        version = connection.protocol_version
+        if boundary is None or version not in MODERN_PROTOCOL_VERSIONS:
+            return None
+        if not self._plain_params(version, params):
+            return None
+        chain = self._server.middleware
+        if len(chain) != len(passing) + 2 or chain[-1] is not self or chain[-2] is not boundary:
+            return None
+        # the context as the runner makes it (``_meta`` read as it reads it: plain, it is valid)
+        raw = params.get("_meta")
+        meta = (
+            None if raw is None else _READ_META.model_validate({"_meta": raw}, by_name=False).meta
+        )
+        md = dctx.message_metadata
+        request = close = close_standalone = None
+        if isinstance(md, ServerMessageMetadata):
+            request, close = md.request_context, md.close_sse_stream
+            close_standalone = md.close_standalone_sse_stream
+        ctx: ServerRequestContext[Any, Any] = ServerRequestContext(
+            session=ServerSession(dctx, connection, request_meta=meta),
+            lifespan_context=lifespan_state,
+            method="tools/call",
+            params=params,
+            request_id=dctx.request_id,
+            meta=meta,
+            protocol_version=version,
+            request=request,
+            close_sse_stream=close,
+            close_standalone_sse_stream=close_standalone,
+        )
+        for middleware in chain[:-2]:
+            passes = passing.get(middleware)
+            if passes is None or not passes(ctx):
+                return None
+        answer = await boundary(ctx, self._answer)  # (plain: this one never calls on)
+        assert isinstance(answer, dict)  # (written's, its requestState sealed or not)
+        return answer
+
     def _plain(self, ctx: ServerRequestContext[Any, Any], params: object) -> bool:
         """Whether ``params`` (of the ``tools/call`` of ``ctx``) are plain, on a
         connection that serves calls (a session-based one once its handshake began)."""
         version = ctx.protocol_version
         if version not in MODERN_PROTOCOL_VERSIONS and ctx.session.client_params is None:
             return False  # (the SDK's answer to a call before the handshake)
+        return self._plain_params(version, params)
+
+    def _plain_params(self, version: str, params: object) -> bool:
+        """Whether ``params`` of a ``tools/call`` at ``version`` are plain."""
         if "tools/call" in self._server.cache_hints:
             return False  # (the SDK's writing adds it)
         if type(params) is not dict or not params.keys() <= _PARAMS:
@@ -191,3 +288,8 @@ def _stamp(server: Server[Any]) -> dict[str, Any]:
             _STAMPS.clear()
         held = _STAMPS[id(server)] = (server, server.server_info_stamp)
     return held[1]
+
+
+def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether the request of ``ctx`` is a 2026-07-28 one."""
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS

@@ -14,7 +14,7 @@ made only for a request with a span to record or a caller's trace to continue
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 from mcp.server.lowlevel import NotificationOptions, Server
@@ -24,6 +24,9 @@ from .. import _sdk
 from ..server._tasks import EXTENSION_ID as TASKS
 from ..tools import _tracing as tracing
 from ._apps import EXTENSION_ID as APPS
+
+if TYPE_CHECKING:
+    from ._kernel import DirectRoute
 
 __all__ = ["ALL_CHANGES", "SEARCH_CHANGES", "GatewayServer"]
 
@@ -43,6 +46,9 @@ class GatewayServer(Server[Any]):
     #: ``subscribe``, ``apps``, ``tasks``): those some backing server declares (see
     #: :meth:`Gateway.offered <supervisor.gateway._core.Gateway.offered>`)
     offered: Callable[[], Collection[str]] | None = None
+    #: the gateway's middleware for plain calls, whose direct route the fast lanes take
+    #: (:meth:`PlainCalls.served <._plain_calls.PlainCalls.served>`)
+    plain_calls: DirectRoute | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
