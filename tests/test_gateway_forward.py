@@ -34,7 +34,7 @@ from supervisor import open_supervisor
 from supervisor.faults import CallHistory
 from supervisor.gateway import Gateway, _plain_calls, serve_http, serve_stdio
 from supervisor.gateway._plain_calls import PlainCalls
-from supervisor.gateway._relay import Relay
+from supervisor.gateway._relay import Relay, connection_of
 from supervisor.gateway._stdio_fast import StdioFastLane
 from supervisor.server import _wire
 from supervisor.tools._forwarded import Forwarded, constructed
@@ -598,3 +598,25 @@ async def test_the_direct_route_makes_the_context_the_sdk_s_runner_makes(
 
 #: What differs between two gateways' HTTP requests, whatever route they take.
 _OWN = frozenset({"client", "server", "headers", "extensions"})
+
+
+async def test_a_cleanup_put_on_the_connection_on_the_direct_route_still_runs(
+    lanes: dict[str, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a handler puts on its request's connection's exit stack on the direct
+    route is unwound as the request ends, as ``serve_one`` unwinds it."""
+    undone: list[str] = []
+    answer = PlainCalls._answer
+
+    async def pushing(self: PlainCalls, ctx: Any) -> Any:
+        connection_of(ctx).exit_stack.callback(undone.append, "unwound")
+        return await answer(self, ctx)
+
+    monkeypatch.setattr(PlainCalls, "_answer", pushing)
+    envelope = raw_call("x", {})[0]["params"]["_meta"]
+    listing = {"jsonrpc": "2.0", "id": 0, "method": "tools/list", "params": {"_meta": envelope}}
+    async with stdio_gateway(True) as (ask, _):
+        await ask(listing)
+        told = await ask(call(1, "shaped_shape", {"result": {"content": [TEXT]}}))
+    assert told["result"]["content"] == [TEXT]
+    assert lanes["direct"] == ["complete"] and undone == ["unwound"]

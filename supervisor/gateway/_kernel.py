@@ -77,23 +77,23 @@ async def serve_once(
     """``serve_one(server, exchange, method, params, connection=…, lifespan_state=…)``:
     the result of ``method`` with ``params`` on ``connection`` (born ready, from
     ``Connection.from_envelope``), its exit stack unwound as ``serve_one`` unwinds it when
-    anything was put on it (see the module docstring) — or, for a plain ``tools/call``
-    that the server's middleware would only pass on, by the gateway's direct route
-    (:meth:`PlainCalls.served <._plain_calls.PlainCalls.served>`), which makes the same
-    context and puts nothing on the stack."""
-    plain = getattr(server, "plain_calls", None)
-    if plain is not None and method == "tools/call" and params is not None:
-        answer = await plain.served(exchange, connection, params, lifespan_state)
-        if answer is not None:
-            return answer
+    anything was put on it (see the module docstring) — a plain ``tools/call`` that the
+    server's middleware would only pass on served by the gateway's direct route
+    (:meth:`PlainCalls.served <._plain_calls.PlainCalls.served>`), which makes the
+    context the runner makes."""
     stack = connection.exit_stack = WatchedStack()
-    runner = ServerRunner(server, connection, lifespan_state)
-    on_request = runner.on_request
-    # A cached property: kept in the runner, the bound method would make a reference
-    # cycle (runner → its dict → the method → runner), so that the request's runner,
-    # connection and envelope waited for the cyclic collector instead of going with it.
-    del runner.on_request
     try:
+        plain = getattr(server, "plain_calls", None)
+        if plain is not None and method == "tools/call" and params is not None:
+            answer = await plain.served(exchange, connection, params, lifespan_state)
+            if answer is not None:
+                return answer
+        runner = ServerRunner(server, connection, lifespan_state)
+        on_request = runner.on_request
+        # A cached property: kept in the runner, the bound method would make a reference
+        # cycle (runner → its dict → the method → runner), so that the request's runner,
+        # connection and envelope waited for the cyclic collector instead of going with it.
+        del runner.on_request
         return await on_request(exchange, method, params)
     finally:
         if stack.used:
