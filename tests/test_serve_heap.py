@@ -1,11 +1,13 @@
 """``serve`` moves its start-up heap out of the cyclic garbage collector's way
-(:func:`gc.freeze`) before it serves, and collects what it makes afterwards as ever."""
+(:func:`gc.freeze`) before it serves, and collects what it makes afterwards as ever; and
+it loads what only a team login needs (a JWT library) only when one is configured."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import trio
 from mcp import Client, StdioServerParameters
@@ -27,15 +29,17 @@ def said():
     del cycle
     found = gc.collect()
     with open(sys.argv[1], "w") as out:
-        json.dump({"frozen": gc.get_freeze_count(), "enabled": gc.isenabled(), "found": found}, out)
+        loaded = "jwt" in sys.modules
+        json.dump({"frozen": gc.get_freeze_count(), "enabled": gc.isenabled(), "found": found,
+                   "jwt": loaded}, out)
 atexit.register(said)
 sys.exit(main(sys.argv[2:]))
 """
 
 
-async def test_serve_freezes_its_start_up_heap_and_collects_what_it_makes_later(
-    tmp_path: Path,
-) -> None:
+async def _served(tmp_path: Path) -> dict[str, Any]:
+    """What the wrapper says at the exit of ``serve`` over stdio, once a client called
+    through it (an echo server behind it, no team login)."""
     command, args = stdio_params("echo")
     config = tmp_path / "mcp.json"
     server = {"command": command, "args": args, "initTimeout": 60, "approve": False}
@@ -49,7 +53,19 @@ async def test_serve_freezes_its_start_up_heap_and_collects_what_it_makes_later(
         async with Client(stdio_client(params)) as client:
             result = await client.call_tool("echo_echo", {"text": "hi"})
             assert not result.is_error
-    heap = json.loads(said.read_text(encoding="utf-8"))
+    return json.loads(said.read_text(encoding="utf-8"))
+
+
+async def test_serve_freezes_its_start_up_heap_and_collects_what_it_makes_later(
+    tmp_path: Path,
+) -> None:
+    heap = await _served(tmp_path)
     # the start-up heap: the SDK, trio, pydantic's models, the config, the servers' state
     assert heap["frozen"] > 10_000
     assert heap["enabled"] and heap["found"] >= 2  # a later cycle is still collected
+
+
+async def test_serve_without_a_team_login_loads_no_jwt_library(tmp_path: Path) -> None:
+    """The JWT library (and the parts of ``cryptography`` it brings) is for checking a
+    team's tokens: a gateway with no team login never loads it."""
+    assert (await _served(tmp_path))["jwt"] is False

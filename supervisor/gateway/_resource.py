@@ -40,7 +40,6 @@ from urllib.parse import urlsplit
 
 import attrs
 import httpx2
-import jwt
 import trio
 from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
 from mcp.server.auth.provider import AccessToken
@@ -54,6 +53,8 @@ from ..log import get_logger
 __all__ = ["Caller", "IntrospectionVerifier", "JWTVerifier", "ResourceGate", "gateway_key"]
 
 if TYPE_CHECKING:
+    import jwt
+
     from ..config._model import GatewayAuth, GatewaySettings
 
 log = get_logger("supervisor.gateway.auth")
@@ -171,6 +172,8 @@ class JWTVerifier(_Verifier):
         """The token's access; :class:`_InvalidToken` saying why it is refused."""
         if len(token) > MAX_TOKEN_BYTES:
             raise _InvalidToken(f"the token is longer than {MAX_TOKEN_BYTES} bytes")
+        import jwt  # (here: a gateway without team login never loads it, nor cryptography)
+
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
@@ -280,6 +283,8 @@ def _key_set(document: dict[str, Any], what: str) -> dict[str | None, _Key]:
     """The signing keys of a JWKS by ``kid`` (:class:`_Key`): a key of a kind not taken —
     a shared secret, an unknown type, curve or algorithm — is skipped, as PyJWT's own
     ``PyJWKSet`` skips it; :class:`_InvalidToken` when none is left."""
+    import jwt  # (as in ``check``)
+
     entries = document.get("keys")
     if not isinstance(entries, list):
         raise _InvalidToken(f"{what} has no keys")
