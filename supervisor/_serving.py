@@ -3,7 +3,8 @@
 The dashboard, the chaos HTTP proxy and the OAuth callback listener all serve a plain
 ASGI application with hypercorn's trio worker, in the caller's trio run (no thread of
 their own). This module is what they share, and so imports nothing of the project but
-:mod:`supervisor.log`:
+:mod:`supervisor._hypercorn` (hypercorn's config and log), and that only to serve: a
+process that binds sockets or answers with :func:`respond` alone never loads hypercorn.
 
 * **Sockets.** :func:`listen` binds every address of a host, like
   :func:`trio.open_tcp_listeners`; :func:`bind_first` binds one socket on the first free
@@ -14,8 +15,8 @@ their own). This module is what they share, and so imports nothing of the projec
   shielded, so this bound is what keeps a stuck peer from holding a task, or a shutdown,
   forever.
 * **Config.** :func:`make_config` serves those sockets (hypercorn hands them over
-  through :meth:`Config.create_sockets`, which it calls once, when it starts serving)
-  with the caller's limits, and no ``Server`` header.
+  through :meth:`~supervisor._hypercorn.SocketsConfig.create_sockets`, which it calls
+  once, when it starts serving) with the caller's limits, and no ``Server`` header.
 * **Log.** Hypercorn's warnings and errors go to a structured logger the caller names
   (so secrets are redacted like every other line); its access log and start-up
   messages are off.
@@ -37,14 +38,12 @@ import math
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
-from hypercorn.config import Config, Sockets
-from hypercorn.logging import Logger
-from hypercorn.trio import serve
 
-from .log import get_logger
+if TYPE_CHECKING:
+    from hypercorn.config import Config
 
 __all__ = [
     "BODY_TIMEOUT",
@@ -173,43 +172,6 @@ def _prepare(sock: socket.socket, stall_timeout: float | None) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, user_timeout, int(stall_timeout * 1000))
 
 
-class _Config(Config):
-    """A hypercorn config that serves sockets bound beforehand, logging to a structured
-    logger of the given name."""
-
-    def __init__(self, sockets: Sequence[socket.socket], logger_name: str) -> None:
-        self._sockets = list(sockets)
-        self.logger_name = logger_name
-
-    def create_sockets(self) -> Sockets:
-        return Sockets(secure_sockets=[], insecure_sockets=list(self._sockets), quic_sockets=[])
-
-
-class _Log(Logger):
-    """Hypercorn's log, into the supervisor's: warnings and errors only (with
-    ``accesslog`` and ``errorlog`` unset, the base class logs nothing itself)."""
-
-    def __init__(self, config: Config) -> None:
-        super().__init__(config)
-        self._out = get_logger(getattr(config, "logger_name", __name__))
-
-    async def warning(self, message: str, *args: Any, **kwargs: Any) -> None:
-        self._out.warning(_text(message, args), exc_info=kwargs.get("exc_info"))
-
-    async def error(self, message: str, *args: Any, **kwargs: Any) -> None:
-        self._out.error(_text(message, args), exc_info=kwargs.get("exc_info"))
-
-    async def critical(self, message: str, *args: Any, **kwargs: Any) -> None:
-        self._out.critical(_text(message, args), exc_info=kwargs.get("exc_info"))
-
-    async def exception(self, message: str, *args: Any, **kwargs: Any) -> None:
-        self._out.error(_text(message, args), exc_info=True)
-
-
-def _text(message: str, args: tuple[Any, ...]) -> str:
-    return message % args if args else message
-
-
 def make_config(
     sockets: Sequence[socket.socket],
     *,
@@ -229,8 +191,10 @@ def make_config(
     *websocket_max_message_size*, the largest WebSocket message a client may send (a
     larger one closes the socket, 1009).
     """
-    config = _Config(sockets, logger_name)
-    config.logger_class = _Log
+    from ._hypercorn import SocketsConfig, StructuredLog  # (hypercorn: loaded to serve)
+
+    config = SocketsConfig(sockets, logger_name)
+    config.logger_class = StructuredLog
     config.accesslog = None
     config.errorlog = None
     config.include_server_header = False
@@ -381,6 +345,8 @@ async def _serve(
     """Hypercorn, in *scope*, until *stopping* is set (then a graceful shutdown, bounded
     by the scope's deadline); *scope* is shielded from the caller's cancellation once
     hypercorn serves."""
+    from hypercorn.trio import serve
+
     with scope:
         await serve(
             app,

@@ -1,6 +1,6 @@
 """``serve`` moves its start-up heap out of the cyclic garbage collector's way
 (:func:`gc.freeze`) before it serves, and collects what it makes afterwards as ever; and
-it loads what only a team login needs (a JWT library) only when one is configured."""
+over stdio it loads neither what only a team login needs (a JWT library) nor hypercorn."""
 
 from __future__ import annotations
 
@@ -29,9 +29,9 @@ def said():
     del cycle
     found = gc.collect()
     with open(sys.argv[1], "w") as out:
-        loaded = "jwt" in sys.modules
+        loaded = sorted({"jwt", "hypercorn"} & {name.split(".")[0] for name in sys.modules})
         json.dump({"frozen": gc.get_freeze_count(), "enabled": gc.isenabled(), "found": found,
-                   "jwt": loaded}, out)
+                   "loaded": loaded}, out)
 atexit.register(said)
 sys.exit(main(sys.argv[2:]))
 """
@@ -65,7 +65,9 @@ async def test_serve_freezes_its_start_up_heap_and_collects_what_it_makes_later(
     assert heap["enabled"] and heap["found"] >= 2  # a later cycle is still collected
 
 
-async def test_serve_without_a_team_login_loads_no_jwt_library(tmp_path: Path) -> None:
+async def test_serve_over_stdio_loads_no_jwt_library_nor_hypercorn(tmp_path: Path) -> None:
     """The JWT library (and the parts of ``cryptography`` it brings) is for checking a
-    team's tokens: a gateway with no team login never loads it."""
-    assert (await _served(tmp_path))["jwt"] is False
+    team's tokens, hypercorn for the servers the gateway's own does not replace: a
+    gateway over stdio with no team login — its local socket for the command line
+    included, which the gateway's own HTTP server serves — loads neither."""
+    assert (await _served(tmp_path))["loaded"] == []

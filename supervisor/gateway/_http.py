@@ -20,7 +20,8 @@ the gateway's own HTTP/1.1 server (:mod:`._wire_front`) or hypercorn, under trio
 
 ``/healthz``, ``/readyz`` and ``/metrics`` need no token, like the dashboard's: probes
 and scrapers rarely carry one. :func:`serve_local` serves the same routes on a Unix socket
-only its user can reach, without a token, and one more when ``serve`` gives it a
+only its user can reach (with the gateway's own HTTP server), without a token, and one
+more when ``serve`` gives it a
 ``reload``: ``POST /reload`` applies the config file now (``mcp-supervisor reload``),
 which no TCP listener serves (``404`` there).
 
@@ -775,7 +776,7 @@ async def serve_local(
         async with trio.open_nursery() as nursery:
             await nursery.start(
                 partial(
-                    serve_sockets,
+                    _front("httptools"),
                     _Front(app, gateway, None, stopping, fast=fast, reload=reload),
                     [sock],
                     logger_name="supervisor.gateway.local",
