@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from supervisor import open_supervisor
 from supervisor.gateway import Gateway, serve_http
@@ -600,7 +601,7 @@ async def test_an_app_that_asks_is_cancelled_when_its_client_goes(front: str) ->
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         if scope["path"] == "/hold":
-            scope["extensions"][GONE]["cancel"]()
+            scope["extensions"][GONE].cancel()
             started.set()
             try:
                 await trio.sleep_forever()
@@ -717,3 +718,147 @@ def test_a_request_s_headers_by_name_are_text_the_last_of_each_name() -> None:
 
     raw_headers = [(b"Host", b"a"), (b"x-caf\xe9", b"\xe9t\xe9"), (b"host", b"b"), (b"X-Y", b"")]
     assert _headers({"headers": raw_headers}) == {"host": "b", "x-caf\xe9": "\xe9t\xe9", "x-y": ""}
+
+
+async def test_an_answer_given_whole_through_the_extension_is_the_one_send_writes(
+    front: str,
+) -> None:
+    """An app's JSON answer given whole through the ``supervisor.gone`` extension's
+    ``answer`` has the head and body that ``send``'s two messages write for it — framed,
+    dated, and the connection kept (or, for HTTP/1.0, said kept or closed) — and a
+    second answer to the same request is refused."""
+    from supervisor.gateway._wire_exchange import GONE
+
+    refused: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        body = b'{"path": "%s"}' % scope["path"].encode()
+        if scope["path"] == "/whole":
+            await scope["extensions"][GONE].answer(404, body)
+            try:
+                await scope["extensions"][GONE].answer(200, body)
+            except RuntimeError as exc:
+                refused.append(str(exc))
+            return
+        headers = [(b"content-type", b"application/json")]
+        await send({"type": "http.response.start", "status": 404, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def without_date(answer: bytes) -> bytes:
+        return b"".join(line for line in answer.splitlines(True) if not line.startswith(b"date: "))
+
+    async with wire_app(front, app) as port:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            said = []
+            for path in ("/whole", "/asgi1", "/whole"):
+                await stream.send_all(f"POST {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+                buffer = b""
+                with trio.fail_after(30):
+                    while not buffer.endswith(b'"}'):
+                        chunk = await stream.receive_some(65536)
+                        assert chunk, buffer
+                        buffer += chunk
+                assert b"\r\ndate: " in buffer
+                said.append(without_date(buffer))
+            assert said[0] == said[1].replace(b"/asgi1", b"/whole") == said[2]
+            assert said[0].startswith(b"HTTP/1.1 404 Not Found\r\n")
+            assert b"\r\ncontent-type: application/json\r\ncontent-length: 18\r\n" in said[0]
+            assert b"connection:" not in said[0]
+        assert refused == ["the answer has started already"] * 2
+        for keep, told in ((True, b"connection: keep-alive"), (False, b"connection: close")):
+            for path in ("/whole", "/asgi1"):
+                asked = "\r\nConnection: keep-alive" if keep else ""
+                request = f"POST {path} HTTP/1.0\r\nHost: x{asked}\r\n\r\n".encode()
+                stream = await trio.open_tcp_stream("127.0.0.1", port)
+                async with stream:
+                    await stream.send_all(request)
+                    buffer = b""
+                    with trio.fail_after(30):
+                        while not buffer.endswith(b'"}'):
+                            chunk = await stream.receive_some(65536)
+                            assert chunk, buffer
+                            buffer += chunk
+                if front == "h11" and keep:  # (h11 keeps no HTTP/1.0 connection)
+                    told = b"connection: close"
+                assert told in buffer, buffer
+
+
+async def test_a_body_taken_whole_through_the_extension_is_given_once_within_its_limit(
+    front: str,
+) -> None:
+    """The ``supervisor.gone`` extension's ``whole_body`` gives a request's body once it
+    is all there and within the limit asked — and ``receive`` then has no body to give,
+    only ``http.disconnect`` once answered; a body over the limit, or not all there yet,
+    is not taken: ``receive`` gives it, whole or as it comes."""
+    from supervisor.gateway._wire_exchange import GONE
+
+    seen: list[object] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        gone = scope["extensions"][GONE]
+        limit = int(scope["path"].strip("/"))
+        taken = gone.whole_body(limit)
+        seen.append(taken)
+        body = b""
+        if taken is None:
+            while True:
+                message = await receive()
+                body += message["body"]
+                if not message["more_body"]:
+                    break
+        else:
+            seen.append(gone.whole_body(limit))  # (given once)
+        await gone.answer(200, b'{"n": %d}' % len(taken or body))
+        seen.append((await receive())["type"])
+
+    async with wire_app(front, app) as port:
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        async with stream:
+            reader = Reader(stream)
+            for limit in (20, 19):
+                request = b"POST /%d HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n" % limit
+                await stream.send_all(request + b"a" * 20)
+                assert (await reader.answer())[::2] == (200, b'{"n": 20}')
+            await stream.send_all(b"POST /100 HTTP/1.1\r\nHost: x\r\nContent-Length: 20\r\n\r\n")
+            with trio.fail_after(30):
+                while not seen or seen[-1] is not None:
+                    await trio.testing.wait_all_tasks_blocked()
+            await stream.send_all(b"b" * 20)
+            assert (await reader.answer())[::2] == (200, b'{"n": 20}')
+    assert seen == [
+        b"a" * 20,
+        None,
+        "http.disconnect",
+        None,
+        "http.disconnect",
+        None,
+        "http.disconnect",
+    ]
+
+
+async def test_a_fast_lane_body_over_the_limit_is_the_sdk_s_413_whole_or_in_pieces(
+    front: str,
+) -> None:
+    """A tool call for the fast lane whose body is over the SDK's limit is answered by
+    the SDK (``413``), whether its body is all there before it is served or comes in
+    pieces after its head; one at the limit's edge is served."""
+    from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE as LIMIT
+
+    async with gateway(front) as info:
+        port = info.port
+        for size, whole in ((LIMIT + 1, True), (LIMIT + 1, False), (LIMIT, True)):
+            stream = await trio.open_tcp_stream("127.0.0.1", port)
+            async with stream:
+                request = call_head(port, f"Content-Length: {size}")
+                body = CALL + b" " * (size - len(CALL))
+                if whole:
+                    await stream.send_all(request + body)
+                else:
+                    await stream.send_all(request)
+                    await trio.testing.wait_all_tasks_blocked()
+                    for at in range(0, size, 65536):
+                        await stream.send_all(body[at : at + 65536])
+                with trio.fail_after(30):
+                    status, _, _ = await Reader(stream).answer()
+            assert status == (413 if size > LIMIT else 200), (size, whole, status)

@@ -157,7 +157,8 @@ class FastLane:
             return False
         if "mcp-session-id" in headers or any(map(_PARAM_HEADER, headers)):
             return False
-        return takes_both(headers.get("accept", ""))
+        accept = headers.get("accept", "")
+        return _ACCEPTS.get(accept) or takes_both(accept)
 
     async def __call__(
         self,
@@ -168,15 +169,22 @@ class FastLane:
         app: Callable[[Any, Any, Any], Awaitable[None]],
     ) -> None:
         """Serve the request (:meth:`wanted` said yes) here, or pass it to ``app``."""
-        body, complete = await _read(receive, self._limit)
-        if complete is None:
-            return  # the client went before its request was all there
+        # our own HTTP server: the body at once when it is all there, the answer written
+        # in one step, the call cancelled if the client goes (``None`` behind another)
+        gone = (scope.get("extensions") or {}).get(GONE)
+        whole = None if gone is None else gone.whole_body(self._limit)
+        if whole is not None:
+            body, complete = whole, True
+        else:
+            body, complete = await _read(receive, self._limit)
+            if complete is None:
+                return  # the client went before its request was all there
         route = self._route(scope, headers, body) if complete else None
         if route is None or not await self._secure(scope, headers):
             await app(scope, _replay(body, complete, receive), send)
             return
         request, verdict = route
-        await self._serve(scope, receive, send, headers, request, verdict)
+        await self._serve(scope, receive, send, headers, request, verdict, gone)
 
     def _route(
         self, scope: Mapping[str, Any], headers: Mapping[str, str], body: bytes
@@ -244,6 +252,7 @@ class FastLane:
         headers: Mapping[str, str],
         request: dict[str, Any],
         verdict: InboundModernRoute,
+        gone: Any,
     ) -> None:
         request_id = request["id"]
         transport = TransportContext(
@@ -258,9 +267,8 @@ class FastLane:
         )
         state = lifespan_state(self._manager)
         answer: dict[str, Any] | None = None
-        gone = (scope.get("extensions") or {}).get(GONE)
         if gone is not None:  # our own HTTP server: it cancels the call if the client goes
-            gone["cancel"]()
+            gone.cancel()
             answer = await answered(self._server, exchange, request, verdict, state)
         else:
             async with trio.open_nursery() as nursery:
@@ -279,6 +287,9 @@ class FastLane:
         if "error" in answer:
             status = ERROR_CODE_HTTP_STATUS.get(answer["error"]["code"], 200)
         body = _ENCODER.encode(answer)
+        if gone is not None:  # (our own HTTP server writes it in one step)
+            await gone.answer(status, body)
+            return
         await send({"type": "http.response.start", "status": status, "headers": _JSON})
         await send({"type": "http.response.body", "body": body})
 

@@ -243,7 +243,9 @@ class _Front:
         headers = _headers(scope)
         host = headers.get("host")  # none from an HTTP/1.0 probe (haproxy's); a browser sends one
         if (
-            self._listener is not None and host is not None and not self._names_listener(host)
+            self._listener is not None
+            and host is not None
+            and not (self._hosts.get(host) or self._names_listener(host))
         ):  # DNS rebinding: a page on an attacker's name reads nothing, probes included
             await _json(send, 421, {"error": "this gateway does not answer for that Host"})
             return
@@ -258,7 +260,7 @@ class _Front:
         request = _Request(scope, receive, send, path, headers)
         if not route.private:
             await route.handler(request)
-        elif not _same_origin(headers):
+        elif "origin" in headers and not _same_origin(headers):
             await _json(send, 403, {"error": "cross-origin requests are refused"})
         elif self._resource is not None:
             try:
@@ -383,8 +385,11 @@ class _Front:
         elif caller is not None:  # whose the sessions it opens are (the SDK checks it)
             scope["user"] = self._owner(caller)
         bound = None
-        if self._history is not None:  # whose events it stores
-            bound = self._history.bind(headers.get("mcp-session-id"))
+        session_id = headers.get("mcp-session-id")
+        # whose events it stores (none: as the task is, bound to no session; one a
+        # request binds is unbound at its end)
+        if self._history is not None and session_id is not None:
+            bound = self._history.bind(session_id)
         try:
             if self.fast is not None and FastLane.wanted(scope, headers):
                 await self.fast(scope, request.receive, request.send, headers, self.app)

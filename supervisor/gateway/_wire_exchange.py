@@ -22,10 +22,15 @@ _ASGI = {"version": "3.0", "spec_version": "2.3"}
 _DISCONNECT = {"type": "http.disconnect"}
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 #: The ASGI extension (in ``scope["extensions"]``) by which an app learns of a client
-#: gone before its answer is written, with no task of its own: its ``watch``, given a
-#: :class:`trio.CancelScope`, has that scope cancelled then; its ``cancel``, called with
-#: nothing, has the app's call itself cancelled then (the connection is closed, with no
-#: answer), with no scope of the request's own.
+#: gone before its answer is written, with no task of its own, and writes a whole JSON
+#: answer in one step. Its value is the request's :class:`_Exchange`: its ``watch``, given
+#: a :class:`trio.CancelScope`, has that scope cancelled then; its ``cancel``, called
+#: with nothing, has the app's call itself cancelled then (the connection is closed, with
+#: no answer), with no scope of the request's own; its ``whole_body(limit)`` is the
+#: request's body when it is all there (``None`` when not: ``receive`` then gives it);
+#: its ``answer(status, body)`` answers
+#: ``status`` with the JSON ``body`` as ``send``'s two messages would (an
+#: ``application/json`` head), their steps skipped.
 GONE = "supervisor.gone"
 #: Distinct answer headers whose head lines are kept (past that, it forgets them all).
 _HEADS = 256
@@ -97,7 +102,8 @@ class _Exchange:
         if not self.started:
             await wire.refuse(500, b'{"error": "no answer"}')
             return False
-        self.end()
+        if self.ended is not None:  # (:meth:`end`)
+            self.ended.set()
         return self.finished and message.complete and not self.closing
 
     def scope(self) -> dict[str, Any]:
@@ -127,7 +133,7 @@ class _Exchange:
             "client": wire.client,
             "server": wire.local,
             "state": state.copy() if state else {},
-            "extensions": {GONE: {"watch": self.watch, "cancel": self.cancel}},
+            "extensions": {GONE: self},
         }
 
     async def receive(self) -> MutableMapping[str, Any]:
@@ -151,6 +157,23 @@ class _Exchange:
                 message.expect = False
                 await wire.stream.send_all(_CONTINUE)
             await wire.more_body()
+
+    def whole_body(self, limit: int) -> bytes | None:
+        """The request's body, if it is all there, not given yet and at most ``limit``
+        bytes: given as ``receive`` would give it (which then says ``http.disconnect``);
+        else ``None``, and ``receive`` gives it (the :data:`GONE` extension's)."""
+        message = self.message
+        if not message.complete or self.final or self.wire.exchange is not self:
+            return None
+        chunks = message.body
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if len(body) > limit:
+            return None
+        chunks.clear()
+        self.final = True
+        if self.clock is not None:
+            self.clock.deadline = math.inf
+        return body
 
     async def until_gone(self) -> MutableMapping[str, Any]:
         """``http.disconnect`` once the client closes the connection or the answer is
@@ -234,6 +257,26 @@ class _Exchange:
         if not more:
             self.end()
 
+    async def answer(self, status: int, body: bytes) -> None:
+        """Answer ``status`` with the JSON ``body``, whole, in one write: what ``send``'s
+        ``http.response.start`` with an ``application/json`` head and one
+        ``http.response.body`` do (the :data:`GONE` extension's ``answer``)."""
+        if self.started:
+            raise RuntimeError("the answer has started already")
+        self.started = self.sent_head = self.finished = True
+        self.status = status
+        self.head = _JSON_HEAD
+        if self.clock is not None:
+            self.clock.deadline = math.inf
+        data = self.head_bytes(body, False)
+        try:  # (:meth:`write`'s)
+            await self.wire.send(data if self.message.method == "HEAD" else data + body)
+        except OSError:
+            self.wire.eof = True
+            self.closing = True
+        if self.ended is not None:  # (:meth:`end`)
+            self.ended.set()
+
     async def write(self, data: bytes) -> None:
         """Send ``data`` to the client, unless it is gone."""
         try:
@@ -304,6 +347,7 @@ class _Head:
 
 
 _NO_HEADERS = _Head(())
+_JSON_HEAD = _Head(((b"content-type", b"application/json"),))
 
 
 #: each distinct answer headers' :class:`_Head` (:data:`_HEADS` of them)

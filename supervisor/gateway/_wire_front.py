@@ -35,7 +35,9 @@ of its own) for each request, one after another (:mod:`._wire_conn`,
   ``Content-Length`` when the app gave it or sent its body whole, else chunked (closed
   at the end for HTTP/1.0); a header carrying a line break is refused (the app fails).
   An answer with a ``Content-Length``, or JSON, is written with its body, in one write;
-  any other (an event stream) has its head written at once.
+  any other (an event stream) has its head written at once. Through the same
+  ``supervisor.gone`` extension, an app may take a body that is all there in one step,
+  and give a whole JSON answer in one (the same bytes as ``send`` writes for it).
 * **Shutdown.** Like :func:`~supervisor._serving.serve_sockets`: *stopping* is set,
   listeners close, idle connections close, open requests get *graceful_timeout* seconds,
   then the app's lifespan ends.

@@ -80,7 +80,8 @@ class _Message:
     def __init__(self) -> None:
         self.url = b""
         #: its header fields, names lowered, once its head is whole (``names`` and
-        #: ``values`` as they come until then: :data:`MAX_HEADERS` of them at most)
+        #: ``values`` as they come until then; over :data:`MAX_HEADERS` of them, it is
+        #: ``too_large``)
         self.headers: list[tuple[bytes, bytes]] = []
         self.names: list[bytes] = []
         self.values: list[bytes] = []
@@ -126,14 +127,11 @@ class Parsed:
         message.size += len(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        # (called for each field: as little as it can be; the head is sized, and its
-        # names lowered, once it is whole)
-        names = self.names
-        if len(names) < MAX_HEADERS:
-            names.append(name)
-            self.values.append(value)
-        else:
-            self.messages[-1].too_large = True
+        # (called for each field: as little as it can be; the head is sized, its fields
+        # counted and its names lowered once it is whole. Until then the fields are
+        # those of what the connection has read, which stops past the head's bound.)
+        self.names.append(name)
+        self.values.append(value)
 
     def on_headers_complete(self) -> None:
         message = self.messages[-1]
@@ -148,7 +146,7 @@ class Parsed:
         message.size += (
             len(method) + 12 + 2 + sum(map(len, names)) + sum(map(len, values)) + 4 * len(names)
         )
-        if message.size > self.max_head:
+        if message.size > self.max_head or len(names) > MAX_HEADERS:
             message.too_large = True
         names = list(map(bytes.lower, names))
         message.headers = list(zip(names, values, strict=True))
