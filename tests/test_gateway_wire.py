@@ -747,18 +747,24 @@ async def test_an_answer_given_whole_through_the_extension_is_the_one_send_write
     def without_date(answer: bytes) -> bytes:
         return b"".join(line for line in answer.splitlines(True) if not line.startswith(b"date: "))
 
+    async def answer_to(stream: trio.SocketStream, request: bytes) -> bytes:
+        """What comes back to ``request``, read to the end of its JSON body."""
+        await stream.send_all(request)
+        buffer = b""
+        with trio.fail_after(30):
+            while not buffer.endswith(b'"}'):
+                chunk = await stream.receive_some(65536)
+                assert chunk, buffer
+                buffer += chunk
+        return buffer
+
     async with wire_app(front, app) as port:
         stream = await trio.open_tcp_stream("127.0.0.1", port)
         async with stream:
             said = []
             for path in ("/whole", "/asgi1", "/whole"):
-                await stream.send_all(f"POST {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-                buffer = b""
-                with trio.fail_after(30):
-                    while not buffer.endswith(b'"}'):
-                        chunk = await stream.receive_some(65536)
-                        assert chunk, buffer
-                        buffer += chunk
+                request = f"POST {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+                buffer = await answer_to(stream, request)
                 assert b"\r\ndate: " in buffer
                 said.append(without_date(buffer))
             assert said[0] == said[1].replace(b"/asgi1", b"/whole") == said[2]
@@ -772,13 +778,7 @@ async def test_an_answer_given_whole_through_the_extension_is_the_one_send_write
                 request = f"POST {path} HTTP/1.0\r\nHost: x{asked}\r\n\r\n".encode()
                 stream = await trio.open_tcp_stream("127.0.0.1", port)
                 async with stream:
-                    await stream.send_all(request)
-                    buffer = b""
-                    with trio.fail_after(30):
-                        while not buffer.endswith(b'"}'):
-                            chunk = await stream.receive_some(65536)
-                            assert chunk, buffer
-                            buffer += chunk
+                    buffer = await answer_to(stream, request)
                 if front == "h11" and keep:  # (h11 keeps no HTTP/1.0 connection)
                     told = b"connection: close"
                 assert told in buffer, buffer
