@@ -79,8 +79,6 @@ _META = frozenset(
 _CHECKED = 256
 _ENCODER = msgspec.json.Encoder()
 _PARAMS_MODEL = types.CallToolRequestParams.model_construct(name="")
-#: What reads a request's ``_meta`` into its context, as the SDK's runner reads it
-_READ_META = types.RequestParams
 
 
 class PlainCalls:
@@ -155,10 +153,9 @@ class PlainCalls:
         if len(chain) != len(passing) + 2 or chain[-1] is not self or chain[-2] is not boundary:
             return None
         # the context as the runner makes it (``_meta`` read as it reads it: plain, it is valid)
-        raw = params.get("_meta")
-        meta = (
-            None if raw is None else _READ_META.model_validate({"_meta": raw}, by_name=False).meta
-        )
+        raw, meta = params.get("_meta"), None
+        if raw is not None:
+            meta = types.RequestParams.model_validate({"_meta": raw}, by_name=False).meta
         md = dctx.message_metadata
         request = close = close_standalone = None
         if isinstance(md, ServerMessageMetadata):
