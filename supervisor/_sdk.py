@@ -161,7 +161,8 @@ TOUCHPOINTS = (
         "_stamp",
         "attribute",
         "what the session adds to each request it sends (a 2026-07-28 server's per-request "
-        "envelope), added to a tools/call the gateway forwards as JSON past it",
+        "envelope, and a remote server's headers), added to a tools/call the gateway "
+        "forwards as JSON past it",
     ),
     Touchpoint(
         "mcp.client.session:ClientSession",
@@ -387,6 +388,18 @@ def stamp(session: ClientSession, data: dict[str, Any]) -> None:
     meta.update(envelope)
     if level is not _NO_ENVELOPE:
         meta[types.LOG_LEVEL_META_KEY] = level
+
+
+def stamped(session: ClientSession, data: dict[str, Any]) -> dict[str, str]:
+    """Add to the request ``data`` (its ``method`` and ``params``) what ``session`` adds to
+    each request it sends, as its stamp adds it (the 2026-07-28 envelope in ``_meta``),
+    and return the HTTP headers the stamp gives the request: its protocol version, and
+    under 2026-07-28 its method, its name and its ``Mcp-Param-*`` headers (from the
+    schema the session last listed) — for a request sent past the session on its
+    transport, which sends them (:mod:`supervisor.transports._forward_remote`)."""
+    opts: dict[str, Any] = {}
+    session._stamp(data, opts)  # pyright: ignore[reportArgumentType] - CallOptions is a dict
+    return opts.get("headers") or {}
 
 
 #: The ``_meta`` each session's stamp adds to a ``tools/call`` (see :func:`stamp`).

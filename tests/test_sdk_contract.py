@@ -239,3 +239,38 @@ def test_the_stamp_s_envelope_is_the_same_for_every_tools_call(level: str | None
                 ours = {"method": "tools/call", "params": copy.deepcopy(params)}
                 _sdk.stamp(Session(), ours)  # type: ignore[arg-type]
                 assert json.dumps(ours) == json.dumps(theirs), (made, params)
+
+
+def test_the_stamp_gives_a_remote_request_its_headers() -> None:
+    """:func:`supervisor._sdk.stamped` runs a session's stamp on a ``tools/call`` and
+    returns the headers it gives the request (a forwarded call to a remote server sends
+    them): the protocol version, and under 2026-07-28 the method, the name and the
+    ``Mcp-Param-*`` headers the listed schema names."""
+    from mcp.client.session import _make_handshake_stamp, _make_modern_stamp
+
+    def param_headers(name: str, arguments: dict[str, object]) -> dict[str, str]:
+        return {"Mcp-Param-Region": str(arguments["region"])}
+
+    modern = _make_modern_stamp("2026-07-28", {"name": "s", "version": "1"}, {}, param_headers)  # type: ignore[arg-type]
+    for made, expected in [
+        (
+            modern,
+            {
+                "mcp-protocol-version": "2026-07-28",
+                "mcp-method": "tools/call",
+                "mcp-name": "where",
+                "mcp-param-region": "eu",
+            },
+        ),
+        (_make_handshake_stamp("2025-11-25"), {"mcp-protocol-version": "2025-11-25"}),
+    ]:
+
+        class Session:
+            _stamp = staticmethod(made)
+
+        request = {
+            "method": "tools/call",
+            "params": {"name": "where", "arguments": {"region": "eu"}},
+        }
+        headers = _sdk.stamped(Session(), request)  # type: ignore[arg-type]
+        assert {k.lower(): v for k, v in headers.items()} == expected, made

@@ -30,6 +30,7 @@ from ..errors import CallMayHaveTakenEffect, ServerRequestError
 from ..tools._request import Round, Task
 from ..tools._validate import invalid_output
 from ..transports._forward import Forwarding
+from ..transports._forward_remote import RemoteForwarding
 from ..transports._receipts import Receipt, connection_closed, delivery
 from . import _tasks as tasks
 from ._health import Health
@@ -141,7 +142,7 @@ class Requests:
         return result
 
     async def _send(
-        self, client: Client, message: CallTool, forwarding: Forwarding | None
+        self, client: Client, message: CallTool, forwarding: Forwarding | RemoteForwarding | None
     ) -> types.CallToolResult | Round:
         try:
             return await call(client, message, forwarding)

@@ -11,9 +11,10 @@ tools again. What the answers mean, and what is done when the connection fails u
 them, is the sender's (:mod:`._requests`).
 
 A call the gateway forwards (:attr:`~supervisor.tools._request.ToolCall.forward`) goes
-past the SDK's models when its connection can carry it so (a local server's:
-:mod:`supervisor.transports._forward`) and it asks nothing the session must follow — no
-progress, no round answered, no trace to continue, and from a 2026-07-28 server only for
+past the SDK's models — a local server's on its pipes (:mod:`supervisor.transports._forward`),
+a remote one's on its transport with the headers the session's stamp gives it
+(:mod:`supervisor.transports._forward_remote`) — when it asks nothing the session must
+follow: no progress, no round answered, no trace to continue, and from a 2026-07-28 server only for
 a caller that relays rounds itself: written as JSON with what the session adds to each
 request, its answer read as JSON. A plain answer (:mod:`supervisor.tools._forwarded`)
 comes back as it is, its ``structuredContent`` checked against the schema the session
@@ -44,6 +45,7 @@ from ..tools._request import Round
 from ..tools._validate import output_accepted
 from ..transports._encoding import caller_capabilities, declaring, encode_params
 from ..transports._forward import Forwarding
+from ..transports._forward_remote import RemoteForwarding
 from ..transports._receipts import Receipt
 from . import _tasks as tasks
 from ._messages import CALL_ID_META, CallTool, InputRound, Progress
@@ -55,7 +57,7 @@ RELIST_PAGES = 100
 
 
 async def call(
-    client: Client, message: CallTool, forwarding: Forwarding | None = None
+    client: Client, message: CallTool, forwarding: Forwarding | RemoteForwarding | None = None
 ) -> types.CallToolResult | Round:
     """The SDK call for ``message``, in the caller's trace context; a recorded call
     carries its id in ``_meta``; a relayed multi-round-trip one (``rounds``) its last
@@ -75,7 +77,7 @@ async def call(
         return await _sent(client, message, arguments, forwarding)
 
 
-def _forwards(client: Client, message: CallTool, forwarding: Forwarding) -> bool:
+def _forwards(client: Client, message: CallTool, forwarding: Forwarding | RemoteForwarding) -> bool:
     """Whether ``message`` goes through ``forwarding`` (see the module docstring)."""
     if not message.call.forward or message.progress is not None or not forwarding.available:
         return False
@@ -105,7 +107,10 @@ class made_for:  # noqa: N801 - used as the function it was: a block's context
 
 
 async def _sent(
-    client: Client, message: CallTool, arguments: dict[str, object], forwarding: Forwarding | None
+    client: Client,
+    message: CallTool,
+    arguments: dict[str, object],
+    forwarding: Forwarding | RemoteForwarding | None,
 ) -> types.CallToolResult | Round:
     """:func:`call`'s request, sent (in the caller's trace context)."""
     # the SDK's ProgressFnT names its parameters; it calls them positionally, as Progress is
@@ -172,7 +177,7 @@ def _relayed(
 
 async def _forwarded(
     client: Client,
-    forwarding: Forwarding,
+    forwarding: Forwarding | RemoteForwarding,
     message: CallTool,
     arguments: dict[str, object],
     meta: types.RequestParamsMeta,
@@ -180,17 +185,14 @@ async def _forwarded(
     """``message`` forwarded as JSON (see the module docstring): its plain answer as it
     came, any other as the session reads it."""
     session = client.session
-    params: dict[str, Any] = {"name": message.tool, "arguments": arguments}
-    if meta:
-        params["_meta"] = dict(meta)
-    request = {"method": "tools/call", "params": params}
-    _sdk.stamp(session, request)  # a 2026-07-28 server's envelope
-    params = request["params"]
-    caller = caller_capabilities.get()
-    if caller is not None:
-        params = declaring(params, caller)
-    text = encode_params("tools/call", params, server=forwarding.name)
-    answer = await forwarding.request("tools/call", text)
+    if isinstance(forwarding, RemoteForwarding):
+        answer = await _remote(client, forwarding, message, arguments, meta)
+    else:
+        request = {"method": "tools/call", "params": _params(message, arguments, meta)}
+        _sdk.stamp(session, request)  # a 2026-07-28 server's envelope
+        params = _declared(request["params"])
+        text = encode_params("tools/call", params, server=forwarding.name)
+        answer = await forwarding.request("tools/call", text)
     version = client.protocol_version
     read = (
         Forwarded.of(answer)
@@ -204,6 +206,49 @@ async def _forwarded(
         ):
             await session.validate_tool_result(message.tool, read)  # its own error, if any
     return read
+
+
+def _params(
+    message: CallTool, arguments: dict[str, object], meta: types.RequestParamsMeta
+) -> dict[str, Any]:
+    """A forwarded call's params, before the session's stamp."""
+    params: dict[str, Any] = {"name": message.tool, "arguments": arguments}
+    if meta:
+        params["_meta"] = dict(meta)
+    return params
+
+
+def _declared(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` declaring what they can of their caller's capabilities, if the call is
+    made for a caller (:func:`~supervisor.transports._encoding.declaring`)."""
+    caller = caller_capabilities.get()
+    return params if caller is None else declaring(params, caller)
+
+
+async def _remote(
+    client: Client,
+    forwarding: RemoteForwarding,
+    message: CallTool,
+    arguments: dict[str, object],
+    meta: types.RequestParamsMeta,
+) -> dict[str, Any]:
+    """``message`` forwarded on a remote connection with the session's stamp, headers
+    and all; refused unseen because its ``Mcp-Param-*`` headers follow a schema the
+    server no longer lists, it is sent once more after listing the tools again, as the
+    session's path sends it."""
+
+    async def send() -> dict[str, Any]:
+        request = {"method": "tools/call", "params": _params(message, arguments, meta)}
+        headers = _sdk.stamped(client.session, request)
+        return await forwarding.request("tools/call", _declared(request["params"]), headers)
+
+    try:
+        return await send()
+    except MCPError as exc:
+        if exc.code != types.HEADER_MISMATCH:
+            raise
+    await _relist(client, message.tool)
+    return await send()
 
 
 async def read(

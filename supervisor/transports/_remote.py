@@ -15,6 +15,7 @@ import trio
 
 from ..errors import AuthorizationFailed, AuthRequired, TransportError
 from ._encoding import encode
+from ._forward_remote import RemoteForwarding
 from ._receipts import Answers
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ class Remote:
         #: the host and port a connection is held to while connected, to see the server
         #: go at once (:mod:`~supervisor.transports._watch`); ``None``: not watched
         self.watch_at: tuple[str, int] | None = None
+        #: the requests forwarded past the session (:mod:`._forward_remote`)
+        self.forwarding = RemoteForwarding(name or "remote")
 
     def saw_status(self, status: int) -> None:
         if self.first_status is None:
@@ -79,9 +82,12 @@ class Remote:
 
     async def __aenter__(self) -> TransportStreams:
         read, write = await self._inner.__aenter__()
-        return _Watched(read, self), _Sending(write, self.answers, self.name)
+        sending = _Sending(write, self.answers, self.name)
+        self.forwarding.attach(sending)
+        return _Watched(read, self), sending
 
     async def __aexit__(self, *exc: object) -> bool | None:
+        self.forwarding.close()
         return await self._inner.__aexit__(*exc)
 
     def ended(self) -> None:
@@ -93,10 +99,13 @@ class Remote:
         if not self.closed.is_set():
             self.failure = failure
             self.closed.set()
+            self.forwarding.close()
 
 
 class _Watched:
-    """A transport's read stream that tells its :class:`Remote` when it ends."""
+    """A transport's read stream that tells its :class:`Remote` when it ends, and each
+    answer to a request forwarded past the session to its caller, not to the session
+    (:meth:`~._forward_remote.RemoteForwarding.claim`)."""
 
     def __init__(self, inner, remote: Remote) -> None:  # noqa: ANN001 - an SDK ReadStream
         self._inner = inner
@@ -106,13 +115,16 @@ class _Watched:
         return getattr(self._inner, name)  # last_context, close, ...
 
     async def receive(self) -> SessionMessage | Exception:
-        try:
-            item = await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._remote.ended()
-            raise
-        self._remote.answers.received(item)
-        return item
+        remote = self._remote
+        while True:
+            try:
+                item = await self._inner.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                remote.ended()
+                raise
+            remote.answers.received(item)
+            if not remote.forwarding.claim(item):  # (else a forwarded request's answer)
+                return item
 
     def __aiter__(self) -> _Watched:
         return self
