@@ -13,8 +13,10 @@ the notifications and requests the server sends on the way (handed to the sessio
 they come), the bounds and the fault plan:
 
 * a request gets an id from a range the session never reaches (:data:`~._forward.FIRST_ID`
-  up), and goes onto the connection's write stream (:class:`~._remote._Sending`: tried
-  as JSON in its sender's task, its receipt told it is on its way) as the session's do;
+  up), its params are tried as JSON in its sender's task (what cannot be written raises
+  there, unsent: :func:`~._encoding.encode_params`), and it goes onto the connection's
+  write stream (:class:`~._remote._Sending`), its receipt told it is on its way, as the
+  session's requests do;
 * its answer is taken off the read stream, after :class:`~._receipts.Answers` heard of
   it and before the session's reader could (:meth:`RemoteForwarding.claim`): in the
   reader's turn, after every message read before it — as the session's own answers;
@@ -38,6 +40,7 @@ import trio.lowlevel
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ClientMessageMetadata, SessionMessage
 
+from ._encoding import encode_params
 from ._forward import _ABANDON_WRITE_TIMEOUT, FIRST_ID, _raised, _Waiter
 
 __all__ = ["RemoteForwarding"]
@@ -47,6 +50,7 @@ class _Sends(Protocol):
     """A connection's write stream (:class:`~._remote._Sending`)."""
 
     async def send(self, item: SessionMessage, /) -> None: ...
+    async def send_written(self, item: SessionMessage, /) -> None: ...
 
 
 class RemoteForwarding:
@@ -96,6 +100,7 @@ class RemoteForwarding:
         sending = self._sending
         if sending is None or self._closed:
             raise MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
+        encode_params(method, params, server=self.name)  # (what cannot be written fails here)
         request_id = self._next
         self._next += 1
         message = types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method=method, params=params)
@@ -106,7 +111,7 @@ class RemoteForwarding:
             await trio.lowlevel.checkpoint_if_cancelled()
             written = True  # from here a cancelled write may still have been delivered
             try:
-                await sending.send(SessionMessage(message, metadata=metadata))
+                await sending.send_written(SessionMessage(message, metadata=metadata))
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 closed = MCPError(code=types.CONNECTION_CLOSED, message="Connection closed")
                 raise closed from None

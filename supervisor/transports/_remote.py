@@ -172,7 +172,11 @@ class _Sending:
         encoded = encode(item, server=self._server)
         if encoded is None:
             return  # a notification that cannot be written: dropped
-        item = encoded[0]
+        await self.send_written(encoded[0])
+
+    async def send_written(self, item: SessionMessage) -> None:
+        """Send ``item``, known to be writable as JSON and to declare what it should
+        (a forwarded request: :mod:`._forward_remote`)."""
         self._answers.sent(item)
         await self._inner.send(item)
 
