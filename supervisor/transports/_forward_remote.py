@@ -1,9 +1,10 @@
 """Forwarded requests on a remote connection: past the SDK's session, on its transport.
 
 The gateway passes a plain ``tools/call`` on to a remote server (Streamable HTTP, legacy
-SSE, WebSocket, in-memory) without the SDK's session (:mod:`supervisor.server._wire`): no
-request model made of the call's params, no result model made of its answer, and the
-answer's JSON passed back as it came. The connection's transport — the SDK's, or ours
+SSE, WebSocket, in-memory) without the SDK's session (:mod:`supervisor.server._wire`): the
+call's params and its answer's result stay JSON (only the JSON-RPC envelope the transport
+takes is the SDK's model), no result model is made, and the answer's JSON is passed back
+as it came. The connection's transport — the SDK's, or ours
 for WebSocket — still carries it, so everything the transport does for the session's
 requests it does for these: the session's id, the negotiated version, the request's
 own headers (what the session's stamp adds: ``Mcp-Method``, ``Mcp-Name``,
@@ -58,9 +59,6 @@ class RemoteForwarding:
     module docstring."""
 
     __slots__ = ("_closed", "_next", "_sending", "_waiting", "name")
-
-    #: its requests carry the headers the session's stamp gives each request
-    stamps_headers = True
 
     def __init__(self, name: str) -> None:
         #: the server's name, in errors
