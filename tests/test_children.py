@@ -19,7 +19,14 @@ import trio
 
 from supervisor import open_supervisor
 from supervisor.testing.servers import tiny
-from supervisor.transports._children import family, open_process, spawn_mark, subreaper
+from supervisor.transports import _children
+from supervisor.transports._children import (
+    SPAWN_MARK,
+    family,
+    open_process,
+    spawn_mark,
+    subreaper,
+)
 
 from .probes import running
 
@@ -259,6 +266,38 @@ async def test_a_server_s_family_is_its_marked_processes_not_the_program_s_own()
                 await process.wait()
             mine.kill()
             mine.wait()
+
+
+async def test_a_marked_child_held_up_mid_exec_is_found_once_its_environment_shows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A marked child whose ``exec`` is held up (on a busy machine its environment reads
+    empty for a while) is found once its environment is in place, not taken for
+    unmarked; a child whose environment is truly empty (its command line in place) is not
+    waited for. The hold-up is the child's own: it shows the mark only after a while,
+    and is taken for mid-exec until then."""
+    mark = spawn_mark()
+    env = {"PATH": os.environ["PATH"]}
+    later = f"sleep 0.3; exec env {SPAWN_MARK}={mark} sleep 600"
+    mid_exec = _children._mid_exec
+    monkeypatch.setattr(_children, "_MID_EXEC_WAIT", 30.0)  # (a hang guard only)
+    with subreaper():
+        server = await open_process(["sleep", "600"], env=env, mark=mark)
+        empty = subprocess.Popen(["sleep", "600"], env={}, start_new_session=True)  # noqa: ASYNC220
+        held = subprocess.Popen(["/bin/sh", "-c", later], env={}, start_new_session=True)  # noqa: ASYNC220
+        monkeypatch.setattr(_children, "_mid_exec", lambda pid: pid == held.pid or mid_exec(pid))
+        try:
+            assert not mid_exec(empty.pid)
+            members = family(server, mark)
+            assert {m.pid for m in members} == {held.pid}
+            for member in members:
+                member.close()
+        finally:
+            server.kill()
+            await server.wait()
+            for child in (empty, held):
+                child.kill()
+                child.wait()
 
 
 async def test_a_spawned_process_has_the_parent_death_signal(tmp_path: pathlib.Path) -> None:

@@ -48,6 +48,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from functools import cache
@@ -246,10 +247,16 @@ def _processes() -> list[_Stat]:
 #: Reads of an empty environment before it counts as one: a process in the middle of an
 #: ``exec`` shows none for a moment (its new memory is in place, its environment not yet).
 _EMPTY_ENVIRON_READS = 100
+#: Seconds a process may then stay in the middle of an ``exec`` — its command line empty
+#: too — before its environment counts as empty: on a busy machine an ``exec`` may be
+#: held up a while (its environment read again and again, the processor given up in
+#: between).
+_MID_EXEC_WAIT = 0.2
 
 
 def _marked(pid: int, mark: str) -> bool:
-    for _ in range(_EMPTY_ENVIRON_READS):
+    deadline = None
+    for read in itertools.count():
         try:
             with open(f"/proc/{pid}/environ", "rb") as file:
                 environ = file.read()
@@ -257,8 +264,25 @@ def _marked(pid: int, mark: str) -> bool:
             return False
         if environ:
             return f"\0{SPAWN_MARK}={mark}\0".encode() in b"\0" + environ
-        os.sched_yield()  # mid-exec, or truly empty: look again
+        if read >= _EMPTY_ENVIRON_READS:  # mid-exec, or truly empty
+            if deadline is None:
+                if not _mid_exec(pid):
+                    return False  # its command line is in place: so is its environment
+                deadline = time.monotonic() + _MID_EXEC_WAIT
+            elif time.monotonic() >= deadline:
+                return False
+        os.sched_yield()
     return False
+
+
+def _mid_exec(pid: int) -> bool:
+    """Whether ``pid``, whose environment reads empty, is in the middle of an ``exec``:
+    its command line is not in place yet either (the kernel sets both at once)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return not file.read(1)
+    except OSError:
+        return False
 
 
 @attrs.define
