@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any
 
 import httpx2
+import mcp_types as types
 import pytest
 import trio
 
@@ -27,6 +28,8 @@ from supervisor.faults import CallHistory
 from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._fast import FastLane
 from supervisor.gateway._relay import Relay
+from supervisor.gateway._tool_requests import ToolRequests
+from supervisor.transports._encoding import caller_capabilities
 from tests.test_gateway import TOKEN
 from tests.test_gateway_fidelity import AUTO_APPROVED, REFERENCE, WAIT, backing, raw_call
 
@@ -260,3 +263,54 @@ async def test_a_fast_lane_call_its_client_gives_up_on_is_cancelled_at_the_serve
     assert json.loads(answer.text)["result"]["content"][0]["text"] == "cancelled"
     assert fast_served == ["ref_wait", "ref_cancelled"]
     assert [c.outcome for c in history.calls if c.tool == "ref_wait"] == ["info"]
+
+
+async def test_a_fast_lane_call_s_context_is_the_one_the_sdk_makes(
+    fast_served: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway's handler sees the same context for a call the fast lane serves as
+    for one through the SDK's entry — its ``_meta`` (a copy of the request's own, for
+    each request), the caller's capabilities and client params read from the envelope —
+    the second time an envelope comes as the first (read once, then kept)."""
+    seen: list[Any] = []
+    call_tool = ToolRequests.call_tool
+
+    async def spied(self: ToolRequests, ctx: Any, params: Any) -> Any:
+        session = ctx.session
+        client = session.client_params
+        seen.append(
+            (
+                ctx.meta,
+                ctx.meta is not params.meta,
+                session.client_capabilities.model_dump(by_alias=True),
+                None if client is None else client.model_dump(by_alias=True),
+                ctx.protocol_version,
+            )
+        )
+        return await call_tool(self, ctx, params)
+
+    monkeypatch.setattr(ToolRequests, "call_tool", spied)
+    declared: list[Any] = []
+    answer_call = ToolRequests._answer_call
+
+    async def answering(self: ToolRequests, ctx: Any, params: Any) -> Any:
+        declared.append(json.loads(json.dumps(caller_capabilities.get())))
+        return await answer_call(self, ctx, params)
+
+    monkeypatch.setattr(ToolRequests, "_answer_call", answering)
+    info = {types.CLIENT_INFO_META_KEY: {"name": "c", "version": "2", "title": "C"}}
+    requests = [
+        raw_call("ref_chatter", {}),
+        raw_call("ref_chatter", {}, capabilities=ELICITATION, meta=info),
+        raw_call("ref_chatter", {}, capabilities={"sampling": {}, "roots": {}}, meta=info),
+    ]
+    fast, slow = await both(requests * 2)
+    assert fast == slow
+    assert fast_served == ["ref_chatter"] * 6
+    assert seen[:6] == seen[6:]  # (fast, then slow)
+    assert all(own for _, own, _, _, _ in seen)
+    assert seen[1][3]["clientInfo"]["title"] == "C" and seen[0][3] is None
+    assert declared[:6] == declared[6:] and declared[:3] == declared[3:6]
+    tasks = {"io.modelcontextprotocol/tasks": {}}
+    assert declared[0] == {"extensions": tasks}
+    assert declared[2] == {"sampling": {}, "roots": {}, "extensions": tasks}

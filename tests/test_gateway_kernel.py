@@ -184,3 +184,39 @@ class _Async:
 
     async def __aexit__(self, *exc: object) -> None:
         pass
+
+
+_ENVELOPES = [
+    ("2026-07-28", {"name": "t", "version": "1"}, {}),
+    ("2026-07-28", {"name": "t", "version": "1"}, {"elicitation": {}, "roots": {}}),
+    ("2026-07-28", None, {"sampling": {}}),  # (no client info: no client params)
+    ("2026-07-28", {"name": 3}, {"elicitation": 5}),  # (mis-shaped: as not supplied)
+    ("2026-07-28", {"name": "t", "version": "1", "x": "\ud800"}, {}),  # (not JSON text)
+]
+
+
+@pytest.mark.parametrize("envelope", _ENVELOPES, ids=range(len(_ENVELOPES)))
+async def test_a_connection_is_the_sdk_s_from_envelope_made_again(envelope: Any) -> None:
+    """``from_envelope`` makes what ``Connection.from_envelope`` makes — the same
+    attributes, equal — the first time an envelope is seen and each time after (of the
+    models it read the first time): each connection its own state and exit stack."""
+    theirs = vars(Connection.from_envelope(*envelope))
+    made = [_kernel.from_envelope(*envelope) for _ in range(3)]
+    own = ("state", "exit_stack")
+    for connection in made:
+        ours = vars(connection)
+        assert ours.keys() == theirs.keys()
+        for name, value in ours.items():
+            if name == "initialized":
+                assert value.is_set() and theirs[name].is_set()
+            elif name == "exit_stack":
+                assert type(value) is type(theirs[name])
+            else:
+                assert value == theirs[name], name
+        assert connection.has_standalone_channel is False
+    for name in own:
+        assert len({id(getattr(connection, name)) for connection in made}) == len(made)
+    made[0].state["mine"] = True
+    assert made[1].state == {}
+    if envelope[1] == {"name": "t", "version": "1"}:  # read once: its models made again
+        assert made[1].client_capabilities is made[2].client_capabilities

@@ -184,6 +184,31 @@ def test_without_a_provider_no_span_is_made_and_the_callers_trace_is_passed_on()
     assert done.stdout.strip() == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
+_INSTALLED_LATER = r"""
+import os
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from supervisor.tools import _tracing as tracing
+
+if os.environ.get("UNKNOWN"):  # an API that no longer names its global provider so
+    tracing._PROVIDER = "_no_such_name"
+asked = []
+get_tracer_provider = trace.get_tracer_provider
+trace.get_tracer_provider = lambda: asked.append(1) or get_tracer_provider()
+
+
+def made():
+    with tracing.call_span("echo") as span:
+        return span.is_recording()
+
+
+before = [made() for _ in range(100)]
+print(any(before), len(asked))
+trace.set_tracer_provider(TracerProvider())
+print(made(), made())
+"""
+
+
 _CONTINUES = r"""
 from supervisor.gateway._server import GatewayServer
 from supervisor.tools._tracing import continues
@@ -205,6 +230,41 @@ def test_without_a_provider_the_gateway_s_server_span_is_made_only_to_continue_a
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:3] == ["False False False", "True True", "_When"]
+
+
+@pytest.mark.parametrize("api", ["known", "unknown"])
+def test_a_provider_installed_later_is_seen_and_none_is_not_asked_for(api: str) -> None:
+    """In a fresh interpreter with no tracer provider, a hundred calls make no span and
+    do not ask the API's ``get_tracer_provider`` (which looks in ``os.environ`` each
+    time): the API's global provider is read, as its proxy tracer reads it. The provider
+    the application installs later is seen by the next call. Were the API not to name
+    its global provider so, ``get_tracer_provider`` is asked each time."""
+    env = {**os.environ, "UNKNOWN": "1" if api == "unknown" else ""}
+    done = subprocess.run(
+        [sys.executable, "-c", _INSTALLED_LATER],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    asked = "100" if api == "unknown" else "0"
+    assert done.stdout.split("\n")[:2] == [f"False {asked}", "True True"]
+
+
+def test_a_provider_named_in_the_environment_at_start_is_installed() -> None:
+    """``OTEL_PYTHON_TRACER_PROVIDER`` in the environment the process starts with
+    installs that provider (the API loads it for the supervisor's tracer): its spans
+    are made from the first call."""
+    env = {**os.environ, "OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"}
+    code = "from supervisor.tools import _tracing as t\n" + (
+        "with t.call_span('echo') as span: print(span.is_recording())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
 
 
 async def test_the_gateway_s_server_span_is_made_when_the_request_says_so(

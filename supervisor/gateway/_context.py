@@ -85,18 +85,31 @@ def is_local(ctx: ServerRequestContext[Any, Any]) -> bool:
     return isinstance(scope, dict) and scope.get(LOCAL_SCOPE) is True
 
 
+#: What :func:`declared_capabilities` made of each capabilities model, by its id: the
+#: model (kept, so its id is not reused) and its JSON.
+_DECLARED: dict[int, tuple[object, dict[str, Any]]] = {}
+#: How many models' JSON is kept (past that, it forgets them all).
+_KEPT = 256
+
+
 def declared_capabilities(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
     """The client capabilities the caller of ``ctx`` declared (for a 2026-07-28 request,
     in it), as JSON — and the tasks extension, which the gateway follows for a caller
-    that does not."""
+    that does not. Made once for each capabilities model (a connection's, kept for the
+    requests of an envelope seen before: nothing changes one), the same each time after:
+    it is not to be changed."""
     capabilities = ctx.session.client_capabilities
-    declared = (
-        {}
-        if capabilities is None
-        else capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
-    )
+    if capabilities is None:
+        return {"extensions": {TASKS: {}}}
+    held = _DECLARED.get(id(capabilities))
+    if held is not None and held[0] is capabilities:
+        return held[1]
+    declared = capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
     extensions = declared.get("extensions") or {}
     declared["extensions"] = {TASKS: {}, **extensions}
+    if len(_DECLARED) >= _KEPT:
+        _DECLARED.clear()
+    _DECLARED[id(capabilities)] = (capabilities, declared)
     return declared
 
 

@@ -39,7 +39,6 @@ from typing import Any
 
 import msgspec
 import trio
-from mcp.server.connection import Connection
 from mcp.server.runner import modern_error_data
 from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.shared.exceptions import NoBackChannelError
@@ -56,7 +55,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._sdk import lifespan_state
-from ._kernel import serve_once
+from ._kernel import from_envelope, serve_once
 from ._wire_exchange import GONE
 
 __all__ = ["Exchange", "FastLane", "answered", "streamless", "takes_both"]
@@ -339,7 +338,7 @@ async def answered(
     """The JSON-RPC answer to the fast-lane ``request`` (``verdict``: the SDK's on its
     envelope), served by the SDK's kernel in ``exchange`` (its dispatch context)."""
     request_id = request["id"]
-    connection = Connection.from_envelope(
+    connection = from_envelope(
         verdict.protocol_version, verdict.client_info, verdict.client_capabilities
     )
     try:

@@ -23,17 +23,19 @@ trace context — goes on down to the SDK, untouched.
 
 The fast lanes take a plain call past the SDK's runner too (:meth:`PlainCalls.served`,
 the direct route): what the runner does before the middleware — the request's context,
-its ``_meta`` read into it — is done the same way, and the middleware outside this one
-is skipped only while each says it would pass the request on (the span middleware with
-no span to make, the announcer for a 2026-07-28 request); the request-state boundary
-still runs, to seal an ``input_required`` answer's ``requestState``. A chain of
-middleware other than the gateway's own sends the call to the runner.
+its ``_meta`` read into it — is done the same way (a plain ``_meta`` the runner reads
+as a copy of it, the first time it is seen, is copied each time after), and the
+middleware outside this one is skipped only while each says it would pass the request
+on (the span middleware with no span to make, the announcer for a 2026-07-28 request);
+the request-state boundary still runs, to seal an ``input_required`` answer's
+``requestState``. A chain of middleware other than the gateway's own sends the call to
+the runner.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
 import msgspec
@@ -77,6 +79,10 @@ _META = frozenset(
 )
 #: How many different ``_meta`` the check's verdicts are kept for (a client sends one)
 _CHECKED = 256
+#: The check's verdicts on a ``_meta``: it fails; it passes; it passes, and the SDK's
+#: runner reads it into the request's context as a copy of it (``dict(meta)``: so it
+#: reads every plain one, its values being ``Any`` to the SDK's models)
+_FAILS, _PASSES, _COPIED = 0, 1, 2
 _ENCODER = msgspec.json.Encoder()
 _PARAMS_MODEL = types.CallToolRequestParams.model_construct(name="")
 
@@ -90,8 +96,9 @@ class PlainCalls:
     def __init__(self, calls: ToolRequests, server: GatewayServer) -> None:
         self._calls = calls
         self._server = server
-        #: (protocol version, the ``_meta`` as JSON) -> whether the SDK's check passed it
-        self._checked: dict[tuple[str, bytes], bool] = {}
+        #: (protocol version, the ``_meta`` as JSON) -> the SDK's check's verdict on it
+        #: (:data:`_FAILS`, :data:`_PASSES`, :data:`_COPIED`)
+        self._checked: dict[tuple[str, bytes], int] = {}
         #: the direct route (:meth:`served`), once :meth:`install` was told the chain
         self._boundary: RequestStateBoundary | None = None
         self._passing: Mapping[object, Callable[[ServerRequestContext[Any, Any]], bool]] = {}
@@ -147,7 +154,8 @@ class PlainCalls:
         version = connection.protocol_version
         if boundary is None or version not in MODERN_PROTOCOL_VERSIONS:
             return None
-        if not self._plain_params(version, params):
+        verdict = self._verdict(version, params)
+        if verdict == _FAILS:
             return None
         chain = self._server.middleware
         if len(chain) != len(passing) + 2 or chain[-1] is not self or chain[-2] is not boundary:
@@ -155,7 +163,10 @@ class PlainCalls:
         # the context as the runner makes it (``_meta`` read as it reads it: plain, it is valid)
         raw, meta = params.get("_meta"), None
         if raw is not None:
-            meta = types.RequestParams.model_validate({"_meta": raw}, by_name=False).meta
+            if verdict == _COPIED:
+                meta = cast("types.RequestParamsMeta", dict(raw))
+            else:
+                meta = types.RequestParams.model_validate({"_meta": raw}, by_name=False).meta
         md = dctx.message_metadata
         request = close = close_standalone = None
         if isinstance(md, ServerMessageMetadata):
@@ -191,38 +202,45 @@ class PlainCalls:
 
     def _plain_params(self, version: str, params: object) -> bool:
         """Whether ``params`` of a ``tools/call`` at ``version`` are plain."""
+        return self._verdict(version, params) != _FAILS
+
+    def _verdict(self, version: str, params: object) -> int:
+        """Whether ``params`` of a ``tools/call`` at ``version`` are plain (and how the
+        SDK's runner reads their ``_meta``): :data:`_FAILS` if not."""
         if "tools/call" in self._server.cache_hints:
-            return False  # (the SDK's writing adds it)
+            return _FAILS  # (the SDK's writing adds it)
         if type(params) is not dict or not params.keys() <= _PARAMS:
-            return False
+            return _FAILS
         if type(params.get("name")) is not str:
-            return False
+            return _FAILS
         arguments = params.get("arguments")
         if arguments is not None and type(arguments) is not dict:
-            return False
+            return _FAILS
         meta = params.get("_meta")
         if meta is None:
-            return "_meta" not in params
+            return _FAILS if "_meta" in params else _PASSES
         if type(meta) is not dict or not meta.keys() <= _META:
-            return False
+            return _FAILS
         return self._passes(version, meta)
 
-    def _passes(self, version: str, meta: dict[str, Any]) -> bool:
-        """Whether params with ``meta`` pass the SDK's check at ``version`` (checked the
-        first time a ``meta`` is seen, by the check itself)."""
+    def _passes(self, version: str, meta: dict[str, Any]) -> int:
+        """The SDK's check's verdict on params with ``meta`` at ``version`` (checked the
+        first time a ``meta`` is seen, by the check itself), and whether the runner's
+        reading of it is a copy of it (read the first time too)."""
         try:
             key = (version, _ENCODER.encode(meta))
         except (TypeError, ValueError, OverflowError):
-            return False
+            return _FAILS
         known = self._checked.get(key)
         if known is None:
             try:
                 methods.validate_client_request(
                     "tools/call", version, {"name": "x", "arguments": {}, "_meta": meta}
                 )
-                known = True
+                read = types.RequestParams.model_validate({"_meta": meta}, by_name=False).meta
+                known = _COPIED if type(read) is dict and read == meta else _PASSES
             except (ValueError, KeyError):  # (pydantic's ValidationError is a ValueError)
-                known = False
+                known = _FAILS
             if len(self._checked) >= _CHECKED:
                 self._checked.clear()
             self._checked[key] = known

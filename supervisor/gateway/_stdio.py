@@ -118,21 +118,22 @@ async def stdio_streams(
         else:
             line += b"\n"
         with suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-            try:
-                writing.acquire_nowait()
-            except trio.WouldBlock:  # another answer is being written: after it
+            if writing.locked():  # another answer is being written: after it
                 async with writing:
                     await writer.send_all(line)
                 return
-            try:  # straight in, if the descriptor takes it now (the lock held: in turn)
+            # Straight in, if the descriptor takes it now: no other task runs until this
+            # one waits, so the lock is taken only to write the rest (in turn).
+            try:
+                sent = os.write(out_fd, line)
+            except BlockingIOError:
+                sent = 0
+            if sent < len(line):
+                writing.acquire_nowait()
                 try:
-                    sent = os.write(out_fd, line)
-                except BlockingIOError:
-                    sent = 0
-                if sent < len(line):
                     await writer.send_all(line[sent:])
-            finally:
-                writing.release()
+                finally:
+                    writing.release()
 
     try:
         async with trio.open_nursery() as nursery, trio.open_nursery() as calls:

@@ -13,8 +13,9 @@ stays the one path:
   decides (2026-07-28 when it carries the envelope and is not ``initialize``), and goes
   to the SDK; only on a 2026-07-28 connection does the lane take anything;
 * a request it takes must pass the SDK's envelope ladder
-  (:func:`~mcp.shared.inbound.classify_inbound_request`), or goes to the SDK, which
-  answers it (its error included);
+  (:func:`~mcp.shared.inbound.classify_inbound_request`: over stdio, a function of the
+  request's ``_meta`` alone, its verdict kept for each one seen), or goes to the SDK,
+  which answers it (its error included);
 * it is served in a task of its own, its answer written as one line, in turn with the
   SDK's (the same writer's lock); a handler's error is mapped as the SDK maps it;
 * ``notifications/cancelled`` naming it cancels it, unanswered, as the SDK's loop does.
@@ -24,21 +25,68 @@ Anything else goes to the SDK's loop, untouched.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import msgspec
 import trio
-from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.inbound import (
+    InboundLadderRejection,
+    InboundModernRoute,
+    classify_inbound_request,
+)
 from mcp.shared.transport_context import TransportContext
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
-from ._fast import Exchange, answered, streamless
+from ._fast import answered, streamless
 
 __all__ = ["StdioFastLane"]
 
 _DECODER = msgspec.json.Decoder()
+_ENCODER = msgspec.json.Encoder()
 _TRANSPORT = TransportContext(kind="jsonrpc", can_send_request=False)
+#: How many different ``_meta`` the envelope ladder's verdicts are kept for (a client
+#: sends one; past that, it forgets them all)
+_VERDICTS = 256
+
+
+class _Exchange:
+    """The dispatch context of one fast-lane request over stdio (the SDK's
+    ``DispatchContext`` protocol), as :class:`~._fast.Exchange` is over HTTP: no back
+    channel, no notifications; its ``cancel_requested`` made if it is asked for (never
+    set: a cancellation cancels the request)."""
+
+    __slots__ = ("_cancel_requested", "request_id")
+
+    transport = _TRANSPORT
+    message_metadata = None
+    progress_token = None
+    can_send_request = False
+
+    def __init__(self, request_id: str | int) -> None:
+        self.request_id = request_id
+        self._cancel_requested: trio.Event | None = None
+
+    @property
+    def cancel_requested(self) -> trio.Event:
+        event = self._cancel_requested
+        if event is None:
+            event = self._cancel_requested = trio.Event()
+        return event
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: Any = None
+    ) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
+        return None
+
+    async def progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        return None
 
 
 class StdioFastLane:
@@ -46,7 +94,7 @@ class StdioFastLane:
     SDK server, with ``lifespan_state``) in ``nursery``, each answer written with
     ``write`` (one line, its newline added); see the module docstring."""
 
-    __slots__ = ("_lifespan", "_modern", "_nursery", "_running", "_server", "_write")
+    __slots__ = ("_lifespan", "_modern", "_nursery", "_running", "_server", "_verdicts", "_write")
 
     def __init__(
         self,
@@ -63,6 +111,8 @@ class StdioFastLane:
         self._modern: bool | None = None
         #: the requests it serves, by id: each one's cancel scope
         self._running: dict[str | int, trio.CancelScope] = {}
+        #: a request's ``_meta`` (as JSON) -> the envelope ladder's verdict on it
+        self._verdicts: dict[bytes, InboundModernRoute | InboundLadderRejection] = {}
 
     def take(self, line: bytes) -> bool:
         """Whether the lane takes ``line`` (it is then served, or acted on, here); a line
@@ -87,13 +137,29 @@ class StdioFastLane:
             return self._cancelled(message.get("params"))
         if not streamless(message):
             return False
-        verdict = classify_inbound_request(message)
+        verdict = self._verdict(message)
         request_id = message["id"]
         if not isinstance(verdict, InboundModernRoute) or request_id in self._running:
             return False
         scope = self._running[request_id] = trio.CancelScope()
         self._nursery.start_soon(self._serve, message, verdict, scope)
         return True
+
+    def _verdict(self, message: dict[str, Any]) -> InboundModernRoute | InboundLadderRejection:
+        """The SDK's envelope ladder's verdict on ``message`` (a request :func:`streamless`
+        passed): without headers, a function of its ``_meta`` alone — asked the first
+        time each is seen."""
+        try:
+            key = _ENCODER.encode(message["params"]["_meta"])
+        except (TypeError, ValueError, OverflowError):
+            return classify_inbound_request(message)
+        verdict = self._verdicts.get(key)
+        if verdict is None:
+            verdict = classify_inbound_request(message)
+            if len(self._verdicts) >= _VERDICTS:
+                self._verdicts.clear()
+            self._verdicts[key] = verdict
+        return verdict
 
     def _cancelled(self, params: object) -> bool:
         """A cancellation: of a request the lane serves (then it is cancelled here), or
@@ -114,9 +180,7 @@ class StdioFastLane:
         answer: dict[str, Any] | None = None
         try:
             with scope:
-                exchange = Exchange(
-                    transport=_TRANSPORT, request_id=request_id, message_metadata=None
-                )
+                exchange = _Exchange(request_id)
                 answer = await answered(self._server, exchange, request, verdict, self._lifespan)
         finally:
             del self._running[request_id]

@@ -64,13 +64,27 @@ TOOL = "gen_ai.tool.name"
 _NO_SPAN: AbstractContextManager[trace.Span] = nullcontext(trace.INVALID_SPAN)
 #: Set once a provider is found installed: the API lets it be set only once.
 _seen_provider = False
+#: What :data:`_PROVIDER` is read as when the API holds no such name (then the API's
+#: public ``get_tracer_provider`` alone says whether one is installed).
+_UNKNOWN = object()
+#: The name of the API's global tracer provider: ``None`` until one is installed (by
+#: ``set_tracer_provider``, or by ``get_tracer_provider`` from the
+#: ``OTEL_PYTHON_TRACER_PROVIDER`` variable: called when this module is imported, for its
+#: tracer). It is what the API's proxy tracer — this module's tracer, made before a
+#: provider was — reads to tell whether its spans are made by one.
+_PROVIDER = "_TRACER_PROVIDER"
 
 
 def _installed() -> bool:
     """Whether the application has installed a tracer provider (an SDK's): until then
-    the API's global one is a proxy, and every span a no-op."""
+    the API's global one is a proxy, and every span a no-op. Until one is, the API's
+    global provider is read as its proxy tracer reads it (asking ``get_tracer_provider``
+    each time, which looks for the variable in ``os.environ``, cost some 9,000
+    instructions: a call asks four times)."""
     global _seen_provider
     if not _seen_provider:
+        if getattr(trace, _PROVIDER, _UNKNOWN) is None:
+            return False
         _seen_provider = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     return _seen_provider
 
