@@ -28,6 +28,8 @@ import mcp_types as types
 import pytest
 import trio
 from mcp import ClientSession
+from opentelemetry import propagate
+from opentelemetry.propagators.composite import CompositePropagator
 from pydantic import BaseModel
 
 from supervisor import open_supervisor
@@ -37,6 +39,7 @@ from supervisor.gateway._plain_calls import PlainCalls
 from supervisor.gateway._relay import Relay, connection_of
 from supervisor.gateway._stdio_fast import StdioFastLane
 from supervisor.server import _wire
+from supervisor.tools import _tracing as tracing
 from supervisor.tools._forwarded import Forwarded, constructed
 from supervisor.transports._forward import FIRST_ID, Forwarding
 from tests.test_gateway import TOKEN, http_client
@@ -47,6 +50,19 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 
 SHAPED = Path(__file__).with_name("shaped_server.py")
 TEXT = {"type": "text", "text": "hi"}
+
+
+@pytest.fixture(autouse=True)
+def no_tracer_provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """These tests are of calls made with no tracer provider installed (a call with a
+    span to make, or a trace to continue, is not forwarded): one that another test
+    installed in this process (the API takes one per process) is not seen, and no trace
+    context is sent."""
+    monkeypatch.setattr(tracing, "_installed", lambda: False)
+    propagator = propagate.get_global_textmap()
+    propagate.set_global_textmap(CompositePropagator([]))
+    yield
+    propagate.set_global_textmap(propagator)
 
 
 @pytest.fixture
