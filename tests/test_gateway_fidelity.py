@@ -1023,6 +1023,31 @@ def test_only_what_both_declare_is_passed_on_as_the_caller_declared_it() -> None
     assert passed_capabilities(own, {}) == {}
 
 
+def test_each_caller_s_request_declares_its_own_caller_s_capabilities() -> None:
+    """Requests made for callers in turn each declare what their own caller declared,
+    however they alternate (what was passed on for the last caller is kept, for the same
+    two declarations only)."""
+    from supervisor.transports._encoding import declaring
+
+    own = {"sampling": {}, "elicitation": {"form": {}}}
+    params = {"name": "t", "_meta": {types.CLIENT_CAPABILITIES_META_KEY: own, "k": 1}}
+    first, second = {"sampling": {}}, {"elicitation": {"form": {}}}
+    declared = [
+        declaring(params, caller)["_meta"][types.CLIENT_CAPABILITIES_META_KEY]
+        for caller in (first, first, second, first, {}, second)
+    ]
+    sampling, eliciting = {"sampling": {}}, {"elicitation": {"form": {}}}
+    assert declared == [sampling, sampling, eliciting, sampling, {}, eliciting]
+    assert params["_meta"][types.CLIENT_CAPABILITIES_META_KEY] is own  # (not changed)
+    other = {"sampling": {}}
+    assert (
+        declaring({"_meta": {types.CLIENT_CAPABILITIES_META_KEY: other}}, second)["_meta"][
+            types.CLIENT_CAPABILITIES_META_KEY
+        ]
+        == {}
+    )
+
+
 async def test_answers_a_caller_brings_without_a_round_s_state_reach_the_server() -> None:
     """A 2026-07-28 caller may bring answers (``inputResponses``) with no
     ``requestState`` — the server gave none, or the caller answers ahead: they are its

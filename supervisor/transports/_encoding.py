@@ -93,8 +93,19 @@ def declaring(params: dict[str, Any], caller: Mapping[str, Any]) -> dict[str, An
     own = meta.get(types.CLIENT_CAPABILITIES_META_KEY)
     if type(own) is not dict and not isinstance(own, Mapping):
         return params
-    meta = {**meta, types.CLIENT_CAPABILITIES_META_KEY: passed_capabilities(own, caller)}
+    global _last_passed
+    last_own, last_caller, passed = _last_passed
+    if own is not last_own or caller is not last_caller:
+        passed = passed_capabilities(own, caller)
+        _last_passed = (own, caller, passed)
+    meta = {**meta, types.CLIENT_CAPABILITIES_META_KEY: passed}
     return {**params, "_meta": meta}
+
+
+#: The last capabilities :func:`declaring` passed on, with the client's own and the
+#: caller's they were made of: the same two (a session's envelope, a caller's
+#: declaration — neither is changed once made) pass on the same, for call after call.
+_last_passed: tuple[object, object, dict[str, Any]] = (None, None, {})
 
 
 def _declaring(item: SessionMessage, caller: Mapping[str, Any]) -> SessionMessage:
