@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -278,13 +279,21 @@ async def test_a_marked_child_held_up_mid_exec_is_found_once_its_environment_sho
     and is taken for mid-exec until then."""
     mark = spawn_mark()
     env = {"PATH": os.environ["PATH"]}
-    later = f"sleep 0.3; exec env {SPAWN_MARK}={mark} sleep 600"
+    sleep = shutil.which("sleep")
+    # (its environment empty until it becomes the marked sleep: nothing in between)
+    later = (
+        "import os, time\n"
+        "time.sleep(0.3)  # (an exec held up)\n"
+        f"os.execve({sleep!r}, ['sleep', '600'], {{{SPAWN_MARK!r}: {mark!r}}})\n"
+    )
     mid_exec = _children._mid_exec
     monkeypatch.setattr(_children, "_MID_EXEC_WAIT", 30.0)  # (a hang guard only)
     with subreaper():
         server = await open_process(["sleep", "600"], env=env, mark=mark)
         empty = subprocess.Popen(["sleep", "600"], env={}, start_new_session=True)  # noqa: ASYNC220
-        held = subprocess.Popen(["/bin/sh", "-c", later], env={}, start_new_session=True)  # noqa: ASYNC220
+        held = subprocess.Popen(  # noqa: ASYNC220
+            [sys.executable, "-I", "-c", later], env={}, start_new_session=True
+        )
         monkeypatch.setattr(_children, "_mid_exec", lambda pid: pid == held.pid or mid_exec(pid))
         try:
             assert not mid_exec(empty.pid)
