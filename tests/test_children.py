@@ -275,15 +275,14 @@ async def test_a_marked_child_held_up_mid_exec_is_found_once_its_environment_sho
     """A marked child whose ``exec`` is held up (on a busy machine its environment reads
     empty for a while) is found once its environment is in place, not taken for
     unmarked; a child whose environment is truly empty (its command line in place) is not
-    waited for. The hold-up is the child's own: it shows the mark only after a while,
-    and is taken for mid-exec until then."""
+    waited for. The hold-up is the child's own: its environment stays empty until it is
+    let go — when it is first taken for mid-exec — and it becomes the marked process."""
     mark = spawn_mark()
     env = {"PATH": os.environ["PATH"]}
     sleep = shutil.which("sleep")
-    # (its environment empty until it becomes the marked sleep: nothing in between)
     later = (
-        "import os, time\n"
-        "time.sleep(0.3)  # (an exec held up)\n"
+        "import os, sys\n"
+        "sys.stdin.buffer.read(1)  # (held up until let go)\n"
         f"os.execve({sleep!r}, ['sleep', '600'], {{{SPAWN_MARK!r}: {mark!r}}})\n"
     )
     mid_exec = _children._mid_exec
@@ -292,9 +291,22 @@ async def test_a_marked_child_held_up_mid_exec_is_found_once_its_environment_sho
         server = await open_process(["sleep", "600"], env=env, mark=mark)
         empty = subprocess.Popen(["sleep", "600"], env={}, start_new_session=True)  # noqa: ASYNC220
         held = subprocess.Popen(  # noqa: ASYNC220
-            [sys.executable, "-I", "-c", later], env={}, start_new_session=True
+            [sys.executable, "-I", "-c", later],
+            env={},
+            stdin=subprocess.PIPE,
+            start_new_session=True,
         )
-        monkeypatch.setattr(_children, "_mid_exec", lambda pid: pid == held.pid or mid_exec(pid))
+        assert held.stdin is not None
+        let_go = held.stdin
+
+        def held_up(pid: int) -> bool:
+            if pid != held.pid:
+                return mid_exec(pid)
+            let_go.write(b"x")  # (taken for mid-exec: now it goes on to its exec)
+            let_go.flush()
+            return True
+
+        monkeypatch.setattr(_children, "_mid_exec", held_up)
         try:
             assert not mid_exec(empty.pid)
             members = family(server, mark)
@@ -307,6 +319,7 @@ async def test_a_marked_child_held_up_mid_exec_is_found_once_its_environment_sho
             for child in (empty, held):
                 child.kill()
                 child.wait()
+            let_go.close()
 
 
 async def test_a_spawned_process_has_the_parent_death_signal(tmp_path: pathlib.Path) -> None:

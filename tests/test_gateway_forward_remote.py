@@ -19,7 +19,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
@@ -27,15 +27,12 @@ from typing import Any
 import httpx2
 import pytest
 import trio
-from opentelemetry import propagate
-from opentelemetry.propagators.composite import CompositePropagator
 
 from supervisor import open_supervisor
 from supervisor.faults import CallHistory
 from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._relay import Relay
 from supervisor.testing.servers import make_server, start_http
-from supervisor.tools import _tracing as tracing
 from supervisor.tools._forwarded import Forwarded
 from supervisor.transports._forward import FIRST_ID
 from supervisor.transports._forward_remote import RemoteForwarding
@@ -44,24 +41,19 @@ from tests.reference_server import build
 from tests.test_gateway import TOKEN
 from tests.test_gateway_fast import exchange
 from tests.test_gateway_fidelity import AUTO_APPROVED, NEWS, WAIT, raw_call
-from tests.test_gateway_forward import NOT_PLAIN, PLAIN, SHAPED, TEXT, _forwarding, shaped
+from tests.test_gateway_forward import (  # (no_tracer_provider: for each test here too)
+    NOT_PLAIN,
+    PLAIN,
+    SHAPED,
+    TEXT,
+    _forwarding,
+    no_tracer_provider,  # noqa: F401
+    shaped,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
 Requests = list[tuple[dict[str, Any], dict[str, str]]]
-
-
-@pytest.fixture(autouse=True)
-def no_tracer_provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """These tests are of calls made with no tracer provider installed (a call with a
-    span to make, or a trace to continue, is not forwarded): one that another test
-    installed in this process (the API takes one per process) is not seen, and no trace
-    context is sent."""
-    monkeypatch.setattr(tracing, "_installed", lambda: False)
-    propagator = propagate.get_global_textmap()
-    propagate.set_global_textmap(CompositePropagator([]))
-    yield
-    propagate.set_global_textmap(propagator)
 
 
 @pytest.fixture
