@@ -58,7 +58,7 @@ from .._sdk import lifespan_state
 from ._kernel import from_envelope, serve_once
 from ._wire_exchange import GONE
 
-__all__ = ["Exchange", "FastLane", "answered", "streamless", "takes_both"]
+__all__ = ["Exchange", "FastLane", "NoBackChannel", "answered", "streamless", "takes_both"]
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
@@ -86,18 +86,13 @@ _ENCODER = msgspec.json.Encoder()
 _PARAM_HEADER = methodcaller("startswith", "mcp-param-")
 
 
-@dataclass
-class Exchange:
-    """The dispatch context of one fast-lane request (the SDK's ``DispatchContext``
-    protocol): no back channel — a 2026-07-28 server sends its client no requests — and
-    no notifications, which the fast lane takes only requests that cannot cause."""
+class NoBackChannel:
+    """What a fast-lane request's dispatch context answers for the channel back to its
+    client (the SDK's ``DispatchContext`` protocol): none — a 2026-07-28 server sends its
+    client no requests — and no notifications, which the fast lanes take only requests
+    that cannot cause."""
 
-    transport: TransportContext
-    request_id: str | int
-    message_metadata: ServerMessageMetadata | None
-    progress_token: None = None
-    cancel_requested: trio.Event = field(default_factory=trio.Event)
-    can_send_request: bool = field(default=False, init=False)
+    __slots__ = ()
 
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: Any = None
@@ -111,6 +106,20 @@ class Exchange:
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
         return None
+
+
+@dataclass
+class Exchange(NoBackChannel):
+    """The dispatch context of one fast-lane request over HTTP (the SDK's
+    ``DispatchContext`` protocol), with no channel back to its client
+    (:class:`NoBackChannel`)."""
+
+    transport: TransportContext
+    request_id: str | int
+    message_metadata: ServerMessageMetadata | None
+    progress_token: None = None
+    cancel_requested: trio.Event = field(default_factory=trio.Event)
+    can_send_request: bool = field(default=False, init=False)
 
 
 class _Request:

@@ -25,12 +25,11 @@ Anything else goes to the SDK's loop, untouched.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 import trio
-from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import (
     InboundLadderRejection,
     InboundModernRoute,
@@ -39,7 +38,7 @@ from mcp.shared.inbound import (
 from mcp.shared.transport_context import TransportContext
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
-from ._fast import answered, streamless
+from ._fast import NoBackChannel, answered, streamless
 
 __all__ = ["StdioFastLane"]
 
@@ -51,7 +50,7 @@ _TRANSPORT = TransportContext(kind="jsonrpc", can_send_request=False)
 _VERDICTS = 256
 
 
-class _Exchange:
+class _Exchange(NoBackChannel):
     """The dispatch context of one fast-lane request over stdio (the SDK's
     ``DispatchContext`` protocol), as :class:`~._fast.Exchange` is over HTTP: no back
     channel, no notifications; its ``cancel_requested`` made if it is asked for (never
@@ -74,19 +73,6 @@ class _Exchange:
         if event is None:
             event = self._cancel_requested = trio.Event()
         return event
-
-    async def send_raw_request(
-        self, method: str, params: Mapping[str, Any] | None, opts: Any = None
-    ) -> dict[str, Any]:
-        raise NoBackChannelError(method)
-
-    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: Any = None) -> None:
-        return None
-
-    async def progress(
-        self, progress: float, total: float | None = None, message: str | None = None
-    ) -> None:
-        return None
 
 
 class StdioFastLane:
