@@ -95,6 +95,9 @@ async def _lifespan(
     except Exception:
         if started:
             raise
+        # A startup cancelled is not an app without a lifespan (starlette reports the one
+        # as a failed startup too): the cancellation goes on.
+        await trio.lowlevel.checkpoint_if_cancelled()
         log.warning("the HTTP app has no lifespan", exc_info=True)
         task_status.started()
         return
