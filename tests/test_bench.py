@@ -498,3 +498,41 @@ def test_the_readme_lists_every_key_with_its_target() -> None:
         elif isinstance(m.target, str):
             op, number = m.target.split()
             assert rows[m.key] == f"{'≤' if op == '<=' else '≥'} {number}", m.key
+
+
+@pytest.mark.skipif(not Path("/proc/self/schedstat").exists(), reason="needs schedstat")
+def test_a_process_s_cpu_is_read_finer_than_a_clock_tick_and_over_its_threads() -> None:
+    """The gateway's CPU per call is read from a few calls on a tiny round: a millisecond
+    of work, a tenth of a clock tick, reads as that millisecond, not as 0 (which failed the
+    tiny round above); and a thread's work counts for its process."""
+    import threading
+    import time
+
+    from supervisor.bench._gateway import _cpu_seconds
+
+    def work(seconds: float) -> None:
+        until = time.thread_time() + seconds
+        while time.thread_time() < until:
+            pass
+
+    before = _cpu_seconds(os.getpid())
+    work(0.001)
+    used = _cpu_seconds(os.getpid()) - before
+    assert 0.0009 <= used < 0.5
+
+    worked, done = threading.Event(), threading.Event()
+
+    def in_a_thread() -> None:
+        work(0.02)
+        worked.set()
+        done.wait()  # alive while it is read: a thread that has ended takes its time along
+
+    before = _cpu_seconds(os.getpid())
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    try:
+        assert worked.wait(30)
+        assert _cpu_seconds(os.getpid()) - before >= 0.02
+    finally:
+        done.set()
+        thread.join()
