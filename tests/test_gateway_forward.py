@@ -343,6 +343,27 @@ async def test_a_session_based_client_gets_the_same_forwarded(
     assert len(lanes["kept"]) == len(lanes["written"]) == 5
 
 
+async def given_up(url: str) -> tuple[str, str]:
+    """A waiting ``shaped`` call posted to the gateway at ``url``, its client gone once the
+    server has read it: the id the server read it under, and the id the server was then
+    told was cancelled (asked again until it has been told)."""
+    body, headers = shaped(wait=True)
+    async with httpx2.AsyncClient(timeout=WAIT) as http, trio.open_nursery() as nursery:
+        nursery.start_soon(partial(http.post, url, json=body, headers=headers))
+        read = ""  # (the client goes once the server has read the call)
+        with trio.fail_after(WAIT):
+            while not read:
+                read = (await exchange(url, [shaped(waiting=True)]))[0][2]["result"]
+                read = read["content"][0]["text"]
+        nursery.cancel_scope.cancel()
+    told = ""
+    with trio.fail_after(WAIT):  # (the gateway tells the server once it has seen it go)
+        while not told:
+            told = (await exchange(url, [shaped(cancelled=True)]))[0][2]["result"]
+            told = told["content"][0]["text"]
+    return read, told
+
+
 async def test_a_forwarded_call_its_client_gives_up_on_is_cancelled_at_the_server(
     lanes: dict[str, list[Any]],
 ) -> None:
@@ -350,20 +371,7 @@ async def test_a_forwarded_call_its_client_gives_up_on_is_cancelled_at_the_serve
     was sent under (``notifications/cancelled``), and recorded as indefinite."""
     history = CallHistory()
     async with gateway(True, history) as url:
-        body, headers = shaped(wait=True)
-        async with httpx2.AsyncClient(timeout=WAIT) as http, trio.open_nursery() as nursery:
-            nursery.start_soon(partial(http.post, url, json=body, headers=headers))
-            read = ""  # (the client goes once the server has read the call)
-            with trio.fail_after(WAIT):
-                while not read:
-                    read = (await exchange(url, [shaped(waiting=True)]))[0][2]["result"]
-                    read = read["content"][0]["text"]
-            nursery.cancel_scope.cancel()
-        told = ""
-        with trio.fail_after(WAIT):  # (asked again until the gateway has seen it go)
-            while not told:
-                told = (await exchange(url, [shaped(cancelled=True)]))[0][2]["result"]
-                told = told["content"][0]["text"]
+        read, told = await given_up(url)
     assert told == read  # the id it was sent under (the call may have gone second)
     assert int(read) >= FIRST_ID
     assert set(lanes["sent"]) == {"tools/call"}

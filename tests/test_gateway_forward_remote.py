@@ -24,7 +24,6 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
-import httpx2
 import pytest
 import trio
 
@@ -47,6 +46,7 @@ from tests.test_gateway_forward import (  # (no_tracer_provider: for each test h
     SHAPED,
     TEXT,
     _forwarding,
+    given_up,
     no_tracer_provider,  # noqa: F401
     shaped,
 )
@@ -282,20 +282,7 @@ async def test_a_forwarded_call_its_client_gives_up_on_is_cancelled_at_the_remot
     posted), and recorded as indefinite."""
     history = CallHistory()
     async with gateway(True, history) as url:
-        body, headers = shaped(wait=True)
-        async with httpx2.AsyncClient(timeout=WAIT) as http, trio.open_nursery() as nursery:
-            nursery.start_soon(partial(http.post, url, json=body, headers=headers))
-            read = ""  # (the client goes once the server has read the call)
-            with trio.fail_after(WAIT):
-                while not read:
-                    read = (await exchange(url, [shaped(waiting=True)]))[0][2]["result"]
-                    read = read["content"][0]["text"]
-            nursery.cancel_scope.cancel()
-        told = ""
-        with trio.fail_after(WAIT):  # (asked again until the server has been told)
-            while not told:
-                told = (await exchange(url, [shaped(cancelled=True)]))[0][2]["result"]
-                told = told["content"][0]["text"]
+        read, told = await given_up(url)
     assert told == read and int(read) >= FIRST_ID  # the id it was forwarded under
     outcomes = [c.outcome for c in history.calls if c.tool == "shaped_shape"]
     assert outcomes.count("info") == 1 and set(outcomes) == {"info", "ok"}
