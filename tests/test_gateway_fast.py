@@ -26,9 +26,9 @@ import trio
 from supervisor import open_supervisor
 from supervisor.faults import CallHistory
 from supervisor.gateway import Gateway, serve_http
+from supervisor.gateway._call_answers import CallAnswers
 from supervisor.gateway._fast import FastLane
 from supervisor.gateway._relay import Relay
-from supervisor.gateway._tool_requests import ToolRequests
 from supervisor.transports._encoding import caller_capabilities
 from tests.test_gateway import TOKEN
 from tests.test_gateway_fidelity import AUTO_APPROVED, REFERENCE, WAIT, backing, raw_call
@@ -271,46 +271,57 @@ async def test_a_fast_lane_call_s_context_is_the_one_the_sdk_makes(
     """The gateway's handler sees the same context for a call the fast lane serves as
     for one through the SDK's entry — its ``_meta`` (a copy of the request's own, for
     each request), the caller's capabilities and client params read from the envelope —
-    the second time an envelope comes as the first (read once, then kept)."""
+    the second time an envelope comes as the first (read once, then kept); and makes
+    the same call of it, past the params' model as through it."""
     seen: list[Any] = []
-    call_tool = ToolRequests.call_tool
+    declared: list[Any] = []
+    made = CallAnswers.made
 
-    async def spied(self: ToolRequests, ctx: Any, params: Any) -> Any:
+    async def spied(
+        self: CallAnswers,
+        ctx: Any,
+        host: Any,
+        call: Any,
+        served_by: Any,
+        meta: Any,
+        *,
+        modern: bool,
+    ) -> Any:
+        # (where the SDK's way, ToolRequests.call_tool, and the fast lane's past the
+        # params' model, CallAnswers.plain, meet: the call made, through the gateway)
         session = ctx.session
         client = session.client_params
         seen.append(
             (
                 ctx.meta,
-                ctx.meta is not params.meta,
+                ctx.meta is not meta,
                 session.client_capabilities.model_dump(by_alias=True),
                 None if client is None else client.model_dump(by_alias=True),
                 ctx.protocol_version,
+                call,
+                served_by,
+                modern,
             )
         )
-        return await call_tool(self, ctx, params)
-
-    monkeypatch.setattr(ToolRequests, "call_tool", spied)
-    declared: list[Any] = []
-    answer_call = ToolRequests._answer_call
-
-    async def answering(self: ToolRequests, ctx: Any, params: Any) -> Any:
         declared.append(json.loads(json.dumps(caller_capabilities.get())))
-        return await answer_call(self, ctx, params)
+        return await made(self, ctx, host, call, served_by, meta, modern=modern)
 
-    monkeypatch.setattr(ToolRequests, "_answer_call", answering)
+    monkeypatch.setattr(CallAnswers, "made", spied)
     info = {types.CLIENT_INFO_META_KEY: {"name": "c", "version": "2", "title": "C"}}
     requests = [
         raw_call("ref_chatter", {}),
         raw_call("ref_chatter", {}, capabilities=ELICITATION, meta=info),
         raw_call("ref_chatter", {}, capabilities={"sampling": {}, "roots": {}}, meta=info),
+        raw_call("ref_chatter", {}, capabilities=TASKS),
     ]
     fast, slow = await both(requests * 2)
     assert fast == slow
-    assert fast_served == ["ref_chatter"] * 6
-    assert seen[:6] == seen[6:]  # (fast, then slow)
-    assert all(own for _, own, _, _, _ in seen)
+    assert fast_served == ["ref_chatter"] * 8
+    assert seen[:8] == seen[8:]  # (fast, then slow)
+    assert seen[3][5].rounds.tasks and not seen[0][5].rounds.tasks
+    assert all(entry[1] for entry in seen)
     assert seen[1][3]["clientInfo"]["title"] == "C" and seen[0][3] is None
-    assert declared[:6] == declared[6:] and declared[:3] == declared[3:6]
+    assert declared[:8] == declared[8:] and declared[:4] == declared[4:8]
     tasks = {"io.modelcontextprotocol/tasks": {}}
     assert declared[0] == {"extensions": tasks}
     assert declared[2] == {"sampling": {}, "roots": {}, "extensions": tasks}

@@ -99,6 +99,7 @@ OWNERS: dict[tuple[str, str], dict[tuple[str, str], tuple[int, int]]] = {
         ("gateway/_asking.py", "Asking"): (100, 6),
         ("gateway/_announce.py", "Announcer"): (90, 7),
         ("gateway/_tool_requests.py", "ToolRequests"): (150, 6),
+        ("gateway/_call_answers.py", "CallAnswers"): (130, 6),
         ("gateway/_resource_requests.py", "ResourceRequests"): (160, 8),
         ("gateway/_prompt_requests.py", "PromptRequests"): (110, 6),
         ("gateway/_documents.py", "Documents"): (80, 6),

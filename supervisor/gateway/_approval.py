@@ -27,6 +27,7 @@ allow it.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -120,18 +121,19 @@ def round_state(
 
 def round_trip_approver(
     ctx: ServerRequestContext[Any, Any],
-    params: types.CallToolRequestParams,
+    responses: Mapping[str, Any] | None,
     state: dict[str, Any],
 ) -> Approver | None:
     """The approval of a 2026-07-28 client's ``tools/call``: the answer it brings (a call
     made again with it, or approved in an earlier round), or a callback asking for one
     in another round trip (raising :class:`~supervisor.errors.ApprovalAsked`); ``None``
-    when it declared no elicitation. ``state`` is :func:`round_state`'s."""
+    when it declared no elicitation. ``responses`` are the call's ``inputResponses``,
+    ``state`` is :func:`round_state`'s."""
     capabilities = ctx.session.client_capabilities
     if capabilities is None or capabilities.elicitation is None:
         return None
     if state.get(ASKED) is True or state.get("approved") is True:
-        answer = (params.input_responses or {}).get(APPROVAL_KEY)
+        answer = (responses or {}).get(APPROVAL_KEY)
         accepted = state.get("approved") is True or getattr(answer, "action", None) == "accept"
 
         async def answered(request: ApprovalRequest) -> bool:
@@ -139,14 +141,21 @@ def round_trip_approver(
 
         return Approver(answered, Decider.CLIENT)
 
-    async def ask(request: ApprovalRequest) -> bool:
-        raise ApprovalAsked(
-            f"tool {request.tool!r} (server {request.server!r}) needs approval "
-            f"({request.reason}); asked of the client in another round trip",
-            request=request,
-        )
+    return _ASK
 
-    return Approver(ask, Decider.CLIENT)
+
+async def _ask(request: ApprovalRequest) -> bool:
+    """Ask a 2026-07-28 client to approve ``request`` in another round trip."""
+    raise ApprovalAsked(
+        f"tool {request.tool!r} (server {request.server!r}) needs approval "
+        f"({request.reason}); asked of the client in another round trip",
+        request=request,
+    )
+
+
+#: The approval of a 2026-07-28 client's call that brings no answer: asked for (one for
+#: every call: it holds nothing of any)
+_ASK = Approver(_ask, Decider.CLIENT)
 
 
 def input_required(request: ApprovalRequest) -> types.InputRequiredResult:

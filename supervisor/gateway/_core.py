@@ -36,7 +36,7 @@ The gateway is the owner of its parts, each in a module of its own:
 * :class:`~._access.Access` — what each team gateway's caller may use of it;
 * :class:`~._tool_requests.ToolRequests`, :class:`~._resource_requests.ResourceRequests`
   and :class:`~._prompt_requests.PromptRequests` — the answers to the SDK's requests
-  (a plain call's past its models: :class:`~._plain_calls.PlainCalls`);
+  (calls made by :class:`~._call_answers.CallAnswers`; plain: :class:`~._plain_calls.PlainCalls`);
 * :class:`~._asking.Asking` — backing servers' questions to the client whose request
   waits (the :class:`~._relay.Relay`, or 2026-07-28 rounds, :mod:`._held`);
 * :class:`~._announce.Announcer` — the change notifications;

@@ -188,7 +188,11 @@ class PlainCalls:
             passes = passing.get(middleware)
             if passes is None or not passes(ctx):
                 return None
-        answer = await boundary(ctx, self._answer)  # (plain: this one never calls on)
+        made = self._calls.answers.plain(ctx, params)
+        if made is None:
+            answer = await boundary(ctx, self._answer)  # (plain: this one never calls on)
+        else:  # made past the params' model; then through the boundary, as it would have
+            answer = await boundary(ctx, _given(written(self._server, version, await made)))
         assert isinstance(answer, dict)  # (written's, its requestState sealed or not)
         return answer
 
@@ -303,6 +307,17 @@ def _stamp(server: Server[Any]) -> dict[str, Any]:
             _STAMPS.clear()
         held = _STAMPS[id(server)] = (server, server.server_info_stamp)
     return held[1]
+
+
+def _given(answer: dict[str, Any]) -> CallNext:
+    """A handler that answers ``answer``, made already: for the request-state boundary
+    (which acts on a plain call's answer alone, sealing an ``input_required`` one's
+    ``requestState``) to pass it on as if it had made it."""
+
+    async def given(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+        return answer
+
+    return given
 
 
 def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:

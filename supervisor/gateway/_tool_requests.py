@@ -9,7 +9,9 @@ what the request carries: its progress token, its deadline
 (:data:`~._context.APPROVE_META`), its log level, and for a 2026-07-28 caller the
 answers to a round it was asked. An approval the gateway asks for goes to the caller
 through elicitation (:mod:`._approval`); the backing server's own questions, through
-:class:`~._asking.Asking`.
+:class:`~._asking.Asking`. The call is made, and its outcome answered, by its part
+:class:`~._call_answers.CallAnswers` — which also makes a plain 2026-07-28 call from its
+JSON, for :class:`~._plain_calls.PlainCalls`.
 """
 
 from __future__ import annotations
@@ -18,28 +20,25 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
-from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from .._util._previews import PREVIEW_LIMITS
-from ..errors import ApprovalAsked, AuthRequired, SupervisorError, UnknownTool
+from ..errors import ApprovalAsked, SupervisorError
 from ..server._messages import InputRound
 from ..server._tasks import declared
 from ..tools import ApprovalRequest
 from ..tools._request import ToolCall
 from ..transports._encoding import caller_capabilities
-from ._answers import CLI_YES, error_result, progress_relay, with_limits
+from ._answers import CLI_YES, error_result, progress_relay
 from ._approval import (
     client_approver,
     input_required,
-    login_required,
     round_state,
     round_trip_approver,
 )
 from ._asking import held_gone, relayed_round, theirs
+from ._call_answers import CallAnswers
 from ._context import (
     APPROVE_META,
-    LIMITS_META,
     TIMEOUT_META,
     declared_capabilities,
     is_local,
@@ -65,7 +64,7 @@ class ToolRequests:
     (``host``: the gateway, whose call a request makes), serving what ``served`` serves
     to whom ``access`` lets use it — through the meta-tools of ``search``, if set."""
 
-    __slots__ = ("access", "asking", "host", "search", "served")
+    __slots__ = ("access", "answers", "asking", "host", "search", "served")
 
     def __init__(
         self,
@@ -80,6 +79,8 @@ class ToolRequests:
         self.access = access
         self.asking = asking
         self.search = search
+        #: a call made, and its outcome answered (a plain one's past the params' model)
+        self.answers = CallAnswers(served, access, asking, search)
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -124,7 +125,11 @@ class ToolRequests:
         if "held" in state:  # the caller's answers to its held call's questions
             return await self.asking.answered(ctx, state["held"], params.input_responses, held_gone)
         if approve is None and sup.approver is None:  # asked through elicitation
-            approve = round_trip_approver(ctx, params, state) if modern else client_approver(ctx)
+            approve = (
+                round_trip_approver(ctx, params.input_responses, state)
+                if modern
+                else client_approver(ctx)
+            )
         # A 2026-07-28 client answers a server's input requests itself, round by round.
         rounds = None
         if modern:  # and one that declared tasks follows a task the server makes itself
@@ -169,25 +174,8 @@ class ToolRequests:
         )
 
         async def made() -> types.CallToolResult | types.InputRequiredResult:
-            try:
-                result = await host.call(call)
-            except UnknownTool as exc:
-                raise MCPError(types.INVALID_PARAMS, str(exc)) from None
-            except ApprovalAsked as exc:  # nothing was sent: the client answers, then again
-                return input_required(cast(ApprovalRequest, exc.request))
-            except AuthRequired as exc:  # the caller's own login to a perUser server, first
-                return login_required(exc, modern=modern)
-            if isinstance(result, types.InputRequiredResult):
-                return relayed_round(ctx, result, served_by or sup.resolve(name)[0])
-            if meta.get(LIMITS_META) is True:
-                result = with_limits(result, self._limits())
-            return result
+            return await self.answers.made(ctx, host, call, served_by, meta, modern=modern)
 
         if modern and served_by is not None and self.asking.asks_by_request(served_by):
             return await self.asking.held_call(ctx, served_by, made, held_gone)
         return await made()
-
-    def _limits(self) -> Mapping[str, int]:
-        """The preview limits of the supervisor's config, under their config names."""
-        limits = self.served.sup.config.settings.limits
-        return {key: getattr(limits, field) for key, field in PREVIEW_LIMITS.items()}

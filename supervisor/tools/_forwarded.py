@@ -79,13 +79,26 @@ class Forwarded(types.CallToolResult):
         return private["_json"] if private is not None else self._json
 
     def with_meta(self, meta: dict[str, Any] | None) -> Forwarded:
-        """This result with ``meta`` for its ``_meta`` (``None``: none)."""
-        json = {key: value for key, value in self.sent.items() if key != "_meta"}
-        fields = {name: getattr(self, name) for name in self.model_fields_set if name != "meta"}
-        if meta is not None:
-            json["_meta"] = fields["meta"] = meta
-        # (its blocks are this one's: none change)
-        return constructed(_FORWARDED, fields, {"_json": json})
+        """This result with ``meta`` for its ``_meta`` (``None``: none): what
+        :func:`constructed` makes of its fields set, ``meta`` for ``meta`` — made from this
+        one's own fields (its blocks are this one's: none change)."""
+        json = dict(self.sent)
+        json.pop("_meta", None)
+        values = dict(self.__dict__)
+        values["meta"] = meta
+        fields = set(self.__pydantic_fields_set__)
+        if meta is None:
+            fields.discard("meta")
+        else:
+            json["_meta"] = meta
+            fields.add("meta")
+        made = Forwarded.__new__(Forwarded)
+        extra = self.__pydantic_extra__
+        _set(made, "__dict__", values)
+        _set(made, "__pydantic_extra__", None if extra is None else dict(extra))
+        _set(made, "__pydantic_fields_set__", fields)
+        _set(made, "__pydantic_private__", {"_json": json})
+        return made
 
     def model_copy(
         self, *, update: Mapping[str, Any] | None = None, deep: bool = False
