@@ -37,7 +37,7 @@ from supervisor.faults import CallHistory
 from supervisor.gateway import Gateway, _plain_calls, serve_http, serve_stdio
 from supervisor.gateway._plain_calls import PlainCalls
 from supervisor.gateway._relay import Relay, connection_of
-from supervisor.gateway._stdio_fast import StdioFastLane
+from supervisor.gateway._stdio_fast import StdioFastLane, Taken
 from supervisor.server import _wire
 from supervisor.tools import _tracing as tracing
 from supervisor.tools._forwarded import Forwarded, constructed
@@ -90,13 +90,13 @@ def lanes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
         return wire
 
     monkeypatch.setattr(_plain_calls, "written", written)
-    serve = StdioFastLane._serve
+    serve = StdioFastLane.serve
 
-    async def served(self: StdioFastLane, request: dict[str, Any], *args: Any) -> None:
-        seen["fast"].append(request["id"])
-        await serve(self, request, *args)
+    async def served(self: StdioFastLane, taken: Taken) -> None:
+        seen["fast"].append(taken.request["id"])
+        await serve(self, taken)
 
-    monkeypatch.setattr(StdioFastLane, "_serve", served)
+    monkeypatch.setattr(StdioFastLane, "serve", served)
     request, of = Forwarding.request, Forwarded.of.__func__  # type: ignore[attr-defined]
 
     async def sent(self: Forwarding, method: str, params: bytes) -> dict[str, Any]:

@@ -58,7 +58,8 @@ def _call(request_id: int, size: int, **meta: Any) -> dict[str, Any]:
 async def _stdio(server: Server[Any]) -> AsyncIterator[tuple[Any, Any, Any, int]]:
     """The gateway's stdio streams on pipes, its fast lane serving ``server``: yields
     ``send`` (a message, as a line), the session's read and write streams, and the
-    descriptor its lines are read from (its pipe holding :data:`ROOM` bytes)."""
+    descriptor its lines are read from (its pipe holding :data:`ROOM` bytes); ``send``
+    sends several messages in one write."""
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     fcntl.fcntl(out_w, 1031, ROOM)  # F_SETPIPE_SZ
@@ -72,8 +73,8 @@ async def _stdio(server: Server[Any]) -> AsyncIterator[tuple[Any, Any, Any, int]
             stdio_streams(in_r, out_w, lane) as (read, write),
         ):
 
-            async def send(message: dict[str, Any]) -> None:
-                await requests.send_all(json.dumps(message).encode() + b"\n")
+            async def send(*messages: dict[str, Any]) -> None:
+                await requests.send_all(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
 
             yield send, read, write, out_r
     finally:
@@ -119,6 +120,51 @@ async def test_the_lane_s_answers_and_the_session_s_never_interleave() -> None:
     assert lines[1]["result"]["content"][0]["text"] == "x" * 10
     assert lines[2]["method"] == "notifications/message"
     assert seen == [(1, "2026-07-28"), (2, "2026-07-28")]
+
+
+async def test_the_last_request_read_is_served_in_the_reading_task_which_reads_on() -> None:
+    """A request that is the last line read is served in the task that read it, and the
+    reading goes on in another while it runs: a cancellation of it, and the next
+    request, are read and acted on meanwhile. Two requests read at once are each served
+    in a task of its own."""
+    seen: list[Any] = []
+    readers: list[Any] = []
+    ran: dict[int, Any] = {}
+    take = StdioFastLane.take
+
+    def taking(self: StdioFastLane, line: bytes) -> Any:
+        readers.append(trio.lowlevel.current_task())
+        return take(self, line)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        ran[ctx.request_id] = trio.lowlevel.current_task()
+        if params.name == "wait":
+            await trio.sleep_forever()  # (until its client cancels it)
+        seen.append(ctx.request_id)
+        return types.CallToolResult(content=[types.TextContent(type="text", text="done")])
+
+    server = Server("t", on_call_tool=call_tool)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(StdioFastLane, "take", taking)
+        async with _stdio(server) as (send, read, _write, out):
+            await send(
+                {"jsonrpc": "2.0", "id": 0, "method": "tools/list", "params": {"_meta": ENVELOPE}}
+            )
+            assert (await read.receive()).message.id == 0
+            waiting = _call(1, 0)
+            waiting["params"]["name"] = "wait"
+            await send(waiting)
+            await trio.testing.wait_all_tasks_blocked()
+            assert ran[1] is readers[-1]  # (served in the task that read it)
+            cancelled = {"requestId": 1, "reason": "no longer needed"}
+            await send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancelled})
+            await send(_call(2, 0))
+            assert [line["id"] for line in await _lines(out, 1)] == [2]
+            assert ran[2] is readers[-1] is not ran[1]
+            await send(_call(3, 0), _call(4, 0))  # (in one write: read at once)
+            assert sorted(line["id"] for line in await _lines(out, 2)) == [3, 4]
+    assert seen[0] == 2 and sorted(seen[1:]) == [3, 4]  # (1: cancelled, unanswered)
+    assert readers[-1] is not ran[3] and readers[-1] is not ran[4] and ran[3] is not ran[4]
 
 
 async def test_the_envelope_ladder_s_verdict_on_each_meta_is_the_sdk_s() -> None:

@@ -68,26 +68,52 @@ async def stdio_streams(
     to_session, from_wire = create_context_streams[SessionMessage | Exception](0)
     to_wire, from_session = create_context_streams[SessionMessage](0)
 
-    reading = trio.CancelScope()
     writing = trio.Lock()  # the session's answers and the fast lane's, a line at a time
     fast: StdioFastLane | None = None
+    buffer = bytearray()  # read, not yet taken: the reading's, whichever task reads
 
-    async def read() -> None:
-        buffer = bytearray()
-        async with to_session:
-            with reading, suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-                while chunk := await received(reader, 65536):
-                    buffer += chunk
+    async def read(readers: trio.Nursery) -> None:
+        """Read standard input to its end, each line to the session or the fast lane;
+        the task that reads it to its end closes the session's stream. A request the
+        lane serves, alone in what was read, is served in this task: the reading goes on
+        in a new task of ``readers``, which runs once this one waits (so that the
+        request is not left behind a round of trio's scheduler). Requests read together
+        are each served in a task of their own."""
+        handed_on = False
+        try:
+            with suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+                while True:
+                    beside = False  # a request of this read was served beside it
                     while (end := buffer.find(b"\n")) >= 0:
                         line = bytes(buffer[:end]).strip()
                         del buffer[: end + 1]
-                        if line and (fast is None or not fast.take(line)):
+                        if not line:
+                            continue
+                        taken = False if fast is None else fast.take(line)
+                        if taken is False:
                             await to_session.send(_parse(line))
+                        elif taken is not True:
+                            assert fast is not None
+                            if beside or buffer.find(b"\n") >= 0:
+                                fast.start(taken)
+                                beside = True
+                                continue
+                            handed_on = True
+                            readers.start_soon(read, readers)
+                            await fast.serve(taken)
+                            return
                     if len(buffer) > MAX_LINE_BYTES:
                         await to_session.send(
                             ValueError(f"a message over {MAX_LINE_BYTES} bytes was dropped")
                         )
                         buffer.clear()
+                    chunk = await received(reader, 65536)
+                    if not chunk:
+                        return
+                    buffer.extend(chunk)
+        finally:
+            if not handed_on:
+                to_session.close()
 
     async def write() -> None:
         async with from_session:
@@ -139,15 +165,15 @@ async def stdio_streams(
         async with trio.open_nursery() as nursery, trio.open_nursery() as calls:
             if lane is not None:
                 fast = lane(calls, answer)
-            nursery.start_soon(read)
+            calls.start_soon(read, calls)
             nursery.start_soon(write)
             try:
                 yield from_wire, to_wire
             finally:
                 # What the session sent is written out (for a bounded time), then done;
-                # the fast lane's calls end with the session's (cancelled, as its are).
+                # the reading, and the fast lane's calls, end with the session's
+                # (cancelled, as its are).
                 calls.cancel_scope.cancel()
-                reading.cancel()
                 with suppress(anyio.ClosedResourceError):
                     await to_wire.aclose()
                 nursery.cancel_scope.deadline = trio.current_time() + DRAIN_TIMEOUT

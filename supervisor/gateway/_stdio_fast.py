@@ -16,7 +16,10 @@ stays the one path:
   (:func:`~mcp.shared.inbound.classify_inbound_request`: over stdio, a function of the
   request's ``_meta`` alone, its verdict kept for each one seen), or goes to the SDK,
   which answers it (its error included);
-* it is served in a task of its own, its answer written as one line, in turn with the
+* it is served in a task of its own — the reader's own, when it is the last line read
+  (:meth:`StdioFastLane.serve`: the reading goes on in a new task, so that the request
+  is not left behind a round of trio's scheduler), else a new one
+  (:meth:`StdioFastLane.start`) — its answer written as one line, in turn with the
   SDK's (the same writer's lock); a handler's error is mapped as the SDK maps it;
 * ``notifications/cancelled`` naming it cancels it, unanswered, as the SDK's loop does.
 
@@ -40,7 +43,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 
 from ._fast import NoBackChannel, answered, streamless
 
-__all__ = ["StdioFastLane"]
+__all__ = ["StdioFastLane", "Taken"]
 
 _DECODER = msgspec.json.Decoder()
 _ENCODER = msgspec.json.Encoder()
@@ -75,6 +78,21 @@ class _Exchange(NoBackChannel):
         return event
 
 
+class Taken:
+    """A request the lane took, to be served (:meth:`StdioFastLane.serve`, or
+    :meth:`StdioFastLane.start`): the message, the envelope ladder's verdict on it, and
+    the cancel scope a cancellation of it cancels."""
+
+    __slots__ = ("request", "scope", "verdict")
+
+    def __init__(
+        self, request: dict[str, Any], verdict: InboundModernRoute, scope: trio.CancelScope
+    ) -> None:
+        self.request = request
+        self.verdict = verdict
+        self.scope = scope
+
+
 class StdioFastLane:
     """Serves the eligible lines of one stdio connection to ``server`` (the gateway's
     SDK server, with ``lifespan_state``) in ``nursery``, each answer written with
@@ -100,9 +118,10 @@ class StdioFastLane:
         #: a request's ``_meta`` (as JSON) -> the envelope ladder's verdict on it
         self._verdicts: dict[bytes, InboundModernRoute | InboundLadderRejection] = {}
 
-    def take(self, line: bytes) -> bool:
-        """Whether the lane takes ``line`` (it is then served, or acted on, here); a line
-        it does not take goes to the SDK's loop."""
+    def take(self, line: bytes) -> Taken | bool:
+        """Whether the lane takes ``line``: a request it serves (:class:`Taken`, for
+        :meth:`serve` or :meth:`start`), or ``True`` for one it acted on here (a
+        cancellation); a line it does not take (``False``) goes to the SDK's loop."""
         if self._modern is False:
             return False
         try:
@@ -128,8 +147,11 @@ class StdioFastLane:
         if not isinstance(verdict, InboundModernRoute) or request_id in self._running:
             return False
         scope = self._running[request_id] = trio.CancelScope()
-        self._nursery.start_soon(self._serve, message, verdict, scope)
-        return True
+        return Taken(message, verdict, scope)
+
+    def start(self, taken: Taken) -> None:
+        """Serve ``taken`` in a task of its own."""
+        self._nursery.start_soon(self.serve, taken)
 
     def _verdict(self, message: dict[str, Any]) -> InboundModernRoute | InboundLadderRejection:
         """The SDK's envelope ladder's verdict on ``message`` (a request :func:`streamless`
@@ -159,15 +181,17 @@ class StdioFastLane:
         scope.cancel()
         return True
 
-    async def _serve(
-        self, request: dict[str, Any], verdict: InboundModernRoute, scope: trio.CancelScope
-    ) -> None:
+    async def serve(self, taken: Taken) -> None:
+        """Serve ``taken`` in this task, and write its answer."""
+        request = taken.request
         request_id = request["id"]
         answer: dict[str, Any] | None = None
         try:
-            with scope:
+            with taken.scope:
                 exchange = _Exchange(request_id)
-                answer = await answered(self._server, exchange, request, verdict, self._lifespan)
+                answer = await answered(
+                    self._server, exchange, request, taken.verdict, self._lifespan
+                )
         finally:
             del self._running[request_id]
         if answer is not None:  # (None: cancelled by its client, unanswered)
