@@ -250,14 +250,25 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
             await _start_ms(cli, env)  # fills the bytecode cache
             parity = itertools.count()
 
-            async def against_direct(call: Callable[[], Awaitable[object]], n: int) -> float:
-                """``n`` sequential calls of ``call`` ÷ as many direct ones, alternating."""
-                ours, theirs = await alternate(
-                    partial(_sequential, call),
-                    partial(_sequential, direct),
+            async def paired(
+                a: Callable[[], Awaitable[object]], b: Callable[[], Awaitable[object]], n: int
+            ) -> tuple[float, float]:
+                """Seconds of ``n`` sequential calls of ``a`` and of as many of ``b``,
+                alternating in blocks — each warmed by a block of calls first, untimed:
+                the round's other loads ran since their last calls, and whichever was
+                timed first would pay alone for the caches and pages they took."""
+                await _sequential(a, _BLOCK)
+                await _sequential(b, _BLOCK)
+                return await alternate(
+                    partial(_sequential, a),
+                    partial(_sequential, b),
                     blocks(n, _BLOCK),
                     next(parity) % 2 == 1,
                 )
+
+            async def against_direct(call: Callable[[], Awaitable[object]], n: int) -> float:
+                """``n`` sequential calls of ``call`` ÷ as many direct ones, alternating."""
+                ours, theirs = await paired(call, direct, n)
                 return ours / theirs
 
             async def round_(sizes: Mapping[str, int]) -> dict[str, float]:
@@ -295,12 +306,7 @@ async def _open_gateway() -> AsyncIterator[RoundFn]:
                     figures[GATEWAY_HTTP_CPU] = used[served.pid] / n * 1000
                     figures[GATEWAY_HTTP_CPU_RATIO] = used[served.pid] / used[bare_server.pid]
                 if n := sizes.get(GATEWAY_STATELESS, 0):
-                    stateless_s, stateful_s = await alternate(
-                        partial(_sequential, through_stateless),
-                        partial(_sequential, through_stateful),
-                        blocks(n, _BLOCK),
-                        next(parity) % 2 == 1,
-                    )
+                    stateless_s, stateful_s = await paired(through_stateless, through_stateful, n)
                     figures[GATEWAY_STATELESS] = stateless_s / stateful_s
                 figures |= await _rss_figures(sizes, served.pid, idle_kb, gateway_load)
                 if n := sizes.get(CLI_CALL_WARM, 0):

@@ -322,7 +322,7 @@ MEASUREMENTS: Sequence[Measurement] = (
         note="sequential echo calls by an mcp.Client (the SDK's stdio transport) through a "
         "running `serve` process (stdio, its default) ÷ the same calls through "
         "open_supervisor in this process, each to its own stdio echo fixture; blocks of 25 "
-        "alternating",
+        "alternating, after an untimed block of each",
     ),
     GATEWAY.measurement(
         GATEWAY_HTTP_RATIO,

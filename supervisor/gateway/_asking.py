@@ -106,8 +106,10 @@ class Asking:
         """Whether ``server`` would ask its client by sending it requests (it speaks the
         session-based protocol to the gateway), which a 2026-07-28 caller can answer only
         through a held call, if one can be held now."""
+        if self.relay is None or not self.held.ready():
+            return False
         view = self.sup.servers.get(server)
-        if view is None or self.relay is None or not self.held.ready():
+        if view is None:
             return False
         version = view.protocol_version
         return version is not None and version not in MODERN_PROTOCOL_VERSIONS

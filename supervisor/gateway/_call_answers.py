@@ -60,6 +60,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CallAnswers"]
 
+#: A plain call's rounds, relayed to its caller — and the task its server makes of it, if
+#: the caller declared the tasks extension (frozen: one of each will do)
+_ROUNDS, _FOLLOWS = InputRound(None, None, tasks=False), InputRound(None, None, tasks=True)
+
 
 class CallAnswers:
     """Makes a client's call of a tool ``served`` serves, as ``access`` lets its caller
@@ -115,17 +119,16 @@ class CallAnswers:
         relay = self.asking.relay
         if relay is None:
             waiting: AbstractContextManager[None] = nullcontext()
-        else:  # (as call_tool: the server that offers the tool now, if any)
-            entry = self.served.sup.snapshot.named.get(name)
-            server = None if entry is None else entry.server
-            waiting = relay.waiting(ctx, server, subject_of(ctx))
+        else:  # (as call_tool: the server that offers the tool now, if any — served_by,
+            # read from the same catalog: nothing has waited since)
+            waiting = relay.waiting(ctx, served_by, subject_of(ctx))
         try:
             with waiting:
                 local = is_local(ctx)
                 approve = CLI_YES if meta.get(APPROVE_META) is True and local else None
                 if approve is None and self.served.sup.approver is None:
                     approve = round_trip_approver(ctx, None, {})
-                rounds = InputRound(None, None, declared(ctx.session.client_capabilities))
+                rounds = _FOLLOWS if declared(ctx.session.client_capabilities) else _ROUNDS
                 call = ToolCall(
                     name,
                     arguments,
