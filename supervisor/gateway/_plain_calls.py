@@ -44,6 +44,7 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import methods
+from mcp_types.methods import is_input_required
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
@@ -191,8 +192,11 @@ class PlainCalls:
         made = self._calls.answers.plain(ctx, params)
         if made is None:
             answer = await boundary(ctx, self._answer)  # (plain: this one never calls on)
-        else:  # made past the params' model; then through the boundary, as it would have
-            answer = await boundary(ctx, _given(written(self._server, version, await made)))
+        else:  # made past the params' model; then through the boundary, which acts on a
+            # plain call's answer only when it is a round, to seal its requestState
+            answer = written(self._server, version, await made)
+            if is_input_required(answer):
+                answer = await boundary(ctx, _given(cast("dict[str, Any]", answer)))
         assert isinstance(answer, dict)  # (written's, its requestState sealed or not)
         return answer
 
