@@ -92,9 +92,9 @@ def lanes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[Any]]:
     monkeypatch.setattr(_plain_calls, "written", written)
     serve = StdioFastLane.serve
 
-    async def served(self: StdioFastLane, taken: Taken) -> None:
+    async def served(self: StdioFastLane, taken: Taken, scope: trio.CancelScope) -> None:
         seen["fast"].append(taken.request["id"])
-        await serve(self, taken)
+        await serve(self, taken, scope)
 
     monkeypatch.setattr(StdioFastLane, "serve", served)
     request, of = Forwarding.request, Forwarded.of.__func__  # type: ignore[attr-defined]

@@ -122,6 +122,27 @@ async def test_the_lane_s_answers_and_the_session_s_never_interleave() -> None:
     assert seen == [(1, "2026-07-28"), (2, "2026-07-28")]
 
 
+async def test_an_answer_being_written_is_not_cut_by_its_cancellation() -> None:
+    """A request answered already is no longer cancelled by its client: its answer, too
+    large for the pipe, goes on being written as its reader makes room, whole — the
+    cancellation, read meanwhile, goes to the session, which has no such request."""
+    seen: list[Any] = []
+    async with _stdio(_server(seen)) as (send, read, _write, out):
+        await send(
+            {"jsonrpc": "2.0", "id": 0, "method": "tools/list", "params": {"_meta": ENVELOPE}}
+        )
+        assert (await read.receive()).message.id == 0
+        await send(_call(1, 10 * ROOM))
+        await trio.testing.wait_all_tasks_blocked()  # (its answer waits for room)
+        cancelled = {"requestId": 1, "reason": "too late"}
+        await send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": cancelled})
+        with trio.fail_after(30):
+            notice = (await read.receive()).message
+        lines = await _lines(out, 1)
+    assert notice.method == "notifications/cancelled" and notice.params["requestId"] == 1
+    assert lines[0]["id"] == 1 and len(lines[0]["result"]["content"][0]["text"]) == 10 * ROOM
+
+
 async def test_the_last_request_read_is_served_in_the_reading_task_which_reads_on() -> None:
     """A request that is the last line read is served in the task that read it, and the
     reading goes on in another while it runs: a cancellation of it, and the next

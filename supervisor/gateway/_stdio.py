@@ -72,13 +72,20 @@ async def stdio_streams(
     fast: StdioFastLane | None = None
     buffer = bytearray()  # read, not yet taken: the reading's, whichever task reads
 
-    async def read(readers: trio.Nursery) -> None:
+    async def reading(readers: trio.Nursery) -> None:
+        """A task of the reading's: it reads (:func:`read`) in a cancel scope of its own,
+        the scope of the request it may serve itself once it has handed the reading on."""
+        with trio.CancelScope() as scope:
+            await read(readers, scope)
+
+    async def read(readers: trio.Nursery, scope: trio.CancelScope) -> None:
         """Read standard input to its end, each line to the session or the fast lane;
         the task that reads it to its end closes the session's stream. A request the
-        lane serves, alone in what was read, is served in this task: the reading goes on
-        in a new task of ``readers``, which runs once this one waits (so that the
-        request is not left behind a round of trio's scheduler). Requests read together
-        are each served in a task of their own."""
+        lane serves, alone in what was read, is served in this task, in ``scope`` (its
+        own): the reading goes on in a new task of ``readers``, which runs once this one
+        waits (so that the request is not left behind a round of trio's scheduler, nor
+        behind a cancel scope of its own). Requests read together are each served in a
+        task of their own."""
         handed_on = False
         try:
             with suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
@@ -99,8 +106,8 @@ async def stdio_streams(
                                 beside = True
                                 continue
                             handed_on = True
-                            readers.start_soon(read, readers)
-                            await fast.serve(taken)
+                            readers.start_soon(reading, readers)
+                            await fast.serve(taken, scope)
                             return
                     if len(buffer) > MAX_LINE_BYTES:
                         await to_session.send(
@@ -165,7 +172,7 @@ async def stdio_streams(
         async with trio.open_nursery() as nursery, trio.open_nursery() as calls:
             if lane is not None:
                 fast = lane(calls, answer)
-            calls.start_soon(read, calls)
+            calls.start_soon(reading, calls)
             nursery.start_soon(write)
             try:
                 yield from_wire, to_wire

@@ -21,7 +21,9 @@ stays the one path:
   is not left behind a round of trio's scheduler), else a new one
   (:meth:`StdioFastLane.start`) — its answer written as one line, in turn with the
   SDK's (the same writer's lock); a handler's error is mapped as the SDK maps it;
-* ``notifications/cancelled`` naming it cancels it, unanswered, as the SDK's loop does.
+* ``notifications/cancelled`` naming it cancels it, unanswered, as the SDK's loop does:
+  it cancels the cancel scope its task runs in, which holds nothing else (a reader
+  that serves a request itself reads in a scope of its own for that).
 
 Anything else goes to the SDK's loop, untouched.
 """
@@ -80,17 +82,13 @@ class _Exchange(NoBackChannel):
 
 class Taken:
     """A request the lane took, to be served (:meth:`StdioFastLane.serve`, or
-    :meth:`StdioFastLane.start`): the message, the envelope ladder's verdict on it, and
-    the cancel scope a cancellation of it cancels."""
+    :meth:`StdioFastLane.start`): the message, and the envelope ladder's verdict on it."""
 
-    __slots__ = ("request", "scope", "verdict")
+    __slots__ = ("request", "verdict")
 
-    def __init__(
-        self, request: dict[str, Any], verdict: InboundModernRoute, scope: trio.CancelScope
-    ) -> None:
+    def __init__(self, request: dict[str, Any], verdict: InboundModernRoute) -> None:
         self.request = request
         self.verdict = verdict
-        self.scope = scope
 
 
 class StdioFastLane:
@@ -146,12 +144,17 @@ class StdioFastLane:
         request_id = message["id"]
         if not isinstance(verdict, InboundModernRoute) or request_id in self._running:
             return False
-        scope = self._running[request_id] = trio.CancelScope()
-        return Taken(message, verdict, scope)
+        return Taken(message, verdict)
 
     def start(self, taken: Taken) -> None:
-        """Serve ``taken`` in a task of its own."""
-        self._nursery.start_soon(self.serve, taken)
+        """Serve ``taken`` in a task of its own, in a cancel scope of its own (a
+        cancellation read before the task runs cancels it all the same)."""
+        scope = self._running[taken.request["id"]] = trio.CancelScope()
+        self._nursery.start_soon(self._served_in, taken, scope)
+
+    async def _served_in(self, taken: Taken, scope: trio.CancelScope) -> None:
+        with scope:
+            await self.serve(taken, scope)
 
     def _verdict(self, message: dict[str, Any]) -> InboundModernRoute | InboundLadderRejection:
         """The SDK's envelope ladder's verdict on ``message`` (a request :func:`streamless`
@@ -181,18 +184,17 @@ class StdioFastLane:
         scope.cancel()
         return True
 
-    async def serve(self, taken: Taken) -> None:
-        """Serve ``taken`` in this task, and write its answer."""
+    async def serve(self, taken: Taken, scope: trio.CancelScope) -> None:
+        """Serve ``taken`` in this task, which runs in ``scope`` (entered already, and
+        left once this returns: nothing else of the task's is in it), and write its
+        answer. A cancellation of the request cancels ``scope`` — until it is answered:
+        its answer is then written whole, the request no longer cancellable."""
         request = taken.request
         request_id = request["id"]
-        answer: dict[str, Any] | None = None
+        self._running[request_id] = scope
         try:
-            with taken.scope:
-                exchange = _Exchange(request_id)
-                answer = await answered(
-                    self._server, exchange, request, taken.verdict, self._lifespan
-                )
+            exchange = _Exchange(request_id)
+            answer = await answered(self._server, exchange, request, taken.verdict, self._lifespan)
         finally:
             del self._running[request_id]
-        if answer is not None:  # (None: cancelled by its client, unanswered)
-            await self._write(answer)
+        await self._write(answer)
