@@ -73,7 +73,7 @@ async def stdio_streams(
     buffer = bytearray()  # read, not yet taken: the reading's, whichever task reads
 
     async def reading(readers: trio.Nursery) -> None:
-        """A task of the reading's: it reads (:func:`read`) in a cancel scope of its own,
+        """A task of the reading's: it reads (``read``) in a cancel scope of its own,
         the scope of the request it may serve itself once it has handed the reading on."""
         with trio.CancelScope() as scope:
             await read(readers, scope)
