@@ -34,8 +34,8 @@ from .._util._previews import PREVIEW_LIMITS
 from ..errors import ApprovalAsked, AuthRequired, UnknownTool
 from ..server._messages import InputRound
 from ..server._tasks import declared
-from ..tools import ApprovalCallback, ApprovalRequest
-from ..tools._request import Progress, ToolCall
+from ..tools import ApprovalRequest
+from ..tools._request import ToolCall
 from ..transports._encoding import caller_capabilities
 from ._answers import CLI_YES, with_limits
 from ._approval import input_required, login_required, round_trip_approver
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from ._search import SearchHost, ToolSearch
     from ._served import Served
 
-__all__ = ["CallAnswers", "client_call"]
+__all__ = ["CallAnswers"]
 
 #: A plain call's rounds, relayed to its caller — and the task its server makes of it, if
 #: the caller declared the tasks extension (frozen: one of each will do)
@@ -129,7 +129,21 @@ class CallAnswers:
                 if approve is None and self.served.sup.approver is None:
                     approve = round_trip_approver(ctx, None, {})
                 rounds = _FOLLOWS if declared(ctx.session.client_capabilities) else _ROUNDS
-                call = client_call(name, arguments, meta, None, approve, None, rounds, local)
+                # (the call ToolRequests._answer_call builds of it: a door builds its call
+                # whole, tests/test_call_value.py; tests/test_gateway_fast.py holds the two
+                # to the same call)
+                call = ToolCall(
+                    name,
+                    arguments,
+                    timeout(meta.get(TIMEOUT_META)),
+                    None,
+                    approve,
+                    False,  # nothing is written to disk: the result is passed on whole
+                    None,
+                    rounds,
+                    for_cli=local,
+                    forward=True,
+                )
                 host = self.access.seen_by(ctx)
                 return await self.made(ctx, host, call, served_by, meta, modern=True)
         finally:
@@ -167,33 +181,3 @@ class CallAnswers:
         """The preview limits of the supervisor's config, under their config names."""
         limits = self.served.sup.config.settings.limits
         return {key: getattr(limits, field) for key, field in PREVIEW_LIMITS.items()}
-
-
-def client_call(
-    name: str,
-    arguments: Mapping[str, Any],
-    meta: Mapping[str, Any],
-    progress: Progress | None,
-    approve: ApprovalCallback | None,
-    level: types.LoggingLevel | None,
-    rounds: InputRound | None,
-    local: bool,
-) -> ToolCall:
-    """A client's call of ``name`` with ``arguments``, as the gateway makes it: within
-    the deadline its request's ``meta`` gives (:data:`~._context.TIMEOUT_META`), with
-    its ``progress`` relayed, approved by ``approve``, the backing server's log asked
-    from ``level``, its ``rounds`` relayed, for the command line on the local socket if
-    ``local``; nothing written to disk (the result is passed on whole), and passed on as
-    the backing server's JSON where it can be."""
-    return ToolCall(
-        name,
-        arguments,
-        timeout(meta.get(TIMEOUT_META)),
-        progress,
-        approve,
-        False,
-        level,
-        rounds,
-        for_cli=local,
-        forward=True,
-    )

@@ -36,13 +36,15 @@ from ._approval import (
     round_trip_approver,
 )
 from ._asking import held_gone, relayed_round, theirs
-from ._call_answers import CallAnswers, client_call
+from ._call_answers import CallAnswers
 from ._context import (
     APPROVE_META,
+    TIMEOUT_META,
     declared_capabilities,
     is_local,
     log_level,
     subject_of,
+    timeout,
 )
 from ._search import listed
 
@@ -158,8 +160,18 @@ class ToolRequests:
                 owner = served_by or sup.resolve(arguments["name"])[0]
                 return relayed_round(ctx, answer, owner)
             return answer
-        level = log_level(meta.get(types.LOG_LEVEL_META_KEY))
-        call = client_call(name, arguments, meta, progress, approve, level, rounds, local)
+        call = ToolCall(
+            name,
+            arguments,
+            timeout(meta.get(TIMEOUT_META)),
+            progress,
+            approve,
+            False,  # nothing is written to disk: the result is passed on whole
+            log_level(meta.get(types.LOG_LEVEL_META_KEY)),
+            rounds,
+            for_cli=local,
+            forward=True,  # passed on as the backing server's JSON, where it can be
+        )
 
         async def made() -> types.CallToolResult | types.InputRequiredResult:
             return await self.answers.made(ctx, host, call, served_by, meta, modern=modern)
