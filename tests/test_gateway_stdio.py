@@ -143,8 +143,8 @@ async def test_an_answer_being_written_is_not_cut_by_its_cancellation() -> None:
     assert lines[0]["id"] == 1 and len(lines[0]["result"]["content"][0]["text"]) == 10 * ROOM
 
 
-async def test_the_last_request_read_is_served_in_the_reading_task_which_reads_on() -> None:
-    """A request that is the last line read is served in the task that read it, and the
+async def test_a_request_read_alone_is_served_in_the_reading_task_which_reads_on() -> None:
+    """A request alone in what was read is served in the task that read it, and the
     reading goes on in another while it runs: a cancellation of it, and the next
     request, are read and acted on meanwhile. Two requests read at once are each served
     in a task of its own."""

@@ -27,9 +27,10 @@ its ``_meta`` read into it — is done the same way (a plain ``_meta`` the runne
 as a copy of it, the first time it is seen, is copied each time after), and the
 middleware outside this one is skipped only while each says it would pass the request
 on (the span middleware with no span to make, the announcer for a 2026-07-28 request);
-the request-state boundary still runs, to seal an ``input_required`` answer's
-``requestState``. A chain of middleware other than the gateway's own sends the call to
-the runner.
+the call is made from its JSON (:meth:`CallAnswers.plain
+<._call_answers.CallAnswers.plain>`), and the request-state boundary still runs on an
+``input_required`` answer, to seal its ``requestState``. A chain of middleware other
+than the gateway's own sends the call to the runner.
 """
 
 from __future__ import annotations

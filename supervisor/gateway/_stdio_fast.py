@@ -16,9 +16,9 @@ stays the one path:
   (:func:`~mcp.shared.inbound.classify_inbound_request`: over stdio, a function of the
   request's ``_meta`` alone, its verdict kept for each one seen), or goes to the SDK,
   which answers it (its error included);
-* it is served in a task of its own — the reader's own, when it is the last line read
-  (:meth:`StdioFastLane.serve`: the reading goes on in a new task, so that the request
-  is not left behind a round of trio's scheduler), else a new one
+* it is served in a task of its own — the reader's own, when it is alone in what was
+  read (:meth:`StdioFastLane.serve`: the reading goes on in a new task, so that the
+  request is not left behind a round of trio's scheduler), else a new one
   (:meth:`StdioFastLane.start`) — its answer written as one line, in turn with the
   SDK's (the same writer's lock); a handler's error is mapped as the SDK maps it;
 * ``notifications/cancelled`` naming it cancels it, unanswered, as the SDK's loop does:
