@@ -22,12 +22,13 @@ import httpx2
 import mcp_types as types
 import pytest
 import trio
+from mcp.shared.inbound import classify_inbound_request
 
 from supervisor import open_supervisor
 from supervisor.faults import CallHistory
 from supervisor.gateway import Gateway, serve_http
 from supervisor.gateway._call_answers import CallAnswers
-from supervisor.gateway._fast import FastLane
+from supervisor.gateway._fast import FastLane, Verdicts
 from supervisor.gateway._relay import Relay
 from supervisor.transports._encoding import caller_capabilities
 from tests.test_gateway import TOKEN
@@ -325,3 +326,48 @@ async def test_a_fast_lane_call_s_context_is_the_one_the_sdk_makes(
     tasks = {"io.modelcontextprotocol/tasks": {}}
     assert declared[0] == {"extensions": tasks}
     assert declared[2] == {"sampling": {}, "roots": {}, "extensions": tasks}
+
+
+def test_the_lane_s_envelope_verdicts_are_the_sdk_s_whatever_it_saw_before() -> None:
+    """The envelope ladder's verdict the fast lanes keep (:class:`Verdicts`) is the one
+    the SDK's ladder gives each request — after it kept one for the same ``_meta``
+    with other headers, another method or tool name, or none, and once it forgot them
+    all (past as many as it keeps)."""
+    envelope = {
+        types.PROTOCOL_VERSION_META_KEY: "2026-07-28",
+        types.CLIENT_CAPABILITIES_META_KEY: {},
+    }
+
+    def request(name: str, method: str = "tools/call", **meta: Any) -> dict[str, Any]:
+        params = {"name": name, "arguments": {}, "_meta": {**envelope, **meta}}
+        return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+    def headers(name: str, version: str = "2026-07-28", method: str = "tools/call") -> Any:
+        return {"mcp-protocol-version": version, "mcp-method": method, "mcp-name": name}
+
+    cases: list[tuple[dict[str, Any], dict[str, str] | None]] = [
+        (request("a"), headers("a")),
+        (request("a"), headers("b")),  # the same _meta, the name header another's
+        (request("b"), headers("a")),
+        (request("b"), headers("b")),
+        (request("a"), headers("a", version="2025-11-25")),
+        (request("a"), headers("a", method="tools/list")),
+        (request("a", method="tools/list"), headers("a")),
+        (request("a"), None),  # over stdio: no headers
+        (request("a", **{types.PROTOCOL_VERSION_META_KEY: "2099-01-01"}), None),
+        (request("a", **{types.PROTOCOL_VERSION_META_KEY: "2099-01-01"}), headers("a")),
+        (
+            request("a", **{types.PROTOCOL_VERSION_META_KEY: "2099-01-01"}),
+            headers("a", "2099-01-01"),
+        ),
+    ]
+    many = [
+        (request("a", **{types.CLIENT_INFO_META_KEY: {"name": "c", "version": str(i)}}), None)
+        for i in range(300)
+    ]
+    verdicts = Verdicts()
+    for body, given in [*cases, *cases, *many, *cases]:
+        ours = verdicts.of(body, given)
+        assert ours == classify_inbound_request(body, headers=given), (body, given)
+    kinds = {type(verdicts.of(body, given)).__name__ for body, given in cases}
+    assert kinds == {"InboundModernRoute", "InboundLadderRejection"}

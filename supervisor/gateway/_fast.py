@@ -17,7 +17,8 @@ the SDK's own public checks say (no ``Mcp-Param-*``, a tool without ``x-mcp-head
    for each of their values) must pass, and so must its envelope ladder
    (:func:`~mcp.shared.inbound.classify_inbound_request`: protocol version in header and
    ``_meta`` agreeing, capabilities present, ``Mcp-Method``/``Mcp-Name`` matching the
-   body) and its duplicated-header check (for a request with a header name twice);
+   body; a function of those alone, its verdict kept for each seen: :class:`Verdicts`)
+   and its duplicated-header check (for a request with a header name twice);
 2. the request is served by ``serve_one``'s steps (:mod:`._kernel`) in this task;
    the client going away cancels the call, as on the SDK's path (the gateway's own
    HTTP server says so, through its ``supervisor.gone`` extension; behind another, a
@@ -33,7 +34,6 @@ have (its error included).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
-from dataclasses import dataclass, field
 from operator import methodcaller
 from typing import Any
 
@@ -44,6 +44,10 @@ from mcp.server.transport_security import TransportSecurityMiddleware
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
+    InboundLadderRejection,
     InboundModernRoute,
     classify_inbound_request,
     find_duplicated_routing_header,
@@ -58,7 +62,15 @@ from .._sdk import lifespan_state
 from ._kernel import from_envelope, serve_once
 from ._wire_exchange import GONE
 
-__all__ = ["Exchange", "FastLane", "NoBackChannel", "answered", "streamless", "takes_both"]
+__all__ = [
+    "Exchange",
+    "FastLane",
+    "NoBackChannel",
+    "Verdicts",
+    "answered",
+    "streamless",
+    "takes_both",
+]
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
@@ -79,6 +91,9 @@ _DECODER = msgspec.json.Decoder()
 #: Distinct (Content-Type, Host, Origin) whose transport-security verdict is kept (past
 #: that, it forgets them all).
 _PASSES = 256
+#: How many envelope ladder verdicts a fast lane keeps (a client sends one envelope; past
+#: that, it forgets them all)
+_VERDICTS = 256
 #: Whether each ``Accept`` seen takes both JSON and an event stream (as many kept).
 _ACCEPTS: dict[str, bool] = {}
 _ENCODER = msgspec.json.Encoder()
@@ -108,18 +123,77 @@ class NoBackChannel:
         return None
 
 
-@dataclass
 class Exchange(NoBackChannel):
     """The dispatch context of one fast-lane request over HTTP (the SDK's
     ``DispatchContext`` protocol), with no channel back to its client
-    (:class:`NoBackChannel`)."""
+    (:class:`NoBackChannel`); its ``cancel_requested`` made if it is asked for (never
+    set: the client's going cancels the request)."""
 
-    transport: TransportContext
-    request_id: str | int
-    message_metadata: ServerMessageMetadata | None
-    progress_token: None = None
-    cancel_requested: trio.Event = field(default_factory=trio.Event)
-    can_send_request: bool = field(default=False, init=False)
+    __slots__ = ("_cancel_requested", "message_metadata", "request_id", "transport")
+
+    progress_token = None
+    can_send_request = False
+
+    def __init__(
+        self,
+        transport: TransportContext,
+        request_id: str | int,
+        message_metadata: ServerMessageMetadata | None,
+    ) -> None:
+        self.transport = transport
+        self.request_id = request_id
+        self.message_metadata = message_metadata
+        self._cancel_requested: trio.Event | None = None
+
+    @property
+    def cancel_requested(self) -> trio.Event:
+        event = self._cancel_requested
+        if event is None:
+            event = self._cancel_requested = trio.Event()
+        return event
+
+
+class Verdicts:
+    """The SDK's envelope ladder's verdicts
+    (:func:`~mcp.shared.inbound.classify_inbound_request`) on the requests a fast lane
+    takes (:func:`streamless`'s: a ``tools/call`` whose ``_meta`` is the envelope alone),
+    each asked the first time what it reads is seen: the ``_meta``, and over HTTP the
+    ``MCP-Protocol-Version``, ``Mcp-Method`` and ``Mcp-Name`` headers with the method and
+    tool name they must match (a client sends the same with each call of a tool). At most
+    :data:`_VERDICTS` are kept; past that, all are forgotten."""
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: dict[object, InboundModernRoute | InboundLadderRejection] = {}
+
+    def of(
+        self, request: dict[str, Any], headers: Mapping[str, str] | None = None
+    ) -> InboundModernRoute | InboundLadderRejection:
+        """The ladder's verdict on ``request`` (with ``headers``, if it came with any)."""
+        params = request["params"]
+        try:
+            meta = _ENCODER.encode(params["_meta"])
+        except (TypeError, ValueError, OverflowError):
+            return classify_inbound_request(request, headers=headers)
+        key: object = meta
+        if headers is not None:
+            key = (
+                meta,
+                headers.get(MCP_PROTOCOL_VERSION_HEADER),
+                headers.get(MCP_METHOD_HEADER),
+                headers.get(MCP_NAME_HEADER),
+                request["method"],
+                params["name"],
+            )
+        kept = self._kept
+        verdict = kept.get(key)
+        if verdict is None:
+            verdict = classify_inbound_request(request, headers=headers)
+            if len(kept) >= _VERDICTS:
+                kept.clear()
+            kept[key] = verdict
+        return verdict
 
 
 class _Request:
@@ -155,6 +229,7 @@ class FastLane:
         self._plain: dict[int, tuple[Mapping[str, Any], bool]] = {}
         #: (Content-Type, Host, Origin) -> whether the transport-security check passes
         self._passes: dict[tuple[str | None, str | None, str | None], bool] = {}
+        self._verdicts = Verdicts()
 
     @staticmethod
     def wanted(scope: Mapping[str, Any], headers: Mapping[str, str]) -> bool:
@@ -210,7 +285,7 @@ class FastLane:
         if len(headers) != len(raw):
             if find_duplicated_routing_header(_raw_headers(raw)) is not None:
                 return None
-        verdict = classify_inbound_request(request, headers=headers)
+        verdict = self._verdicts.of(request, headers)
         if not isinstance(verdict, InboundModernRoute):
             return None
         if not self._plain_schema(request["params"]["name"]):

@@ -35,24 +35,16 @@ from typing import Any
 
 import msgspec
 import trio
-from mcp.shared.inbound import (
-    InboundLadderRejection,
-    InboundModernRoute,
-    classify_inbound_request,
-)
+from mcp.shared.inbound import InboundModernRoute
 from mcp.shared.transport_context import TransportContext
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
-from ._fast import NoBackChannel, answered, streamless
+from ._fast import NoBackChannel, Verdicts, answered, streamless
 
 __all__ = ["StdioFastLane", "Taken"]
 
 _DECODER = msgspec.json.Decoder()
-_ENCODER = msgspec.json.Encoder()
 _TRANSPORT = TransportContext(kind="jsonrpc", can_send_request=False)
-#: How many different ``_meta`` the envelope ladder's verdicts are kept for (a client
-#: sends one; past that, it forgets them all)
-_VERDICTS = 256
 
 
 class _Exchange(NoBackChannel):
@@ -113,8 +105,8 @@ class StdioFastLane:
         self._modern: bool | None = None
         #: the requests it serves, by id: each one's cancel scope
         self._running: dict[str | int, trio.CancelScope] = {}
-        #: a request's ``_meta`` (as JSON) -> the envelope ladder's verdict on it
-        self._verdicts: dict[bytes, InboundModernRoute | InboundLadderRejection] = {}
+        #: the envelope ladder's verdicts on the requests it reads
+        self._verdicts = Verdicts()
 
     def take(self, line: bytes) -> Taken | bool:
         """Whether the lane takes ``line``: a request it serves (:class:`Taken`, for
@@ -140,7 +132,7 @@ class StdioFastLane:
             return self._cancelled(message.get("params"))
         if not streamless(message):
             return False
-        verdict = self._verdict(message)
+        verdict = self._verdicts.of(message)
         request_id = message["id"]
         if not isinstance(verdict, InboundModernRoute) or request_id in self._running:
             return False
@@ -155,22 +147,6 @@ class StdioFastLane:
     async def _served_in(self, taken: Taken, scope: trio.CancelScope) -> None:
         with scope:
             await self.serve(taken, scope)
-
-    def _verdict(self, message: dict[str, Any]) -> InboundModernRoute | InboundLadderRejection:
-        """The SDK's envelope ladder's verdict on ``message`` (a request :func:`streamless`
-        passed): without headers, a function of its ``_meta`` alone — asked the first
-        time each is seen."""
-        try:
-            key = _ENCODER.encode(message["params"]["_meta"])
-        except (TypeError, ValueError, OverflowError):
-            return classify_inbound_request(message)
-        verdict = self._verdicts.get(key)
-        if verdict is None:
-            verdict = classify_inbound_request(message)
-            if len(self._verdicts) >= _VERDICTS:
-                self._verdicts.clear()
-            self._verdicts[key] = verdict
-        return verdict
 
     def _cancelled(self, params: object) -> bool:
         """A cancellation: of a request the lane serves (then it is cancelled here), or
