@@ -26,7 +26,7 @@ from mcp.shared.message import SessionMessage
 
 from supervisor.gateway._fast import Exchange
 from supervisor.gateway._stdio import stdio_streams
-from supervisor.gateway._stdio_fast import _TRANSPORT, StdioFastLane, _Exchange
+from supervisor.gateway._stdio_fast import _TRANSPORT, StdioFastLane
 
 ENVELOPE = {
     types.PROTOCOL_VERSION_META_KEY: "2026-07-28",
@@ -228,17 +228,13 @@ async def test_the_envelope_ladder_s_verdict_on_each_meta_is_the_sdk_s() -> None
 
 
 def test_the_lane_s_dispatch_context_is_the_http_lane_s() -> None:
-    """A stdio request's dispatch context says what the HTTP lane's says: no back
-    channel, no notifications, no metadata, a cancellation event never set."""
-    ours, theirs = _Exchange(7), Exchange(transport=_TRANSPORT, request_id=7, message_metadata=None)
-    for name in (
-        "transport",
-        "request_id",
-        "message_metadata",
-        "progress_token",
-        "can_send_request",
-    ):
-        assert getattr(ours, name) == getattr(theirs, name), name
+    """A stdio request's dispatch context is the HTTP lane's kind, and says what it
+    says: the stdio transport, no back channel, no notifications, no metadata, a
+    cancellation event never set."""
+    ours = Exchange(_TRANSPORT, 7, None)  # (as the lane makes it)
+    assert (ours.transport, ours.request_id, ours.message_metadata) == (_TRANSPORT, 7, None)
+    assert ours.transport.kind == "jsonrpc" and not ours.transport.can_send_request
+    assert ours.progress_token is None and ours.can_send_request is False
     assert not ours.cancel_requested.is_set() and ours.cancel_requested is ours.cancel_requested
 
     async def asked() -> None:

@@ -124,10 +124,11 @@ class NoBackChannel:
 
 
 class Exchange(NoBackChannel):
-    """The dispatch context of one fast-lane request over HTTP (the SDK's
-    ``DispatchContext`` protocol), with no channel back to its client
-    (:class:`NoBackChannel`); its ``cancel_requested`` made if it is asked for (never
-    set: the client's going cancels the request)."""
+    """The dispatch context of one fast-lane request (the SDK's ``DispatchContext``
+    protocol), over HTTP or stdio (:mod:`._stdio_fast`: its transport, no message
+    metadata), with no channel back to its client (:class:`NoBackChannel`); its
+    ``cancel_requested`` made if it is asked for (never set: a cancellation, or the
+    client's going, cancels the request)."""
 
     __slots__ = ("_cancel_requested", "message_metadata", "request_id", "transport")
 

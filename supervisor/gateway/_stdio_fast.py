@@ -39,37 +39,12 @@ from mcp.shared.inbound import InboundModernRoute
 from mcp.shared.transport_context import TransportContext
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
-from ._fast import NoBackChannel, Verdicts, answered, streamless
+from ._fast import Exchange, Verdicts, answered, streamless
 
 __all__ = ["StdioFastLane", "Taken"]
 
 _DECODER = msgspec.json.Decoder()
 _TRANSPORT = TransportContext(kind="jsonrpc", can_send_request=False)
-
-
-class _Exchange(NoBackChannel):
-    """The dispatch context of one fast-lane request over stdio (the SDK's
-    ``DispatchContext`` protocol), as :class:`~._fast.Exchange` is over HTTP: no back
-    channel, no notifications; its ``cancel_requested`` made if it is asked for (never
-    set: a cancellation cancels the request)."""
-
-    __slots__ = ("_cancel_requested", "request_id")
-
-    transport = _TRANSPORT
-    message_metadata = None
-    progress_token = None
-    can_send_request = False
-
-    def __init__(self, request_id: str | int) -> None:
-        self.request_id = request_id
-        self._cancel_requested: trio.Event | None = None
-
-    @property
-    def cancel_requested(self) -> trio.Event:
-        event = self._cancel_requested
-        if event is None:
-            event = self._cancel_requested = trio.Event()
-        return event
 
 
 class Taken:
@@ -169,7 +144,7 @@ class StdioFastLane:
         request_id = request["id"]
         self._running[request_id] = scope
         try:
-            exchange = _Exchange(request_id)
+            exchange = Exchange(_TRANSPORT, request_id, None)
             answer = await answered(self._server, exchange, request, taken.verdict, self._lifespan)
         finally:
             del self._running[request_id]
