@@ -55,7 +55,8 @@ async def replicas_of(
     SIGTERM's (143)."""
     env = {**os.environ, "MCP_SUPERVISOR_AUTH_DIR": str(tmp_path / "unused")}
     serve = [sys.executable, "-m", "supervisor", "serve", "--config", str(config)]
-    serve += ["--http", "127.0.0.1:0", "--stateless"]
+    # (-v: each replica logs when it connects its servers, for a failure to show)
+    serve += ["--http", "127.0.0.1:0", "--stateless", "-v"]
     replicas = [
         await stack.enter_async_context(start(nursery, f"r{i}", serve, env=env)) for i in range(2)
     ]
@@ -174,8 +175,7 @@ async def through_the_balancer(
         with trio.fail_after(CALL_TIMEOUT):
             assert "crm_whoami" in {t.name for t in (await alice.list_tools()).tools}
         for _ in range(4):  # round robin: both replicas answer
-            with trio.fail_after(CALL_TIMEOUT):
-                result = await alice.call_tool("crm_whoami", {})
+            result = await whoami(alice, replicas, haproxy)
             assert not result.is_error, (result, replicas[0].stderr, replicas[1].stderr)
         crm.provider.expire_access_tokens()
         refreshes = crm.provider.refreshes
@@ -183,8 +183,7 @@ async def through_the_balancer(
         # (waiting on the store's lock) takes the new token — a second refresh, with the
         # rotated refresh token, would fail its call
         for _ in range(4):
-            with trio.fail_after(CALL_TIMEOUT):
-                result = await alice.call_tool("crm_whoami", {})
+            result = await whoami(alice, replicas, haproxy)
             assert not result.is_error, (result, replicas[0].stderr, replicas[1].stderr)
         assert crm.provider.refreshes == refreshes + 1, haproxy.stderr
     async with client_of(url, token_for(team, "bob", url)) as bob:
@@ -192,6 +191,17 @@ async def through_the_balancer(
             assert (await bob.list_tools()).tools == []
             with pytest.raises(MCPError, match="not served by this gateway"):
                 await bob.call_tool("crm_whoami", {})
+
+
+async def whoami(alice: Any, replicas: list[Any], haproxy: Any) -> Any:
+    """alice's call of ``crm_whoami`` through the balancer; refused (an MCP error, which
+    once came under the full suite's load: "not served by this gateway"), the test fails
+    with what each replica and haproxy wrote, to tell which replica refused it and why."""
+    try:
+        with trio.fail_after(CALL_TIMEOUT):
+            return await alice.call_tool("crm_whoami", {})
+    except MCPError as exc:
+        pytest.fail(f"{exc}: {[replica.stderr for replica in replicas]} {haproxy.stderr}")
 
 
 async def revoked(url: str, team: Any) -> None:
