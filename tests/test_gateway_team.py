@@ -1061,3 +1061,55 @@ async def test_a_request_whose_head_or_body_never_finishes_is_closed_in_time(
                 async for line in events.aiter_lines():
                     if json.loads(line).get("server") == "ops":
                         break
+
+
+async def test_a_granted_call_made_as_its_server_s_listing_is_merged_is_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A caller's call of a tool their grant covers, made between its server's first
+    listing and the registry's merge of it (as on a replica that has just connected the
+    server), waits for the merge and is made — it is not refused as not served, as it
+    was under load."""
+    from supervisor.gateway._policy import Narrowed
+    from supervisor.gateway._resource import Caller
+    from supervisor.registry._live import _RegistryActor
+    from supervisor.testing.servers import stdio_params
+    from supervisor.tools._request import ToolCall
+
+    handle = _RegistryActor.handle
+    armed, held, merge = False, trio.Event(), trio.Event()
+
+    async def held_back(self: _RegistryActor, message: object) -> None:
+        if armed:
+            held.set()
+            await merge.wait()
+        await handle(self, message)
+
+    monkeypatch.setattr(_RegistryActor, "handle", held_back)
+    command, args = stdio_params("echo")
+    notes = {"command": command, "args": list(args), "lazy": True, "approve": False}
+    async with open_supervisor({"mcpServers": {"notes": notes}}) as sup:
+        gateway = Gateway(sup, policy=Policy(RULES))
+        alice = Caller("alice", groups=("eng",))
+        view = Narrowed(gateway, alice, gateway.policy.grant(alice))
+        answers: list[Any] = []
+        armed = True
+        try:
+            with trio.fail_after(30):
+                await sup.connect_all()  # its listing reported; its merge held back
+                await held.wait()
+            assert sup.registry_statistics().pending and "notes_echo" not in sup.snapshot.named
+            with trio.fail_after(30):
+                async with trio.open_nursery() as nursery:
+
+                    async def call() -> None:
+                        answers.append(await view.call(ToolCall("notes_echo", {"text": "x"})))
+
+                    nursery.start_soon(call)
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert answers == []  # waiting for the merge, not refused
+                    merge.set()
+        finally:
+            merge.set()  # (a merge held back would hold the supervisor's close up)
+    [result] = answers
+    assert not result.is_error and result.structured_content == {"result": "x"}

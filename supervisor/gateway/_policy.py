@@ -310,7 +310,7 @@ class Narrowed:
         no close matches named)."""
         name = call.name
         if not self.grant.everything:
-            server = self._server_of(name)
+            server = await self._server_of(name)
             if server is None or not self.grant.tool(server, name):
                 raise UnknownTool(f"tool {name!r} is not served by this gateway")
         subject = self.caller.subject
@@ -322,12 +322,20 @@ class Narrowed:
         finally:
             caller_admission.reset(passing)
 
-    def _server_of(self, name: str) -> str | None:
-        """The server of the merged tool ``name`` (one not listed yet: by its prefix)."""
-        entry = self.sup.snapshot.named.get(name)
-        if entry is not None:
-            return entry.server
-        try:
-            return self.sup.resolve(name)[0]
-        except UnknownTool:
-            return None
+    async def _server_of(self, name: str) -> str | None:
+        """The server of the merged tool ``name`` (one not listed yet: by its prefix) —
+        waiting, as the supervisor's gate does, for the registry's merge of a listing a
+        server made a moment ago: until then its tools are neither in the catalog nor
+        taken by their prefix (the server has listed them), and a call of one, on a
+        replica that just connected its server, was refused as not served."""
+        sup = self.sup
+        while True:
+            entry = sup.snapshot.named.get(name)
+            if entry is not None:
+                return entry.server
+            try:
+                return sup.resolve(name)[0]
+            except UnknownTool:
+                if not sup.registry_statistics().pending:
+                    return None
+            await sup.snapshot_after(sup.snapshot)
