@@ -407,6 +407,44 @@ async def test_a_failed_server_is_withdrawn_at_once_and_restored_when_back() -> 
             assert (await probe.get(f"{base}/readyz")).status_code == 200
 
 
+async def test_listings_wait_for_the_first_connections_only_once_from_the_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What docs/gateway.md says: a listing made while the servers make their first
+    connection waits for them, up to a while from the start. A server that keeps failing
+    before its first connection (retried, never given up on) keeps the connections
+    unfinished: a listing made once that while has passed does not wait again (each
+    ``tools``, ``/tools`` and tools/list through a gateway beside a server crashing at
+    start took 15 s)."""
+    from supervisor.gateway import _served
+
+    wait = 2.0
+    monkeypatch.setattr(_served, "FIRST_LISTING_WAIT", wait)
+    crashing = {
+        "command": sys.executable,
+        "args": ["-c", "raise SystemExit(1)"],
+        "maxRestarts": 100000,
+    }
+    config = {
+        "mcpServers": {"echo": fixture("echo", autoApprove=True), "dead": crashing},
+        "supervisor": {"backoff": {"local": {"initial": 0.1, "max": 0.2, "maxAttempts": 100000}}},
+    }
+    async with open_supervisor(config) as sup, trio.open_nursery() as nursery:
+        gateway = Gateway(sup)  # type: ignore[arg-type]
+        start = trio.current_time()
+        await nursery.start(gateway.run)
+        first = await gateway.tools_document()
+        waited = trio.current_time() - start
+        # The first listing waited out the while, and saw the server that came up.
+        assert waited >= wait and "echo_echo" in {t["name"] for t in first["tools"]}
+        assert sup.status()["dead"].status != "connected"  # type: ignore[attr-defined]
+        for _ in range(3):
+            begun = trio.current_time()
+            await gateway.tools_document()
+            assert trio.current_time() - begun < wait / 2
+        nursery.cancel_scope.cancel()
+
+
 async def test_filters_narrow_what_one_gateway_serves() -> None:
     """``tools`` globs and ``servers`` names: only those are listed, and a call to another
     known tool is refused as not served here."""

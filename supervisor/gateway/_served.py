@@ -39,7 +39,7 @@ class Served:
     ``servers`` (empty: everything); ``relays`` says whether backing servers' requests
     (log messages among them) are passed on to clients."""
 
-    __slots__ = ("_connected", "_globs", "_only", "_served", "relays", "sup")
+    __slots__ = ("_connected", "_globs", "_listing_deadline", "_only", "_served", "relays", "sup")
 
     def __init__(
         self,
@@ -55,6 +55,9 @@ class Served:
         self._only = frozenset(servers)
         self._served: tuple[Catalog, frozenset[str], Catalog] | None = None
         self._connected = trio.Event()
+        #: When listings stop waiting for the first connections (trio's clock): set as
+        #: they begin.
+        self._listing_deadline: float | None = None
 
     def serves(self, server: str, name: str | None = None) -> bool:
         """Whether this gateway serves ``server`` (and its tool ``name``) at all."""
@@ -147,15 +150,24 @@ class Served:
         }
 
     async def connect_all(self) -> None:
-        """Make the servers' first connections; listings stop waiting for them then."""
+        """Make the servers' first connections; listings stop waiting for them then, or
+        :data:`FIRST_LISTING_WAIT` seconds from now, whichever comes first."""
+        self._listing_deadline = trio.current_time() + FIRST_LISTING_WAIT
         try:
             await self.sup.connect_all()
         finally:
             self._connected.set()
 
     async def first_listing(self) -> None:
-        """A listing made while the servers make their first connection waits for them
-        (at most :data:`FIRST_LISTING_WAIT` seconds): a client that lists once at start,
-        as many do, then sees every server that can be reached."""
-        with trio.move_on_after(FIRST_LISTING_WAIT):
+        """A listing made while the servers make their first connection waits for them,
+        until :data:`FIRST_LISTING_WAIT` seconds after they began: a client that lists
+        once at start, as many do, then sees every server that can be reached. Past that,
+        a listing does not wait, though a server that keeps failing before its first
+        connection (retried, not given up on) keeps the connections unfinished."""
+        if self._connected.is_set():
+            return
+        until = self._listing_deadline
+        if until is None:  # asked before the connections began
+            until = trio.current_time() + FIRST_LISTING_WAIT
+        with trio.move_on_at(until):
             await self._connected.wait()
