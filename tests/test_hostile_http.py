@@ -337,7 +337,8 @@ def test_the_page_guard_takes_a_page_for_the_request_the_client_will_give_it_to(
     """A page on a request's own event stream answers that request whatever id it names
     (the SDK puts the request's id on it); one on a resumed stream answers any listing
     waiting; one msgspec cannot read (a NaN, nesting too deep) is refused unmeasured
-    when it answers a listing, and left to the parser otherwise."""
+    when it answers a listing, and left to the parser otherwise — as is one that is not
+    JSON at all."""
     guard = PageGuard(max_items=2, max_bytes=1000)
 
     def page(request_id: object, field: str = "tools", extra: str = "") -> bytes:
@@ -359,3 +360,11 @@ def test_the_page_guard_takes_a_page_for_the_request_the_client_will_give_it_to(
     assert guard.check(page(3, "prompts", ',"x":NaN')) is None  # not a listing's answer
     deep = b"[" * 5000 + b"]" * 5000  # deeper than msgspec reads (it raises RecursionError)
     assert guard.check(b'{"jsonrpc":"2.0","id":9,"result":{"x":' + deep + b"}}") == (9, UNREADABLE)
+    # Not JSON the SDK's parser takes either (a stray byte before it, bytes after it):
+    # left to the parser, which refuses it as not a JSON-RPC message.
+    guard.sent("tools/list", 10)
+    assert guard.check(b"\x0b" + page(10)) is None
+    assert guard.check(page(10) + b"x") is None
+    assert guard.check(b"\x0b" + page(10, extra=',"x":NaN')) is None
+    assert guard.waiting
+    assert guard.check(page(10, extra=',"x":-Infinity')) == (10, UNREADABLE)

@@ -12,7 +12,8 @@ counts), which the listing raises as :class:`~supervisor.errors.CatalogTooLarge`
 the limits; the page's bytes are dropped then and there. A listing's answer that msgspec
 cannot read — ``NaN`` or ``Infinity``, which JSON does not allow but the SDK's parser
 takes, or nesting too deep — cannot be measured, so it is refused too (a JSON-RPC parse
-error for that request, :data:`UNREADABLE`).
+error for that request, :data:`UNREADABLE`). One that is not JSON at all is left to the
+SDK's parser, which refuses it as what it is: not a JSON-RPC message.
 
 The listing counts its pages together again once they are models (the limits hold for
 the whole listing, over every page); this check only keeps one page from costing more
@@ -139,7 +140,11 @@ class PageGuard:
             answer = _answer.decode(raw)
         except msgspec.ValidationError:
             return None  # not a listing's answer of the usual shape: the parser says why
-        except (msgspec.DecodeError, RecursionError):
+        except msgspec.DecodeError:
+            if not _json_but_for_nan(raw):
+                return None  # not JSON the SDK's parser takes either: it says what is wrong
+            return self._unreadable(raw, answering)
+        except RecursionError:
             return self._unreadable(raw, answering)
         request_id = answer.id
         if answer.method is not None or (request_id is None and answering is None):
@@ -190,6 +195,26 @@ class PageGuard:
         if request_id is None or self._waiting.pop(_key(request_id), None) is None:
             return None  # not a listing's answer: the parser says what is wrong with it
         return request_id, UNREADABLE
+
+
+_skip = msgspec.json.Decoder(msgspec.Raw)
+
+
+def _json_but_for_nan(raw: bytes | bytearray | memoryview | str) -> bool:
+    """Whether ``raw``, which msgspec could not read, is JSON but for ``NaN`` or
+    ``Infinity`` — which the SDK's parser takes. Any other line msgspec refuses (a
+    stray byte before the message, say) the SDK's parser refuses too, and says why. The
+    tokens are read as numbers and the rest checked without building it."""
+    data = raw.encode(errors="replace") if isinstance(raw, str) else bytes(raw)
+    if b"NaN" not in data and b"Infinity" not in data:
+        return False
+    try:
+        _skip.decode(data.replace(b"NaN", b"0").replace(b"Infinity", b"0"))
+    except msgspec.DecodeError:
+        return False
+    except RecursionError:
+        return True  # (nested too deep to be measured, as well)
+    return True
 
 
 def refusal(refused: tuple[int | str | None, dict[str, Any]], *, server: str) -> SessionMessage:
