@@ -1,6 +1,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -9,6 +12,32 @@ import structlog
 from supervisor import log
 
 from .probes import Journal
+
+#: The state this test process keeps (made by :func:`pytest_configure`).
+_STATE: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """What ``serve``, the CLI and the token store keep — the CLI's sockets, the configs
+    trusted, the tokens — goes to a directory of this test process's own (each xdist
+    worker's), removed as it ends, not under the home directory of whoever runs the
+    tests: a run of the suite left a hundred sockets there, and trusted each of its
+    temporary configs for good. A test that needs a place of its own still sets one."""
+    root = tempfile.mkdtemp(prefix="mcp-supervisor-tests-")
+    _STATE.append(root)
+    for name, folder in (
+        ("MCP_SUPERVISOR_STATE_DIR", "state"),
+        ("MCP_SUPERVISOR_AUTH_DIR", "auth"),
+        ("XDG_RUNTIME_DIR", "run"),
+    ):
+        path = os.path.join(root, folder)
+        os.mkdir(path, 0o700)
+        os.environ[name] = path
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _STATE:
+        shutil.rmtree(_STATE.pop(), ignore_errors=True)
 
 
 @pytest.fixture
