@@ -411,13 +411,14 @@ async def test_listings_wait_for_the_first_connections_only_once_from_the_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """What docs/gateway.md says: a listing made while the servers make their first
-    connection waits for them, up to a while from the start. A server that keeps failing
+    connection waits for them, up to 15 s from the start. A server that keeps failing
     before its first connection (retried, never given up on) keeps the connections
     unfinished: a listing made once that while has passed does not wait again (each
     ``tools``, ``/tools`` and tools/list through a gateway beside a server crashing at
     start took 15 s)."""
     from supervisor.gateway import _served
 
+    assert _served.FIRST_LISTING_WAIT == 15  # as docs/gateway.md says; shorter here
     wait = 2.0
     monkeypatch.setattr(_served, "FIRST_LISTING_WAIT", wait)
     crashing = {
