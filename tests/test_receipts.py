@@ -9,10 +9,13 @@ own error answer."""
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
 import mcp_types as types
+import pytest
 import trio
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
@@ -147,32 +150,116 @@ async def test_a_message_is_written_in_its_senders_task_and_overtakes_none() -> 
     assert echoed == [1, 2, FIRST_ID]
 
 
-def test_a_pending_sigkill_is_read_from_either_mask(tmp_path: Path) -> None:
-    """``_dying`` reads SIGKILL pending for the thread (``SigPnd``) or the whole process
-    (``ShdPnd``) from a ``/proc/PID/status`` as the kernel writes it, and from one whose
-    masks it cannot read as one (they are then read one by one, as ever): ``False``
-    where a mask it needs is missing or not a number."""
-    from supervisor.transports._intake import _dying
+def test_a_process_s_state_is_read_from_its_proc_stat(tmp_path: Path) -> None:
+    """``process_state`` reads a ``/proc/PID/stat`` as the kernel writes it: the state
+    after the command's name (which may hold parentheses and spaces), the flags (the 9th
+    field) and the pending mask (the 31st), decimal: a process with SIGKILL pending or
+    marked ``PF_SIGNALED`` is being killed (a zombie main thread too, while the others
+    exit), any other zombie or dead one has exited, and what cannot be read is taken as
+    running."""
+    from supervisor.transports._intake import DYING, GONE, LIVE, process_state
 
-    kill, usr1 = f"{1 << 8:016x}", f"{1 << 9:016x}"  # SIGKILL is 9, SIGUSR1 10
-    zero = "0" * 16
-
-    def status(*lines: str) -> bool:
-        path = tmp_path / "status"
-        path.write_text("Name:\tx\nSigQ:\t0/1\n" + "".join(f"{line}\n" for line in lines))
+    def stat(name: str, state: str, pending: int | str, flags: int = 4194304) -> int:
+        # fields 4-30 as a real one has them, then the signal masks: pending, blocked...
+        middle = f"1 1 1 0 -1 {flags} 99 0 1 0 0 0 0 0 20 0 1 0 7404015 3133440 402"
+        middle += " 18446744073709551615 9433804777 9433804779 1407284550 0 0"
+        path = tmp_path / "stat"
+        path.write_text(f"4242 ({name}) {state} {middle} {pending} 0 0 0 17 1 0 0 0 0 0\n")
         fd = os.open(path, os.O_RDONLY)
         try:
-            return _dying(fd)
+            return process_state(fd)
         finally:
             os.close(fd)
 
-    assert status(f"SigPnd:\t{kill}", f"ShdPnd:\t{zero}", "SigBlk:\t0")
-    assert status(f"SigPnd:\t{zero}", f"ShdPnd:\t{kill}", "SigBlk:\t0")
-    assert not status(f"SigPnd:\t{usr1}", f"ShdPnd:\t{zero}", "SigBlk:\t0")
-    assert not status(f"SigPnd:\t{zero}", f"ShdPnd:\t{zero}")
-    # not one after the other: read one by one
-    assert status(f"ShdPnd:\t{kill}", "SigBlk:\t0", f"SigPnd:\t{zero}")
-    assert status(f"SigPnd:\t{kill}", "SigBlk:\t0", "ShdPnd:\tnonsense")
-    assert not status(f"SigPnd:\t{zero}", "ShdPnd:\tnonsense")
-    assert not status(f"ShdPnd:\t{kill}")  # no SigPnd: cannot be told
-    assert not status()
+    kill, usr1 = 1 << 8, 1 << 9  # SIGKILL is 9, SIGUSR1 10
+    assert stat("echo", "S", 0) == LIVE
+    assert stat("echo", "S", kill) == DYING
+    assert stat("echo", "R", kill | usr1) == DYING
+    assert stat("echo", "S", usr1) == LIVE
+    assert stat("echo", "R", 0, flags=0x400 | 0x4 | 4194304) == DYING  # acting on it
+    assert stat("echo", "R", 0, flags=0x4 | 4194304) == LIVE  # exiting, not killed
+    assert stat("a) R 1 (b", "S", kill) == DYING  # the last ')' ends the name
+    assert stat("sp ace", "D", 0) == LIVE
+    assert stat("echo", "Z", 0) == GONE
+    assert stat("echo", "X", 0) == GONE
+    assert stat("echo", "Z", 0, flags=0x400 | 0x4 | 4194304) == DYING
+    assert stat("echo", "S", "nonsense") == LIVE
+    assert stat("echo", "Z", "nonsense") == LIVE
+    (tmp_path / "stat").write_text("4242 (echo) S 1 2\n")  # cut short: cannot be told
+    fd = os.open(tmp_path / "stat", os.O_RDONLY)
+    try:
+        assert process_state(fd) == LIVE
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_a_sigkill_sent_to_a_process_is_read_from_its_proc_stat_before_it_acts(
+    tmp_path: Path,
+) -> None:
+    """The kernel fact ``process_state`` relies on: a SIGKILL sent to a process is in
+    its main thread's own pending mask — the one ``/proc/PID/stat`` shows — at once,
+    before the process runs again, whichever of its threads it woke. The process (three
+    threads) is held off its CPU by a real-time busy loop on that CPU while it is killed
+    and read; its stat reads GONE once it was reaped."""
+    from supervisor.transports._intake import DYING, GONE, LIVE, process_state, stat_fd
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs a second CPU to hold the process off")
+    cpu, done = cpus[-1], tmp_path / "done"
+    victim_code = (
+        "import os, threading, time\n"
+        f"os.sched_setaffinity(0, {{{cpu}}})\n"
+        "for _ in range(2): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    hog_code = (  # on that CPU, before anything else, for a second at most
+        "import os, sys, time\n"
+        f"os.sched_setaffinity(0, {{{cpu}}})\n"
+        "try:\n"
+        "    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))\n"
+        "except OSError:\n"
+        "    print('refused', flush=True); sys.exit()\n"
+        "print('holding', flush=True)\n"
+        "end = time.monotonic() + 1.0\n"
+        "while time.monotonic() < end and not os.path.exists(sys.argv[1]): pass\n"
+    )
+    victim = subprocess.Popen([sys.executable, "-c", victim_code], stdout=subprocess.PIPE)
+    hog = None
+    os.sched_setaffinity(0, set(cpus) - {cpu})  # this test's own thread: never held off
+    try:
+        assert victim.stdout is not None and victim.stdout.readline() == b"ready\n"
+        for thread in os.listdir(f"/proc/{victim.pid}/task"):
+            os.sched_setaffinity(int(thread), {cpu})
+        fd = stat_fd(victim.pid)
+        assert fd is not None
+        try:
+            assert process_state(fd) == LIVE
+            hog = subprocess.Popen(
+                [sys.executable, "-c", hog_code, str(done)], stdout=subprocess.PIPE
+            )
+            assert hog.stdout is not None
+            said = hog.stdout.readline()
+            if said == b"refused\n":
+                pytest.skip("may not run a real-time loop here (CAP_SYS_NICE)")
+            assert said == b"holding\n"
+            try:
+                victim.send_signal(signal.SIGKILL)
+                held = process_state(fd)
+            finally:
+                done.touch()
+                hog.wait(timeout=10)
+            assert held == DYING
+            assert victim.wait(timeout=10) == -signal.SIGKILL
+            assert process_state(fd) == GONE  # reaped: the read fails
+        finally:
+            os.close(fd)
+    finally:
+        os.sched_setaffinity(0, cpus)
+        victim.kill()
+        victim.wait()
+        if hog is not None:
+            hog.kill()
+            hog.wait()

@@ -5,13 +5,12 @@ went into the pipe, and where each request's first byte went: once the server an
 it started are gone (Linux), a request whose bytes are all still unread in the pipe was
 never received, and its :class:`~._receipts.Receipt` goes back to not delivered
 (:meth:`Intake.count_unread`), as does one written once the server was being killed
-(:func:`_dying`) when it left nothing behind that may have read it.
+(:func:`process_state`) when it left nothing behind that may have read it.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import select
 import signal
 import weakref
@@ -22,7 +21,7 @@ from . import _children
 from ._receipts import Receipt
 from ._stderr import pending
 
-__all__ = ["Intake", "status_fd"]
+__all__ = ["DYING", "GONE", "LIVE", "Intake", "process_state", "stat_fd", "state_of"]
 
 
 class Intake:
@@ -35,18 +34,18 @@ class Intake:
         #: (by its receipt): what is still unread once it is gone was never received
         self.written = 0
         self._starts: weakref.WeakKeyDictionary[Receipt, int] = weakref.WeakKeyDictionary()
-        #: requests written when the server was already being killed (see _dying)
+        #: requests written when the server was already being killed (see process_state)
         self._late: weakref.WeakSet[Receipt] = weakref.WeakSet()
         self._counted = False
 
-    def going(self, receipt: Receipt | None, status: int | None) -> int:
-        """The request of ``receipt`` is about to go in (the server's ``/proc`` status
-        open as ``status``, if it can be): where its first byte goes. A listing's pages
-        count from where the first one went."""
+    def going(self, receipt: Receipt | None, dying: bool) -> int:
+        """The request of ``receipt`` is about to go in (into a server being killed, if
+        ``dying``: :func:`process_state` said so just before): where its first byte goes.
+        A listing's pages count from where the first one went."""
         start = self.written
         if receipt is not None:
             self._starts.setdefault(receipt, start)
-            if status is not None and _dying(status):
+            if dying:
                 self._late.add(receipt)
         return start
 
@@ -85,44 +84,62 @@ class Intake:
                 receipt.delivered = False
 
 
-def status_fd(pid: int) -> int | None:
-    """An open ``/proc/PID/status`` of process ``pid`` for :func:`_dying` (``None`` when
-    it cannot be opened): read again from its start, it tells the process's state then."""
+def stat_fd(pid: int) -> int | None:
+    """An open ``/proc/PID/stat`` of process ``pid`` for :func:`process_state` (``None``
+    when it cannot be opened): read again from its start, it tells the process's state
+    then — and once the process is reaped, reading it fails, whoever has its number now."""
     try:
-        return os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
+        return os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
 
 
-#: SIGKILL's bit in the pending-signal masks of ``/proc/PID/status``.
+#: What :func:`process_state` tells of a process: it runs; it is being killed; it exited.
+LIVE, DYING, GONE = 0, 1, 2
+#: SIGKILL's bit in the pending-signal mask of ``/proc/PID/stat`` (its ``signal`` field).
 _KILL_BIT = 1 << (signal.SIGKILL - 1)
-#: The two masks, as the kernel writes them: ``SigPnd`` (the thread's), ``ShdPnd``.
-_PENDING = re.compile(rb"\nSigPnd:([^\n]*)\nShdPnd:([^\n]*)\n")
+#: The kernel's flag of a thread that a signal is killing (``PF_SIGNALED``), in the
+#: ``flags`` field of ``/proc/PID/stat``.
+_SIGNALED = 0x400
+#: Where the ``flags`` (the 9th) and ``signal`` (the 31st) fields are among the fields
+#: after the command's name (its 2nd, in parentheses: the state, the 3rd, comes first).
+_FLAGS_FIELD, _SIGNAL_FIELD = 9 - 3, 31 - 3
 
 
-def _dying(status: int) -> bool:
-    """Whether the process whose ``/proc/PID/status`` is open as ``status`` is being
-    killed (Linux): SIGKILL is pending for it (``SigPnd``, or ``ShdPnd`` for the whole
-    process). It runs no code of its own from then on — not even to handle what a read one
-    of its threads was blocked in returns. ``False`` when that cannot be told."""
+def process_state(stat: int) -> int:
+    """What the process whose ``/proc/PID/stat`` is open as ``stat`` is doing (Linux):
+    :data:`DYING` while a signal kills it — it runs no code of its own from then on, not
+    even to handle what a read one of its threads was blocked in returns; :data:`GONE`
+    once it was reaped, or its main thread exited otherwise (a zombie: whether the
+    process did, ``waitpid`` tells); :data:`LIVE` otherwise, and when that cannot be
+    told.
+
+    One read (about 300 bytes) tells it, where ``/proc/PID/status`` takes 1.5 KiB and
+    ``waitpid`` a call of its own. What it shows is the main thread's, and a process
+    being killed shows in it from the signal's sending until it is reaped: the kernel
+    puts SIGKILL in every thread's own pending set as it sends it (``complete_signal``'s
+    fatal path: for any signal that kills), and a thread that takes it off to act on it
+    is marked ``PF_SIGNALED`` as it does, which it keeps as a zombie while the others
+    exit. ``tests/test_receipts.py`` sends a real SIGKILL to a process held off its CPU,
+    and reads it here."""
     try:
-        text = os.pread(status, 4096, 0)  # about 1.5 KiB: its whole state, made anew
+        text = os.pread(stat, 4096, 0)
     except OSError:
-        return False  # gone (reaped): its exit is reported, and counted, elsewhere
-    both = _PENDING.search(text)  # (where the kernel writes them: one after the other)
-    if both is not None:
-        try:
-            return bool((int(both[1], 16) | int(both[2], 16)) & _KILL_BIT)
-        except ValueError:
-            pass  # as the fields are read one by one below
-    for field in (b"\nSigPnd:", b"\nShdPnd:"):
-        at = text.find(field)
-        end = text.find(b"\n", at + 1)
-        if at < 0 or end < 0:
-            return False
-        try:
-            if int(text[at + len(field) : end], 16) & _KILL_BIT:
-                return True
-        except ValueError:
-            return False
-    return False
+        return GONE  # reaped: its exit is reported, and counted, elsewhere
+    fields = text[text.rfind(b")") + 2 :].split(b" ", _SIGNAL_FIELD + 1)
+    try:
+        flags, pending = int(fields[_FLAGS_FIELD]), int(fields[_SIGNAL_FIELD])
+    except (IndexError, ValueError):
+        return LIVE
+    if pending & _KILL_BIT or flags & _SIGNALED:
+        return DYING
+    return GONE if fields[0] in (b"Z", b"X", b"x") else LIVE  # (its state: a zombie, dead)
+
+
+def state_of(process: trio.Process, stat: int | None) -> int:
+    """:func:`process_state` of ``process`` from its ``/proc/PID/stat`` open as ``stat``;
+    without one (not Linux), :data:`GONE` once ``returncode`` says it exited, else
+    :data:`LIVE`."""
+    if stat is not None:
+        return process_state(stat)
+    return GONE if process.returncode is not None else LIVE

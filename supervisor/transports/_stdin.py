@@ -26,7 +26,7 @@ from mcp.shared.message import SessionMessage
 
 from . import _children
 from ._fault_point import TO_SERVER, FaultPoint
-from ._intake import Intake, status_fd
+from ._intake import DYING, GONE, Intake, stat_fd, state_of
 from ._receipts import Receipt, Written
 
 if TYPE_CHECKING:
@@ -62,8 +62,8 @@ class StdinWriter:
         # cannot be failed there, alone, and never reaches this task.
         assert process.stdin is not None
         sending = self.sending
-        # Its /proc status, held open: read again for each request (see _dying).
-        status = status_fd(process.pid) if _children.LINUX and link is None else None
+        # Its /proc stat, held open: read again for each request (see process_state).
+        status = stat_fd(process.pid) if _children.LINUX and link is None else None
         queue = from_session if isinstance(from_session, MemoryObjectReceiveStream) else None
         idle = (process, status, queue) if link is None and queue is not None else None
         try:
@@ -88,7 +88,8 @@ class StdinWriter:
                     assert point is not None  # the link is the server's side of the pipe
                     await link.carry(TO_SERVER, line, point.to_server, point.to_client)
                     continue
-                start = self.intake.going(receipt, status)
+                dying = receipt is not None and state_of(process, status) == DYING
+                start = self.intake.going(receipt, dying)
                 try:
                     await self._send_line(process.stdin, line + b"\n")
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -122,9 +123,10 @@ class StdinWriter:
             return False
         process, status, queue = now
         stdin = process.stdin
+        state = state_of(process, status)  # exited? being killed?
         if (
             len(line) >= select.PIPE_BUF
-            or process.returncode is not None
+            or state == GONE  # (the writer's to see: what it started may hold the pipe)
             or not isinstance(stdin, trio.lowlevel.FdStream)
             or queue.statistics().tasks_waiting_send  # (one queued before the writer took it)
         ):
@@ -132,7 +134,7 @@ class StdinWriter:
             return False
         if receipt is not None and not receipt.deliver():
             return True  # given up as never sent (and sent again elsewhere): not now
-        self.intake.going(receipt, status)
+        self.intake.going(receipt, state == DYING)
         try:
             count = os.write(stdin.fileno(), line + b"\n")
         except (BlockingIOError, OSError):  # full, or gone: the writer's to say
