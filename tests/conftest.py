@@ -11,7 +11,7 @@ import structlog
 
 from supervisor import log
 
-from .probes import Journal
+from .probes import STATE_VARIABLES, Journal
 
 #: The state this test process keeps (made by :func:`pytest_configure`).
 _STATE: list[str] = []
@@ -25,11 +25,7 @@ def pytest_configure(config: pytest.Config) -> None:
     temporary configs for good. A test that needs a place of its own still sets one."""
     root = tempfile.mkdtemp(prefix="mcp-supervisor-tests-")
     _STATE.append(root)
-    for name, folder in (
-        ("MCP_SUPERVISOR_STATE_DIR", "state"),
-        ("MCP_SUPERVISOR_AUTH_DIR", "auth"),
-        ("XDG_RUNTIME_DIR", "run"),
-    ):
+    for name, folder in zip(STATE_VARIABLES, ("state", "auth", "run"), strict=True):
         path = os.path.join(root, folder)
         os.mkdir(path, 0o700)
         os.environ[name] = path

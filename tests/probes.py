@@ -1,6 +1,7 @@
 """Shared test helpers: a journal, a controllable probe actor, a command answered on a
-pseudo-terminal, whether a process still runs, and a bare socket where the command line
-looks for a gateway."""
+pseudo-terminal, whether a process still runs, a bare socket where the command line
+looks for a gateway, and the variables that keep a process's state in the suite's own
+directory."""
 
 from __future__ import annotations
 
@@ -51,8 +52,9 @@ class Probe(Actor):
     "hang" never answers; "raise" raises Boom to the caller.
     """
 
-    def __init__(self, id: str, journal: Journal, *, concurrency: int = 1,
-                 honour_stop: bool = True) -> None:
+    def __init__(
+        self, id: str, journal: Journal, *, concurrency: int = 1, honour_stop: bool = True
+    ) -> None:
         self.id = id
         self.journal = journal
         self.max_concurrency = concurrency
@@ -223,3 +225,16 @@ async def close_after_the_request(
             while method not in data and (chunk := await conn.recv(65536)):
                 data += chunk
             taken.append(data)
+
+
+#: The variables that keep what ``serve``, the CLI and the token store keep (sockets,
+#: trusted configs, tokens) in a directory of the suite's own: ``tests/conftest.py`` sets
+#: them for each test process.
+STATE_VARIABLES = ("MCP_SUPERVISOR_STATE_DIR", "MCP_SUPERVISOR_AUTH_DIR", "XDG_RUNTIME_DIR")
+
+
+def own_state() -> dict[str, str]:
+    """:data:`STATE_VARIABLES` as this test process has them, for a process started with
+    an environment of its own: a stdio server the SDK starts gets only its default
+    variables, and a ``serve`` started so would keep its socket under the home directory."""
+    return {name: os.environ[name] for name in STATE_VARIABLES if name in os.environ}

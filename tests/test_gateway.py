@@ -31,6 +31,8 @@ from supervisor.gateway._core import ERROR_META
 from supervisor.gateway._http import HttpGatewayInfo
 from supervisor.testing.servers import make_server, stdio_params
 
+from .probes import own_state
+
 TIME_SERVER = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
 REFERENCE = Path(__file__).with_name("reference_server.py")
 TOKEN = "test-gateway-token-0123456789"
@@ -101,6 +103,7 @@ async def test_a_stdio_client_uses_tools_resources_and_prompts_of_three_servers(
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "supervisor", "serve", "--config", str(config), "--yes"],
+        env=own_state(),  # (the SDK gives a stdio server its default variables only)
     )
     with trio.fail_after(90):
         async with Client(stdio_client(params), mode="legacy") as client:
@@ -148,6 +151,7 @@ async def test_a_client_s_log_level_and_log_messages_print_no_python_warning(
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "supervisor", "serve", "--config", str(config), "--yes"],
+        env=own_state(),  # (the SDK gives a stdio server its default variables only)
     )
     logged: list[tuple[str, object]] = []
 

@@ -24,6 +24,7 @@ from supervisor.testing.servers import make_server
 from supervisor.testing.servers._big import make_big
 from supervisor.testing.servers.tiny import tiny_server
 
+from .probes import own_state
 from .test_gateway import _raises, gateway_over_http, http_client, text
 
 META = ["list", "search", "load", "call"]
@@ -334,6 +335,7 @@ async def test_serve_tool_search_over_stdio(tmp_path: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "supervisor", "serve", "--config", str(config), "--tool-search"],
+        env=own_state(),  # (the SDK gives a stdio server its default variables only)
     )
     with trio.fail_after(60):
         async with Client(stdio_client(params), mode="legacy") as client:
