@@ -15,6 +15,8 @@ from mcp.client.stdio import stdio_client
 
 from supervisor.testing.servers import stdio_params
 
+from .probes import own_state
+
 #: Runs ``serve`` as ``python -m supervisor serve`` does, and writes at its exit what the
 #: collector holds frozen, whether it still runs, and whether it collected a cycle made
 #: after start-up (so made while serving: the gateway was serving when the client called).
@@ -48,6 +50,7 @@ async def _served(tmp_path: Path) -> dict[str, Any]:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-c", _WRAPPER, str(said), "serve", "--config", str(config)],
+        env=own_state(),  # (the SDK gives a stdio server its default variables only)
     )
     with trio.fail_after(60):
         async with Client(stdio_client(params)) as client:
