@@ -208,12 +208,12 @@ def test_a_sigkill_sent_to_a_process_is_read_from_its_proc_stat_before_it_acts(
     if len(cpus) < 2:
         pytest.skip("needs a second CPU to hold the process off")
     cpu, done = cpus[-1], tmp_path / "done"
-    victim_code = (
-        "import os, threading, time\n"
+    victim_code = (  # three threads, blocked until it is killed
+        "import os, sys, threading\n"
         f"os.sched_setaffinity(0, {{{cpu}}})\n"
-        "for _ in range(2): threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+        "for _ in range(2): threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
         "print('ready', flush=True)\n"
-        "time.sleep(60)\n"
+        "sys.stdin.buffer.read()\n"
     )
     hog_code = (  # on that CPU, before anything else, for a second at most
         "import os, sys, time\n"
@@ -226,7 +226,9 @@ def test_a_sigkill_sent_to_a_process_is_read_from_its_proc_stat_before_it_acts(
         "end = time.monotonic() + 1.0\n"
         "while time.monotonic() < end and not os.path.exists(sys.argv[1]): pass\n"
     )
-    victim = subprocess.Popen([sys.executable, "-c", victim_code], stdout=subprocess.PIPE)
+    victim = subprocess.Popen(
+        [sys.executable, "-c", victim_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     hog = None
     os.sched_setaffinity(0, set(cpus) - {cpu})  # this test's own thread: never held off
     try:
